@@ -1,0 +1,41 @@
+import Foundation
+
+/// Recognises a representation type from the first bytes of some data: images by their magic
+/// numbers, PDF, SVG and HTML by their openings, and UTF-8 text. Reads at most 64 KiB.
+public enum ContentSniffer {
+    /// How many bytes are looked at, at most.
+    public static let window = 64 * 1024
+
+    /// The type the bytes look like, or nil for data of no recognised kind (binary).
+    public static func sniff(_ data: Data) -> PasteboardType? {
+        let head = data.prefix(window)
+        func starts(_ bytes: [UInt8]) -> Bool { head.starts(with: bytes) }
+        if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .png }
+        if starts([0xFF, 0xD8, 0xFF]) { return .jpeg }
+        if starts(Array("GIF87a".utf8)) || starts(Array("GIF89a".utf8)) { return .gif }
+        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return .tiff }
+        if head.count >= 12, starts(Array("RIFF".utf8)), head.dropFirst(8).starts(with: Array("WEBP".utf8)) { return .webP }
+        if starts(Array("%PDF-".utf8)) { return .pdf }
+        if head.count >= 26, starts(Array("BM".utf8)), head[head.startIndex + 6] == 0, head[head.startIndex + 7] == 0 { return .bmp }
+        guard let text = validUTF8Prefix(head, isWhole: head.count == data.count), !text.contains("\u{0}") else { return nil }
+        let opening = text.drop(while: { $0.isWhitespace || $0 == "\u{FEFF}" }).prefix(512).lowercased()
+        if opening.hasPrefix("<svg") || (opening.hasPrefix("<?xml") && opening.contains("<svg")) { return .svg }
+        if htmlOpenings.contains(where: { opening.hasPrefix($0) }) { return .html }
+        return .utf8PlainText
+    }
+
+    static let htmlOpenings = [
+        "<!doctype html", "<html", "<head", "<body", "<meta", "<div", "<span", "<p>", "<p ", "<table",
+        "<a ", "<b>", "<i>", "<em>", "<strong>", "<ul", "<ol", "<li", "<br", "<img", "<pre",
+        "<h1", "<h2", "<h3", "<h4", "<h5", "<h6", "<!--",
+    ]
+
+    /// The text of `head` if it is valid UTF-8; a head cut from longer data may end inside a
+    /// character, whose first bytes are then ignored.
+    static func validUTF8Prefix(_ head: Data, isWhole: Bool) -> String? {
+        for cut in 0...(isWhole ? 0 : 3) where cut <= head.count {
+            if let text = String(validating: head.dropLast(cut), as: UTF8.self) { return text }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,334 @@
+import Foundation
+import Synchronization
+
+/// A pasteboard: the general one (the clipboard), the find one (on X11 the primary selection),
+/// or a named one, holding items that each carry several representations.
+///
+/// Reading a type never runs another type's provider, and asking which types there are never
+/// moves data. Methods that can fail throw; the convenience properties (`string`, `urls`, …)
+/// report failures as nil or empty, as UIPasteboard's do.
+public final class Pasteboard: Sendable {
+    /// The name of a pasteboard.
+    public struct Name: Hashable, Sendable, RawRepresentable, ExpressibleByStringLiteral, CustomStringConvertible {
+        /// The name as text.
+        public let rawValue: String
+
+        /// Wraps a name; use ``validated(_:)`` for names from outside the program.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// Wraps a literal name.
+        public init(stringLiteral value: String) { self.rawValue = value }
+
+        /// A checked name: not empty, no control characters, at most 200 bytes.
+        public static func validated(_ rawValue: String) throws -> Name {
+            let reason: String? =
+                if rawValue.isEmpty || rawValue.allSatisfy(\.isWhitespace) { "a pasteboard name cannot be empty" }
+                else if rawValue.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                    "a pasteboard name cannot contain control characters"
+                } else if rawValue.utf8.count > 200 { "a pasteboard name is limited to 200 bytes" }
+                else { nil }
+            if let reason { throw PasteboardError.invalidName(rawValue, reason: reason) }
+            return Name(rawValue: rawValue)
+        }
+
+        /// The general pasteboard's name.
+        public static let general: Name = "general"
+        /// The find pasteboard's name.
+        public static let find: Name = "find"
+
+        /// Whether this names the general or the find pasteboard, which always exist.
+        public var isSystem: Bool { self == .general || self == .find }
+
+        /// The name as text.
+        public var description: String { rawValue }
+    }
+
+    /// Posted after a pasteboard's contents change; `userInfo` carries the name, the change count
+    /// and the types added and removed (as `[String]`).
+    public static let changedNotification = Notification.Name("org.xpb.pasteboard.changed")
+    /// Posted after a named pasteboard is removed.
+    public static let removedNotification = Notification.Name("org.xpb.pasteboard.removed")
+    /// `userInfo` key: the pasteboard's name, a `String`.
+    public static let nameUserInfoKey = "name"
+    /// `userInfo` key: the change count after the change, an `Int`.
+    public static let changeCountUserInfoKey = "changeCount"
+    /// `userInfo` key: the type identifiers added, `[String]`.
+    public static let typesAddedUserInfoKey = "typesAdded"
+    /// `userInfo` key: the type identifiers removed, `[String]`.
+    public static let typesRemovedUserInfoKey = "typesRemoved"
+
+    /// This pasteboard's name.
+    public let name: Name
+    /// Where the contents live.
+    public let backend: any PasteboardBackend
+
+    /// The registry this pasteboard maps types with.
+    public var registry: TypeRegistry { backend.registry }
+
+    /// A handle on a pasteboard of the given backend; the pasteboard must exist.
+    init(name: Name, backend: any PasteboardBackend) {
+        self.name = name
+        self.backend = backend
+    }
+
+    /// The general pasteboard (the clipboard) of the default backend.
+    public static var general: Pasteboard { Pasteboard(name: .general, backend: PasteboardSystem.backend) }
+
+    /// The find pasteboard (on X11, the primary selection) of the default backend.
+    public static var find: Pasteboard { Pasteboard(name: .find, backend: PasteboardSystem.backend) }
+
+    /// The general pasteboard of a given backend.
+    public static func general(of backend: any PasteboardBackend) -> Pasteboard {
+        Pasteboard(name: .general, backend: backend)
+    }
+
+    /// The find pasteboard of a given backend.
+    public static func find(of backend: any PasteboardBackend) -> Pasteboard {
+        Pasteboard(name: .find, backend: backend)
+    }
+
+    /// The pasteboard of that name, created when `create` is true and it does not exist; nil
+    /// when it does not exist and `create` is false, or when it cannot be created.
+    public init?(name: Name, create: Bool, backend: any PasteboardBackend = PasteboardSystem.backend) {
+        guard (try? Name.validated(name.rawValue)) != nil else { return nil }
+        if !backend.exists(name) {
+            guard create, (try? backend.create(name)) != nil else { return nil }
+        }
+        self.name = name
+        self.backend = backend
+    }
+
+    /// A new, empty pasteboard under a name that no other pasteboard has had: `unique.` and a
+    /// random UUID.
+    ///
+    /// - Throws: what the backend throws when it cannot create a pasteboard.
+    public static func withUniqueName(backend: any PasteboardBackend = PasteboardSystem.backend) throws -> Pasteboard {
+        var name: Name
+        repeat {
+            name = Name(rawValue: "unique." + UUID().uuidString.lowercased())
+        } while backend.exists(name)
+        try backend.create(name)
+        return Pasteboard(name: name, backend: backend)
+    }
+
+    /// Removes a named pasteboard and its contents, posting ``removedNotification``; the general
+    /// and find pasteboards cannot be removed.
+    public static func remove(withName name: Name, backend: any PasteboardBackend = PasteboardSystem.backend) {
+        backend.remove(name)
+    }
+
+    /// Whether the contents outlive the writer: always for the general and find pasteboards,
+    /// for named ones only when set.
+    public var isPersistent: Bool {
+        get { backend.isPersistent(name) }
+        set { backend.setPersistent(newValue, for: name) }
+    }
+
+    /// Increases by one with every change of contents: a write, an append, an expiry, or (on X11)
+    /// another client taking the selection.
+    public var changeCount: Int { backend.changeCount(of: name) }
+
+    /// This pasteboard's changes from now on.
+    public var changes: AsyncStream<PasteboardChange> { backend.changeCenter.stream(for: name) }
+
+    // MARK: Items
+
+    /// The types of every item, without moving data.
+    public func itemTypes() throws -> [[PasteboardType]] {
+        try backend.itemTypes(of: name)
+    }
+
+    /// The number of items (0 when the contents cannot be read).
+    public var numberOfItems: Int { (try? itemTypes().count) ?? 0 }
+
+    /// The items, whose representations are read only when asked for; setting replaces the
+    /// contents with no options.
+    public var items: [PasteboardItem] {
+        get { (try? backend.items(of: name)) ?? [] }
+        set { try? setItems(newValue) }
+    }
+
+    /// Replaces the whole contents with `items`.
+    public func setItems(_ items: [PasteboardItem], options: PasteboardOptions = PasteboardOptions()) throws {
+        try backend.setItems(items, options: options, on: name)
+    }
+
+    /// Replaces the whole contents with items given as dictionaries of property-list values.
+    ///
+    /// - Throws: ``PasteboardError/notAPropertyList(typeName:path:)`` before anything is written
+    ///   if any value is not a property list.
+    public func setItems(_ items: [[PasteboardType: Any]], options: PasteboardOptions = PasteboardOptions()) throws {
+        try setItems(items.map(PasteboardItem.init), options: options)
+    }
+
+    /// Replaces the whole contents with items whose representations are produced only when read.
+    public func setItemProviders(_ providers: [ItemProvider], localOnly: Bool = false, expirationDate: Date? = nil) throws {
+        try setItems(providers.map(\.item), options: PasteboardOptions(localOnly: localOnly, expirationDate: expirationDate))
+    }
+
+    /// Appends items after the current ones, keeping the current options.
+    public func addItems(_ items: [PasteboardItem]) throws {
+        try backend.addItems(items, to: name)
+    }
+
+    /// Appends items given as dictionaries of property-list values.
+    public func addItems(_ items: [[PasteboardType: Any]]) throws {
+        try addItems(items.map(PasteboardItem.init))
+    }
+
+    /// Removes every item.
+    public func removeAllItems() throws {
+        try setItems([PasteboardItem]())
+    }
+
+    /// The options of the current contents.
+    public var options: PasteboardOptions { backend.options(of: name) }
+
+    // MARK: Types
+
+    /// The types of the first item (empty when there is none), without moving data.
+    public var types: [PasteboardType] { (try? itemTypes().first) ?? nil ?? [] }
+
+    /// The types of the items in `itemSet` (every item for nil), in item order.
+    public func types(forItemSet itemSet: IndexSet?) throws -> [[PasteboardType]] {
+        let all = try itemTypes()
+        return try indices(itemSet, count: all.count).map { all[$0] }
+    }
+
+    /// Whether any item has a type that is, or conforms to, one of `types`.
+    public func contains(pasteboardTypes types: [PasteboardType]) -> Bool {
+        contains(pasteboardTypes: types, inItemSet: nil)
+    }
+
+    /// Whether any item of `itemSet` (every item for nil) has a type that is, or conforms to, one
+    /// of `types`.
+    public func contains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet?) -> Bool {
+        guard let all = try? itemTypes(), let wanted = try? indices(itemSet, count: all.count) else { return false }
+        return wanted.contains { index in all[index].contains { type in types.contains { registry.conforms(type, to: $0) } } }
+    }
+
+    /// The items that have a type that is, or conforms to, one of `types`.
+    public func itemSet(withPasteboardTypes types: [PasteboardType]) -> IndexSet {
+        let all = (try? itemTypes()) ?? []
+        return IndexSet(all.indices.filter { index in all[index].contains { type in types.contains { registry.conforms(type, to: $0) } } })
+    }
+
+    /// Whether any item holds plain text.
+    public var hasStrings: Bool { contains(pasteboardTypes: [.plainText]) }
+    /// Whether any item holds a URL.
+    public var hasURLs: Bool { contains(pasteboardTypes: [.url]) }
+    /// Whether any item holds an image.
+    public var hasImages: Bool { contains(pasteboardTypes: [.image]) }
+    /// Whether any item holds a color.
+    public var hasColors: Bool { contains(pasteboardTypes: [.color]) }
+
+    // MARK: Data and values
+
+    /// The type of `item` (among `types`) that serves a request for `type`: the type itself, or
+    /// else the first type that conforms to it.
+    func matchingType(_ type: PasteboardType, in types: [PasteboardType]) -> PasteboardType? {
+        types.contains(type) ? type : types.first { registry.conforms($0, to: type) }
+    }
+
+    /// The bytes of `type` from the first item that has it (or a type conforming to it); runs
+    /// at most that one provider.
+    public func data(forPasteboardType type: PasteboardType) throws -> Data? {
+        let all = try itemTypes()
+        for (index, types) in all.enumerated() {
+            if let match = matchingType(type, in: types) { return try backend.data(of: name, item: index, type: match) }
+        }
+        return nil
+    }
+
+    /// The bytes of `type` from each item of `itemSet` (every item for nil) that has it.
+    public func data(forPasteboardType type: PasteboardType, inItemSet itemSet: IndexSet?) throws -> [Data] {
+        let all = try itemTypes()
+        return try indices(itemSet, count: all.count).compactMap { index in
+            guard let match = matchingType(type, in: all[index]) else { return nil }
+            return try backend.data(of: name, item: index, type: match)
+        }
+    }
+
+    /// Replaces the contents with one item holding `data` under `type`.
+    public func setData(_ data: Data, forPasteboardType type: PasteboardType) throws {
+        var item = PasteboardItem()
+        item.setData(data, for: type)
+        try setItems([item])
+    }
+
+    /// The value of `type` from the first item that has it: text types read as `.string`, URL
+    /// types as `.url`, property lists as their value, anything else as `.data`.
+    public func value(forPasteboardType type: PasteboardType) throws -> PropertyListValue? {
+        let all = try itemTypes()
+        for (index, types) in all.enumerated() {
+            guard let match = matchingType(type, in: types) else { continue }
+            return try backend.data(of: name, item: index, type: match).map { ValueCoding.decode($0, as: match, registry: registry) }
+        }
+        return nil
+    }
+
+    /// The values of `type` from each item of `itemSet` (every item for nil) that has it.
+    public func values(forPasteboardType type: PasteboardType, inItemSet itemSet: IndexSet?) throws -> [PropertyListValue] {
+        let all = try itemTypes()
+        return try indices(itemSet, count: all.count).compactMap { index in
+            guard let match = matchingType(type, in: all[index]),
+                  let data = try backend.data(of: name, item: index, type: match) else { return nil }
+            return ValueCoding.decode(data, as: match, registry: registry)
+        }
+    }
+
+    /// Replaces the contents with one item holding `value` under `type`.
+    ///
+    /// - Throws: ``PasteboardError/notAPropertyList(typeName:path:)`` if `value` is not a property
+    ///   list; the contents are then left as they were.
+    public func setValue(_ value: Any, forPasteboardType type: PasteboardType) throws {
+        var item = PasteboardItem()
+        try item.setValue(value, for: type)
+        try setItems([item])
+    }
+
+    /// The item indices of `itemSet`, all of them for nil; throws for an index out of range.
+    func indices(_ itemSet: IndexSet?, count: Int) throws -> [Int] {
+        guard let itemSet else { return Array(0..<count) }
+        if let bad = itemSet.first(where: { $0 < 0 || $0 >= count }) {
+            throw PasteboardError.itemIndexOutOfRange(bad, count: count)
+        }
+        return Array(itemSet)
+    }
+}
+
+/// Builds an item whose representations are produced only when read.
+public struct ItemProvider: Sendable {
+    /// The item the registrations make.
+    public private(set) var item = PasteboardItem()
+
+    /// A provider with no representations yet.
+    public init() {}
+
+    /// A provider with one lazily produced representation.
+    public init(type: PasteboardType, provider: @escaping RepresentationProvider) {
+        register(type, provider: provider)
+    }
+
+    /// Adds a representation produced by `provider` when `type` is first read.
+    public mutating func register(_ type: PasteboardType, provider: @escaping RepresentationProvider) {
+        item.setProvider(for: type, provider)
+    }
+
+    /// Adds a representation produced from a property-list value when `type` is first read.
+    public mutating func registerValue(_ type: PasteboardType, provider: @escaping @Sendable () throws -> PropertyListValue) {
+        item.setProvider(for: type) { try ValueCoding.encode(provider(), as: type) }
+    }
+}
+
+/// The backend that ``Pasteboard/general``, ``Pasteboard/find`` and named pasteboards use by
+/// default: an in-memory one until a program installs another (the X11 backend, for example).
+public enum PasteboardSystem {
+    private static let current = Mutex<any PasteboardBackend>(InMemoryPasteboardBackend())
+
+    /// The default backend.
+    public static var backend: any PasteboardBackend {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import Synchronization
+
+/// A closure that produces one representation when, and only when, a reader asks for it.
+public typealias RepresentationProvider = @Sendable () throws -> Data
+
+/// One representation of an item: bytes at hand, or a provider run on first read.
+public enum Representation: Sendable {
+    /// Bytes at hand.
+    case data(Data)
+    /// Bytes produced on first read and then kept.
+    case lazy(LazyData)
+
+    /// The bytes, running the provider if this is its first read.
+    public func resolve() throws -> Data {
+        switch self {
+        case let .data(bytes): return bytes
+        case let .lazy(lazy): return try lazy.value()
+        }
+    }
+
+    /// Whether the bytes are at hand without running anything.
+    public var isResolved: Bool {
+        switch self {
+        case .data: return true
+        case let .lazy(lazy): return lazy.hasRun
+        }
+    }
+}
+
+/// A representation produced on demand: the provider runs at most once, the first time the bytes
+/// are read, even when several readers ask at the same moment; its result, or its error, is kept.
+public final class LazyData: Sendable {
+    private enum State {
+        case pending(RepresentationProvider)
+        case done(Result<Data, PasteboardError>)
+    }
+
+    private let type: PasteboardType
+    private let state: Mutex<State>
+
+    /// Wraps a provider for a representation of `type`.
+    public init(type: PasteboardType, provider: @escaping RepresentationProvider) {
+        self.type = type
+        self.state = Mutex(.pending(provider))
+    }
+
+    /// Whether the provider has already run.
+    public var hasRun: Bool {
+        state.withLock { if case .done = $0 { return true } else { return false } }
+    }
+
+    /// The bytes: the provider runs on the first call; later calls return what it produced.
+    public func value() throws -> Data {
+        let result = state.withLock { state -> Result<Data, PasteboardError> in
+            switch state {
+            case let .done(result):
+                return result
+            case let .pending(provider):
+                let result: Result<Data, PasteboardError>
+                do {
+                    result = .success(try provider())
+                } catch let error as PasteboardError {
+                    result = .failure(error)
+                } catch {
+                    result = .failure(.providerFailed(type: type, message: String(describing: error)))
+                }
+                state = .done(result)
+                return result
+            }
+        }
+        return try result.get()
+    }
+}
+
+/// One item on a pasteboard: several representations of the same thing (HTML and plain text of
+/// one selection, PNG and JPEG of one picture), each under its own type, in the order added.
+public struct PasteboardItem: Sendable {
+    /// The representations in the order they were added.
+    public private(set) var representations: [(type: PasteboardType, representation: Representation)] = []
+
+    /// An item with no representations.
+    public init() {}
+
+    /// An item holding each value under its type, encoded as ``ValueCoding`` describes.
+    ///
+    /// - Throws: ``PasteboardError/notAPropertyList(typeName:path:)`` for a value that is not a
+    ///   property list.
+    public init(_ values: [PasteboardType: Any]) throws {
+        for (type, value) in values.sorted(by: { $0.key < $1.key }) {
+            try setValue(value, for: type)
+        }
+    }
+
+    /// The types of this item, in the order added.
+    public var types: [PasteboardType] { representations.map(\.type) }
+
+    /// Whether the item has a representation of exactly this type.
+    public func hasType(_ type: PasteboardType) -> Bool {
+        representations.contains { $0.type == type }
+    }
+
+    /// Sets (or replaces) the bytes of one representation.
+    public mutating func setData(_ data: Data, for type: PasteboardType) {
+        set(.data(data), for: type)
+    }
+
+    /// Sets (or replaces) one representation from a property-list value.
+    ///
+    /// - Throws: ``PasteboardError/notAPropertyList(typeName:path:)`` for a value that is not a
+    ///   property list.
+    public mutating func setValue(_ value: Any, for type: PasteboardType) throws {
+        set(.data(try ValueCoding.encode(PropertyListValue(converting: value), as: type)), for: type)
+    }
+
+    /// Sets (or replaces) one representation with a provider that runs only when that type is read.
+    public mutating func setProvider(for type: PasteboardType, _ provider: @escaping RepresentationProvider) {
+        set(.lazy(LazyData(type: type, provider: provider)), for: type)
+    }
+
+    /// Sets (or replaces) one representation.
+    public mutating func set(_ representation: Representation, for type: PasteboardType) {
+        if let index = representations.firstIndex(where: { $0.type == type }) {
+            representations[index].representation = representation
+        } else {
+            representations.append((type, representation))
+        }
+    }
+
+    /// Removes one representation.
+    public mutating func removeRepresentation(for type: PasteboardType) {
+        representations.removeAll { $0.type == type }
+    }
+
+    /// The representation stored under exactly this type.
+    public func representation(for type: PasteboardType) -> Representation? {
+        representations.first { $0.type == type }?.representation
+    }
+
+    /// The bytes of exactly this type, running its provider (and no other) if needed.
+    public func data(for type: PasteboardType) throws -> Data? {
+        try representation(for: type)?.resolve()
+    }
+}
+
+/// Options that apply to the items of one write.
+public struct PasteboardOptions: Sendable, Equatable {
+    /// The items stay on this machine: never synced to another display or host.
+    public var isLocalOnly: Bool
+    /// When the items are removed from the pasteboard; nil for never.
+    public var expirationDate: Date?
+
+    /// Options with the given values; the defaults are "may sync" and "never expires".
+    public init(localOnly: Bool = false, expirationDate: Date? = nil) {
+        self.isLocalOnly = localOnly
+        self.expirationDate = expirationDate
+    }
+}

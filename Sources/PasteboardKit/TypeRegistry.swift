@@ -1,0 +1,288 @@
+import Foundation
+
+/// How the bytes of one X11 target relate to the bytes the model stores for a type.
+public enum TargetCodec: Sendable, Hashable {
+    /// The same bytes.
+    case identity
+    /// The model stores UTF-8; the target carries ISO 8859-1 (X11 `STRING`). Characters
+    /// outside Latin-1 become `?` on the way out.
+    case latin1
+    /// The model stores one URL; the target carries a `text/uri-list` (CRLF-terminated lines,
+    /// `#` comments).
+    case uriList
+    /// The model stores one URL; the target carries Mozilla's `text/x-moz-url`: UTF-16LE
+    /// `url\ntitle`.
+    case mozURL
+
+    /// Converts the model's bytes into this target's bytes.
+    public func encode(_ data: Data) -> Data {
+        switch self {
+        case .identity:
+            return data
+        case .latin1:
+            let text = String(decoding: data, as: UTF8.self)
+            return Data(text.unicodeScalars.map { $0.value < 256 ? UInt8($0.value) : UInt8(ascii: "?") })
+        case .uriList:
+            return data + Data("\r\n".utf8)
+        case .mozURL:
+            let text = String(decoding: data, as: UTF8.self) + "\n" + String(decoding: data, as: UTF8.self)
+            var out = Data(capacity: text.utf16.count * 2)
+            for unit in text.utf16 {
+                out.append(UInt8(unit & 0xff))
+                out.append(UInt8(unit >> 8))
+            }
+            return out
+        }
+    }
+
+    /// Converts this target's bytes into the model's bytes.
+    public func decode(_ data: Data) -> Data {
+        switch self {
+        case .identity:
+            return data
+        case .latin1:
+            var text = String.UnicodeScalarView()
+            for byte in data { text.append(Unicode.Scalar(byte)) }
+            return Data(String(text).utf8)
+        case .uriList:
+            return Data((TargetCodec.uriListEntries(data).first ?? "").utf8)
+        case .mozURL:
+            var units = [UInt16]()
+            units.reserveCapacity(data.count / 2)
+            var index = data.startIndex
+            while index + 1 < data.endIndex {
+                units.append(UInt16(data[index]) | UInt16(data[index + 1]) << 8)
+                index += 2
+            }
+            let text = String(decoding: units, as: UTF16.self)
+            let firstLine = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            return Data(firstLine.utf8)
+        }
+    }
+
+    /// The URLs of a `text/uri-list`, comments and blank lines left out.
+    public static func uriListEntries(_ data: Data) -> [String] {
+        String(decoding: data, as: UTF8.self)
+            .split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+    }
+}
+
+/// One X11 target name under which a type is served, and how its bytes are converted.
+public struct TargetAlias: Sendable, Hashable {
+    /// The target atom's name, e.g. `UTF8_STRING`.
+    public let name: String
+    /// How the target's bytes relate to the model's bytes.
+    public let codec: TargetCodec
+    /// The property type an owner uses for the reply (usually the target itself).
+    public let replyType: String
+
+    /// Creates a target alias; the reply type defaults to the target's own name.
+    public init(_ name: String, codec: TargetCodec = .identity, replyType: String? = nil) {
+        self.name = name
+        self.codec = codec
+        self.replyType = replyType ?? name
+    }
+}
+
+/// One row of the type registry: a type with its parents, MIME types, X11 targets and file
+/// name extensions.
+public struct TypeDescriptor: Sendable {
+    /// The type's identifier.
+    public let type: PasteboardType
+    /// The types this one directly conforms to.
+    public let parents: [PasteboardType]
+    /// MIME types, the preferred one first.
+    public let mimeTypes: [String]
+    /// X11 targets, in the order an owner advertises them.
+    public let targets: [TargetAlias]
+    /// File name extensions, lower case, the preferred one first.
+    public let fileExtensions: [String]
+    /// Short names people type on a command line (`text`, `html`, `png`).
+    public let shortNames: [String]
+
+    /// Creates a row; targets default to the MIME types, or to the identifier when there are none.
+    public init(
+        _ type: PasteboardType, parents: [PasteboardType], mimeTypes: [String] = [],
+        targets: [TargetAlias]? = nil, fileExtensions: [String] = [], shortNames: [String] = []
+    ) {
+        self.type = type
+        self.parents = parents
+        self.mimeTypes = mimeTypes.map(TypeRegistry.normalizedMIME)
+        self.targets = targets ?? (mimeTypes.isEmpty ? [TargetAlias(type.identifier)] : mimeTypes.map { TargetAlias($0) })
+        self.fileExtensions = fileExtensions
+        self.shortNames = shortNames
+    }
+}
+
+/// The one table that maps representation types between UTIs, MIME types and X11 target names.
+///
+/// Both an X11 owner's `TARGETS` list and its conversions come from ``targets(for:)``, so a target
+/// is never advertised without being served. Unknown reverse-DNS or MIME names pass through
+/// unchanged: their only target is their own name.
+public struct TypeRegistry: Sendable {
+    /// The rows, in priority order: where two rows claim a name, the earlier wins.
+    public let descriptors: [TypeDescriptor]
+    private let byType: [PasteboardType: Int]
+    private let byName: [String: Int]
+    private let byTarget: [String: (row: Int, alias: TargetAlias)]
+
+    /// Builds a registry from rows; where two rows claim a name, the earlier one wins.
+    public init(descriptors: [TypeDescriptor]) {
+        self.descriptors = descriptors
+        var byType = [PasteboardType: Int]()
+        var byName = [String: Int]()
+        var byTarget = [String: (row: Int, alias: TargetAlias)]()
+        for (row, descriptor) in descriptors.enumerated() {
+            if byType[descriptor.type] == nil { byType[descriptor.type] = row }
+            for mime in descriptor.mimeTypes where byName[mime] == nil { byName[mime] = row }
+            for short in descriptor.shortNames where byName[short] == nil { byName[short] = row }
+            for alias in descriptor.targets where byTarget[alias.name] == nil { byTarget[alias.name] = (row, alias) }
+        }
+        self.byType = byType
+        self.byName = byName
+        self.byTarget = byTarget
+    }
+
+    /// The row for a type, if the registry knows it.
+    public func descriptor(for type: PasteboardType) -> TypeDescriptor? {
+        byType[type].map { descriptors[$0] }
+    }
+
+    /// Resolves a name given as a UTI, a MIME type, an X11 target or a short name
+    /// (`text`, `html`, `png`) to a type; an unknown name passes through unchanged.
+    ///
+    /// - Throws: ``PasteboardError/invalidType(_:reason:)`` for an empty or malformed name.
+    public func resolve(_ name: String) throws -> PasteboardType {
+        let type = try PasteboardType(name)
+        if byType[type] != nil { return type }
+        if let hit = byTarget[name] { return descriptors[hit.row].type }
+        if let row = byName[Self.normalizedMIME(name)] { return descriptors[row].type }
+        return type
+    }
+
+    /// The type whose preferred MIME type, or one of whose MIME types, is `mime`.
+    public func type(forMIMEType mime: String) -> PasteboardType? {
+        byName[Self.normalizedMIME(mime)].map { descriptors[$0].type }
+    }
+
+    /// The preferred MIME type of a type: its registered one, or its own name if it looks like MIME.
+    public func preferredMIMEType(for type: PasteboardType) -> String? {
+        if let mime = descriptor(for: type)?.mimeTypes.first { return mime }
+        return type.identifier.contains("/") ? type.identifier : nil
+    }
+
+    /// The type registered for a file name extension (case-insensitive).
+    public func type(forFileExtension fileExtension: String) -> PasteboardType? {
+        let wanted = fileExtension.lowercased()
+        return descriptors.first { $0.fileExtensions.contains(wanted) }?.type
+    }
+
+    /// The X11 targets a type is served as; an unknown type is served under its own name.
+    public func targets(for type: PasteboardType) -> [TargetAlias] {
+        descriptor(for: type)?.targets ?? [TargetAlias(type.identifier)]
+    }
+
+    /// The type and conversion behind an X11 target name; an unknown target passes through as a
+    /// type of the same name. Nil only for names that cannot be types (empty, control characters).
+    public func type(forTarget target: String) -> (type: PasteboardType, alias: TargetAlias)? {
+        if let hit = byTarget[target] { return (descriptors[hit.row].type, hit.alias) }
+        guard let type = try? PasteboardType(target) else { return nil }
+        return (type, TargetAlias(target))
+    }
+
+    /// The direct parents of a type; unknown `text/…` and `image/…` MIME names conform to text
+    /// and image, every other unknown type to `public.data`.
+    public func parents(of type: PasteboardType) -> [PasteboardType] {
+        if let descriptor = descriptor(for: type) { return descriptor.parents }
+        if type == .data { return [] }
+        let lower = type.identifier.lowercased()
+        if lower.hasPrefix("text/") { return [.text] }
+        if lower.hasPrefix("image/") { return [.image] }
+        return [.data]
+    }
+
+    /// Whether `type` is `parent` or conforms to it through the conformance tree.
+    public func conforms(_ type: PasteboardType, to parent: PasteboardType) -> Bool {
+        var pending = [type]
+        var seen = Set<PasteboardType>()
+        while let next = pending.popLast() {
+            if next == parent { return true }
+            guard seen.insert(next).inserted else { continue }
+            pending.append(contentsOf: parents(of: next))
+        }
+        return false
+    }
+
+    /// The best of the `available` types for a reader that accepts `accepted`, in its order of
+    /// preference: the first accepted type offered exactly, else the first offered type that
+    /// conforms to an accepted one.
+    public func bestType(among available: [PasteboardType], accepting accepted: [PasteboardType]) -> PasteboardType? {
+        for wanted in accepted {
+            if available.contains(wanted) { return wanted }
+            if let conforming = available.first(where: { conforms($0, to: wanted) }) { return conforming }
+        }
+        return nil
+    }
+
+    /// Lower-cases a MIME name and removes the spaces around its parameters.
+    static func normalizedMIME(_ name: String) -> String {
+        name.split(separator: ";", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .joined(separator: ";")
+    }
+}
+
+extension TypeRegistry {
+    /// The built-in table.
+    public static let standard = TypeRegistry(descriptors: [
+        TypeDescriptor(.data, parents: []),
+        TypeDescriptor(.content, parents: []),
+        TypeDescriptor(.text, parents: [.data, .content]),
+        TypeDescriptor(
+            .utf8PlainText, parents: [.plainText],
+            mimeTypes: ["text/plain;charset=utf-8", "text/plain"],
+            targets: [
+                TargetAlias("UTF8_STRING"),
+                TargetAlias("text/plain;charset=utf-8"),
+                TargetAlias("text/plain"),
+                TargetAlias("STRING", codec: .latin1),
+                TargetAlias("TEXT", replyType: "UTF8_STRING"),
+            ],
+            fileExtensions: ["txt", "text"], shortNames: ["text", "string", "utf8"]),
+        TypeDescriptor(.plainText, parents: [.text]),
+        TypeDescriptor(.utf16PlainText, parents: [.plainText], mimeTypes: ["text/plain;charset=utf-16"]),
+        TypeDescriptor(.html, parents: [.text], mimeTypes: ["text/html"], fileExtensions: ["html", "htm"], shortNames: ["html"]),
+        TypeDescriptor(.rtf, parents: [.text], mimeTypes: ["text/rtf", "application/rtf"], fileExtensions: ["rtf"], shortNames: ["rtf"]),
+        TypeDescriptor(.json, parents: [.text], mimeTypes: ["application/json"], fileExtensions: ["json"], shortNames: ["json"]),
+        TypeDescriptor(
+            .url, parents: [.data],
+            mimeTypes: ["text/uri-list", "text/x-moz-url"],
+            targets: [TargetAlias("text/uri-list", codec: .uriList), TargetAlias("text/x-moz-url", codec: .mozURL)],
+            shortNames: ["url", "uri"]),
+        TypeDescriptor(.fileURL, parents: [.url]),
+        TypeDescriptor(.image, parents: [.data, .content]),
+        TypeDescriptor(.png, parents: [.image], mimeTypes: ["image/png"], fileExtensions: ["png"], shortNames: ["png"]),
+        TypeDescriptor(.jpeg, parents: [.image], mimeTypes: ["image/jpeg"], fileExtensions: ["jpg", "jpeg"], shortNames: ["jpeg", "jpg"]),
+        TypeDescriptor(.gif, parents: [.image], mimeTypes: ["image/gif"], fileExtensions: ["gif"], shortNames: ["gif"]),
+        TypeDescriptor(.tiff, parents: [.image], mimeTypes: ["image/tiff"], fileExtensions: ["tif", "tiff"], shortNames: ["tiff"]),
+        TypeDescriptor(.bmp, parents: [.image], mimeTypes: ["image/bmp"], fileExtensions: ["bmp"], shortNames: ["bmp"]),
+        TypeDescriptor(.webP, parents: [.image], mimeTypes: ["image/webp"], fileExtensions: ["webp"], shortNames: ["webp"]),
+        TypeDescriptor(.svg, parents: [.image], mimeTypes: ["image/svg+xml"], fileExtensions: ["svg"], shortNames: ["svg"]),
+        TypeDescriptor(.pdf, parents: [.data, .content], mimeTypes: ["application/pdf"], fileExtensions: ["pdf"], shortNames: ["pdf"]),
+        TypeDescriptor(.color, parents: [.data], mimeTypes: ["application/x-color"], shortNames: ["color"]),
+        TypeDescriptor(.propertyList, parents: [.data], mimeTypes: ["application/x-plist"], fileExtensions: ["plist"]),
+        TypeDescriptor(.passwordManagerHint, parents: [.data]),
+    ])
+}
+
+/// The order in which common kinds of reader prefer types, for ``TypeRegistry/bestType(among:accepting:)``.
+public enum ReaderPreference {
+    /// A rich-text reader: HTML, then RTF, then plain text.
+    public static let richText: [PasteboardType] = [.html, .rtf, .utf8PlainText, .plainText]
+    /// A plain-text reader.
+    public static let plainText: [PasteboardType] = [.utf8PlainText, .plainText]
+    /// An image reader: lossless formats first.
+    public static let image: [PasteboardType] = [.png, .tiff, .bmp, .webP, .gif, .jpeg, .image]
+}
