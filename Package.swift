@@ -5,6 +5,7 @@ let package = Package(
     name: "xpb",
     products: [
         .library(name: "PasteboardKit", targets: ["PasteboardKit"]),
+        .library(name: "PasteboardX11", targets: ["PasteboardX11"]),
     ],
     targets: [
         // Xlib, Xatom, Xutil and XFixes from Debian's libx11-dev and libxfixes-dev.
@@ -16,7 +17,10 @@ let package = Package(
         ),
         // The platform-neutral pasteboard model: no X11 here.
         .target(name: "PasteboardKit"),
+        // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
+        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

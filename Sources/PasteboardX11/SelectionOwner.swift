@@ -1,0 +1,307 @@
+internal import CX11
+import Foundation
+import PasteboardKit
+
+/// How one target of an owned selection is served.
+enum ServedTarget {
+    /// One representation of one item, converted by the alias's codec.
+    case representation(item: Int, type: PasteboardType, codec: TargetCodec, replyType: Atom)
+    /// Every URL item, as a `text/uri-list`.
+    case uriList(replyType: Atom)
+    /// The manifest of all items.
+    case manifest
+}
+
+/// A selection we own: the items, when we got it, and the targets we serve, built from one table.
+struct OwnedSelection {
+    let items: [PasteboardItem]
+    let options: PasteboardOptions
+    let timestamp: Time
+    /// The `TARGETS` reply, in order.
+    let advertised: [Atom]
+    let served: [Atom: ServedTarget]
+    let manifest: Data
+    let registry: TypeRegistry
+}
+
+/// Identifies one transfer to a requestor: its window and the property it reads.
+struct TransferKey: Hashable {
+    let requestor: Window
+    let property: Atom
+}
+
+/// An INCR transfer we are serving.
+struct OutgoingState {
+    var transfer: OutgoingTransfer
+    let type: Atom
+    var timer: Int?
+}
+
+/// Targets that are about the protocol rather than data; never shown as types.
+let protocolTargets: Set<String> = [
+    "TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", "DELETE", "INSERT_SELECTION", "INSERT_PROPERTY",
+    "LENGTH", "ATOM_PAIR", "INCR", Manifest.target,
+]
+
+extension X11Session {
+    /// Builds what we serve for `items`: the first item's types as ordinary targets through the
+    /// registry, the manifest, and one target per representation of every item.
+    func makeOwnedSelection(items: [PasteboardItem], options: PasteboardOptions, timestamp: Time, registry: TypeRegistry) -> OwnedSelection {
+        let manifest = Manifest(items: items, options: options)
+        var names = ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", Manifest.target]
+        var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
+        if let first = items.first {
+            for type in first.types {
+                for alias in registry.targets(for: type) { firstItemTargets.append((alias, type)) }
+            }
+        }
+        names += firstItemTargets.flatMap { [$0.alias.name, $0.alias.replyType] }
+        names += manifest.entries.flatMap { [$0.target] + registry.targets(for: $0.type).prefix(1).map(\.replyType) }
+        let atomList = atoms(names)
+        let atomOf = Dictionary(zip(names, atomList), uniquingKeysWith: { first, _ in first })
+
+        var served: [Atom: ServedTarget] = [atomOf[Manifest.target]!: .manifest]
+        var advertised = ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS"].map { atomOf[$0]! }
+        for (alias, type) in firstItemTargets {
+            guard let target = atomOf[alias.name], served[target] == nil, let reply = atomOf[alias.replyType] else { continue }
+            served[target] = alias.codec == .uriList
+                ? .uriList(replyType: reply)
+                : .representation(item: 0, type: type, codec: alias.codec, replyType: reply)
+            advertised.append(target)
+        }
+        advertised.append(atomOf[Manifest.target]!)
+        for entry in manifest.entries {
+            guard let target = atomOf[entry.target] else { continue }
+            let reply = registry.targets(for: entry.type).first.flatMap { atomOf[$0.replyType] } ?? target
+            served[target] = .representation(item: entry.item, type: entry.type, codec: .identity, replyType: reply)
+        }
+        return OwnedSelection(items: items, options: options, timestamp: timestamp, advertised: advertised,
+                              served: served, manifest: manifest.encoded(), registry: registry)
+    }
+
+    /// Becomes owner of `selection` with a real server timestamp and checks that it won.
+    func own(_ selection: Atom, items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry,
+             completion: @escaping (Result<Time, any Error>) -> Void) {
+        serverTime { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case let .failure(error):
+                completion(.failure(error))
+            case let .success(time):
+                let state = self.makeOwnedSelection(items: items, options: options, timestamp: time, registry: registry)
+                // Record first: the XFixes event for our own change must be recognised as ours.
+                let previous = self.owned[selection]
+                self.owned[selection] = state
+                self.ourChangeTimes[selection, default: []].append(time)
+                XSetSelectionOwner(self.display, selection, self.window, time)
+                guard XGetSelectionOwner(self.display, selection) == self.window else {
+                    self.owned[selection] = previous
+                    _ = self.consumeOurChange(selection, at: time)
+                    completion(.failure(X11BackendError.ownershipRefused(selection: self.name(of: selection) ?? "the selection")))
+                    return
+                }
+                completion(.success(time))
+            }
+        }
+    }
+
+    /// Gives a selection up if we own it.
+    func relinquish(_ selection: Atom) {
+        guard let state = owned.removeValue(forKey: selection) else { return }
+        if XGetSelectionOwner(display, selection) == window {
+            ourChangeTimes[selection, default: []].append(state.timestamp)
+            XSetSelectionOwner(display, selection, 0, state.timestamp)
+        }
+    }
+
+    func handleSelectionClear(_ event: XSelectionClearEvent) {
+        guard event.window == window, let state = owned[event.selection] else { return }
+        // A clear older than our latest acquisition belongs to an earlier ownership.
+        if event.time != 0, ServerTime.isBefore(event.time, state.timestamp) { return }
+        owned.removeValue(forKey: event.selection)
+        delegate?.ownershipLost(selection: event.selection)
+    }
+
+    func handleSelectionRequest(_ event: XSelectionRequestEvent) {
+        let property = event.property == 0 ? event.target : event.property
+        var succeeded = false
+        if let state = owned[event.selection], event.owner == window,
+           event.time == 0 || !ServerTime.isBefore(event.time, state.timestamp) {
+            if event.target == atom("MULTIPLE") {
+                succeeded = event.property != 0 && serveMultiple(event, state)
+            } else {
+                succeeded = serve(target: event.target, to: event.requestor, property: property, state)
+            }
+        }
+        let notify = cx11_selection_notify(display, event.requestor, event.selection, event.target,
+                                           succeeded ? property : 0, event.time)
+        var message = notify
+        routeErrors({ _ = XSendEvent(display, event.requestor, 0, 0, &message) }, onError: { _ in })
+    }
+
+    /// Serves each pair of a `MULTIPLE` request; pairs that fail get their target set to None.
+    private func serveMultiple(_ event: XSelectionRequestEvent, _ state: OwnedSelection) -> Bool {
+        guard let pairs = readProperty(event.requestor, event.property, delete: false), pairs.format == 32 else { return false }
+        var values = pairs.longs
+        guard !values.isEmpty, values.count % 2 == 0 else { return false }
+        for index in stride(from: 0, to: values.count, by: 2) {
+            let target = values[index]
+            let property = values[index + 1]
+            let ok = property != 0 && target != atom("MULTIPLE")
+                && serve(target: target, to: event.requestor, property: property, state)
+            if !ok { values[index] = 0 }
+        }
+        var failed = false
+        writeLongs(event.requestor, event.property, type: pairs.type, values, onError: { _ in failed = true })
+        return !failed
+    }
+
+    /// Converts one target into the requestor's property; false when we cannot.
+    private func serve(target: Atom, to requestor: Window, property: Atom, _ state: OwnedSelection) -> Bool {
+        var failed = false
+        let onError: (XErrorRecord) -> Void = { _ in failed = true }
+        switch target {
+        case atom("TARGETS"):
+            writeLongs(requestor, property, type: XA_ATOM_VALUE, state.advertised, onError: onError)
+            return !failed
+        case atom("TIMESTAMP"):
+            writeLongs(requestor, property, type: XA_INTEGER_VALUE, [state.timestamp], onError: onError)
+            return !failed
+        case atom("SAVE_TARGETS"):
+            // Listing SAVE_TARGETS says we hand off to a clipboard manager; converting it directly
+            // has no data: reply with an empty NULL property (ICCCM clipboard-manager protocol).
+            writeLongs(requestor, property, type: atom("NULL"), [], onError: onError)
+            return !failed
+        default:
+            break
+        }
+        guard let served = state.served[target] else { return false }
+        let data: Data
+        let type: Atom
+        do {
+            switch served {
+            case .manifest:
+                (data, type) = (state.manifest, atom("UTF8_STRING"))
+            case let .representation(item, representationType, codec, replyType):
+                guard let bytes = try state.items[item].data(for: representationType) else { return false }
+                (data, type) = (codec.encode(bytes), replyType)
+            case let .uriList(replyType):
+                let urls = try state.items.compactMap { item -> Data? in
+                    guard let urlType = item.types.first(where: { state.registry.conforms($0, to: .url) }) else { return nil }
+                    return try item.data(for: urlType)
+                }
+                guard !urls.isEmpty else { return false }
+                (data, type) = (urls.reduce(into: Data()) { $0.append(TargetCodec.uriList.encode($1)) }, replyType)
+            }
+        } catch {
+            // A provider failed: this conversion fails, the owner keeps serving.
+            return false
+        }
+        if data.count <= chunkSize {
+            writeBytes(requestor, property, type: type, data, onError: onError)
+            return !failed
+        }
+        return startOutgoing(data, type: type, to: requestor, property: property)
+    }
+
+    /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
+    private func startOutgoing(_ data: Data, type: Atom, to requestor: Window, property: Atom) -> Bool {
+        let key = TransferKey(requestor: requestor, property: property)
+        if let previous = outgoing.removeValue(forKey: key) {
+            // The requestor reused the property for a new request: the old transfer is void.
+            cancelTimer(previous.timer)
+            releaseRequestor(requestor)
+        }
+        var failed = false
+        if watchedRequestors[requestor, default: 0] == 0 {
+            routeErrors({ XSelectInput(display, requestor, PropertyChangeMask | StructureNotifyMask) }, onError: { _ in failed = true })
+        }
+        watchedRequestors[requestor, default: 0] += 1
+        writeLongs(requestor, property, type: atom("INCR"), [UInt(min(data.count, Int(Int32.max)))], onError: { _ in failed = true })
+        outgoing[key] = OutgoingState(transfer: OutgoingTransfer(data: data, chunkSize: chunkSize), type: type, timer: nil)
+        armOutgoingTimer(key)
+        if failed {
+            dropOutgoing(key)
+            return false
+        }
+        return true
+    }
+
+    private func armOutgoingTimer(_ key: TransferKey) {
+        cancelTimer(outgoing[key]?.timer)
+        outgoing[key]?.timer = after(configuration.serveTimeout) { [weak self] in
+            // The requestor stopped reading: give up on this transfer only.
+            self?.dropOutgoing(key)
+        }
+    }
+
+    /// The requestor deleted the property: write the next chunk (an empty one ends the transfer).
+    func continueOutgoing(_ key: TransferKey) {
+        guard var state = outgoing[key], let chunk = state.transfer.nextChunk() else { return }
+        outgoing[key] = state
+        var failed = false
+        writeBytes(key.requestor, key.property, type: state.type, chunk, onError: { [weak self] _ in
+            failed = true
+            self?.dropOutgoing(key)
+        })
+        if state.transfer.isFinished || failed {
+            dropOutgoing(key)
+        } else {
+            state.timer = outgoing[key]?.timer
+            armOutgoingTimer(key)
+        }
+    }
+
+    func dropOutgoing(_ key: TransferKey) {
+        guard let state = outgoing.removeValue(forKey: key) else { return }
+        cancelTimer(state.timer)
+        releaseRequestor(key.requestor)
+    }
+
+    private func releaseRequestor(_ requestor: Window) {
+        let remaining = watchedRequestors[requestor, default: 1] - 1
+        if remaining <= 0 {
+            watchedRequestors.removeValue(forKey: requestor)
+            routeErrors({ XSelectInput(display, requestor, NoEventMask) }, onError: { _ in })
+        } else {
+            watchedRequestors[requestor] = remaining
+        }
+    }
+
+    /// A requestor window was destroyed: drop its transfers.
+    func handleRequestorGone(_ requestor: Window) {
+        for key in outgoing.keys where key.requestor == requestor {
+            if let state = outgoing.removeValue(forKey: key) { cancelTimer(state.timer) }
+        }
+        watchedRequestors.removeValue(forKey: requestor)
+    }
+}
+
+extension X11Session {
+    /// Offers an owned selection to the clipboard manager (`CLIPBOARD_MANAGER`, `SAVE_TARGETS`,
+    /// the freedesktop clipboard-manager protocol) and waits at most `timeout` seconds for it to
+    /// copy the data, serving its requests meanwhile. Completes with whether the manager answered
+    /// that it saved.
+    func handOff(_ selection: Atom, timeout: Double, completion: @escaping (Bool) -> Void) {
+        let manager = atom("CLIPBOARD_MANAGER")
+        guard let state = owned[selection], XGetSelectionOwner(display, manager) != 0 else { return completion(false) }
+        let skipped = Set(["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", Manifest.target].map { atom($0) })
+        let property = atom("XPB_SAVE_TARGETS")
+        writeLongs(window, property, type: XA_ATOM_VALUE, state.advertised.filter { !skipped.contains($0) }, onError: { _ in })
+        let target = atom("SAVE_TARGETS")
+        XConvertSelection(display, manager, target, property, window, state.timestamp)
+        XFlush(display)
+        let id = makeOperationID()
+        var finished = false
+        let timer = after(timeout) { [weak self] in
+            self?.conversions.removeAll { $0.id == id }
+            if !finished { finished = true; completion(false) }
+        }
+        conversions.append(PendingConversion(id: id, selection: manager, target: target, property: property, timer: timer) { result in
+            if !finished {
+                finished = true
+                completion((try? result.get()) != nil)
+            }
+        })
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import PasteboardKit
+
+/// The owner's side of one INCR transfer: hands out the data in chunks, then one empty chunk.
+struct OutgoingTransfer {
+    let data: Data
+    let chunkSize: Int
+    private(set) var offset = 0
+    private(set) var isFinished = false
+
+    init(data: Data, chunkSize: Int) {
+        precondition(chunkSize > 0, "chunk size must be positive")
+        self.data = data
+        self.chunkSize = chunkSize
+    }
+
+    /// The next chunk to write; an empty chunk ends the transfer, and nil comes after it.
+    mutating func nextChunk() -> Data? {
+        guard !isFinished else { return nil }
+        let remaining = data.count - offset
+        if remaining == 0 {
+            isFinished = true
+            return Data()
+        }
+        let length = min(chunkSize, remaining)
+        let start = data.startIndex + offset
+        offset += length
+        return data[start..<(start + length)]
+    }
+}
+
+/// The reader's side of one INCR transfer: collects chunks until the empty one, refusing to grow
+/// beyond a limit. The announced size is only a hint: the buffer reserves at most `reserveCap`.
+struct IncomingTransfer {
+    static let reserveCap = 64 << 20
+
+    let limit: Int
+    private(set) var data = Data()
+    private(set) var isComplete = false
+
+    init(announcedSize: Int, limit: Int) {
+        self.limit = limit
+        data.reserveCapacity(max(0, min(announcedSize, Self.reserveCap, limit)))
+    }
+
+    /// Adds a chunk; an empty chunk completes the transfer.
+    ///
+    /// - Returns: whether the transfer is complete.
+    /// - Throws: ``PasteboardError/malformedData(type:reason:)`` past the limit.
+    mutating func append(_ chunk: Data) throws -> Bool {
+        try chunk.withUnsafeBytes { try append(bytes: $0) }
+    }
+
+    /// Adds a chunk straight from a buffer (no intermediate copy); an empty chunk completes.
+    mutating func append(bytes chunk: UnsafeRawBufferPointer) throws -> Bool {
+        if chunk.isEmpty {
+            isComplete = true
+            return true
+        }
+        guard data.count + chunk.count <= limit else {
+            throw PasteboardError.backendFailure(
+                "the selection owner sent more than the \(limit)-byte limit; raise the limit if this much is expected")
+        }
+        data.append(contentsOf: chunk)
+        return false
+    }
+}
+
+/// X server timestamps are 32-bit milliseconds that wrap about every 49.7 days: compare them by
+/// their signed difference.
+enum ServerTime {
+    /// Whether `time` comes before `reference`, allowing for the wrap.
+    static func isBefore(_ time: UInt, _ reference: UInt) -> Bool {
+        Int32(truncatingIfNeeded: UInt32(truncatingIfNeeded: time) &- UInt32(truncatingIfNeeded: reference)) < 0
+    }
+}
+
+/// The manifest that lets xpb-aware readers see every item without moving data: one header line,
+/// then one line per representation, tab-separated: item index, type identifier, the target that
+/// serves it.
+///
+///     xpb-manifest<TAB>1<TAB>items=2<TAB>local-only=0<TAB>expires=-
+///     0<TAB>public.utf8-plain-text<TAB>XPB_ITEM_0_0
+///
+/// Type identifiers cannot hold tabs or newlines (they are refused as control characters).
+struct Manifest: Equatable {
+    static let target = "XPB_MANIFEST"
+    static let magic = "xpb-manifest"
+
+    struct Entry: Equatable {
+        let item: Int
+        let type: PasteboardType
+        let target: String
+    }
+
+    var itemCount: Int
+    var entries: [Entry]
+    var options: PasteboardOptions
+
+    /// The target that serves representation `index` of item `item`.
+    static func itemTarget(item: Int, index: Int) -> String { "XPB_ITEM_\(item)_\(index)" }
+
+    /// The manifest of some items: every representation gets its own item target.
+    init(items: [PasteboardItem], options: PasteboardOptions) {
+        itemCount = items.count
+        self.options = options
+        entries = items.enumerated().flatMap { item, value in
+            value.types.enumerated().map { Entry(item: item, type: $1, target: Self.itemTarget(item: item, index: $0)) }
+        }
+    }
+
+    init(itemCount: Int, entries: [Entry], options: PasteboardOptions) {
+        self.itemCount = itemCount
+        self.entries = entries
+        self.options = options
+    }
+
+    /// The types of each item.
+    var itemTypes: [[PasteboardType]] {
+        var result = Array(repeating: [PasteboardType](), count: itemCount)
+        for entry in entries where result.indices.contains(entry.item) { result[entry.item].append(entry.type) }
+        return result
+    }
+
+    func encoded() -> Data {
+        let expires = options.expirationDate.map { String($0.timeIntervalSince1970) } ?? "-"
+        var lines = ["\(Self.magic)\t1\titems=\(itemCount)\tlocal-only=\(options.isLocalOnly ? 1 : 0)\texpires=\(expires)"]
+        lines += entries.map { "\($0.item)\t\($0.type.identifier)\t\($0.target)" }
+        return Data((lines.joined(separator: "\n") + "\n").utf8)
+    }
+
+    /// Parses a manifest; nil for anything malformed (the reader then falls back to `TARGETS`).
+    init?(decoding data: Data) {
+        guard let text = String(validating: data, as: UTF8.self) else { return nil }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
+        guard let header = lines.first?.split(separator: "\t"), header.count >= 3,
+              header[0] == Self.magic, header[1] == "1" else { return nil }
+        var fields = [String: String]()
+        for field in header.dropFirst(2) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        guard let count = fields["items"].flatMap({ Int($0) }), (0...1_000_000).contains(count) else { return nil }
+        var entries = [Entry]()
+        for line in lines.dropFirst() {
+            let parts = line.split(separator: "\t", omittingEmptySubsequences: false)
+            guard parts.count == 3, let item = Int(parts[0]), (0..<count).contains(item),
+                  let type = try? PasteboardType(String(parts[1])), !parts[2].isEmpty else { return nil }
+            entries.append(Entry(item: item, type: type, target: String(parts[2])))
+        }
+        let expires = fields["expires"].flatMap { Double($0) }.map { Date(timeIntervalSince1970: $0) }
+        self.init(itemCount: count, entries: entries,
+                  options: PasteboardOptions(localOnly: fields["local-only"] == "1", expirationDate: expires))
+    }
+}

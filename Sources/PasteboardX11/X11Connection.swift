@@ -1,0 +1,202 @@
+internal import CX11
+import Dispatch
+import Foundation
+import PasteboardKit
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one executor box: state that only the X thread touches, carried across the Sendable
+/// boundary of the thread's start-up. Nothing else in the backend is `@unchecked Sendable`.
+final class XThreadConfined<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// A connection to an X server, owned by one thread.
+///
+/// The thread holds the `Display*`, blocks in `poll()` on the X connection and a wake-up pipe, and
+/// runs every Xlib call: other threads hand it jobs through ``submit(_:)`` or wait for a result with
+/// ``sync(timeout:_:)``. No Xlib pointer ever leaves the thread.
+final class X11Connection: Sendable {
+    private struct Queue {
+        var jobs: [@Sendable (X11Session) -> Void] = []
+        var isClosing = false
+        var isStopped = false
+        var stopReason: X11BackendError?
+    }
+
+    private let queue = Mutex(Queue())
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let stopped = DispatchSemaphore(value: 0)
+    private let threadID = Mutex<pthread_t?>(nil)
+    /// The display name connected to.
+    let displayName: String
+
+    /// Opens the display (nil: `$DISPLAY`) and starts the X thread.
+    init(displayName: String?, configuration: X11Configuration, delegate: (any X11SessionDelegate)?) throws {
+        guard let name = displayName ?? ProcessInfo.processInfo.environment["DISPLAY"], !name.isEmpty else {
+            throw X11BackendError.noDisplay
+        }
+        self.displayName = name
+        XErrorSink.install()
+        guard let display = XOpenDisplay(name) else { throw X11BackendError.cannotOpenDisplay(name) }
+        XErrorSink.guardExit(of: display)
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else {
+            XCloseDisplay(display)
+            throw PasteboardError.backendFailure("cannot create a pipe: \(String(cString: strerror(errno)))")
+        }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        let session = XThreadConfined(X11Session(display: display, configuration: configuration, delegate: delegate))
+        let thread = Thread { [self] in
+            self.threadID.withLock { $0 = pthread_self() }
+            self.run(session.value)
+        }
+        thread.name = "xpb-x11"
+        thread.start()
+    }
+
+    /// Whether the calling thread is the X thread.
+    var isOnXThread: Bool {
+        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Hands a job to the X thread; false if the connection has stopped.
+    @discardableResult
+    func submit(_ job: @escaping @Sendable (X11Session) -> Void) -> Bool {
+        let accepted = queue.withLock { queue -> Bool in
+            guard !queue.isStopped, !queue.isClosing else { return false }
+            queue.jobs.append(job)
+            return true
+        }
+        if accepted { wake() }
+        return accepted
+    }
+
+    /// Runs `body` on the X thread and waits for it to call its completion.
+    ///
+    /// - Parameter timeout: a last resort on top of the operation's own deadlines.
+    func sync<T: Sendable>(
+        timeout: Double,
+        _ body: @escaping @Sendable (X11Session, @escaping @Sendable (Result<T, any Error>) -> Void) -> Void
+    ) throws -> T {
+        guard !isOnXThread else {
+            throw PasteboardError.backendFailure("a pasteboard was read from inside a provider on the X thread; read it from another thread")
+        }
+        let rendezvous = Rendezvous<T>()
+        let accepted = submit { session in body(session) { rendezvous.fulfil($0) } }
+        guard accepted else { throw stopReason ?? X11BackendError.connectionLost }
+        return try rendezvous.wait(timeout: timeout, stopped: { [self] in self.stopReason })
+    }
+
+    /// Why the connection stopped, once it has.
+    var stopReason: X11BackendError? {
+        queue.withLock { $0.isStopped ? ($0.stopReason ?? .connectionLost) : nil }
+    }
+
+    /// Runs `finalJob` (for example a hand-off to a clipboard manager), then stops the thread and
+    /// closes the display. Waits at most `timeout` seconds.
+    func close(timeout: Double = 5, finalJob: (@Sendable (X11Session, @escaping () -> Void) -> Void)? = nil) {
+        let accepted = queue.withLock { queue -> Bool in
+            guard !queue.isStopped, !queue.isClosing else { return false }
+            queue.jobs.append { session in
+                if let finalJob {
+                    finalJob(session) { session.requestStop() }
+                } else {
+                    session.requestStop()
+                }
+            }
+            queue.isClosing = true
+            return true
+        }
+        guard accepted else { return }
+        wake()
+        if stopped.wait(timeout: .now() + timeout) == .timedOut {
+            // The thread is stuck in a provider; leave it, the process owns it now.
+            return
+        }
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    private func drainWake() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(wakeRead, &buffer, buffer.count) > 0 {}
+    }
+
+    private func run(_ session: X11Session) {
+        let xfd = XConnectionNumber(session.display)
+        var reason: X11BackendError? = nil
+        while true {
+            let jobs = queue.withLock { queue -> [@Sendable (X11Session) -> Void] in
+                defer { queue.jobs.removeAll() }
+                return queue.jobs
+            }
+            for job in jobs { job(session) }
+            session.pump()
+            if session.isDead { reason = .connectionLost; break }
+            if session.stopRequested { break }
+            let hasJobs = queue.withLock { !$0.jobs.isEmpty }
+            if hasJobs || session.hasQueuedEvents { continue }
+            var fds = [pollfd(fd: xfd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, session.nextTimerDelayMilliseconds())
+            if fds[1].revents != 0 { drainWake() }
+        }
+        let pending = queue.withLock { queue -> [@Sendable (X11Session) -> Void] in
+            queue.isStopped = true
+            queue.stopReason = reason
+            defer { queue.jobs.removeAll() }
+            return queue.jobs
+        }
+        _ = pending
+        session.finish(reason: reason ?? .connectionLost)
+        Glibc.close(wakeRead)
+        Glibc.close(wakeWrite)
+        stopped.signal()
+    }
+}
+
+/// A one-shot meeting point between a waiting thread and the X thread.
+final class Rendezvous<T: Sendable>: Sendable {
+    private let result = Mutex<Result<T, any Error>?>(nil)
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func fulfil(_ value: Result<T, any Error>) {
+        let first = result.withLock { current -> Bool in
+            guard current == nil else { return false }
+            current = value
+            return true
+        }
+        if first { semaphore.signal() }
+    }
+
+    /// Waits for the result, checking every so often whether the connection stopped.
+    func wait(timeout: Double, stopped: () -> X11BackendError?) throws -> T {
+        let end = DispatchTime.now() + timeout
+        while true {
+            if semaphore.wait(timeout: min(end, .now() + 0.25)) == .success { break }
+            if let reason = stopped() {
+                fulfil(.failure(reason))
+                break
+            }
+            if DispatchTime.now() >= end {
+                fulfil(.failure(PasteboardError.timedOut(operation: "the X11 request", seconds: timeout)))
+                break
+            }
+        }
+        return try result.withLock { $0! }.get()
+    }
+}

@@ -1,0 +1,356 @@
+internal import CX11
+import Dispatch
+import Foundation
+import PasteboardKit
+import Synchronization
+
+/// Pasteboards on an X server: general ↔ `CLIPBOARD`, find ↔ `PRIMARY`, a named pasteboard
+/// ↔ the selection `XPB_PASTEBOARD:<name>`.
+///
+/// Writing makes this process the selection owner, serving every representation lazily (a
+/// provider runs when a client first converts to its type); reading converts from whoever owns
+/// the selection. Type queries move no data: `TARGETS`, or for xpb owners the manifest.
+/// `changeCount` follows XFixes: every ownership change of a watched selection counts once.
+public final class X11PasteboardBackend: PasteboardBackend {
+    private struct State {
+        var changeCounts: [Pasteboard.Name: Int] = [:]
+        var named: Set<Pasteboard.Name> = []
+        var persistent: Set<Pasteboard.Name> = []
+        /// What we own, mirrored here so that reading our own contents needs no X round trip.
+        var owned: [Pasteboard.Name: (items: [PasteboardItem], options: PasteboardOptions, generation: Int)] = [:]
+        /// The types last seen per pasteboard, for the added/removed lists of changes.
+        var lastTypes: [Pasteboard.Name: [PasteboardType]] = [:]
+        var selectionNames: [UInt: Pasteboard.Name] = [:]
+        var generation = 0
+    }
+
+    /// The type table.
+    public let registry: TypeRegistry
+    /// Where changes are published.
+    public let changeCenter: ChangeCenter
+    /// The tunables.
+    public let configuration: X11Configuration
+    /// The display this backend is connected to.
+    public var displayName: String { connection.displayName }
+
+    let connection: X11Connection
+    private let state = Mutex(State())
+    /// Changes seen on the X thread are published from here, in order, so that observers may
+    /// read the pasteboard.
+    private let publisher = DispatchQueue(label: "xpb.x11.changes")
+
+    /// Connects to `display` (nil: `$DISPLAY`).
+    ///
+    /// - Throws: ``X11BackendError/noDisplay`` or ``X11BackendError/cannotOpenDisplay(_:)``.
+    public init(display: String? = nil, registry: TypeRegistry = .standard,
+                changeCenter: ChangeCenter = ChangeCenter(), configuration: X11Configuration = X11Configuration()) throws {
+        self.registry = registry
+        self.changeCenter = changeCenter
+        self.configuration = configuration
+        connection = try X11Connection(displayName: display, configuration: configuration, delegate: nil)
+        let general = Self.selectionName(for: .general)
+        let find = Self.selectionName(for: .find)
+        try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
+            session.delegate = self
+            let atoms = session.atoms([general, find])
+            for atom in atoms { session.watch(atom) }
+            self.state.withLock {
+                $0.selectionNames[atoms[0]] = .general
+                $0.selectionNames[atoms[1]] = .find
+            }
+            done(.success(()))
+        }
+    }
+
+    /// The X selection that holds a pasteboard: `CLIPBOARD`, `PRIMARY`, or `XPB_PASTEBOARD:<name>`.
+    public static func selectionName(for name: Pasteboard.Name) -> String {
+        switch name {
+        case .general: return "CLIPBOARD"
+        case .find: return "PRIMARY"
+        default: return "XPB_PASTEBOARD:" + name.rawValue
+        }
+    }
+
+    /// Stops serving and closes the connection. With `handOff`, a clipboard manager (the owner of
+    /// `CLIPBOARD_MANAGER`) is first asked to take the clipboard's contents (`SAVE_TARGETS`), with
+    /// a bounded wait; contents marked secret are never handed off.
+    public func close(handOff: Bool = true) {
+        let general = state.withLock { $0.owned[.general]?.items }
+        let shouldHandOff = handOff && !(general ?? []).isEmpty && !(general ?? []).contains(where: Self.isSecret)
+        let timeout = configuration.handOffTimeout
+        connection.close(timeout: timeout + 2) { session, done in
+            guard shouldHandOff else { return done() }
+            session.handOff(session.atom("CLIPBOARD"), timeout: timeout) { _ in done() }
+        }
+    }
+
+    /// Whether an item carries the password-manager hint `secret`.
+    static func isSecret(_ item: PasteboardItem) -> Bool {
+        guard item.hasType(.passwordManagerHint), let data = try? item.data(for: .passwordManagerHint) else { return false }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
+    }
+
+    // MARK: Names
+
+    private func selectionAtom(_ name: Pasteboard.Name, in session: X11Session) -> UInt {
+        let atom = session.atom(Self.selectionName(for: name))
+        state.withLock { $0.selectionNames[atom] = name }
+        session.watch(atom)
+        return atom
+    }
+
+    private var timeout: Double { configuration.readTimeout * 2 + 5 }
+
+    public func exists(_ name: Pasteboard.Name) -> Bool {
+        if name.isSystem || state.withLock({ $0.named.contains(name) }) { return true }
+        let owner = try? connection.sync(timeout: timeout) { [self] session, done in
+            done(.success(XGetSelectionOwner(session.display, self.selectionAtom(name, in: session))))
+        }
+        return (owner ?? 0) != 0
+    }
+
+    public func create(_ name: Pasteboard.Name) throws {
+        state.withLock { _ = $0.named.insert(name) }
+        try connection.sync(timeout: timeout) { [self] session, done in
+            _ = self.selectionAtom(name, in: session)
+            done(.success(()))
+        }
+    }
+
+    public func remove(_ name: Pasteboard.Name) {
+        guard !name.isSystem else { return }
+        _ = try? connection.sync(timeout: timeout) { [self] session, done in
+            session.relinquish(self.selectionAtom(name, in: session))
+            done(.success(()))
+        }
+        let (count, types) = state.withLock { state -> (Int, [PasteboardType]) in
+            state.named.remove(name)
+            state.persistent.remove(name)
+            state.owned.removeValue(forKey: name)
+            return (state.changeCounts[name] ?? 0, state.lastTypes.removeValue(forKey: name) ?? [])
+        }
+        changeCenter.publish(PasteboardChange(name: name, kind: .removed, changeCount: count, typesAdded: [], typesRemoved: types))
+    }
+
+    public func isPersistent(_ name: Pasteboard.Name) -> Bool {
+        name.isSystem || state.withLock { $0.persistent.contains(name) }
+    }
+
+    public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {
+        guard !name.isSystem else { return }
+        state.withLock { state in
+            if isPersistent { state.persistent.insert(name) } else { state.persistent.remove(name) }
+        }
+    }
+
+    public func changeCount(of name: Pasteboard.Name) -> Int {
+        state.withLock { $0.changeCounts[name] ?? 0 }
+    }
+
+    // MARK: Reading
+
+    /// What another client offers: its targets, and the manifest if it is an xpb owner.
+    private struct ForeignOffer: Sendable {
+        let targets: [String]
+        let manifest: Manifest?
+
+        /// The types of each item: the manifest's, else one item of the types behind the targets.
+        func itemTypes(_ registry: TypeRegistry) -> [[PasteboardType]] {
+            if let manifest { return manifest.itemTypes }
+            var seen = Set<PasteboardType>()
+            let types = targets.filter { !protocolTargets.contains($0) }
+                .compactMap { registry.type(forTarget: $0)?.type }
+                .filter { seen.insert($0).inserted }
+            return types.isEmpty ? [] : [types]
+        }
+    }
+
+    /// Reads the offer of whoever owns the selection; nil when nobody does (or we do).
+    private func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
+        try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
+            let selection = self.selectionAtom(name, in: session)
+            let owner = XGetSelectionOwner(session.display, selection)
+            guard owner != 0 else { return done(.success(nil)) }
+            session.targets(of: selection) { result in
+                switch result {
+                case let .failure(error): done(.failure(error))
+                case .success(nil): done(.success(ForeignOffer(targets: [], manifest: nil)))
+                case let .success(targets?):
+                    guard targets.contains(Manifest.target) else {
+                        return done(.success(ForeignOffer(targets: targets, manifest: nil)))
+                    }
+                    session.convert(selection, to: session.atom(Manifest.target)) { result in
+                        let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
+                        done(.success(ForeignOffer(targets: targets, manifest: manifest)))
+                    }
+                }
+            }
+        }
+    }
+
+    private func ownedItems(_ name: Pasteboard.Name) -> [PasteboardItem]? {
+        state.withLock { $0.owned[name]?.items }
+    }
+
+    public func itemTypes(of name: Pasteboard.Name) throws -> [[PasteboardType]] {
+        if let items = ownedItems(name) { return items.map(\.types) }
+        guard let offer = try foreignOffer(name) else { return [] }
+        return offer.itemTypes(registry)
+    }
+
+    public func data(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Data? {
+        if let items = ownedItems(name) {
+            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
+            return try items[item].data(for: type)
+        }
+        guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
+        let itemCount = offer.itemTypes(registry).count
+        guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
+        return try fetch(name, item: item, type: type, offer: offer)
+    }
+
+    /// Converts one representation from the foreign owner: through the manifest's item target,
+    /// or for the first item through the best ordinary target for the type.
+    private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer) throws -> Data? {
+        let target: String
+        let codec: TargetCodec
+        if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
+            (target, codec) = (entry.target, .identity)
+        } else if item == 0, let alias = bestAlias(for: type, offered: offer.targets) {
+            (target, codec) = (alias.name, alias.codec)
+        } else {
+            return nil
+        }
+        let value: PropertyValue? = try connection.sync(timeout: timeout + configuration.readTimeout) { [self] session, done in
+            let selection = self.selectionAtom(name, in: session)
+            session.convert(selection, to: session.atom(target)) { done($0) }
+        }
+        return value.map { codec.decode($0.data) }
+    }
+
+    /// The offered target that serves `type` best: the registry's order (UTF-8 before Latin-1),
+    /// then any offered target the registry maps to the type.
+    private func bestAlias(for type: PasteboardType, offered: [String]) -> TargetAlias? {
+        let offeredSet = Set(offered)
+        if let alias = registry.targets(for: type).first(where: { offeredSet.contains($0.name) }) { return alias }
+        return offered.lazy.compactMap { self.registry.type(forTarget: $0) }.first { $0.type == type }?.alias
+    }
+
+    public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
+        if let items = ownedItems(name) { return items }
+        guard let offer = try foreignOffer(name) else { return [] }
+        return offer.itemTypes(registry).enumerated().map { index, types in
+            var item = PasteboardItem()
+            for type in types {
+                item.setProvider(for: type) { [self] in
+                    guard let data = try self.fetch(name, item: index, type: type, offer: offer) else {
+                        throw PasteboardError.backendFailure("the selection owner no longer offers \(type)")
+                    }
+                    return data
+                }
+            }
+            return item
+        }
+    }
+
+    public func options(of name: Pasteboard.Name) -> PasteboardOptions {
+        state.withLock { $0.owned[name]?.options } ?? PasteboardOptions()
+    }
+
+    // MARK: Writing
+
+    public func setItems(_ items: [PasteboardItem], options: PasteboardOptions, on name: Pasteboard.Name) throws {
+        if items.isEmpty {
+            try relinquish(name)
+            return
+        }
+        let registry = self.registry
+        let _: UInt = try connection.sync(timeout: timeout) { [self] session, done in
+            session.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) {
+                done($0)
+            }
+        }
+        let (change, generation) = state.withLock { state -> (PasteboardChange, Int) in
+            state.generation += 1
+            state.owned[name] = (items, options, state.generation)
+            return (bump(&state, name, typesAfter: items.flatMap(\.types)), state.generation)
+        }
+        changeCenter.publish(change)
+        if let date = options.expirationDate { scheduleExpiry(name, at: date, generation: generation) }
+    }
+
+    public func addItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws {
+        guard !items.isEmpty else { return }
+        let current = try self.items(of: name)
+        let options = self.options(of: name)
+        // Items another client owns must be read now: that client loses the selection to us.
+        let kept = try ownedItems(name) != nil ? current : current.map { item in
+            var copy = PasteboardItem()
+            for type in item.types { copy.setData(try item.data(for: type) ?? Data(), for: type) }
+            return copy
+        }
+        try setItems(kept + items, options: options, on: name)
+    }
+
+    /// Gives the selection up (the pasteboard becomes empty), counting it as one change.
+    private func relinquish(_ name: Pasteboard.Name) throws {
+        try connection.sync(timeout: timeout) { [self] session, done in
+            session.relinquish(self.selectionAtom(name, in: session))
+            done(.success(()))
+        }
+        let change = state.withLock { state -> PasteboardChange in
+            state.owned.removeValue(forKey: name)
+            return bump(&state, name, typesAfter: [])
+        }
+        changeCenter.publish(change)
+    }
+
+    private func scheduleExpiry(_ name: Pasteboard.Name, at date: Date, generation: Int) {
+        let delay = max(0, date.timeIntervalSinceNow)
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self, self.state.withLock({ $0.owned[name]?.generation == generation }) else { return }
+            try? self.relinquish(name)
+        }
+    }
+
+    /// Counts one change and describes it.
+    private func bump(_ state: inout State, _ name: Pasteboard.Name, typesAfter: [PasteboardType]) -> PasteboardChange {
+        state.changeCounts[name, default: 0] += 1
+        let before = state.lastTypes[name] ?? []
+        state.lastTypes[name] = typesAfter
+        return PasteboardChange(name: name, changeCount: state.changeCounts[name]!, typesBefore: before, typesAfter: typesAfter)
+    }
+}
+
+extension X11PasteboardBackend: X11SessionDelegate {
+    func selectionOwnerChanged(selection: UInt, owner: UInt, timestamp: UInt, isOurs: Bool, session: X11Session) {
+        guard !isOurs, let name = state.withLock({ $0.selectionNames[selection] }) else { return }
+        // Count now, so changeCount is right as soon as the event is in; describe the change once
+        // the new owner's types are known.
+        let count = state.withLock { state -> Int in
+            state.changeCounts[name, default: 0] += 1
+            if owner != session.window { state.owned.removeValue(forKey: name) }
+            return state.changeCounts[name]!
+        }
+        let publish: @Sendable ([PasteboardType]) -> Void = { [self] types in
+            let before = self.state.withLock { state -> [PasteboardType] in
+                defer { state.lastTypes[name] = types }
+                return state.lastTypes[name] ?? []
+            }
+            let change = PasteboardChange(name: name, changeCount: count, typesBefore: before, typesAfter: types)
+            self.publisher.async { self.changeCenter.publish(change) }
+        }
+        guard owner != 0 else { return publish([]) }
+        let registry = self.registry
+        session.targets(of: selection) { result in
+            let targets = (try? result.get()) ?? nil
+            publish(ForeignOffer(targets: targets ?? [], manifest: nil).itemTypes(registry).flatMap { $0 })
+        }
+    }
+
+    func ownershipLost(selection: UInt) {
+        state.withLock { state in
+            if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
+        }
+    }
+}
