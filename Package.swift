@@ -20,7 +20,7 @@ let package = Package(
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
-        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit"]),
+        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11"]),
     ],
     swiftLanguageModes: [.v6]
 )

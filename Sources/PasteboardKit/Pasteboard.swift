@@ -321,14 +321,46 @@ public struct ItemProvider: Sendable {
     }
 }
 
+/// Supplies the default backend of a platform module (the X11 one) without the program having to
+/// install it: ``PasteboardSystem`` looks the provider up by name in the running process.
+public protocol DefaultBackendProvider {
+    /// A backend for this process's environment, or nil when the platform is not available
+    /// (for X11: no `$DISPLAY`, or the server cannot be reached).
+    static func makeDefaultBackend() -> (any PasteboardBackend)?
+}
+
 /// The backend that ``Pasteboard/general``, ``Pasteboard/find`` and named pasteboards use by
-/// default: an in-memory one until a program installs another (the X11 backend, for example).
+/// default.
+///
+/// On first use it looks for a platform backend linked into the process (the X11 module's
+/// `PasteboardX11.X11DefaultBackendProvider`): with `PasteboardX11` linked and `$DISPLAY` set,
+/// `Pasteboard.general` is the X clipboard with no set-up. Otherwise, or when the display cannot
+/// be opened, it is an in-memory backend. A program may install any backend itself.
 public enum PasteboardSystem {
-    private static let current = Mutex<any PasteboardBackend>(InMemoryPasteboardBackend())
+    /// The names of the providers looked for, in order.
+    public static let providerTypeNames = ["PasteboardX11.X11DefaultBackendProvider"]
+
+    private static let current = Mutex<(any PasteboardBackend)?>(nil)
 
     /// The default backend.
     public static var backend: any PasteboardBackend {
-        get { current.withLock { $0 } }
+        get {
+            current.withLock { current in
+                if let backend = current { return backend }
+                let backend = discoverBackend() ?? InMemoryPasteboardBackend()
+                current = backend
+                return backend
+            }
+        }
         set { current.withLock { $0 = newValue } }
+    }
+
+    /// The platform provider linked into this process, if any.
+    public static var linkedProvider: (any DefaultBackendProvider.Type)? {
+        providerTypeNames.lazy.compactMap { _typeByName($0) as? any DefaultBackendProvider.Type }.first
+    }
+
+    private static func discoverBackend() -> (any PasteboardBackend)? {
+        linkedProvider?.makeDefaultBackend()
     }
 }

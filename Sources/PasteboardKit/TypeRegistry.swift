@@ -5,7 +5,8 @@ public enum TargetCodec: Sendable, Hashable {
     /// The same bytes.
     case identity
     /// The model stores UTF-8; the target carries ISO 8859-1 (X11 `STRING`). Characters
-    /// outside Latin-1 become `?` on the way out.
+    /// outside Latin-1 become `?` on the way out; on the way in, bytes that are valid UTF-8 with
+    /// non-ASCII characters are taken as UTF-8 (what xsel sends as STRING).
     case latin1
     /// The model stores one URL; the target carries a `text/uri-list` (CRLF-terminated lines,
     /// `#` comments).
@@ -41,6 +42,10 @@ public enum TargetCodec: Sendable, Hashable {
         case .identity:
             return data
         case .latin1:
+            // ICCCM's STRING is Latin-1, but xsel and other tools put UTF-8 into it. Latin-1 text
+            // with accents is almost never valid UTF-8 (é is 0xE9 followed by ASCII), so bytes that
+            // are valid UTF-8 and not plain ASCII are taken as UTF-8.
+            if data.contains(where: { $0 >= 0x80 }), String(validating: data, as: UTF8.self) != nil { return data }
             var text = String.UnicodeScalarView()
             for byte in data { text.append(Unicode.Scalar(byte)) }
             return Data(String(text).utf8)

@@ -16,7 +16,7 @@ struct PendingConversion {
 struct IncomingState {
     let id: Int
     var transfer: IncomingTransfer
-    let type: Atom
+    var type: Atom
     let description: String
     var timer: Int?
     let completion: (Result<PropertyValue?, any Error>) -> Void
@@ -31,16 +31,27 @@ extension X11Session {
     }
 
     private func releaseProperty(_ property: Atom) {
-        freeProperties.append(property)
+        if name(of: property)?.hasPrefix("XPB_SEL_") == true { freeProperties.append(property) }
     }
 
     /// Asks the owner of `selection` to convert it to `target` and reads the result, following
     /// INCR. Completes with nil when the owner refuses (or there is none), with an error when a
     /// deadline passes without progress or the reply is malformed.
-    func convert(_ selection: Atom, to target: Atom, completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
-        let property = allocateProperty()
+    ///
+    /// - Parameters:
+    ///   - parameters: for targets that take them (`MULTIPLE`'s ATOM_PAIR list), format-32 values
+    ///     written to the property before the request, with type `parameterType`.
+    ///   - legacyNoProperty: sends the request with property None, as obsolete clients do (the
+    ///     owner then replies in the property named like the target).
+    func convert(_ selection: Atom, to target: Atom, parameters: [UInt]? = nil, parameterType: Atom = 0,
+                 legacyNoProperty: Bool = false,
+                 completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
+        let property = legacyNoProperty ? target : allocateProperty()
         let id = makeOperationID()
-        XConvertSelection(display, selection, target, property, window, 0)
+        if let parameters {
+            writeLongs(window, property, type: parameterType, parameters, onError: { _ in })
+        }
+        XConvertSelection(display, selection, target, legacyNoProperty ? 0 : property, window, 0)
         XFlush(display)
         var conversion = PendingConversion(id: id, selection: selection, target: target, property: property, timer: nil, completion: completion)
         let seconds = configuration.readTimeout
@@ -99,7 +110,8 @@ extension X11Session {
 
     /// A new chunk arrived in one of our properties.
     func continueIncoming(property: Atom) {
-        guard var state = incoming[property] else { return }
+        // Take the state out of the dictionary so that appending does not copy the buffer.
+        guard var state = incoming.removeValue(forKey: property) else { return }
         var chunkType: Atom = 0
         var chunkFormat: Int32 = 8
         let outcome: Result<Bool, any Error>? = readProperty(window, property, delete: true) { type, format, bytes in
@@ -107,21 +119,22 @@ extension X11Session {
             chunkFormat = format
             return Result { try state.transfer.append(bytes: bytes) }
         }
-        guard let outcome else { return }
+        guard let outcome else {
+            incoming[property] = state
+            return
+        }
         switch outcome {
         case let .failure(error):
-            incoming.removeValue(forKey: property)
             cancelTimer(state.timer)
             state.completion(.failure(error))
         case let .success(isComplete):
             if isComplete {
-                incoming.removeValue(forKey: property)
                 cancelTimer(state.timer)
                 releaseProperty(property)
                 let type = state.type != 0 ? state.type : chunkType
                 state.completion(.success(PropertyValue(type: type, format: chunkFormat, data: state.transfer.data)))
             } else {
-                if state.type == 0 { state = IncomingState(id: state.id, transfer: state.transfer, type: chunkType, description: state.description, timer: state.timer, completion: state.completion) }
+                if state.type == 0 { state.type = chunkType }
                 incoming[property] = state
                 armIncomingTimer(property)
             }

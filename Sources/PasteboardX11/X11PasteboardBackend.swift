@@ -212,29 +212,57 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// Converts one representation from the foreign owner: through the manifest's item target,
     /// or for the first item through the best ordinary target for the type.
     private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer) throws -> Data? {
-        let target: String
-        let codec: TargetCodec
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
-            (target, codec) = (entry.target, .identity)
-        } else if item == 0, let alias = bestAlias(for: type, offered: offer.targets) {
-            (target, codec) = (alias.name, alias.codec)
-        } else {
-            return nil
+            return try convert(name, target: entry.target)?.data
         }
-        let value: PropertyValue? = try connection.sync(timeout: timeout + configuration.readTimeout) { [self] session, done in
-            let selection = self.selectionAtom(name, in: session)
-            session.convert(selection, to: session.atom(target)) { done($0) }
+        guard item == 0 else { return nil }
+        for alias in candidateAliases(for: type, offered: offer.targets) {
+            guard let (data, replyType) = try convert(name, target: alias.name) else { continue }
+            return codec(for: type, requested: alias, replyType: replyType).decode(data)
         }
-        return value.map { codec.decode($0.data) }
+        return nil
     }
 
-    /// The offered target that serves `type` best: the registry's order (UTF-8 before Latin-1),
-    /// then any offered target the registry maps to the type.
-    private func bestAlias(for type: PasteboardType, offered: [String]) -> TargetAlias? {
-        let offeredSet = Set(offered)
-        if let alias = registry.targets(for: type).first(where: { offeredSet.contains($0.name) }) { return alias }
-        return offered.lazy.compactMap { self.registry.type(forTarget: $0) }.first { $0.type == type }?.alias
+    /// Converts the selection to one target: its bytes and the reply's type name, or nil when the
+    /// owner refuses. Waits as long as the transfer makes progress.
+    private func convert(_ name: Pasteboard.Name, target: String) throws -> (data: Data, replyType: String)? {
+        try connection.sync(timeout: Self.transferTimeout) { [self] (session, done: @escaping @Sendable (Result<(data: Data, replyType: String)?, any Error>) -> Void) in
+            let selection = self.selectionAtom(name, in: session)
+            session.convert(selection, to: session.atom(target)) { result in
+                done(result.map { value in value.map { ($0.data, session.name(of: $0.type) ?? "") } })
+            }
+        }
     }
+
+    /// The targets to try for a type, best first: the advertised aliases in the registry's order
+    /// (UTF-8 before Latin-1), led by the type's primary alias even when it is not advertised
+    /// (xsel serves UTF8_STRING but lists only STRING and TEXT), then any other advertised
+    /// target the registry maps to the type.
+    private func candidateAliases(for type: PasteboardType, offered: [String]) -> [TargetAlias] {
+        let offeredSet = Set(offered)
+        let aliases = registry.targets(for: type)
+        var candidates = aliases.filter { offeredSet.contains($0.name) }
+        if let primary = aliases.first, !candidates.isEmpty, candidates.first != primary { candidates.insert(primary, at: 0) }
+        let others = offered.compactMap { registry.type(forTarget: $0) }
+            .filter { $0.type == type && !candidates.contains($0.alias) }.map(\.alias)
+        return candidates + others
+    }
+
+    /// How to decode a reply: by the requested alias, except for targets whose encoding the
+    /// owner chooses (`TEXT`, whose reply type differs from its name): those by the reply's type
+    /// (`TEXT` answered as `STRING` is Latin-1). Reply types of other targets are not trusted:
+    /// xsel answers UTF8_STRING with UTF-8 bytes typed STRING.
+    private func codec(for type: PasteboardType, requested: TargetAlias, replyType: String) -> TargetCodec {
+        if requested.replyType != requested.name, replyType != requested.name,
+           let reply = registry.type(forTarget: replyType), reply.type == type {
+            return reply.alias.codec
+        }
+        return requested.codec
+    }
+
+    /// The outer wait of a data transfer; the transfer's own no-progress deadline is what ends
+    /// a stalled one.
+    static let transferTimeout: Double = 24 * 3600
 
     public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
         if let items = ownedItems(name) { return items }
@@ -352,5 +380,14 @@ extension X11PasteboardBackend: X11SessionDelegate {
         state.withLock { state in
             if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
         }
+    }
+}
+
+/// Makes `Pasteboard.general` the X clipboard in any process that links this module and has
+/// `$DISPLAY` set; found by name by `PasteboardSystem`.
+public enum X11DefaultBackendProvider: DefaultBackendProvider {
+    /// A backend on `$DISPLAY`, or nil when it is unset or cannot be opened.
+    public static func makeDefaultBackend() -> (any PasteboardBackend)? {
+        try? X11PasteboardBackend()
     }
 }

@@ -11,7 +11,8 @@ public struct X11Configuration: Sendable {
     public var serveTimeout: Double = 30
     /// The most bytes one read accepts; an owner that sends more gets the read failed.
     public var maxReadSize: Int = 4 << 30
-    /// The bytes per property write; nil for the server's maximum request size (capped at 4 MiB).
+    /// The bytes per property write; nil for the server's maximum request size (capped just
+    /// under 4,000,000 bytes, the most some readers fetch at once).
     public var chunkSize: Int? = nil
     /// How long a clean shutdown waits for a clipboard manager to take the contents, in seconds.
     public var handOffTimeout: Double = 3
@@ -87,6 +88,11 @@ final class X11Session {
     var timestampWaiters: [(Result<Time, any Error>) -> Void] = []
     var nextOperationID = 0
 
+    /// The largest chunk we write by default. Some readers (xsel) fetch a chunk with one
+    /// XGetWindowProperty of 1,000,000 units (4,000,000 bytes) and wait forever when more is
+    /// left over, so stay below that.
+    static let defaultChunkCap = 4_000_000 - 4096
+
     init(display: OpaquePointer, configuration: X11Configuration, delegate: (any X11SessionDelegate)?) {
         self.display = display
         self.configuration = configuration
@@ -96,7 +102,7 @@ final class X11Session {
         XSelectInput(display, window, PropertyChangeMask)
         let bigRequest = XExtendedMaxRequestSize(display)
         let maxRequestBytes = (bigRequest > 0 ? bigRequest : XMaxRequestSize(display)) * 4
-        chunkSize = configuration.chunkSize ?? max(4096, min(maxRequestBytes - 1024, 4 << 20))
+        chunkSize = configuration.chunkSize ?? max(4096, min(maxRequestBytes - 1024, Self.defaultChunkCap))
         var eventBase: Int32 = 0
         var errorBase: Int32 = 0
         if XFixesQueryExtension(display, &eventBase, &errorBase) != 0 {

@@ -200,9 +200,13 @@ struct PasteboardTests {
         #expect(board.options == PasteboardOptions())
     }
 
-    @Test("the default backend is in memory until another is installed")
+    @Test("a program can install the default backend; general and find use it")
     func defaultBackend() throws {
-        #expect(PasteboardSystem.backend is InMemoryPasteboardBackend)
+        // Installing first means the test never looks for a display.
+        let backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter(notificationCenter: nil))
+        PasteboardSystem.backend = backend
+        #expect(Pasteboard.general.backend === backend)
+        #expect(Pasteboard.find.backend === backend)
         #expect(Pasteboard.general.name == .general)
         #expect(Pasteboard.find.name == .find)
     }

@@ -96,6 +96,9 @@ struct TypeRegistryTests {
         #expect(TargetCodec.latin1.decode(Data([0x63, 0x61, 0x66, 0xE9, 0xFF])) == Data("café\u{FF}".utf8))
         let everyByte = Data((0...255).map { UInt8($0) })
         #expect(TargetCodec.latin1.encode(TargetCodec.latin1.decode(everyByte)) == everyByte)
+        // UTF-8 sent as STRING (as xsel does) stays UTF-8.
+        #expect(TargetCodec.latin1.decode(Data("héllo ✓".utf8)) == Data("héllo ✓".utf8))
+        #expect(TargetCodec.latin1.decode(Data("plain".utf8)) == Data("plain".utf8))
     }
 
     @Test("URL codecs: uri-list and x-moz-url")
