@@ -1,0 +1,193 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import PasteboardKit
+@testable import PasteboardX11
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension X11PasteboardBackend {
+    /// How many INCR transfers this backend is receiving.
+    func receivingCount() throws -> Int {
+        try connection.sync(timeout: 30) { session, done in done(.success(session.incoming.count)) }
+    }
+}
+
+/// Runs a throwing read on another thread and hands back its outcome.
+final class Background<T: Sendable>: Sendable {
+    private final class Slot: Sendable {
+        let result = Mutex<Result<T, any Error>?>(nil)
+    }
+
+    private let slot = Slot()
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        let slot = self.slot
+        Thread.detachNewThread {
+            let outcome = Result { try body() }
+            slot.result.withLock { $0 = outcome }
+        }
+    }
+
+    /// The outcome, waiting at most `timeout` seconds.
+    func outcome(timeout: Double) -> Result<T, any Error>? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let done = slot.result.withLock({ $0 }) { return done }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return slot.result.withLock { $0 }
+    }
+}
+
+@Suite("Change counts from XFixes")
+struct ChangeCountTests {
+    @Test("changeCount bumps on our writes, when xclip takes CLIPBOARD, and when its owner dies")
+    func counts() async throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        let changes = board.changes
+        #expect(board.changeCount == 0)
+        board.string = "ours"
+        #expect(board.changeCount == 1)
+        // Our own XFixes event must not count again.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(board.changeCount == 1)
+
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "text/html", "-quiet"], display: x, input: Data("<b>theirs</b>".utf8))
+        #expect(eventually { board.changeCount == 2 })
+        #expect(board.string == nil)
+        #expect(try board.data(forPasteboardType: .html) == Data("<b>theirs</b>".utf8))
+        owner.stop()
+        #expect(eventually { board.changeCount == 3 })
+        #expect(board.numberOfItems == 0)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(board.changeCount == 3)
+        board.string = "again"
+        #expect(board.changeCount == 4)
+
+        var iterator = changes.makeAsyncIterator()
+        var seen: [PasteboardChange] = []
+        for _ in 0..<4 { if let change = await iterator.next() { seen.append(change) } }
+        #expect(seen.map(\.changeCount) == [1, 2, 3, 4])
+        #expect(seen[1].typesAdded == [.html])
+        #expect(seen[1].typesRemoved == [.utf8PlainText])
+        #expect(seen[2].typesRemoved == [.html])
+        #expect(seen[3].typesAdded == [.utf8PlainText])
+    }
+
+    @Test("the find pasteboard counts PRIMARY only")
+    func separateCounts() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let owner = try Peer("xclip", ["-i", "-selection", "primary", "-quiet"], display: x, input: Data("p".utf8))
+        defer { owner.stop() }
+        #expect(eventually { Pasteboard.find(of: backend).changeCount == 1 })
+        #expect(Pasteboard.general(of: backend).changeCount == 0)
+    }
+
+    @Test("expiry gives the selection up at the date and counts once")
+    func expiry() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        try board.setItems([[PasteboardType.utf8PlainText: "brief"]], options: PasteboardOptions(expirationDate: Date().addingTimeInterval(0.5)))
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "brief")
+        #expect(eventually { board.changeCount == 2 })
+        let gone = try run("xclip", ["-o", "-selection", "clipboard"], display: x)
+        #expect(gone.status != 0)
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(board.changeCount == 2)
+    }
+}
+
+@Suite("Faults: each ends in a clear error or a clean recovery, never a hang")
+struct FaultTests {
+    @Test("a requestor killed mid-INCR: the transfer is dropped and the owner keeps serving")
+    func requestorKilled() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let data = payload(50 << 20, seed: 3)
+        try Pasteboard.general(of: backend).setData(data, forPasteboardType: .blob)
+        let reader = try Peer("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x)
+        #expect(eventually { (try? backend.servingCount()) ?? 0 > 0 })
+        reader.signal(SIGSTOP)
+        reader.signal(SIGKILL)
+        #expect(eventually { (try? backend.servingCount()) == 0 })
+        let again = try run("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x, timeout: 60)
+        #expect(again.output == data)
+    }
+
+    @Test("an owner stopped with SIGSTOP: reads time out with a clear error, then work again")
+    func ownerStopped() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.readTimeout = 1 }
+        defer { backend.close(handOff: false) }
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("sleepy".utf8))
+        defer { owner.stop() }
+        let board = Pasteboard.general(of: backend)
+        #expect(eventually { board.string == "sleepy" })
+        owner.signal(SIGSTOP)
+        let start = Date()
+        do {
+            _ = try board.itemTypes()
+            Issue.record("a stopped owner answered")
+        } catch let error as PasteboardError {
+            guard case .timedOut = error else { throw error }
+            #expect(error.description.contains("timed out after 1 s"))
+        }
+        #expect(Date().timeIntervalSince(start) < 5)
+        owner.signal(SIGCONT)
+        #expect(eventually { board.string == "sleepy" })
+    }
+
+    @Test("an owner killed mid-INCR: the read fails within the deadline; the backend recovers")
+    func ownerKilled() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.readTimeout = 1 }
+        defer { backend.close(handOff: false) }
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "com.example.blob", "-quiet"], display: x, input: payload(50 << 20))
+        let board = Pasteboard.general(of: backend)
+        #expect(eventually(timeout: 20) { board.contains(pasteboardTypes: [.blob]) })
+        let read = Background { try board.data(forPasteboardType: .blob) }
+        #expect(eventually { (try? backend.receivingCount()) ?? 0 > 0 })
+        owner.signal(SIGSTOP)
+        owner.stop()
+        let outcome = try #require(read.outcome(timeout: 10), "the read hung")
+        #expect(throws: PasteboardError.self) { try outcome.get() }
+        board.string = "recovered"
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "recovered")
+    }
+
+    @Test("the X server killed under a live connection: pending and later calls fail, the process lives")
+    func serverKilled() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.readTimeout = 30 }
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("doomed".utf8))
+        defer { owner.stop() }
+        let board = Pasteboard.general(of: backend)
+        #expect(eventually { board.string == "doomed" })
+        owner.signal(SIGSTOP)
+        let pending = Background { try board.itemTypes() }
+        Thread.sleep(forTimeInterval: 0.2)
+        x.kill()
+        let outcome = try #require(pending.outcome(timeout: 10), "the pending call hung")
+        #expect(throws: X11BackendError.connectionLost) { try outcome.get() }
+        #expect(throws: X11BackendError.connectionLost) { try board.setItems([[PasteboardType.utf8PlainText: "late"]]) }
+        #expect(throws: X11BackendError.connectionLost) { try board.itemTypes() }
+        backend.close()
+    }
+
+    @Test("no display: a clear error, not a crash")
+    func noDisplay() throws {
+        #expect(throws: X11BackendError.cannotOpenDisplay(":4093")) { try X11PasteboardBackend(display: ":4093") }
+        #expect(X11BackendError.noDisplay.description.contains("DISPLAY"))
+    }
+}
