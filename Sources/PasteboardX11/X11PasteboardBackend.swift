@@ -235,14 +235,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
     }
 
     /// The targets to try for a type, best first: the advertised aliases in the registry's order
-    /// (UTF-8 before Latin-1), led by the type's primary alias even when it is not advertised
-    /// (xsel serves UTF8_STRING but lists only STRING and TEXT), then any other advertised
-    /// target the registry maps to the type.
+    /// (UTF-8 before Latin-1), then any other advertised target the registry maps to the type.
+    /// Only advertised targets: xclip answers any target it is asked for with its data during
+    /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
     private func candidateAliases(for type: PasteboardType, offered: [String]) -> [TargetAlias] {
         let offeredSet = Set(offered)
-        let aliases = registry.targets(for: type)
-        var candidates = aliases.filter { offeredSet.contains($0.name) }
-        if let primary = aliases.first, !candidates.isEmpty, candidates.first != primary { candidates.insert(primary, at: 0) }
+        let candidates = registry.targets(for: type).filter { offeredSet.contains($0.name) }
         let others = offered.compactMap { registry.type(forTarget: $0) }
             .filter { $0.type == type && !candidates.contains($0.alias) }.map(\.alias)
         return candidates + others
