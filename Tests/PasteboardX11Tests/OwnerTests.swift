@@ -68,6 +68,27 @@ struct OwnerTests {
         #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "STRING"], display: x).output == Data("plain ?".utf8))
     }
 
+    @Test("URLs as text/uri-list (every URL item) and text/x-moz-url; colors as application/x-color")
+    func urlsAndColors() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        board.urls = [URL(string: "https://example.org/a")!, URL(fileURLWithPath: "/tmp/b.txt")]
+        let list = try run("xclip", ["-o", "-selection", "clipboard", "-t", "text/uri-list"], display: x)
+        #expect(list.text == "https://example.org/a\r\nfile:///tmp/b.txt\r\n")
+        let moz = try run("xclip", ["-o", "-selection", "clipboard", "-t", "text/x-moz-url"], display: x)
+        #expect(moz.output == TargetCodec.mozURL.encode(Data("https://example.org/a".utf8)))
+        board.color = PasteboardColor(red: 1, green: 0.5, blue: 0, alpha: 1)
+        let color = try run("xclip", ["-o", "-selection", "clipboard", "-t", "application/x-color"], display: x)
+        #expect(color.output == PasteboardColor(red: 1, green: 0.5, blue: 0, alpha: 1).encoded)
+        // And back: a uri-list owner reads as URLs.
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "text/uri-list", "-quiet"], display: x,
+                             input: Data("# comment\r\nhttps://example.net/x\r\n".utf8))
+        defer { owner.stop() }
+        #expect(eventually { board.url == URL(string: "https://example.net/x") })
+    }
+
     @Test("a provider runs only when its type is converted, and once per write")
     func lazyProviders() throws {
         let x = try Xvfb()
