@@ -6,6 +6,10 @@ let package = Package(
     products: [
         .library(name: "PasteboardKit", targets: ["PasteboardKit"]),
         .library(name: "PasteboardX11", targets: ["PasteboardX11"]),
+        .executable(name: "xpb", targets: ["xpb"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     ],
     targets: [
         // Xlib, Xatom, Xutil and XFixes from Debian's libx11-dev and libxfixes-dev.
@@ -19,8 +23,15 @@ let package = Package(
         .target(name: "PasteboardKit"),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11"]),
+        // The command line tool: parses, calls the library, prints.
+        .executableTarget(name: "xpb", dependencies: [
+            "PasteboardKit", "PasteboardX11",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11"]),
+        // Runs the built xpb binary against a private Xvfb.
+        .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -130,7 +130,7 @@ extension X11Session {
             if event.target == atom("MULTIPLE") {
                 succeeded = event.property != 0 && serveMultiple(event, state)
             } else {
-                succeeded = serve(target: event.target, to: event.requestor, property: property, state)
+                succeeded = serve(target: event.target, to: event.requestor, property: property, state, selection: event.selection)
             }
         }
         let notify = cx11_selection_notify(display, event.requestor, event.selection, event.target,
@@ -148,7 +148,7 @@ extension X11Session {
             let target = values[index]
             let property = values[index + 1]
             let ok = property != 0 && target != atom("MULTIPLE")
-                && serve(target: target, to: event.requestor, property: property, state)
+                && serve(target: target, to: event.requestor, property: property, state, selection: event.selection)
             if !ok { values[index] = 0 }
         }
         var failed = false
@@ -157,7 +157,7 @@ extension X11Session {
     }
 
     /// Converts one target into the requestor's property; false when we cannot.
-    private func serve(target: Atom, to requestor: Window, property: Atom, _ state: OwnedSelection) -> Bool {
+    private func serve(target: Atom, to requestor: Window, property: Atom, _ state: OwnedSelection, selection: Atom) -> Bool {
         var failed = false
         let onError: (XErrorRecord) -> Void = { _ in failed = true }
         switch target {
@@ -197,11 +197,22 @@ extension X11Session {
             // A provider failed: this conversion fails, the owner keeps serving.
             return false
         }
+        let succeeded: Bool
         if data.count <= chunkSize {
             writeBytes(requestor, property, type: type, data, onError: onError)
-            return !failed
+            succeeded = !failed
+        } else {
+            succeeded = startOutgoing(data, type: type, to: requestor, property: property)
         }
-        return startOutgoing(data, type: type, to: requestor, property: property)
+        switch served {
+        case let .representation(_, representationType, _, _) where succeeded:
+            delegate?.served(selection: selection, type: representationType)
+        case .uriList where succeeded:
+            delegate?.served(selection: selection, type: .url)
+        default:
+            break
+        }
+        return succeeded
     }
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
@@ -303,5 +314,35 @@ extension X11Session {
                 completion((try? result.get()) != nil)
             }
         })
+    }
+}
+
+extension X11Session {
+    /// Makes a selection unowned, whoever owns it (any client may set the owner to None).
+    func clear(_ selection: Atom, completion: @escaping (Result<Void, any Error>) -> Void) {
+        if owned[selection] != nil {
+            relinquish(selection)
+            return completion(.success(()))
+        }
+        serverTime { [weak self] result in
+            guard let self else { return }
+            completion(result.map { time in
+                XSetSelectionOwner(self.display, selection, 0, time)
+                XFlush(self.display)
+            })
+        }
+    }
+
+    /// Who owns a selection: its window, and the window's name and `_NET_WM_PID` where set.
+    func ownerInfo(_ selection: Atom) -> (window: Window, name: String?, pid: Int?)? {
+        let owner = XGetSelectionOwner(display, selection)
+        guard owner != 0 else { return nil }
+        var name: String?
+        if let value = readProperty(owner, atom("_NET_WM_NAME"), delete: false) ?? readProperty(owner, atom("WM_NAME"), delete: false),
+           value.format == 8 {
+            name = String(decoding: value.data, as: UTF8.self)
+        }
+        let pid = readProperty(owner, atom("_NET_WM_PID"), delete: false)?.longs.first.map { Int($0) }
+        return (owner, name, pid)
     }
 }

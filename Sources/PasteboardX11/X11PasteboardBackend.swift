@@ -22,6 +22,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         var lastTypes: [Pasteboard.Name: [PasteboardType]] = [:]
         var selectionNames: [UInt: Pasteboard.Name] = [:]
         var generation = 0
+        var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
     }
 
     /// The type table.
@@ -88,6 +89,56 @@ public final class X11PasteboardBackend: PasteboardBackend {
     static func isSecret(_ item: PasteboardItem) -> Bool {
         guard item.hasType(.passwordManagerHint), let data = try? item.data(for: .passwordManagerHint) else { return false }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
+    }
+
+    // MARK: Owning and inspecting
+
+    /// Called (on a background queue) each time a client receives a representation of a
+    /// pasteboard this process owns; `xpb copy --paste-once` gives the selection up on the first.
+    public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
+        state.withLock { $0.servedHandler = handler }
+    }
+
+    /// Whether this process owns the pasteboard's selection now.
+    public func isOwner(of name: Pasteboard.Name) -> Bool {
+        state.withLock { $0.owned[name] != nil }
+    }
+
+    /// How many INCR transfers this process is still serving (they go on after ownership ends).
+    public func activeTransferCount() throws -> Int {
+        try connection.sync(timeout: timeout) { session, done in done(.success(session.outgoing.count)) }
+    }
+
+    /// Who owns a pasteboard's selection: the owner's window, and its name and process id where
+    /// it publishes them; nil when nobody does.
+    public func owner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
+        try connection.sync(timeout: timeout) { [self] session, done in
+            let info = session.ownerInfo(self.selectionAtom(name, in: session))
+            done(.success(info.map { SelectionOwnerInfo(window: $0.window, name: $0.name, processID: $0.pid) }))
+        }
+    }
+
+    /// The raw `TARGETS` of whoever owns the selection (empty when nobody does).
+    public func targets(of name: Pasteboard.Name) throws -> [String] {
+        if ownedItems(name) != nil {
+            return try connection.sync(timeout: timeout) { session, done in
+                let state = session.owned[session.atom(Self.selectionName(for: name))]
+                done(.success(session.names(of: state?.advertised ?? []).compactMap { $0 }))
+            }
+        }
+        return try foreignOffer(name)?.targets ?? []
+    }
+
+    /// Empties a pasteboard whoever owns it: its selection gets no owner.
+    public func clear(_ name: Pasteboard.Name) throws {
+        try connection.sync(timeout: timeout) { [self] session, done in
+            session.clear(self.selectionAtom(name, in: session)) { done($0) }
+        }
+        let change = state.withLock { state -> PasteboardChange? in
+            guard state.owned.removeValue(forKey: name) != nil else { return nil }
+            return bump(&state, name, typesAfter: [])
+        }
+        if let change { changeCenter.publish(change) }
     }
 
     // MARK: Names
@@ -374,6 +425,12 @@ extension X11PasteboardBackend: X11SessionDelegate {
         }
     }
 
+    func served(selection: UInt, type: PasteboardType) {
+        let (name, handler) = state.withLock { ($0.selectionNames[selection], $0.servedHandler) }
+        guard let name, let handler else { return }
+        publisher.async { handler(name, type) }
+    }
+
     func ownershipLost(selection: UInt) {
         state.withLock { state in
             if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
@@ -388,4 +445,14 @@ public enum X11DefaultBackendProvider: DefaultBackendProvider {
     public static func makeDefaultBackend() -> (any PasteboardBackend)? {
         try? X11PasteboardBackend()
     }
+}
+
+/// Who owns a selection.
+public struct SelectionOwnerInfo: Sendable, Equatable {
+    /// The owner's window.
+    public let window: UInt
+    /// The window's name, if it has one.
+    public let name: String?
+    /// The owner's process id, if its window says (`_NET_WM_PID`).
+    public let processID: Int?
 }

@@ -27,6 +27,9 @@ protocol X11SessionDelegate: AnyObject, Sendable {
     func selectionOwnerChanged(selection: Atom, owner: Window, timestamp: Time, isOurs: Bool, session: X11Session)
     /// Another client took a selection we owned.
     func ownershipLost(selection: Atom)
+    /// We converted a selection we own to a data target for a client (an INCR transfer counts
+    /// when it starts).
+    func served(selection: Atom, type: PasteboardType)
 }
 
 /// A property as read: its type, format, and bytes (format 32 as 32-bit units, not C longs).

@@ -1,0 +1,300 @@
+import ArgumentParser
+import Foundation
+import PasteboardKit
+import PasteboardX11
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct CopyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy",
+        abstract: "Put data on a pasteboard: standard input, files, or several types of one item.",
+        discussion: """
+            Without files, standard input is copied. Each file makes one item. `-t TYPE=FILE` pairs \
+            make one item with several representations (`-t html=page.html -t text=page.txt`); \
+            FILE may be `-` for standard input. Without a type, it is inferred from the file name \
+            or the content (UTF-8 text, PNG, JPEG, GIF, PDF, HTML …).
+
+            By default xpb returns at once and a background owner (a new session, standard \
+            streams on /dev/null) serves the data until another client takes the selection, so \
+            `$(xpb copy <<< hi)` and pipes never hang. Files are mapped, not read into memory.
+            """)
+
+    @OptionGroup var selection: SelectionOptions
+
+    @Argument(help: ArgumentHelp("Files to copy, one item each; none or `-` for standard input.", valueName: "file"))
+    var files: [String] = []
+
+    @Option(name: [.customShort("t"), .customLong("type")], help: ArgumentHelp(
+        "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item.",
+        valueName: "type[=file]"))
+    var types: [String] = []
+
+    @Flag(name: .customLong("foreground"), help: "Stay attached and serve until another client takes the selection.")
+    var foreground = false
+
+    @Flag(name: .customLong("paste-once"), help: "Give the selection up after the first paste.")
+    var pasteOnce = false
+
+    @Option(name: .customLong("expire"), help: ArgumentHelp("Give the selection up after this many seconds.", valueName: "seconds"), transform: seconds)
+    var expire: Double?
+
+    @Flag(name: .customLong("sensitive"), help: "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise.")
+    var sensitive = false
+
+    @Flag(name: .customLong("local-only"), help: "Never sync the data to another display or machine.")
+    var localOnly = false
+
+    @Flag(name: [.customShort("x"), .customLong("trim-newline")], help: "Remove one trailing newline from text.")
+    var trimNewline = false
+
+    @Option(name: .customLong("ready-fd"), help: .private)
+    var readyFD: Int32?
+
+    @Option(name: .customLong("stdin-fd"), help: .private)
+    var stdinFD: Int32?
+
+    static let sensitiveExpiry: Double = 45
+
+    /// `-t` values split into plain types and TYPE=FILE pairs.
+    private var pairs: [(type: String, file: String)] {
+        types.compactMap { value in
+            guard let equals = value.firstIndex(of: "=") else { return nil }
+            return (String(value[..<equals]), String(value[value.index(after: equals)...]))
+        }
+    }
+
+    private var plainTypes: [String] { types.filter { !$0.contains("=") } }
+
+    func validate() throws {
+        if !pairs.isEmpty {
+            if !plainTypes.isEmpty { throw ValidationError("mix of -t TYPE and -t TYPE=FILE: use TYPE=FILE for every representation") }
+            if !files.isEmpty { throw ValidationError("files cannot be given with -t TYPE=FILE pairs; put each file in a pair") }
+            if pairs.contains(where: { $0.type.isEmpty || $0.file.isEmpty }) { throw ValidationError("-t needs TYPE=FILE with both parts") }
+        }
+        if plainTypes.count > 1 { throw ValidationError("give one -t TYPE, or TYPE=FILE pairs for several representations") }
+        for type in plainTypes + pairs.map(\.type) {
+            do { _ = try TypeRegistry.standard.resolve(type) } catch { throw ValidationError(String(describing: error)) }
+        }
+        if (files.filter { $0 == "-" }.count + pairs.filter { $0.file == "-" }.count) > 1 {
+            throw ValidationError("standard input (-) can be used once")
+        }
+    }
+
+    /// Whether the data includes standard input.
+    private var readsStandardInput: Bool {
+        if !pairs.isEmpty { return pairs.contains { $0.file == "-" } }
+        return files.isEmpty || files.contains("-")
+    }
+
+    func run() async throws {
+        try await reporting {
+            if foreground || readyFD != nil {
+                try await serve()
+            } else {
+                try detach()
+            }
+        }
+    }
+
+    // MARK: Building the items
+
+    /// Bytes of a file, mapped rather than read; `-` is standard input.
+    private func contents(of file: String) throws -> Data {
+        if file == "-" {
+            if let stdinFD {
+                // The parent saved standard input to an unlinked file: map it.
+                return try Data(contentsOf: URL(fileURLWithPath: "/proc/self/fd/\(stdinFD)"), options: .alwaysMapped)
+            }
+            return FileHandle.standardInput.readDataToEndOfFile()
+        }
+        do {
+            return try Data(contentsOf: URL(fileURLWithPath: file), options: .alwaysMapped)
+        } catch {
+            throw Failure("cannot read \(file): \((error as NSError).localizedDescription)")
+        }
+    }
+
+    private func inferType(file: String, data: Data) -> PasteboardType {
+        let registry = TypeRegistry.standard
+        if file != "-", let type = registry.type(forFileExtension: URL(fileURLWithPath: file).pathExtension) { return type }
+        return ContentSniffer.sniff(data) ?? (try! PasteboardType("application/octet-stream"))
+    }
+
+    private func trimmed(_ data: Data, _ type: PasteboardType) -> Data {
+        guard trimNewline, TypeRegistry.standard.conforms(type, to: .text) else { return data }
+        if data.last == UInt8(ascii: "\n") {
+            let end = data.count >= 2 && data[data.endIndex - 2] == UInt8(ascii: "\r") ? 2 : 1
+            return data.prefix(data.count - end)
+        }
+        return data
+    }
+
+    func makeItems() throws -> [PasteboardItem] {
+        let registry = TypeRegistry.standard
+        var items: [PasteboardItem] = []
+        if !pairs.isEmpty {
+            var item = PasteboardItem()
+            for (typeName, file) in pairs {
+                let type = try registry.resolve(typeName)
+                item.setData(trimmed(try contents(of: file), type), for: type)
+            }
+            items = [item]
+        } else {
+            for file in files.isEmpty ? ["-"] : files {
+                let data = try contents(of: file)
+                let type = try plainTypes.first.map(registry.resolve) ?? inferType(file: file, data: data)
+                var item = PasteboardItem()
+                item.setData(trimmed(data, type), for: type)
+                items.append(item)
+            }
+        }
+        if sensitive {
+            for index in items.indices { items[index].setData(Data("secret".utf8), for: .passwordManagerHint) }
+        }
+        return items
+    }
+
+    // MARK: Serving
+
+    /// Owns the selection and serves it until another client takes it (or it expires, or, with
+    /// --paste-once, after the first paste), then finishes running transfers.
+    private func serve() async throws {
+        let ready = readyFD.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        do {
+            let items = try makeItems()
+            let backend = try selection.connect()
+            let board = selection.pasteboard(on: backend)
+            let changes = board.changes
+            let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
+            let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
+            if pasteOnce {
+                let name = selection.name
+                backend.onServed { _, _ in try? backend.clear(name) }
+            }
+            try board.setItems(items, options: options)
+            ready?.write(Data("ready\n".utf8))
+            try? ready?.close()
+            for await _ in changes where !backend.isOwner(of: selection.name) { break }
+            // Transfers under way go on after ownership ends; they end by themselves or time out.
+            while (try? backend.activeTransferCount()) ?? 0 > 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            backend.close(handOff: false)
+        } catch {
+            let failure = Failure(error)
+            if let ready {
+                ready.write(Data("error \(failure.status.rawValue) \(failure.message)\n".utf8))
+                try? ready.close()
+                throw ExitCode(failure.status.rawValue)
+            }
+            throw failure
+        }
+    }
+
+    /// Starts a background owner and returns once it owns the selection (or reports why not).
+    private func detach() throws {
+        var extraFDs: [Int32] = []
+        if readsStandardInput {
+            extraFDs.append(try saveStandardInput())
+        }
+        var readyPipe: [Int32] = [0, 0]
+        guard pipe(&readyPipe) == 0 else { throw Failure("cannot create a pipe: \(String(cString: strerror(errno)))") }
+        // Only the copies made for the child (3, 4) may survive exec: the child must not hold the
+        // pipe's write end twice, or the parent would never see it close.
+        for fd in readyPipe + extraFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        arguments += ["--ready-fd", "3"]
+        if !extraFDs.isEmpty { arguments += ["--stdin-fd", "4"] }
+        let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs)
+        Glibc.close(readyPipe[1])
+        extraFDs.forEach { _ = Glibc.close($0) }
+        let reply = readAll(readyPipe[0], timeout: 30)
+        Glibc.close(readyPipe[0])
+        let line = reply.split(separator: "\n").first.map(String.init) ?? ""
+        if line == "ready" { return }
+        if line.hasPrefix("error ") {
+            let parts = line.split(separator: " ", maxSplits: 2)
+            let status = parts.count > 1 ? Int32(parts[1]) ?? 1 : 1
+            FileHandle.standardError.write(Data("xpb: \(parts.count > 2 ? String(parts[2]) : "the background owner failed")\n".utf8))
+            throw ExitCode(status)
+        }
+        kill(pid, SIGKILL)
+        throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
+    }
+
+    /// Copies standard input into an unlinked temporary file and returns its descriptor, so the
+    /// background owner can map it.
+    private func saveStandardInput() throws -> Int32 {
+        var template = Array((NSTemporaryDirectory() + "/xpb-copy-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = read(0, &buffer, buffer.count)
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Failure("cannot read standard input: \(String(cString: strerror(errno)))")
+            }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, count - offset) }
+                guard written > 0 else { throw Failure("cannot save standard input: \(String(cString: strerror(errno)))") }
+                offset += written
+            }
+        }
+        return fd
+    }
+
+    /// What a descriptor yields up to the first newline or end of file, or until `timeout` seconds pass.
+    private func readAll(_ fd: Int32, timeout: Double) -> String {
+        var collected = Data()
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let remaining = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
+            guard poll(&descriptor, 1, remaining) > 0 else { continue }
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            collected.append(contentsOf: buffer[0..<count])
+            if collected.contains(UInt8(ascii: "\n")) { break }
+        }
+        return String(decoding: collected, as: UTF8.self)
+    }
+}
+
+/// Starts a copy of this program in the background.
+enum Detach {
+    /// Runs `/proc/self/exe` with `arguments` in a new session, standard streams on /dev/null,
+    /// and `fds` as descriptors 3, 4, …
+    static func spawn(arguments: [String], fds: [Int32]) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        for (index, fd) in fds.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + index))
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // POSIX_SPAWN_SETSID (glibc): the owner leaves the terminal's session and process group.
+        posix_spawnattr_setflags(&attributes, Int16(0x80))
+        let executable = "/proc/self/exe"
+        let argv = ([CommandLine.arguments.first ?? "xpb"] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard status == 0 else {
+            throw Failure("cannot start the background owner: \(String(cString: strerror(status)))")
+        }
+        return pid
+    }
+}
