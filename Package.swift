@@ -29,9 +29,11 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
-        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11"]),
+        // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
+        .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),
+        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
-        .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit"]),
+        .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "X11TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

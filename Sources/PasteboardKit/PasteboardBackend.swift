@@ -96,6 +96,7 @@ public final class ChangeCenter: Sendable {
     }
 
     private let subscribers = Mutex<[UInt64: Subscriber]>([:])
+    private let isFinished = Mutex(false)
     private let nextID = Atomic<UInt64>(0)
     private let notificationCenter: NotificationCenter?
 
@@ -111,8 +112,24 @@ public final class ChangeCenter: Sendable {
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }
-        subscribers.withLock { $0[id] = Subscriber(name: name, continuation: continuation) }
+        let finished = isFinished.withLock { $0 }
+        if finished {
+            continuation.finish()
+        } else {
+            subscribers.withLock { $0[id] = Subscriber(name: name, continuation: continuation) }
+        }
         return stream
+    }
+
+    /// Ends every stream, now and later: for a backend whose source of changes is gone (an X
+    /// connection that was lost).
+    public func finish() {
+        isFinished.withLock { $0 = true }
+        let all = subscribers.withLock { subscribers in
+            defer { subscribers.removeAll() }
+            return subscribers.values.map(\.continuation)
+        }
+        for continuation in all { continuation.finish() }
     }
 
     /// Delivers a change to the streams watching that pasteboard and posts its notification.

@@ -33,6 +33,7 @@ final class X11Connection: Sendable {
     private let wakeWrite: Int32
     private let stopped = DispatchSemaphore(value: 0)
     private let threadID = Mutex<pthread_t?>(nil)
+    private let stopHandler = Mutex<(@Sendable (X11BackendError) -> Void)?>(nil)
     /// The display name connected to.
     let displayName: String
 
@@ -96,6 +97,11 @@ final class X11Connection: Sendable {
         let accepted = submit { session in body(session) { rendezvous.fulfil($0) } }
         guard accepted else { throw stopReason ?? X11BackendError.connectionLost }
         return try rendezvous.wait(timeout: timeout, stopped: { [self] in self.stopReason })
+    }
+
+    /// Called once, on the X thread, when the connection stops (closed or lost).
+    func onStop(_ handler: @escaping @Sendable (X11BackendError) -> Void) {
+        stopHandler.withLock { $0 = handler }
     }
 
     /// Why the connection stopped, once it has.
@@ -163,6 +169,7 @@ final class X11Connection: Sendable {
         }
         _ = pending
         session.finish(reason: reason ?? .connectionLost)
+        stopHandler.withLock { $0 }?(reason ?? .connectionLost)
         Glibc.close(wakeRead)
         Glibc.close(wakeWrite)
         stopped.signal()

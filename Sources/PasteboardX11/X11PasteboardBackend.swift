@@ -49,6 +49,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
         self.changeCenter = changeCenter
         self.configuration = configuration
         connection = try X11Connection(displayName: display, configuration: configuration, delegate: nil)
+        connection.onStop { [changeCenter, publisher] _ in
+            // No more changes can come: end the streams (after those already queued).
+            publisher.async { changeCenter.finish() }
+        }
         let general = Self.selectionName(for: .general)
         let find = Self.selectionName(for: .find)
         try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
@@ -98,6 +102,9 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
         state.withLock { $0.servedHandler = handler }
     }
+
+    /// Whether the connection to the X server is up (false once closed or lost).
+    public var isConnected: Bool { connection.stopReason == nil }
 
     /// Whether this process owns the pasteboard's selection now.
     public func isOwner(of name: Pasteboard.Name) -> Bool {

@@ -91,10 +91,27 @@ struct CopyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reporting {
+            if let readyFD {
+                closeInheritedDescriptors(keeping: [readyFD, stdinFD].compactMap { $0 })
+            }
             if foreground || readyFD != nil {
                 try await serve()
             } else {
                 try detach()
+            }
+        }
+    }
+
+    /// The background owner outlives whoever started it: it must not hold any descriptor it
+    /// inherited by accident (a pipe of the caller's caller would keep `$(…)` waiting forever).
+    private func closeInheritedDescriptors(keeping kept: [Int32]) {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+        for fd in entries.compactMap({ Int32($0) }) where fd > 2 && !kept.contains(fd) {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var status = stat()
+            // Pipes and sockets only: leave the runtime's own files (if any) alone.
+            if fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFIFO || (status.st_mode & S_IFMT) == S_IFSOCK {
+                close(fd)
             }
         }
     }
@@ -178,6 +195,7 @@ struct CopyCommand: AsyncParsableCommand {
             ready?.write(Data("ready\n".utf8))
             try? ready?.close()
             for await _ in changes where !backend.isOwner(of: selection.name) { break }
+            guard backend.isConnected else { throw X11BackendError.connectionLost }
             // Transfers under way go on after ownership ends; they end by themselves or time out.
             while (try? backend.activeTransferCount()) ?? 0 > 0 {
                 try await Task.sleep(for: .milliseconds(20))

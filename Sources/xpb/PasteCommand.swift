@@ -282,6 +282,7 @@ struct WatchCommand: AsyncParsableCommand {
                 seen += 1
                 if let count, seen >= count { break }
             }
+            if !backend.isConnected { throw X11BackendError.connectionLost }
         }
     }
 

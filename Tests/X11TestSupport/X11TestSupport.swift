@@ -1,0 +1,299 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Helpers for tests against a private Xvfb with real peers (xclip, xsel, the xpb binary).
+
+/// Where a program lives on PATH; a missing peer fails the test loudly instead of skipping it.
+public func which(_ program: String) throws -> String {
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        let path = "\(directory)/\(program)"
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    throw TestFailure("\(program) is not installed; the X11 tests need it (apt-get install xvfb xclip xsel)")
+}
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Starts programs with posix_spawn. Before each start every descriptor of this process is
+/// marked close-on-exec (under one lock), so a child inherits only what it is given: a child
+/// that outlives its parent (xpb's background owner) can then never hold another test's pipe
+/// open. Foundation's Process is not used: on Linux its exit detection proved unreliable here.
+enum Spawner {
+    private static let lock = Mutex(())
+
+    /// Starts `path` with `arguments`; `files` maps child descriptors to ours.
+    static func spawn(_ path: String, _ arguments: [String], environment: [String: String], files: [Int32: Int32]) throws -> pid_t {
+        try lock.withLock { _ in
+            if let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+                for entry in entries { if let fd = Int32(entry), fd > 2 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
+            }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            for (child, ours) in files.sorted(by: { $0.key < $1.key }) {
+                posix_spawn_file_actions_adddup2(&actions, ours, child)
+            }
+            let argv = ([path] + arguments).map { strdup($0) } + [nil]
+            let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer { (argv + envp).forEach { free($0) } }
+            var pid: pid_t = 0
+            let status = posix_spawn(&pid, path, &actions, nil, argv, envp)
+            guard status == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(status)))") }
+            return pid
+        }
+    }
+
+    /// A pipe whose two ends are close-on-exec in this process.
+    static func pipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [0, 0]
+        guard Glibc.pipe(&fds) == 0 else { throw TestFailure("cannot create a pipe") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+
+    /// The descriptor of /dev/null.
+    static func devNull(_ flags: Int32) -> Int32 {
+        let fd = open("/dev/null", flags)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return fd
+    }
+}
+
+/// A private Xvfb for one test: never the user's display. A watchdog shell kills the server
+/// when the test process dies, so no server outlives a crashed run.
+public final class Xvfb: Sendable {
+    public let display: String
+    public let serverPID: Int32
+
+    public init() throws {
+        let path = try which("Xvfb")
+        // Xvfb writes the display number it picked to fd 3, here our pipe; the shell reports the
+        // server's pid and then watches both the test process and the server.
+        let script = """
+            "$0" -displayfd 3 -screen 0 320x240x24 -nolisten tcp -noreset 3>&1 >/dev/null 2>&1 &
+            x=$!
+            echo "pid $x"
+            while kill -0 "$1" 2>/dev/null && kill -0 "$x" 2>/dev/null; do sleep 0.3; done
+            kill -9 "$x" 2>/dev/null
+            """
+        let output = try Spawner.pipe()
+        let null = Spawner.devNull(O_RDWR)
+        defer { close(null) }
+        let shell = try Spawner.spawn("/bin/sh", ["-c", script, path, String(getpid())],
+                                      environment: ProcessInfo.processInfo.environment,
+                                      files: [0: null, 1: output.write, 2: null])
+        close(output.write)
+        defer { close(output.read) }
+        var collected = ""
+        var display: String?
+        var pid: Int32?
+        let deadline = Date().addingTimeInterval(20)
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while display == nil || pid == nil {
+            var descriptor = pollfd(fd: output.read, events: Int16(POLLIN), revents: 0)
+            guard Date() < deadline else {
+                if let pid { Glibc.kill(pid, SIGKILL) }
+                Glibc.kill(shell, SIGKILL)
+                throw TestFailure("Xvfb did not start")
+            }
+            guard poll(&descriptor, 1, 100) > 0 else { continue }
+            let count = read(output.read, &buffer, buffer.count)
+            guard count > 0 else { throw TestFailure("Xvfb did not start") }
+            collected += String(decoding: buffer[0..<count], as: UTF8.self)
+            // Complete lines only: "10\n" may arrive as "1" and then "0\n".
+            for line in collected.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+                if line.hasPrefix("pid ") { pid = Int32(line.dropFirst(4)) } else if let number = Int(line) { display = ":\(number)" }
+            }
+        }
+        // The watchdog shell is reaped whenever it ends.
+        Thread.detachNewThread { var status: Int32 = 0; waitpid(shell, &status, 0) }
+        self.display = display!
+        self.serverPID = pid!
+    }
+
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DISPLAY"] = display
+        return environment
+    }
+
+    /// Kills the server at once (the watchdog shell then ends by itself).
+    public func kill() {
+        Glibc.kill(serverPID, SIGKILL)
+    }
+
+    deinit { kill() }
+}
+
+/// The outcome of a finished program.
+public struct Outcome: Sendable {
+    public let status: Int32
+    public let output: Data
+    public let error: String
+    public var text: String { String(decoding: output, as: UTF8.self) }
+}
+
+/// A program running on the test display; its output is collected on background threads so a
+/// large paste cannot block on a full pipe.
+public final class Peer: Sendable {
+    public let pid: pid_t
+    private let name: String
+    private let exit = Mutex<Int32?>(nil)
+    private let collected = Collector()
+    private let collectedError = Collector()
+    private let done = DispatchSemaphore(value: 0)
+
+    public init(_ program: String, _ arguments: [String], display: Xvfb, input: Data? = nil, environment: [String: String] = [:]) throws {
+        let path = program.hasPrefix("/") ? program : try which(program)
+        name = ([URL(fileURLWithPath: path).lastPathComponent] + arguments).joined(separator: " ")
+        let output = try Spawner.pipe()
+        let error = try Spawner.pipe()
+        let stdin = input == nil ? nil : try Spawner.pipe()
+        let null = Spawner.devNull(O_RDONLY)
+        defer { close(null) }
+        pid = try Spawner.spawn(path, arguments, environment: display.environment.merging(environment) { $1 },
+                                files: [0: stdin?.read ?? null, 1: output.write, 2: error.write])
+        close(output.write)
+        close(error.write)
+        if let stdin, let input {
+            close(stdin.read)
+            Thread.detachNewThread {
+                input.withUnsafeBytes { buffer in
+                    var offset = 0
+                    while offset < buffer.count {
+                        let written = write(stdin.write, buffer.baseAddress! + offset, buffer.count - offset)
+                        if written <= 0 { break }
+                        offset += written
+                    }
+                }
+                close(stdin.write)
+            }
+        }
+        for (fd, collector) in [(output.read, collected), (error.read, collectedError)] {
+            let done = self.done
+            Thread.detachNewThread {
+                var buffer = [UInt8](repeating: 0, count: 1 << 16)
+                while true {
+                    let count = read(fd, &buffer, buffer.count)
+                    if count < 0 && errno == EINTR { continue }
+                    if count <= 0 { break }
+                    collector.append(Data(buffer[0..<count]))
+                }
+                close(fd)
+                done.signal()
+            }
+        }
+    }
+
+    /// Whether the program is still running (reaps it once it has ended).
+    public var isRunning: Bool {
+        exit.withLock { status in
+            if status != nil { return false }
+            var raw: Int32 = 0
+            let result = waitpid(pid, &raw, WNOHANG)
+            if result == pid {
+                status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+                return false
+            }
+            return result == 0
+        }
+    }
+
+    /// Waits for the program to end (killing it after `timeout` seconds).
+    public func finish(timeout: Double = 30) throws -> Outcome {
+        let deadline = Date().addingTimeInterval(timeout)
+        while isRunning {
+            if Date() > deadline {
+                stop()
+                throw TestFailure("\(name) did not finish within \(timeout) s")
+            }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        // Output may stay open in a child the program left behind: wait a little, not forever.
+        _ = done.wait(timeout: .now() + 5)
+        _ = done.wait(timeout: .now() + 1)
+        return Outcome(status: exit.withLock { $0 } ?? -1, output: collected.data,
+                       error: String(decoding: collectedError.data, as: UTF8.self))
+    }
+
+    public func signal(_ signal: Int32) {
+        if isRunning { Glibc.kill(pid, signal) }
+    }
+
+    /// Kills the program and reaps it.
+    public func stop() {
+        guard isRunning else { return }
+        Glibc.kill(pid, SIGKILL)
+        exit.withLock { status in
+            var raw: Int32 = 0
+            if waitpid(pid, &raw, 0) == pid { status = 128 + SIGKILL }
+        }
+    }
+
+    deinit { stop() }
+}
+
+/// Bytes collected from another thread.
+public final class Collector: Sendable {
+    private let storage = Mutex(Data())
+    public init() {}
+    public func append(_ chunk: Data) { storage.withLock { $0.append(chunk) } }
+    public var data: Data { storage.withLock { $0 } }
+}
+
+/// Runs a program to the end.
+@discardableResult
+public func run(_ program: String, _ arguments: [String], display: Xvfb, input: Data? = nil, environment: [String: String] = [:], timeout: Double = 30) throws -> Outcome {
+    try Peer(program, arguments, display: display, input: input, environment: environment).finish(timeout: timeout)
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+public func eventually(timeout: Double = 5, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return try condition()
+}
+
+/// Deterministic bytes of a given size (every byte value occurs, so encodings would show).
+public func payload(_ size: Int, seed: UInt8 = 7) -> Data {
+    var data = Data(count: size)
+    data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+        var state = UInt32(seed) &* 2_654_435_761
+        for index in 0..<size {
+            state = state &* 1_664_525 &+ 1_013_904_223
+            buffer[index] = UInt8(truncatingIfNeeded: state >> 24)
+        }
+    }
+    return data
+}
+
+/// UTF-8 text of exactly `size` bytes with non-ASCII characters.
+public func utf8Text(_ size: Int) -> Data {
+    let unit = Array("héllo wörld ✓ ".utf8)
+    var bytes = [UInt8]()
+    bytes.reserveCapacity(size)
+    while bytes.count < size {
+        let remaining = size - bytes.count
+        if remaining >= unit.count { bytes += unit } else { bytes += Array(repeating: UInt8(ascii: "x"), count: remaining) }
+    }
+    return Data(bytes)
+}
+
+/// Latin-1 text of exactly `size` bytes (bytes above 0x7F included).
+public func latin1Text(_ size: Int) -> Data {
+    Data((0..<size).map { index in
+        let value = UInt8(truncatingIfNeeded: index % 190 + 32)
+        return value == 127 ? 0xE9 : (value < 127 ? value : value + 33)
+    })
+}

@@ -1,0 +1,302 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The xpb binary built next to this test bundle; missing is a failure, never a skip.
+func xpbPath() throws -> String {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for candidate in [directory, directory.deletingLastPathComponent()] {
+        let path = candidate.appendingPathComponent("xpb").path
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    throw TestFailure("the xpb binary is not built next to the tests (\(directory.path)); run swift build first")
+}
+
+/// Runs xpb on the test display.
+@discardableResult
+func xpb(_ arguments: [String], _ x: Xvfb, input: Data? = nil, environment: [String: String] = [:], timeout: Double = 30) throws -> Outcome {
+    try run(try xpbPath(), arguments, display: x, input: input, environment: environment, timeout: timeout)
+}
+
+func xclipOut(_ x: Xvfb, _ arguments: [String] = []) throws -> Outcome {
+    try run("xclip", ["-o", "-selection", "clipboard"] + arguments, display: x)
+}
+
+/// A scratch directory for files a test copies.
+func scratchFile(_ name: String, _ data: Data) throws -> String {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-tests-\(getpid())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let url = directory.appendingPathComponent(UUID().uuidString + "-" + name)
+    try data.write(to: url)
+    return url.path
+}
+
+@Suite("xpb copy")
+struct CopyTests {
+    @Test("out=$(xpb copy <<< hi) returns at once and the background owner serves")
+    func copyReturnsAtOnce() throws {
+        let x = try Xvfb()
+        let shell = try run("/bin/sh", ["-c", "out=$(printf 'hi\\n' | \"$0\" copy); printf '[%s]' \"$out\"", try xpbPath()], display: x, timeout: 10)
+        #expect(shell.status == 0)
+        #expect(shell.text == "[]")
+        #expect(try xclipOut(x).text == "hi\n")
+        #expect(try xpb(["paste"], x).text == "hi\n")
+        // The background owner leaves when another client takes the clipboard.
+        _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard"], display: x)
+        #expect(eventually { (try? run("pgrep", ["-f", "xpb copy --ready-fd"], display: x).status) == 1 })
+    }
+
+    @Test("HTML and text of one item, read back as each type by xclip -t")
+    func htmlAndText() throws {
+        let x = try Xvfb()
+        let html = try scratchFile("a.html", Data("<b>bold</b>".utf8))
+        let text = try scratchFile("a.txt", Data("bold".utf8))
+        #expect(try xpb(["copy", "-t", "html=\(html)", "-t", "text=\(text)"], x).status == 0)
+        #expect(try xclipOut(x, ["-t", "text/html"]).text == "<b>bold</b>")
+        #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "bold")
+        #expect(try xclipOut(x, ["-t", "text/plain"]).text == "bold")
+        #expect(try xpb(["types"], x).text == "public.html\npublic.utf8-plain-text\n")
+        #expect(try xpb(["paste", "-t", "html"], x).text == "<b>bold</b>")
+        #expect(try xpb(["paste", "-t", "image/png,text/html"], x).text == "<b>bold</b>")
+    }
+
+    @Test("a PNG file: inferred type, xclip -o -t image/png byte-exact")
+    func png() throws {
+        let x = try Xvfb()
+        let bytes = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) + payload(300_000)
+        let file = try scratchFile("picture.png", bytes)
+        #expect(try xpb(["copy", file], x).status == 0)
+        #expect(try xclipOut(x, ["-t", "image/png"]).output == bytes)
+        #expect(try xpb(["types"], x).text == "public.png\n")
+        // Content sniffing without a telling name.
+        let unnamed = try scratchFile("noextension", bytes)
+        #expect(try xpb(["copy", unnamed], x).status == 0)
+        #expect(try xclipOut(x, ["-t", "image/png"]).output == bytes)
+    }
+
+    @Test("several files make several items; --item picks one")
+    func severalFiles() throws {
+        let x = try Xvfb()
+        let first = try scratchFile("one.txt", Data("one".utf8))
+        let second = try scratchFile("two.html", Data("<i>two</i>".utf8))
+        #expect(try xpb(["copy", first, second], x).status == 0)
+        #expect(try xpb(["types", "--items"], x).text == "0\tpublic.utf8-plain-text\n1\tpublic.html\n")
+        #expect(try xpb(["paste", "--item", "1"], x).text == "<i>two</i>")
+        #expect(try xpb(["paste"], x).text == "one")
+        let missing = try xpb(["paste", "--item", "5"], x)
+        #expect(missing.status == 3)
+        #expect(missing.error.contains("item 5 does not exist"))
+    }
+
+    @Test("--paste-once gives the selection up after one paste")
+    func pasteOnce() throws {
+        let x = try Xvfb()
+        #expect(try xpb(["copy", "--paste-once"], x, input: Data("once".utf8)).status == 0)
+        #expect(try xclipOut(x).text == "once")
+        #expect(eventually { (try? xclipOut(x).status) != 0 })
+        #expect(try xpb(["paste"], x).status == 2)
+    }
+
+    @Test("--expire 1 clears within about a second")
+    func expire() throws {
+        let x = try Xvfb()
+        let start = Date()
+        #expect(try xpb(["copy", "--expire", "1"], x, input: Data("brief".utf8)).status == 0)
+        #expect(try xpb(["paste"], x).text == "brief")
+        #expect(eventually(timeout: 3) { (try? xpb(["paste"], x).status) == 2 })
+        #expect(Date().timeIntervalSince(start) < 3)
+    }
+
+    @Test("-x trims one trailing newline; -t sets the type; --local-only and --sensitive reach the manifest")
+    func options() throws {
+        let x = try Xvfb()
+        #expect(try xpb(["copy", "-x"], x, input: Data("line\n".utf8)).status == 0)
+        #expect(try xclipOut(x).text == "line")
+        #expect(try xpb(["copy", "-t", "application/x-xpb-test"], x, input: Data([0, 1, 2])).status == 0)
+        #expect(try xclipOut(x, ["-t", "application/x-xpb-test"]).output == Data([0, 1, 2]))
+        #expect(try xpb(["copy", "--local-only"], x, input: Data("local".utf8)).status == 0)
+        #expect(try xclipOut(x, ["-t", "XPB_MANIFEST"]).text.contains("local-only=1"))
+        #expect(try xpb(["copy", "--sensitive"], x, input: Data("hunter2".utf8)).status == 0)
+        #expect(try xclipOut(x, ["-t", "x-kde-passwordManagerHint"]).text == "secret")
+        let manifest = try xclipOut(x, ["-t", "XPB_MANIFEST"]).text
+        #expect(manifest.contains("local-only=1") && !manifest.contains("expires=-"))
+    }
+
+    @Test("--foreground stays attached until another client takes the selection")
+    func foreground() throws {
+        let x = try Xvfb()
+        let owner = try Peer(try xpbPath(), ["copy", "--foreground"], display: x, input: Data("fg".utf8))
+        #expect(eventually { (try? xclipOut(x).text) == "fg" })
+        #expect(owner.isRunning)
+        _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard"], display: x)
+        let outcome = try owner.finish(timeout: 10)
+        #expect(outcome.status == 0)
+    }
+
+    @Test("usage errors exit 64 with a message")
+    func usage() throws {
+        let x = try Xvfb()
+        let mixed = try xpb(["copy", "-t", "html=a.html", "-t", "text"], x)
+        #expect(mixed.status == 64)
+        #expect(mixed.error.contains("TYPE=FILE"))
+        #expect(try xpb(["paste", "--item", "-1"], x).status == 64)
+        #expect(try xpb(["paste", "-p", "-n", "notes"], x).status == 64)
+        #expect(try xpb(["copy", "--expire", "soon"], x).status == 64)
+        let missing = try xpb(["copy", "/nonexistent/file"], x)
+        #expect(missing.status == 1)
+        #expect(missing.error.contains("cannot read /nonexistent/file"))
+    }
+}
+
+@Suite("xpb paste, types, info, detect, clear, watch")
+struct ReadTests {
+    @Test("paste with no owner exits 2 within the timeout, with a clear message")
+    func emptyClipboard() throws {
+        let x = try Xvfb()
+        let start = Date()
+        let out = try xpb(["paste", "--timeout", "1"], x)
+        #expect(out.status == 2)
+        #expect(out.error == "xpb: the clipboard is empty (no owner for CLIPBOARD)\n")
+        #expect(Date().timeIntervalSince(start) < 5)
+        #expect(try xpb(["types"], x).status == 2)
+    }
+
+    @Test("a stopped owner: paste times out with status 4")
+    func timeout() throws {
+        let x = try Xvfb()
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("zzz".utf8))
+        defer { owner.stop() }
+        #expect(eventually { (try? xpb(["paste"], x).text) == "zzz" })
+        owner.signal(SIGSTOP)
+        let start = Date()
+        let out = try xpb(["paste", "--timeout", "1"], x)
+        #expect(out.status == 4)
+        #expect(out.error.contains("timed out after 1 s"))
+        #expect(Date().timeIntervalSince(start) < 5)
+        owner.signal(SIGCONT)
+    }
+
+    @Test("no X display exits 5")
+    func noDisplay() throws {
+        let x = try Xvfb()
+        let unreachable = try xpb(["paste", "--display", ":4093"], x)
+        #expect(unreachable.status == 5)
+        #expect(unreachable.error.contains("cannot open X display \":4093\""))
+        let unset = try xpb(["paste"], x, environment: ["DISPLAY": ""])
+        #expect(unset.status == 5)
+        #expect(unset.error.contains("$DISPLAY is not set"))
+    }
+
+    @Test("paste -t prefers the first available type, -o writes a file, type not available exits 3")
+    func pasteTypes() throws {
+        let x = try Xvfb()
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "text/html", "-quiet"], display: x, input: Data("<p>x</p>".utf8))
+        defer { owner.stop() }
+        #expect(eventually { (try? xpb(["types"], x).text) == "public.html\n" })
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-out-\(UUID().uuidString)").path
+        #expect(try xpb(["paste", "-t", "png,html", "-o", target], x).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("<p>x</p>".utf8))
+        let unavailable = try xpb(["paste", "-t", "png"], x)
+        #expect(unavailable.status == 3)
+        #expect(unavailable.error.contains("offers public.html"))
+        #expect(try xpb(["types", "--targets"], x).text == "TARGETS\ntext/html\n")
+    }
+
+    @Test("-p/--find and -n address PRIMARY and named pasteboards")
+    func selections() throws {
+        let x = try Xvfb()
+        #expect(try xpb(["copy", "-p"], x, input: Data("prim".utf8)).status == 0)
+        #expect(try run("xclip", ["-o", "-selection", "primary"], display: x).text == "prim")
+        #expect(try xpb(["paste", "--find"], x).text == "prim")
+        #expect(try xpb(["paste"], x).status == 2)
+        #expect(try xpb(["copy", "-n", "notes"], x, input: Data("named".utf8)).status == 0)
+        #expect(try xpb(["copy", "--pasteboard", "other"], x, input: Data("other".utf8)).status == 0)
+        #expect(try xpb(["paste", "-n", "notes"], x).text == "named")
+        #expect(try xpb(["paste", "-n", "other"], x).text == "other")
+        #expect(try xpb(["clear", "-n", "notes"], x).status == 0)
+        #expect(try xpb(["paste", "-n", "notes"], x).status == 2)
+        #expect(try xpb(["paste", "-n", "other"], x).text == "other")
+    }
+
+    @Test("info names the owner; --json too")
+    func info() throws {
+        let x = try Xvfb()
+        #expect(try xpb(["info"], x).text.contains("owner: none"))
+        #expect(try xpb(["copy"], x, input: Data("i".utf8)).status == 0)
+        let text = try xpb(["info"], x).text
+        #expect(text.contains("selection: CLIPBOARD"))
+        #expect(text.contains("owner name: xpb"))
+        #expect(text.contains("owner pid: "))
+        #expect(text.contains("items: 1"))
+        #expect(text.contains("item 0: public.utf8-plain-text"))
+        let object = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        #expect(object?["selection"] as? String == "CLIPBOARD")
+        #expect(object?["items"] as? [[String]] == [["public.utf8-plain-text"]])
+        #expect((object?["ownerPID"] as? Int ?? 0) > 0)
+    }
+
+    @Test("detect reports patterns and values; --json too")
+    func detect() throws {
+        let x = try Xvfb()
+        #expect(try xpb(["copy"], x, input: Data("mail ann@example.org, call +1 555-123-4567, see https://example.org".utf8)).status == 0)
+        let text = try xpb(["detect"], x).text
+        #expect(text.contains("emails: ann@example.org"))
+        #expect(text.contains("links: https://example.org"))
+        #expect(text.contains("phone numbers: +1 555-123-4567"))
+        #expect(try xpb(["copy"], x, input: Data("https://example.org/path".utf8)).status == 0)
+        let object = try JSONSerialization.jsonObject(with: try xpb(["detect", "--json"], x).output) as? [String: Any]
+        #expect(object?["patterns"] as? [String] == ["probableWebURL"])
+        #expect(try xpb(["clear"], x).status == 0)
+        #expect(try xpb(["detect"], x).status == 2)
+    }
+
+    @Test("clear empties a clipboard owned by another client")
+    func clear() throws {
+        let x = try Xvfb()
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("theirs".utf8))
+        #expect(eventually { (try? xclipOut(x).text) == "theirs" })
+        #expect(try xpb(["clear"], x).status == 0)
+        #expect(try xpb(["paste"], x).status == 2)
+        // xclip leaves when it loses the selection.
+        #expect(try owner.finish(timeout: 10).status == 0)
+    }
+
+    @Test("watch --count 3 sees three xclip -i copies; --json and --exec")
+    func watch() throws {
+        let x = try Xvfb()
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-watch-\(UUID().uuidString)").path
+        let watcher = try Peer(try xpbPath(), ["watch", "--count", "3", "--exec", "echo \"$XPB_CHANGE_COUNT $XPB_TYPES\" >> \(marker)"], display: x)
+        let jsonWatcher = try Peer(try xpbPath(), ["watch", "--json", "--count", "1"], display: x)
+        Thread.sleep(forTimeInterval: 0.5)
+        for (index, target) in ["UTF8_STRING", "text/html", "image/png"].enumerated() {
+            _ = try run("/bin/sh", ["-c", "printf 'copy \(index)' | xclip -i -selection clipboard -t \(target)"], display: x)
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        let lines = try watcher.finish(timeout: 10).text.split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(lines.first?.hasPrefix("1\tCLIPBOARD\t") == true)
+        #expect(lines.last?.hasPrefix("3\tCLIPBOARD\t") == true)
+        #expect(lines.last?.contains("public.png") == true)
+        let hooks = try String(contentsOfFile: marker, encoding: .utf8).split(separator: "\n")
+        #expect(hooks.count == 3)
+        #expect(hooks.first?.hasPrefix("1 ") == true)
+        let object = try JSONSerialization.jsonObject(with: try jsonWatcher.finish(timeout: 10).output) as? [String: Any]
+        #expect(object?["changeCount"] as? Int == 1)
+        #expect(object?["selection"] as? String == "CLIPBOARD")
+    }
+
+    @Test("every command has --help")
+    func help() throws {
+        let x = try Xvfb()
+        for command in ["copy", "paste", "types", "watch", "clear", "info", "detect"] {
+            let out = try xpb([command, "--help"], x)
+            #expect(out.status == 0)
+            #expect(out.text.contains("USAGE: xpb \(command)"))
+        }
+        #expect(try xpb(["--help"], x).text.contains("Exit status"))
+    }
+}
