@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A closure that produces one representation when, and only when, a reader asks for it.
 public typealias RepresentationProvider = @Sendable () throws -> Data
 
@@ -10,21 +14,74 @@ public enum Representation: Sendable {
     case data(Data)
     /// Bytes produced on first read and then kept.
     case lazy(LazyData)
+    /// The bytes of a file, read when asked for; a backend may stream it in pieces instead of
+    /// holding it in memory.
+    case file(FileContents)
 
     /// The bytes, running the provider if this is its first read.
     public func resolve() throws -> Data {
         switch self {
         case let .data(bytes): return bytes
         case let .lazy(lazy): return try lazy.value()
+        case let .file(file): return try file.read(offset: 0, length: file.size)
         }
     }
 
     /// Whether the bytes are at hand without running anything.
     public var isResolved: Bool {
         switch self {
-        case .data: return true
+        case .data, .file: return true
         case let .lazy(lazy): return lazy.hasRun
         }
+    }
+}
+
+/// A file whose bytes a representation stands for, read in pieces on demand (`pread`), so a
+/// large file is served without a copy of it in memory. The file is opened once; its size is
+/// taken then.
+public final class FileContents: Sendable {
+    private let descriptor: Int32
+    /// The file's size when it was opened.
+    public let size: Int
+    /// The path it was opened from, for messages.
+    public let path: String
+
+    /// Opens a file for reading.
+    ///
+    /// - Throws: ``PasteboardError/backendFailure(_:)`` naming the file and the reason.
+    public init(path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw PasteboardError.backendFailure("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw PasteboardError.backendFailure("cannot read \(path): not a regular file")
+        }
+        self.descriptor = descriptor
+        self.size = Int(status.st_size)
+        self.path = path
+    }
+
+    deinit { close(descriptor) }
+
+    /// Up to `length` bytes from `offset` (fewer at the end of the file).
+    public func read(offset: Int, length: Int) throws -> Data {
+        let wanted = max(0, min(length, size - offset))
+        var data = Data(count: wanted)
+        var done = 0
+        try data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+            while done < wanted {
+                let count = pread(descriptor, buffer.baseAddress! + done, wanted - done, off_t(offset + done))
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else {
+                    throw PasteboardError.backendFailure("cannot read \(path): \(count == 0 ? "it shrank while being served" : String(cString: strerror(errno)))")
+                }
+                done += count
+            }
+        }
+        return data
     }
 }
 
@@ -111,6 +168,11 @@ public struct PasteboardItem: Sendable {
     ///   property list.
     public mutating func setValue(_ value: Any, for type: PasteboardType) throws {
         set(.data(try ValueCoding.encode(PropertyListValue(converting: value), as: type)), for: type)
+    }
+
+    /// Sets (or replaces) one representation with a file's bytes, read only when asked for.
+    public mutating func setFile(_ file: FileContents, for type: PasteboardType) {
+        set(.file(file), for: type)
     }
 
     /// Sets (or replaces) one representation with a provider that runs only when that type is read.

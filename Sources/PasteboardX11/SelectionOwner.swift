@@ -182,6 +182,15 @@ extension X11Session {
             switch served {
             case .manifest:
                 (data, type) = (state.manifest, atom("UTF8_STRING"))
+            case let .representation(item, representationType, .identity, replyType):
+                // A file is streamed in chunks: never a copy of it in memory.
+                if case let .file(file)? = state.items[item].representation(for: representationType), file.size > chunkSize {
+                    let started = startOutgoing(.file(file), type: replyType, to: requestor, property: property)
+                    if started { delegate?.served(selection: selection, type: representationType) }
+                    return started
+                }
+                guard let bytes = try state.items[item].data(for: representationType) else { return false }
+                (data, type) = (bytes, replyType)
             case let .representation(item, representationType, codec, replyType):
                 guard let bytes = try state.items[item].data(for: representationType) else { return false }
                 (data, type) = (codec.encode(bytes), replyType)
@@ -202,7 +211,7 @@ extension X11Session {
             writeBytes(requestor, property, type: type, data, onError: onError)
             succeeded = !failed
         } else {
-            succeeded = startOutgoing(data, type: type, to: requestor, property: property)
+            succeeded = startOutgoing(.data(data), type: type, to: requestor, property: property)
         }
         switch served {
         case let .representation(_, representationType, _, _) where succeeded:
@@ -216,7 +225,7 @@ extension X11Session {
     }
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
-    private func startOutgoing(_ data: Data, type: Atom, to requestor: Window, property: Atom) -> Bool {
+    private func startOutgoing(_ source: TransferSource, type: Atom, to requestor: Window, property: Atom) -> Bool {
         let key = TransferKey(requestor: requestor, property: property)
         if let previous = outgoing.removeValue(forKey: key) {
             // The requestor reused the property for a new request: the old transfer is void.
@@ -228,8 +237,8 @@ extension X11Session {
             routeErrors({ XSelectInput(display, requestor, PropertyChangeMask | StructureNotifyMask) }, onError: { _ in failed = true })
         }
         watchedRequestors[requestor, default: 0] += 1
-        writeLongs(requestor, property, type: atom("INCR"), [UInt(min(data.count, Int(Int32.max)))], onError: { _ in failed = true })
-        outgoing[key] = OutgoingState(transfer: OutgoingTransfer(data: data, chunkSize: chunkSize), type: type, timer: nil)
+        writeLongs(requestor, property, type: atom("INCR"), [UInt(min(source.count, Int(Int32.max)))], onError: { _ in failed = true })
+        outgoing[key] = OutgoingState(transfer: OutgoingTransfer(source: source, chunkSize: chunkSize), type: type, timer: nil)
         armOutgoingTimer(key)
         if failed {
             dropOutgoing(key)
@@ -248,7 +257,16 @@ extension X11Session {
 
     /// The requestor deleted the property: write the next chunk (an empty one ends the transfer).
     func continueOutgoing(_ key: TransferKey) {
-        guard var state = outgoing[key], let chunk = state.transfer.nextChunk() else { return }
+        guard var state = outgoing[key] else { return }
+        let chunk: Data
+        do {
+            guard let next = try state.transfer.nextChunk() else { return }
+            chunk = next
+        } catch {
+            // The file went away or shrank: end this transfer; the requestor's read times out.
+            dropOutgoing(key)
+            return
+        }
         outgoing[key] = state
         var failed = false
         writeBytes(key.requestor, key.property, type: state.type, chunk, onError: { [weak self] _ in

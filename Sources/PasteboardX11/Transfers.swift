@@ -1,31 +1,58 @@
 import Foundation
 import PasteboardKit
 
+/// Where an outgoing transfer's bytes come from: memory, or a file read piece by piece.
+enum TransferSource {
+    case data(Data)
+    case file(FileContents)
+
+    var count: Int {
+        switch self {
+        case let .data(data): return data.count
+        case let .file(file): return file.size
+        }
+    }
+
+    func chunk(offset: Int, length: Int) throws -> Data {
+        switch self {
+        case let .data(data):
+            let start = data.startIndex + offset
+            return data[start..<(start + length)]
+        case let .file(file):
+            return try file.read(offset: offset, length: length)
+        }
+    }
+}
+
 /// The owner's side of one INCR transfer: hands out the data in chunks, then one empty chunk.
 struct OutgoingTransfer {
-    let data: Data
+    let source: TransferSource
     let chunkSize: Int
     private(set) var offset = 0
     private(set) var isFinished = false
 
-    init(data: Data, chunkSize: Int) {
+    init(source: TransferSource, chunkSize: Int) {
         precondition(chunkSize > 0, "chunk size must be positive")
-        self.data = data
+        self.source = source
         self.chunkSize = chunkSize
     }
 
+    init(data: Data, chunkSize: Int) {
+        self.init(source: .data(data), chunkSize: chunkSize)
+    }
+
     /// The next chunk to write; an empty chunk ends the transfer, and nil comes after it.
-    mutating func nextChunk() -> Data? {
+    mutating func nextChunk() throws -> Data? {
         guard !isFinished else { return nil }
-        let remaining = data.count - offset
-        if remaining == 0 {
+        let remaining = source.count - offset
+        if remaining <= 0 {
             isFinished = true
             return Data()
         }
         let length = min(chunkSize, remaining)
-        let start = data.startIndex + offset
+        let chunk = try source.chunk(offset: offset, length: length)
         offset += length
-        return data[start..<(start + length)]
+        return chunk
     }
 }
 

@@ -164,7 +164,13 @@ struct CopyCommand: AsyncParsableCommand {
                 let data = try contents(of: file)
                 let type = try plainTypes.first.map(registry.resolve) ?? inferType(file: file, data: data)
                 var item = PasteboardItem()
-                item.setData(trimmed(data, type), for: type)
+                let source = file == "-" ? stdinFD.map { "/proc/self/fd/\($0)" } : file
+                if let source, !(trimNewline && registry.conforms(type, to: .text)) {
+                    // Served in pieces straight from the file: no copy of it in memory.
+                    item.setFile(try FileContents(path: source), for: type)
+                } else {
+                    item.setData(trimmed(data, type), for: type)
+                }
                 items.append(item)
             }
         }

@@ -200,6 +200,24 @@ struct PasteboardTests {
         #expect(board.options == PasteboardOptions())
     }
 
+    @Test("a file representation reads the file when asked, in pieces or whole")
+    func fileRepresentation() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-file-\(UUID().uuidString)")
+        try Data("0123456789".utf8).write(to: url)
+        defer { try? FileManager.default.removeItem(at: url) }
+        let file = try FileContents(path: url.path)
+        #expect(file.size == 10)
+        #expect(try file.read(offset: 3, length: 4) == Data("3456".utf8))
+        #expect(try file.read(offset: 8, length: 100) == Data("89".utf8))
+        let board = Fixture().general
+        var item = PasteboardItem()
+        item.setFile(file, for: .utf8PlainText)
+        try board.setItems([item])
+        #expect(board.string == "0123456789")
+        #expect(throws: PasteboardError.self) { try FileContents(path: "/nonexistent/xpb") }
+        #expect(throws: PasteboardError.self) { try FileContents(path: "/tmp") }
+    }
+
     @Test("a program can install the default backend; general and find use it")
     func defaultBackend() throws {
         // Installing first means the test never looks for a display.

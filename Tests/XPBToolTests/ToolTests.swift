@@ -26,6 +26,14 @@ func xclipOut(_ x: Xvfb, _ arguments: [String] = []) throws -> Outcome {
     try run("xclip", ["-o", "-selection", "clipboard"] + arguments, display: x)
 }
 
+/// Whether a process runs (an exited one waiting to be reaped by init does not count).
+func isAlive(_ pid: Int) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).prefix(1)
+    return state != "Z" && state != "X"
+}
+
 /// A scratch directory for files a test copies.
 func scratchFile(_ name: String, _ data: Data) throws -> String {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-tests-\(getpid())")
@@ -46,8 +54,11 @@ struct CopyTests {
         #expect(try xclipOut(x).text == "hi\n")
         #expect(try xpb(["paste"], x).text == "hi\n")
         // The background owner leaves when another client takes the clipboard.
-        _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard"], display: x)
-        #expect(eventually { (try? run("pgrep", ["-f", "xpb copy --ready-fd"], display: x).status) == 1 })
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        let ownerPID = try #require(info?["ownerPID"] as? Int)
+        #expect(isAlive(ownerPID))
+        _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard >/dev/null 2>&1"], display: x)
+        #expect(eventually(timeout: 10) { !isAlive(ownerPID) })
     }
 
     @Test("HTML and text of one item, read back as each type by xclip -t")
@@ -76,6 +87,17 @@ struct CopyTests {
         let unnamed = try scratchFile("noextension", bytes)
         #expect(try xpb(["copy", unnamed], x).status == 0)
         #expect(try xclipOut(x, ["-t", "image/png"]).output == bytes)
+    }
+
+    @Test("a large file is streamed from disk in pieces, byte-exact, to several readers")
+    func largeFile() throws {
+        let x = try Xvfb()
+        let bytes = payload(12 << 20, seed: 9)
+        let file = try scratchFile("big.bin", bytes)
+        #expect(try xpb(["copy", "-t", "application/octet-stream", file], x).status == 0)
+        let readers = try (0..<3).map { _ in try Peer("xclip", ["-o", "-selection", "clipboard", "-t", "application/octet-stream"], display: x) }
+        for reader in readers { #expect(try reader.finish(timeout: 60).output == bytes) }
+        #expect(try xpb(["paste"], x).output == bytes)
     }
 
     @Test("several files make several items; --item picks one")
@@ -132,7 +154,7 @@ struct CopyTests {
         let owner = try Peer(try xpbPath(), ["copy", "--foreground"], display: x, input: Data("fg".utf8))
         #expect(eventually { (try? xclipOut(x).text) == "fg" })
         #expect(owner.isRunning)
-        _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard"], display: x)
+        _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard >/dev/null 2>&1"], display: x)
         let outcome = try owner.finish(timeout: 10)
         #expect(outcome.status == 0)
     }
@@ -273,7 +295,7 @@ struct ReadTests {
         let jsonWatcher = try Peer(try xpbPath(), ["watch", "--json", "--count", "1"], display: x)
         Thread.sleep(forTimeInterval: 0.5)
         for (index, target) in ["UTF8_STRING", "text/html", "image/png"].enumerated() {
-            _ = try run("/bin/sh", ["-c", "printf 'copy \(index)' | xclip -i -selection clipboard -t \(target)"], display: x)
+            _ = try run("/bin/sh", ["-c", "printf 'copy \(index)' | xclip -i -selection clipboard -t \(target) >/dev/null 2>&1"], display: x)
             Thread.sleep(forTimeInterval: 0.2)
         }
         let lines = try watcher.finish(timeout: 10).text.split(separator: "\n")
