@@ -94,6 +94,11 @@ struct SelectionOptions: ParsableArguments {
         }
     }
 
+    /// The failure for a pasteboard with nothing on it.
+    var emptyFailure: Failure {
+        Failure("\(label) is empty (no owner for \(selection))", .empty)
+    }
+
     /// The X selection behind it.
     var selection: String { X11PasteboardBackend.selectionName(for: name) }
 
