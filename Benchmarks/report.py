@@ -90,7 +90,13 @@ rows.append(("8 concurrent 100 MB pastes from one owner",
              f"xpb owner: {xok}/8 byte-exact in {xt:.2f} s (one paste {single:.2f} s); xclip owner: {cok}/8 byte-exact in {ct:.2f} s (60 s limit each)",
              f"{r:.2f} × 8 pastes", "all byte-exact, ≤ 1.2 × 8 × one", "met" if xok == 8 and r <= 1.2 else "**not met**"))
 
-rows.append(("change seen: foreign SetSelectionOwner → library event, 1000 changes", "not measured yet (needs a helper that stamps each change)", "–", "p50 < 2 ms, p99 < 10 ms", "not measured"))
+lat = sorted(float(line) for line in open(os.path.join(results, "latency.txt")) if line.strip())
+p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+rows.append((f"change seen: foreign SetSelectionOwner → change line of `xpb watch`, {len(lat)} changes",
+             f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, max {lat[-1]:.3f} ms (Benchmarks/latency.c owns CLIPBOARD and times each line; "
+             "includes the watcher's TARGETS round trip to the new owner and the pipe). Peers: xclip and xsel have no watch mode; "
+             "polling watchers at 0.5 s see a change after 250 ms on average",
+             "–", "p50 < 2 ms, p99 < 10 ms", "met" if p50 < 2 and p99 < 10 else "**not met**"))
 
 idle = dict(line.split() for line in open(os.path.join(results, "idle.txt")))
 rows.append(("idle owner and idle watcher over 10 s", f"context switches: owner {idle['owner']}, watcher {idle['watcher']}", "–",

@@ -22,6 +22,7 @@ echo "bench: building release binaries (Swift runtime linked statically: 17 ms -
 (cd "$root" && swift build -c release --static-swift-stdlib --scratch-path "$root/.build-bench" >/dev/null)
 xpb="$root/.build-bench/release/xpb"
 cc -O2 -o "$work/ceiling" "$here/ceiling.c" -lX11
+cc -O2 -o "$work/latency" "$here/latency.c" -lX11
 
 # A private display: never the user's.
 exec 9< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
@@ -113,6 +114,14 @@ echo "single $(awk "BEGIN { print $single_end - $single_start }")" >> "$results/
 concurrent xpb
 xclip -i -selection clipboard -t application/octet-stream "$work/100mb"
 concurrent xclip
+
+echo "bench: 9 change latency, 1000 foreign SetSelectionOwner"
+mkfifo "$work/changes"
+"$xpb" watch > "$work/changes" &
+watcher=$!
+"$work/latency" 1000 < "$work/changes" > "$results/latency.txt"
+kill "$watcher" 2>/dev/null || true
+wait "$watcher" 2>/dev/null || true
 
 echo "bench: 10 idle wake-ups over 10 s"
 switches() { awk '/ctxt_switches/ { total += $2 } END { print total }' "/proc/$1/status"; }
