@@ -126,6 +126,8 @@ final class X11Connection: Sendable {
         }
         guard accepted else { return }
         wake()
+        // On the X thread itself (a backend released from a callback) waiting would only stall.
+        guard !isOnXThread else { return }
         if stopped.wait(timeout: .now() + timeout) == .timedOut {
             // The thread is stuck in a provider; leave it, the process owns it now.
             return

@@ -89,6 +89,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
+    /// A backend nobody holds any more stops its X thread and closes its connection (without a
+    /// hand-off: call ``close(handOff:)`` for that).
+    deinit {
+        connection.close(timeout: 2)
+    }
+
     /// Whether an item carries the password-manager hint `secret`.
     static func isSecret(_ item: PasteboardItem) -> Bool {
         guard item.hasType(.passwordManagerHint), let data = try? item.data(for: .passwordManagerHint) else { return false }

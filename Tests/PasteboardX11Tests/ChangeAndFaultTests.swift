@@ -191,3 +191,18 @@ struct FaultTests {
         #expect(X11BackendError.noDisplay.description.contains("DISPLAY"))
     }
 }
+
+@Suite("Lifetime")
+struct LifetimeTests {
+    @Test("a backend nobody holds closes its connection and gives its selection up")
+    func releasedBackendCloses() throws {
+        let x = try Xvfb()
+        do {
+            let backend = try x.backend()
+            Pasteboard.general(of: backend).string = "short-lived"
+            #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "short-lived")
+        }
+        // The X server drops the selection of a closed connection.
+        #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).status) != 0 })
+    }
+}
