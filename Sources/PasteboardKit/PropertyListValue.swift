@@ -167,30 +167,41 @@ public enum ValueCoding {
     /// Text in the encoding a text type implies: UTF-16LE for `public.utf16-plain-text`, UTF-8 for
     /// the rest.
     public static func encodeText(_ text: String, as type: PasteboardType) -> Data {
-        if type == .utf16PlainText {
-            var out = Data(capacity: text.utf16.count * 2)
-            for unit in text.utf16 {
-                out.append(UInt8(unit & 0xff))
-                out.append(UInt8(unit >> 8))
-            }
-            return out
-        }
-        return Data(text.utf8)
+        type == .utf16PlainText ? UTF16LE.encode(text) : Data(text.utf8)
     }
 
     /// Text stored under a text type, or nil when the bytes are not valid in its encoding.
     public static func decodeText(_ data: Data, as type: PasteboardType) -> String? {
         if type == .utf16PlainText {
             guard data.count % 2 == 0 else { return nil }
-            var units = [UInt16]()
-            units.reserveCapacity(data.count / 2)
-            var index = data.startIndex
-            while index < data.endIndex {
-                units.append(UInt16(data[index]) | UInt16(data[index + 1]) << 8)
-                index += 2
-            }
-            return String(validating: units, as: UTF16.self)
+            return String(validating: UTF16LE.units(data), as: UTF16.self)
         }
         return String(validating: data, as: UTF8.self)
+    }
+}
+
+/// UTF-16 little-endian without a byte-order mark: `public.utf16-plain-text` and Mozilla's
+/// `text/x-moz-url`.
+enum UTF16LE {
+    /// The text's code units, low byte first.
+    static func encode(_ text: String) -> Data {
+        var out = Data(capacity: text.utf16.count * 2)
+        for unit in text.utf16 {
+            out.append(UInt8(unit & 0xff))
+            out.append(UInt8(unit >> 8))
+        }
+        return out
+    }
+
+    /// The code units of the bytes; an odd last byte is left out.
+    static func units(_ data: Data) -> [UInt16] {
+        var units = [UInt16]()
+        units.reserveCapacity(data.count / 2)
+        var index = data.startIndex
+        while index + 1 < data.endIndex {
+            units.append(UInt16(data[index]) | UInt16(data[index + 1]) << 8)
+            index += 2
+        }
+        return units
     }
 }

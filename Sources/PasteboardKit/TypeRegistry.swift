@@ -26,13 +26,8 @@ public enum TargetCodec: Sendable, Hashable {
         case .uriList:
             return data + Data("\r\n".utf8)
         case .mozURL:
-            let text = String(decoding: data, as: UTF8.self) + "\n" + String(decoding: data, as: UTF8.self)
-            var out = Data(capacity: text.utf16.count * 2)
-            for unit in text.utf16 {
-                out.append(UInt8(unit & 0xff))
-                out.append(UInt8(unit >> 8))
-            }
-            return out
+            let url = String(decoding: data, as: UTF8.self)
+            return UTF16LE.encode(url + "\n" + url)
         }
     }
 
@@ -52,14 +47,7 @@ public enum TargetCodec: Sendable, Hashable {
         case .uriList:
             return Data((TargetCodec.uriListEntries(data).first ?? "").utf8)
         case .mozURL:
-            var units = [UInt16]()
-            units.reserveCapacity(data.count / 2)
-            var index = data.startIndex
-            while index + 1 < data.endIndex {
-                units.append(UInt16(data[index]) | UInt16(data[index + 1]) << 8)
-                index += 2
-            }
-            let text = String(decoding: units, as: UTF16.self)
+            let text = String(decoding: UTF16LE.units(data), as: UTF16.self)
             let firstLine = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             return Data(firstLine.utf8)
         }

@@ -163,13 +163,12 @@ final class X11Connection: Sendable {
             _ = poll(&fds, 2, session.nextTimerDelayMilliseconds())
             if fds[1].revents != 0 { drainWake() }
         }
-        let pending = queue.withLock { queue -> [@Sendable (X11Session) -> Void] in
+        // Jobs still queued are dropped: their waiters see the stop reason and fail.
+        queue.withLock { queue in
             queue.isStopped = true
             queue.stopReason = reason
-            defer { queue.jobs.removeAll() }
-            return queue.jobs
+            queue.jobs.removeAll()
         }
-        _ = pending
         session.finish(reason: reason ?? .connectionLost)
         stopHandler.withLock { $0 }?(reason ?? .connectionLost)
         Glibc.close(wakeRead)

@@ -8,13 +8,6 @@ import Testing
 import Glibc
 #endif
 
-extension X11PasteboardBackend {
-    /// How many INCR transfers this backend is receiving.
-    func receivingCount() throws -> Int {
-        try connection.sync(timeout: 30) { session, done in done(.success(session.incoming.count)) }
-    }
-}
-
 /// Runs a throwing read on another thread and hands back its outcome.
 final class Background<T: Sendable>: Sendable {
     private final class Slot: Sendable {
@@ -117,10 +110,10 @@ struct FaultTests {
         let data = payload(50 << 20, seed: 3)
         try Pasteboard.general(of: backend).setData(data, forPasteboardType: .blob)
         let reader = try Peer("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x)
-        #expect(eventually { (try? backend.servingCount()) ?? 0 > 0 })
+        #expect(eventually { (try? backend.activeTransferCount()) ?? 0 > 0 })
         reader.signal(SIGSTOP)
         reader.signal(SIGKILL)
-        #expect(eventually { (try? backend.servingCount()) == 0 })
+        #expect(eventually { (try? backend.activeTransferCount()) == 0 })
         let again = try run("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x, timeout: 60)
         #expect(again.output == data)
     }

@@ -13,29 +13,6 @@ final class Runs: Sendable {
     var total: Int { counts.withLock { $0.values.reduce(0, +) } }
 }
 
-extension X11PasteboardBackend {
-    /// Runs a conversion of the general pasteboard's selection on this backend's X thread with raw
-    /// protocol options, for tests of how an owner answers odd requests.
-    func rawConvert(_ selection: String = "CLIPBOARD", target: String, parameters: [String]? = nil,
-                    legacyNoProperty: Bool = false) throws -> PropertyValue? {
-        try connection.sync(timeout: 30) { session, done in
-            let parameterAtoms = parameters.map { session.atoms($0) }
-            session.convert(session.atom(selection), to: session.atom(target), parameters: parameterAtoms,
-                            parameterType: session.atom("ATOM_PAIR"), legacyNoProperty: legacyNoProperty) { done($0) }
-        }
-    }
-
-    /// The names of format-32 atoms.
-    func atomNames(_ atoms: [UInt]) throws -> [String?] {
-        try connection.sync(timeout: 30) { session, done in done(.success(session.names(of: atoms))) }
-    }
-
-    /// How many INCR transfers this backend is serving.
-    func servingCount() throws -> Int {
-        try connection.sync(timeout: 30) { session, done in done(.success(session.outgoing.count)) }
-    }
-}
-
 @Suite("Owner: targets, lazy providers, MULTIPLE, several selections")
 struct OwnerTests {
     @Test("xclip -o -t TARGETS lists exactly what the owner serves, and each listed target converts")
@@ -225,6 +202,6 @@ struct OwnerTests {
             #expect(out.output.count == data.count)
             #expect(out.output == data)
         }
-        #expect(eventually { (try? backend.servingCount()) == 0 })
+        #expect(eventually { (try? backend.activeTransferCount()) == 0 })
     }
 }

@@ -11,3 +11,26 @@ extension Xvfb {
         return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(notificationCenter: nil), configuration: configuration)
     }
 }
+
+extension X11PasteboardBackend {
+    /// Runs a conversion of the general pasteboard's selection on this backend's X thread with raw
+    /// protocol options, for tests of how an owner answers odd requests.
+    func rawConvert(_ selection: String = "CLIPBOARD", target: String, parameters: [String]? = nil,
+                    legacyNoProperty: Bool = false) throws -> PropertyValue? {
+        try connection.sync(timeout: 30) { session, done in
+            let parameterAtoms = parameters.map { session.atoms($0) }
+            session.convert(session.atom(selection), to: session.atom(target), parameters: parameterAtoms,
+                            parameterType: session.atom("ATOM_PAIR"), legacyNoProperty: legacyNoProperty) { done($0) }
+        }
+    }
+
+    /// The names of format-32 atoms.
+    func atomNames(_ atoms: [UInt]) throws -> [String?] {
+        try connection.sync(timeout: 30) { session, done in done(.success(session.names(of: atoms))) }
+    }
+
+    /// How many INCR transfers this backend is receiving.
+    func receivingCount() throws -> Int {
+        try connection.sync(timeout: 30) { session, done in done(.success(session.incoming.count)) }
+    }
+}
