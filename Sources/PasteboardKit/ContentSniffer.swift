@@ -7,7 +7,10 @@ public enum ContentSniffer {
     public static let window = 64 * 1024
 
     /// The type the bytes look like, or nil for data of no recognised kind (binary).
-    public static func sniff(_ data: Data) -> PasteboardType? {
+    ///
+    /// - Parameter totalSize: the size of the whole when `data` is only its first bytes (at
+    ///   least ``window`` of them), so a character cut at the end is not taken for bad UTF-8.
+    public static func sniff(_ data: Data, totalSize: Int? = nil) -> PasteboardType? {
         let head = data.prefix(window)
         func starts(_ bytes: [UInt8]) -> Bool { head.starts(with: bytes) }
         if starts([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .png }
@@ -17,7 +20,7 @@ public enum ContentSniffer {
         if head.count >= 12, starts(Array("RIFF".utf8)), head.dropFirst(8).starts(with: Array("WEBP".utf8)) { return .webP }
         if starts(Array("%PDF-".utf8)) { return .pdf }
         if head.count >= 26, starts(Array("BM".utf8)), head[head.startIndex + 6] == 0, head[head.startIndex + 7] == 0 { return .bmp }
-        guard let text = validUTF8Prefix(head, isWhole: head.count == data.count), !text.contains("\u{0}") else { return nil }
+        guard let text = validUTF8Prefix(head, isWhole: head.count == (totalSize ?? data.count)), !text.contains("\u{0}") else { return nil }
         let opening = text.drop(while: { $0.isWhitespace || $0 == "\u{FEFF}" }).prefix(512).lowercased()
         if opening.hasPrefix("<svg") || (opening.hasPrefix("<?xml") && opening.contains("<svg")) { return .svg }
         if htmlOpenings.contains(where: { opening.hasPrefix($0) }) { return .html }

@@ -53,8 +53,10 @@ struct CopyCommand: AsyncParsableCommand {
     @Option(name: .customLong("ready-fd"), help: .private)
     var readyFD: Int32?
 
-    @Option(name: .customLong("stdin-fd"), help: .private)
-    var stdinFD: Int32?
+    /// Inputs the parent saved for the background owner, as `INPUT=FD`: standard input and
+    /// anything that is not a regular file (a pipe like `<(cmd)` cannot be reopened by a child).
+    @Option(name: .customLong("saved-fd"), help: .private)
+    var savedFDs: [String] = []
 
     static let sensitiveExpiry: Double = 45
 
@@ -83,16 +85,23 @@ struct CopyCommand: AsyncParsableCommand {
         }
     }
 
-    /// Whether the data includes standard input.
-    private var readsStandardInput: Bool {
-        if !pairs.isEmpty { return pairs.contains { $0.file == "-" } }
-        return files.isEmpty || files.contains("-")
+    /// The inputs named on the command line, `-` for standard input.
+    private var inputs: [String] {
+        pairs.isEmpty ? (files.isEmpty ? ["-"] : files) : pairs.map(\.file)
+    }
+
+    /// The saved inputs: input name to descriptor.
+    private var saved: [String: Int32] {
+        Dictionary(savedFDs.compactMap { entry in
+            guard let equals = entry.lastIndex(of: "="), let fd = Int32(entry[entry.index(after: equals)...]) else { return nil }
+            return (String(entry[..<equals]), fd)
+        }, uniquingKeysWith: { first, _ in first })
     }
 
     func run() async throws {
         try await reporting {
             if let readyFD {
-                closeInheritedDescriptors(keeping: [readyFD, stdinFD].compactMap { $0 })
+                closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
             }
             if foreground || readyFD != nil {
                 try await serve()
@@ -118,26 +127,45 @@ struct CopyCommand: AsyncParsableCommand {
 
     // MARK: Building the items
 
-    /// Bytes of a file, mapped rather than read; `-` is standard input.
-    private func contents(of file: String) throws -> Data {
-        if file == "-" {
-            if let stdinFD {
-                // The parent saved standard input to an unlinked file: map it.
-                return try Data(contentsOf: URL(fileURLWithPath: "/proc/self/fd/\(stdinFD)"), options: .alwaysMapped)
-            }
-            return FileHandle.standardInput.readDataToEndOfFile()
-        }
-        do {
-            return try Data(contentsOf: URL(fileURLWithPath: file), options: .alwaysMapped)
-        } catch {
-            throw Failure("cannot read \(file): \((error as NSError).localizedDescription)")
-        }
+    /// Where the bytes of `file` can be read: the copy the parent saved, else its path; nil for
+    /// standard input read here (`--foreground`).
+    private func path(of file: String) -> String? {
+        if let fd = saved[file] { return "/proc/self/fd/\(fd)" }
+        return file == "-" ? nil : file
     }
 
-    private func inferType(file: String, data: Data) -> PasteboardType {
+    /// One representation of `file`: a regular file is served in pieces straight from disk (no
+    /// copy of it in memory) unless its text must be trimmed; anything else is read whole.
+    private func representation(of file: String, as given: PasteboardType?) throws -> (PasteboardType, Representation) {
+        let registry = TypeRegistry.standard
+        if let path = path(of: file), isRegularFile(path) {
+            let contents = try FileContents(path: path)
+            let type = try given ?? inferType(file: file, head: contents.read(offset: 0, length: ContentSniffer.window), size: contents.size)
+            if trimNewline && registry.conforms(type, to: .text) {
+                return (type, .data(trimmed(try contents.read(offset: 0, length: contents.size), type)))
+            }
+            return (type, .file(contents))
+        }
+        let data: Data
+        if let path = path(of: file) {
+            guard let handle = FileHandle(forReadingAtPath: path) else { throw Failure("cannot read \(file): \(String(cString: strerror(errno)))") }
+            data = handle.readDataToEndOfFile()
+        } else {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        }
+        let type = given ?? inferType(file: file, head: data, size: data.count)
+        return (type, .data(trimmed(data, type)))
+    }
+
+    private func isRegularFile(_ path: String) -> Bool {
+        var status = stat()
+        return stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+    }
+
+    private func inferType(file: String, head: Data, size: Int) -> PasteboardType {
         let registry = TypeRegistry.standard
         if file != "-", let type = registry.type(forFileExtension: URL(fileURLWithPath: file).pathExtension) { return type }
-        return ContentSniffer.sniff(data) ?? (try! PasteboardType("application/octet-stream"))
+        return ContentSniffer.sniff(head, totalSize: size) ?? (try! PasteboardType("application/octet-stream"))
     }
 
     private func trimmed(_ data: Data, _ type: PasteboardType) -> Data {
@@ -155,22 +183,15 @@ struct CopyCommand: AsyncParsableCommand {
         if !pairs.isEmpty {
             var item = PasteboardItem()
             for (typeName, file) in pairs {
-                let type = try registry.resolve(typeName)
-                item.setData(trimmed(try contents(of: file), type), for: type)
+                let (type, representation) = try self.representation(of: file, as: registry.resolve(typeName))
+                item.set(representation, for: type)
             }
             items = [item]
         } else {
             for file in files.isEmpty ? ["-"] : files {
-                let data = try contents(of: file)
-                let type = try plainTypes.first.map(registry.resolve) ?? inferType(file: file, data: data)
+                let (type, representation) = try self.representation(of: file, as: plainTypes.first.map(registry.resolve))
                 var item = PasteboardItem()
-                let source = file == "-" ? stdinFD.map { "/proc/self/fd/\($0)" } : file
-                if let source, !(trimNewline && registry.conforms(type, to: .text)) {
-                    // Served in pieces straight from the file: no copy of it in memory.
-                    item.setFile(try FileContents(path: source), for: type)
-                } else {
-                    item.setData(trimmed(data, type), for: type)
-                }
+                item.set(representation, for: type)
                 items.append(item)
             }
         }
@@ -220,18 +241,24 @@ struct CopyCommand: AsyncParsableCommand {
 
     /// Starts a background owner and returns once it owns the selection (or reports why not).
     private func detach() throws {
+        // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
         var extraFDs: [Int32] = []
-        if readsStandardInput {
-            extraFDs.append(try saveStandardInput())
+        var savedArguments: [String] = []
+        for input in Set(inputs) where input == "-" || !isRegularFile(input) {
+            let source = input == "-" ? 0 : open(input, O_RDONLY | O_CLOEXEC)
+            guard source >= 0 else { throw Failure("cannot read \(input): \(String(cString: strerror(errno)))") }
+            defer { if source != 0 { Glibc.close(source) } }
+            extraFDs.append(try save(source, named: input == "-" ? "standard input" : input))
+            // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
+            savedArguments.append("--saved-fd=\(input)=\(3 + extraFDs.count)")
         }
         var readyPipe: [Int32] = [0, 0]
         guard pipe(&readyPipe) == 0 else { throw Failure("cannot create a pipe: \(String(cString: strerror(errno)))") }
-        // Only the copies made for the child (3, 4) may survive exec: the child must not hold the
+        // Only the copies made for the child (3, 4, …) may survive exec: the child must not hold the
         // pipe's write end twice, or the parent would never see it close.
         for fd in readyPipe + extraFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var arguments = Array(CommandLine.arguments.dropFirst())
-        arguments += ["--ready-fd", "3"]
-        if !extraFDs.isEmpty { arguments += ["--stdin-fd", "4"] }
+        arguments += ["--ready-fd", "3"] + savedArguments
         let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs)
         Glibc.close(readyPipe[1])
         extraFDs.forEach { _ = Glibc.close($0) }
@@ -249,25 +276,25 @@ struct CopyCommand: AsyncParsableCommand {
         throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
     }
 
-    /// Copies standard input into an unlinked temporary file and returns its descriptor, so the
-    /// background owner can map it.
-    private func saveStandardInput() throws -> Int32 {
+    /// Copies everything `source` yields into an unlinked temporary file and returns its
+    /// descriptor, which the background owner reads from.
+    private func save(_ source: Int32, named name: String) throws -> Int32 {
         var template = Array((NSTemporaryDirectory() + "/xpb-copy-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let count = read(0, &buffer, buffer.count)
+            let count = read(source, &buffer, buffer.count)
             if count == 0 { break }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw Failure("cannot read standard input: \(String(cString: strerror(errno)))")
+                throw Failure("cannot read \(name): \(String(cString: strerror(errno)))")
             }
             var offset = 0
             while offset < count {
                 let written = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, count - offset) }
-                guard written > 0 else { throw Failure("cannot save standard input: \(String(cString: strerror(errno)))") }
+                guard written > 0 else { throw Failure("cannot save \(name): \(String(cString: strerror(errno)))") }
                 offset += written
             }
         }

@@ -75,6 +75,17 @@ struct CopyTests {
         #expect(try xpb(["paste", "-t", "image/png,text/html"], x).text == "<b>bold</b>")
     }
 
+    @Test("pipes as files (<(cmd)) and standard input together reach the background owner")
+    func pipesAsFiles() throws {
+        let x = try Xvfb()
+        let shell = try run("/bin/bash", ["-c", "printf plain | \"$0\" copy -t html=<(printf '<b>x</b>') -t text=-", try xpbPath()], display: x, timeout: 10)
+        #expect(shell.status == 0, "\(shell.error)")
+        #expect(try xclipOut(x, ["-t", "text/html"]).text == "<b>x</b>")
+        #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "plain")
+        #expect(try run("/bin/bash", ["-c", "\"$0\" copy <(printf fifo)", try xpbPath()], display: x, timeout: 10).status == 0)
+        #expect(try xpb(["paste"], x).text == "fifo")
+    }
+
     @Test("a PNG file: inferred type, xclip -o -t image/png byte-exact")
     func png() throws {
         let x = try Xvfb()
