@@ -19,7 +19,8 @@ struct CopyCommand: AsyncParsableCommand {
 
             By default xpb returns at once and a background owner (a new session, standard \
             streams on /dev/null) serves the data until another client takes the selection, so \
-            `$(xpb copy <<< hi)` and pipes never hang. Files are mapped, not read into memory.
+            `$(xpb copy <<< hi)` and pipes never hang. Files are served from disk in pieces, never \
+            held in memory whole.
             """)
 
     @OptionGroup var selection: SelectionOptions
