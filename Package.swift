@@ -8,9 +8,6 @@ let package = Package(
         .library(name: "PasteboardX11", targets: ["PasteboardX11"]),
         .executable(name: "xpb", targets: ["xpb"]),
     ],
-    dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-    ],
     targets: [
         // Xlib, Xatom, Xutil and XFixes from Debian's libx11-dev and libxfixes-dev.
         .systemLibrary(
@@ -23,11 +20,9 @@ let package = Package(
         .target(name: "PasteboardKit"),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11"]),
-        // The command line tool: parses, calls the library, prints.
-        .executableTarget(name: "xpb", dependencies: [
-            "PasteboardKit", "PasteboardX11",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
+        // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
+        // the library, prints.
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),

@@ -22,6 +22,11 @@ public final class X11PasteboardBackend: PasteboardBackend {
         var lastTypes: [Pasteboard.Name: [PasteboardType]] = [:]
         var selectionNames: [UInt: Pasteboard.Name] = [:]
         var generation = 0
+        /// Ownership changes seen per pasteboard (ours included): a cached offer is good while
+        /// this has not moved.
+        var ownershipEpochs: [Pasteboard.Name: Int] = [:]
+        /// The last offer read from a foreign owner, so that one paste asks for TARGETS once.
+        var offers: [Pasteboard.Name: CachedOffer] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
     }
 
@@ -50,8 +55,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
         self.configuration = configuration
         connection = try X11Connection(displayName: display, configuration: configuration, delegate: nil)
         connection.onStop { [changeCenter, publisher] _ in
-            // No more changes can come: end the streams (after those already queued).
-            publisher.async { changeCenter.finish() }
+            // No more changes can come: end the streams after those already queued. Waiting here
+            // cannot deadlock (an observer's call into the backend fails at once: the connection
+            // has stopped) and spares a short-lived process a thread started just to exit.
+            publisher.sync { changeCenter.finish() }
         }
         let general = Self.selectionName(for: .general)
         let find = Self.selectionName(for: .find)
@@ -229,26 +236,58 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
+    /// An offer as read, with what it was read from.
+    private struct CachedOffer: Sendable {
+        let epoch: Int
+        let owner: UInt
+        let offer: ForeignOffer
+    }
+
     /// Reads the offer of whoever owns the selection; nil when nobody does (or we do).
+    ///
+    /// The offer is cached while the owner stays the same: the owner's window is asked for (one
+    /// round trip to the server, none to the owner), and the ownership events the server sent
+    /// before its answer are handled first, so any change of owner (even a new acquisition by the
+    /// same window) has moved the epoch by the time the cache is consulted.
     private func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
         try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
             let owner = XGetSelectionOwner(session.display, selection)
             guard owner != 0 else { return done(.success(nil)) }
+            session.pump()
+            guard !session.isDead else { return done(.failure(X11BackendError.connectionLost)) }
+            let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
+            // Without XFixes no event moves the epoch: then every read asks the owner.
+            if session.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
+                return done(.success(cached.offer))
+            }
+            let finish: @Sendable (ForeignOffer) -> Void = { offer in
+                self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
+                done(.success(offer))
+            }
             session.targets(of: selection) { result in
                 switch result {
                 case let .failure(error): done(.failure(error))
-                case .success(nil): done(.success(ForeignOffer(targets: [], manifest: nil)))
+                case .success(nil): finish(ForeignOffer(targets: [], manifest: nil))
                 case let .success(targets?):
                     guard targets.contains(Manifest.target) else {
-                        return done(.success(ForeignOffer(targets: targets, manifest: nil)))
+                        return finish(ForeignOffer(targets: targets, manifest: nil))
                     }
                     session.convert(selection, to: session.atom(Manifest.target)) { result in
                         let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
-                        done(.success(ForeignOffer(targets: targets, manifest: manifest)))
+                        finish(ForeignOffer(targets: targets, manifest: manifest))
                     }
                 }
             }
+        }
+    }
+
+    /// Whether anyone, this process or another client, owns the pasteboard's selection now: one
+    /// round trip to the server, none to the owner.
+    public func hasOwner(_ name: Pasteboard.Name) throws -> Bool {
+        if ownedItems(name) != nil { return true }
+        return try connection.sync(timeout: timeout) { [self] session, done in
+            done(.success(XGetSelectionOwner(session.display, self.selectionAtom(name, in: session)) != 0))
         }
     }
 
@@ -414,7 +453,13 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
 extension X11PasteboardBackend: X11SessionDelegate {
     func selectionOwnerChanged(selection: UInt, owner: UInt, timestamp: UInt, isOurs: Bool, session: X11Session) {
-        guard !isOurs, let name = state.withLock({ $0.selectionNames[selection] }) else { return }
+        let name = state.withLock { state -> Pasteboard.Name? in
+            guard let name = state.selectionNames[selection] else { return nil }
+            state.ownershipEpochs[name, default: 0] += 1
+            state.offers.removeValue(forKey: name)
+            return name
+        }
+        guard !isOurs, let name else { return }
         // Count now, so changeCount is right as soon as the event is in; describe the change once
         // the new owner's types are known.
         let count = state.withLock { state -> Int in

@@ -115,6 +115,8 @@ final class X11Session {
             _ = XFixesQueryVersion(display, &major, &minor)
             fixesEventBase = eventBase
         }
+        // The atoms nearly every session uses, in one round trip instead of one each.
+        _ = atoms(Self.commonAtoms)
         // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
         let title = "xpb"
         XStoreName(display, window, title)
@@ -123,6 +125,12 @@ final class X11Session {
     }
 
     // MARK: Atoms
+
+    static let commonAtoms = [
+        "_NET_WM_PID", "CLIPBOARD", "PRIMARY", "TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", "INCR",
+        "ATOM_PAIR", "NULL", "UTF8_STRING", "TEXT", "text/plain;charset=utf-8", "text/plain", Manifest.target,
+        "XPB_SEL_1",
+    ]
 
     /// The atom of a name, interned on first use.
     func atom(_ name: String) -> Atom {

@@ -1,19 +1,21 @@
-import ArgumentParser
 import Foundation
 import PasteboardKit
 
-struct ClearCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "clear",
-        abstract: "Empty a pasteboard: its selection gets no owner, whoever held it.")
+struct ClearCommand: Command {
+    static let spec = CommandSpec(
+        name: "clear",
+        abstract: "Empty a pasteboard: its selection gets no owner, whoever held it.",
+        options: SelectionOptions.specs)
 
-    @OptionGroup var selection: SelectionOptions
+    let selection: SelectionOptions
 
-    func run() async throws {
-        try await reporting {
-            let backend = try selection.connect()
-            defer { backend.close(handOff: false) }
-            try backend.clear(selection.name)
-        }
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+    }
+
+    func run() throws {
+        let backend = try selection.connect()
+        defer { backend.close(handOff: false) }
+        try backend.clear(selection.name)
     }
 }

@@ -1,4 +1,4 @@
-import ArgumentParser
+import Dispatch
 import Foundation
 import PasteboardKit
 import PasteboardX11
@@ -42,40 +42,66 @@ struct Failure: Error {
     }
 }
 
-/// Runs a command body: a failure is printed as `xpb: …` on standard error and ends the process
-/// with its documented status.
-func reporting<T>(_ body: () async throws -> T) async throws -> T {
-    do {
-        return try await body()
-    } catch let error as ExitCode {
-        throw error
-    } catch {
-        let failure = Failure(error)
-        FileHandle.standardError.write(Data("xpb: \(failure.message)\n".utf8))
-        throw ExitCode(failure.status.rawValue)
+/// The process ends with this status; its message, if any, was already printed.
+struct Exit: Error {
+    let status: Int32
+}
+
+/// One xpb command: its grammar, how it reads a parsed command line, and what it does.
+protocol Command: Sendable {
+    static var spec: CommandSpec { get }
+    /// Reads and checks the command line; usage errors exit 64.
+    init(_ arguments: ParsedArguments) throws(UsageError)
+    func run() throws
+}
+
+/// Runs asynchronous work (the change streams) from a synchronous command and waits for it.
+/// Only `watch` and the owner need this: the others never start the concurrency runtime's threads.
+func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
+    /// Written by the task before it signals, read after the wait: the semaphore orders them.
+    final class Outcome: @unchecked Sendable {
+        var result: Result<Void, any Error> = .success(())
     }
+    let done = DispatchSemaphore(value: 0)
+    let outcome = Outcome()
+    Task {
+        do { try await body() } catch { outcome.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    try outcome.result.get()
+}
+
+/// Options every command takes.
+enum CommonOptions {
+    static let timeout = OptionSpec.value(nil, "timeout", "seconds", "Give up after this many seconds without progress (default 5).")
+    static let json = OptionSpec.flag(nil, "json", "Print JSON.")
 }
 
 /// Which pasteboard a command works on, and how to reach the display.
-struct SelectionOptions: ParsableArguments {
-    @Flag(name: [.customShort("p"), .customLong("primary")], help: "Use the primary selection (PRIMARY) instead of the clipboard.")
+struct SelectionOptions: Sendable {
     var primary = false
-
-    @Flag(name: .customLong("find"), help: "Use the find pasteboard: the same selection as --primary.")
     var find = false
-
-    @Option(name: [.customShort("n"), .customLong("pasteboard")], help: ArgumentHelp("Use a named pasteboard (the selection XPB_PASTEBOARD:<name>).", valueName: "name"))
     var pasteboard: String?
-
-    @Option(name: .customLong("display"), help: ArgumentHelp("The X display to use.", discussion: "Default: $DISPLAY.", valueName: "display"))
     var display: String?
 
-    func validate() throws {
+    static let specs: [OptionSpec] = [
+        .flag("p", "primary", "Use the primary selection (PRIMARY) instead of the clipboard."),
+        .flag(nil, "find", "Use the find pasteboard: the same selection as --primary."),
+        .value("n", "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>)."),
+        .value(nil, "display", "display", "The X display to use (default: $DISPLAY)."),
+    ]
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        primary = arguments.flag("primary")
+        find = arguments.flag("find")
+        pasteboard = arguments.value("pasteboard")
+        display = arguments.value("display")
         if (primary || find) && pasteboard != nil {
-            throw ValidationError("choose either --primary/--find or --pasteboard, not both")
+            throw UsageError("choose either --primary/--find or --pasteboard, not both")
         }
         if let pasteboard {
-            do { _ = try Pasteboard.Name.validated(pasteboard) } catch { throw ValidationError(String(describing: error)) }
+            do { _ = try Pasteboard.Name.validated(pasteboard) } catch { throw UsageError(String(describing: error)) }
         }
     }
 
@@ -136,10 +162,3 @@ func json<T: Encodable>(_ value: T) -> String {
     return String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self)
 }
 
-/// Parses a timeout given in seconds.
-func seconds(_ text: String) throws -> Double {
-    guard let value = Double(text), value.isFinite, value > 0 else {
-        throw ValidationError("'\(text)' is not a positive number of seconds")
-    }
-    return value
-}

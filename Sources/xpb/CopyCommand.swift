@@ -1,4 +1,3 @@
-import ArgumentParser
 import Foundation
 import PasteboardKit
 import PasteboardX11
@@ -7,9 +6,9 @@ import PasteboardX11
 import Glibc
 #endif
 
-struct CopyCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "copy",
+struct CopyCommand: Command {
+    static let spec = CommandSpec(
+        name: "copy",
         abstract: "Put data on a pasteboard: standard input, files, or several types of one item.",
         discussion: """
             Without files, standard input is copied. Each file makes one item. `-t TYPE=FILE` pairs \
@@ -21,43 +20,48 @@ struct CopyCommand: AsyncParsableCommand {
             streams on /dev/null) serves the data until another client takes the selection, so \
             `$(xpb copy <<< hi)` and pipes never hang. Files are served from disk in pieces, never \
             held in memory whole.
-            """)
+            """,
+        options: SelectionOptions.specs + [
+            .value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item."),
+            .flag(nil, "foreground", "Stay attached and serve until another client takes the selection."),
+            .flag(nil, "paste-once", "Give the selection up after the first paste."),
+            .value(nil, "expire", "seconds", "Give the selection up after this many seconds."),
+            .flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise."),
+            .flag(nil, "local-only", "Never sync the data to another display or machine."),
+            .flag("x", "trim-newline", "Remove one trailing newline from text."),
+            .value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true),
+            .value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true),
+        ],
+        positional: PositionalSpec(valueName: "file", help: "Files to copy, one item each; none or `-` for standard input."))
 
-    @OptionGroup var selection: SelectionOptions
-
-    @Argument(help: ArgumentHelp("Files to copy, one item each; none or `-` for standard input.", valueName: "file"))
-    var files: [String] = []
-
-    @Option(name: [.customShort("t"), .customLong("type")], help: ArgumentHelp(
-        "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item.",
-        valueName: "type[=file]"))
-    var types: [String] = []
-
-    @Flag(name: .customLong("foreground"), help: "Stay attached and serve until another client takes the selection.")
-    var foreground = false
-
-    @Flag(name: .customLong("paste-once"), help: "Give the selection up after the first paste.")
-    var pasteOnce = false
-
-    @Option(name: .customLong("expire"), help: ArgumentHelp("Give the selection up after this many seconds.", valueName: "seconds"), transform: seconds)
-    var expire: Double?
-
-    @Flag(name: .customLong("sensitive"), help: "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise.")
-    var sensitive = false
-
-    @Flag(name: .customLong("local-only"), help: "Never sync the data to another display or machine.")
-    var localOnly = false
-
-    @Flag(name: [.customShort("x"), .customLong("trim-newline")], help: "Remove one trailing newline from text.")
-    var trimNewline = false
-
-    @Option(name: .customLong("ready-fd"), help: .private)
-    var readyFD: Int32?
-
+    let selection: SelectionOptions
+    let files: [String]
+    let types: [String]
+    let foreground: Bool
+    let pasteOnce: Bool
+    let expire: Double?
+    let sensitive: Bool
+    let localOnly: Bool
+    let trimNewline: Bool
+    let readyFD: Int32?
     /// Inputs the parent saved for the background owner, as `INPUT=FD`: standard input and
     /// anything that is not a regular file (a pipe like `<(cmd)` cannot be reopened by a child).
-    @Option(name: .customLong("saved-fd"), help: .private)
-    var savedFDs: [String] = []
+    let savedFDs: [String]
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+        files = arguments.positionals
+        types = arguments.all("type")
+        foreground = arguments.flag("foreground")
+        pasteOnce = arguments.flag("paste-once")
+        expire = try arguments.seconds("expire")
+        sensitive = arguments.flag("sensitive")
+        localOnly = arguments.flag("local-only")
+        trimNewline = arguments.flag("trim-newline")
+        readyFD = try arguments.integer("ready-fd").map { Int32(clamping: $0) }
+        savedFDs = arguments.all("saved-fd")
+        try validate()
+    }
 
     static let sensitiveExpiry: Double = 45
 
@@ -71,18 +75,18 @@ struct CopyCommand: AsyncParsableCommand {
 
     private var plainTypes: [String] { types.filter { !$0.contains("=") } }
 
-    func validate() throws {
+    private func validate() throws(UsageError) {
         if !pairs.isEmpty {
-            if !plainTypes.isEmpty { throw ValidationError("mix of -t TYPE and -t TYPE=FILE: use TYPE=FILE for every representation") }
-            if !files.isEmpty { throw ValidationError("files cannot be given with -t TYPE=FILE pairs; put each file in a pair") }
-            if pairs.contains(where: { $0.type.isEmpty || $0.file.isEmpty }) { throw ValidationError("-t needs TYPE=FILE with both parts") }
+            if !plainTypes.isEmpty { throw UsageError("mix of -t TYPE and -t TYPE=FILE: use TYPE=FILE for every representation") }
+            if !files.isEmpty { throw UsageError("files cannot be given with -t TYPE=FILE pairs; put each file in a pair") }
+            if pairs.contains(where: { $0.type.isEmpty || $0.file.isEmpty }) { throw UsageError("-t needs TYPE=FILE with both parts") }
         }
-        if plainTypes.count > 1 { throw ValidationError("give one -t TYPE, or TYPE=FILE pairs for several representations") }
+        if plainTypes.count > 1 { throw UsageError("give one -t TYPE, or TYPE=FILE pairs for several representations") }
         for type in plainTypes + pairs.map(\.type) {
-            do { _ = try TypeRegistry.standard.resolve(type) } catch { throw ValidationError(String(describing: error)) }
+            do { _ = try TypeRegistry.standard.resolve(type) } catch { throw UsageError(String(describing: error)) }
         }
         if (files.filter { $0 == "-" }.count + pairs.filter { $0.file == "-" }.count) > 1 {
-            throw ValidationError("standard input (-) can be used once")
+            throw UsageError("standard input (-) can be used once")
         }
     }
 
@@ -99,16 +103,14 @@ struct CopyCommand: AsyncParsableCommand {
         }, uniquingKeysWith: { first, _ in first })
     }
 
-    func run() async throws {
-        try await reporting {
-            if let readyFD {
-                closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
-            }
-            if foreground || readyFD != nil {
-                try await serve()
-            } else {
-                try detach()
-            }
+    func run() throws {
+        if let readyFD {
+            closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
+        }
+        if foreground || readyFD != nil {
+            try blocking { try await self.serve() }
+        } else {
+            try detach()
         }
     }
 
@@ -234,7 +236,7 @@ struct CopyCommand: AsyncParsableCommand {
             if let ready {
                 ready.write(Data("error \(failure.status.rawValue) \(failure.message)\n".utf8))
                 try? ready.close()
-                throw ExitCode(failure.status.rawValue)
+                throw Exit(status: failure.status.rawValue)
             }
             throw failure
         }
@@ -271,7 +273,7 @@ struct CopyCommand: AsyncParsableCommand {
             let parts = line.split(separator: " ", maxSplits: 2)
             let status = parts.count > 1 ? Int32(parts[1]) ?? 1 : 1
             FileHandle.standardError.write(Data("xpb: \(parts.count > 2 ? String(parts[2]) : "the background owner failed")\n".utf8))
-            throw ExitCode(status)
+            throw Exit(status: status)
         }
         kill(pid, SIGKILL)
         throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
@@ -331,7 +333,14 @@ enum Detach {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        for (index, fd) in fds.enumerated() {
+        // Staged above the targets first: a source that is itself 3 or 4 (a saved file opened
+        // early) would otherwise be overwritten by an earlier dup2 before it is copied.
+        let staged = fds.map { fcntl($0, F_DUPFD_CLOEXEC, Int32(3 + fds.count)) }
+        defer { staged.forEach { _ = close($0) } }
+        guard !staged.contains(where: { $0 < 0 }) else {
+            throw Failure("cannot pass descriptors to the background owner: \(String(cString: strerror(errno)))")
+        }
+        for (index, fd) in staged.enumerated() {
             posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + index))
         }
         var attributes = posix_spawnattr_t()

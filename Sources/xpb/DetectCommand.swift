@@ -1,20 +1,22 @@
-import ArgumentParser
 import Foundation
 import PasteboardKit
 
-struct DetectCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "detect",
+struct DetectCommand: Command {
+    static let spec = CommandSpec(
+        name: "detect",
         abstract: "Detect patterns in the first item: probable URL, search or number; links, emails, phone numbers, numbers.",
-        discussion: "Reads only the item's URL or plain text, never its other representations.")
+        discussion: "Reads only the item's URL or plain text, never its other representations.",
+        options: SelectionOptions.specs + [CommonOptions.json, CommonOptions.timeout])
 
-    @OptionGroup var selection: SelectionOptions
+    let selection: SelectionOptions
+    let asJSON: Bool
+    let timeout: Double
 
-    @Flag(name: .customLong("json"), help: "Print one JSON object.")
-    var asJSON = false
-
-    @Option(name: .customLong("timeout"), help: "Give up after this many seconds without progress.", transform: seconds)
-    var timeout: Double = 5
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+        asJSON = arguments.flag("json")
+        timeout = try arguments.seconds("timeout") ?? 5
+    }
 
     struct Report: Encodable {
         let patterns: [String]
@@ -24,29 +26,27 @@ struct DetectCommand: AsyncParsableCommand {
         let numbers: [Double]
     }
 
-    func run() async throws {
-        try await reporting {
-            let backend = try selection.connect(readTimeout: timeout)
-            defer { backend.close(handOff: false) }
-            let board = selection.pasteboard(on: backend)
-            guard try !board.itemTypes().isEmpty else {
-                throw selection.emptyFailure
-            }
-            let patterns = try board.detectPatterns(for: Set(DetectionPattern.allCases))
-            let values = try board.detectValues(for: Set(ValueDetectionPattern.allCases))
-            let report = Report(
-                patterns: DetectionPattern.allCases.filter(patterns.contains).map(\.rawValue),
-                links: values.links.map(\.absoluteString), emailAddresses: values.emailAddresses,
-                phoneNumbers: values.phoneNumbers, numbers: values.numbers)
-            if asJSON {
-                writeLine(json(report))
-                return
-            }
-            writeLine("patterns: \(report.patterns.joined(separator: ", "))")
-            writeLine("links: \(report.links.joined(separator: " "))")
-            writeLine("emails: \(report.emailAddresses.joined(separator: " "))")
-            writeLine("phone numbers: \(report.phoneNumbers.joined(separator: ", "))")
-            writeLine("numbers: \(report.numbers.map { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int($0)) : String($0) }.joined(separator: " "))")
+    func run() throws {
+        let backend = try selection.connect(readTimeout: timeout)
+        defer { backend.close(handOff: false) }
+        let board = selection.pasteboard(on: backend)
+        guard try !board.itemTypes().isEmpty else {
+            throw selection.emptyFailure
         }
+        let patterns = try board.detectPatterns(for: Set(DetectionPattern.allCases))
+        let values = try board.detectValues(for: Set(ValueDetectionPattern.allCases))
+        let report = Report(
+            patterns: DetectionPattern.allCases.filter(patterns.contains).map(\.rawValue),
+            links: values.links.map(\.absoluteString), emailAddresses: values.emailAddresses,
+            phoneNumbers: values.phoneNumbers, numbers: values.numbers)
+        if asJSON {
+            writeLine(json(report))
+            return
+        }
+        writeLine("patterns: \(report.patterns.joined(separator: ", "))")
+        writeLine("links: \(report.links.joined(separator: " "))")
+        writeLine("emails: \(report.emailAddresses.joined(separator: " "))")
+        writeLine("phone numbers: \(report.phoneNumbers.joined(separator: ", "))")
+        writeLine("numbers: \(report.numbers.map { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int($0)) : String($0) }.joined(separator: " "))")
     }
 }

@@ -1,20 +1,22 @@
-import ArgumentParser
 import Foundation
 import PasteboardKit
 
-struct InfoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "info",
+struct InfoCommand: Command {
+    static let spec = CommandSpec(
+        name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
-        discussion: "The owner's window, its name and process id where the owner publishes them, the change count seen by this command, the number of items and their types.")
+        discussion: "The owner's window, its name and process id where the owner publishes them, the change count seen by this command, the number of items and their types.",
+        options: SelectionOptions.specs + [CommonOptions.json, CommonOptions.timeout])
 
-    @OptionGroup var selection: SelectionOptions
+    let selection: SelectionOptions
+    let asJSON: Bool
+    let timeout: Double
 
-    @Flag(name: .customLong("json"), help: "Print one JSON object.")
-    var asJSON = false
-
-    @Option(name: .customLong("timeout"), help: "Give up after this many seconds without an answer.", transform: seconds)
-    var timeout: Double = 5
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+        asJSON = arguments.flag("json")
+        timeout = try arguments.seconds("timeout") ?? 5
+    }
 
     struct Report: Encodable {
         let pasteboard: String
@@ -26,31 +28,29 @@ struct InfoCommand: AsyncParsableCommand {
         let items: [[String]]
     }
 
-    func run() async throws {
-        try await reporting {
-            let backend = try selection.connect(readTimeout: timeout)
-            defer { backend.close(handOff: false) }
-            let owner = try backend.owner(of: selection.name)
-            let board = selection.pasteboard(on: backend)
-            let items = owner == nil ? [] : try board.itemTypes()
-            let report = Report(
-                pasteboard: selection.name.rawValue, selection: selection.selection,
-                owner: owner.map { "0x" + String($0.window, radix: 16) }, ownerName: owner?.name, ownerPID: owner?.processID,
-                changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
-            if asJSON {
-                writeLine(json(report))
-                return
-            }
-            writeLine("pasteboard: \(report.pasteboard)")
-            writeLine("selection: \(report.selection)")
-            writeLine("owner: \(report.owner ?? "none")")
-            if let name = report.ownerName { writeLine("owner name: \(name)") }
-            if let pid = report.ownerPID { writeLine("owner pid: \(pid)") }
-            writeLine("change count: \(report.changeCount)")
-            writeLine("items: \(report.items.count)")
-            for (index, types) in report.items.enumerated() {
-                writeLine("item \(index): \(types.joined(separator: ", "))")
-            }
+    func run() throws {
+        let backend = try selection.connect(readTimeout: timeout)
+        defer { backend.close(handOff: false) }
+        let owner = try backend.owner(of: selection.name)
+        let board = selection.pasteboard(on: backend)
+        let items = owner == nil ? [] : try board.itemTypes()
+        let report = Report(
+            pasteboard: selection.name.rawValue, selection: selection.selection,
+            owner: owner.map { "0x" + String($0.window, radix: 16) }, ownerName: owner?.name, ownerPID: owner?.processID,
+            changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
+        if asJSON {
+            writeLine(json(report))
+            return
+        }
+        writeLine("pasteboard: \(report.pasteboard)")
+        writeLine("selection: \(report.selection)")
+        writeLine("owner: \(report.owner ?? "none")")
+        if let name = report.ownerName { writeLine("owner name: \(name)") }
+        if let pid = report.ownerPID { writeLine("owner pid: \(pid)") }
+        writeLine("change count: \(report.changeCount)")
+        writeLine("items: \(report.items.count)")
+        for (index, types) in report.items.enumerated() {
+            writeLine("item \(index): \(types.joined(separator: ", "))")
         }
     }
 }

@@ -1,45 +1,45 @@
-import ArgumentParser
 import Foundation
 import PasteboardKit
 
-struct TypesCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "types",
+struct TypesCommand: Command {
+    static let spec = CommandSpec(
+        name: "types",
         abstract: "List the representation types on a pasteboard, without moving any data.",
-        discussion: "By default the first item's types, one per line.")
+        discussion: "By default the first item's types, one per line.",
+        options: SelectionOptions.specs + [
+            .flag(nil, "targets", "List the raw X target names the owner advertises instead."),
+            .flag(nil, "items", "List the types of every item: 'item<TAB>type' lines."),
+            CommonOptions.timeout,
+        ])
 
-    @OptionGroup var selection: SelectionOptions
+    let selection: SelectionOptions
+    let targets: Bool
+    let items: Bool
+    let timeout: Double
 
-    @Flag(name: .customLong("targets"), help: "List the raw X target names the owner advertises instead.")
-    var targets = false
-
-    @Flag(name: .customLong("items"), help: "List the types of every item: 'item<TAB>type' lines.")
-    var items = false
-
-    @Option(name: .customLong("timeout"), help: "Give up after this many seconds without an answer.", transform: seconds)
-    var timeout: Double = 5
-
-    func validate() throws {
-        if targets && items { throw ValidationError("choose either --targets or --items") }
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+        targets = arguments.flag("targets")
+        items = arguments.flag("items")
+        timeout = try arguments.seconds("timeout") ?? 5
+        if targets && items { throw UsageError("choose either --targets or --items") }
     }
 
-    func run() async throws {
-        try await reporting {
-            let backend = try selection.connect(readTimeout: timeout)
-            defer { backend.close(handOff: false) }
-            if targets {
-                let names = try backend.targets(of: selection.name)
-                guard !names.isEmpty else { throw selection.emptyFailure }
-                names.forEach(writeLine)
-                return
-            }
-            let all = try selection.pasteboard(on: backend).itemTypes()
-            guard !all.isEmpty else { throw selection.emptyFailure }
-            if items {
-                for (index, types) in all.enumerated() { types.forEach { writeLine("\(index)\t\($0.identifier)") } }
-            } else {
-                all[0].forEach { writeLine($0.identifier) }
-            }
+    func run() throws {
+        let backend = try selection.connect(readTimeout: timeout)
+        defer { backend.close(handOff: false) }
+        if targets {
+            let names = try backend.targets(of: selection.name)
+            guard !names.isEmpty else { throw selection.emptyFailure }
+            names.forEach(writeLine)
+            return
+        }
+        let all = try selection.pasteboard(on: backend).itemTypes()
+        guard !all.isEmpty else { throw selection.emptyFailure }
+        if items {
+            for (index, types) in all.enumerated() { types.forEach { writeLine("\(index)\t\($0.identifier)") } }
+        } else {
+            all[0].forEach { writeLine($0.identifier) }
         }
     }
 }

@@ -1,28 +1,29 @@
-import ArgumentParser
 import Foundation
 import PasteboardKit
 import PasteboardX11
 
-struct WatchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "watch",
+struct WatchCommand: Command {
+    static let spec = CommandSpec(
+        name: "watch",
         abstract: "Print one line per change of a pasteboard: change count, selection, types.",
-        discussion: "Driven by XFixes events: no polling. Lines are tab-separated: count, selection, comma-separated types.")
+        discussion: "Driven by XFixes events: no polling. Lines are tab-separated: count, selection, comma-separated types.",
+        options: SelectionOptions.specs + [
+            .flag(nil, "json", "Print one JSON object per change."),
+            .value(nil, "exec", "command", "Run this shell command for each change, with XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set."),
+            .value(nil, "count", "n", "Stop after this many changes."),
+        ])
 
-    @OptionGroup var selection: SelectionOptions
+    let selection: SelectionOptions
+    let asJSON: Bool
+    let command: String?
+    let count: Int?
 
-    @Flag(name: .customLong("json"), help: "Print one JSON object per change.")
-    var asJSON = false
-
-    @Option(name: .customLong("exec"), help: ArgumentHelp(
-        "Run this shell command for each change, with XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set.", valueName: "command"))
-    var command: String?
-
-    @Option(name: .customLong("count"), help: "Stop after this many changes.")
-    var count: Int?
-
-    func validate() throws {
-        if let count, count < 1 { throw ValidationError("--count must be 1 or more") }
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+        asJSON = arguments.flag("json")
+        command = arguments.value("exec")
+        count = try arguments.integer("count")
+        if let count, count < 1 { throw UsageError("--count must be 1 or more") }
     }
 
     struct Line: Encodable {
@@ -34,25 +35,27 @@ struct WatchCommand: AsyncParsableCommand {
         let removed: [String]
     }
 
-    func run() async throws {
-        try await reporting {
-            let backend = try selection.connect()
-            defer { backend.close(handOff: false) }
-            let board = selection.pasteboard(on: backend)
-            var seen = 0
-            var current: [String] = []
-            for await change in board.changes {
-                // The change says what was added and removed: the types now follow from that.
-                current = current.filter { !change.typesRemoved.map(\.identifier).contains($0) } + change.typesAdded.map(\.identifier)
-                let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
-                                types: current, added: change.typesAdded.map(\.identifier), removed: change.typesRemoved.map(\.identifier))
-                writeLine(asJSON ? json(line) : "\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
-                if let command { runHook(command, line) }
-                seen += 1
-                if let count, seen >= count { break }
-            }
-            if !backend.isConnected { throw X11BackendError.connectionLost }
+    func run() throws {
+        try blocking { try await self.watch() }
+    }
+
+    private func watch() async throws {
+        let backend = try selection.connect()
+        defer { backend.close(handOff: false) }
+        let board = selection.pasteboard(on: backend)
+        var seen = 0
+        var current: [String] = []
+        for await change in board.changes {
+            // The change says what was added and removed: the types now follow from that.
+            current = current.filter { !change.typesRemoved.map(\.identifier).contains($0) } + change.typesAdded.map(\.identifier)
+            let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
+                            types: current, added: change.typesAdded.map(\.identifier), removed: change.typesRemoved.map(\.identifier))
+            writeLine(asJSON ? json(line) : "\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
+            if let command { runHook(command, line) }
+            seen += 1
+            if let count, seen >= count { break }
         }
+        if !backend.isConnected { throw X11BackendError.connectionLost }
     }
 
     private func runHook(_ command: String, _ line: Line) {

@@ -182,6 +182,36 @@ struct CopyTests {
         let missing = try xpb(["copy", "/nonexistent/file"], x)
         #expect(missing.status == 1)
         #expect(missing.error.contains("cannot read /nonexistent/file"))
+        let unknown = try xpb(["paste", "--frobnicate"], x)
+        #expect(unknown.status == 64)
+        #expect(unknown.error.contains("unknown option '--frobnicate'"))
+        #expect(unknown.error.contains("Usage: xpb paste"))
+        #expect(try xpb(["paste", "--type"], x).error.contains("missing value for '--type"))
+        #expect(try xpb(["paste", "extra"], x).error.contains("unexpected argument 'extra'"))
+        #expect(try xpb(["paste", "--item", "two"], x).status == 64)
+        #expect(try xpb(["watch", "--json=yes"], x).status == 64)
+        #expect(try xpb(["frob"], x).status == 64)
+        #expect(try xpb([], x).status == 64)
+    }
+
+    @Test("option spellings: --name=value, -tvalue, grouped short flags, -- ends the options")
+    func grammar() throws {
+        let x = try Xvfb()
+        let file = try scratchFile("notes.txt", Data("grouped\n".utf8))
+        // -px: the primary selection and trimming, grouped.
+        #expect(try xpb(["copy", "-px", file], x).status == 0)
+        #expect(try run("xclip", ["-o", "-selection", "primary"], display: x).text == "grouped")
+        // After --, '-x' is a file name, not an option.
+        let dashed = try xpb(["copy", "--", "-x"], x)
+        #expect(dashed.status == 1)
+        #expect(dashed.error.contains("cannot read -x"))
+        #expect(try xpb(["copy", "--type=text/html"], x, input: Data("<b>b</b>".utf8)).status == 0)
+        #expect(try xpb(["paste", "-thtml"], x).text == "<b>b</b>")
+        #expect(try xpb(["paste", "--type", "html", "--timeout=2"], x).text == "<b>b</b>")
+        // A repeated single option: the last one wins.
+        #expect(try xpb(["paste", "-t", "png", "-t", "html"], x).text == "<b>b</b>")
+        #expect(try xpb(["help", "paste"], x).text.contains("USAGE: xpb paste"))
+        #expect(try xpb(["--version"], x).text.split(separator: ".").count == 3)
     }
 }
 

@@ -1,0 +1,217 @@
+/// The command line grammar of xpb, declared as tables and parsed without reflection.
+///
+/// A reflective parser (swift-argument-parser) cost ~12 M instructions, half of a whole
+/// `xpb paste`, on runtime conformance look-ups at every start; this one costs almost nothing.
+/// Grammar: `--name value`, `--name=value`, `-t value`, `-tvalue`, grouped short flags (`-px`),
+/// `--` ends the options; `-h`/`--help` anywhere prints the command's help.
+
+/// One option: a flag when `valueName` is nil.
+struct OptionSpec: Sendable {
+    let short: Character?
+    let long: String
+    let valueName: String?
+    let help: String
+    /// Internal options (the background owner's) are accepted but not shown.
+    var hidden = false
+
+    static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
+        OptionSpec(short: short, long: long, valueName: nil, help: help)
+    }
+
+    static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false) -> OptionSpec {
+        OptionSpec(short: short, long: long, valueName: valueName, help: help, hidden: hidden)
+    }
+
+    /// `-t, --type <type>` as help shows it.
+    var label: String {
+        var text = short.map { "-\($0), " } ?? ""
+        text += "--" + long
+        if let valueName { text += " <\(valueName)>" }
+        return text
+    }
+}
+
+/// The positional arguments a command takes (all of one kind).
+struct PositionalSpec: Sendable {
+    let valueName: String
+    let help: String
+}
+
+/// One command: its name, help texts and grammar.
+struct CommandSpec: Sendable {
+    let name: String
+    let abstract: String
+    var discussion: String = ""
+    var options: [OptionSpec] = []
+    var positional: PositionalSpec?
+}
+
+/// A command line that does not follow the grammar: exit status 64.
+struct UsageError: Error, Equatable {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// What a command line said, by long option name.
+struct ParsedArguments {
+    private(set) var values: [String: [String]] = [:]
+    private(set) var flags: Set<String> = []
+    private(set) var positionals: [String] = []
+    private(set) var helpRequested = false
+
+    /// Parses `arguments` (after the command name) against `spec`.
+    init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
+        var index = 0
+        var optionsEnded = false
+        func option(long: String) throws(UsageError) -> OptionSpec {
+            guard let found = spec.options.first(where: { $0.long == long }) else {
+                throw UsageError("unknown option '--\(long)'")
+            }
+            return found
+        }
+        func option(short: Character) throws(UsageError) -> OptionSpec {
+            guard let found = spec.options.first(where: { $0.short == short }) else {
+                throw UsageError("unknown option '-\(short)'")
+            }
+            return found
+        }
+        /// The value of an option: attached, else the next argument (whatever it looks like, so
+        /// that `--item -1` reaches the range check).
+        func value(for option: OptionSpec, attached: String?) throws(UsageError) -> String {
+            if let attached { return attached }
+            index += 1
+            guard index < arguments.count else { throw UsageError("missing value for '--\(option.long) <\(option.valueName ?? "value")>'") }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            if optionsEnded || argument == "-" || !argument.hasPrefix("-") {
+                positionals.append(argument)
+            } else if argument == "--" {
+                optionsEnded = true
+            } else if argument == "--help" || argument == "-h" {
+                helpRequested = true
+            } else if argument.hasPrefix("--") {
+                let body = argument.dropFirst(2)
+                let name = body.firstIndex(of: "=").map { String(body[..<$0]) } ?? String(body)
+                let attached = body.firstIndex(of: "=").map { String(body[body.index(after: $0)...]) }
+                let spec = try option(long: name)
+                if spec.valueName == nil {
+                    if attached != nil { throw UsageError("'--\(name)' takes no value") }
+                    flags.insert(spec.long)
+                } else {
+                    values[spec.long, default: []].append(try value(for: spec, attached: attached))
+                }
+            } else {
+                // -abc: flags, or one option whose value is the rest.
+                var rest = Substring(argument.dropFirst())
+                while let letter = rest.first {
+                    rest = rest.dropFirst()
+                    if letter == "h" { helpRequested = true; continue }
+                    let spec = try option(short: letter)
+                    if spec.valueName == nil {
+                        flags.insert(spec.long)
+                    } else {
+                        values[spec.long, default: []].append(try value(for: spec, attached: rest.isEmpty ? nil : String(rest)))
+                        break
+                    }
+                }
+            }
+            index += 1
+        }
+        if spec.positional == nil, let first = positionals.first {
+            throw UsageError("unexpected argument '\(first)'")
+        }
+    }
+
+    func flag(_ long: String) -> Bool { flags.contains(long) }
+
+    /// The last value given for an option (a repeated option's last one wins).
+    func value(_ long: String) -> String? { values[long]?.last }
+
+    /// Every value given for a repeatable option, in order.
+    func all(_ long: String) -> [String] { values[long] ?? [] }
+
+    /// An integer option's value, nil when absent.
+    func integer(_ long: String) throws(UsageError) -> Int? {
+        guard let text = value(long) else { return nil }
+        guard let number = Int(text) else { throw UsageError("'\(text)' is not a whole number (--\(long))") }
+        return number
+    }
+
+    /// A duration in seconds, nil when absent.
+    func seconds(_ long: String) throws(UsageError) -> Double? {
+        guard let text = value(long) else { return nil }
+        guard let number = Double(text), number.isFinite, number > 0 else {
+            throw UsageError("'\(text)' is not a positive number of seconds (--\(long))")
+        }
+        return number
+    }
+}
+
+/// Help texts, wrapped to 80 columns.
+enum HelpText {
+    static let width = 80
+
+    /// Each line indented by `indent` spaces; a `\n` starts a paragraph.
+    static func wrap(_ text: String, indent: Int) -> String {
+        var lines: [String] = []
+        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var line = String(repeating: " ", count: indent)
+            var lineHasWord = false
+            for word in paragraph.split(separator: " ") {
+                if lineHasWord && line.count + 1 + word.count > width {
+                    lines.append(line)
+                    line = String(repeating: " ", count: indent)
+                    lineHasWord = false
+                }
+                line += (lineHasWord ? " " : "") + word
+                lineHasWord = true
+            }
+            lines.append(line)
+        }
+        return lines.map { $0.allSatisfy { $0 == " " } ? "" : $0 }.joined(separator: "\n")
+    }
+
+    static func usage(_ spec: CommandSpec) -> String {
+        var text = "xpb \(spec.name)"
+        if spec.options.contains(where: { !$0.hidden }) { text += " [<options>]" }
+        if let positional = spec.positional { text += " [<\(positional.valueName)> ...]" }
+        return text
+    }
+
+    /// The help of one command.
+    static func command(_ spec: CommandSpec) -> String {
+        var text = wrap("OVERVIEW: " + spec.abstract, indent: 0) + "\n\n"
+        if !spec.discussion.isEmpty { text += wrap(spec.discussion, indent: 0) + "\n\n" }
+        text += "USAGE: \(usage(spec))\n\n"
+        if let positional = spec.positional {
+            text += "ARGUMENTS:\n" + row("<\(positional.valueName)>", positional.help) + "\n"
+        }
+        text += "OPTIONS:\n"
+        for option in spec.options where !option.hidden { text += row(option.label, option.help) }
+        text += row("-h, --help", "Show help information.")
+        return text
+    }
+
+    /// The help of the whole tool.
+    static func root(_ commands: [CommandSpec], abstract: String, discussion: String) -> String {
+        var text = wrap("OVERVIEW: " + abstract, indent: 0) + "\n\n" + wrap(discussion, indent: 0) + "\n\n"
+        text += "USAGE: xpb <command> [<options>]\n\n"
+        text += "OPTIONS:\n" + row("--version", "Show the version.") + row("-h, --help", "Show help information.") + "\n"
+        text += "COMMANDS:\n"
+        for command in commands { text += row(command.name, command.abstract) }
+        text += "\n  See 'xpb help <command>' for detailed help.\n"
+        return text
+    }
+
+    /// `  label    help`, the help wrapped in a column of its own.
+    private static func row(_ label: String, _ help: String) -> String {
+        let column = 28
+        if label.count + 4 > column {
+            return "  \(label)\n" + wrap(help, indent: column) + "\n"
+        }
+        let padded = "  " + label + String(repeating: " ", count: column - 2 - label.count)
+        return padded + wrap(help, indent: column).dropFirst(column) + "\n"
+    }
+}
