@@ -16,10 +16,12 @@ let package = Package(
             pkgConfig: "x11 xfixes",
             providers: [.apt(["libx11-dev", "libxfixes-dev"])]
         ),
+        // Linux calls Glibc's Swift module hides (SO_PEERCRED, memfd, SCM_RIGHTS), for the fast path.
+        .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
         // The platform-neutral pasteboard model: no X11 here.
         .target(name: "PasteboardKit"),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
-        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11"]),
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11"]),

@@ -64,7 +64,30 @@ public final class FileContents: Sendable {
         self.path = path
     }
 
+    /// Takes over an open descriptor of a regular file (closing it when done), of which the first
+    /// `size` bytes are the contents; `path` names it in messages.
+    ///
+    /// - Throws: ``PasteboardError/backendFailure(_:)`` (and closes the descriptor) when it is not
+    ///   a regular file of at least `size` bytes.
+    public init(adopting descriptor: Int32, size: Int, path: String) throws {
+        var status = stat()
+        guard size >= 0, fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, Int(status.st_size) >= size else {
+            close(descriptor)
+            throw PasteboardError.backendFailure("cannot read \(path): not a regular file of \(size) bytes")
+        }
+        self.descriptor = descriptor
+        self.size = size
+        self.path = path
+    }
+
     deinit { close(descriptor) }
+
+    /// Runs `body` with the open, read-only descriptor (for passing the file to another process
+    /// of the same user). The descriptor stays owned by this object: do not close it, and read it
+    /// with `pread`: its offset is shared.
+    public func withDescriptor<T>(_ body: (Int32) throws -> T) rethrows -> T {
+        try body(descriptor)
+    }
 
     /// Up to `length` bytes from `offset` (fewer at the end of the file).
     public func read(offset: Int, length: Int) throws -> Data {

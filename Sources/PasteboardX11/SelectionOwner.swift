@@ -47,7 +47,8 @@ extension X11Session {
     /// Builds what we serve for `items`: the first item's types as ordinary targets through the
     /// registry, the manifest, and one target per representation of every item.
     func makeOwnedSelection(items: [PasteboardItem], options: PasteboardOptions, timestamp: Time, registry: TypeRegistry) -> OwnedSelection {
-        let manifest = Manifest(items: items, options: options)
+        var manifest = Manifest(items: items, options: options)
+        manifest.fastPath = fastPathName()
         var names = ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", Manifest.target]
         var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
         if let first = items.first {
@@ -175,53 +176,54 @@ extension X11Session {
         default:
             break
         }
-        guard let served = state.served[target] else { return false }
-        let data: Data
-        let type: Atom
+        let content: (source: TransferSource, type: Atom, served: PasteboardType?)?
         do {
-            switch served {
-            case .manifest:
-                (data, type) = (state.manifest, atom("UTF8_STRING"))
-            case let .representation(item, representationType, .identity, replyType):
-                // A file is streamed in chunks: never a copy of it in memory.
-                if case let .file(file)? = state.items[item].representation(for: representationType), file.size > chunkSize {
-                    let started = startOutgoing(.file(file), type: replyType, to: requestor, property: property)
-                    if started { delegate?.served(selection: selection, type: representationType) }
-                    return started
-                }
-                guard let bytes = try state.items[item].data(for: representationType) else { return false }
-                (data, type) = (bytes, replyType)
-            case let .representation(item, representationType, codec, replyType):
-                guard let bytes = try state.items[item].data(for: representationType) else { return false }
-                (data, type) = (codec.encode(bytes), replyType)
-            case let .uriList(replyType):
-                let urls = try state.items.compactMap { item -> Data? in
-                    guard let urlType = item.types.first(where: { state.registry.conforms($0, to: .url) }) else { return nil }
-                    return try item.data(for: urlType)
-                }
-                guard !urls.isEmpty else { return false }
-                (data, type) = (urls.reduce(into: Data()) { $0.append(TargetCodec.uriList.encode($1)) }, replyType)
-            }
+            content = try self.content(of: target, in: state)
         } catch {
             // A provider failed: this conversion fails, the owner keeps serving.
             return false
         }
+        guard let content else { return false }
         let succeeded: Bool
-        if data.count <= chunkSize {
-            writeBytes(requestor, property, type: type, data, onError: onError)
-            succeeded = !failed
+        if content.source.count <= chunkSize {
+            do {
+                let bytes = try content.source.chunk(offset: 0, length: content.source.count)
+                writeBytes(requestor, property, type: content.type, bytes, onError: onError)
+                succeeded = !failed
+            } catch {
+                return false
+            }
         } else {
-            succeeded = startOutgoing(.data(data), type: type, to: requestor, property: property)
+            // In chunks: a file is read piece by piece, never whole in memory.
+            succeeded = startOutgoing(content.source, type: content.type, to: requestor, property: property)
         }
-        switch served {
-        case let .representation(_, representationType, _, _) where succeeded:
-            delegate?.served(selection: selection, type: representationType)
-        case .uriList where succeeded:
-            delegate?.served(selection: selection, type: .url)
-        default:
-            break
-        }
+        if succeeded, let served = content.served { delegate?.served(selection: selection, type: served) }
         return succeeded
+    }
+
+    /// What a data target of an owned selection converts to: the bytes (or the file), the
+    /// reply's type, and the type to report as served (none for the manifest); nil for a target
+    /// we do not serve. Throws when a provider fails. Both the X conversions and the fast path
+    /// serve from here.
+    func content(of target: Atom, in state: OwnedSelection) throws -> (source: TransferSource, type: Atom, served: PasteboardType?)? {
+        guard let served = state.served[target] else { return nil }
+        switch served {
+        case .manifest:
+            return (.data(state.manifest), atom("UTF8_STRING"), nil)
+        case let .representation(item, representationType, codec, replyType):
+            if codec == .identity, case let .file(file)? = state.items[item].representation(for: representationType) {
+                return (.file(file), replyType, representationType)
+            }
+            guard let bytes = try state.items[item].data(for: representationType) else { return nil }
+            return (.data(codec.encode(bytes)), replyType, representationType)
+        case let .uriList(replyType):
+            let urls = try state.items.compactMap { item -> Data? in
+                guard let urlType = item.types.first(where: { state.registry.conforms($0, to: .url) }) else { return nil }
+                return try item.data(for: urlType)
+            }
+            guard !urls.isEmpty else { return nil }
+            return (.data(urls.reduce(into: Data()) { $0.append(TargetCodec.uriList.encode($1)) }), replyType, .url)
+        }
     }
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.

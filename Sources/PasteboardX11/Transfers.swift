@@ -123,6 +123,8 @@ struct Manifest: Equatable {
     var itemCount: Int
     var entries: [Entry]
     var options: PasteboardOptions
+    /// The owner's fast-path listener (``FastPath``), if it offers one.
+    var fastPath: String?
 
     /// The target that serves representation `index` of item `item`.
     static func itemTarget(item: Int, index: Int) -> String { "XPB_ITEM_\(item)_\(index)" }
@@ -151,7 +153,9 @@ struct Manifest: Equatable {
 
     func encoded() -> Data {
         let expires = options.expirationDate.map { String($0.timeIntervalSince1970) } ?? "-"
-        var lines = ["\(Self.magic)\t1\titems=\(itemCount)\tlocal-only=\(options.isLocalOnly ? 1 : 0)\texpires=\(expires)"]
+        var header = "\(Self.magic)\t1\titems=\(itemCount)\tlocal-only=\(options.isLocalOnly ? 1 : 0)\texpires=\(expires)"
+        if let fastPath { header += "\t\(FastPath.manifestField)=\(fastPath)" }
+        var lines = [header]
         lines += entries.map { "\($0.item)\t\($0.type.identifier)\t\($0.target)" }
         return Data((lines.joined(separator: "\n") + "\n").utf8)
     }
@@ -178,5 +182,6 @@ struct Manifest: Equatable {
         let expires = fields["expires"].flatMap { Double($0) }.map { Date(timeIntervalSince1970: $0) }
         self.init(itemCount: count, entries: entries,
                   options: PasteboardOptions(localOnly: fields["local-only"] == "1", expirationDate: expires))
+        fastPath = fields[FastPath.manifestField].flatMap { $0.isEmpty ? nil : $0 }
     }
 }

@@ -160,8 +160,13 @@ final class X11Connection: Sendable {
             if hasJobs || session.hasQueuedEvents { continue }
             var fds = [pollfd(fd: xfd, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, session.nextTimerDelayMilliseconds())
+            fds += session.descriptorHandlers.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&fds, nfds_t(fds.count), session.nextTimerDelayMilliseconds())
             if fds[1].revents != 0 { drainWake() }
+            for ready in fds.dropFirst(2) where ready.revents != 0 {
+                // Looked up again: an earlier handler may have closed this descriptor.
+                session.descriptorHandlers[ready.fd]?()
+            }
         }
         // Jobs still queued are dropped: their waiters see the stop reason and fail.
         queue.withLock { queue in

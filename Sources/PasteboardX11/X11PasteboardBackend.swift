@@ -28,6 +28,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         /// The last offer read from a foreign owner, so that one paste asks for TARGETS once.
         var offers: [Pasteboard.Name: CachedOffer] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
+        var fastPathReads = 0
     }
 
     /// The type table.
@@ -115,6 +116,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
         state.withLock { $0.servedHandler = handler }
     }
+
+    /// How many reads came over the same-host fast path (``X11Configuration/fastPath``) instead
+    /// of through the X server: for diagnostics and tests.
+    public var fastPathReadCount: Int { state.withLock { $0.fastPathReads } }
 
     /// Whether the connection to the X server is up (false once closed or lost).
     public var isConnected: Bool { connection.stopReason == nil }
@@ -312,10 +317,37 @@ public final class X11PasteboardBackend: PasteboardBackend {
         return try fetch(name, item: item, type: type, offer: offer)
     }
 
+    /// One representation in the cheapest form at hand: a file when an xpb owner on this host
+    /// passed one over the fast path (streamable without entering memory), else the bytes, or
+    /// this process's own representation. Nil when the owner does not offer the type.
+    public func contents(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Representation? {
+        if let items = ownedItems(name) {
+            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
+            return items[item].representation(for: type)
+        }
+        guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
+        if configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
+           let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }),
+           let file = FastPathClient.open(name: listener, selection: Self.selectionName(for: name), target: entry.target,
+                                          timeout: configuration.readTimeout, limit: configuration.maxReadSize) {
+            state.withLock { $0.fastPathReads += 1 }
+            return .file(file)
+        }
+        let itemCount = offer.itemTypes(registry).count
+        guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
+        return try fetch(name, item: item, type: type, offer: offer, fastPath: false).map { .data($0) }
+    }
+
     /// Converts one representation from the foreign owner: through the manifest's item target,
     /// or for the first item through the best ordinary target for the type.
-    private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer) throws -> Data? {
-        if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
+    private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true) throws -> Data? {
+        if let manifest = offer.manifest, let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) {
+            if fastPath, configuration.fastPath, let listener = manifest.fastPath,
+               let data = FastPathClient.read(name: listener, selection: Self.selectionName(for: name), target: entry.target,
+                                              timeout: configuration.readTimeout, limit: configuration.maxReadSize) {
+                state.withLock { $0.fastPathReads += 1 }
+                return data
+            }
             return try convert(name, target: entry.target)?.data
         }
         guard item == 0 else { return nil }

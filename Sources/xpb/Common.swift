@@ -1,5 +1,7 @@
 import Dispatch
 import Foundation
+import Glibc
+import Synchronization
 import PasteboardKit
 import PasteboardX11
 
@@ -58,18 +60,17 @@ protocol Command: Sendable {
 /// Runs asynchronous work (the change streams) from a synchronous command and waits for it.
 /// Only `watch` and the owner need this: the others never start the concurrency runtime's threads.
 func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
-    /// Written by the task before it signals, read after the wait: the semaphore orders them.
-    final class Outcome: @unchecked Sendable {
-        var result: Result<Void, any Error> = .success(())
+    final class Outcome: Sendable {
+        let result = Mutex<Result<Void, any Error>>(.success(()))
     }
     let done = DispatchSemaphore(value: 0)
     let outcome = Outcome()
     Task {
-        do { try await body() } catch { outcome.result = .failure(error) }
+        do { try await body() } catch { outcome.result.withLock { $0 = .failure(error) } }
         done.signal()
     }
     done.wait()
-    try outcome.result.get()
+    try outcome.result.withLock { $0 }.get()
 }
 
 /// Options every command takes.
@@ -132,6 +133,9 @@ struct SelectionOptions: Sendable {
     func connect(readTimeout: Double? = nil) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         if let readTimeout { configuration.readTimeout = readTimeout }
+        // XPB_FAST_PATH=0: everything through the X server (for measuring it, or to rule the fast
+        // path out when something goes wrong).
+        if getenv("XPB_FAST_PATH").map({ String(cString: $0) }) == "0" { configuration.fastPath = false }
         return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(notificationCenter: nil), configuration: configuration)
     }
 
@@ -162,3 +166,63 @@ func json<T: Encodable>(_ value: T) -> String {
     return String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self)
 }
 
+
+/// Writes a representation to a descriptor in full: a file through the kernel (`sendfile`, no
+/// copy through this process), anything else as bytes.
+func write(_ contents: Representation, to fd: Int32) throws {
+    if case let .file(file) = contents {
+        try file.withDescriptor { source in
+            var offset = off_t(0)
+            while Int(offset) < file.size {
+                let sent = sendfile(fd, source, &offset, min(file.size - Int(offset), 1 << 30))
+                if sent > 0 { continue }
+                if sent < 0, errno == EINTR || errno == EAGAIN { continue }
+                if sent < 0, errno == EINVAL || errno == ENOSYS {
+                    // A destination sendfile cannot write to: copy in pieces instead.
+                    return try writeAll(file.read(offset: Int(offset), length: file.size - Int(offset)), to: fd)
+                }
+                throw Failure(sent == 0 ? "\(file.path) ended early" : "cannot write the data: \(String(cString: strerror(errno)))")
+            }
+        }
+        return
+    }
+    try writeAll(contents.resolve(), to: fd)
+}
+
+/// Writes all of `data` to a descriptor.
+func writeAll(_ data: Data, to fd: Int32) throws {
+    try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+        var offset = 0
+        while offset < buffer.count {
+            let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if written < 0, errno == EINTR || errno == EAGAIN { continue }
+            guard written > 0 else { throw Failure("cannot write the data: \(String(cString: strerror(errno)))") }
+            offset += written
+        }
+    }
+}
+
+/// A file written whole or not at all: into a temporary file beside it, renamed over it at the end.
+enum OutputFile {
+    static func replace(_ path: String, _ body: (Int32) throws -> Void) throws {
+        var template = Array((path + ".xpb-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw Failure("cannot write \(path): \(String(cString: strerror(errno)))") }
+        let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        var open = true
+        do {
+            // mkstemp makes the file private (0600); give it the mode a new file gets.
+            let mask = umask(0)
+            umask(mask)
+            fchmod(fd, 0o666 & ~mask)
+            try body(fd)
+            open = false
+            guard close(fd) == 0 else { throw Failure("cannot write \(path): \(String(cString: strerror(errno)))") }
+            guard rename(temporary, path) == 0 else { throw Failure("cannot write \(path): \(String(cString: strerror(errno)))") }
+        } catch {
+            if open { close(fd) }
+            unlink(temporary)
+            throw error
+        }
+    }
+}

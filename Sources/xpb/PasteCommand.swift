@@ -55,17 +55,14 @@ struct PasteCommand: Command {
         } else {
             chosen = registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first
         }
-        guard let chosen, let data = try board.data(forPasteboardType: chosen, inItemSet: IndexSet(integer: item)).first else {
+        // A file passed over the fast path is streamed by the kernel, never copied through here.
+        guard let chosen, let contents = try backend.contents(of: selection.name, item: item, type: chosen) else {
             throw Failure("the owner of \(selection.selection) refused to convert it", .typeUnavailable)
         }
         if let output {
-            do {
-                try data.write(to: URL(fileURLWithPath: output), options: .atomic)
-            } catch {
-                throw Failure("cannot write \(output): \(error.localizedDescription)")
-            }
+            try OutputFile.replace(output) { try write(contents, to: $0) }
         } else {
-            writeOut(data)
+            try write(contents, to: STDOUT_FILENO)
         }
     }
 }

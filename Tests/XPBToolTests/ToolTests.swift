@@ -125,6 +125,29 @@ struct CopyTests {
         #expect(missing.error.contains("item 5 does not exist"))
     }
 
+    @Test("xpb to xpb moves the data byte-exact with the fast path and without it; to stdout, a pipe, -o")
+    func xpbToXpb() throws {
+        let x = try Xvfb()
+        let bytes = payload(20 << 20, seed: 4)
+        let source = try scratchFile("big.bin", bytes)
+        for environment in [[:], ["XPB_FAST_PATH": "0"]] {
+            #expect(try xpb(["copy", "-t", "application/octet-stream", source], x, environment: environment).status == 0)
+            #expect(try xpb(["paste"], x, environment: environment).output == bytes)
+            let piped = try run("/bin/sh", ["-c", "\"$0\" paste | cat", try xpbPath()], display: x, environment: environment)
+            #expect(piped.output == bytes)
+            let target = try scratchFile("out.bin", Data())
+            #expect(try xpb(["paste", "-o", target], x, environment: environment).status == 0)
+            #expect(FileManager.default.contents(atPath: target) == bytes)
+            // Standard input is saved by the parent and served from that copy.
+            #expect(try xpb(["copy"], x, input: bytes, environment: environment).status == 0)
+            #expect(try xpb(["paste"], x, environment: environment).output == bytes)
+        }
+        // --paste-once counts a paste over the fast path too.
+        #expect(try xpb(["copy", "--paste-once"], x, input: Data("once".utf8)).status == 0)
+        #expect(try xpb(["paste"], x).text == "once")
+        #expect(eventually { (try? xpb(["paste"], x).status) == 2 })
+    }
+
     @Test("--paste-once gives the selection up after one paste")
     func pasteOnce() throws {
         let x = try Xvfb()

@@ -1,0 +1,132 @@
+#ifndef XPB_CLINUX_H
+#define XPB_CLINUX_H
+
+// Linux calls the same-host fast path needs that Swift's Glibc module does not expose: they are
+// declared only under _GNU_SOURCE (struct ucred, memfd_create, F_ADD_SEALS), or need the CMSG
+// macros, which Swift cannot use. Each shim returns -1 with errno set on failure.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS (1024 + 9)
+#endif
+#ifndef F_SEAL_SEAL
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#define F_SEAL_WRITE 0x0008
+#endif
+#ifndef F_GET_SEALS
+#define F_GET_SEALS (1024 + 10)
+#endif
+#ifndef MSG_CMSG_CLOEXEC
+#define MSG_CMSG_CLOEXEC 0x40000000
+#endif
+
+// The same layout as the kernel's struct ucred (pid, uid, gid), which glibc hides without
+// _GNU_SOURCE.
+struct clinux_ucred { pid_t pid; uid_t uid; gid_t gid; };
+
+// The user id of the process at the other end of a connected UNIX socket (SO_PEERCRED: what the
+// kernel recorded at connect time, not something the peer can claim).
+static inline int clinux_peer_uid(int socket, uid_t *uid) {
+    struct clinux_ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    if (length != sizeof credentials) { errno = EPROTO; return -1; }
+    *uid = credentials.uid;
+    return 0;
+}
+
+// A memory file holding `length` bytes, sealed against any change (write, grow, shrink, reseal):
+// whoever receives it reads exactly what was written.
+static inline int clinux_sealed_memfd(const char *name, const void *bytes, size_t length) {
+    int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    const char *cursor = (const char *)bytes;
+    size_t left = length;
+    while (left > 0) {
+        ssize_t written = write(fd, cursor, left);
+        if (written < 0) {
+            if (errno == EINTR) continue;
+            int saved = errno; close(fd); errno = saved; return -1;
+        }
+        cursor += written;
+        left -= (size_t)written;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int saved = errno; close(fd); errno = saved; return -1;
+    }
+    return fd;
+}
+
+// Whether a descriptor's file can never shrink (a memory file sealed so): only then may a
+// reader map it without risking SIGBUS when the file is cut short under the mapping.
+static inline int clinux_cannot_shrink(int fd) {
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & F_SEAL_SHRINK) != 0;
+}
+
+// Sends `length` bytes with one descriptor attached (SCM_RIGHTS); fd < 0 sends none.
+static inline ssize_t clinux_send_with_fd(int socket, const void *bytes, size_t length, int fd) {
+    struct iovec vector = { (void *)bytes, length };
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int))]; } control;
+    if (fd >= 0) {
+        memset(&control, 0, sizeof control);
+        message.msg_control = control.space;
+        message.msg_controllen = sizeof control.space;
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    }
+    ssize_t sent;
+    do { sent = sendmsg(socket, &message, MSG_NOSIGNAL); } while (sent < 0 && errno == EINTR);
+    return sent;
+}
+
+// Receives up to `length` bytes; a descriptor that came with them is stored in *fd (close-on-exec),
+// else *fd is left alone. Extra descriptors a peer attached are closed.
+static inline ssize_t clinux_receive_with_fd(int socket, void *bytes, size_t length, int *fd) {
+    struct iovec vector = { bytes, length };
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int) * 4)]; } control;
+    memset(&control, 0, sizeof control);
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    ssize_t received;
+    do { received = recvmsg(socket, &message, MSG_CMSG_CLOEXEC); } while (received < 0 && errno == EINTR);
+    if (received < 0) return received;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t index = 0; index < count; index++) {
+            int received_fd;
+            memcpy(&received_fd, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+            if (*fd < 0) *fd = received_fd; else close(received_fd);
+        }
+    }
+    return received;
+}
+
+#endif

@@ -1,0 +1,261 @@
+internal import CLinux
+internal import CX11
+import Foundation
+import Glibc
+import PasteboardKit
+
+/// The same-host fast path between two xpb processes: the bytes move outside the X server.
+///
+/// An xpb owner listens on a UNIX socket in the abstract namespace (a random name, one per
+/// process) and names it in its manifest (`fast-path=NAME`). An xpb reader that finds the name
+/// connects, asks for one item target, and receives a file descriptor: the owner's file itself
+/// (read-only use; the owner never writes it) or a sealed memory file holding the bytes. Both
+/// ends check the other's user id with `SO_PEERCRED` (the kernel's record, not a claim), so data
+/// never reaches another user; a connection from another user is closed unanswered. Every failure
+/// (another host, another network namespace, another user, an old owner, a refusal) makes the
+/// reader fall back to an ordinary conversion through the X server.
+///
+/// Wire format, one request per connection: the reader sends `XPB1<TAB>selection<TAB>target\n`;
+/// the owner answers `ok<TAB>size<TAB>reply-type\n` with the descriptor attached, or
+/// `no<TAB>reason\n`.
+enum FastPath {
+    static let manifestField = "fast-path"
+    static let version = "XPB1"
+    /// The longest request line an owner accepts.
+    static let maxRequest = 4096
+
+    /// Runs `body` with the abstract socket address of `name` (nil for a name that does not fit).
+    static func withAddress<T>(_ name: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(name.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { path in
+            path[0] = 0 // the abstract namespace: no file, gone with the socket
+            for (index, byte) in bytes.enumerated() { path[index + 1] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + bytes.count)
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
+        }
+    }
+
+    /// Whether the peer of a connected socket runs as this process's user.
+    static func peerIsSameUser(_ socket: Int32) -> Bool {
+        var uid: uid_t = 0
+        return clinux_peer_uid(socket, &uid) == 0 && uid == geteuid()
+    }
+
+    /// A fresh listener name: the process id and 64 random bits.
+    static func makeName() -> String {
+        "xpb-\(getpid())-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    }
+}
+
+/// The owner's listener and the connections it is answering. Lives on the X thread.
+final class FastPathServer {
+    let name: String
+    let listener: Int32
+    /// Request bytes received so far per connection, and its deadline timer.
+    var clients: [Int32: (buffer: [UInt8], timer: Int?)] = [:]
+
+    init() throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw PasteboardError.backendFailure("fast path: socket: \(String(cString: strerror(errno)))") }
+        var name = FastPath.makeName()
+        var bound = FastPath.withAddress(name) { bind(fd, $0, $1) } ?? -1
+        if bound != 0, errno == EADDRINUSE {
+            name = FastPath.makeName()
+            bound = FastPath.withAddress(name) { bind(fd, $0, $1) } ?? -1
+        }
+        guard bound == 0, listen(fd, 64) == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw PasteboardError.backendFailure("fast path: cannot listen: \(reason)")
+        }
+        self.name = name
+        listener = fd
+    }
+}
+
+extension X11Session {
+    /// The fast-path listener's name, started on first use; nil when disabled or unavailable.
+    func fastPathName() -> String? {
+        guard configuration.fastPath else { return nil }
+        if let fastPath { return fastPath.name }
+        guard let server = try? FastPathServer() else { return nil }
+        fastPath = server
+        watchDescriptor(server.listener) { [weak self] in self?.acceptFastPathClients() }
+        return server.name
+    }
+
+    private func acceptFastPathClients() {
+        guard let server = fastPath else { return }
+        while true {
+            let client = accept(server.listener, nil, nil)
+            if client < 0 {
+                if errno == EINTR { continue }
+                return // EAGAIN: no more waiting; other errors: try again on the next wake-up
+            }
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+            // Another user's process gets nothing, not even an answer.
+            guard FastPath.peerIsSameUser(client) else {
+                Glibc.close(client)
+                continue
+            }
+            let timer = after(configuration.serveTimeout) { [weak self] in self?.dropFastPathClient(client) }
+            server.clients[client] = ([], timer)
+            watchDescriptor(client) { [weak self] in self?.readFastPathRequest(client) }
+        }
+    }
+
+    private func readFastPathRequest(_ client: Int32) {
+        guard let server = fastPath, var entry = server.clients[client] else { return }
+        var chunk = [UInt8](repeating: 0, count: 1024)
+        let count = recv(client, &chunk, chunk.count, 0)
+        if count < 0, errno == EAGAIN || errno == EINTR { return }
+        guard count > 0 else { return dropFastPathClient(client) }
+        entry.buffer += chunk[0..<count]
+        guard let newline = entry.buffer.firstIndex(of: UInt8(ascii: "\n")) else {
+            if entry.buffer.count > FastPath.maxRequest { return dropFastPathClient(client) }
+            server.clients[client] = entry
+            return
+        }
+        let line = String(decoding: entry.buffer[..<newline], as: UTF8.self)
+        answerFastPath(client, request: line)
+        dropFastPathClient(client)
+    }
+
+    /// Answers one request: the descriptor of the target's bytes, or why not.
+    private func answerFastPath(_ client: Int32, request: String) {
+        func refuse(_ reason: String) {
+            let line = Array("no\t\(reason)\n".utf8)
+            _ = clinux_send_with_fd(client, line, line.count, -1)
+        }
+        let fields = request.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        guard fields.count == 3, fields[0] == FastPath.version else { return refuse("malformed request") }
+        let (selection, target) = (atom(fields[1]), atom(fields[2]))
+        guard let state = owned[selection] else { return refuse("not the owner of \(fields[1])") }
+        let content: (source: TransferSource, type: Atom, served: PasteboardType?)?
+        do {
+            content = try self.content(of: target, in: state)
+        } catch {
+            return refuse("the provider failed")
+        }
+        guard let content else { return refuse("no such target") }
+        let descriptor: Int32
+        var owned = false
+        switch content.source {
+        case let .file(file):
+            descriptor = file.withDescriptor { $0 }
+        case let .data(data):
+            descriptor = data.withUnsafeBytes { clinux_sealed_memfd("xpb", $0.baseAddress, $0.count) }
+            owned = true
+        }
+        guard descriptor >= 0 else { return refuse("cannot make a descriptor: \(String(cString: strerror(errno)))") }
+        defer { if owned { Glibc.close(descriptor) } }
+        let header = Array("ok\t\(content.source.count)\t\(name(of: content.type) ?? "")\n".utf8)
+        guard clinux_send_with_fd(client, header, header.count, descriptor) == header.count else { return }
+        if let served = content.served { delegate?.served(selection: selection, type: served) }
+    }
+
+    private func dropFastPathClient(_ client: Int32) {
+        guard let entry = fastPath?.clients.removeValue(forKey: client) else { return }
+        cancelTimer(entry.timer)
+        unwatchDescriptor(client)
+        Glibc.close(client)
+    }
+
+    /// Closes the listener and every connection (the session is finishing).
+    func closeFastPath() {
+        guard let server = fastPath else { return }
+        for client in Array(server.clients.keys) { dropFastPathClient(client) }
+        unwatchDescriptor(server.listener)
+        Glibc.close(server.listener)
+        fastPath = nil
+    }
+}
+
+/// The reader's side: runs on the reading thread, never on the X thread.
+enum FastPathClient {
+    /// The bytes of `target` from the owner listening on `name`, in memory; nil when the fast
+    /// path cannot be used (the caller then converts through the X server).
+    static func read(name: String, selection: String, target: String, timeout: Double, limit: Int) -> Data? {
+        guard let (descriptor, size) = request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
+        defer { Glibc.close(descriptor) }
+        return clinux_cannot_shrink(descriptor) != 0 ? mapSealed(descriptor, size) : readExactly(descriptor, size)
+    }
+
+    /// The bytes of `target` as a file, read when asked for (a caller can stream it, for example
+    /// with `sendfile`, without the bytes ever entering its memory); nil as for ``read``.
+    static func open(name: String, selection: String, target: String, timeout: Double, limit: Int) -> FileContents? {
+        guard let (descriptor, size) = request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
+        return try? FileContents(adopting: descriptor, size: size, path: "\(target) from the owner of \(selection)")
+    }
+
+    /// Asks the owner for `target`: a descriptor (the caller's to close) of a regular file whose
+    /// first `size` bytes are the contents.
+    private static func request(name: String, selection: String, target: String, timeout: Double, limit: Int) -> (descriptor: Int32, size: Int)? {
+        guard !selection.contains(where: { $0 == "\t" || $0 == "\n" }), !target.contains(where: { $0 == "\t" || $0 == "\n" }) else { return nil }
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard socket >= 0 else { return nil }
+        defer { Glibc.close(socket) }
+        var wait = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        guard FastPath.withAddress(name, { connect(socket, $0, $1) }) == 0 else { return nil }
+        // The listener must be ours too: a name squatted by another user is not trusted.
+        guard FastPath.peerIsSameUser(socket) else { return nil }
+        let request = Array("\(FastPath.version)\t\(selection)\t\(target)\n".utf8)
+        guard send(socket, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else { return nil }
+
+        var descriptor: Int32 = -1
+        var handedOver = false
+        defer { if descriptor >= 0, !handedOver { Glibc.close(descriptor) } }
+        var header: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 512)
+        while !header.contains(UInt8(ascii: "\n")) {
+            let count = clinux_receive_with_fd(socket, &chunk, chunk.count, &descriptor)
+            guard count > 0, header.count + count <= FastPath.maxRequest else { return nil }
+            header += chunk[0..<count]
+        }
+        let line = String(decoding: header.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self)
+        let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+        guard fields.count == 3, fields[0] == "ok", let size = Int(fields[1]), size >= 0, size <= limit,
+              descriptor >= 0 else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, Int(status.st_size) >= size else { return nil }
+        handedOver = true
+        return (descriptor, size)
+    }
+
+    /// A sealed memory file, mapped: no copy at all. Page tables are filled in one call
+    /// (`MAP_POPULATE`): one fault per page costs more than the copy it avoids.
+    private static func mapSealed(_ fd: Int32, _ size: Int) -> Data? {
+        guard size > 0 else { return Data() }
+        guard let address = mmap(nil, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0), address != MAP_FAILED else { return nil }
+        return Data(bytesNoCopy: address, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
+    }
+
+    /// `size` bytes from the start of a file the owner may still change (its own file): copied
+    /// into memory mapped at once, never mapped itself (a file cut short under a mapping kills
+    /// the reader with SIGBUS; a short read here is a clean failure).
+    private static func readExactly(_ fd: Int32, _ size: Int) -> Data? {
+        guard size > 0 else { return Data() }
+        guard let buffer = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0),
+              buffer != MAP_FAILED else { return nil }
+        var offset = 0
+        while offset < size {
+            let count = pread(fd, buffer + offset, size - offset, off_t(offset))
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else {
+                munmap(buffer, size)
+                return nil
+            }
+            offset += count
+        }
+        return Data(bytesNoCopy: buffer, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
+    }
+}
