@@ -66,11 +66,21 @@ hf paste1mb_xpb -n "owner xpb" "xclip -o -selection clipboard -t application/oct
 xclip -i -selection clipboard -t application/octet-stream "$work/1mb"
 hf paste1mb_xclip -n "owner xclip" "xclip -o -selection clipboard -t application/octet-stream"
 
-echo "bench: 4 copy + paste 100 MB"
+echo "bench: 4 copy + paste 100 MB through the X server (fast path off)"
 runs_big=$(( runs < 10 ? runs : 10 ))
 hyperfine --warmup 1 --runs "$runs_big" --export-json "$results/copy100.json" --style basic \
-    -n "xpb -> xpb" "$xpb copy -t application/octet-stream $work/100mb && $xpb paste > /dev/null" \
+    -n "xpb -> xpb" "XPB_FAST_PATH=0 $xpb copy -t application/octet-stream $work/100mb && XPB_FAST_PATH=0 $xpb paste > /dev/null" \
     -n "xclip -> xclip" "xclip -i -selection clipboard -t application/octet-stream $work/100mb && xclip -o -selection clipboard -t application/octet-stream > /dev/null" >/dev/null
+
+echo "bench: 6 copy + paste 100 MB on one host, fast path (to /dev/null and to a file)"
+hyperfine --warmup 1 --runs "$runs_big" --export-json "$results/fast100.json" --style basic \
+    -n "xpb -> xpb" "$xpb copy -t application/octet-stream $work/100mb && $xpb paste > /dev/null" \
+    -n "xclip -> xclip" "xclip -i -selection clipboard -t application/octet-stream $work/100mb && xclip -o -selection clipboard -t application/octet-stream > /dev/null" \
+    -n "xpb -> xpb, to a file" "$xpb copy -t application/octet-stream $work/100mb && $xpb paste > $work/pasted" \
+    -n "xclip -> xclip, to a file" "xclip -i -selection clipboard -t application/octet-stream $work/100mb && xclip -o -selection clipboard -t application/octet-stream > $work/pasted" >/dev/null
+"$xpb" copy -t application/octet-stream "$work/100mb" && "$xpb" paste > "$work/pasted"
+cmp -s "$work/pasted" "$work/100mb" && echo "byte-exact" > "$results/fast_check.txt" || echo "DIFFERENT" > "$results/fast_check.txt"
+rm -f "$work/pasted"
 
 echo "bench: 5 the ceiling"
 best=""

@@ -39,7 +39,8 @@ final class X11Connection: Sendable {
 
     /// Opens the display (nil: `$DISPLAY`) and starts the X thread.
     init(displayName: String?, configuration: X11Configuration, delegate: (any X11SessionDelegate)?) throws {
-        guard let name = displayName ?? ProcessInfo.processInfo.environment["DISPLAY"], !name.isEmpty else {
+        // getenv, not ProcessInfo.environment: that builds a dictionary of the whole environment.
+        guard let name = displayName ?? getenv("DISPLAY").map({ String(cString: $0) }), !name.isEmpty else {
             throw X11BackendError.noDisplay
         }
         self.displayName = name

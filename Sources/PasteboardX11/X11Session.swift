@@ -134,7 +134,7 @@ final class X11Session {
         // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
         let title = "xpb"
         XStoreName(display, window, title)
-        writeLongs(window, atom("_NET_WM_PID"), type: XA_CARDINAL_VALUE, [UInt(ProcessInfo.processInfo.processIdentifier)], onError: { _ in })
+        writeLongs(window, atom("_NET_WM_PID"), type: XA_CARDINAL_VALUE, [UInt(getpid())], onError: { _ in })
         XFlush(display)
     }
 
