@@ -38,9 +38,10 @@ def verdict(ratio, target, lower_is_better=True):
 rows = []
 
 paste = hyperfine("paste13")
-xpb, xclip, xsel = paste["xpb paste"], paste["xclip -o"], paste["xsel -o"]
+xpb, xclip, xsel, floor = paste["xpb paste"], paste["xclip -o"], paste["xsel -o"], paste["swift floor"]
 r = xpb["median"] / xclip["median"]
-rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; xclip {stats(xclip)}; xsel {stats(xsel)}",
+rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; xclip {stats(xclip)}; xsel {stats(xsel)}; "
+             f"start-up floor of any Swift program linked like xpb (Benchmarks/floor.swift, prints nothing) {stats(floor)}",
              f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
 
 a, b = hyperfine("serve13_xpb")["owner xpb"], hyperfine("serve13_xclip")["owner xclip"]

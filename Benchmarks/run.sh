@@ -21,6 +21,7 @@ fi
 echo "bench: building release binaries (Swift runtime linked statically, not position-independent: no start-up relocations)"
 (cd "$root" && swift build -c release --static-swift-stdlib -Xswiftc -Xclang-linker -Xswiftc -no-pie --scratch-path "$root/.build-bench" >/dev/null)
 xpb="$root/.build-bench/release/xpb"
+swiftc -O -static-stdlib -Xclang-linker -no-pie -o "$work/floor" "$here/floor.swift" 2>/dev/null
 cc -O2 -o "$work/ceiling" "$here/ceiling.c" -lX11
 cc -O2 -o "$work/latency" "$here/latency.c" -lX11
 
@@ -52,7 +53,8 @@ hf() { # name, then commands
 
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
-hf paste13 -n "xpb paste" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" -n "xsel -o" "xsel -o -b"
+hf paste13 -n "xpb paste" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" -n "xsel -o" "xsel -o -b" \
+    -n "swift floor" "$work/floor"
 
 echo "bench: 2 serve 13 bytes to xclip -o"
 "$xpb" copy "$work/small"

@@ -124,9 +124,10 @@ public struct TypeRegistry: Sendable {
     /// Builds a registry from rows; where two rows claim a name, the earlier one wins.
     public init(descriptors: [TypeDescriptor]) {
         self.descriptors = descriptors
-        var byType = [PasteboardType: Int]()
-        var byName = [String: Int]()
-        var byTarget = [String: (row: Int, alias: TargetAlias)]()
+        // Sized once: the table is built at every start of a process, and regrowing rehashes.
+        var byType = [PasteboardType: Int](minimumCapacity: descriptors.count)
+        var byName = [String: Int](minimumCapacity: descriptors.reduce(0) { $0 + $1.mimeTypes.count + $1.shortNames.count })
+        var byTarget = [String: (row: Int, alias: TargetAlias)](minimumCapacity: descriptors.reduce(0) { $0 + $1.targets.count })
         for (row, descriptor) in descriptors.enumerated() {
             if byType[descriptor.type] == nil { byType[descriptor.type] = row }
             for mime in descriptor.mimeTypes where byName[mime] == nil { byName[mime] = row }
@@ -221,7 +222,11 @@ public struct TypeRegistry: Sendable {
 
     /// Lower-cases a MIME name and removes the spaces around its parameters.
     static func normalizedMIME(_ name: String) -> String {
-        name.split(separator: ";", omittingEmptySubsequences: false)
+        // Most names (all of the built-in table's) are normal already: no upper case, no spaces.
+        if !name.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) {
+            return name
+        }
+        return name.split(separator: ";", omittingEmptySubsequences: false)
             .map { $0.trimmingSpaces().lowercased() }
             .joined(separator: ";")
     }

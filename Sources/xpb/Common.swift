@@ -73,10 +73,30 @@ func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
     try outcome.result.withLock { $0 }.get()
 }
 
-/// Options every command takes.
+/// Options several commands take.
 enum CommonOptions {
     static let timeout = OptionSpec.value(nil, "timeout", "seconds", "Give up after this many seconds without progress (default 5).")
-    static let json = OptionSpec.flag(nil, "json", "Print JSON.")
+    static let json = OptionSpec.flag(nil, "json", "Print one JSON object.")
+
+    /// The `--timeout` given, or the default of 5 seconds.
+    static func timeout(in arguments: ParsedArguments) throws(UsageError) -> Double {
+        try arguments.seconds("timeout") ?? 5
+    }
+}
+
+/// What the reporting commands (`info`, `detect`) take: the pasteboard, `--json`, `--timeout`.
+struct ReportOptions: Sendable {
+    static let specs = SelectionOptions.specs + [CommonOptions.json, CommonOptions.timeout]
+
+    let selection: SelectionOptions
+    let asJSON: Bool
+    let timeout: Double
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        selection = try SelectionOptions(arguments)
+        asJSON = arguments.flag("json")
+        timeout = try CommonOptions.timeout(in: arguments)
+    }
 }
 
 /// Which pasteboard a command works on, and how to reach the display.

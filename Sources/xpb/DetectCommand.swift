@@ -6,16 +6,13 @@ struct DetectCommand: Command {
         name: "detect",
         abstract: "Detect patterns in the first item: probable URL, search or number; links, emails, phone numbers, numbers.",
         discussion: "Reads only the item's URL or plain text, never its other representations.",
-        options: SelectionOptions.specs + [CommonOptions.json, CommonOptions.timeout])
+        options: ReportOptions.specs)
 
-    let selection: SelectionOptions
-    let asJSON: Bool
-    let timeout: Double
+    let options: ReportOptions
+    var selection: SelectionOptions { options.selection }
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
-        selection = try SelectionOptions(arguments)
-        asJSON = arguments.flag("json")
-        timeout = try arguments.seconds("timeout") ?? 5
+        options = try ReportOptions(arguments)
     }
 
     struct Report: Encodable {
@@ -27,7 +24,7 @@ struct DetectCommand: Command {
     }
 
     func run() throws {
-        let backend = try selection.connect(readTimeout: timeout)
+        let backend = try selection.connect(readTimeout: options.timeout)
         defer { backend.close(handOff: false) }
         let board = selection.pasteboard(on: backend)
         guard try !board.itemTypes().isEmpty else {
@@ -39,7 +36,7 @@ struct DetectCommand: Command {
             patterns: DetectionPattern.allCases.filter(patterns.contains).map(\.rawValue),
             links: values.links.map(\.absoluteString), emailAddresses: values.emailAddresses,
             phoneNumbers: values.phoneNumbers, numbers: values.numbers)
-        if asJSON {
+        if options.asJSON {
             writeLine(json(report))
             return
         }

@@ -6,16 +6,13 @@ struct InfoCommand: Command {
         name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
         discussion: "The owner's window, its name and process id where the owner publishes them, the change count seen by this command, the number of items and their types.",
-        options: SelectionOptions.specs + [CommonOptions.json, CommonOptions.timeout])
+        options: ReportOptions.specs)
 
-    let selection: SelectionOptions
-    let asJSON: Bool
-    let timeout: Double
+    let options: ReportOptions
+    var selection: SelectionOptions { options.selection }
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
-        selection = try SelectionOptions(arguments)
-        asJSON = arguments.flag("json")
-        timeout = try arguments.seconds("timeout") ?? 5
+        options = try ReportOptions(arguments)
     }
 
     struct Report: Encodable {
@@ -29,7 +26,7 @@ struct InfoCommand: Command {
     }
 
     func run() throws {
-        let backend = try selection.connect(readTimeout: timeout)
+        let backend = try selection.connect(readTimeout: options.timeout)
         defer { backend.close(handOff: false) }
         let owner = try backend.owner(of: selection.name)
         let board = selection.pasteboard(on: backend)
@@ -38,7 +35,7 @@ struct InfoCommand: Command {
             pasteboard: selection.name.rawValue, selection: selection.selection,
             owner: owner.map { "0x" + String($0.window, radix: 16) }, ownerName: owner?.name, ownerPID: owner?.processID,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
-        if asJSON {
+        if options.asJSON {
             writeLine(json(report))
             return
         }

@@ -23,7 +23,7 @@ struct PasteCommand: Command {
         selection = try SelectionOptions(arguments)
         types = arguments.value("type")
         item = try arguments.integer("item") ?? 0
-        timeout = try arguments.seconds("timeout") ?? 5
+        timeout = try CommonOptions.timeout(in: arguments)
         output = arguments.value("output")
         if item < 0 { throw UsageError("--item must be 0 or more") }
         if let types, types.split(separator: ",").isEmpty { throw UsageError("--type needs at least one type") }

@@ -21,7 +21,7 @@ struct TypesCommand: Command {
         selection = try SelectionOptions(arguments)
         targets = arguments.flag("targets")
         items = arguments.flag("items")
-        timeout = try arguments.seconds("timeout") ?? 5
+        timeout = try CommonOptions.timeout(in: arguments)
         if targets && items { throw UsageError("choose either --targets or --items") }
     }
 
