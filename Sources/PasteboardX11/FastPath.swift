@@ -180,24 +180,28 @@ extension X11Session {
 
 /// The reader's side: runs on the reading thread, never on the X thread.
 enum FastPathClient {
+    /// The owner accepted the request but did not answer within the deadline (it is stopped or
+    /// stuck): the read fails as a conversion would, rather than waiting a second time through X.
+    struct TimedOut: Error {}
+
     /// The bytes of `target` from the owner listening on `name`, in memory; nil when the fast
     /// path cannot be used (the caller then converts through the X server).
-    static func read(name: String, selection: String, target: String, timeout: Double, limit: Int) -> Data? {
-        guard let (descriptor, size) = request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
+    static func read(name: String, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> Data? {
+        guard let (descriptor, size) = try request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
         defer { Glibc.close(descriptor) }
         return clinux_cannot_shrink(descriptor) != 0 ? mapSealed(descriptor, size) : readExactly(descriptor, size)
     }
 
     /// The bytes of `target` as a file, read when asked for (a caller can stream it, for example
     /// with `sendfile`, without the bytes ever entering its memory); nil as for ``read``.
-    static func open(name: String, selection: String, target: String, timeout: Double, limit: Int) -> FileContents? {
-        guard let (descriptor, size) = request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
+    static func open(name: String, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> FileContents? {
+        guard let (descriptor, size) = try request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
         return try? FileContents(adopting: descriptor, size: size, path: "\(target) from the owner of \(selection)")
     }
 
     /// Asks the owner for `target`: a descriptor (the caller's to close) of a regular file whose
     /// first `size` bytes are the contents.
-    private static func request(name: String, selection: String, target: String, timeout: Double, limit: Int) -> (descriptor: Int32, size: Int)? {
+    private static func request(name: String, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> (descriptor: Int32, size: Int)? {
         guard !selection.contains(where: { $0 == "\t" || $0 == "\n" }), !target.contains(where: { $0 == "\t" || $0 == "\n" }) else { return nil }
         let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { return nil }
@@ -218,6 +222,7 @@ enum FastPathClient {
         var chunk = [UInt8](repeating: 0, count: 512)
         while !header.contains(UInt8(ascii: "\n")) {
             let count = clinux_receive_with_fd(socket, &chunk, chunk.count, &descriptor)
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw TimedOut() }
             guard count > 0, header.count + count <= FastPath.maxRequest else { return nil }
             header += chunk[0..<count]
         }

@@ -328,8 +328,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
         guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
         if configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
            let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }),
-           let file = FastPathClient.open(name: listener, selection: Self.selectionName(for: name), target: entry.target,
-                                          timeout: configuration.readTimeout, limit: configuration.maxReadSize) {
+           let file = try fastPathTimeout(entry.target, {
+               try FastPathClient.open(name: listener, selection: Self.selectionName(for: name), target: entry.target,
+                                       timeout: configuration.readTimeout, limit: configuration.maxReadSize)
+           }) {
             state.withLock { $0.fastPathReads += 1 }
             return .file(file)
         }
@@ -338,13 +340,25 @@ public final class X11PasteboardBackend: PasteboardBackend {
         return try fetch(name, item: item, type: type, offer: offer, fastPath: false).map { .data($0) }
     }
 
+    /// Runs a fast-path read; an owner that took the request and then did not answer is a timeout,
+    /// like a conversion that makes no progress (not a reason to wait again through X).
+    private func fastPathTimeout<T>(_ target: String, _ body: () throws -> T?) throws -> T? {
+        do {
+            return try body()
+        } catch is FastPathClient.TimedOut {
+            throw PasteboardError.timedOut(operation: "reading \(target) over the fast path", seconds: configuration.readTimeout)
+        }
+    }
+
     /// Converts one representation from the foreign owner: through the manifest's item target,
     /// or for the first item through the best ordinary target for the type.
     private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true) throws -> Data? {
         if let manifest = offer.manifest, let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) {
             if fastPath, configuration.fastPath, let listener = manifest.fastPath,
-               let data = FastPathClient.read(name: listener, selection: Self.selectionName(for: name), target: entry.target,
-                                              timeout: configuration.readTimeout, limit: configuration.maxReadSize) {
+               let data = try fastPathTimeout(entry.target, {
+                   try FastPathClient.read(name: listener, selection: Self.selectionName(for: name), target: entry.target,
+                                           timeout: configuration.readTimeout, limit: configuration.maxReadSize)
+               }) {
                 state.withLock { $0.fastPathReads += 1 }
                 return data
             }

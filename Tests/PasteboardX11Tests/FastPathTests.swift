@@ -96,11 +96,11 @@ struct FastPathTests {
         defer { reader.close(handOff: false) }
         try Pasteboard.general(of: owner).setData(Data("kept".utf8), forPasteboardType: .utf8PlainText)
         let name = try #require(try manifest(reader)?.fastPath)
-        #expect(FastPathClient.read(name: name, selection: "CLIPBOARD", target: "NO_SUCH_TARGET", timeout: 2, limit: 1 << 20) == nil)
-        #expect(FastPathClient.read(name: name, selection: "PRIMARY", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
-        #expect(FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 3) == nil)
-        #expect(FastPathClient.read(name: "xpb-no-such-listener", selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
-        #expect(FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("kept".utf8))
+        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "NO_SUCH_TARGET", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, selection: "PRIMARY", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 3) == nil)
+        #expect(try FastPathClient.read(name: "xpb-no-such-listener", selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("kept".utf8))
     }
 
     @Test("another user's process is disconnected unanswered", .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
@@ -128,6 +128,6 @@ struct FastPathTests {
         #expect(outcome.status == 0, "\(outcome.error)")
         #expect(outcome.text == "b'' 0\n")
         // The same request from this user is answered.
-        #expect(FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("secret".utf8))
+        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("secret".utf8))
     }
 }

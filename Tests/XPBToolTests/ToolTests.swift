@@ -266,6 +266,21 @@ struct ReadTests {
         owner.signal(SIGCONT)
     }
 
+    @Test("a stopped xpb owner: the fast-path read times out once, with status 4, not again through X")
+    func stoppedXpbOwner() throws {
+        let x = try Xvfb()
+        #expect(try xpb(["copy"], x, input: Data("zzz".utf8)).status == 0)
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        let pid = try #require(info?["ownerPID"] as? Int)
+        kill(pid_t(pid), SIGSTOP)
+        defer { kill(pid_t(pid), SIGKILL); kill(pid_t(pid), SIGCONT) }
+        let start = Date()
+        let out = try xpb(["paste", "--timeout", "1"], x)
+        #expect(out.status == 4)
+        #expect(out.error.contains("timed out after 1 s"))
+        #expect(Date().timeIntervalSince(start) < 1.9)
+    }
+
     @Test("no X display exits 5")
     func noDisplay() throws {
         let x = try Xvfb()
