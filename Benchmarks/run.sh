@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # xpb against xclip and xsel on one private Xvfb, in one run; writes Benchmarks/RESULTS.md.
-# Usage: bash Benchmarks/run.sh   (needs hyperfine, GNU time, cc, Xvfb, xclip, xsel)
+# Usage: bash Benchmarks/run.sh   (needs hyperfine, GNU time, cc, Xvfb, xclip, xsel, valgrind; installs what is missing)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-bench.XXXXXX)
 runs=${XPB_BENCH_RUNS:-20}
+# Small pastes take a few milliseconds: more runs steady their medians.
+runs_small=$(( runs * 5 ))
 
 need=()
-for tool in hyperfine:hyperfine /usr/bin/time:time cc:gcc Xvfb:xvfb xclip:xclip xsel:xsel pkg-config:pkg-config; do
+for tool in hyperfine:hyperfine /usr/bin/time:time cc:gcc Xvfb:xvfb xclip:xclip xsel:xsel pkg-config:pkg-config valgrind:valgrind; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
 done
 dpkg-query -W -f='${Status}' libx11-dev 2>/dev/null | grep -q "ok installed" || need+=(libx11-dev)
@@ -23,6 +25,7 @@ echo "bench: building release binaries (Swift runtime linked statically, not pos
 xpb="$root/.build-bench/release/xpb"
 swiftc -O -static-stdlib -Xclang-linker -no-pie -o "$work/floor" "$here/floor.swift" 2>/dev/null
 cc -O2 -o "$work/ceiling" "$here/ceiling.c" -lX11
+cc -O2 -o "$work/answer" "$here/answer.c" -lX11
 cc -O2 -o "$work/latency" "$here/latency.c" -lX11
 
 # A private display: never the user's.
@@ -47,20 +50,26 @@ mkdir -p "$results"
 
 hf() { # name, then commands
     local name=$1; shift
-    hyperfine --warmup 3 --runs "$runs" --export-json "$results/$name.json" --style basic "$@" >/dev/null 2>&1 \
-        || hyperfine --warmup 3 --runs "$runs" --export-json "$results/$name.json" --style basic -i "$@" >/dev/null
+    hyperfine -N --warmup 10 --runs "$runs_small" --export-json "$results/$name.json" --style basic "$@" >/dev/null 2>&1 \
+        || hyperfine -N --warmup 10 --runs "$runs_small" --export-json "$results/$name.json" --style basic -i "$@" >/dev/null
 }
 
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
 hf paste13 -n "xpb paste" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" -n "xsel -o" "xsel -o -b" \
-    -n "swift floor" "$work/floor"
+    -n "swift floor" "$work/floor" -n "C floor" /bin/true
+
+# Instructions of one paste (callgrind counts them exactly, whatever else the machine does).
+valgrind --tool=callgrind --callgrind-out-file="$results/paste13.callgrind" "$xpb" paste >/dev/null 2>&1
+callgrind_annotate --inclusive=yes "$results/paste13.callgrind" > "$results/paste13.annotate" 2>/dev/null || true
 
 echo "bench: 2 serve 13 bytes to xclip -o"
 "$xpb" copy "$work/small"
 hf serve13_xpb -n "owner xpb" "xclip -o -selection clipboard"
+"$work/answer" 500 > "$results/answer_xpb.txt"
 xclip -i -selection clipboard "$work/small"
 hf serve13_xclip -n "owner xclip" "xclip -o -selection clipboard"
+"$work/answer" 500 > "$results/answer_xclip.txt"
 
 echo "bench: 3 paste 1 MB, reader xclip"
 "$xpb" copy -t application/octet-stream "$work/1mb"

@@ -146,16 +146,16 @@ extension X11Session {
         }
         guard let content else { return refuse("no such target") }
         let descriptor: Int32
-        var owned = false
+        var isTemporary = false
         switch content.source {
         case let .file(file):
             descriptor = file.withDescriptor { $0 }
         case let .data(data):
             descriptor = data.withUnsafeBytes { clinux_sealed_memfd("xpb", $0.baseAddress, $0.count) }
-            owned = true
+            isTemporary = true
         }
         guard descriptor >= 0 else { return refuse("cannot make a descriptor: \(String(cString: strerror(errno)))") }
-        defer { if owned { Glibc.close(descriptor) } }
+        defer { if isTemporary { Glibc.close(descriptor) } }
         let header = Array("ok\t\(content.source.count)\t\(name(of: content.type) ?? "")\n".utf8)
         guard clinux_send_with_fd(client, header, header.count, descriptor) == header.count else { return }
         if let served = content.served { delegate?.served(selection: selection, type: served) }

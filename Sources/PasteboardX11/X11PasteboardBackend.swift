@@ -326,13 +326,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
             return items[item].representation(for: type)
         }
         guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
-        if configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
-           let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }),
-           let file = try fastPathTimeout(entry.target, {
-               try FastPathClient.open(name: listener, selection: Self.selectionName(for: name), target: entry.target,
-                                       timeout: configuration.readTimeout, limit: configuration.maxReadSize)
-           }) {
-            state.withLock { $0.fastPathReads += 1 }
+        if let file = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.open) {
             return .file(file)
         }
         let itemCount = offer.itemTypes(registry).count
@@ -340,26 +334,31 @@ public final class X11PasteboardBackend: PasteboardBackend {
         return try fetch(name, item: item, type: type, offer: offer, fastPath: false).map { .data($0) }
     }
 
-    /// Runs a fast-path read; an owner that took the request and then did not answer is a timeout,
-    /// like a conversion that makes no progress (not a reason to wait again through X).
-    private func fastPathTimeout<T>(_ target: String, _ body: () throws -> T?) throws -> T? {
+    /// Reads one representation over the same-host fast path with `reader` (into memory, or as a
+    /// file); nil when the fast path is off, not offered, or fails, and the caller converts through
+    /// X. An owner that took the request and then did not answer is a timeout, like a conversion
+    /// that makes no progress: not a reason to wait again through X.
+    private func overFastPath<T>(
+        _ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer,
+        _ reader: (_ name: String, _ selection: String, _ target: String, _ timeout: Double, _ limit: Int) throws(FastPathClient.TimedOut) -> T?
+    ) throws -> T? {
+        guard configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
+              let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) else { return nil }
+        let result: T?
         do {
-            return try body()
-        } catch is FastPathClient.TimedOut {
-            throw PasteboardError.timedOut(operation: "reading \(target) over the fast path", seconds: configuration.readTimeout)
+            result = try reader(listener, Self.selectionName(for: name), entry.target, configuration.readTimeout, configuration.maxReadSize)
+        } catch {
+            throw PasteboardError.timedOut(operation: "reading \(entry.target) over the fast path", seconds: configuration.readTimeout)
         }
+        if result != nil { state.withLock { $0.fastPathReads += 1 } }
+        return result
     }
 
     /// Converts one representation from the foreign owner: through the manifest's item target,
     /// or for the first item through the best ordinary target for the type.
     private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true) throws -> Data? {
-        if let manifest = offer.manifest, let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) {
-            if fastPath, configuration.fastPath, let listener = manifest.fastPath,
-               let data = try fastPathTimeout(entry.target, {
-                   try FastPathClient.read(name: listener, selection: Self.selectionName(for: name), target: entry.target,
-                                           timeout: configuration.readTimeout, limit: configuration.maxReadSize)
-               }) {
-                state.withLock { $0.fastPathReads += 1 }
+        if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
+            if fastPath, let data = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.read) {
                 return data
             }
             return try convert(name, target: entry.target)?.data

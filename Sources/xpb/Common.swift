@@ -169,11 +169,6 @@ struct SelectionOptions: Sendable {
     }
 }
 
-/// Writes bytes to standard output, unbuffered.
-func writeOut(_ data: Data) {
-    FileHandle.standardOutput.write(data)
-}
-
 /// Writes a line to standard output, unbuffered (so pipes see each line at once).
 func writeLine(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
