@@ -287,13 +287,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
-    /// Whether anyone, this process or another client, owns the pasteboard's selection now: one
-    /// round trip to the server, none to the owner.
-    public func hasOwner(_ name: Pasteboard.Name) throws -> Bool {
-        if ownedItems(name) != nil { return true }
-        return try connection.sync(timeout: timeout) { [self] session, done in
-            done(.success(XGetSelectionOwner(session.display, self.selectionAtom(name, in: session)) != 0))
-        }
+    /// The types of each item, or nil when nobody (neither this process nor another client) owns
+    /// the pasteboard's selection: tells an empty pasteboard from one whose owner offers nothing,
+    /// in the same round trips as ``itemTypes(of:)``.
+    public func itemTypesIfOwned(of name: Pasteboard.Name) throws -> [[PasteboardType]]? {
+        if let items = ownedItems(name) { return items.map(\.types) }
+        return try foreignOffer(name)?.itemTypes(registry)
     }
 
     private func ownedItems(_ name: Pasteboard.Name) -> [PasteboardItem]? {

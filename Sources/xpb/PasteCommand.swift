@@ -32,11 +32,9 @@ struct PasteCommand: Command {
     func run() throws {
         let backend = try selection.connect(readTimeout: timeout)
         defer { backend.close(handOff: false) }
-        let board = selection.pasteboard(on: backend)
-        guard try backend.hasOwner(selection.name) else {
+        guard let items = try backend.itemTypesIfOwned(of: selection.name) else {
             throw selection.emptyFailure
         }
-        let items = try board.itemTypes()
         guard !items.isEmpty else {
             throw Failure("\(selection.label) holds no data its owner will convert", .empty)
         }
@@ -44,7 +42,7 @@ struct PasteCommand: Command {
             throw Failure("item \(item) does not exist: \(selection.label) holds \(items.count) item\(items.count == 1 ? "" : "s")", .typeUnavailable)
         }
         let offered = items[item]
-        let registry = board.registry
+        let registry = backend.registry
         let chosen: PasteboardType?
         if let types {
             let wanted = try types.split(separator: ",").map { try registry.resolve(String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())) }
