@@ -191,7 +191,8 @@ func write(_ contents: Representation, to fd: Int32) throws {
             while Int(offset) < file.size {
                 let sent = sendfile(fd, source, &offset, min(file.size - Int(offset), 1 << 30))
                 if sent > 0 { continue }
-                if sent < 0, errno == EINTR || errno == EAGAIN { continue }
+                if sent < 0, errno == EINTR { continue }
+                if sent < 0, errno == EAGAIN { waitWritable(fd); continue }
                 if sent < 0, errno == EINVAL || errno == ENOSYS {
                     // A destination sendfile cannot write to: copy in pieces instead.
                     return try writeAll(file.read(offset: Int(offset), length: file.size - Int(offset)), to: fd)
@@ -210,11 +211,18 @@ func writeAll(_ data: Data, to fd: Int32) throws {
         var offset = 0
         while offset < buffer.count {
             let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0, errno == EINTR || errno == EAGAIN { continue }
+            if written < 0, errno == EINTR { continue }
+            if written < 0, errno == EAGAIN { waitWritable(fd); continue }
             guard written > 0 else { throw Failure("cannot write the data: \(String(cString: strerror(errno)))") }
             offset += written
         }
     }
+}
+
+/// Waits until a non-blocking descriptor (a pipe its reader made so) takes more.
+private func waitWritable(_ fd: Int32) {
+    var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+    _ = poll(&descriptor, 1, -1)
 }
 
 /// A file written whole or not at all: into a temporary file beside it, renamed over it at the end.
