@@ -11,8 +11,22 @@ results, out = sys.argv[1], sys.argv[2]
 
 
 def hyperfine(name):
-    with open(os.path.join(results, name + ".json")) as f:
-        return {r["command"]: r for r in json.load(f)["results"]}
+    """One command's runs: from name.json, or merged over the rounds name.1.json, name.2.json …"""
+    paths = [os.path.join(results, name + ".json")]
+    if not os.path.exists(paths[0]):
+        paths = sorted(os.path.join(results, f) for f in os.listdir(results) if re.fullmatch(re.escape(name) + r"\.\d+\.json", f))
+    times = {}
+    for path in paths:
+        with open(path) as f:
+            for r in json.load(f)["results"]:
+                times.setdefault(r["command"], []).extend(r["times"])
+    merged = {}
+    for command, values in times.items():
+        values.sort()
+        middle = len(values) // 2
+        median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+        merged[command] = {"median": median, "min": values[0], "max": values[-1], "runs": len(values)}
+    return merged
 
 
 def ms(seconds):
@@ -169,7 +183,7 @@ with open(out, "w") as f:
     f.write(f"- xsel: {version(['xsel', '--version'])}\n")
     f.write(f"- {version(['swift', '--version'])}\n")
     f.write(f"- hyperfine: {version(['hyperfine', '--version'])}\n\n")
-    f.write("Times are medians (min – max) of hyperfine runs of whole processes.\n\n")
+    f.write("Times are medians (min – max) of hyperfine runs of whole processes; the small pastes are timed in five rounds that take turns.\n\n")
     f.write("| scenario | measured | ratio xpb/peer | target | |\n|---|---|---|---|---|\n")
     for row in rows:
         f.write("| " + " | ".join(row) + " |\n")

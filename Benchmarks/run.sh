@@ -6,8 +6,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-bench.XXXXXX)
 runs=${XPB_BENCH_RUNS:-20}
-# Small pastes take a few milliseconds: more runs steady their medians.
-runs_small=$(( runs * 5 ))
+# Small pastes take a few milliseconds and the machine's speed drifts over a run: they are timed
+# in five rounds that take turns (owner xpb, owner xclip, again …), runs_small runs per round.
+runs_small=$runs
 
 need=()
 for tool in hyperfine:hyperfine /usr/bin/time:time cc:gcc Xvfb:xvfb xclip:xclip xsel:xsel pkg-config:pkg-config valgrind:valgrind; do
@@ -48,34 +49,40 @@ head -c 104857600 /dev/urandom > "$work/100mb"
 results="$work/results"
 mkdir -p "$results"
 
-hf() { # name, then commands
-    local name=$1; shift
-    hyperfine -N --warmup 10 --runs "$runs_small" --export-json "$results/$name.json" --style basic "$@" >/dev/null 2>&1 \
-        || hyperfine -N --warmup 10 --runs "$runs_small" --export-json "$results/$name.json" --style basic -i "$@" >/dev/null
+hf() { # name (report.py merges name.*.json), round, then commands
+    local name=$1 round=$2; shift 2
+    hyperfine -N --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
+        || hyperfine -N --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
 }
 
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
-hf paste13 -n "xpb paste" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" -n "xsel -o" "xsel -o -b" \
-    -n "swift floor" "$work/floor" -n "C floor" /bin/true
+for round in 1 2 3 4 5; do
+    hf paste13 "$round" -n "xpb paste" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" -n "xsel -o" "xsel -o -b" \
+        -n "swift floor" "$work/floor" -n "C floor" /bin/true
+done
 
 # Instructions of one paste (callgrind counts them exactly, whatever else the machine does).
 valgrind --tool=callgrind --callgrind-out-file="$results/paste13.callgrind" "$xpb" paste >/dev/null 2>&1
 callgrind_annotate --inclusive=yes "$results/paste13.callgrind" > "$results/paste13.annotate" 2>/dev/null || true
 
 echo "bench: 2 serve 13 bytes to xclip -o"
-"$xpb" copy "$work/small"
-hf serve13_xpb -n "owner xpb" "xclip -o -selection clipboard"
-"$work/answer" 500 > "$results/answer_xpb.txt"
-xclip -i -selection clipboard "$work/small"
-hf serve13_xclip -n "owner xclip" "xclip -o -selection clipboard"
-"$work/answer" 500 > "$results/answer_xclip.txt"
+for round in 1 2 3 4 5; do
+    "$xpb" copy "$work/small"
+    hf serve13_xpb "$round" -n "owner xpb" "xclip -o -selection clipboard"
+    "$work/answer" 100 >> "$results/answer_xpb.txt"
+    xclip -i -selection clipboard "$work/small"
+    hf serve13_xclip "$round" -n "owner xclip" "xclip -o -selection clipboard"
+    "$work/answer" 100 >> "$results/answer_xclip.txt"
+done
 
 echo "bench: 3 paste 1 MB, reader xclip"
-"$xpb" copy -t application/octet-stream "$work/1mb"
-hf paste1mb_xpb -n "owner xpb" "xclip -o -selection clipboard -t application/octet-stream"
-xclip -i -selection clipboard -t application/octet-stream "$work/1mb"
-hf paste1mb_xclip -n "owner xclip" "xclip -o -selection clipboard -t application/octet-stream"
+for round in 1 2 3 4 5; do
+    "$xpb" copy -t application/octet-stream "$work/1mb"
+    hf paste1mb_xpb "$round" -n "owner xpb" "xclip -o -selection clipboard -t application/octet-stream"
+    xclip -i -selection clipboard -t application/octet-stream "$work/1mb"
+    hf paste1mb_xclip "$round" -n "owner xclip" "xclip -o -selection clipboard -t application/octet-stream"
+done
 
 echo "bench: 4 copy + paste 100 MB through the X server (fast path off)"
 runs_big=$(( runs < 10 ? runs : 10 ))

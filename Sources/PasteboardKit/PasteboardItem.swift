@@ -89,6 +89,23 @@ public final class FileContents: Sendable {
         try body(descriptor)
     }
 
+    /// Exactly `length` bytes from `offset` into the start of `buffer` (which must hold them),
+    /// without allocating: for serving a file in chunks through one reused buffer.
+    ///
+    /// - Throws: ``PasteboardError/backendFailure(_:)`` when the file ends before (it shrank).
+    public func read(offset: Int, length: Int, into buffer: UnsafeMutableRawBufferPointer) throws {
+        precondition(length <= buffer.count, "the buffer is smaller than the read")
+        var done = 0
+        while done < length {
+            let count = pread(descriptor, buffer.baseAddress! + done, length - done, off_t(offset + done))
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                throw PasteboardError.backendFailure("cannot read \(path): \(count == 0 ? "it shrank while being served" : String(cString: strerror(errno)))")
+            }
+            done += count
+        }
+    }
+
     /// Up to `length` bytes from `offset` (fewer at the end of the file).
     public func read(offset: Int, length: Int) throws -> Data {
         let wanted = max(0, min(length, size - offset))

@@ -187,8 +187,7 @@ extension X11Session {
         let succeeded: Bool
         if content.source.count <= chunkSize {
             do {
-                let bytes = try content.source.chunk(offset: 0, length: content.source.count)
-                writeBytes(requestor, property, type: content.type, bytes, onError: onError)
+                try writeBytes(requestor, property, type: content.type, from: content.source, range: 0..<content.source.count, onError: onError)
                 succeeded = !failed
             } catch {
                 return false
@@ -259,22 +258,19 @@ extension X11Session {
 
     /// The requestor deleted the property: write the next chunk (an empty one ends the transfer).
     func continueOutgoing(_ key: TransferKey) {
-        guard var state = outgoing[key] else { return }
-        let chunk: Data
+        guard var state = outgoing[key], let range = state.transfer.nextRange() else { return }
+        outgoing[key] = state
+        var failed = false
         do {
-            guard let next = try state.transfer.nextChunk() else { return }
-            chunk = next
+            try writeBytes(key.requestor, key.property, type: state.type, from: state.transfer.source, range: range, onError: { [weak self] _ in
+                failed = true
+                self?.dropOutgoing(key)
+            })
         } catch {
             // The file went away or shrank: end this transfer; the requestor's read times out.
             dropOutgoing(key)
             return
         }
-        outgoing[key] = state
-        var failed = false
-        writeBytes(key.requestor, key.property, type: state.type, chunk, onError: { [weak self] _ in
-            failed = true
-            self?.dropOutgoing(key)
-        })
         if state.transfer.isFinished || failed {
             dropOutgoing(key)
         } else {

@@ -13,13 +13,15 @@ enum TransferSource {
         }
     }
 
-    func chunk(offset: Int, length: Int) throws -> Data {
+    /// Runs `body` with the bytes `offset ..< offset + length`: the data's own, or the file's read
+    /// into `scratch` (which must hold them), so that serving allocates nothing per chunk.
+    func withBytes<T>(offset: Int, length: Int, scratch: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> T) throws -> T {
         switch self {
         case let .data(data):
-            let start = data.startIndex + offset
-            return data[start..<(start + length)]
+            return data.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + length)])) }
         case let .file(file):
-            return try file.read(offset: offset, length: length)
+            try file.read(offset: offset, length: length, into: scratch)
+            return body(UnsafeRawBufferPointer(rebasing: scratch[0..<length]))
         }
     }
 }
@@ -41,18 +43,18 @@ struct OutgoingTransfer {
         self.init(source: .data(data), chunkSize: chunkSize)
     }
 
-    /// The next chunk to write; an empty chunk ends the transfer, and nil comes after it.
-    mutating func nextChunk() throws -> Data? {
+    /// Where the next chunk lies in the source; an empty range ends the transfer, and nil comes
+    /// after it.
+    mutating func nextRange() -> Range<Int>? {
         guard !isFinished else { return nil }
         let remaining = source.count - offset
         if remaining <= 0 {
             isFinished = true
-            return Data()
+            return offset..<offset
         }
-        let length = min(chunkSize, remaining)
-        let chunk = try source.chunk(offset: offset, length: length)
-        offset += length
-        return chunk
+        let range = offset..<(offset + min(chunkSize, remaining))
+        offset = range.upperBound
+        return range
     }
 }
 

@@ -95,6 +95,10 @@ final class X11Session {
     var timestampWaiters: [(Result<Time, any Error>) -> Void] = []
     var nextOperationID = 0
 
+    /// Where file chunks are read before they are written to a property (chunkSize bytes, made
+    /// on first use).
+    private var scratch: UnsafeMutableRawBufferPointer?
+
     /// The same-host fast path's listener, once this process owns something.
     var fastPath: FastPathServer?
     /// Descriptors besides the X connection that the loop polls, and what to do when one is ready.
@@ -136,6 +140,10 @@ final class X11Session {
         XStoreName(display, window, title)
         writeLongs(window, atom("_NET_WM_PID"), type: XA_CARDINAL_VALUE, [UInt(getpid())], onError: { _ in })
         XFlush(display)
+    }
+
+    deinit {
+        scratch?.deallocate()
     }
 
     // MARK: Atoms
@@ -447,12 +455,24 @@ final class X11Session {
 
     /// Writes a format-8 property.
     func writeBytes(_ window: Window, _ property: Atom, type: Atom, _ data: Data, onError: @escaping (XErrorRecord) -> Void) {
+        data.withUnsafeBytes { writeBytes(window, property, type: type, $0, onError: onError) }
+    }
+
+    func writeBytes(_ window: Window, _ property: Atom, type: Atom, _ bytes: UnsafeRawBufferPointer, onError: @escaping (XErrorRecord) -> Void) {
         routeErrors({
-            data.withUnsafeBytes { buffer in
-                _ = XChangeProperty(display, window, property, type, 8, PropModeReplace,
-                                    buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(buffer.count))
-            }
+            _ = XChangeProperty(display, window, property, type, 8, PropModeReplace,
+                                bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(bytes.count))
         }, onError: onError)
+    }
+
+    /// Writes bytes `range` of `source` (a chunk at most) to a property, reading a file into the
+    /// session's one scratch buffer: no allocation per chunk or per small conversion.
+    func writeBytes(_ window: Window, _ property: Atom, type: Atom, from source: TransferSource, range: Range<Int>,
+                    onError: @escaping (XErrorRecord) -> Void) throws {
+        if scratch == nil { scratch = .allocate(byteCount: chunkSize, alignment: 16) }
+        try source.withBytes(offset: range.lowerBound, length: range.count, scratch: scratch!) {
+            writeBytes(window, property, type: type, $0, onError: onError)
+        }
     }
 
     /// A new operation id.
