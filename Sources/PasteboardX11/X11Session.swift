@@ -290,12 +290,19 @@ final class X11Session {
     /// Handles everything the server sent, routes errors, fires due timers, flushes requests.
     func pump() {
         if checkDead() { return }
-        while XPending(display) > 0 {
-            var event = XEvent()
-            XNextEvent(display, &event)
-            dispatch(&event)
-            collectErrors()
-            if checkDead() { return }
+        // One read of the connection (XPending flushes, then reads what has arrived), then only
+        // what Xlib has queued: asking XPending again would cost a read that finds nothing, on
+        // every wake-up. Anything that arrives later makes poll() return at once.
+        var queued = XPending(display)
+        while queued > 0 {
+            for _ in 0..<queued {
+                var event = XEvent()
+                XNextEvent(display, &event)
+                dispatch(&event)
+                collectErrors()
+                if checkDead() { return }
+            }
+            queued = XEventsQueued(display, QueuedAlready)
         }
         collectErrors()
         fireDueTimers()
