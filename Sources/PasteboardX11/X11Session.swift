@@ -285,14 +285,17 @@ final class X11Session {
     // MARK: The loop's work
 
     /// Whether Xlib holds events not yet handled.
-    var hasQueuedEvents: Bool { !isDead && XEventsQueued(display, QueuedAlready) > 0 }
+    /// (XQLength reads Xlib's queue length; XEventsQueued, even with QueuedAlready, also tries a
+    /// read of the connection in XCB-based Xlib: a system call per loop turn.)
+    var hasQueuedEvents: Bool { !isDead && XQLength(display) > 0 }
 
     /// Handles everything the server sent, routes errors, fires due timers, flushes requests.
     func pump() {
         if checkDead() { return }
         // One read of the connection (XPending flushes, then reads what has arrived), then only
-        // what Xlib has queued: asking XPending again would cost a read that finds nothing, on
-        // every wake-up. Anything that arrives later makes poll() return at once.
+        // what Xlib has queued (events read while a handler waited for a reply): asking XPending
+        // again would cost a read that finds nothing, on every wake-up. Anything that arrives
+        // later makes poll() return at once.
         var queued = XPending(display)
         while queued > 0 {
             for _ in 0..<queued {
@@ -302,7 +305,7 @@ final class X11Session {
                 collectErrors()
                 if checkDead() { return }
             }
-            queued = XEventsQueued(display, QueuedAlready)
+            queued = XQLength(display)
         }
         collectErrors()
         fireDueTimers()
