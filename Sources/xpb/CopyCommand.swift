@@ -18,8 +18,8 @@ struct CopyCommand: Command {
 
             By default xpb returns at once and a background owner (a new session, standard \
             streams on /dev/null) serves the data until another client takes the selection, so \
-            `$(xpb copy <<< hi)` and pipes never hang. Files are served from disk in pieces, never \
-            held in memory whole.
+            `$(xpb copy <<< hi)` and pipes never hang. Files over 1 MiB are served from disk in \
+            pieces, never held in memory whole.
             """,
         options: SelectionOptions.specs + [
             .value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item."),
@@ -64,6 +64,9 @@ struct CopyCommand: Command {
     }
 
     static let sensitiveExpiry: Double = 45
+
+    /// Files up to this size are held in memory by the owner; bigger ones are served from disk.
+    static let inMemoryLimit = 1 << 20
 
     /// `-t` values split into plain types and TYPE=FILE pairs.
     private var pairs: [(type: String, file: String)] {
@@ -137,8 +140,8 @@ struct CopyCommand: Command {
         return file == "-" ? nil : file
     }
 
-    /// One representation of `file`: a regular file is served in pieces straight from disk (no
-    /// copy of it in memory) unless its text must be trimmed; anything else is read whole.
+    /// One representation of `file`: a regular file over 1 MiB is served in pieces straight from
+    /// disk (no copy of it in memory) unless its text must be trimmed; anything else is read whole.
     private func representation(of file: String, as given: PasteboardType?) throws -> (PasteboardType, Representation) {
         let registry = TypeRegistry.standard
         if let path = path(of: file), isRegularFile(path) {
@@ -146,6 +149,11 @@ struct CopyCommand: Command {
             let type = try given ?? inferType(file: file, head: contents.read(offset: 0, length: ContentSniffer.window), size: contents.size)
             if trimNewline && registry.conforms(type, to: .text) {
                 return (type, .data(trimmed(try contents.read(offset: 0, length: contents.size), type)))
+            }
+            // Small files are read now and answered from memory, as any clipboard owner does; big
+            // ones are served from disk in pieces, never held in memory whole.
+            if contents.size <= Self.inMemoryLimit {
+                return (type, .data(try contents.read(offset: 0, length: contents.size)))
             }
             return (type, .file(contents))
         }

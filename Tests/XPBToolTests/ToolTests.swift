@@ -148,6 +148,16 @@ struct CopyTests {
         #expect(eventually { (try? xpb(["paste"], x).status) == 2 })
     }
 
+    @Test("a small file is read when copied: a later change to it does not reach the clipboard")
+    func smallFileSnapshot() throws {
+        let x = try Xvfb()
+        let path = try scratchFile("note.txt", Data("before".utf8))
+        #expect(try xpb(["copy", path], x).status == 0)
+        try Data("after!".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(try xpb(["paste"], x).text == "before")
+        #expect(try xclipOut(x).text == "before")
+    }
+
     @Test("--paste-once gives the selection up after one paste")
     func pasteOnce() throws {
         let x = try Xvfb()
