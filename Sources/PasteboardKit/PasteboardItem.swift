@@ -110,17 +110,7 @@ public final class FileContents: Sendable {
     public func read(offset: Int, length: Int) throws -> Data {
         let wanted = max(0, min(length, size - offset))
         var data = Data(count: wanted)
-        var done = 0
-        try data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
-            while done < wanted {
-                let count = pread(descriptor, buffer.baseAddress! + done, wanted - done, off_t(offset + done))
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else {
-                    throw PasteboardError.backendFailure("cannot read \(path): \(count == 0 ? "it shrank while being served" : String(cString: strerror(errno)))")
-                }
-                done += count
-            }
-        }
+        try data.withUnsafeMutableBytes { try read(offset: offset, length: wanted, into: $0) }
         return data
     }
 }
