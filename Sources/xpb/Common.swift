@@ -101,10 +101,10 @@ struct ReportOptions: Sendable {
 
 /// Which pasteboard a command works on, and how to reach the display.
 struct SelectionOptions: Sendable {
-    var primary = false
-    var find = false
-    var pasteboard: String?
-    var display: String?
+    let primary: Bool
+    let find: Bool
+    let pasteboard: String?
+    let display: String?
 
     static let specs: [OptionSpec] = [
         .flag("p", "primary", "Use the primary selection (PRIMARY) instead of the clipboard."),

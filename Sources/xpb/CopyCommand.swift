@@ -141,24 +141,20 @@ struct CopyCommand: Command {
     }
 
     /// One representation of `file`: a regular file over 1 MiB is served in pieces straight from
-    /// disk (no copy of it in memory) unless its text must be trimmed; anything else is read whole.
+    /// disk (no copy of it in memory) unless its text must be trimmed; anything else is read whole,
+    /// now, and answered from memory, as any clipboard owner does.
     private func representation(of file: String, as given: PasteboardType?) throws -> (PasteboardType, Representation) {
-        let registry = TypeRegistry.standard
+        let data: Data
         if let path = path(of: file), isRegularFile(path) {
             let contents = try FileContents(path: path)
-            let type = try given ?? inferType(file: file, head: contents.read(offset: 0, length: ContentSniffer.window), size: contents.size)
-            if trimNewline && registry.conforms(type, to: .text) {
+            if contents.size > Self.inMemoryLimit {
+                let type = try given ?? inferType(file: file, head: contents.read(offset: 0, length: ContentSniffer.window), size: contents.size)
+                guard trimNewline && TypeRegistry.standard.conforms(type, to: .text) else { return (type, .file(contents)) }
                 return (type, .data(trimmed(try contents.read(offset: 0, length: contents.size), type)))
             }
-            // Small files are read now and answered from memory, as any clipboard owner does; big
-            // ones are served from disk in pieces, never held in memory whole.
-            if contents.size <= Self.inMemoryLimit {
-                return (type, .data(try contents.read(offset: 0, length: contents.size)))
-            }
-            return (type, .file(contents))
-        }
-        let data: Data
-        if let path = path(of: file) {
+            // Read once: the type is inferred from the same bytes.
+            data = try contents.read(offset: 0, length: contents.size)
+        } else if let path = path(of: file) {
             guard let handle = FileHandle(forReadingAtPath: path) else { throw Failure("cannot read \(file): \(String(cString: strerror(errno)))") }
             data = handle.readDataToEndOfFile()
         } else {
