@@ -72,8 +72,10 @@ public final class TextEditingResponder: Responder {
     public let pasteboard: Pasteboard
     /// The types paste accepts, in order of preference.
     public var acceptedTypes: [PasteboardType] = ReaderPreference.plainText
-    /// The responder actions travel to when this one cannot perform them.
-    public weak var next: (any Responder)?
+    /// The responder actions travel to when this one cannot perform them. Held strongly, so a
+    /// responder passed inline (`next: ParentResponder()`) lives as long as this one; a parent
+    /// that holds this responder should break the cycle by setting `next` to nil when done.
+    public var next: (any Responder)?
 
     /// A responder over `text` with the insertion point at its end.
     public init(text: String = "", pasteboard: Pasteboard, isEditable: Bool = true, next: (any Responder)? = nil) {

@@ -46,6 +46,7 @@ public final class InMemoryPasteboardBackend: PasteboardBackend {
             initial[name] = board
         }
         self.boards = Mutex(initial)
+        changeCenter.attach(self)
     }
 
     public func exists(_ name: Pasteboard.Name) -> Bool {

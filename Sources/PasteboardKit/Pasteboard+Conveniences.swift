@@ -66,89 +66,160 @@ public struct PasteboardColor: Sendable, Hashable {
     }
 }
 
+/// The UIPasteboard-shaped properties and their throwing forms.
+///
+/// Every property has a throwing form: `string` ↔ ``readString()`` and ``setString(_:)``,
+/// `types` ↔ ``readTypes()``, `hasStrings` ↔ ``readHasStrings()`` and so on. The throwing forms
+/// say why a read or write failed (a stopped owner, a lost X connection, no display); the
+/// properties cannot: a failed read returns nil, empty or false, as for an empty pasteboard, and
+/// a failed write leaves the contents as they were. Use the properties where "nothing" is an
+/// acceptable answer, the throwing forms everywhere else. Each throwing form also has an `async`
+/// overload that waits without blocking a cooperative thread.
+///
+/// The singular reads (`string`, `url`, `image`, `color`) look at the first item only and read
+/// one representation of it; the plural ones read one representation of every item.
 extension Pasteboard {
-    /// Reads, from each item that has one, the representation that `accepted` prefers, and
-    /// converts it; items without an accepted type are skipped. Only the chosen type is read.
-    func readEach<T>(accepting accepted: [PasteboardType], _ convert: (Data, PasteboardType) throws -> T?) throws -> [T] {
-        try itemTypes().enumerated().compactMap { index, types in
+    static let textTypes: [PasteboardType] = [.utf8PlainText, .plainText]
+
+    /// Reads, from each item of `items` (every item for nil) that has one, the representation
+    /// that `accepted` prefers, and converts it; items without an accepted type are skipped.
+    /// Only the chosen type of those items is read: no other provider runs.
+    func readEach<T>(accepting accepted: [PasteboardType], firstItemOnly: Bool = false,
+                     _ convert: (Data, PasteboardType) throws -> [T]) throws -> [T] {
+        let all = try itemTypes()
+        var found: [T] = []
+        for (index, types) in all.enumerated() {
+            if firstItemOnly && index > 0 { break }
             guard let best = registry.bestType(among: types, accepting: accepted),
-                  let data = try backend.data(of: name, item: index, type: best) else { return nil }
-            return try convert(data, best)
+                  let data = try backend.data(of: name, item: index, type: best) else { continue }
+            found += try convert(data, best)
         }
+        return found
     }
 
-    /// Replaces the contents with one item per element, each holding one representation.
-    func writeEach<T>(_ values: [T]?, _ encode: (T) -> (PasteboardType, Data)) {
-        let items = (values ?? []).map { value -> PasteboardItem in
+    /// Replaces the contents with one item per element, each holding one representation (no
+    /// items clears).
+    func writeEach<T>(_ values: [T], _ encode: (T) -> (PasteboardType, Data)) throws {
+        let items = values.map { value -> PasteboardItem in
             var item = PasteboardItem()
             let (type, data) = encode(value)
             item.setData(data, for: type)
             return item
         }
-        try? setItems(items)
+        try setItems(items)
     }
 
-    static let textTypes: [PasteboardType] = [.utf8PlainText, .plainText]
+    static func decodeText(_ data: Data, _ type: PasteboardType) -> [String] {
+        ValueCoding.decodeText(data, as: type).map { [$0] } ?? []
+    }
 
-    /// The plain text of every item that has some; nil when none has.
+    /// The URLs a URL representation holds: one per line (a foreign `text/uri-list` may carry
+    /// several, as Qt's `setUrls` and file managers write).
+    static func decodeURLs(_ data: Data, _ type: PasteboardType) -> [URL] {
+        TargetCodec.uriListEntries(data).compactMap { URL(string: $0) }
+    }
+
+    static func decodeImage(_ data: Data, _ type: PasteboardType) -> [PasteboardImage] {
+        [PasteboardImage(data: data, type: type)]
+    }
+
+    static func decodeColor(_ data: Data, _ type: PasteboardType) -> [PasteboardColor] {
+        (try? PasteboardColor(encoded: data)).map { [$0] } ?? []
+    }
+
+    // MARK: Throwing forms
+
+    /// The plain text of every item that has some (empty when none has).
+    public func readStrings() throws -> [String] { try readEach(accepting: Self.textTypes, Self.decodeText) }
+    /// The plain text of the first item; nil when it has none.
+    public func readString() throws -> String? { try readEach(accepting: Self.textTypes, firstItemOnly: true, Self.decodeText).first }
+    /// The URLs of every item that has any (empty when none has).
+    public func readURLs() throws -> [URL] { try readEach(accepting: [.url], Self.decodeURLs) }
+    /// The first URL of the first item; nil when it has none.
+    public func readURL() throws -> URL? { try readEach(accepting: [.url], firstItemOnly: true, Self.decodeURLs).first }
+    /// The image of every item that has one, each in the item's preferred format.
+    public func readImages() throws -> [PasteboardImage] { try readEach(accepting: ReaderPreference.image, Self.decodeImage) }
+    /// The image of the first item; nil when it has none.
+    public func readImage() throws -> PasteboardImage? { try readEach(accepting: ReaderPreference.image, firstItemOnly: true, Self.decodeImage).first }
+    /// The color of every item that has one.
+    public func readColors() throws -> [PasteboardColor] { try readEach(accepting: [.color], Self.decodeColor) }
+    /// The color of the first item; nil when it has none (or its bytes are not a color).
+    public func readColor() throws -> PasteboardColor? { try readEach(accepting: [.color], firstItemOnly: true, Self.decodeColor).first }
+
+    /// Replaces the contents with one text item per string (an empty array clears).
+    public func setStrings(_ strings: [String]) throws { try writeEach(strings) { (.utf8PlainText, Data($0.utf8)) } }
+    /// Replaces the contents with one text item (nil clears).
+    public func setString(_ string: String?) throws { try setStrings(string.map { [$0] } ?? []) }
+    /// Replaces the contents with one item per URL, each `public.file-url` or `public.url`.
+    public func setURLs(_ urls: [URL]) throws { try writeEach(urls) { ($0.isFileURL ? .fileURL : .url, Data($0.absoluteString.utf8)) } }
+    /// Replaces the contents with one URL item (nil clears).
+    public func setURL(_ url: URL?) throws { try setURLs(url.map { [$0] } ?? []) }
+    /// Replaces the contents with one item per image.
+    public func setImages(_ images: [PasteboardImage]) throws { try writeEach(images) { ($0.type, $0.data) } }
+    /// Replaces the contents with one image item (nil clears).
+    public func setImage(_ image: PasteboardImage?) throws { try setImages(image.map { [$0] } ?? []) }
+    /// Replaces the contents with one item per color.
+    public func setColors(_ colors: [PasteboardColor]) throws { try writeEach(colors) { (.color, $0.encoded) } }
+    /// Replaces the contents with one color item (nil clears).
+    public func setColor(_ color: PasteboardColor?) throws { try setColors(color.map { [$0] } ?? []) }
+
+    // MARK: Properties (failures read as nothing; see the extension's comment)
+
+    /// The plain text of every item that has some; nil when none has, or the read failed
+    /// (``readStrings()`` says why). Setting replaces the contents; a failed write changes nothing
+    /// (``setStrings(_:)`` says why).
     public var strings: [String]? {
-        get {
-            let found = (try? readEach(accepting: Self.textTypes) { ValueCoding.decodeText($0, as: $1) }) ?? []
-            return found.isEmpty ? nil : found
-        }
-        set { writeEach(newValue) { (.utf8PlainText, Data($0.utf8)) } }
+        get { (try? readStrings()).flatMap { $0.isEmpty ? nil : $0 } }
+        set { try? setStrings(newValue ?? []) }
     }
 
-    /// The plain text of the first item that has some; setting replaces the contents (nil clears).
+    /// The plain text of the first item; nil when it has none or the read failed
+    /// (``readString()`` says why). Setting replaces the contents (nil clears); a failed write
+    /// changes nothing (``setString(_:)`` says why).
     public var string: String? {
-        get { strings?.first }
-        set { strings = newValue.map { [$0] } }
+        get { try? readString() }
+        set { try? setString(newValue) }
     }
 
-    /// The URLs of every item that has one; nil when none has.
+    /// The URLs of every item; nil when there are none or the read failed (``readURLs()``).
+    /// Setting replaces the contents; a failed write changes nothing (``setURLs(_:)``).
     public var urls: [URL]? {
-        get {
-            let found = (try? readEach(accepting: [.url]) { data, _ in
-                URL(string: String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-            }) ?? []
-            return found.isEmpty ? nil : found
-        }
-        set { writeEach(newValue) { ($0.isFileURL ? .fileURL : .url, Data($0.absoluteString.utf8)) } }
+        get { (try? readURLs()).flatMap { $0.isEmpty ? nil : $0 } }
+        set { try? setURLs(newValue ?? []) }
     }
 
-    /// The URL of the first item that has one; setting replaces the contents (nil clears).
+    /// The first URL of the first item; nil when it has none or the read failed (``readURL()``).
+    /// Setting replaces the contents (nil clears); a failed write changes nothing (``setURL(_:)``).
     public var url: URL? {
-        get { urls?.first }
-        set { urls = newValue.map { [$0] } }
+        get { try? readURL() }
+        set { try? setURL(newValue) }
     }
 
-    /// The images of every item that has one, each in the item's preferred format; nil when none has.
+    /// The images of every item; nil when there are none or the read failed (``readImages()``).
+    /// Setting replaces the contents; a failed write changes nothing (``setImages(_:)``).
     public var images: [PasteboardImage]? {
-        get {
-            let found = (try? readEach(accepting: ReaderPreference.image) { PasteboardImage(data: $0, type: $1) }) ?? []
-            return found.isEmpty ? nil : found
-        }
-        set { writeEach(newValue) { ($0.type, $0.data) } }
+        get { (try? readImages()).flatMap { $0.isEmpty ? nil : $0 } }
+        set { try? setImages(newValue ?? []) }
     }
 
-    /// The image of the first item that has one; setting replaces the contents (nil clears).
+    /// The image of the first item; nil when it has none or the read failed (``readImage()``).
+    /// Setting replaces the contents (nil clears); a failed write changes nothing (``setImage(_:)``).
     public var image: PasteboardImage? {
-        get { images?.first }
-        set { images = newValue.map { [$0] } }
+        get { try? readImage() }
+        set { try? setImage(newValue) }
     }
 
-    /// The colors of every item that has one; nil when none has.
+    /// The colors of every item; nil when there are none or the read failed (``readColors()``).
+    /// Setting replaces the contents; a failed write changes nothing (``setColors(_:)``).
     public var colors: [PasteboardColor]? {
-        get {
-            let found = (try? readEach(accepting: [.color]) { data, _ in try? PasteboardColor(encoded: data) }) ?? []
-            return found.isEmpty ? nil : found
-        }
-        set { writeEach(newValue) { (.color, $0.encoded) } }
+        get { (try? readColors()).flatMap { $0.isEmpty ? nil : $0 } }
+        set { try? setColors(newValue ?? []) }
     }
 
-    /// The color of the first item that has one; setting replaces the contents (nil clears).
+    /// The color of the first item; nil when it has none or the read failed (``readColor()``).
+    /// Setting replaces the contents (nil clears); a failed write changes nothing (``setColor(_:)``).
     public var color: PasteboardColor? {
-        get { colors?.first }
-        set { colors = newValue.map { [$0] } }
+        get { try? readColor() }
+        set { try? setColor(newValue) }
     }
 }

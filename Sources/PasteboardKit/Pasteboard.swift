@@ -71,20 +71,27 @@ public final class Pasteboard: Sendable {
         self.backend = backend
     }
 
-    /// The general pasteboard (the clipboard) of the default backend.
-    public static var general: Pasteboard { Pasteboard(name: .general, backend: PasteboardSystem.backend) }
+    /// The general pasteboard (the clipboard) of the default backend: on X11, the `CLIPBOARD`
+    /// selection of `$DISPLAY` (see ``PasteboardSystem``).
+    ///
+    /// What a program writes stays available to other programs only while the program runs
+    /// (X11 has no clipboard storage of its own): before exiting, call
+    /// ``flushToClipboardManager()`` to hand the contents to a clipboard manager such as `xpbd`.
+    /// Each access returns the same handle while one is alive, so `general` can be the object of
+    /// a notification observer.
+    public static var general: Pasteboard { general(of: PasteboardSystem.backend) }
 
     /// The find pasteboard (on X11, the primary selection) of the default backend.
-    public static var find: Pasteboard { Pasteboard(name: .find, backend: PasteboardSystem.backend) }
+    public static var find: Pasteboard { find(of: PasteboardSystem.backend) }
 
     /// The general pasteboard of a given backend.
     public static func general(of backend: any PasteboardBackend) -> Pasteboard {
-        Pasteboard(name: .general, backend: backend)
+        backend.changeCenter.handle(for: .general, backend: backend)
     }
 
     /// The find pasteboard of a given backend.
     public static func find(of backend: any PasteboardBackend) -> Pasteboard {
-        Pasteboard(name: .find, backend: backend)
+        backend.changeCenter.handle(for: .find, backend: backend)
     }
 
     /// The pasteboard of that name, created when `create` is true and it does not exist; nil
@@ -96,6 +103,7 @@ public final class Pasteboard: Sendable {
         }
         self.name = name
         self.backend = backend
+        backend.changeCenter.adopt(self)
     }
 
     /// A new, empty pasteboard under a name that no other pasteboard has had: `unique.` and a
@@ -108,20 +116,36 @@ public final class Pasteboard: Sendable {
             name = Name(rawValue: "unique." + UUID().uuidString.lowercased())
         } while backend.exists(name)
         try backend.create(name)
-        return Pasteboard(name: name, backend: backend)
+        return backend.changeCenter.handle(for: name, backend: backend)
     }
 
     /// Removes a named pasteboard and its contents, posting ``removedNotification``; the general
-    /// and find pasteboards cannot be removed.
+    /// and find pasteboards cannot be removed. Writing through a handle of a removed pasteboard
+    /// throws ``PasteboardError/pasteboardRemoved(_:)`` until it is created again.
     public static func remove(withName name: Name, backend: any PasteboardBackend = PasteboardSystem.backend) {
         backend.remove(name)
     }
 
-    /// Whether the contents outlive the writer: always for the general and find pasteboards,
-    /// for named ones only when set.
+    /// Whether the contents outlive the program that wrote them. In memory: always for the general
+    /// and find pasteboards, for named ones when set. On X11: only while a clipboard manager
+    /// (the owner of `CLIPBOARD_MANAGER`, such as `xpbd`) runs to keep them; setting it on a
+    /// named pasteboard records the wish.
     public var isPersistent: Bool {
         get { backend.isPersistent(name) }
         set { backend.setPersistent(newValue, for: name) }
+    }
+
+    /// Hands the default backend's contents to a clipboard manager (on X11: the owner of
+    /// `CLIPBOARD_MANAGER`, such as `xpbd`, through `SAVE_TARGETS`) and closes the backend: call it
+    /// once, before the program exits, so that what it copied stays pasteable. Secret contents
+    /// (`x-kde-passwordManagerHint`) are never handed off.
+    ///
+    /// - Returns: whether a clipboard manager took the contents (false when none runs, or there
+    ///   was nothing to hand off).
+    /// - Throws: ``PasteboardError/unavailable(_:)`` when there is no backend.
+    @discardableResult
+    public static func flushToClipboardManager() throws -> Bool {
+        try PasteboardSystem.backend.flushToClipboardManager()
     }
 
     /// Increases by one with every change of contents: a write, an append, an expiry, or (on X11)
@@ -138,15 +162,22 @@ public final class Pasteboard: Sendable {
         try backend.itemTypes(of: name)
     }
 
-    /// The number of items (0 when the contents cannot be read).
-    public var numberOfItems: Int { (try? itemTypes().count) ?? 0 }
+    /// The number of items; 0 when the contents cannot be read (``readNumberOfItems()`` says why).
+    public var numberOfItems: Int { (try? readNumberOfItems()) ?? 0 }
 
-    /// The items, whose representations are read only when asked for; setting replaces the
-    /// contents with no options.
+    /// The number of items.
+    public func readNumberOfItems() throws -> Int { try itemTypes().count }
+
+    /// The items, whose representations are read only when asked for; empty when the contents
+    /// cannot be read (``readItems()`` says why). Setting replaces the contents with no options;
+    /// a failed write changes nothing (``setItems(_:options:)-(PasteboardItem)`` says why).
     public var items: [PasteboardItem] {
-        get { (try? backend.items(of: name)) ?? [] }
+        get { (try? readItems()) ?? [] }
         set { try? setItems(newValue) }
     }
+
+    /// The items, whose representations are read only when asked for.
+    public func readItems() throws -> [PasteboardItem] { try backend.items(of: name) }
 
     /// Replaces the whole contents with `items`.
     public func setItems(_ items: [PasteboardItem], options: PasteboardOptions = PasteboardOptions()) throws {
@@ -186,8 +217,12 @@ public final class Pasteboard: Sendable {
 
     // MARK: Types
 
+    /// The types of the first item, without moving data; empty when there is none or the read
+    /// failed (``readTypes()`` says why).
+    public var types: [PasteboardType] { (try? readTypes()) ?? [] }
+
     /// The types of the first item (empty when there is none), without moving data.
-    public var types: [PasteboardType] { (try? itemTypes().first) ?? nil ?? [] }
+    public func readTypes() throws -> [PasteboardType] { try itemTypes().first ?? [] }
 
     /// The types of the items in `itemSet` (every item for nil), in item order.
     public func types(forItemSet itemSet: IndexSet?) throws -> [[PasteboardType]] {
@@ -195,32 +230,56 @@ public final class Pasteboard: Sendable {
         return try indices(itemSet, count: all.count).map { all[$0] }
     }
 
-    /// Whether any item has a type that is, or conforms to, one of `types`.
+    /// Whether any item has a type that is, or conforms to, one of `types`; false when the read
+    /// failed (``readContains(pasteboardTypes:inItemSet:)`` says why).
     public func contains(pasteboardTypes types: [PasteboardType]) -> Bool {
         contains(pasteboardTypes: types, inItemSet: nil)
     }
 
     /// Whether any item of `itemSet` (every item for nil) has a type that is, or conforms to, one
-    /// of `types`.
+    /// of `types`; false when the read failed.
     public func contains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet?) -> Bool {
-        guard let all = try? itemTypes(), let wanted = try? indices(itemSet, count: all.count) else { return false }
-        return wanted.contains { index in all[index].contains { type in types.contains { registry.conforms(type, to: $0) } } }
+        (try? readContains(pasteboardTypes: types, inItemSet: itemSet)) ?? false
     }
 
-    /// The items that have a type that is, or conforms to, one of `types`.
+    /// Whether any item of `itemSet` (every item for nil) has a type that is, or conforms to, one
+    /// of `types`. Moves no data.
+    public func readContains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet? = nil) throws -> Bool {
+        let all = try itemTypes()
+        return try indices(itemSet, count: all.count).contains { index in
+            all[index].contains { type in types.contains { registry.conforms(type, to: $0) } }
+        }
+    }
+
+    /// The items that have a type that is, or conforms to, one of `types`; empty when the read
+    /// failed (``readItemSet(withPasteboardTypes:)`` says why).
     public func itemSet(withPasteboardTypes types: [PasteboardType]) -> IndexSet {
-        let all = (try? itemTypes()) ?? []
+        (try? readItemSet(withPasteboardTypes: types)) ?? IndexSet()
+    }
+
+    /// The items that have a type that is, or conforms to, one of `types`. Moves no data.
+    public func readItemSet(withPasteboardTypes types: [PasteboardType]) throws -> IndexSet {
+        let all = try itemTypes()
         return IndexSet(all.indices.filter { index in all[index].contains { type in types.contains { registry.conforms(type, to: $0) } } })
     }
 
-    /// Whether any item holds plain text.
+    /// Whether any item holds plain text; false when the read failed (``readHasStrings()``).
     public var hasStrings: Bool { contains(pasteboardTypes: [.plainText]) }
-    /// Whether any item holds a URL.
+    /// Whether any item holds a URL; false when the read failed (``readHasURLs()``).
     public var hasURLs: Bool { contains(pasteboardTypes: [.url]) }
-    /// Whether any item holds an image.
+    /// Whether any item holds an image; false when the read failed (``readHasImages()``).
     public var hasImages: Bool { contains(pasteboardTypes: [.image]) }
-    /// Whether any item holds a color.
+    /// Whether any item holds a color; false when the read failed (``readHasColors()``).
     public var hasColors: Bool { contains(pasteboardTypes: [.color]) }
+
+    /// Whether any item holds plain text.
+    public func readHasStrings() throws -> Bool { try readContains(pasteboardTypes: [.plainText]) }
+    /// Whether any item holds a URL.
+    public func readHasURLs() throws -> Bool { try readContains(pasteboardTypes: [.url]) }
+    /// Whether any item holds an image.
+    public func readHasImages() throws -> Bool { try readContains(pasteboardTypes: [.image]) }
+    /// Whether any item holds a color.
+    public func readHasColors() throws -> Bool { try readContains(pasteboardTypes: [.color]) }
 
     // MARK: Data and values
 
@@ -322,37 +381,60 @@ public struct ItemProvider: Sendable {
 }
 
 /// Supplies the default backend of a platform module (the X11 one) without the program having to
-/// install it: ``PasteboardSystem`` looks the provider up by name in the running process.
-public protocol DefaultBackendProvider {
-    /// A backend for this process's environment, or nil when the platform is not available
-    /// (for X11: no `$DISPLAY`, or the server cannot be reached).
-    static func makeDefaultBackend() -> (any PasteboardBackend)?
+/// install it: ``PasteboardSystem`` looks the provider up by name in the running process. The
+/// provider must be a class (the runtime finds classes by name).
+public protocol DefaultBackendProvider: AnyObject {
+    /// A backend for this process's environment.
+    ///
+    /// - Throws: why the platform cannot be used (for X11: no `$DISPLAY`, or the server cannot
+    ///   be reached); the message is what reads and writes then report.
+    static func makeDefaultBackend() throws -> any PasteboardBackend
 }
 
 /// The backend that ``Pasteboard/general``, ``Pasteboard/find`` and named pasteboards use by
-/// default.
+/// default, chosen once per process.
 ///
-/// On first use it looks for a platform backend linked into the process (the X11 module's
-/// `PasteboardX11.X11DefaultBackendProvider`): with `PasteboardX11` linked and `$DISPLAY` set,
-/// `Pasteboard.general` is the X clipboard with no set-up. Otherwise, or when the display cannot
-/// be opened, it is an in-memory backend. A program may install any backend itself.
+/// - Explicitly: call ``bootstrap(_:)`` once, before the first use of a default pasteboard, as
+///   swift-log's `LoggingSystem.bootstrap` is called: `PasteboardSystem.bootstrap(try
+///   X11PasteboardBackend(display: ":1"))`, or an ``InMemoryPasteboardBackend`` for an app-local
+///   clipboard.
+/// - Otherwise, at first use, a platform backend linked into the process is found by name
+///   (``providerTypeNames``): a program that links `PasteboardX11` and runs with `$DISPLAY` set
+///   gets the X clipboard with no set-up.
+/// - When neither gives a backend (no platform module linked, no display), the default backend
+///   is unavailable: every read and write throws ``PasteboardError/unavailable(_:)`` saying why.
+///   Nothing falls back to an in-memory pasteboard unless the program bootstraps one.
 public enum PasteboardSystem {
-    /// The names of the providers looked for, in order.
+    /// The names of the provider classes looked for, in order.
     public static let providerTypeNames = ["PasteboardX11.X11DefaultBackendProvider"]
 
     private static let current = Mutex<(any PasteboardBackend)?>(nil)
 
-    /// The default backend.
-    public static var backend: any PasteboardBackend {
-        get {
-            current.withLock { current in
-                if let backend = current { return backend }
-                let backend = discoverBackend() ?? InMemoryPasteboardBackend()
-                current = backend
-                return backend
-            }
+    /// Installs the default backend. Call it once, before the first use of ``Pasteboard/general``,
+    /// ``Pasteboard/find`` or a named pasteboard of the default backend.
+    ///
+    /// - Precondition: no default backend was installed or discovered before.
+    public static func bootstrap(_ backend: any PasteboardBackend) {
+        current.withLock { current in
+            precondition(current == nil, "PasteboardSystem.bootstrap was called after the default backend was chosen; call it once, before the first use of a default pasteboard")
+            current = backend
         }
-        set { current.withLock { $0 = newValue } }
+    }
+
+    /// Replaces the default backend whatever was chosen before: for tests only.
+    package static func bootstrapInternal(_ backend: (any PasteboardBackend)?) {
+        current.withLock { $0 = backend }
+    }
+
+    /// The default backend: the bootstrapped one, else the discovered one, else one that is
+    /// unavailable and says why.
+    public static var backend: any PasteboardBackend {
+        current.withLock { current in
+            if let backend = current { return backend }
+            let backend = discoverBackend()
+            current = backend
+            return backend
+        }
     }
 
     /// The platform provider linked into this process, if any.
@@ -360,7 +442,14 @@ public enum PasteboardSystem {
         providerTypeNames.lazy.compactMap { _typeByName($0) as? any DefaultBackendProvider.Type }.first
     }
 
-    private static func discoverBackend() -> (any PasteboardBackend)? {
-        linkedProvider?.makeDefaultBackend()
+    private static func discoverBackend() -> any PasteboardBackend {
+        guard let provider = linkedProvider else {
+            return UnavailablePasteboardBackend(reason: "no pasteboard backend: link PasteboardX11 (with $DISPLAY set) or call PasteboardSystem.bootstrap(_:) with a backend")
+        }
+        do {
+            return try provider.makeDefaultBackend()
+        } catch {
+            return UnavailablePasteboardBackend(reason: "no pasteboard backend: \(error)")
+        }
     }
 }

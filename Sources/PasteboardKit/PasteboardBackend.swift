@@ -38,6 +38,15 @@ public protocol PasteboardBackend: AnyObject, Sendable {
     func setItems(_ items: [PasteboardItem], options: PasteboardOptions, on name: Pasteboard.Name) throws
     /// Appends items, keeping the current options.
     func addItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws
+    /// Hands the contents to whatever keeps them after this process (a clipboard manager) and
+    /// closes the backend; returns whether anything took them. Backends whose contents cannot
+    /// outlive them return false (the default).
+    func flushToClipboardManager() throws -> Bool
+}
+
+extension PasteboardBackend {
+    /// Nothing outlives this backend: nothing to hand off.
+    public func flushToClipboardManager() throws -> Bool { false }
 }
 
 /// One change of a pasteboard: its contents were replaced, extended or expired, or the pasteboard
@@ -88,16 +97,51 @@ public struct PasteboardChange: Sendable, Equatable {
 }
 
 /// Delivers pasteboard changes to `AsyncStream` subscribers and as Foundation notifications
-/// (``Pasteboard/changedNotification``, ``Pasteboard/removedNotification``).
+/// (``Pasteboard/changedNotification``, ``Pasteboard/removedNotification``), in the order of
+/// their change counts.
+///
+/// A backend reserves a place in the order when it counts a change (under the lock that counts
+/// it) and fills it when it can describe the change, possibly later and on another thread; changes
+/// are delivered from the head of the order as their places fill. Delivery runs outside any lock,
+/// on the thread that filled the head's place (re-entrant publishing from an observer is queued,
+/// not nested), so observers may read and write pasteboards.
 public final class ChangeCenter: Sendable {
     private struct Subscriber {
         let name: Pasteboard.Name?
         let continuation: AsyncStream<PasteboardChange>.Continuation
     }
 
-    private let subscribers = Mutex<[UInt64: Subscriber]>([:])
-    private let isFinished = Mutex(false)
-    private let nextID = Atomic<UInt64>(0)
+    /// What waits in the order: a change, or the end of every stream.
+    private enum Entry {
+        case change(PasteboardChange)
+        case finish
+    }
+
+    /// Everything under one lock: subscribers, whether the streams have ended, the order of
+    /// deliveries, and the pasteboard handles that notifications carry.
+    private struct State {
+        var subscribers: [UInt64: Subscriber] = [:]
+        var nextID: UInt64 = 0
+        var isFinished = false
+        /// Places in the order, by sequence number; nil while reserved and not yet filled.
+        var pending: [UInt64: Entry?] = [:]
+        var nextReserved: UInt64 = 0
+        var nextDelivered: UInt64 = 0
+        var isDelivering = false
+        weak var backend: (any PasteboardBackend)?
+        var handles: [Pasteboard.Name: WeakPasteboard] = [:]
+    }
+
+    private struct WeakPasteboard {
+        weak var pasteboard: Pasteboard?
+    }
+
+    /// A place in the order of deliveries, reserved when a change is counted.
+    package struct Slot: Sendable {
+        fileprivate let sequence: UInt64
+    }
+
+    private let state = Mutex(State())
     private let notificationCenter: NotificationCenter?
 
     /// A center that also posts to `notificationCenter` (pass nil for streams only).
@@ -107,41 +151,127 @@ public final class ChangeCenter: Sendable {
 
     /// The changes of one pasteboard (or of all, for nil) from now on, each delivered in order.
     public func stream(for name: Pasteboard.Name?) -> AsyncStream<PasteboardChange> {
-        let id = nextID.add(1, ordering: .relaxed).newValue
         let (stream, continuation) = AsyncStream<PasteboardChange>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        let id = state.withLock { state -> UInt64? in
+            guard !state.isFinished else { return nil }
+            state.nextID += 1
+            state.subscribers[state.nextID] = Subscriber(name: name, continuation: continuation)
+            return state.nextID
         }
-        let finished = isFinished.withLock { $0 }
-        if finished {
+        guard let id else {
             continuation.finish()
-        } else {
-            subscribers.withLock { $0[id] = Subscriber(name: name, continuation: continuation) }
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
         return stream
     }
 
-    /// Ends every stream, now and later: for a backend whose source of changes is gone (an X
-    /// connection that was lost).
-    public func finish() {
-        isFinished.withLock { $0 = true }
-        let all = subscribers.withLock { subscribers in
-            defer { subscribers.removeAll() }
-            return subscribers.values.map(\.continuation)
-        }
-        for continuation in all { continuation.finish() }
+    /// Tells the center which backend's pasteboards it reports on, so that each notification's
+    /// `object` is the ``Pasteboard`` that changed. Backends call it once, at the end of `init`.
+    package func attach(_ backend: any PasteboardBackend) {
+        state.withLock { $0.backend = backend }
     }
 
-    /// Delivers a change to the streams watching that pasteboard and posts its notification.
-    /// Call it outside any lock: notification observers run synchronously.
-    public func publish(_ change: PasteboardChange) {
-        let targets = subscribers.withLock { subscribers in
-            subscribers.values.filter { $0.name == nil || $0.name == change.name }.map(\.continuation)
+    /// The one live handle of a pasteboard of the attached backend, made when none is alive, so
+    /// that `Pasteboard.general === Pasteboard.general` and a notification's object is the handle
+    /// a program holds.
+    package func handle(for name: Pasteboard.Name, backend: any PasteboardBackend) -> Pasteboard {
+        state.withLock { state in
+            if let live = state.handles[name]?.pasteboard, live.backend === backend { return live }
+            let made = Pasteboard(name: name, backend: backend)
+            if state.backend === backend || state.backend == nil {
+                if state.handles.count > 64 { state.handles = state.handles.filter { $0.value.pasteboard != nil } }
+                state.handles[name] = WeakPasteboard(pasteboard: made)
+            }
+            return made
         }
-        for continuation in targets { continuation.yield(change) }
+    }
+
+    /// Makes a handle made by `Pasteboard(name:create:)` the one notifications carry, unless
+    /// another handle of that pasteboard is alive.
+    package func adopt(_ pasteboard: Pasteboard) {
+        state.withLock { state in
+            guard state.backend === pasteboard.backend, state.handles[pasteboard.name]?.pasteboard == nil else { return }
+            state.handles[pasteboard.name] = WeakPasteboard(pasteboard: pasteboard)
+        }
+    }
+
+    /// Reserves the next place in the order of deliveries: call it under the lock that counts
+    /// the change, then ``publish(_:in:)`` once the change is described.
+    package func reserve() -> Slot {
+        state.withLock { state in
+            defer { state.nextReserved += 1 }
+            state.pending[state.nextReserved] = .some(nil)
+            return Slot(sequence: state.nextReserved)
+        }
+    }
+
+    /// Delivers a change in its reserved place: at once if every earlier place is delivered,
+    /// else as soon as they are.
+    package func publish(_ change: PasteboardChange, in slot: Slot) {
+        fill(slot, with: .change(change))
+    }
+
+    /// Delivers a change after every change already reserved.
+    package func publish(_ change: PasteboardChange) {
+        publish(change, in: reserve())
+    }
+
+    /// Ends every stream, now and later, after the changes already reserved are delivered: for a
+    /// backend whose source of changes is gone (an X connection that was lost or closed).
+    package func finish() {
+        fill(reserve(), with: .finish)
+    }
+
+    private func fill(_ slot: Slot, with entry: Entry) {
+        let shouldDeliver = state.withLock { state -> Bool in
+            state.pending[slot.sequence] = .some(entry)
+            guard !state.isDelivering else { return false }
+            state.isDelivering = true
+            return true
+        }
+        if shouldDeliver { deliverReady() }
+    }
+
+    /// Delivers from the head of the order while its places are filled. Only one thread delivers
+    /// at a time; a thread that fills a place meanwhile leaves the delivery to it.
+    private func deliverReady() {
+        while true {
+            let next = state.withLock { state -> (Entry, [Subscriber], (any PasteboardBackend)?)? in
+                guard case let .some(.some(entry)) = state.pending[state.nextDelivered] else {
+                    state.isDelivering = false
+                    return nil
+                }
+                state.pending.removeValue(forKey: state.nextDelivered)
+                state.nextDelivered += 1
+                switch entry {
+                case .finish:
+                    state.isFinished = true
+                    defer { state.subscribers.removeAll() }
+                    return (entry, Array(state.subscribers.values), nil)
+                case let .change(change):
+                    let targets = state.subscribers.values.filter { $0.name == nil || $0.name == change.name }
+                    return (entry, targets, state.backend)
+                }
+            }
+            guard let (entry, targets, backend) = next else { return }
+            switch entry {
+            case .finish:
+                for subscriber in targets { subscriber.continuation.finish() }
+            case let .change(change):
+                for subscriber in targets { subscriber.continuation.yield(change) }
+                post(change, backend: backend)
+            }
+        }
+    }
+
+    private func post(_ change: PasteboardChange, backend: (any PasteboardBackend)?) {
         guard let notificationCenter else { return }
         let name = change.kind == .removed ? Pasteboard.removedNotification : Pasteboard.changedNotification
-        notificationCenter.post(name: name, object: nil, userInfo: [
+        let object = backend.map { handle(for: change.name, backend: $0) }
+        notificationCenter.post(name: name, object: object, userInfo: [
             Pasteboard.nameUserInfoKey: change.name.rawValue,
             Pasteboard.changeCountUserInfoKey: change.changeCount,
             Pasteboard.typesAddedUserInfoKey: change.typesAdded.map(\.identifier),

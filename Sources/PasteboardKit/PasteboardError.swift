@@ -21,6 +21,8 @@ public enum PasteboardError: Error, Sendable, Equatable, CustomStringConvertible
     case timedOut(operation: String, seconds: Double)
     /// The backend (for example the X server connection) failed.
     case backendFailure(String)
+    /// No backend can be used (no display, no platform module linked); the reason says why.
+    case unavailable(String)
 
     /// A sentence that says what happened and what to try.
     public var description: String {
@@ -43,6 +45,8 @@ public enum PasteboardError: Error, Sendable, Equatable, CustomStringConvertible
             return "\(operation) timed out after \(Self.format(seconds)) s; the other side may be stopped or busy, try again or raise the timeout"
         case let .backendFailure(message):
             return message
+        case let .unavailable(reason):
+            return reason
         }
     }
 

@@ -15,6 +15,9 @@ public final class X11PasteboardBackend: PasteboardBackend {
     private struct State {
         var changeCounts: [Pasteboard.Name: Int] = [:]
         var named: Set<Pasteboard.Name> = []
+        /// Named pasteboards removed by this process and not created again: writes through old
+        /// handles throw instead of reviving them.
+        var removed: Set<Pasteboard.Name> = []
         var persistent: Set<Pasteboard.Name> = []
         /// What we own, mirrored here so that reading our own contents needs no X round trip.
         var owned: [Pasteboard.Name: (items: [PasteboardItem], options: PasteboardOptions, generation: Int)] = [:]
@@ -42,8 +45,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     let connection: X11Connection
     private let state = Mutex(State())
-    /// Changes seen on the X thread are published from here, in order, so that observers may
-    /// read the pasteboard.
+    /// Changes described on the X thread are handed to the change center from here, never from
+    /// the X thread itself: observers run on the thread that delivers, and may read pasteboards.
     private let publisher = DispatchQueue(label: "xpb.x11.changes")
 
     /// Connects to `display` (nil: `$DISPLAY`).
@@ -56,11 +59,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
         self.configuration = configuration
         connection = try X11Connection(displayName: display, configuration: configuration, delegate: nil)
         connection.onStop { [changeCenter, publisher] _ in
-            // No more changes can come: end the streams after those already queued. Waiting here
+            // No more changes can come: end the streams after those already reserved. Waiting here
             // cannot deadlock (an observer's call into the backend fails at once: the connection
             // has stopped) and spares a short-lived process a thread started just to exit.
             publisher.sync { changeCenter.finish() }
         }
+        changeCenter.attach(self)
         let general = Self.selectionName(for: .general)
         let find = Self.selectionName(for: .find)
         try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
@@ -87,14 +91,28 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// Stops serving and closes the connection. With `handOff`, a clipboard manager (the owner of
     /// `CLIPBOARD_MANAGER`) is first asked to take the clipboard's contents (`SAVE_TARGETS`), with
     /// a bounded wait; contents marked secret are never handed off.
-    public func close(handOff: Bool = true) {
+    ///
+    /// - Returns: whether a clipboard manager took the contents.
+    @discardableResult
+    public func close(handOff: Bool = true) -> Bool {
         let general = state.withLock { $0.owned[.general]?.items }
         let shouldHandOff = handOff && !(general ?? []).isEmpty && !(general ?? []).contains(where: Self.isSecret)
         let timeout = configuration.handOffTimeout
+        let saved = Mutex(false)
         connection.close(timeout: timeout + 2) { session, done in
             guard shouldHandOff else { return done() }
-            session.handOff(session.atom("CLIPBOARD"), timeout: timeout) { _ in done() }
+            session.handOff(session.atom("CLIPBOARD"), timeout: timeout) { ok in
+                saved.withLock { $0 = ok }
+                done()
+            }
         }
+        return saved.withLock { $0 }
+    }
+
+    /// Hands the clipboard to a clipboard manager and closes the connection (``close(handOff:)``).
+    public func flushToClipboardManager() throws -> Bool {
+        if let reason = connection.stopReason { throw reason }
+        return close(handOff: true)
     }
 
     /// A backend nobody holds any more stops its X thread and closes its connection (without a
@@ -159,11 +177,11 @@ public final class X11PasteboardBackend: PasteboardBackend {
         try connection.sync(timeout: timeout) { [self] session, done in
             session.clear(self.selectionAtom(name, in: session)) { done($0) }
         }
-        let change = state.withLock { state -> PasteboardChange? in
+        let change = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot)? in
             guard state.owned.removeValue(forKey: name) != nil else { return nil }
             return bump(&state, name, typesAfter: [])
         }
-        if let change { changeCenter.publish(change) }
+        if let (change, slot) = change { changeCenter.publish(change, in: slot) }
     }
 
     // MARK: Names
@@ -179,6 +197,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     public func exists(_ name: Pasteboard.Name) -> Bool {
         if name.isSystem || state.withLock({ $0.named.contains(name) }) { return true }
+        if state.withLock({ $0.removed.contains(name) }) { return false }
         let owner = try? connection.sync(timeout: timeout) { [self] session, done in
             done(.success(XGetSelectionOwner(session.display, self.selectionAtom(name, in: session))))
         }
@@ -186,7 +205,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
     }
 
     public func create(_ name: Pasteboard.Name) throws {
-        state.withLock { _ = $0.named.insert(name) }
+        state.withLock {
+            $0.named.insert(name)
+            $0.removed.remove(name)
+        }
         try connection.sync(timeout: timeout) { [self] session, done in
             _ = self.selectionAtom(name, in: session)
             done(.success(()))
@@ -199,17 +221,26 @@ public final class X11PasteboardBackend: PasteboardBackend {
             session.relinquish(self.selectionAtom(name, in: session))
             done(.success(()))
         }
-        let (count, types) = state.withLock { state -> (Int, [PasteboardType]) in
+        let (count, types, slot) = state.withLock { state -> (Int, [PasteboardType], ChangeCenter.Slot) in
             state.named.remove(name)
+            state.removed.insert(name)
             state.persistent.remove(name)
             state.owned.removeValue(forKey: name)
-            return (state.changeCounts[name] ?? 0, state.lastTypes.removeValue(forKey: name) ?? [])
+            return (state.changeCounts[name] ?? 0, state.lastTypes.removeValue(forKey: name) ?? [], changeCenter.reserve())
         }
-        changeCenter.publish(PasteboardChange(name: name, kind: .removed, changeCount: count, typesAdded: [], typesRemoved: types))
+        changeCenter.publish(PasteboardChange(name: name, kind: .removed, changeCount: count, typesAdded: [], typesRemoved: types), in: slot)
     }
 
+    /// True only for the general pasteboard while a clipboard manager (the owner of
+    /// `CLIPBOARD_MANAGER`) runs to keep it: X11 itself keeps nothing once the owner exits. No
+    /// manager keeps the find or named pasteboards, so they are never persistent; marking a named
+    /// one persistent is recorded for a manager that may.
     public func isPersistent(_ name: Pasteboard.Name) -> Bool {
-        name.isSystem || state.withLock { $0.persistent.contains(name) }
+        guard name == .general else { return false }
+        let owner = try? connection.sync(timeout: timeout) { session, done in
+            done(.success(XGetSelectionOwner(session.display, session.atom("CLIPBOARD_MANAGER"))))
+        }
+        return (owner ?? 0) != 0
     }
 
     public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {
@@ -432,7 +463,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     // MARK: Writing
 
+    private func checkNotRemoved(_ name: Pasteboard.Name) throws {
+        if state.withLock({ $0.removed.contains(name) }) { throw PasteboardError.pasteboardRemoved(name.rawValue) }
+    }
+
     public func setItems(_ items: [PasteboardItem], options: PasteboardOptions, on name: Pasteboard.Name) throws {
+        try checkNotRemoved(name)
         if items.isEmpty {
             try relinquish(name)
             return
@@ -443,16 +479,18 @@ public final class X11PasteboardBackend: PasteboardBackend {
                 done($0)
             }
         }
-        let (change, generation) = state.withLock { state -> (PasteboardChange, Int) in
+        let (change, slot, generation) = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot, Int) in
             state.generation += 1
             state.owned[name] = (items, options, state.generation)
-            return (bump(&state, name, typesAfter: items.flatMap(\.types)), state.generation)
+            let (change, slot) = bump(&state, name, typesAfter: items.flatMap(\.types))
+            return (change, slot, state.generation)
         }
-        changeCenter.publish(change)
+        changeCenter.publish(change, in: slot)
         if let date = options.expirationDate { scheduleExpiry(name, at: date, generation: generation) }
     }
 
     public func addItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws {
+        try checkNotRemoved(name)
         guard !items.isEmpty else { return }
         let current = try self.items(of: name)
         let options = self.options(of: name)
@@ -471,11 +509,11 @@ public final class X11PasteboardBackend: PasteboardBackend {
             session.relinquish(self.selectionAtom(name, in: session))
             done(.success(()))
         }
-        let change = state.withLock { state -> PasteboardChange in
+        let (change, slot) = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot) in
             state.owned.removeValue(forKey: name)
             return bump(&state, name, typesAfter: [])
         }
-        changeCenter.publish(change)
+        changeCenter.publish(change, in: slot)
     }
 
     private func scheduleExpiry(_ name: Pasteboard.Name, at date: Date, generation: Int) {
@@ -486,12 +524,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
-    /// Counts one change and describes it.
-    private func bump(_ state: inout State, _ name: Pasteboard.Name, typesAfter: [PasteboardType]) -> PasteboardChange {
+    /// Counts one change, describes it and reserves its place in the order of deliveries (under
+    /// the state lock: places follow change counts).
+    private func bump(_ state: inout State, _ name: Pasteboard.Name, typesAfter: [PasteboardType]) -> (PasteboardChange, ChangeCenter.Slot) {
         state.changeCounts[name, default: 0] += 1
         let before = state.lastTypes[name] ?? []
         state.lastTypes[name] = typesAfter
-        return PasteboardChange(name: name, changeCount: state.changeCounts[name]!, typesBefore: before, typesAfter: typesAfter)
+        let change = PasteboardChange(name: name, changeCount: state.changeCounts[name]!, typesBefore: before, typesAfter: typesAfter)
+        return (change, changeCenter.reserve())
     }
 }
 
@@ -506,10 +546,10 @@ extension X11PasteboardBackend: X11SessionDelegate {
         guard !isOurs, let name else { return }
         // Count now, so changeCount is right as soon as the event is in; describe the change once
         // the new owner's types are known.
-        let count = state.withLock { state -> Int in
+        let (count, slot) = state.withLock { state -> (Int, ChangeCenter.Slot) in
             state.changeCounts[name, default: 0] += 1
             if owner != session.window { state.owned.removeValue(forKey: name) }
-            return state.changeCounts[name]!
+            return (state.changeCounts[name]!, changeCenter.reserve())
         }
         let publish: @Sendable ([PasteboardType]) -> Void = { [self] types in
             let before = self.state.withLock { state -> [PasteboardType] in
@@ -517,7 +557,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
                 return state.lastTypes[name] ?? []
             }
             let change = PasteboardChange(name: name, changeCount: count, typesBefore: before, typesAfter: types)
-            self.publisher.async { self.changeCenter.publish(change) }
+            self.publisher.async { self.changeCenter.publish(change, in: slot) }
         }
         guard owner != 0 else { return publish([]) }
         let registry = self.registry
@@ -541,11 +581,14 @@ extension X11PasteboardBackend: X11SessionDelegate {
 }
 
 /// Makes `Pasteboard.general` the X clipboard in any process that links this module and has
-/// `$DISPLAY` set; found by name by `PasteboardSystem`.
-public enum X11DefaultBackendProvider: DefaultBackendProvider {
-    /// A backend on `$DISPLAY`, or nil when it is unset or cannot be opened.
-    public static func makeDefaultBackend() -> (any PasteboardBackend)? {
-        try? X11PasteboardBackend()
+/// `$DISPLAY` set; found by name by `PasteboardSystem` (a class: the runtime finds classes by
+/// name, not enums or structs).
+public final class X11DefaultBackendProvider: DefaultBackendProvider {
+    /// A backend on `$DISPLAY`.
+    ///
+    /// - Throws: ``X11BackendError/noDisplay`` or ``X11BackendError/cannotOpenDisplay(_:)``.
+    public static func makeDefaultBackend() throws -> any PasteboardBackend {
+        try X11PasteboardBackend()
     }
 }
 

@@ -222,10 +222,27 @@ struct PasteboardTests {
     func defaultBackend() throws {
         // Installing first means the test never looks for a display.
         let backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter(notificationCenter: nil))
-        PasteboardSystem.backend = backend
+        PasteboardSystem.bootstrapInternal(backend)
         #expect(Pasteboard.general.backend === backend)
+        #expect(Pasteboard.general === Pasteboard.general)
         #expect(Pasteboard.find.backend === backend)
         #expect(Pasteboard.general.name == .general)
         #expect(Pasteboard.find.name == .find)
+    }
+
+    @Test("an unavailable backend says why on every read and write, and holds nothing")
+    func unavailableBackend() throws {
+        let backend = UnavailablePasteboardBackend(reason: "no pasteboard backend: no X display: $DISPLAY is not set")
+        let board = Pasteboard.general(of: backend)
+        #expect(throws: PasteboardError.unavailable(backend.reason)) { try board.setString("hi") }
+        #expect(throws: PasteboardError.unavailable(backend.reason)) { try board.readString() }
+        #expect(throws: PasteboardError.unavailable(backend.reason)) { try board.readTypes() }
+        #expect(throws: PasteboardError.unavailable(backend.reason)) { try Pasteboard.withUniqueName(backend: backend) }
+        // The non-throwing forms read as nothing and write nothing.
+        board.string = "lost"
+        #expect(board.string == nil)
+        #expect(board.types.isEmpty)
+        #expect(!board.isPersistent)
+        #expect(PasteboardError.unavailable(backend.reason).description.contains("$DISPLAY"))
     }
 }
