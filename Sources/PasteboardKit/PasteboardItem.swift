@@ -27,6 +27,12 @@ public enum Representation: Sendable {
         }
     }
 
+    /// The provider of a lazy representation that has not run yet (or is running now).
+    public var pendingProvider: LazyData? {
+        if case let .lazy(lazy) = self, !lazy.hasRun { return lazy }
+        return nil
+    }
+
     /// Whether the bytes are at hand without running anything.
     public var isResolved: Bool {
         switch self {
@@ -132,9 +138,10 @@ public final class LazyData: Sendable {
         self.state = Mutex(.pending(provider))
     }
 
-    /// Whether the provider has already run.
+    /// Whether the provider has already run. Never waits: while the provider is running on
+    /// another thread, this is false.
     public var hasRun: Bool {
-        state.withLock { if case .done = $0 { return true } else { return false } }
+        state.withLockIfAvailable { if case .done = $0 { return true } else { return false } } ?? false
     }
 
     /// The bytes: the provider runs on the first call; later calls return what it produced.

@@ -14,6 +14,20 @@ public enum TargetCodec: Sendable, Hashable {
     /// The model stores one URL; the target carries Mozilla's `text/x-moz-url`: UTF-16LE
     /// `url\ntitle`.
     case mozURL
+    /// The model stores file URLs; the target carries GNOME's `x-special/gnome-copied-files`:
+    /// `copy` (or `cut`), then one URL per line, as file managers copy files.
+    case gnomeCopiedFiles
+
+    /// Whether an owner serves this target from every URL item at once (a list), not from one.
+    public var isURLList: Bool { self == .uriList || self == .gnomeCopiedFiles }
+
+    /// The target's bytes for several URLs (the lines of every URL item), for list codecs.
+    public func encodeList(_ urls: [String]) -> Data {
+        switch self {
+        case .gnomeCopiedFiles: return Data(("copy\n" + urls.joined(separator: "\n")).utf8)
+        default: return Data(urls.map { $0 + "\r\n" }.joined().utf8)
+        }
+    }
 
     /// Converts the model's bytes into this target's bytes.
     public func encode(_ data: Data) -> Data {
@@ -23,8 +37,8 @@ public enum TargetCodec: Sendable, Hashable {
         case .latin1:
             let text = String(decoding: data, as: UTF8.self)
             return Data(text.unicodeScalars.map { $0.value < 256 ? UInt8($0.value) : UInt8(ascii: "?") })
-        case .uriList:
-            return data + Data("\r\n".utf8)
+        case .uriList, .gnomeCopiedFiles:
+            return encodeList(TargetCodec.uriListEntries(data))
         case .mozURL:
             let url = String(decoding: data, as: UTF8.self)
             return UTF16LE.encode(url + "\n" + url)
@@ -45,7 +59,12 @@ public enum TargetCodec: Sendable, Hashable {
             for byte in data { text.append(Unicode.Scalar(byte)) }
             return Data(String(text).utf8)
         case .uriList:
-            return Data((TargetCodec.uriListEntries(data).first ?? "").utf8)
+            // Every URL, one per line: Qt's setUrls and file managers put several in one list.
+            return Data(TargetCodec.uriListEntries(data).joined(separator: "\n").utf8)
+        case .gnomeCopiedFiles:
+            let lines = TargetCodec.uriListEntries(data)
+            let urls = lines.first == "copy" || lines.first == "cut" ? Array(lines.dropFirst()) : lines
+            return Data(urls.joined(separator: "\n").utf8)
         case .mozURL:
             let text = String(decoding: UTF16LE.units(data), as: UTF16.self)
             let firstLine = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
@@ -178,11 +197,16 @@ public struct TypeRegistry: Sendable {
         descriptor(for: type)?.targets ?? [TargetAlias(type.identifier)]
     }
 
-    /// The type and conversion behind an X11 target name; an unknown target passes through as a
-    /// type of the same name. Nil only for names that cannot be types (empty, control characters).
+    /// The type and conversion behind an X11 target name a foreign owner advertises: a
+    /// registered target; a MIME name the registry knows under any spelling (`image/x-MS-bmp`);
+    /// else an unknown MIME or reverse-DNS name passes through as a type of the same name. Nil for
+    /// other X atom names (`COMPOUND_TEXT`, `PIXMAP`, toolkit-private atoms), whose encodings the
+    /// model does not speak, and for names that cannot be types.
     public func type(forTarget target: String) -> (type: PasteboardType, alias: TargetAlias)? {
         if let hit = byTarget[target] { return (descriptors[hit.row].type, hit.alias) }
-        guard let type = try? PasteboardType(target) else { return nil }
+        let isMIME = target.contains("/")
+        if isMIME, let row = byName[Self.normalizedMIME(target)] { return (descriptors[row].type, TargetAlias(target)) }
+        guard isMIME || target.contains("."), let type = try? PasteboardType(target) else { return nil }
         return (type, TargetAlias(target))
     }
 
@@ -233,6 +257,15 @@ public struct TypeRegistry: Sendable {
 }
 
 extension TypeRegistry {
+    /// The targets of plain text, UTF-8 first: what X clients ask for when they want text.
+    static let textAliases = [
+        TargetAlias("UTF8_STRING"),
+        TargetAlias("text/plain;charset=utf-8"),
+        TargetAlias("text/plain"),
+        TargetAlias("STRING", codec: .latin1),
+        TargetAlias("TEXT", replyType: "UTF8_STRING"),
+    ]
+
     /// The built-in table.
     public static let standard = TypeRegistry(descriptors: [
         TypeDescriptor(.data, parents: []),
@@ -241,31 +274,33 @@ extension TypeRegistry {
         TypeDescriptor(
             .utf8PlainText, parents: [.plainText],
             mimeTypes: ["text/plain;charset=utf-8", "text/plain"],
-            targets: [
-                TargetAlias("UTF8_STRING"),
-                TargetAlias("text/plain;charset=utf-8"),
-                TargetAlias("text/plain"),
-                TargetAlias("STRING", codec: .latin1),
-                TargetAlias("TEXT", replyType: "UTF8_STRING"),
-            ],
+            targets: textAliases,
             fileExtensions: ["txt", "text"], shortNames: ["text", "string", "utf8"]),
         TypeDescriptor(.plainText, parents: [.text]),
         TypeDescriptor(.utf16PlainText, parents: [.plainText], mimeTypes: ["text/plain;charset=utf-16"]),
         TypeDescriptor(.html, parents: [.text], mimeTypes: ["text/html"], fileExtensions: ["html", "htm"], shortNames: ["html"]),
         TypeDescriptor(.rtf, parents: [.text], mimeTypes: ["text/rtf", "application/rtf"], fileExtensions: ["rtf"], shortNames: ["rtf"]),
         TypeDescriptor(.json, parents: [.text], mimeTypes: ["application/json"], fileExtensions: ["json"], shortNames: ["json"]),
+        // URLs are served as text too (GTK's wait_for_text, Qt's text(), xclip -o); the text
+        // rows above claim the text targets first, so reading them still gives text.
         TypeDescriptor(
             .url, parents: [.data],
             mimeTypes: ["text/uri-list", "text/x-moz-url"],
-            targets: [TargetAlias("text/uri-list", codec: .uriList), TargetAlias("text/x-moz-url", codec: .mozURL)],
+            targets: [TargetAlias("text/uri-list", codec: .uriList), TargetAlias("text/x-moz-url", codec: .mozURL)] + textAliases,
             shortNames: ["url", "uri"]),
-        TypeDescriptor(.fileURL, parents: [.url]),
+        // File URLs as file managers copy files: a uri-list (GTK's URIs, Qt's urls()) and GNOME's list.
+        TypeDescriptor(
+            .fileURL, parents: [.url],
+            mimeTypes: ["x-special/gnome-copied-files"],
+            targets: [TargetAlias("text/uri-list", codec: .uriList), TargetAlias("x-special/gnome-copied-files", codec: .gnomeCopiedFiles)] + textAliases,
+            shortNames: ["file-url"]),
         TypeDescriptor(.image, parents: [.data, .content]),
         TypeDescriptor(.png, parents: [.image], mimeTypes: ["image/png"], fileExtensions: ["png"], shortNames: ["png"]),
         TypeDescriptor(.jpeg, parents: [.image], mimeTypes: ["image/jpeg"], fileExtensions: ["jpg", "jpeg"], shortNames: ["jpeg", "jpg"]),
         TypeDescriptor(.gif, parents: [.image], mimeTypes: ["image/gif"], fileExtensions: ["gif"], shortNames: ["gif"]),
         TypeDescriptor(.tiff, parents: [.image], mimeTypes: ["image/tiff"], fileExtensions: ["tif", "tiff"], shortNames: ["tiff"]),
-        TypeDescriptor(.bmp, parents: [.image], mimeTypes: ["image/bmp"], fileExtensions: ["bmp"], shortNames: ["bmp"]),
+        TypeDescriptor(.bmp, parents: [.image], mimeTypes: ["image/bmp", "image/x-bmp", "image/x-ms-bmp"],
+                       targets: [TargetAlias("image/bmp")], fileExtensions: ["bmp"], shortNames: ["bmp"]),
         TypeDescriptor(.webP, parents: [.image], mimeTypes: ["image/webp"], fileExtensions: ["webp"], shortNames: ["webp"]),
         TypeDescriptor(.svg, parents: [.image], mimeTypes: ["image/svg+xml"], fileExtensions: ["svg"], shortNames: ["svg"]),
         TypeDescriptor(.pdf, parents: [.data, .content], mimeTypes: ["application/pdf"], fileExtensions: ["pdf"], shortNames: ["pdf"]),

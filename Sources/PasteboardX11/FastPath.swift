@@ -124,17 +124,32 @@ extension X11Session {
             return
         }
         let line = String(decoding: entry.buffer[..<newline], as: UTF8.self)
-        answerFastPath(client, request: line)
-        dropFastPathClient(client)
+        server.clients[client] = entry
+        // One request per connection: nothing more is read; the answer may wait for providers.
+        unwatchDescriptor(client)
+        let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        guard fields.count == 3, fields[0] == FastPath.version, let state = owned[atom(fields[1])] else {
+            answerFastPath(client, fields: fields)
+            return dropFastPathClient(client)
+        }
+        // Answered only if this connection is still the one behind the descriptor number.
+        let generation = entry.timer
+        let finish: @Sendable (X11Session, Bool) -> Void = { session, providersReady in
+            guard let current = session.fastPath?.clients[client], current.timer == generation else { return }
+            if providersReady { session.answerFastPath(client, fields: fields) } else { session.refuseFastPath(client, "the provider timed out") }
+            session.dropFastPathClient(client)
+        }
+        afterProviders(of: [atom(fields[2])], in: state, answer: { finish($0, true) }, timedOut: { finish($0, false) })
+    }
+
+    private func refuseFastPath(_ client: Int32, _ reason: String) {
+        let line = Array("no\t\(reason)\n".utf8)
+        _ = clinux_send_with_fd(client, line, line.count, -1)
     }
 
     /// Answers one request: the descriptor of the target's bytes, or why not.
-    private func answerFastPath(_ client: Int32, request: String) {
-        func refuse(_ reason: String) {
-            let line = Array("no\t\(reason)\n".utf8)
-            _ = clinux_send_with_fd(client, line, line.count, -1)
-        }
-        let fields = request.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+    private func answerFastPath(_ client: Int32, fields: [String]) {
+        func refuse(_ reason: String) { refuseFastPath(client, reason) }
         guard fields.count == 3, fields[0] == FastPath.version else { return refuse("malformed request") }
         let (selection, target) = (atom(fields[1]), atom(fields[2]))
         guard let state = owned[selection] else { return refuse("not the owner of \(fields[1])") }

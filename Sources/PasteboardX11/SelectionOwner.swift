@@ -3,17 +3,17 @@ import Foundation
 import PasteboardKit
 
 /// How one target of an owned selection is served.
-enum ServedTarget {
+enum ServedTarget: Sendable {
     /// One representation of one item, converted by the alias's codec.
     case representation(item: Int, type: PasteboardType, codec: TargetCodec, replyType: Atom)
-    /// Every URL item, as a `text/uri-list`.
-    case uriList(replyType: Atom)
+    /// Every URL item at once, as a list (`text/uri-list`, `x-special/gnome-copied-files`).
+    case urlList(codec: TargetCodec, replyType: Atom)
     /// The manifest of all items.
     case manifest
 }
 
 /// A selection we own: the items, when we got it, and the targets we serve, built from one table.
-struct OwnedSelection {
+struct OwnedSelection: Sendable {
     let items: [PasteboardItem]
     let options: PasteboardOptions
     let timestamp: Time
@@ -22,6 +22,50 @@ struct OwnedSelection {
     let served: [Atom: ServedTarget]
     let manifest: Data
     let registry: TypeRegistry
+
+    /// The URL representation of each item a list target serves: every URL item, or for GNOME's
+    /// copied-files list every file URL item.
+    func urlRepresentations(_ codec: TargetCodec) -> [Representation] {
+        let wanted: PasteboardType = codec == .gnomeCopiedFiles ? .fileURL : .url
+        return items.compactMap { item in
+            item.types.first { registry.conforms($0, to: wanted) }.flatMap { item.representation(for: $0) }
+        }
+    }
+
+    /// The providers a conversion to `target` would run that have not run yet.
+    func pendingProviders(for target: Atom) -> [LazyData] {
+        switch served[target] {
+        case nil, .manifest?:
+            return []
+        case let .representation(item, type, _, _)?:
+            return items[item].representation(for: type)?.pendingProvider.map { [$0] } ?? []
+        case let .urlList(codec, _)?:
+            return urlRepresentations(codec).compactMap(\.pendingProvider)
+        }
+    }
+}
+
+/// A `SelectionRequest` event as plain values, to answer now or after its providers ran.
+struct ConversionRequest: Sendable {
+    let owner: Window
+    let requestor: Window
+    let selection: Atom
+    let target: Atom
+    /// The property as sent (None from obsolete clients).
+    let property: Atom
+    let time: Time
+
+    init(_ event: XSelectionRequestEvent) {
+        owner = event.owner
+        requestor = event.requestor
+        selection = event.selection
+        target = event.target
+        property = event.property
+        time = event.time
+    }
+
+    /// Where the answer goes: the property, or for obsolete clients the target's name.
+    var replyProperty: Atom { property == 0 ? target : property }
 }
 
 /// Identifies one transfer to a requestor: its window and the property it reads.
@@ -65,8 +109,8 @@ extension X11Session {
         var advertised = ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS"].map { atomOf[$0]! }
         for (alias, type) in firstItemTargets {
             guard let target = atomOf[alias.name], served[target] == nil, let reply = atomOf[alias.replyType] else { continue }
-            served[target] = alias.codec == .uriList
-                ? .uriList(replyType: reply)
+            served[target] = alias.codec.isURLList
+                ? .urlList(codec: alias.codec, replyType: reply)
                 : .representation(item: 0, type: type, codec: alias.codec, replyType: reply)
             advertised.append(target)
         }
@@ -124,24 +168,70 @@ extension X11Session {
     }
 
     func handleSelectionRequest(_ event: XSelectionRequestEvent) {
-        let property = event.property == 0 ? event.target : event.property
-        var succeeded = false
-        if let state = owned[event.selection], event.owner == window,
-           event.time == 0 || !ServerTime.isBefore(event.time, state.timestamp) {
-            if event.target == atom("MULTIPLE") {
-                succeeded = event.property != 0 && serveMultiple(event, state)
-            } else {
-                succeeded = serve(target: event.target, to: event.requestor, property: property, state, selection: event.selection)
+        let request = ConversionRequest(event)
+        guard let state = owned[request.selection], request.owner == window,
+              request.time == 0 || !ServerTime.isBefore(request.time, state.timestamp) else {
+            return notify(request, succeeded: false)
+        }
+        // The providers behind the request run on a worker first; the answer uses the contents
+        // as they were when the request came, even if the selection changed hands meanwhile.
+        var targets = [request.target]
+        if request.target == atom("MULTIPLE"), request.property != 0,
+           let pairs = readProperty(request.requestor, request.property, delete: false), pairs.format == 32 {
+            targets = stride(from: 0, to: pairs.longs.count - 1, by: 2).map { pairs.longs[$0] }
+        }
+        afterProviders(of: targets, in: state, answer: { session in
+            session.answer(request, state)
+        }, timedOut: { session in
+            session.notify(request, succeeded: false)
+        })
+    }
+
+    /// Converts and tells the requestor how it went.
+    private func answer(_ request: ConversionRequest, _ state: OwnedSelection) {
+        let succeeded: Bool
+        if request.target == atom("MULTIPLE") {
+            succeeded = request.property != 0 && serveMultiple(request, state)
+        } else {
+            succeeded = serve(target: request.target, to: request.requestor, property: request.replyProperty, state, selection: request.selection)
+        }
+        notify(request, succeeded: succeeded)
+    }
+
+    private func notify(_ request: ConversionRequest, succeeded: Bool) {
+        var message = cx11_selection_notify(display, request.requestor, request.selection, request.target,
+                                            succeeded ? request.replyProperty : 0, request.time)
+        routeErrors({ _ = XSendEvent(display, request.requestor, 0, 0, &message) }, onError: { _ in })
+    }
+
+    /// Runs `answer` on the X thread once every provider that converting `targets` needs has
+    /// run: at once when none is pending, else after a worker thread ran them, so that a slow
+    /// provider never holds up the X thread (other requestors, other conversions). When they take
+    /// longer than the configured provider timeout, `timedOut` runs instead.
+    func afterProviders(of targets: [Atom], in state: OwnedSelection,
+                        answer: @escaping @Sendable (X11Session) -> Void,
+                        timedOut: @escaping @Sendable (X11Session) -> Void) {
+        var seen = Set<ObjectIdentifier>()
+        let pending = targets.flatMap { state.pendingProviders(for: $0) }.filter { seen.insert(ObjectIdentifier($0)).inserted }
+        guard !pending.isEmpty, let enqueue else { return answer(self) }
+        let id = makeOperationID()
+        waitingForProviders[id] = after(configuration.providerTimeout) { [weak self] in
+            guard let self, self.waitingForProviders.removeValue(forKey: id) != nil else { return }
+            timedOut(self)
+        }
+        DispatchQueue.global(qos: .userInitiated).async {
+            // A provider that throws fails its conversion when the answer asks for its bytes.
+            for provider in pending { _ = try? provider.value() }
+            _ = enqueue { session in
+                guard let timer = session.waitingForProviders.removeValue(forKey: id) else { return }
+                session.cancelTimer(timer)
+                answer(session)
             }
         }
-        let notify = cx11_selection_notify(display, event.requestor, event.selection, event.target,
-                                           succeeded ? property : 0, event.time)
-        var message = notify
-        routeErrors({ _ = XSendEvent(display, event.requestor, 0, 0, &message) }, onError: { _ in })
     }
 
     /// Serves each pair of a `MULTIPLE` request; pairs that fail get their target set to None.
-    private func serveMultiple(_ event: XSelectionRequestEvent, _ state: OwnedSelection) -> Bool {
+    private func serveMultiple(_ event: ConversionRequest, _ state: OwnedSelection) -> Bool {
         guard let pairs = readProperty(event.requestor, event.property, delete: false), pairs.format == 32 else { return false }
         var values = pairs.longs
         guard !values.isEmpty, values.count % 2 == 0 else { return false }
@@ -215,13 +305,10 @@ extension X11Session {
             }
             guard let bytes = try state.items[item].data(for: representationType) else { return nil }
             return (.data(codec.encode(bytes)), replyType, representationType)
-        case let .uriList(replyType):
-            let urls = try state.items.compactMap { item -> Data? in
-                guard let urlType = item.types.first(where: { state.registry.conforms($0, to: .url) }) else { return nil }
-                return try item.data(for: urlType)
-            }
+        case let .urlList(codec, replyType):
+            let urls = try state.urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
             guard !urls.isEmpty else { return nil }
-            return (.data(urls.reduce(into: Data()) { $0.append(TargetCodec.uriList.encode($1)) }), replyType, .url)
+            return (.data(codec.encodeList(urls)), replyType, codec == .gnomeCopiedFiles ? .fileURL : .url)
         }
     }
 

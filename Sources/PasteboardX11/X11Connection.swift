@@ -59,6 +59,7 @@ final class X11Connection: Sendable {
         wakeRead = fds[0]
         wakeWrite = fds[1]
         let session = XThreadConfined(X11Session(display: display, configuration: configuration, delegate: delegate))
+        session.value.enqueue = { [weak self] job in self?.submit(job) ?? false }
         let thread = Thread { [self] in
             self.threadID.withLock { $0 = pthread_self() }
             self.run(session.value)

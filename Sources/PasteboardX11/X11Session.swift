@@ -21,7 +21,12 @@ public struct X11Configuration: Sendable {
     /// other client, and any failure, goes through the X server as usual.
     public var fastPath = true
 
-    /// The defaults: 5 s read timeout, 30 s serve timeout, 4 GiB read limit.
+    /// How long a conversion waits for a lazy provider before the request is refused, in
+    /// seconds. Providers run on a worker thread, never on the X thread: other requestors are
+    /// served meanwhile. A provider that overruns keeps running; its result serves later requests.
+    public var providerTimeout: Double = 20
+
+    /// The defaults: 5 s read timeout, 30 s serve timeout, 20 s provider timeout, 4 GiB read limit.
     public init() {}
 }
 
@@ -98,6 +103,12 @@ final class X11Session {
     /// Where file chunks are read before they are written to a property (chunkSize bytes, made
     /// on first use).
     private var scratch: UnsafeMutableRawBufferPointer?
+
+    /// Hands a job to this session's own thread from any thread (set by the connection); false
+    /// once the connection has stopped.
+    var enqueue: (@Sendable (@escaping @Sendable (X11Session) -> Void) -> Bool)?
+    /// Requests waiting for providers on a worker, with their deadline timers.
+    var waitingForProviders: [Int: Int] = [:]
 
     /// The same-host fast path's listener, once this process owns something.
     var fastPath: FastPathServer?

@@ -225,7 +225,7 @@ struct CopyCommand: Command {
                 let name = selection.name
                 backend.onServed { _, _ in try? backend.clear(name) }
             }
-            try board.setItems(items, options: options)
+            try await board.setItems(items, options: options)
             ready?.write(Data("ready\n".utf8))
             try? ready?.close()
             for await _ in changes where !backend.isOwner(of: selection.name) { break }

@@ -30,7 +30,7 @@ struct TypeRegistryTests {
     }
 
     @Test("unknown reverse-DNS and MIME names pass through unchanged", arguments: [
-        "com.example.blob", "application/x-xpb-test", "x-special/gnome-copied-files",
+        "com.example.blob", "application/x-xpb-test", "x-special/xpb-test",
     ])
     func passThrough(name: String) throws {
         let type = try registry.resolve(name)
@@ -105,7 +105,11 @@ struct TypeRegistryTests {
     func urlCodecs() {
         let url = Data("https://example.org/a".utf8)
         #expect(TargetCodec.uriList.encode(url) == Data("https://example.org/a\r\n".utf8))
-        #expect(TargetCodec.uriList.decode(Data("# comment\r\nhttps://example.org/a\r\nfile:///b\r\n".utf8)) == url)
+        // Every URL of a list is kept, one per line (Qt's setUrls writes several).
+        #expect(TargetCodec.uriList.decode(Data("# comment\r\nhttps://example.org/a\r\nfile:///b\r\n".utf8)) == Data("https://example.org/a\nfile:///b".utf8))
+        #expect(TargetCodec.uriList.encode(Data("file:///a\nfile:///b".utf8)) == Data("file:///a\r\nfile:///b\r\n".utf8))
+        #expect(TargetCodec.gnomeCopiedFiles.encodeList(["file:///a", "file:///b"]) == Data("copy\nfile:///a\nfile:///b".utf8))
+        #expect(TargetCodec.gnomeCopiedFiles.decode(Data("cut\nfile:///a\nfile:///b\n".utf8)) == Data("file:///a\nfile:///b".utf8))
         #expect(TargetCodec.uriListEntries(Data("# c\nhttps://a.example\n\nfile:///b".utf8)) == ["https://a.example", "file:///b"])
         let moz = TargetCodec.mozURL.encode(url)
         #expect(moz.count == 2 * ("https://example.org/a\nhttps://example.org/a".utf16.count))
@@ -168,5 +172,20 @@ struct ContentSnifferTests {
     func longText() {
         let text = String(repeating: "a", count: ContentSniffer.window - 1) + "é and more"
         #expect(ContentSniffer.sniff(Data(text.utf8)) == .utf8PlainText)
+    }
+
+    @Test("foreign X targets: known MIME names under any spelling map to their type; bare X atoms stay out")
+    func foreignTargets() {
+        #expect(TypeRegistry.standard.type(forTarget: "image/x-MS-bmp")?.type == .bmp)
+        #expect(TypeRegistry.standard.type(forTarget: "Image/PNG")?.type == .png)
+        #expect(TypeRegistry.standard.type(forTarget: "x-special/gnome-copied-files")?.type == .fileURL)
+        #expect(TypeRegistry.standard.type(forTarget: "text/uri-list")?.type == .url)
+        #expect(TypeRegistry.standard.type(forTarget: "UTF8_STRING")?.type == .utf8PlainText)
+        for atom in ["COMPOUND_TEXT", "PIXMAP", "BITMAP", "_QT_SELECTION", "GTK_TEXT_BUFFER_CONTENTS"] {
+            #expect(TypeRegistry.standard.type(forTarget: atom) == nil, "\(atom)")
+        }
+        // URLs are served as text too; the text rows keep the text targets when reading.
+        #expect(TypeRegistry.standard.targets(for: .url).map(\.name).contains("UTF8_STRING"))
+        #expect(TypeRegistry.standard.targets(for: .fileURL).map(\.name).prefix(2) == ["text/uri-list", "x-special/gnome-copied-files"])
     }
 }

@@ -224,6 +224,21 @@ public final class Peer: Sendable {
                        error: String(decoding: collectedError.data, as: UTF8.self))
     }
 
+    /// What the program wrote to standard output so far.
+    public var outputSoFar: String { String(decoding: collected.data, as: UTF8.self) }
+
+    /// Waits until the program's output contains `marker` (a peer that says "ready" once it
+    /// owns the selection); fails with its error output if it ends or takes longer than `timeout`.
+    public func waitForOutput(_ marker: String, timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !outputSoFar.contains(marker) {
+            guard isRunning, Date() < deadline else {
+                throw TestFailure("\(name) did not print \(marker): \(String(decoding: collectedError.data, as: UTF8.self))")
+            }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+    }
+
     public func signal(_ signal: Int32) {
         if isRunning { Glibc.kill(pid, signal) }
     }
@@ -247,6 +262,20 @@ public final class Collector: Sendable {
     public init() {}
     public func append(_ chunk: Data) { storage.withLock { $0.append(chunk) } }
     public var data: Data { storage.withLock { $0 } }
+}
+
+/// The directory of this package (for the test peers and the client package under Tests/).
+public let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// Runs one of the toolkit peers in Tests/Peers (`gtk_clipboard.py`, `qt_clipboard.py`) with
+/// Debian's python3, which carries python3-gi and python3-pyqt5 (not a python3 earlier on PATH).
+public func toolkitPeer(_ script: String, _ arguments: [String], display: Xvfb) throws -> Peer {
+    let python = "/usr/bin/python3"
+    guard FileManager.default.isExecutableFile(atPath: python) else {
+        throw TestFailure("\(python) is missing; the toolkit tests need Debian's python3 with python3-gi, gir1.2-gtk-3.0 and python3-pyqt5")
+    }
+    let path = packageRoot.appendingPathComponent("Tests/Peers/\(script)").path
+    return try Peer(python, [path] + arguments, display: display, environment: ["QT_QPA_PLATFORM": "xcb", "NO_AT_BRIDGE": "1"])
 }
 
 /// Runs a program to the end.
