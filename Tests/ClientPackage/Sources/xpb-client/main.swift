@@ -1,0 +1,58 @@
+// A library user's program: the README's example, an actor using the async API, and a slow
+// provider for the benchmark. Every mode prints what it saw; errors go to stderr, exit 1.
+import Foundation
+import PasteboardKit
+import PasteboardX11
+
+
+/// Copies, reads back and inspects from inside an actor, through the async API only.
+actor Editor {
+    let board = Pasteboard.general
+
+    func run(_ text: String) async throws -> String {
+        try await board.setString(text)
+        let read = try await board.readString() ?? "nil"
+        let types = try await board.readTypes().map(\.identifier).joined(separator: ",")
+        let patterns = try await board.detectedPatterns(for: [.probableWebURL]).map(\.rawValue).sorted()
+        let links = try await board.detectedValues(for: [.links]).links.map(\.absoluteString)
+        return "read=\(read) types=\(types) patterns=\(patterns.joined(separator: ",")) links=\(links.joined(separator: ","))"
+    }
+}
+
+/// Writes a line to standard output at once (a test waits for it).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+let arguments = CommandLine.arguments.dropFirst()
+do {
+    switch arguments.first {
+    case "write":
+        // The one-liner: no set-up, the X clipboard of $DISPLAY.
+        Pasteboard.general.string = arguments.dropFirst().joined(separator: " ")
+        say("ready changeCount=\(Pasteboard.general.changeCount)")
+        while true { sleep(60) }
+    case "read":
+        print(try Pasteboard.general.readString() ?? "(no text)")
+    case "actor":
+        print(try await Editor().run(arguments.dropFirst().joined(separator: " ")))
+    case "slow-provider":
+        // An owner whose HTML takes this many seconds to produce; its text is at hand.
+        let seconds = Double(arguments.dropFirst().first ?? "2") ?? 2
+        var provider = ItemProvider()
+        provider.register(.html) {
+            Thread.sleep(forTimeInterval: seconds)
+            return Data("<b>slow</b>".utf8)
+        }
+        provider.register(.utf8PlainText) { Data("fast".utf8) }
+        try Pasteboard.general.setItemProviders([provider])
+        say("ready")
+        while true { sleep(60) }
+    default:
+        FileHandle.standardError.write(Data("usage: xpb-client write TEXT | read | actor TEXT | slow-provider SECONDS\n".utf8))
+        exit(64)
+    }
+} catch {
+    FileHandle.standardError.write(Data("xpb-client: \(error)\n".utf8))
+    exit(1)
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+
+/// A separate Swift package (Tests/ClientPackage) that depends on this one by path, as a user's
+/// program would, built in Swift 6 mode with warnings as errors, debug and release.
+@Suite("A client package of the library")
+struct ClientPackageTests {
+    /// Builds the client in `configuration` and returns the binary's path.
+    static func build(_ configuration: String) throws -> String {
+        let swift = try which("swift")
+        let package = packageRoot.appendingPathComponent("Tests/ClientPackage").path
+        let scratch = packageRoot.appendingPathComponent(".build-client").path
+        let arguments = ["build", "-c", configuration, "--package-path", package, "--scratch-path", scratch, "-Xswiftc", "-warnings-as-errors"]
+        let outcome = try Peer(swift, arguments, display: try Xvfb()).finish(timeout: 900)
+        guard outcome.status == 0 else {
+            throw TestFailure("the client package did not build (\(configuration)):\n\(outcome.text)\n\(outcome.error)")
+        }
+        return "\(scratch)/\(configuration)/xpb-client"
+    }
+
+    @Test("Pasteboard.general.string = … with no set-up reaches xclip; no display is a clear error", arguments: ["debug", "release"])
+    func oneLiner(configuration: String) throws {
+        let client = try Self.build(configuration)
+        let x = try Xvfb()
+        let writer = try Peer(client, ["write", "hi from \(configuration)"], display: x)
+        defer { writer.stop() }
+        try writer.waitForOutput("ready changeCount=1")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "hi from \(configuration)")
+        // Another library process reads it back through the same one-liner API.
+        #expect(try run(client, ["read"], display: x).text == "hi from \(configuration)\n")
+
+        // The async API from an actor.
+        let actor = try run(client, ["actor", "see https://example.org/x"], display: x)
+        #expect(actor.status == 0, "\(actor.error)")
+        #expect(actor.text == "read=see https://example.org/x types=public.utf8-plain-text patterns= links=https://example.org/x\n")
+        // Its contents died with it: no clipboard manager runs on this display.
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).status != 0)
+
+        // No display: an error that says why, never a private in-memory clipboard.
+        for display in ["", ":99999"] {
+            let refused = try run(client, ["read"], display: x, environment: ["DISPLAY": display])
+            #expect(refused.status == 1)
+            #expect(refused.error.contains("no pasteboard backend") && refused.error.contains("display"), "\(refused.error)")
+        }
+    }
+}
