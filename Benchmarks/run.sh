@@ -28,6 +28,9 @@ swiftc -O -static-stdlib -Xclang-linker -no-pie -o "$work/floor" "$here/floor.sw
 cc -O2 -o "$work/ceiling" "$here/ceiling.c" -lX11
 cc -O2 -o "$work/answer" "$here/answer.c" -lX11
 cc -O2 -o "$work/latency" "$here/latency.c" -lX11
+echo "bench: building the library client (Tests/ClientPackage: a program that uses PasteboardX11 as any package would)"
+(cd "$root" && swift build -c release --package-path Tests/ClientPackage --scratch-path "$root/.build-bench-client" >/dev/null)
+client="$root/.build-bench-client/release/xpb-client"
 
 # A private display: never the user's.
 exec 9< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
@@ -164,6 +167,24 @@ o1=$(switches "$owner"); w1=$(switches "$watcher")
 kill "$watcher"
 echo "owner $((o1 - o0))" >> "$results/idle.txt"
 echo "watcher $((w1 - w0))" >> "$results/idle.txt"
+
+echo "bench: 11 an unrelated conversion while a 2 s provider runs (library owner)"
+for round in 1 2 3 4 5; do
+    "$client" slow-provider 2 > "$work/client.out" &
+    provider_owner=$!
+    until grep -q ready "$work/client.out" 2>/dev/null; do sleep 0.01; done
+    # A requestor asks for the slow type; its provider now runs for 2 s on the owner's worker.
+    xclip -o -selection clipboard -t text/html > "$work/html.out" &
+    slow_reader=$!
+    sleep 0.2
+    hyperfine -N --warmup 1 --runs 10 --export-json "$results/slowprov_during.$round.json" --style basic \
+        -n "UTF8_STRING while the provider runs" "xclip -o -selection clipboard -t UTF8_STRING" >/dev/null
+    wait "$slow_reader"
+    grep -q "<b>slow</b>" "$work/html.out" && echo ok >> "$results/slowprov_check.txt" || echo WRONG >> "$results/slowprov_check.txt"
+    hyperfine -N --warmup 1 --runs 10 --export-json "$results/slowprov_idle.$round.json" --style basic \
+        -n "UTF8_STRING, owner idle" "xclip -o -selection clipboard -t UTF8_STRING" >/dev/null
+    kill "$provider_owner"; wait "$provider_owner" 2>/dev/null || true
+done
 
 python3 "$here/report.py" "$results" "$root/Benchmarks/RESULTS.md"
 echo "bench: wrote Benchmarks/RESULTS.md"
