@@ -153,7 +153,7 @@ extension X11Session {
         guard fields.count == 3, fields[0] == FastPath.version else { return refuse("malformed request") }
         let (selection, target) = (atom(fields[1]), atom(fields[2]))
         guard let state = owned[selection] else { return refuse("not the owner of \(fields[1])") }
-        let content: (source: TransferSource, type: Atom, served: PasteboardType?)?
+        let content: (source: TransferSource, type: X11Atom, served: PasteboardType?)?
         do {
             content = try self.content(of: target, in: state)
         } catch {

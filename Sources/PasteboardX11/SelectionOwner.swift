@@ -5,9 +5,9 @@ import PasteboardKit
 /// How one target of an owned selection is served.
 enum ServedTarget: Sendable {
     /// One representation of one item, converted by the alias's codec.
-    case representation(item: Int, type: PasteboardType, codec: TargetCodec, replyType: Atom)
+    case representation(item: Int, type: PasteboardType, codec: TargetCodec, replyType: X11Atom)
     /// Every URL item at once, as a list (`text/uri-list`, `x-special/gnome-copied-files`).
-    case urlList(codec: TargetCodec, replyType: Atom)
+    case urlList(codec: TargetCodec, replyType: X11Atom)
     /// The manifest of all items.
     case manifest
 }
@@ -16,10 +16,10 @@ enum ServedTarget: Sendable {
 struct OwnedSelection: Sendable {
     let items: [PasteboardItem]
     let options: PasteboardOptions
-    let timestamp: Time
+    let timestamp: X11Timestamp
     /// The `TARGETS` reply, in order.
-    let advertised: [Atom]
-    let served: [Atom: ServedTarget]
+    let advertised: [X11Atom]
+    let served: [X11Atom: ServedTarget]
     let manifest: Data
     let registry: TypeRegistry
 
@@ -33,7 +33,7 @@ struct OwnedSelection: Sendable {
     }
 
     /// The providers a conversion to `target` would run that have not run yet.
-    func pendingProviders(for target: Atom) -> [LazyData] {
+    func pendingProviders(for target: X11Atom) -> [LazyData] {
         switch served[target] {
         case nil, .manifest?:
             return []
@@ -47,53 +47,47 @@ struct OwnedSelection: Sendable {
 
 /// A `SelectionRequest` event as plain values, to answer now or after its providers ran.
 struct ConversionRequest: Sendable {
-    let owner: Window
-    let requestor: Window
-    let selection: Atom
-    let target: Atom
+    let owner: X11Window
+    let requestor: X11Window
+    let selection: X11Atom
+    let target: X11Atom
     /// The property as sent (None from obsolete clients).
-    let property: Atom
-    let time: Time
+    let property: X11Atom
+    let time: X11Timestamp
 
     init(_ event: XSelectionRequestEvent) {
-        owner = event.owner
-        requestor = event.requestor
-        selection = event.selection
-        target = event.target
-        property = event.property
-        time = event.time
+        owner = X11Window(rawValue: event.owner)
+        requestor = X11Window(rawValue: event.requestor)
+        selection = X11Atom(rawValue: event.selection)
+        target = X11Atom(rawValue: event.target)
+        property = X11Atom(rawValue: event.property)
+        time = X11Timestamp(rawValue: event.time)
     }
 
     /// Where the answer goes: the property, or for obsolete clients the target's name.
-    var replyProperty: Atom { property == 0 ? target : property }
+    var replyProperty: X11Atom { property.isNone ? target : property }
 }
 
 /// Identifies one transfer to a requestor: its window and the property it reads.
 struct TransferKey: Hashable {
-    let requestor: Window
-    let property: Atom
+    let requestor: X11Window
+    let property: X11Atom
 }
 
 /// An INCR transfer we are serving.
 struct OutgoingState {
     var transfer: OutgoingTransfer
-    let type: Atom
+    let type: X11Atom
     var timer: Int?
 }
-
-/// Targets that are about the protocol rather than data; never shown as types.
-let protocolTargets: Set<String> = [
-    "TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", "DELETE", "INSERT_SELECTION", "INSERT_PROPERTY",
-    "LENGTH", "ATOM_PAIR", "INCR", Manifest.target,
-]
 
 extension X11Session {
     /// Builds what we serve for `items`: the first item's types as ordinary targets through the
     /// registry, the manifest, and one target per representation of every item.
-    func makeOwnedSelection(items: [PasteboardItem], options: PasteboardOptions, timestamp: Time, registry: TypeRegistry) -> OwnedSelection {
+    func makeOwnedSelection(items: [PasteboardItem], options: PasteboardOptions, timestamp: X11Timestamp, registry: TypeRegistry) -> OwnedSelection {
         var manifest = Manifest(items: items, options: options)
         manifest.fastPath = fastPathName()
-        var names = ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", Manifest.target]
+        var names: [String] = []
         var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
         if let first = items.first {
             for type in first.types {
@@ -105,8 +99,8 @@ extension X11Session {
         let atomList = atoms(names)
         let atomOf = Dictionary(zip(names, atomList), uniquingKeysWith: { first, _ in first })
 
-        var served: [Atom: ServedTarget] = [atomOf[Manifest.target]!: .manifest]
-        var advertised = ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS"].map { atomOf[$0]! }
+        var served: [X11Atom: ServedTarget] = [known[.manifest]: .manifest]
+        var advertised = WellKnown.ownerTargets.map { known[$0] }
         for (alias, type) in firstItemTargets {
             guard let target = atomOf[alias.name], served[target] == nil, let reply = atomOf[alias.replyType] else { continue }
             served[target] = alias.codec.isURLList
@@ -114,7 +108,7 @@ extension X11Session {
                 : .representation(item: 0, type: type, codec: alias.codec, replyType: reply)
             advertised.append(target)
         }
-        advertised.append(atomOf[Manifest.target]!)
+        advertised.append(known[.manifest])
         for entry in manifest.entries {
             guard let target = atomOf[entry.target] else { continue }
             let reply = registry.targets(for: entry.type).first.flatMap { atomOf[$0.replyType] } ?? target
@@ -125,8 +119,8 @@ extension X11Session {
     }
 
     /// Becomes owner of `selection` with a real server timestamp and checks that it won.
-    func own(_ selection: Atom, items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry,
-             completion: @escaping (Result<Time, any Error>) -> Void) {
+    func own(_ selection: X11Atom, items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry,
+             completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
         serverTime { [weak self] result in
             guard let self else { return }
             switch result {
@@ -138,8 +132,8 @@ extension X11Session {
                 let previous = self.owned[selection]
                 self.owned[selection] = state
                 self.ourChangeTimes[selection, default: []].append(time)
-                XSetSelectionOwner(self.display, selection, self.window, time)
-                guard XGetSelectionOwner(self.display, selection) == self.window else {
+                self.setSelectionOwner(selection, self.window, at: time)
+                guard self.selectionOwner(selection) == self.window else {
                     self.owned[selection] = previous
                     _ = self.consumeOurChange(selection, at: time)
                     completion(.failure(X11BackendError.ownershipRefused(selection: self.name(of: selection) ?? "the selection")))
@@ -151,34 +145,34 @@ extension X11Session {
     }
 
     /// Gives a selection up if we own it.
-    func relinquish(_ selection: Atom) {
+    func relinquish(_ selection: X11Atom) {
         guard let state = owned.removeValue(forKey: selection) else { return }
-        if XGetSelectionOwner(display, selection) == window {
+        if selectionOwner(selection) == window {
             ourChangeTimes[selection, default: []].append(state.timestamp)
-            XSetSelectionOwner(display, selection, 0, state.timestamp)
+            setSelectionOwner(selection, .none, at: state.timestamp)
         }
     }
 
-    func handleSelectionClear(_ event: XSelectionClearEvent) {
-        guard event.window == window, let state = owned[event.selection] else { return }
+    func handleSelectionClear(window: X11Window, selection: X11Atom, time: X11Timestamp) {
+        guard window == self.window, let state = owned[selection] else { return }
         // A clear older than our latest acquisition belongs to an earlier ownership.
-        if event.time != 0, ServerTime.isBefore(event.time, state.timestamp) { return }
-        owned.removeValue(forKey: event.selection)
-        delegate?.ownershipLost(selection: event.selection)
+        if !time.isCurrentTime, time.isBefore(state.timestamp) { return }
+        owned.removeValue(forKey: selection)
+        delegate?.ownershipLost(selection: selection)
     }
 
-    func handleSelectionRequest(_ event: XSelectionRequestEvent) {
-        let request = ConversionRequest(event)
+    func handleSelectionRequest(_ request: ConversionRequest) {
         guard let state = owned[request.selection], request.owner == window,
-              request.time == 0 || !ServerTime.isBefore(request.time, state.timestamp) else {
+              request.time.isCurrentTime || !request.time.isBefore(state.timestamp) else {
             return notify(request, succeeded: false)
         }
         // The providers behind the request run on a worker first; the answer uses the contents
         // as they were when the request came, even if the selection changed hands meanwhile.
         var targets = [request.target]
-        if request.target == atom("MULTIPLE"), request.property != 0,
+        if request.target == known[.multiple], !request.property.isNone,
            let pairs = readProperty(request.requestor, request.property, delete: false), pairs.format == 32 {
-            targets = stride(from: 0, to: pairs.longs.count - 1, by: 2).map { pairs.longs[$0] }
+            let atoms = pairs.atoms
+            targets = stride(from: 0, to: atoms.count - 1, by: 2).map { atoms[$0] }
         }
         afterProviders(of: targets, in: state, answer: { session in
             session.answer(request, state)
@@ -190,8 +184,8 @@ extension X11Session {
     /// Converts and tells the requestor how it went.
     private func answer(_ request: ConversionRequest, _ state: OwnedSelection) {
         let succeeded: Bool
-        if request.target == atom("MULTIPLE") {
-            succeeded = request.property != 0 && serveMultiple(request, state)
+        if request.target == known[.multiple] {
+            succeeded = !request.property.isNone && serveMultiple(request, state)
         } else {
             succeeded = serve(target: request.target, to: request.requestor, property: request.replyProperty, state, selection: request.selection)
         }
@@ -199,16 +193,15 @@ extension X11Session {
     }
 
     private func notify(_ request: ConversionRequest, succeeded: Bool) {
-        var message = cx11_selection_notify(display, request.requestor, request.selection, request.target,
-                                            succeeded ? request.replyProperty : 0, request.time)
-        routeErrors({ _ = XSendEvent(display, request.requestor, 0, 0, &message) }, onError: { _ in })
+        sendSelectionNotify(to: request.requestor, selection: request.selection, target: request.target,
+                            property: succeeded ? request.replyProperty : .none, time: request.time)
     }
 
     /// Runs `answer` on the X thread once every provider that converting `targets` needs has
     /// run: at once when none is pending, else after a worker thread ran them, so that a slow
     /// provider never holds up the X thread (other requestors, other conversions). When they take
     /// longer than the configured provider timeout, `timedOut` runs instead.
-    func afterProviders(of targets: [Atom], in state: OwnedSelection,
+    func afterProviders(of targets: [X11Atom], in state: OwnedSelection,
                         answer: @escaping @Sendable (X11Session) -> Void,
                         timedOut: @escaping @Sendable (X11Session) -> Void) {
         var seen = Set<ObjectIdentifier>()
@@ -233,40 +226,40 @@ extension X11Session {
     /// Serves each pair of a `MULTIPLE` request; pairs that fail get their target set to None.
     private func serveMultiple(_ event: ConversionRequest, _ state: OwnedSelection) -> Bool {
         guard let pairs = readProperty(event.requestor, event.property, delete: false), pairs.format == 32 else { return false }
-        var values = pairs.longs
+        var values = pairs.atoms
         guard !values.isEmpty, values.count % 2 == 0 else { return false }
         for index in stride(from: 0, to: values.count, by: 2) {
             let target = values[index]
             let property = values[index + 1]
-            let ok = property != 0 && target != atom("MULTIPLE")
+            let ok = !property.isNone && target != known[.multiple]
                 && serve(target: target, to: event.requestor, property: property, state, selection: event.selection)
-            if !ok { values[index] = 0 }
+            if !ok { values[index] = .none }
         }
         var failed = false
-        writeLongs(event.requestor, event.property, type: pairs.type, values, onError: { _ in failed = true })
+        writeAtoms(event.requestor, event.property, type: pairs.type, values, onError: { _ in failed = true })
         return !failed
     }
 
     /// Converts one target into the requestor's property; false when we cannot.
-    private func serve(target: Atom, to requestor: Window, property: Atom, _ state: OwnedSelection, selection: Atom) -> Bool {
+    private func serve(target: X11Atom, to requestor: X11Window, property: X11Atom, _ state: OwnedSelection, selection: X11Atom) -> Bool {
         var failed = false
         let onError: (XErrorRecord) -> Void = { _ in failed = true }
         switch target {
-        case atom("TARGETS"):
-            writeLongs(requestor, property, type: XA_ATOM_VALUE, state.advertised, onError: onError)
+        case known[.targets]:
+            writeAtoms(requestor, property, state.advertised, onError: onError)
             return !failed
-        case atom("TIMESTAMP"):
-            writeLongs(requestor, property, type: XA_INTEGER_VALUE, [state.timestamp], onError: onError)
+        case known[.timestamp]:
+            writeLongs(requestor, property, type: .integer, [state.timestamp.rawValue], onError: onError)
             return !failed
-        case atom("SAVE_TARGETS"):
+        case known[.saveTargets]:
             // Listing SAVE_TARGETS says we hand off to a clipboard manager; converting it directly
             // has no data: reply with an empty NULL property (ICCCM clipboard-manager protocol).
-            writeLongs(requestor, property, type: atom("NULL"), [], onError: onError)
+            writeLongs(requestor, property, type: known[.null], [], onError: onError)
             return !failed
         default:
             break
         }
-        let content: (source: TransferSource, type: Atom, served: PasteboardType?)?
+        let content: (source: TransferSource, type: X11Atom, served: PasteboardType?)?
         do {
             content = try self.content(of: target, in: state)
         } catch {
@@ -294,11 +287,11 @@ extension X11Session {
     /// reply's type, and the type to report as served (none for the manifest); nil for a target
     /// we do not serve. Throws when a provider fails. Both the X conversions and the fast path
     /// serve from here.
-    func content(of target: Atom, in state: OwnedSelection) throws -> (source: TransferSource, type: Atom, served: PasteboardType?)? {
+    func content(of target: X11Atom, in state: OwnedSelection) throws -> (source: TransferSource, type: X11Atom, served: PasteboardType?)? {
         guard let served = state.served[target] else { return nil }
         switch served {
         case .manifest:
-            return (.data(state.manifest), atom("UTF8_STRING"), nil)
+            return (.data(state.manifest), known[.utf8String], nil)
         case let .representation(item, representationType, codec, replyType):
             if codec == .identity, case let .file(file)? = state.items[item].representation(for: representationType) {
                 return (.file(file), replyType, representationType)
@@ -313,7 +306,7 @@ extension X11Session {
     }
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
-    private func startOutgoing(_ source: TransferSource, type: Atom, to requestor: Window, property: Atom) -> Bool {
+    private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom) -> Bool {
         let key = TransferKey(requestor: requestor, property: property)
         if let previous = outgoing.removeValue(forKey: key) {
             // The requestor reused the property for a new request: the old transfer is void.
@@ -322,10 +315,10 @@ extension X11Session {
         }
         var failed = false
         if watchedRequestors[requestor, default: 0] == 0 {
-            routeErrors({ XSelectInput(display, requestor, PropertyChangeMask | StructureNotifyMask) }, onError: { _ in failed = true })
+            failed = !selectInput(requestor, PropertyChangeMask | StructureNotifyMask)
         }
         watchedRequestors[requestor, default: 0] += 1
-        writeLongs(requestor, property, type: atom("INCR"), [UInt(min(source.count, Int(Int32.max)))], onError: { _ in failed = true })
+        writeLongs(requestor, property, type: known[.incr], [UInt(min(source.count, Int(Int32.max)))], onError: { _ in failed = true })
         outgoing[key] = OutgoingState(transfer: OutgoingTransfer(source: source, chunkSize: chunkSize), type: type, timer: nil)
         armOutgoingTimer(key)
         if failed {
@@ -372,18 +365,18 @@ extension X11Session {
         releaseRequestor(key.requestor)
     }
 
-    private func releaseRequestor(_ requestor: Window) {
+    private func releaseRequestor(_ requestor: X11Window) {
         let remaining = watchedRequestors[requestor, default: 1] - 1
         if remaining <= 0 {
             watchedRequestors.removeValue(forKey: requestor)
-            routeErrors({ XSelectInput(display, requestor, NoEventMask) }, onError: { _ in })
+            selectInput(requestor, NoEventMask)
         } else {
             watchedRequestors[requestor] = remaining
         }
     }
 
     /// A requestor window was destroyed: drop its transfers.
-    func handleRequestorGone(_ requestor: Window) {
+    func handleRequestorGone(_ requestor: X11Window) {
         for key in outgoing.keys where key.requestor == requestor {
             if let state = outgoing.removeValue(forKey: key) { cancelTimer(state.timer) }
         }
@@ -396,14 +389,14 @@ extension X11Session {
     /// the freedesktop clipboard-manager protocol) and waits at most `timeout` seconds for it to
     /// copy the data, serving its requests meanwhile. Completes with whether the manager answered
     /// that it saved.
-    func handOff(_ selection: Atom, timeout: Double, completion: @escaping (Bool) -> Void) {
-        let manager = atom("CLIPBOARD_MANAGER")
-        guard let state = owned[selection], XGetSelectionOwner(display, manager) != 0 else { return completion(false) }
-        let skipped = Set(["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", Manifest.target].map { atom($0) })
-        let property = atom("XPB_SAVE_TARGETS")
-        writeLongs(window, property, type: XA_ATOM_VALUE, state.advertised.filter { !skipped.contains($0) }, onError: { _ in })
-        let target = atom("SAVE_TARGETS")
-        XConvertSelection(display, manager, target, property, window, state.timestamp)
+    func handOff(_ selection: X11Atom, timeout: Double, completion: @escaping (Bool) -> Void) {
+        let manager = known[.clipboardManager]
+        guard let state = owned[selection], !selectionOwner(manager).isNone else { return completion(false) }
+        let skipped = known.protocolTargets
+        let property = known[.saveTargetsProperty]
+        writeAtoms(window, property, state.advertised.filter { !skipped.contains($0) }, onError: { _ in })
+        let target = known[.saveTargets]
+        requestConversion(manager, to: target, property: property, at: state.timestamp)
         XFlush(display)
         let id = makeOperationID()
         var finished = false
@@ -422,7 +415,7 @@ extension X11Session {
 
 extension X11Session {
     /// Makes a selection unowned, whoever owns it (any client may set the owner to None).
-    func clear(_ selection: Atom, completion: @escaping (Result<Void, any Error>) -> Void) {
+    func clear(_ selection: X11Atom, completion: @escaping (Result<Void, any Error>) -> Void) {
         if owned[selection] != nil {
             relinquish(selection)
             return completion(.success(()))
@@ -430,22 +423,22 @@ extension X11Session {
         serverTime { [weak self] result in
             guard let self else { return }
             completion(result.map { time in
-                XSetSelectionOwner(self.display, selection, 0, time)
+                self.setSelectionOwner(selection, .none, at: time)
                 XFlush(self.display)
             })
         }
     }
 
     /// Who owns a selection: its window, and the window's name and `_NET_WM_PID` where set.
-    func ownerInfo(_ selection: Atom) -> (window: Window, name: String?, pid: Int?)? {
-        let owner = XGetSelectionOwner(display, selection)
-        guard owner != 0 else { return nil }
+    func ownerInfo(_ selection: X11Atom) -> (window: X11Window, name: String?, pid: Int?)? {
+        let owner = selectionOwner(selection)
+        guard !owner.isNone else { return nil }
         var name: String?
-        if let value = readProperty(owner, atom("_NET_WM_NAME"), delete: false) ?? readProperty(owner, atom("WM_NAME"), delete: false),
+        if let value = readProperty(owner, known[.netWMName], delete: false) ?? readProperty(owner, known[.wmName], delete: false),
            value.format == 8 {
             name = String(decoding: value.data, as: UTF8.self)
         }
-        let pid = readProperty(owner, atom("_NET_WM_PID"), delete: false)?.longs.first.map { Int($0) }
+        let pid = readProperty(owner, known[.netWMPID], delete: false)?.longs.first.map { Int($0) }
         return (owner, name, pid)
     }
 }

@@ -5,9 +5,9 @@ import PasteboardKit
 /// A conversion request waiting for the owner's SelectionNotify.
 struct PendingConversion {
     let id: Int
-    let selection: Atom
-    let target: Atom
-    let property: Atom
+    let selection: X11Atom
+    let target: X11Atom
+    let property: X11Atom
     var timer: Int?
     let completion: (Result<PropertyValue?, any Error>) -> Void
 }
@@ -16,7 +16,7 @@ struct PendingConversion {
 struct IncomingState {
     let id: Int
     var transfer: IncomingTransfer
-    var type: Atom
+    var type: X11Atom
     let description: String
     var timer: Int?
     let completion: (Result<PropertyValue?, any Error>) -> Void
@@ -24,13 +24,13 @@ struct IncomingState {
 
 extension X11Session {
     /// A property of our window for one conversion; each conversion in flight has its own.
-    private func allocateProperty() -> Atom {
+    private func allocateProperty() -> X11Atom {
         if let free = freeProperties.popLast() { return free }
         propertyCount += 1
         return atom("XPB_SEL_\(propertyCount)")
     }
 
-    private func releaseProperty(_ property: Atom) {
+    private func releaseProperty(_ property: X11Atom) {
         if name(of: property)?.hasPrefix("XPB_SEL_") == true { freeProperties.append(property) }
     }
 
@@ -43,15 +43,15 @@ extension X11Session {
     ///     written to the property before the request, with type `parameterType`.
     ///   - legacyNoProperty: sends the request with property None, as obsolete clients do (the
     ///     owner then replies in the property named like the target).
-    func convert(_ selection: Atom, to target: Atom, parameters: [UInt]? = nil, parameterType: Atom = 0,
+    func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
                  legacyNoProperty: Bool = false,
                  completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
         let property = legacyNoProperty ? target : allocateProperty()
         let id = makeOperationID()
         if let parameters {
-            writeLongs(window, property, type: parameterType, parameters, onError: { _ in })
+            writeAtoms(window, property, type: parameterType, parameters, onError: { _ in })
         }
-        XConvertSelection(display, selection, target, legacyNoProperty ? 0 : property, window, 0)
+        requestConversion(selection, to: target, property: legacyNoProperty ? .none : property, at: .currentTime)
         XFlush(display)
         var conversion = PendingConversion(id: id, selection: selection, target: target, property: property, timer: nil, completion: completion)
         let seconds = configuration.readTimeout
@@ -65,13 +65,13 @@ extension X11Session {
         conversions.append(conversion)
     }
 
-    func handleSelectionNotify(_ event: XSelectionEvent) {
-        guard event.requestor == window else { return }
-        let matches = conversions.indices.filter { conversions[$0].selection == event.selection && conversions[$0].target == event.target }
-        guard let index = matches.first(where: { conversions[$0].property == event.property }) ?? matches.first else { return }
+    func handleSelectionNotify(requestor: X11Window, selection: X11Atom, target: X11Atom, property: X11Atom) {
+        guard requestor == window else { return }
+        let matches = conversions.indices.filter { conversions[$0].selection == selection && conversions[$0].target == target }
+        guard let index = matches.first(where: { conversions[$0].property == property }) ?? matches.first else { return }
         let conversion = conversions.remove(at: index)
         cancelTimer(conversion.timer)
-        guard event.property != 0 else {
+        guard !property.isNone else {
             releaseProperty(conversion.property)
             conversion.completion(.success(nil))
             return
@@ -82,13 +82,13 @@ extension X11Session {
                 "the selection owner reported a conversion to \(name(of: conversion.target) ?? "?") but left no data")))
             return
         }
-        if value.type == atom("INCR") {
+        if value.type == known[.incr] {
             // Deleting the INCR property (done by the read) tells the owner to send the first chunk.
             let announced = Int(value.longs.first ?? 0)
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
             incoming[conversion.property] = IncomingState(
                 id: conversion.id, transfer: IncomingTransfer(announcedSize: announced, limit: configuration.maxReadSize),
-                type: 0, description: description, timer: nil, completion: conversion.completion)
+                type: .none, description: description, timer: nil, completion: conversion.completion)
             armIncomingTimer(conversion.property)
             return
         }
@@ -96,7 +96,7 @@ extension X11Session {
         conversion.completion(.success(value))
     }
 
-    private func armIncomingTimer(_ property: Atom) {
+    private func armIncomingTimer(_ property: X11Atom) {
         guard let state = incoming[property] else { return }
         cancelTimer(state.timer)
         let seconds = configuration.readTimeout
@@ -109,10 +109,10 @@ extension X11Session {
     }
 
     /// A new chunk arrived in one of our properties.
-    func continueIncoming(property: Atom) {
+    func continueIncoming(property: X11Atom) {
         // Take the state out of the dictionary so that appending does not copy the buffer.
         guard var state = incoming.removeValue(forKey: property) else { return }
-        var chunkType: Atom = 0
+        var chunkType = X11Atom.none
         var chunkFormat: Int32 = 8
         let outcome: Result<Bool, any Error>? = readProperty(window, property, delete: true) { type, format, bytes in
             chunkType = type
@@ -131,10 +131,10 @@ extension X11Session {
             if isComplete {
                 cancelTimer(state.timer)
                 releaseProperty(property)
-                let type = state.type != 0 ? state.type : chunkType
+                let type = state.type.isNone ? chunkType : state.type
                 state.completion(.success(PropertyValue(type: type, format: chunkFormat, data: state.transfer.data)))
             } else {
-                if state.type == 0 { state.type = chunkType }
+                if state.type.isNone { state.type = chunkType }
                 incoming[property] = state
                 armIncomingTimer(property)
             }
@@ -142,15 +142,15 @@ extension X11Session {
     }
 
     /// Reads the `TARGETS` of `selection` as atom names (nil when the owner refuses).
-    func targets(of selection: Atom, completion: @escaping (Result<[String]?, any Error>) -> Void) {
-        convert(selection, to: atom("TARGETS")) { [weak self] result in
+    func targets(of selection: X11Atom, completion: @escaping (Result<[String]?, any Error>) -> Void) {
+        convert(selection, to: known[.targets]) { [weak self] result in
             guard let self else { return }
             completion(result.flatMap { value in
                 guard let value else { return .success(nil) }
                 guard value.format == 32 else {
                     return .failure(PasteboardError.backendFailure("the selection owner answered TARGETS with format \(value.format) instead of 32"))
                 }
-                return .success(self.names(of: value.longs).compactMap { $0 })
+                return .success(self.names(of: value.atoms).compactMap { $0 })
             })
         }
     }

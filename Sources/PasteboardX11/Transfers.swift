@@ -39,10 +39,6 @@ struct OutgoingTransfer {
         self.chunkSize = chunkSize
     }
 
-    init(data: Data, chunkSize: Int) {
-        self.init(source: .data(data), chunkSize: chunkSize)
-    }
-
     /// Where the next chunk lies in the source; an empty range ends the transfer, and nil comes
     /// after it.
     mutating func nextRange() -> Range<Int>? {
@@ -72,15 +68,10 @@ struct IncomingTransfer {
         data.reserveCapacity(max(0, min(announcedSize, Self.reserveCap, limit)))
     }
 
-    /// Adds a chunk; an empty chunk completes the transfer.
+    /// Adds a chunk straight from a buffer (no intermediate copy); an empty chunk completes.
     ///
     /// - Returns: whether the transfer is complete.
-    /// - Throws: ``PasteboardError/malformedData(type:reason:)`` past the limit.
-    mutating func append(_ chunk: Data) throws -> Bool {
-        try chunk.withUnsafeBytes { try append(bytes: $0) }
-    }
-
-    /// Adds a chunk straight from a buffer (no intermediate copy); an empty chunk completes.
+    /// - Throws: ``PasteboardError/backendFailure(_:)`` past the limit.
     mutating func append(bytes chunk: UnsafeRawBufferPointer) throws -> Bool {
         if chunk.isEmpty {
             isComplete = true
@@ -95,15 +86,6 @@ struct IncomingTransfer {
     }
 }
 
-/// X server timestamps are 32-bit milliseconds that wrap about every 49.7 days: compare them by
-/// their signed difference.
-enum ServerTime {
-    /// Whether `time` comes before `reference`, allowing for the wrap.
-    static func isBefore(_ time: UInt, _ reference: UInt) -> Bool {
-        Int32(truncatingIfNeeded: UInt32(truncatingIfNeeded: time) &- UInt32(truncatingIfNeeded: reference)) < 0
-    }
-}
-
 /// The manifest that lets xpb-aware readers see every item without moving data: one header line,
 /// then one line per representation, tab-separated: item index, type identifier, the target that
 /// serves it.
@@ -113,7 +95,7 @@ enum ServerTime {
 ///
 /// Type identifiers cannot hold tabs or newlines (they are refused as control characters).
 struct Manifest: Equatable {
-    static let target = "XPB_MANIFEST"
+    static let target = WellKnown.manifest.rawValue
     static let magic = "xpb-manifest"
 
     struct Entry: Equatable {

@@ -21,11 +21,17 @@ final class XThreadConfined<Value>: @unchecked Sendable {
 /// runs every Xlib call: other threads hand it jobs through ``submit(_:)`` or wait for a result with
 /// ``sync(timeout:_:)``. No Xlib pointer ever leaves the thread.
 final class X11Connection: Sendable {
+    /// Where the connection is in its life: open; closing (a final job is queued, no others
+    /// are taken); stopped, with the reason.
+    private enum Lifecycle {
+        case open
+        case closing
+        case stopped(X11BackendError)
+    }
+
     private struct Queue {
         var jobs: [@Sendable (X11Session) -> Void] = []
-        var isClosing = false
-        var isStopped = false
-        var stopReason: X11BackendError?
+        var lifecycle = Lifecycle.open
     }
 
     private let queue = Mutex(Queue())
@@ -38,7 +44,7 @@ final class X11Connection: Sendable {
     let displayName: String
 
     /// Opens the display (nil: `$DISPLAY`) and starts the X thread.
-    init(displayName: String?, configuration: X11Configuration, delegate: (any X11SessionDelegate)?) throws {
+    init(displayName: String?, configuration: X11Configuration) throws {
         // getenv, not ProcessInfo.environment: that builds a dictionary of the whole environment.
         guard let name = displayName ?? getenv("DISPLAY").map({ String(cString: $0) }), !name.isEmpty else {
             throw X11BackendError.noDisplay
@@ -58,10 +64,11 @@ final class X11Connection: Sendable {
         }
         wakeRead = fds[0]
         wakeWrite = fds[1]
-        let session = XThreadConfined(X11Session(display: display, configuration: configuration, delegate: delegate))
+        let session = XThreadConfined(X11Session(display: display, configuration: configuration))
         session.value.enqueue = { [weak self] job in self?.submit(job) ?? false }
         let thread = Thread { [self] in
             self.threadID.withLock { $0 = pthread_self() }
+            session.value.thread = pthread_self()
             self.run(session.value)
         }
         thread.name = "xpb-x11"
@@ -77,7 +84,7 @@ final class X11Connection: Sendable {
     @discardableResult
     func submit(_ job: @escaping @Sendable (X11Session) -> Void) -> Bool {
         let accepted = queue.withLock { queue -> Bool in
-            guard !queue.isStopped, !queue.isClosing else { return false }
+            guard case .open = queue.lifecycle else { return false }
             queue.jobs.append(job)
             return true
         }
@@ -108,14 +115,17 @@ final class X11Connection: Sendable {
 
     /// Why the connection stopped, once it has.
     var stopReason: X11BackendError? {
-        queue.withLock { $0.isStopped ? ($0.stopReason ?? .connectionLost) : nil }
+        queue.withLock { queue in
+            if case let .stopped(reason) = queue.lifecycle { return reason }
+            return nil
+        }
     }
 
     /// Runs `finalJob` (for example a hand-off to a clipboard manager), then stops the thread and
     /// closes the display. Waits at most `timeout` seconds.
     func close(timeout: Double = 5, finalJob: (@Sendable (X11Session, @escaping () -> Void) -> Void)? = nil) {
         let accepted = queue.withLock { queue -> Bool in
-            guard !queue.isStopped, !queue.isClosing else { return false }
+            guard case .open = queue.lifecycle else { return false }
             queue.jobs.append { session in
                 if let finalJob {
                     finalJob(session) { session.requestStop() }
@@ -123,7 +133,7 @@ final class X11Connection: Sendable {
                     session.requestStop()
                 }
             }
-            queue.isClosing = true
+            queue.lifecycle = .closing
             return true
         }
         guard accepted else { return }
@@ -157,7 +167,7 @@ final class X11Connection: Sendable {
             for job in jobs { job(session) }
             session.pump()
             if session.isDead { reason = .connectionLost; break }
-            if session.stopRequested { break }
+            if session.lifecycle == .stopRequested { break }
             let hasJobs = queue.withLock { !$0.jobs.isEmpty }
             if hasJobs || session.hasQueuedEvents { continue }
             var fds = [pollfd(fd: xfd, events: Int16(POLLIN), revents: 0),
@@ -172,8 +182,7 @@ final class X11Connection: Sendable {
         }
         // Jobs still queued are dropped: their waiters see the stop reason and fail.
         queue.withLock { queue in
-            queue.isStopped = true
-            queue.stopReason = reason
+            queue.lifecycle = .stopped(reason ?? .connectionLost)
             queue.jobs.removeAll()
         }
         session.finish(reason: reason ?? .connectionLost)

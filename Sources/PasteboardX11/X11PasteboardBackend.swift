@@ -23,7 +23,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         var owned: [Pasteboard.Name: (items: [PasteboardItem], options: PasteboardOptions, generation: Int)] = [:]
         /// The types last seen per pasteboard, for the added/removed lists of changes.
         var lastTypes: [Pasteboard.Name: [PasteboardType]] = [:]
-        var selectionNames: [UInt: Pasteboard.Name] = [:]
+        var selectionNames: [X11Atom: Pasteboard.Name] = [:]
         var generation = 0
         /// Ownership changes seen per pasteboard (ours included): a cached offer is good while
         /// this has not moved.
@@ -57,7 +57,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         self.registry = registry
         self.changeCenter = changeCenter
         self.configuration = configuration
-        connection = try X11Connection(displayName: display, configuration: configuration, delegate: nil)
+        connection = try X11Connection(displayName: display, configuration: configuration)
         connection.onStop { [changeCenter, publisher] _ in
             // No more changes can come: end the streams after those already reserved. Waiting here
             // cannot deadlock (an observer's call into the backend fails at once: the connection
@@ -65,15 +65,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
             publisher.sync { changeCenter.finish() }
         }
         changeCenter.attach(self)
-        let general = Self.selectionName(for: .general)
-        let find = Self.selectionName(for: .find)
         try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
             session.delegate = self
-            let atoms = session.atoms([general, find])
-            for atom in atoms { session.watch(atom) }
+            for atom in [session.known[.clipboard], session.known[.primary]] { session.watch(atom) }
             self.state.withLock {
-                $0.selectionNames[atoms[0]] = .general
-                $0.selectionNames[atoms[1]] = .find
+                $0.selectionNames[session.known[.clipboard]] = .general
+                $0.selectionNames[session.known[.primary]] = .find
             }
             done(.success(()))
         }
@@ -101,7 +98,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         let saved = Mutex(false)
         connection.close(timeout: timeout + 2) { session, done in
             guard shouldHandOff else { return done() }
-            session.handOff(session.atom("CLIPBOARD"), timeout: timeout) { ok in
+            session.handOff(session.known[.clipboard], timeout: timeout) { ok in
                 saved.withLock { $0 = ok }
                 done()
             }
@@ -137,7 +134,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     /// How many reads came over the same-host fast path (``X11Configuration/fastPath``) instead
     /// of through the X server: for diagnostics and tests.
-    public var fastPathReadCount: Int { state.withLock { $0.fastPathReads } }
+    package var fastPathReadCount: Int { state.withLock { $0.fastPathReads } }
 
     /// Whether the connection to the X server is up (false once closed or lost).
     public var isConnected: Bool { connection.stopReason == nil }
@@ -186,7 +183,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     // MARK: Names
 
-    private func selectionAtom(_ name: Pasteboard.Name, in session: X11Session) -> UInt {
+    private func selectionAtom(_ name: Pasteboard.Name, in session: X11Session) -> X11Atom {
         let atom = session.atom(Self.selectionName(for: name))
         state.withLock { $0.selectionNames[atom] = name }
         session.watch(atom)
@@ -199,9 +196,9 @@ public final class X11PasteboardBackend: PasteboardBackend {
         if name.isSystem || state.withLock({ $0.named.contains(name) }) { return true }
         if state.withLock({ $0.removed.contains(name) }) { return false }
         let owner = try? connection.sync(timeout: timeout) { [self] session, done in
-            done(.success(XGetSelectionOwner(session.display, self.selectionAtom(name, in: session))))
+            done(.success(session.selectionOwner(self.selectionAtom(name, in: session))))
         }
-        return (owner ?? 0) != 0
+        return owner.map { !$0.isNone } ?? false
     }
 
     public func create(_ name: Pasteboard.Name) throws {
@@ -238,9 +235,9 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func isPersistent(_ name: Pasteboard.Name) -> Bool {
         guard name == .general else { return false }
         let owner = try? connection.sync(timeout: timeout) { session, done in
-            done(.success(XGetSelectionOwner(session.display, session.atom("CLIPBOARD_MANAGER"))))
+            done(.success(session.selectionOwner(session.known[.clipboardManager])))
         }
-        return (owner ?? 0) != 0
+        return owner.map { !$0.isNone } ?? false
     }
 
     public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {
@@ -265,7 +262,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         func itemTypes(_ registry: TypeRegistry) -> [[PasteboardType]] {
             if let manifest { return manifest.itemTypes }
             var seen = Set<PasteboardType>()
-            let types = targets.filter { !protocolTargets.contains($0) }
+            let types = targets.filter { !WellKnown.protocolTargetNames.contains($0) }
                 .compactMap { registry.type(forTarget: $0)?.type }
                 .filter { seen.insert($0).inserted }
             return types.isEmpty ? [] : [types]
@@ -275,7 +272,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// An offer as read, with what it was read from.
     private struct CachedOffer: Sendable {
         let epoch: Int
-        let owner: UInt
+        let owner: X11Window
         let offer: ForeignOffer
     }
 
@@ -288,8 +285,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
     private func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
         try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
-            let owner = XGetSelectionOwner(session.display, selection)
-            guard owner != 0 else { return done(.success(nil)) }
+            let owner = session.selectionOwner(selection)
+            guard !owner.isNone else { return done(.success(nil)) }
             session.pump()
             guard !session.isDead else { return done(.failure(X11BackendError.connectionLost)) }
             let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
@@ -309,7 +306,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
                     guard targets.contains(Manifest.target) else {
                         return finish(ForeignOffer(targets: targets, manifest: nil))
                     }
-                    session.convert(selection, to: session.atom(Manifest.target)) { result in
+                    session.convert(selection, to: session.known[.manifest]) { result in
                         let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
                         finish(ForeignOffer(targets: targets, manifest: manifest))
                     }
@@ -474,7 +471,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
             return
         }
         let registry = self.registry
-        let _: UInt = try connection.sync(timeout: timeout) { [self] session, done in
+        let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
             session.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) {
                 done($0)
             }
@@ -536,7 +533,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
 }
 
 extension X11PasteboardBackend: X11SessionDelegate {
-    func selectionOwnerChanged(selection: UInt, owner: UInt, timestamp: UInt, isOurs: Bool, session: X11Session) {
+    func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, isOurs: Bool, session: X11Session) {
         let name = state.withLock { state -> Pasteboard.Name? in
             guard let name = state.selectionNames[selection] else { return nil }
             state.ownershipEpochs[name, default: 0] += 1
@@ -559,7 +556,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
             let change = PasteboardChange(name: name, changeCount: count, typesBefore: before, typesAfter: types)
             self.publisher.async { self.changeCenter.publish(change, in: slot) }
         }
-        guard owner != 0 else { return publish([]) }
+        guard !owner.isNone else { return publish([]) }
         let registry = self.registry
         session.targets(of: selection) { result in
             let targets = (try? result.get()) ?? nil
@@ -567,13 +564,13 @@ extension X11PasteboardBackend: X11SessionDelegate {
         }
     }
 
-    func served(selection: UInt, type: PasteboardType) {
+    func served(selection: X11Atom, type: PasteboardType) {
         let (name, handler) = state.withLock { ($0.selectionNames[selection], $0.servedHandler) }
         guard let name, let handler else { return }
         publisher.async { handler(name, type) }
     }
 
-    func ownershipLost(selection: UInt) {
+    func ownershipLost(selection: X11Atom) {
         state.withLock { state in
             if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
         }
@@ -595,7 +592,7 @@ public final class X11DefaultBackendProvider: DefaultBackendProvider {
 /// Who owns a selection.
 public struct SelectionOwnerInfo: Sendable, Equatable {
     /// The owner's window.
-    public let window: UInt
+    public let window: X11Window
     /// The window's name, if it has one.
     public let name: String?
     /// The owner's process id, if its window says (`_NET_WM_PID`).

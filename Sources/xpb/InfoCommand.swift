@@ -33,7 +33,7 @@ struct InfoCommand: Command {
         let items = owner == nil ? [] : try board.itemTypes()
         let report = Report(
             pasteboard: selection.name.rawValue, selection: selection.selection,
-            owner: owner.map { "0x" + String($0.window, radix: 16) }, ownerName: owner?.name, ownerPID: owner?.processID,
+            owner: owner.map { $0.window.description }, ownerName: owner?.name, ownerPID: owner?.processID,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
         if options.asJSON {
             writeLine(json(report))

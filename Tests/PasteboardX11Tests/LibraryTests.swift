@@ -230,7 +230,7 @@ extension X11PasteboardBackend {
         item.setData(Data("manager".utf8), for: .utf8PlainText)
         let items = [item]
         let registry = self.registry
-        let _: UInt = try connection.sync(timeout: 10) { session, done in
+        let _: X11Timestamp = try connection.sync(timeout: 10) { session, done in
             session.own(session.atom(selection), items: items, options: PasteboardOptions(), registry: registry) { done($0) }
         }
     }

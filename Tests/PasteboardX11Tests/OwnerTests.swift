@@ -98,7 +98,7 @@ struct OwnerTests {
             "UTF8_STRING", "XPB_TEST_A", "application/x-not-there", "XPB_TEST_B", "text/html", "XPB_TEST_C",
         ]))
         #expect(reply.format == 32)
-        let names = try reader.atomNames(reply.longs)
+        let names = try reader.atomNames(reply.atoms)
         #expect(names == ["UTF8_STRING", "XPB_TEST_A", nil, "XPB_TEST_B", "text/html", "XPB_TEST_C"])
         // An odd number of atoms is not an ATOM_PAIR list.
         #expect(try reader.rawConvert(target: "MULTIPLE", parameters: ["UTF8_STRING", "XPB_TEST_D", "TARGETS"]) == nil)

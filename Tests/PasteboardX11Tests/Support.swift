@@ -25,7 +25,7 @@ extension X11PasteboardBackend {
     }
 
     /// The names of format-32 atoms.
-    func atomNames(_ atoms: [UInt]) throws -> [String?] {
+    func atomNames(_ atoms: [X11Atom]) throws -> [String?] {
         try connection.sync(timeout: 30) { session, done in done(.success(session.names(of: atoms))) }
     }
 

@@ -1,0 +1,30 @@
+import Dispatch
+
+/// Tunables of the X11 backend.
+public struct X11Configuration: Sendable {
+    /// How long a read may go without progress before it fails, in seconds.
+    public var readTimeout: Double = 5
+    /// How long an INCR transfer we serve may wait for the requestor before it is dropped.
+    public var serveTimeout: Double = 30
+    /// How long a conversion waits for a lazy provider before the request is refused, in
+    /// seconds. Providers run on a worker thread, never on the X thread: other requestors are
+    /// served meanwhile. A provider that overruns keeps running; its result serves later requests.
+    public var providerTimeout: Double = 20
+    /// The most bytes one read accepts; an owner that sends more gets the read failed.
+    public var maxReadSize: Int = 4 << 30
+    /// The bytes per property write; nil for the server's maximum request size, capped at 1 MiB
+    /// (the fastest measured, and well under the 4,000,000 bytes xsel fetches at once).
+    public var chunkSize: Int? = nil
+    /// How long a clean shutdown waits for a clipboard manager to take the contents, in seconds.
+    public var handOffTimeout: Double = 3
+    /// Whether two xpb processes of one user on one host move data outside the X server: the
+    /// owner hands the reader a file descriptor over a UNIX socket (see ``FastPath``). Every
+    /// other client, and any failure, goes through the X server as usual.
+    public var fastPath = true
+    /// The X thread's clock for its deadlines, in nanoseconds of a monotonic clock: tests inject
+    /// their own.
+    var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
+
+    /// The defaults: 5 s read timeout, 30 s serve timeout, 20 s provider timeout, 4 GiB read limit.
+    public init() {}
+}

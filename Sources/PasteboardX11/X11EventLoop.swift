@@ -1,0 +1,117 @@
+internal import CX11
+import Foundation
+import PasteboardKit
+
+/// The loop's work on the X thread: timers, reading and dispatching events, routing errors.
+extension X11Session {
+    // MARK: Timers
+
+    /// Runs `action` on the X thread after `seconds`.
+    @discardableResult
+    func after(_ seconds: Double, _ action: @escaping () -> Void) -> Int {
+        timers.schedule(after: seconds, now: configuration.clock(), action)
+    }
+
+    func cancelTimer(_ id: Int?) {
+        timers.cancel(id)
+    }
+
+    /// Milliseconds until the next timer, or -1 (wait forever) when there is none.
+    func nextTimerDelayMilliseconds() -> Int32 {
+        timers.millisecondsUntilNext(now: configuration.clock())
+    }
+
+    private func fireDueTimers() {
+        for id in timers.due(now: configuration.clock()) {
+            timers.take(id)?()
+        }
+    }
+
+    // MARK: Events
+
+    /// Whether Xlib holds events not yet handled.
+    /// (XQLength reads Xlib's queue length; XEventsQueued, even with QueuedAlready, also tries a
+    /// read of the connection in XCB-based Xlib: a system call per loop turn.)
+    var hasQueuedEvents: Bool { !isDead && XQLength(display) > 0 }
+
+    /// Handles everything the server sent, routes errors, fires due timers, flushes requests.
+    func pump() {
+        assertOnXThread()
+        if checkDead() { return }
+        // One read of the connection (XPending flushes, then reads what has arrived), then only
+        // what Xlib has queued (events read while a handler waited for a reply): asking XPending
+        // again would cost a read that finds nothing, on every wake-up. Anything that arrives
+        // later makes poll() return at once.
+        var queued = XPending(display)
+        while queued > 0 {
+            for _ in 0..<queued {
+                var event = XEvent()
+                XNextEvent(display, &event)
+                dispatch(&event)
+                collectErrors()
+                if checkDead() { return }
+            }
+            queued = XQLength(display)
+        }
+        collectErrors()
+        fireDueTimers()
+        XFlush(display)
+        _ = checkDead()
+    }
+
+    private func checkDead() -> Bool {
+        if !isDead, XErrorSink.isDead(display) { lifecycle = .dead }
+        return isDead
+    }
+
+    private func dispatch(_ event: inout XEvent) {
+        switch event.type {
+        case SelectionRequest:
+            handleSelectionRequest(ConversionRequest(event.xselectionrequest))
+        case SelectionNotify:
+            let notify = event.xselection
+            handleSelectionNotify(requestor: X11Window(rawValue: notify.requestor), selection: X11Atom(rawValue: notify.selection),
+                                  target: X11Atom(rawValue: notify.target), property: X11Atom(rawValue: notify.property))
+        case SelectionClear:
+            let clear = event.xselectionclear
+            handleSelectionClear(window: X11Window(rawValue: clear.window), selection: X11Atom(rawValue: clear.selection),
+                                 time: X11Timestamp(rawValue: clear.time))
+        case PropertyNotify:
+            let property = event.xproperty
+            handlePropertyNotify(window: X11Window(rawValue: property.window), property: X11Atom(rawValue: property.atom),
+                                 time: X11Timestamp(rawValue: property.time), isNewValue: property.state == PropertyNewValue)
+        case DestroyNotify:
+            handleRequestorGone(X11Window(rawValue: event.xdestroywindow.window))
+        default:
+            if fixesEventBase >= 0, event.type == fixesEventBase + XFixesSelectionNotify {
+                let fixes = cx11_fixes_selection_event(&event)
+                handleFixesSelection(selection: X11Atom(rawValue: fixes.selection), owner: X11Window(rawValue: fixes.owner),
+                                     time: X11Timestamp(rawValue: fixes.selection_timestamp))
+            }
+        }
+    }
+
+    private func handlePropertyNotify(window: X11Window, property: X11Atom, time: X11Timestamp, isNewValue: Bool) {
+        if window == self.window {
+            if property == known[.timestampProperty], isNewValue {
+                if !timestampWaiters.isEmpty { timestampWaiters.removeFirst()(.success(time)) }
+                return
+            }
+            if isNewValue { continueIncoming(property: property) }
+        } else if !isNewValue {
+            continueOutgoing(TransferKey(requestor: window, property: property))
+        }
+    }
+
+    private func handleFixesSelection(selection: X11Atom, owner: X11Window, time: X11Timestamp) {
+        let isOurs = (owner == window || owner.isNone) && consumeOurChange(selection, at: time)
+        delegate?.selectionOwnerChanged(selection: selection, owner: owner, timestamp: time, isOurs: isOurs, session: self)
+    }
+
+    /// Whether an ownership change at `time` was ours (each of ours is recognised once).
+    func consumeOurChange(_ selection: X11Atom, at time: X11Timestamp) -> Bool {
+        guard let index = ourChangeTimes[selection]?.firstIndex(of: time) else { return false }
+        ourChangeTimes[selection]?.remove(at: index)
+        return true
+    }
+}

@@ -1,0 +1,100 @@
+internal import CX11
+
+/// An X atom: a name the server interned. Xlib hands atoms, windows and timestamps over as the
+/// same `unsigned long`; these wrappers let the compiler tell them apart (as swift-system's
+/// `FileDescriptor` does for descriptors). The raw value goes to Xlib only in the call layer.
+struct X11Atom: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    let rawValue: UInt
+    init(rawValue: UInt) { self.rawValue = rawValue }
+
+    /// `None`: no atom (a refused conversion, an obsolete requestor's missing property).
+    static let none = X11Atom(rawValue: 0)
+    /// Xatom's predefined atoms (its constants are casts, which Swift does not import).
+    static let atom = X11Atom(rawValue: 4)
+    static let cardinal = X11Atom(rawValue: 6)
+    static let integer = X11Atom(rawValue: 19)
+
+    var isNone: Bool { rawValue == 0 }
+    var description: String { "atom \(rawValue)" }
+}
+
+/// An X window.
+public struct X11Window: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The window's id on its server.
+    public let rawValue: UInt
+    /// Wraps a window id.
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+
+    /// `None`: no window (a selection without an owner).
+    public static let none = X11Window(rawValue: 0)
+    /// Whether this is no window.
+    public var isNone: Bool { rawValue == 0 }
+    /// The id in hexadecimal, as xprop and xwininfo print it.
+    public var description: String { "0x" + String(rawValue, radix: 16) }
+}
+
+/// An X server timestamp: milliseconds on a 32-bit clock that wraps about every 49.7 days, so
+/// two timestamps are ordered by their signed 32-bit difference, never by their values.
+struct X11Timestamp: RawRepresentable, Hashable, Sendable {
+    let rawValue: UInt
+    init(rawValue: UInt) { self.rawValue = rawValue }
+
+    /// `CurrentTime`: what obsolete clients send instead of a real time; never ours to send.
+    static let currentTime = X11Timestamp(rawValue: 0)
+    var isCurrentTime: Bool { rawValue == 0 }
+
+    /// Whether this comes before `other`, allowing for the wrap (ICCCM §2.1).
+    func isBefore(_ other: X11Timestamp) -> Bool {
+        Int32(truncatingIfNeeded: UInt32(truncatingIfNeeded: rawValue) &- UInt32(truncatingIfNeeded: other.rawValue)) < 0
+    }
+}
+
+/// The atoms the backend speaks by name, interned together in one round trip when a session
+/// starts. The one table the protocol-target lists are built from.
+enum WellKnown: String, CaseIterable, Sendable {
+    case clipboard = "CLIPBOARD"
+    case primary = "PRIMARY"
+    case targets = "TARGETS"
+    case multiple = "MULTIPLE"
+    case timestamp = "TIMESTAMP"
+    case saveTargets = "SAVE_TARGETS"
+    case delete = "DELETE"
+    case insertSelection = "INSERT_SELECTION"
+    case insertProperty = "INSERT_PROPERTY"
+    case length = "LENGTH"
+    case atomPair = "ATOM_PAIR"
+    case incr = "INCR"
+    case null = "NULL"
+    case utf8String = "UTF8_STRING"
+    case manifest = "XPB_MANIFEST"
+    case clipboardManager = "CLIPBOARD_MANAGER"
+    case netWMPID = "_NET_WM_PID"
+    case netWMName = "_NET_WM_NAME"
+    case wmName = "WM_NAME"
+    /// Our window's property for server timestamps (zero-length appends).
+    case timestampProperty = "XPB_TIMESTAMP"
+    /// Our window's property for the targets we ask a clipboard manager to save.
+    case saveTargetsProperty = "XPB_SAVE_TARGETS"
+
+    /// What every owner answers besides data, in the order it advertises them.
+    static let ownerTargets: [WellKnown] = [.targets, .multiple, .timestamp, .saveTargets]
+    /// Targets about the protocol rather than data: never shown as types, never handed to a
+    /// clipboard manager.
+    static let protocolTargets: [WellKnown] = ownerTargets + [.delete, .insertSelection, .insertProperty, .length, .atomPair, .incr, .manifest]
+    static let protocolTargetNames = Set(protocolTargets.map(\.rawValue))
+}
+
+/// The interned atoms of ``WellKnown``.
+struct WellKnownAtoms: Sendable {
+    private let atoms: [WellKnown: X11Atom]
+
+    init(_ atoms: [WellKnown: X11Atom]) {
+        precondition(atoms.count == WellKnown.allCases.count, "one atom per well-known name")
+        self.atoms = atoms
+    }
+
+    subscript(_ name: WellKnown) -> X11Atom { atoms[name]! }
+
+    /// The atoms of the protocol targets.
+    var protocolTargets: Set<X11Atom> { Set(WellKnown.protocolTargets.map { self[$0] }) }
+}

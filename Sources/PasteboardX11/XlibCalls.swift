@@ -1,0 +1,234 @@
+internal import CX11
+import Foundation
+import PasteboardKit
+
+/// The Xlib call layer: every call that takes or gives atoms, windows and timestamps goes
+/// through here, wrapping and unwrapping the typed handles; errors are routed by request serial.
+extension X11Session {
+    // MARK: Atoms
+
+    /// Interns several names in one round trip (`XInternAtoms`); a failed batch falls back to one
+    /// call per name.
+    static func internAtoms(_ display: OpaquePointer, _ names: [String]) -> [X11Atom] {
+        guard !names.isEmpty else { return [] }
+        var cStrings = names.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        var result = [Atom](repeating: 0, count: names.count)
+        let status = cStrings.withUnsafeMutableBufferPointer { buffer in
+            XInternAtoms(display, buffer.baseAddress, Int32(names.count), 0, &result)
+        }
+        if status == 0 {
+            for (index, name) in names.enumerated() { result[index] = XInternAtom(display, name, 0) }
+        }
+        return result.map(X11Atom.init(rawValue:))
+    }
+
+    /// The atom of a name, interned on first use.
+    func atom(_ name: String) -> X11Atom {
+        if let atom = atomsByName[name] { return atom }
+        let atom = X11Atom(rawValue: XInternAtom(display, name, 0))
+        remember(atom, name)
+        return atom
+    }
+
+    /// The atoms of several names in one round trip.
+    func atoms(_ names: [String]) -> [X11Atom] {
+        let missing = Array(Set(names.filter { atomsByName[$0] == nil }))
+        for (name, atom) in zip(missing, Self.internAtoms(display, missing)) { remember(atom, name) }
+        return names.map { atomsByName[$0] ?? .none }
+    }
+
+    /// The name of an atom, or nil for an atom the server does not know.
+    func name(of atom: X11Atom) -> String? {
+        names(of: [atom]).first ?? nil
+    }
+
+    /// The names of several atoms in one round trip; nil for atoms the server does not know.
+    func names(of atoms: [X11Atom]) -> [String?] {
+        let missing = Array(Set(atoms.filter { !$0.isNone && namesByAtom[$0] == nil }))
+        if !missing.isEmpty {
+            var pointers = [UnsafeMutablePointer<CChar>?](repeating: nil, count: missing.count)
+            var raw = missing.map(\.rawValue)
+            var failed = false
+            routeErrors({
+                if XGetAtomNames(display, &raw, Int32(missing.count), &pointers) == 0 { failed = true }
+            }, onError: { _ in failed = true })
+            if failed {
+                // One bad atom fails the whole batch: ask one by one, so only the bad ones are lost.
+                for atom in missing {
+                    var pointer: UnsafeMutablePointer<CChar>? = nil
+                    routeErrors({ pointer = XGetAtomName(display, atom.rawValue) }, onError: { _ in })
+                    if let pointer {
+                        remember(atom, String(cString: pointer))
+                        XFree(pointer)
+                    }
+                }
+            } else {
+                for (atom, pointer) in zip(missing, pointers) {
+                    guard let pointer else { continue }
+                    remember(atom, String(cString: pointer))
+                    XFree(pointer)
+                }
+            }
+        }
+        return atoms.map { namesByAtom[$0] }
+    }
+
+    func remember(_ atom: X11Atom, _ name: String) {
+        namesByAtom[atom] = name
+        atomsByName[name] = atom
+    }
+
+    // MARK: Errors
+
+    /// Runs Xlib calls whose errors, when they arrive, go to `onError` instead of the log.
+    /// Errors arrive asynchronously; the ones for calls that need an answer come before it.
+    func routeErrors(_ body: () -> Void, onError: @escaping (XErrorRecord) -> Void) {
+        assertOnXThread()
+        let first = XNextRequest(display)
+        body()
+        let last = XNextRequest(display) &- 1
+        if last >= first { errorRoutes.append((first, last, onError)) }
+        collectErrors()
+    }
+
+    /// Routes the errors filed since the last call.
+    func collectErrors() {
+        for record in XErrorSink.take(display) {
+            if let route = errorRoutes.last(where: { $0.first <= record.serial && record.serial <= $0.last }) {
+                route.handler(record)
+            }
+        }
+        let processed = XLastKnownRequestProcessed(display)
+        errorRoutes.removeAll { $0.last < processed }
+    }
+
+    // MARK: Selections
+
+    /// The owner of a selection (``X11Window/none`` when nobody owns it).
+    func selectionOwner(_ selection: X11Atom) -> X11Window {
+        X11Window(rawValue: XGetSelectionOwner(display, selection.rawValue))
+    }
+
+    /// Sets (or, with ``X11Window/none``, clears) the owner of a selection as of `time`.
+    func setSelectionOwner(_ selection: X11Atom, _ owner: X11Window, at time: X11Timestamp) {
+        XSetSelectionOwner(display, selection.rawValue, owner.rawValue, time.rawValue)
+    }
+
+    /// Asks the owner of `selection` to convert it to `target` into `property` of our window.
+    func requestConversion(_ selection: X11Atom, to target: X11Atom, property: X11Atom, at time: X11Timestamp) {
+        XConvertSelection(display, selection.rawValue, target.rawValue, property.rawValue, window.rawValue, time.rawValue)
+    }
+
+    /// Tells a requestor how its conversion went (`SelectionNotify`; property None for a refusal).
+    func sendSelectionNotify(to requestor: X11Window, selection: X11Atom, target: X11Atom, property: X11Atom, time: X11Timestamp) {
+        var message = cx11_selection_notify(display, requestor.rawValue, selection.rawValue, target.rawValue, property.rawValue, time.rawValue)
+        routeErrors({ _ = XSendEvent(display, requestor.rawValue, 0, 0, &message) }, onError: { _ in })
+    }
+
+    /// Asks for events of another client's window; false when the window is gone.
+    @discardableResult
+    func selectInput(_ window: X11Window, _ mask: Int) -> Bool {
+        var failed = false
+        routeErrors({ XSelectInput(display, window.rawValue, mask) }, onError: { _ in failed = true })
+        return !failed
+    }
+
+    /// Asks XFixes for owner changes of a selection (once per selection).
+    func watch(_ selection: X11Atom) {
+        guard fixesEventBase >= 0, watchedSelections.insert(selection).inserted else { return }
+        XFixesSelectSelectionInput(display, root.rawValue, selection.rawValue,
+                                   UInt(XFixesSetSelectionOwnerNotifyMask | XFixesSelectionWindowDestroyNotifyMask | XFixesSelectionClientCloseNotifyMask))
+    }
+
+    /// A fresh server timestamp: a zero-length append to a property of our window, whose
+    /// PropertyNotify carries the server's time (ICCCM §2.1; never CurrentTime).
+    func serverTime(_ completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
+        timestampWaiters.append(completion)
+        var nothing: UInt8 = 0
+        XChangeProperty(display, window.rawValue, known[.timestampProperty].rawValue, X11Atom.integer.rawValue, 8, PropModeAppend, &nothing, 0)
+        XFlush(display)
+        let deadline = configuration.readTimeout
+        after(deadline) { [weak self] in
+            guard let self, !self.timestampWaiters.isEmpty else { return }
+            // The oldest waiter is the late one: the server answers appends in order.
+            self.timestampWaiters.removeFirst()(.failure(PasteboardError.timedOut(operation: "getting a server timestamp", seconds: deadline)))
+        }
+    }
+
+    // MARK: Properties
+
+    /// Reads a whole property, handing its bytes (format 32 packed as 32-bit units) to `body`
+    /// without an intermediate copy; nil when the property does not exist.
+    func readProperty<T>(_ window: X11Window, _ property: X11Atom, delete: Bool,
+                         _ body: (X11Atom, Int32, UnsafeRawBufferPointer) throws -> T) rethrows -> T? {
+        var type: Atom = 0
+        var format: Int32 = 0
+        var count: UInt = 0
+        var after: UInt = 0
+        var pointer: UnsafeMutablePointer<UInt8>? = nil
+        var failed = false
+        routeErrors({
+            let status = XGetWindowProperty(display, window.rawValue, property.rawValue, 0, 0x1FFF_FFFF, delete ? 1 : 0, 0,
+                                            &type, &format, &count, &after, &pointer)
+            failed = status != 0
+        }, onError: { _ in failed = true })
+        defer { if let pointer { XFree(pointer) } }
+        guard !failed, type != 0 else { return nil }
+        let atom = X11Atom(rawValue: type)
+        guard let pointer else { return try body(atom, format, UnsafeRawBufferPointer(start: nil, count: 0)) }
+        switch format {
+        case 16:
+            return try body(atom, format, UnsafeRawBufferPointer(start: pointer, count: Int(count) * 2))
+        case 32:
+            // Xlib hands format-32 data over as C longs (8 bytes here): pack to 32-bit units.
+            let longs = UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt.self)
+            var packed = [UInt32](repeating: 0, count: Int(count))
+            for index in 0..<Int(count) { packed[index] = UInt32(truncatingIfNeeded: longs[index]) }
+            return try packed.withUnsafeBytes { try body(atom, format, $0) }
+        default:
+            return try body(atom, format, UnsafeRawBufferPointer(start: pointer, count: Int(count)))
+        }
+    }
+
+    /// Reads a whole property into a value.
+    func readProperty(_ window: X11Window, _ property: X11Atom, delete: Bool) -> PropertyValue? {
+        readProperty(window, property, delete: delete) { type, format, bytes in
+            PropertyValue(type: type, format: format, data: Data(bytes))
+        }
+    }
+
+    /// Writes a format-32 property from values (as Xlib wants them: C longs).
+    func writeLongs(_ window: X11Window, _ property: X11Atom, type: X11Atom, _ values: [UInt], onError: @escaping (XErrorRecord) -> Void) {
+        var longs = values
+        routeErrors({
+            longs.withUnsafeMutableBytes { buffer in
+                _ = XChangeProperty(display, window.rawValue, property.rawValue, type.rawValue, 32, PropModeReplace,
+                                    buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(values.count))
+            }
+        }, onError: onError)
+    }
+
+    /// Writes a format-32 property of atoms.
+    func writeAtoms(_ window: X11Window, _ property: X11Atom, type: X11Atom = .atom, _ atoms: [X11Atom], onError: @escaping (XErrorRecord) -> Void) {
+        writeLongs(window, property, type: type, atoms.map(\.rawValue), onError: onError)
+    }
+
+    /// Writes a format-8 property.
+    func writeBytes(_ window: X11Window, _ property: X11Atom, type: X11Atom, _ bytes: UnsafeRawBufferPointer, onError: @escaping (XErrorRecord) -> Void) {
+        routeErrors({
+            _ = XChangeProperty(display, window.rawValue, property.rawValue, type.rawValue, 8, PropModeReplace,
+                                bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(bytes.count))
+        }, onError: onError)
+    }
+
+    /// Writes bytes `range` of `source` (a chunk at most) to a property, reading a file into the
+    /// session's one scratch buffer: no allocation per chunk or per small conversion.
+    func writeBytes(_ window: X11Window, _ property: X11Atom, type: X11Atom, from source: TransferSource, range: Range<Int>,
+                    onError: @escaping (XErrorRecord) -> Void) throws {
+        if scratch == nil { scratch = .allocate(byteCount: chunkSize, alignment: 16) }
+        try source.withBytes(offset: range.lowerBound, length: range.count, scratch: scratch!) {
+            writeBytes(window, property, type: type, $0, onError: onError)
+        }
+    }
+}
