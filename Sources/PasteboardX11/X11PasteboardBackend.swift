@@ -12,7 +12,7 @@ import Synchronization
 /// the selection. Type queries move no data: `TARGETS`, or for xpb owners the manifest.
 /// `changeCount` follows XFixes: every ownership change of a watched selection counts once.
 public final class X11PasteboardBackend: PasteboardBackend {
-    private struct State {
+    struct State {
         var changeCounts: [Pasteboard.Name: Int] = [:]
         var named: Set<Pasteboard.Name> = []
         /// Named pasteboards removed by this process and not created again: writes through old
@@ -44,7 +44,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public var displayName: String { connection.displayName }
 
     let connection: X11Connection
-    private let state = Mutex(State())
+    let state = Mutex(State())
     /// Changes described on the X thread are handed to the change center from here, never from
     /// the X thread itself: observers run on the thread that delivers, and may read pasteboards.
     private let publisher = DispatchQueue(label: "xpb.x11.changes")
@@ -183,14 +183,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     // MARK: Names
 
-    private func selectionAtom(_ name: Pasteboard.Name, in session: X11Session) -> X11Atom {
+    func selectionAtom(_ name: Pasteboard.Name, in session: X11Session) -> X11Atom {
         let atom = session.atom(Self.selectionName(for: name))
         state.withLock { $0.selectionNames[atom] = name }
         session.watch(atom)
         return atom
     }
 
-    private var timeout: Double { configuration.readTimeout * 2 + 5 }
+    var timeout: Double { configuration.readTimeout * 2 + 5 }
 
     public func exists(_ name: Pasteboard.Name) -> Bool {
         if name.isSystem || state.withLock({ $0.named.contains(name) }) { return true }
@@ -253,68 +253,6 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     // MARK: Reading
 
-    /// What another client offers: its targets, and the manifest if it is an xpb owner.
-    private struct ForeignOffer: Sendable {
-        let targets: [String]
-        let manifest: Manifest?
-
-        /// The types of each item: the manifest's, else one item of the types behind the targets.
-        func itemTypes(_ registry: TypeRegistry) -> [[PasteboardType]] {
-            if let manifest { return manifest.itemTypes }
-            var seen = Set<PasteboardType>()
-            let types = targets.filter { !WellKnown.protocolTargetNames.contains($0) }
-                .compactMap { registry.type(forTarget: $0)?.type }
-                .filter { seen.insert($0).inserted }
-            return types.isEmpty ? [] : [types]
-        }
-    }
-
-    /// An offer as read, with what it was read from.
-    private struct CachedOffer: Sendable {
-        let epoch: Int
-        let owner: X11Window
-        let offer: ForeignOffer
-    }
-
-    /// Reads the offer of whoever owns the selection; nil when nobody does (or we do).
-    ///
-    /// The offer is cached while the owner stays the same: the owner's window is asked for (one
-    /// round trip to the server, none to the owner), and the ownership events the server sent
-    /// before its answer are handled first, so any change of owner (even a new acquisition by the
-    /// same window) has moved the epoch by the time the cache is consulted.
-    private func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
-        try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
-            let selection = self.selectionAtom(name, in: session)
-            let owner = session.selectionOwner(selection)
-            guard !owner.isNone else { return done(.success(nil)) }
-            session.pump()
-            guard !session.isDead else { return done(.failure(X11BackendError.connectionLost)) }
-            let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
-            // Without XFixes no event moves the epoch: then every read asks the owner.
-            if session.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
-                return done(.success(cached.offer))
-            }
-            let finish: @Sendable (ForeignOffer) -> Void = { offer in
-                self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
-                done(.success(offer))
-            }
-            session.targets(of: selection) { result in
-                switch result {
-                case let .failure(error): done(.failure(error))
-                case .success(nil): finish(ForeignOffer(targets: [], manifest: nil))
-                case let .success(targets?):
-                    guard targets.contains(Manifest.target) else {
-                        return finish(ForeignOffer(targets: targets, manifest: nil))
-                    }
-                    session.convert(selection, to: session.known[.manifest]) { result in
-                        let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
-                        finish(ForeignOffer(targets: targets, manifest: manifest))
-                    }
-                }
-            }
-        }
-    }
-
     /// The types of each item, or nil when nobody (neither this process nor another client) owns
     /// the pasteboard's selection: tells an empty pasteboard from one whose owner offers nothing,
     /// in the same round trips as ``itemTypes(of:)``.
@@ -323,7 +261,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         return try foreignOffer(name)?.itemTypes(registry)
     }
 
-    private func ownedItems(_ name: Pasteboard.Name) -> [PasteboardItem]? {
+    func ownedItems(_ name: Pasteboard.Name) -> [PasteboardItem]? {
         state.withLock { $0.owned[name]?.items }
     }
 
@@ -360,82 +298,6 @@ public final class X11PasteboardBackend: PasteboardBackend {
         guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
         return try fetch(name, item: item, type: type, offer: offer, fastPath: false).map { .data($0) }
     }
-
-    /// Reads one representation over the same-host fast path with `reader` (into memory, or as a
-    /// file); nil when the fast path is off, not offered, or fails, and the caller converts through
-    /// X. An owner that took the request and then did not answer is a timeout, like a conversion
-    /// that makes no progress: not a reason to wait again through X.
-    private func overFastPath<T>(
-        _ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer,
-        _ reader: (_ name: String, _ selection: String, _ target: String, _ timeout: Double, _ limit: Int) throws(FastPathClient.TimedOut) -> T?
-    ) throws -> T? {
-        guard configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
-              let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) else { return nil }
-        let result: T?
-        do {
-            result = try reader(listener, Self.selectionName(for: name), entry.target, configuration.readTimeout, configuration.maxReadSize)
-        } catch {
-            throw PasteboardError.timedOut(operation: "reading \(entry.target) over the fast path", seconds: configuration.readTimeout)
-        }
-        if result != nil { state.withLock { $0.fastPathReads += 1 } }
-        return result
-    }
-
-    /// Converts one representation from the foreign owner: through the manifest's item target,
-    /// or for the first item through the best ordinary target for the type.
-    private func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true) throws -> Data? {
-        if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
-            if fastPath, let data = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.read) {
-                return data
-            }
-            return try convert(name, target: entry.target)?.data
-        }
-        guard item == 0 else { return nil }
-        for alias in candidateAliases(for: type, offered: offer.targets) {
-            guard let (data, replyType) = try convert(name, target: alias.name) else { continue }
-            return codec(for: type, requested: alias, replyType: replyType).decode(data)
-        }
-        return nil
-    }
-
-    /// Converts the selection to one target: its bytes and the reply's type name, or nil when the
-    /// owner refuses. Waits as long as the transfer makes progress.
-    private func convert(_ name: Pasteboard.Name, target: String) throws -> (data: Data, replyType: String)? {
-        try connection.sync(timeout: Self.transferTimeout) { [self] (session, done: @escaping @Sendable (Result<(data: Data, replyType: String)?, any Error>) -> Void) in
-            let selection = self.selectionAtom(name, in: session)
-            session.convert(selection, to: session.atom(target)) { result in
-                done(result.map { value in value.map { ($0.data, session.name(of: $0.type) ?? "") } })
-            }
-        }
-    }
-
-    /// The targets to try for a type, best first: the advertised aliases in the registry's order
-    /// (UTF-8 before Latin-1), then any other advertised target the registry maps to the type.
-    /// Only advertised targets: xclip answers any target it is asked for with its data during
-    /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
-    private func candidateAliases(for type: PasteboardType, offered: [String]) -> [TargetAlias] {
-        let offeredSet = Set(offered)
-        let candidates = registry.targets(for: type).filter { offeredSet.contains($0.name) }
-        let others = offered.compactMap { registry.type(forTarget: $0) }
-            .filter { $0.type == type && !candidates.contains($0.alias) }.map(\.alias)
-        return candidates + others
-    }
-
-    /// How to decode a reply: by the requested alias, except for targets whose encoding the
-    /// owner chooses (`TEXT`, whose reply type differs from its name): those by the reply's type
-    /// (`TEXT` answered as `STRING` is Latin-1). Reply types of other targets are not trusted:
-    /// xsel answers UTF8_STRING with UTF-8 bytes typed STRING.
-    private func codec(for type: PasteboardType, requested: TargetAlias, replyType: String) -> TargetCodec {
-        if requested.replyType != requested.name, replyType != requested.name,
-           let reply = registry.type(forTarget: replyType), reply.type == type {
-            return reply.alias.codec
-        }
-        return requested.codec
-    }
-
-    /// The outer wait of a data transfer; the transfer's own no-progress deadline is what ends
-    /// a stalled one.
-    static let transferTimeout: Double = 24 * 3600
 
     public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
         if let items = ownedItems(name) { return items }
@@ -574,18 +436,6 @@ extension X11PasteboardBackend: X11SessionDelegate {
         state.withLock { state in
             if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
         }
-    }
-}
-
-/// Makes `Pasteboard.general` the X clipboard in any process that links this module and has
-/// `$DISPLAY` set; found by name by `PasteboardSystem` (a class: the runtime finds classes by
-/// name, not enums or structs).
-public final class X11DefaultBackendProvider: DefaultBackendProvider {
-    /// A backend on `$DISPLAY`.
-    ///
-    /// - Throws: ``X11BackendError/noDisplay`` or ``X11BackendError/cannotOpenDisplay(_:)``.
-    public static func makeDefaultBackend() throws -> any PasteboardBackend {
-        try X11PasteboardBackend()
     }
 }
 

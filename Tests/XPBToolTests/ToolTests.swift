@@ -238,6 +238,9 @@ struct CopyTests {
         let dashed = try xpb(["copy", "--", "-x"], x)
         #expect(dashed.status == 1)
         #expect(dashed.error.contains("cannot read -x"))
+        // The background owner's own options go before a `--`, so `copy --` still starts it.
+        #expect(try xpb(["copy", "--"], x, input: Data("after dashes".utf8)).status == 0)
+        #expect(try xclipOut(x).text == "after dashes")
         #expect(try xpb(["copy", "--type=text/html"], x, input: Data("<b>b</b>".utf8)).status == 0)
         #expect(try xpb(["paste", "-thtml"], x).text == "<b>b</b>")
         #expect(try xpb(["paste", "--type", "html", "--timeout=2"], x).text == "<b>b</b>")

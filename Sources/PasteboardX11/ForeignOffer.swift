@@ -1,0 +1,66 @@
+import Foundation
+import PasteboardKit
+
+/// What another client offers: its targets, and the manifest if it is an xpb owner.
+struct ForeignOffer: Sendable {
+    let targets: [String]
+    let manifest: Manifest?
+
+    /// The types of each item: the manifest's, else one item of the types behind the targets.
+    func itemTypes(_ registry: TypeRegistry) -> [[PasteboardType]] {
+        if let manifest { return manifest.itemTypes }
+        var seen = Set<PasteboardType>()
+        let types = targets.filter { !WellKnown.protocolTargetNames.contains($0) }
+            .compactMap { registry.type(forTarget: $0)?.type }
+            .filter { seen.insert($0).inserted }
+        return types.isEmpty ? [] : [types]
+    }
+}
+
+/// An offer as read, with what it was read from.
+struct CachedOffer: Sendable {
+    let epoch: Int
+    let owner: X11Window
+    let offer: ForeignOffer
+}
+
+extension X11PasteboardBackend {
+    /// Reads the offer of whoever owns the selection; nil when nobody does (or we do).
+    ///
+    /// The offer is cached while the owner stays the same: the owner's window is asked for (one
+    /// round trip to the server, none to the owner), and the ownership events the server sent
+    /// before its answer are handled first, so any change of owner (even a new acquisition by the
+    /// same window) has moved the epoch by the time the cache is consulted.
+    func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
+        try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
+            let selection = self.selectionAtom(name, in: session)
+            let owner = session.selectionOwner(selection)
+            guard !owner.isNone else { return done(.success(nil)) }
+            session.pump()
+            guard !session.isDead else { return done(.failure(X11BackendError.connectionLost)) }
+            let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
+            // Without XFixes no event moves the epoch: then every read asks the owner.
+            if session.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
+                return done(.success(cached.offer))
+            }
+            let finish: @Sendable (ForeignOffer) -> Void = { offer in
+                self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
+                done(.success(offer))
+            }
+            session.targets(of: selection) { result in
+                switch result {
+                case let .failure(error): done(.failure(error))
+                case .success(nil): finish(ForeignOffer(targets: [], manifest: nil))
+                case let .success(targets?):
+                    guard targets.contains(Manifest.target) else {
+                        return finish(ForeignOffer(targets: targets, manifest: nil))
+                    }
+                    session.convert(selection, to: session.known[.manifest]) { result in
+                        let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
+                        finish(ForeignOffer(targets: targets, manifest: manifest))
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import PasteboardKit
+
+/// How a read is carried out: over the fast path when an xpb owner offers one, else by converting
+/// the best advertised target and decoding it by the registry's codec.
+extension X11PasteboardBackend {
+    /// Reads one representation over the same-host fast path with `reader` (into memory, or as a
+    /// file); nil when the fast path is off, not offered, or fails, and the caller converts through
+    /// X. An owner that took the request and then did not answer is a timeout, like a conversion
+    /// that makes no progress: not a reason to wait again through X.
+    func overFastPath<T>(
+        _ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer,
+        _ reader: (_ name: String, _ selection: String, _ target: String, _ timeout: Double, _ limit: Int) throws(FastPathClient.TimedOut) -> T?
+    ) throws -> T? {
+        guard configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
+              let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) else { return nil }
+        let result: T?
+        do {
+            result = try reader(listener, Self.selectionName(for: name), entry.target, configuration.readTimeout, configuration.maxReadSize)
+        } catch {
+            throw PasteboardError.timedOut(operation: "reading \(entry.target) over the fast path", seconds: configuration.readTimeout)
+        }
+        if result != nil { state.withLock { $0.fastPathReads += 1 } }
+        return result
+    }
+
+    /// Converts one representation from the foreign owner: through the manifest's item target,
+    /// or for the first item through the best ordinary target for the type.
+    func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true) throws -> Data? {
+        if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
+            if fastPath, let data = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.read) {
+                return data
+            }
+            return try convert(name, target: entry.target)?.data
+        }
+        guard item == 0 else { return nil }
+        for alias in candidateAliases(for: type, offered: offer.targets) {
+            guard let (data, replyType) = try convert(name, target: alias.name) else { continue }
+            return codec(for: type, requested: alias, replyType: replyType).decode(data)
+        }
+        return nil
+    }
+
+    /// Converts the selection to one target: its bytes and the reply's type name, or nil when the
+    /// owner refuses. Waits as long as the transfer makes progress.
+    func convert(_ name: Pasteboard.Name, target: String) throws -> (data: Data, replyType: String)? {
+        try connection.sync(timeout: Self.transferTimeout) { [self] (session, done: @escaping @Sendable (Result<(data: Data, replyType: String)?, any Error>) -> Void) in
+            let selection = self.selectionAtom(name, in: session)
+            session.convert(selection, to: session.atom(target)) { result in
+                done(result.map { value in value.map { ($0.data, session.name(of: $0.type) ?? "") } })
+            }
+        }
+    }
+
+    /// The targets to try for a type, best first: the advertised aliases in the registry's order
+    /// (UTF-8 before Latin-1), then any other advertised target the registry maps to the type.
+    /// Only advertised targets: xclip answers any target it is asked for with its data during
+    /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
+    func candidateAliases(for type: PasteboardType, offered: [String]) -> [TargetAlias] {
+        let offeredSet = Set(offered)
+        let candidates = registry.targets(for: type).filter { offeredSet.contains($0.name) }
+        let others = offered.compactMap { registry.type(forTarget: $0) }
+            .filter { $0.type == type && !candidates.contains($0.alias) }.map(\.alias)
+        return candidates + others
+    }
+
+    /// How to decode a reply: by the requested alias, except for targets whose encoding the
+    /// owner chooses (`TEXT`, whose reply type differs from its name): those by the reply's type
+    /// (`TEXT` answered as `STRING` is Latin-1). Reply types of other targets are not trusted:
+    /// xsel answers UTF8_STRING with UTF-8 bytes typed STRING.
+    func codec(for type: PasteboardType, requested: TargetAlias, replyType: String) -> TargetCodec {
+        if requested.replyType != requested.name, replyType != requested.name,
+           let reply = registry.type(forTarget: replyType), reply.type == type {
+            return reply.alias.codec
+        }
+        return requested.codec
+    }
+
+    /// The outer wait of a data transfer; the transfer's own no-progress deadline is what ends
+    /// a stalled one.
+    static let transferTimeout: Double = 24 * 3600
+}

@@ -1,0 +1,192 @@
+import Foundation
+import Glibc
+import PasteboardKit
+import PasteboardX11
+
+/// What the background owner tells `xpb copy` over the ready pipe, as one line: it owns the
+/// selection, or it failed with an exit status and a message.
+enum ReadyMessage: Equatable {
+    case ready
+    case failed(status: Int32, message: String)
+
+    /// The line written to the pipe.
+    var line: String {
+        switch self {
+        case .ready: return "ready\n"
+        case let .failed(status, message): return "error \(status) \(message.replacingOccurrences(of: "\n", with: " "))\n"
+        }
+    }
+
+    /// Reads a line (without its newline); nil for anything else (the owner died first).
+    init?(line: String) {
+        if line == "ready" {
+            self = .ready
+            return
+        }
+        let parts = line.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, parts[0] == "error", let status = Int32(parts[1]) else { return nil }
+        self = .failed(status: status, message: parts.count > 2 ? String(parts[2]) : "the background owner failed")
+    }
+}
+
+/// The background owner of `xpb copy`: started detached, it owns the selection and serves it;
+/// the starting process waits on the ready pipe for it to own the selection or fail.
+extension CopyCommand {
+    // MARK: Serving
+
+    /// Owns the selection and serves it until another client takes it (or it expires, or, with
+    /// --paste-once, after the first paste), then finishes running transfers.
+    func serve() async throws {
+        let ready = readyFD.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        do {
+            let items = try makeItems()
+            let backend = try selection.connect()
+            let board = selection.pasteboard(on: backend)
+            let changes = board.changes
+            let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
+            let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
+            if pasteOnce {
+                let name = selection.name
+                backend.onServed { _, _ in try? backend.clear(name) }
+            }
+            try await board.setItems(items, options: options)
+            ready?.write(Data(ReadyMessage.ready.line.utf8))
+            try? ready?.close()
+            for await _ in changes where !backend.isOwner(of: selection.name) { break }
+            guard backend.isConnected else { throw X11BackendError.connectionLost }
+            // Transfers under way go on after ownership ends; they end by themselves or time out.
+            while (try? backend.activeTransferCount()) ?? 0 > 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            backend.close(handOff: false)
+        } catch {
+            let failure = Failure(error)
+            if let ready {
+                ready.write(Data(ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line.utf8))
+                try? ready.close()
+                throw Exit(status: failure.status.rawValue)
+            }
+            throw failure
+        }
+    }
+
+    /// Starts a background owner and returns once it owns the selection (or reports why not).
+    func detach() throws {
+        // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
+        var extraFDs: [Int32] = []
+        var savedArguments: [String] = []
+        for input in Set(inputs) where input == "-" || !isRegularFile(input) {
+            let source = input == "-" ? 0 : open(input, O_RDONLY | O_CLOEXEC)
+            guard source >= 0 else { throw Failure("cannot read \(input): \(String(cString: strerror(errno)))") }
+            defer { if source != 0 { Glibc.close(source) } }
+            extraFDs.append(try save(source, named: input == "-" ? "standard input" : input))
+            // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
+            savedArguments.append("--saved-fd=\(input)=\(3 + extraFDs.count)")
+        }
+        var readyPipe: [Int32] = [0, 0]
+        guard pipe(&readyPipe) == 0 else { throw Failure("cannot create a pipe: \(String(cString: strerror(errno)))") }
+        // Only the copies made for the child (3, 4, …) may survive exec: the child must not hold the
+        // pipe's write end twice, or the parent would never see it close.
+        for fd in readyPipe + extraFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // The owner's own options go right after the command name: after a `--` they would be
+        // taken for file names.
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        arguments.insert(contentsOf: ["--ready-fd", "3"] + savedArguments, at: min(1, arguments.count))
+        let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs)
+        Glibc.close(readyPipe[1])
+        extraFDs.forEach { _ = Glibc.close($0) }
+        let reply = readAll(readyPipe[0], timeout: 30)
+        Glibc.close(readyPipe[0])
+        switch ReadyMessage(line: reply.split(separator: "\n").first.map(String.init) ?? "") {
+        case .ready?:
+            return
+        case let .failed(status, message)?:
+            FileHandle.standardError.write(Data("xpb: \(message)\n".utf8))
+            throw Exit(status: status)
+        case nil:
+            break
+        }
+        kill(pid, SIGKILL)
+        throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
+    }
+
+    /// Copies everything `source` yields into an unlinked temporary file and returns its
+    /// descriptor, which the background owner reads from.
+    private func save(_ source: Int32, named name: String) throws -> Int32 {
+        var template = Array((NSTemporaryDirectory() + "/xpb-copy-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = read(source, &buffer, buffer.count)
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Failure("cannot read \(name): \(String(cString: strerror(errno)))")
+            }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, count - offset) }
+                guard written > 0 else { throw Failure("cannot save \(name): \(String(cString: strerror(errno)))") }
+                offset += written
+            }
+        }
+        return fd
+    }
+
+    /// What a descriptor yields up to the first newline or end of file, or until `timeout` seconds pass.
+    private func readAll(_ fd: Int32, timeout: Double) -> String {
+        var collected = Data()
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let remaining = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
+            guard poll(&descriptor, 1, remaining) > 0 else { continue }
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            collected.append(contentsOf: buffer[0..<count])
+            if collected.contains(UInt8(ascii: "\n")) { break }
+        }
+        return String(decoding: collected, as: UTF8.self)
+    }
+}
+
+/// Starts a copy of this program in the background.
+enum Detach {
+    /// Runs `/proc/self/exe` with `arguments` in a new session, standard streams on /dev/null,
+    /// and `fds` as descriptors 3, 4, …
+    static func spawn(arguments: [String], fds: [Int32]) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Staged above the targets first: a source that is itself 3 or 4 (a saved file opened
+        // early) would otherwise be overwritten by an earlier dup2 before it is copied.
+        let staged = fds.map { fcntl($0, F_DUPFD_CLOEXEC, Int32(3 + fds.count)) }
+        defer { staged.forEach { _ = close($0) } }
+        guard !staged.contains(where: { $0 < 0 }) else {
+            throw Failure("cannot pass descriptors to the background owner: \(String(cString: strerror(errno)))")
+        }
+        for (index, fd) in staged.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + index))
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // POSIX_SPAWN_SETSID (glibc): the owner leaves the terminal's session and process group.
+        posix_spawnattr_setflags(&attributes, Int16(0x80))
+        let executable = "/proc/self/exe"
+        let argv = ([CommandLine.arguments.first ?? "xpb"] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard status == 0 else {
+            throw Failure("cannot start the background owner: \(String(cString: strerror(status)))")
+        }
+        return pid
+    }
+}
