@@ -103,11 +103,13 @@ public final class FileContents: Sendable {
         precondition(length <= buffer.count, "the buffer is smaller than the read")
         var done = 0
         while done < length {
-            let count = pread(descriptor, buffer.baseAddress! + done, length - done, off_t(offset + done))
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                throw PasteboardError.backendFailure("cannot read \(path): \(count == 0 ? "it shrank while being served" : String(cString: strerror(errno)))")
+            let count: Int
+            do {
+                count = try SystemCall.retrying { pread(descriptor, buffer.baseAddress! + done, length - done, off_t(offset + done)) }
+            } catch {
+                throw PasteboardError.backendFailure("cannot read \(path): \(error)")
             }
+            guard count > 0 else { throw PasteboardError.backendFailure("cannot read \(path): it shrank while being served") }
             done += count
         }
     }

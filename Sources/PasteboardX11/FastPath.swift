@@ -93,11 +93,8 @@ extension X11Session {
     private func acceptFastPathClients() {
         guard let server = fastPath else { return }
         while true {
-            let client = accept(server.listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return // EAGAIN: no more waiting; other errors: try again on the next wake-up
-            }
+            // EAGAIN: no more waiting; other errors: try again on the next wake-up.
+            guard let client = try? SystemCall.retrying({ accept(server.listener, nil, nil) }) else { return }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
             // Another user's process gets nothing, not even an answer.
@@ -114,8 +111,14 @@ extension X11Session {
     private func readFastPathRequest(_ client: Int32) {
         guard let server = fastPath, var entry = server.clients[client] else { return }
         var chunk = [UInt8](repeating: 0, count: 1024)
-        let count = recv(client, &chunk, chunk.count, 0)
-        if count < 0, errno == EAGAIN || errno == EINTR { return }
+        let count: Int
+        do throws(Errno) {
+            count = try SystemCall.retrying { recv(client, &chunk, chunk.count, 0) }
+        } catch .wouldBlock {
+            return
+        } catch {
+            return dropFastPathClient(client)
+        }
         guard count > 0 else { return dropFastPathClient(client) }
         entry.buffer += chunk[0..<count]
         guard let newline = entry.buffer.firstIndex(of: UInt8(ascii: "\n")) else {
@@ -268,8 +271,7 @@ enum FastPathClient {
               buffer != MAP_FAILED else { return nil }
         var offset = 0
         while offset < size {
-            let count = pread(fd, buffer + offset, size - offset, off_t(offset))
-            if count < 0, errno == EINTR { continue }
+            let count = (try? SystemCall.retrying { pread(fd, buffer + offset, size - offset, off_t(offset)) }) ?? -1
             guard count > 0 else {
                 munmap(buffer, size)
                 return nil

@@ -34,7 +34,11 @@ extension X11Session {
     /// read of the connection in XCB-based Xlib: a system call per loop turn.)
     var hasQueuedEvents: Bool { !isDead && XQLength(display) > 0 }
 
-    /// Handles everything the server sent, routes errors, fires due timers, flushes requests.
+    /// The most events one turn of the loop handles before it looks at its jobs again.
+    static let eventsPerTurn: Int32 = 64
+
+    /// Handles what the server sent (a batch at most), routes errors, fires due timers, flushes
+    /// requests.
     func pump() {
         assertOnXThread()
         if checkDead() { return }
@@ -42,15 +46,20 @@ extension X11Session {
         // what Xlib has queued (events read while a handler waited for a reply): asking XPending
         // again would cost a read that finds nothing, on every wake-up. Anything that arrives
         // later makes poll() return at once.
+        // At most a batch of events per turn: a transfer whose every chunk brings the next event
+        // would otherwise keep the loop here, and jobs (other readers, writes) would starve. The
+        // loop comes back at once while events remain queued.
         var queued = XPending(display)
-        while queued > 0 {
-            for _ in 0..<queued {
+        var budget = Self.eventsPerTurn
+        while queued > 0, budget > 0 {
+            for _ in 0..<min(queued, budget) {
                 var event = XEvent()
                 XNextEvent(display, &event)
                 dispatch(&event)
                 collectErrors()
                 if checkDead() { return }
             }
+            budget -= min(queued, budget)
             queued = XQLength(display)
         }
         collectErrors()

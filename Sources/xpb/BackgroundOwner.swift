@@ -119,12 +119,13 @@ extension CopyCommand {
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let count = read(source, &buffer, buffer.count)
-            if count == 0 { break }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Failure("cannot read \(name): \(String(cString: strerror(errno)))")
+            let count: Int
+            do {
+                count = try SystemCall.retrying { read(source, &buffer, buffer.count) }
+            } catch {
+                throw Failure("cannot read \(name): \(error)")
             }
+            if count == 0 { break }
             var offset = 0
             while offset < count {
                 let written = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, count - offset) }

@@ -189,15 +189,19 @@ func write(_ contents: Representation, to fd: Int32) throws {
         try file.withDescriptor { source in
             var offset = off_t(0)
             while Int(offset) < file.size {
-                let sent = sendfile(fd, source, &offset, min(file.size - Int(offset), 1 << 30))
-                if sent > 0 { continue }
-                if sent < 0, errno == EINTR { continue }
-                if sent < 0, errno == EAGAIN { waitWritable(fd); continue }
-                if sent < 0, errno == EINVAL || errno == ENOSYS {
+                let sent: Int
+                do throws(Errno) {
+                    sent = try SystemCall.retrying { sendfile(fd, source, &offset, min(file.size - Int(offset), 1 << 30)) }
+                } catch .wouldBlock {
+                    waitWritable(fd)
+                    continue
+                } catch .invalidArgument, .notImplemented {
                     // A destination sendfile cannot write to: copy in pieces instead.
                     return try writeAll(file.read(offset: Int(offset), length: file.size - Int(offset)), to: fd)
+                } catch {
+                    throw Failure("cannot write the data: \(error)")
                 }
-                throw Failure(sent == 0 ? "\(file.path) ended early" : "cannot write the data: \(String(cString: strerror(errno)))")
+                if sent == 0 { throw Failure("\(file.path) ended early") }
             }
         }
         return
@@ -210,10 +214,16 @@ func writeAll(_ data: Data, to fd: Int32) throws {
     try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
         var offset = 0
         while offset < buffer.count {
-            let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0, errno == EINTR { continue }
-            if written < 0, errno == EAGAIN { waitWritable(fd); continue }
-            guard written > 0 else { throw Failure("cannot write the data: \(String(cString: strerror(errno)))") }
+            let written: Int
+            do throws(Errno) {
+                written = try SystemCall.retrying { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+            } catch .wouldBlock {
+                waitWritable(fd)
+                continue
+            } catch {
+                throw Failure("cannot write the data: \(error)")
+            }
+            guard written > 0 else { throw Failure("cannot write the data: nothing was written") }
             offset += written
         }
     }

@@ -77,4 +77,18 @@ struct EditActionTests {
         #expect(try ResponderChain.send(.selectAll, from: field) === field)
         #expect(window.performed == [.selectAll])
     }
+
+    @Test("a next responder passed inline stays alive as long as the responder")
+    func inlineNextResponder() throws {
+        let field = TextEditingResponder(text: "abc", pasteboard: Fixture().general, next: WindowResponder())
+        #expect(field.nextResponder != nil)
+        field.select(1..<1)
+        try ResponderChain.send(.selectAll, from: field)
+        #expect(field.selectedRange == 0..<3)
+        field.isEditable = false
+        field.select(0..<3)
+        // Select-all is the field's own while it has less than everything selected; now the window's.
+        try ResponderChain.send(.selectAll, from: field)
+        #expect((field.nextResponder as? WindowResponder)?.performed == [.selectAll])
+    }
 }

@@ -1,0 +1,91 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import PasteboardKit
+
+@Suite("Change delivery")
+struct ChangeCenterTests {
+    static func change(_ count: Int, _ name: Pasteboard.Name = .general) -> PasteboardChange {
+        PasteboardChange(name: name, changeCount: count, typesBefore: [], typesAfter: [.utf8PlainText])
+    }
+
+    @Test("changes are delivered in the order their places were reserved, whoever fills them first")
+    func reservedOrder() async {
+        let center = ChangeCenter(notificationCenter: nil)
+        let stream = center.stream(for: nil)
+        let first = center.reserve()
+        let second = center.reserve()
+        let third = center.reserve()
+        // Filled out of order (a foreign change described late, on another thread): held back.
+        center.publish(Self.change(3), in: third)
+        center.publish(Self.change(2), in: second)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                center.publish(Self.change(1), in: first)
+                done.resume()
+            }
+        }
+        center.finish()
+        var seen: [Int] = []
+        for await change in stream { seen.append(change.changeCount) }
+        #expect(seen == [1, 2, 3])
+    }
+
+    @Test("many threads publishing at once: every subscriber sees every count once, in order")
+    func concurrentPublishers() async {
+        let center = ChangeCenter(notificationCenter: nil)
+        let counter = Mutex(0)
+        let streams = (0..<3).map { _ in center.stream(for: .general) }
+        DispatchQueue.concurrentPerform(iterations: 400) { _ in
+            // Counting and reserving under one lock, as backends do; publishing outside it.
+            let (count, slot) = counter.withLock { count -> (Int, ChangeCenter.Slot) in
+                count += 1
+                return (count, center.reserve())
+            }
+            center.publish(Self.change(count), in: slot)
+        }
+        center.finish()
+        for stream in streams {
+            var seen: [Int] = []
+            for await change in stream { seen.append(change.changeCount) }
+            #expect(seen == Array(1...400))
+        }
+    }
+
+    @Test("a stream made while the center finishes ends, never hangs")
+    func streamDuringFinish() async {
+        for _ in 0..<200 {
+            let center = ChangeCenter(notificationCenter: nil)
+            let made = Mutex<AsyncStream<PasteboardChange>?>(nil)
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    made.withLock { $0 = center.stream(for: nil) }
+                    done.resume()
+                }
+                center.finish()
+            }
+            let stream = made.withLock { $0 }!
+            for await _ in stream {}
+        }
+        let finished = ChangeCenter(notificationCenter: nil)
+        finished.finish()
+        for await _ in finished.stream(for: nil) { Issue.record("a finished center delivered a change") }
+    }
+
+    @Test("a notification's object is the pasteboard that changed, the same handle a program holds")
+    func notificationObject() throws {
+        let notifications = NotificationCenter()
+        let backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter(notificationCenter: notifications))
+        let general = Pasteboard.general(of: backend)
+        let notes = try #require(Pasteboard(name: "notes", create: true, backend: backend))
+        #expect(general === Pasteboard.general(of: backend))
+        let objects = Mutex([String]())
+        let observer = notifications.addObserver(forName: Pasteboard.changedNotification, object: notes, queue: nil) { note in
+            objects.withLock { $0.append((note.object as? Pasteboard)?.name.rawValue ?? "?") }
+        }
+        defer { notifications.removeObserver(observer) }
+        general.string = "not observed"
+        notes.string = "observed"
+        #expect(objects.withLock { $0 } == ["notes"])
+    }
+}

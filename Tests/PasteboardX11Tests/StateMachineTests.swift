@@ -1,0 +1,133 @@
+import Foundation
+import PasteboardKit
+import Testing
+@testable import PasteboardX11
+
+/// The selection protocol's pure pieces, without an X server.
+@Suite("Protocol state machines")
+struct StateMachineTests {
+    @Test("an outgoing INCR transfer hands out every byte in chunks, then one empty chunk, then nothing",
+          arguments: [(0, 4), (1, 4), (4, 4), (9, 4), (12, 4)])
+    func outgoing(size: Int, chunk: Int) throws {
+        let data = Data((0..<size).map { UInt8($0 & 0xff) })
+        var transfer = OutgoingTransfer(source: .data(data), chunkSize: chunk)
+        var ranges: [Range<Int>] = []
+        while let range = transfer.nextRange() { ranges.append(range) }
+        #expect(transfer.isFinished)
+        #expect(ranges.last?.isEmpty == true)
+        #expect(ranges.dropLast().allSatisfy { !$0.isEmpty && $0.count <= chunk })
+        #expect(ranges.dropLast().reduce(0) { $0 + $1.count } == size)
+        #expect(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+        #expect(ranges.count == (size + chunk - 1) / chunk + 1)
+    }
+
+    @Test("an incoming INCR transfer refuses to grow past its limit and ends on the empty chunk")
+    func incoming() throws {
+        var transfer = IncomingTransfer(announcedSize: 8, limit: 8)
+        let first: [UInt8] = [1, 2, 3, 4]
+        #expect(try first.withUnsafeBytes { try !transfer.append(bytes: $0) })
+        let four: [UInt8] = [5, 6, 7, 8]
+        #expect(try four.withUnsafeBytes { try !transfer.append(bytes: $0) })
+        // Exactly the limit is fine; one byte more fails the read.
+        let one: [UInt8] = [9]
+        #expect(throws: PasteboardError.self) { try one.withUnsafeBytes { try transfer.append(bytes: $0) } }
+        #expect(try transfer.append(bytes: UnsafeRawBufferPointer(start: nil, count: 0)))
+        #expect(transfer.isComplete)
+        #expect(transfer.data == Data([1, 2, 3, 4, 5, 6, 7, 8]))
+    }
+
+    @Test("an announced INCR size is a hint: a huge or negative claim allocates nothing up front")
+    func incomingHint() throws {
+        for claim in [Int.max, Int(Int32.max), -1, 0] {
+            var transfer = IncomingTransfer(announcedSize: claim, limit: 4 << 30)
+            #expect(try transfer.append(bytes: UnsafeRawBufferPointer(start: nil, count: 0)))
+            #expect(transfer.data.isEmpty)
+        }
+        #expect(IncomingTransfer.reserveCap <= 64 << 20)
+    }
+
+    @Test("server timestamps are ordered across the 32-bit wrap (about every 49.7 days)")
+    func timestampWrap() {
+        let beforeWrap = X11Timestamp(rawValue: 0xFFFF_FFF0)
+        let afterWrap = X11Timestamp(rawValue: 0x10)
+        #expect(beforeWrap.isBefore(afterWrap))
+        #expect(!afterWrap.isBefore(beforeWrap))
+        #expect(!afterWrap.isBefore(afterWrap))
+        #expect(X11Timestamp(rawValue: 1000).isBefore(X11Timestamp(rawValue: 2000)))
+        // Only the low 32 bits count: Xlib hands times over as 64-bit longs.
+        #expect(!X11Timestamp(rawValue: 0x1_0000_0010).isBefore(afterWrap))
+        // Half the clock apart is the horizon: a time 2^31 - 1 ahead is still after.
+        #expect(X11Timestamp(rawValue: 0).isBefore(X11Timestamp(rawValue: 0x7FFF_FFFF)))
+        #expect(X11Timestamp.currentTime.isCurrentTime)
+    }
+
+    @Test("the manifest round-trips items, options and the fast-path name")
+    func manifestRoundTrip() throws {
+        var text = PasteboardItem()
+        text.setData(Data("a".utf8), for: .utf8PlainText)
+        text.setData(Data("<b>a</b>".utf8), for: .html)
+        var image = PasteboardItem()
+        image.setData(Data([0x89]), for: .png)
+        let expiry = Date(timeIntervalSince1970: 1_900_000_000.5)
+        var manifest = Manifest(items: [text, image], options: PasteboardOptions(localOnly: true, expirationDate: expiry))
+        manifest.fastPath = "xpb-1-abc"
+        let decoded = try #require(Manifest(decoding: manifest.encoded()))
+        #expect(decoded == manifest)
+        #expect(decoded.itemTypes == [[.utf8PlainText, .html], [.png]])
+        #expect(decoded.entries.map(\.target) == ["XPB_ITEM_0_0", "XPB_ITEM_0_1", "XPB_ITEM_1_0"])
+        #expect(decoded.options.isLocalOnly && decoded.options.expirationDate == expiry)
+    }
+
+    @Test("a malformed manifest is refused as a whole (the reader falls back to TARGETS)", arguments: [
+        "", "not a manifest", "xpb-manifest\t2\titems=1\n0\tpublic.html\tT\n", "xpb-manifest\t1\n",
+        "xpb-manifest\t1\titems=1\n1\tpublic.html\tT\n", "xpb-manifest\t1\titems=1\n-1\tpublic.html\tT\n",
+        "xpb-manifest\t1\titems=2000000\n", "xpb-manifest\t1\titems=x\n", "xpb-manifest\t1\titems=1\n0\tpublic.html\n",
+        "xpb-manifest\t1\titems=1\n0\t\tT\n", "xpb-manifest\t1\titems=1\n0\tpublic.html\t\n",
+        "xpb-manifest\t1\titems=1\n0\tpublic.html\tT\textra\n",
+    ])
+    func malformedManifest(text: String) {
+        #expect(Manifest(decoding: Data(text.utf8)) == nil)
+    }
+
+    @Test("a manifest that is not UTF-8 is refused")
+    func manifestNotUTF8() {
+        #expect(Manifest(decoding: Data([0x78, 0xff, 0xfe])) == nil)
+    }
+
+    @Test("timers fire in deadline order on the injected clock; a cancelled one never fires")
+    func timers() {
+        var queue = TimerQueue<String>()
+        #expect(queue.millisecondsUntilNext(now: 0) == -1)
+        let late = queue.schedule(after: 2, now: 0, "late")
+        _ = queue.schedule(after: 0.5, now: 0, "early")
+        let cancelled = queue.schedule(after: 1, now: 0, "cancelled")
+        #expect(queue.millisecondsUntilNext(now: 0) == 500)
+        #expect(queue.millisecondsUntilNext(now: 499_999_999) == 1)
+        queue.cancel(cancelled)
+        #expect(queue.due(now: 400_000_000).isEmpty)
+        let due = queue.due(now: 3_000_000_000)
+        #expect(due.count == 2 && due.last == late)
+        #expect(due.compactMap { queue.take($0) } == ["early", "late"])
+        #expect(queue.isEmpty)
+        // An earlier action may cancel a later due one: taking it then gives nothing.
+        let first = queue.schedule(after: 0, now: 0, "first")
+        let second = queue.schedule(after: 0, now: 0, "second")
+        #expect(queue.due(now: 1) == [first, second])
+        queue.cancel(second)
+        #expect(queue.take(first) == "first" && queue.take(second) == nil)
+        // Absurd delays are clamped, never a trap; waits are capped at a minute.
+        _ = queue.schedule(after: .infinity, now: 0, "never")
+        _ = queue.schedule(after: 1e300, now: 0, "far")
+        _ = queue.schedule(after: -5, now: 10, "now")
+        #expect(queue.due(now: 10).compactMap { queue.take($0) } == ["now"])
+        #expect(queue.millisecondsUntilNext(now: 10) == 60_000)
+    }
+
+    @Test("the well-known table lists every protocol target once")
+    func wellKnown() {
+        #expect(Set(WellKnown.allCases.map(\.rawValue)).count == WellKnown.allCases.count)
+        #expect(WellKnown.protocolTargetNames.isSuperset(of: ["TARGETS", "MULTIPLE", "TIMESTAMP", "SAVE_TARGETS", "INCR", "XPB_MANIFEST"]))
+        #expect(WellKnown.ownerTargets.first == .targets)
+        #expect(Manifest.target == "XPB_MANIFEST")
+    }
+}
