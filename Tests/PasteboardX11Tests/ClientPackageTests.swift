@@ -43,4 +43,23 @@ struct ClientPackageTests {
             #expect(refused.error.contains("no pasteboard backend") && refused.error.contains("display"), "\(refused.error)")
         }
     }
+
+    @Test("the README's library example is the client package's readme-example, word for word, and it runs")
+    func readmeExample() throws {
+        let source = try String(contentsOf: packageRoot.appendingPathComponent("Tests/ClientPackage/Sources/readme-example/main.swift"), encoding: .utf8)
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains("```swift\n" + source + "```"), "README.md's example differs from Tests/ClientPackage/Sources/readme-example/main.swift")
+        let client = try Self.build("debug")
+        let example = client.replacingOccurrences(of: "/xpb-client", with: "/readme-example")
+        let outcome = try run(example, [], display: try Xvfb(), timeout: 60)
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.text == """
+            hi
+            [public.utf8-plain-text]
+            from an actor
+            change 3: +[] -[public.html]
+            no clipboard manager: the contents end with this process
+
+            """)
+    }
 }
