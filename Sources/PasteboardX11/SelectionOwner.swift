@@ -22,6 +22,9 @@ struct OwnedSelection: Sendable {
     let served: [X11Atom: ServedTarget]
     let manifest: Data
     let registry: TypeRegistry
+    /// Whether any representation is a lazy provider: without one (every `xpb copy`), requests
+    /// are answered at once, with no look for pending providers.
+    let hasProviders: Bool
 
     /// The URL representation of each item a list target serves: every URL item, or for GNOME's
     /// copied-files list every file URL item.
@@ -114,8 +117,11 @@ extension X11Session {
             let reply = registry.targets(for: entry.type).first.flatMap { atomOf[$0.replyType] } ?? target
             served[target] = .representation(item: entry.item, type: entry.type, codec: .identity, replyType: reply)
         }
+        let hasProviders = items.contains { item in
+            item.representations.contains { if case .lazy = $0.representation { return true } else { return false } }
+        }
         return OwnedSelection(items: items, options: options, timestamp: timestamp, advertised: advertised,
-                              served: served, manifest: manifest.encoded(), registry: registry)
+                              served: served, manifest: manifest.encoded(), registry: registry, hasProviders: hasProviders)
     }
 
     /// Becomes owner of `selection` with a real server timestamp and checks that it won.
@@ -166,6 +172,7 @@ extension X11Session {
               request.time.isCurrentTime || !request.time.isBefore(state.timestamp) else {
             return notify(request, succeeded: false)
         }
+        guard state.hasProviders else { return answer(request, state) }
         // The providers behind the request run on a worker first; the answer uses the contents
         // as they were when the request came, even if the selection changed hands meanwhile.
         var targets = [request.target]
