@@ -246,9 +246,12 @@ public final class Pasteboard: Sendable {
     /// of `types`. Moves no data.
     public func readContains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet? = nil) throws -> Bool {
         let all = try itemTypes()
-        return try indices(itemSet, count: all.count).contains { index in
-            all[index].contains { type in types.contains { registry.conforms(type, to: $0) } }
-        }
+        return try indices(itemSet, count: all.count).contains { conforms(all[$0], toAnyOf: types) }
+    }
+
+    /// Whether any of an item's types is, or conforms to, one of `wanted`.
+    private func conforms(_ itemTypes: [PasteboardType], toAnyOf wanted: [PasteboardType]) -> Bool {
+        itemTypes.contains { type in wanted.contains { registry.conforms(type, to: $0) } }
     }
 
     /// The items that have a type that is, or conforms to, one of `types`; empty when the read
@@ -260,7 +263,7 @@ public final class Pasteboard: Sendable {
     /// The items that have a type that is, or conforms to, one of `types`. Moves no data.
     public func readItemSet(withPasteboardTypes types: [PasteboardType]) throws -> IndexSet {
         let all = try itemTypes()
-        return IndexSet(all.indices.filter { index in all[index].contains { type in types.contains { registry.conforms(type, to: $0) } } })
+        return IndexSet(all.indices.filter { conforms(all[$0], toAnyOf: types) })
     }
 
     /// Whether any item holds plain text; false when the read failed (``readHasStrings()``).
