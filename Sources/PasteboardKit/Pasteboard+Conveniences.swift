@@ -81,9 +81,9 @@ public struct PasteboardColor: Sendable, Hashable {
 extension Pasteboard {
     static let textTypes: [PasteboardType] = [.utf8PlainText, .plainText]
 
-    /// Reads, from each item of `items` (every item for nil) that has one, the representation
-    /// that `accepted` prefers, and converts it; items without an accepted type are skipped.
-    /// Only the chosen type of those items is read: no other provider runs.
+    /// Reads, from each item that has one (only the first item with `firstItemOnly`), the
+    /// representation that `accepted` prefers, and converts it; items without an accepted type
+    /// are skipped. Only the chosen type of those items is read: no other provider runs.
     func readEach<T>(accepting accepted: [PasteboardType], firstItemOnly: Bool = false,
                      _ convert: (Data, PasteboardType) throws -> [T]) throws -> [T] {
         let all = try itemTypes()

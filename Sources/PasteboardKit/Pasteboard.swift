@@ -128,8 +128,8 @@ public final class Pasteboard: Sendable {
 
     /// Whether the contents outlive the program that wrote them. In memory: always for the general
     /// and find pasteboards, for named ones when set. On X11: only while a clipboard manager
-    /// (the owner of `CLIPBOARD_MANAGER`, such as `xpbd`) runs to keep them; setting it on a
-    /// named pasteboard records the wish.
+    /// (the owner of `CLIPBOARD_MANAGER`, such as `xpbd`) runs to keep them, and only for the
+    /// general pasteboard; setting it has no effect there.
     public var isPersistent: Bool {
         get { backend.isPersistent(name) }
         set { backend.setPersistent(newValue, for: name) }

@@ -18,7 +18,6 @@ public final class X11PasteboardBackend: PasteboardBackend {
         /// Named pasteboards removed by this process and not created again: writes through old
         /// handles throw instead of reviving them.
         var removed: Set<Pasteboard.Name> = []
-        var persistent: Set<Pasteboard.Name> = []
         /// What we own, mirrored here so that reading our own contents needs no X round trip.
         var owned: [Pasteboard.Name: (items: [PasteboardItem], options: PasteboardOptions, generation: Int)] = [:]
         /// The types last seen per pasteboard, for the added/removed lists of changes.
@@ -195,8 +194,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func exists(_ name: Pasteboard.Name) -> Bool {
         if name.isSystem || state.withLock({ $0.named.contains(name) }) { return true }
         if state.withLock({ $0.removed.contains(name) }) { return false }
-        let owner = try? connection.sync(timeout: timeout) { [self] session, done in
-            done(.success(session.selectionOwner(self.selectionAtom(name, in: session))))
+        return hasOwner { [self] session in self.selectionAtom(name, in: session) }
+    }
+
+    /// Whether a selection (chosen on the X thread) has an owner now; false when the server
+    /// cannot be asked.
+    private func hasOwner(_ selection: @escaping @Sendable (X11Session) -> X11Atom) -> Bool {
+        let owner = try? connection.sync(timeout: timeout) { session, done in
+            done(.success(session.selectionOwner(selection(session))))
         }
         return owner.map { !$0.isNone } ?? false
     }
@@ -221,7 +226,6 @@ public final class X11PasteboardBackend: PasteboardBackend {
         let (count, types, slot) = state.withLock { state -> (Int, [PasteboardType], ChangeCenter.Slot) in
             state.named.remove(name)
             state.removed.insert(name)
-            state.persistent.remove(name)
             state.owned.removeValue(forKey: name)
             return (state.changeCounts[name] ?? 0, state.lastTypes.removeValue(forKey: name) ?? [], changeCenter.reserve())
         }
@@ -230,22 +234,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     /// True only for the general pasteboard while a clipboard manager (the owner of
     /// `CLIPBOARD_MANAGER`) runs to keep it: X11 itself keeps nothing once the owner exits. No
-    /// manager keeps the find or named pasteboards, so they are never persistent; marking a named
-    /// one persistent is recorded for a manager that may.
+    /// manager keeps the find or named pasteboards, so they are never persistent.
     public func isPersistent(_ name: Pasteboard.Name) -> Bool {
-        guard name == .general else { return false }
-        let owner = try? connection.sync(timeout: timeout) { session, done in
-            done(.success(session.selectionOwner(session.known[.clipboardManager])))
-        }
-        return owner.map { !$0.isNone } ?? false
+        name == .general && hasOwner { $0.known[.clipboardManager] }
     }
 
-    public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {
-        guard !name.isSystem else { return }
-        state.withLock { state in
-            if isPersistent { state.persistent.insert(name) } else { state.persistent.remove(name) }
-        }
-    }
+    /// Does nothing on X11: whether contents outlive their writer is up to the clipboard manager,
+    /// and none keeps named pasteboards yet.
+    public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {}
 
     public func changeCount(of name: Pasteboard.Name) -> Int {
         state.withLock { $0.changeCounts[name] ?? 0 }
