@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11", "CLinux"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),

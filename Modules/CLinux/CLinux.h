@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/ioctl.h>
 
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 0x0001U
@@ -127,6 +128,34 @@ static inline ssize_t clinux_receive_with_fd(int socket, void *bytes, size_t len
         }
     }
     return received;
+}
+
+// An empty memory file that can be sealed (for secrets that must never reach a disk, and for
+// snapshots of copied files).
+static inline int clinux_memfd(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+}
+
+// Seals a memory file: nobody (not even its maker) can change it any more.
+static inline int clinux_seal(int fd) {
+    return fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+}
+
+#ifndef FICLONE
+#define FICLONE 0x40049409
+#endif
+#ifndef O_TMPFILE
+#define O_TMPFILE (020000000 | 0200000)
+#endif
+
+// A copy-on-write clone of `source` in a new unnamed file of `directory` (btrfs, XFS): the
+// clone keeps the contents as they are now whatever happens to the original; -1 where the file
+// system cannot clone.
+static inline int clinux_reflink_in(const char *directory, int source) {
+    int fd = open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    if (ioctl(fd, FICLONE, source) != 0) { int saved = errno; close(fd); errno = saved; return -1; }
+    return fd;
 }
 
 #endif

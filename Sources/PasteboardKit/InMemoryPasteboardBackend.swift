@@ -140,7 +140,7 @@ public final class InMemoryPasteboardBackend: PasteboardBackend {
     }
 
     private func scheduleExpiry(of name: Pasteboard.Name, at date: Date, generation: Int) {
-        let delay = max(0, date.timeIntervalSince(now()))
+        let delay = min(max(0, date.timeIntervalSince(now())), 1e9)
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self else { return }
             self.expireIfDue(name, generation: generation)

@@ -68,6 +68,8 @@ public final class FileContents: Sendable {
         self.descriptor = descriptor
         self.size = Int(status.st_size)
         self.path = path
+        modified = status.st_mtim
+        openedSize = status.st_size
     }
 
     /// Takes over an open descriptor of a regular file (closing it when done), of which the first
@@ -84,9 +86,24 @@ public final class FileContents: Sendable {
         self.descriptor = descriptor
         self.size = size
         self.path = path
+        modified = status.st_mtim
+        openedSize = status.st_size
     }
 
     deinit { close(descriptor) }
+
+    /// The modification time and size when it was opened.
+    private let modified: timespec
+    private let openedSize: off_t
+
+    /// Whether the file still has the size and modification time it had when it was opened: an
+    /// owner serving a file that was cut short or edited since must refuse, not serve a part or
+    /// something else.
+    public var isUnchanged: Bool {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return false }
+        return status.st_size == openedSize && status.st_mtim.tv_sec == modified.tv_sec && status.st_mtim.tv_nsec == modified.tv_nsec
+    }
 
     /// Runs `body` with the open, read-only descriptor (for passing the file to another process
     /// of the same user). The descriptor stays owned by this object: do not close it, and read it

@@ -18,6 +18,7 @@ package struct Errno: Error, Equatable, Sendable, CustomStringConvertible {
     package static let wouldBlock = Errno(rawValue: EAGAIN)
     package static let invalidArgument = Errno(rawValue: EINVAL)
     package static let notImplemented = Errno(rawValue: ENOSYS)
+    package static let isDirectory = Errno(rawValue: EISDIR)
 
     /// The C library's sentence for it (`strerror`).
     package var description: String { String(cString: strerror(rawValue)) }

@@ -35,8 +35,7 @@ public enum TargetCodec: Sendable, Hashable {
         case .identity:
             return data
         case .latin1:
-            let text = String(decoding: data, as: UTF8.self)
-            return Data(text.unicodeScalars.map { $0.value < 256 ? UInt8($0.value) : UInt8(ascii: "?") })
+            return Self.latin1(fromUTF8: data)
         case .uriList, .gnomeCopiedFiles:
             return encodeList(TargetCodec.uriListEntries(data))
         case .mozURL:
@@ -70,6 +69,41 @@ public enum TargetCodec: Sendable, Hashable {
             let firstLine = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             return Data(firstLine.utf8)
         }
+    }
+
+    /// UTF-8 to ISO 8859-1 in one pass over the bytes (no string of the whole payload): code
+    /// points above U+00FF and malformed sequences become `?`.
+    static func latin1(fromUTF8 data: Data) -> Data {
+        var output = Data(count: data.count)
+        let written = output.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Int in
+            data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Int in
+                var index = 0
+                var count = 0
+                let question = UInt8(ascii: "?")
+                while index < bytes.count {
+                    let lead = bytes[index]
+                    if lead < 0x80 {
+                        out[count] = lead
+                        index += 1
+                    } else {
+                        // The length the lead byte claims, and the continuation bytes actually there.
+                        let length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1
+                        var valid = 1
+                        while valid < length, index + valid < bytes.count, bytes[index + valid] & 0xC0 == 0x80 { valid += 1 }
+                        if length == 2, valid == 2, lead <= 0xC3, lead >= 0xC2 {
+                            out[count] = (lead & 0x1F) << 6 | (bytes[index + 1] & 0x3F)
+                        } else {
+                            out[count] = question
+                        }
+                        index += valid
+                    }
+                    count += 1
+                }
+                return count
+            }
+        }
+        output.count = written
+        return output
     }
 
     /// The URLs of a `text/uri-list`, comments and blank lines left out.

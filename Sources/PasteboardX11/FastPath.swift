@@ -15,12 +15,16 @@ import PasteboardKit
 /// (another host, another network namespace, another user, an old owner, a refusal) makes the
 /// reader fall back to an ordinary conversion through the X server.
 ///
-/// Wire format, one request per connection: the reader sends `XPB1<TAB>selection<TAB>target\n`;
-/// the owner answers `ok<TAB>size<TAB>reply-type\n` with the descriptor attached, or
-/// `no<TAB>reason\n`.
+/// Wire format, one request per connection: the owner speaks first, `XPB2<TAB>window\n` with the
+/// id of the window that owns the selection; the reader checks it against the selection's owner
+/// (a manifest is another client's word: a name in it that leads to any other socket, even
+/// another xpb owner's, gets no request), then sends `XPB2<TAB>selection<TAB>target\n`; the owner
+/// answers `ok<TAB>size<TAB>reply-type\n` with the descriptor attached, or `no<TAB>reason\n`.
 enum FastPath {
-    static let manifestField = "fast-path"
-    static let version = "XPB1"
+    static let manifestField = "fast-path2"
+    static let version = "XPB2"
+    /// The most connections an owner serves at once; more wait in the listen backlog.
+    static let maxClients = 32
     /// The longest request line an owner accepts.
     static let maxRequest = 4096
 
@@ -93,8 +97,23 @@ extension X11Session {
     private func acceptFastPathClients() {
         guard let server = fastPath else { return }
         while true {
-            // EAGAIN: no more waiting; other errors: try again on the next wake-up.
-            guard let client = try? SystemCall.retrying({ accept(server.listener, nil, nil) }) else { return }
+            guard server.clients.count < FastPath.maxClients else {
+                // Full: stop listening until a connection ends (the kernel's backlog holds the rest).
+                unwatchDescriptor(server.listener)
+                return
+            }
+            let client: Int32
+            do throws(Errno) {
+                client = try SystemCall.retrying { accept(server.listener, nil, nil) }
+            } catch .wouldBlock {
+                return
+            } catch {
+                // Out of descriptors (EMFILE) or memory: the listener stays readable, so polling
+                // it again at once would spin. Look again a little later.
+                unwatchDescriptor(server.listener)
+                after(0.25) { [weak self] in self?.listenForFastPathClients() }
+                return
+            }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
             // Another user's process gets nothing, not even an answer.
@@ -104,8 +123,19 @@ extension X11Session {
             }
             let timer = after(configuration.serveTimeout) { [weak self] in self?.dropFastPathClient(client) }
             server.clients[client] = ([], timer)
+            let hello = Array("\(FastPath.version)\t\(window.rawValue)\n".utf8)
+            guard send(client, hello, hello.count, Int32(MSG_NOSIGNAL)) == hello.count else {
+                dropFastPathClient(client)
+                continue
+            }
             watchDescriptor(client) { [weak self] in self?.readFastPathRequest(client) }
         }
+    }
+
+    /// Polls the listener again (after a pause, or once a connection ended).
+    private func listenForFastPathClients() {
+        guard let server = fastPath, descriptorHandlers[server.listener] == nil, server.clients.count < FastPath.maxClients else { return }
+        watchDescriptor(server.listener) { [weak self] in self?.acceptFastPathClients() }
     }
 
     private func readFastPathRequest(_ client: Int32) {
@@ -131,7 +161,9 @@ extension X11Session {
         // One request per connection: nothing more is read; the answer may wait for providers.
         unwatchDescriptor(client)
         let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-        guard fields.count == 3, fields[0] == FastPath.version, let state = owned[atom(fields[1])] else {
+        // Names from a client are looked up, never interned: atoms are never freed.
+        guard fields.count == 3, fields[0] == FastPath.version, let selection = existingAtom(fields[1]), let state = owned[selection],
+              let target = existingAtom(fields[2]) else {
             answerFastPath(client, fields: fields)
             return dropFastPathClient(client)
         }
@@ -142,7 +174,7 @@ extension X11Session {
             if providersReady { session.answerFastPath(client, fields: fields) } else { session.refuseFastPath(client, "the provider timed out") }
             session.dropFastPathClient(client)
         }
-        afterProviders(of: [atom(fields[2])], in: state, answer: { finish($0, true) }, timedOut: { finish($0, false) })
+        afterPreparing([target], in: state, answer: { finish($0, true) }, timedOut: { finish($0, false) })
     }
 
     private func refuseFastPath(_ client: Int32, _ reason: String) {
@@ -154,8 +186,8 @@ extension X11Session {
     private func answerFastPath(_ client: Int32, fields: [String]) {
         func refuse(_ reason: String) { refuseFastPath(client, reason) }
         guard fields.count == 3, fields[0] == FastPath.version else { return refuse("malformed request") }
-        let (selection, target) = (atom(fields[1]), atom(fields[2]))
-        guard let state = owned[selection] else { return refuse("not the owner of \(fields[1])") }
+        guard let selection = existingAtom(fields[1]), let state = owned[selection] else { return refuse("not the owner of that selection") }
+        guard let target = existingAtom(fields[2]) else { return refuse("no such target") }
         let content: (source: TransferSource, type: X11Atom, served: PasteboardType?)?
         do {
             content = try self.content(of: target, in: state)
@@ -184,6 +216,7 @@ extension X11Session {
         cancelTimer(entry.timer)
         unwatchDescriptor(client)
         Glibc.close(client)
+        listenForFastPathClients()
     }
 
     /// Closes the listener and every connection (the session is finishing).
@@ -204,22 +237,23 @@ enum FastPathClient {
 
     /// The bytes of `target` from the owner listening on `name`, in memory; nil when the fast
     /// path cannot be used (the caller then converts through the X server).
-    static func read(name: String, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> Data? {
-        guard let (descriptor, size) = try request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
+    static func read(name: String, owner: UInt, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> Data? {
+        guard let (descriptor, size) = try request(name: name, owner: owner, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
         defer { Glibc.close(descriptor) }
         return clinux_cannot_shrink(descriptor) != 0 ? mapSealed(descriptor, size) : readExactly(descriptor, size)
     }
 
     /// The bytes of `target` as a file, read when asked for (a caller can stream it, for example
     /// with `sendfile`, without the bytes ever entering its memory); nil as for ``read``.
-    static func open(name: String, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> FileContents? {
-        guard let (descriptor, size) = try request(name: name, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
+    static func open(name: String, owner: UInt, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> FileContents? {
+        guard let (descriptor, size) = try request(name: name, owner: owner, selection: selection, target: target, timeout: timeout, limit: limit) else { return nil }
         return try? FileContents(adopting: descriptor, size: size, path: "\(target) from the owner of \(selection)")
     }
 
     /// Asks the owner for `target`: a descriptor (the caller's to close) of a regular file whose
-    /// first `size` bytes are the contents.
-    private static func request(name: String, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> (descriptor: Int32, size: Int)? {
+    /// first `size` bytes are the contents. Nothing is sent unless the listener first names
+    /// `owner`, the selection owner's window.
+    private static func request(name: String, owner: UInt, selection: String, target: String, timeout: Double, limit: Int) throws(TimedOut) -> (descriptor: Int32, size: Int)? {
         guard !selection.contains(where: { $0 == "\t" || $0 == "\n" }), !target.contains(where: { $0 == "\t" || $0 == "\n" }) else { return nil }
         let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { return nil }
@@ -230,21 +264,14 @@ enum FastPathClient {
         guard FastPath.withAddress(name, { connect(socket, $0, $1) }) == 0 else { return nil }
         // The listener must be ours too: a name squatted by another user is not trusted.
         guard FastPath.peerIsSameUser(socket) else { return nil }
+        guard let hello = try readLine(socket, descriptor: nil), hello == "\(FastPath.version)\t\(owner)" else { return nil }
         let request = Array("\(FastPath.version)\t\(selection)\t\(target)\n".utf8)
         guard send(socket, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else { return nil }
 
         var descriptor: Int32 = -1
         var handedOver = false
         defer { if descriptor >= 0, !handedOver { Glibc.close(descriptor) } }
-        var header: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 512)
-        while !header.contains(UInt8(ascii: "\n")) {
-            let count = clinux_receive_with_fd(socket, &chunk, chunk.count, &descriptor)
-            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw TimedOut() }
-            guard count > 0, header.count + count <= FastPath.maxRequest else { return nil }
-            header += chunk[0..<count]
-        }
-        let line = String(decoding: header.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self)
+        guard let line = try readLine(socket, descriptor: &descriptor) else { return nil }
         let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
         guard fields.count == 3, fields[0] == "ok", let size = Int(fields[1]), size >= 0, size <= limit,
               descriptor >= 0 else { return nil }
@@ -252,6 +279,27 @@ enum FastPathClient {
         guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, Int(status.st_size) >= size else { return nil }
         handedOver = true
         return (descriptor, size)
+    }
+
+    /// One line from the owner (without its newline), with the descriptor that came with it;
+    /// nil for a line too long or a closed connection. Reads byte by byte up to the newline:
+    /// nothing after it is consumed.
+    private static func readLine(_ socket: Int32, descriptor: UnsafeMutablePointer<Int32>?) throws(TimedOut) -> String? {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        var received: Int32 = -1
+        while true {
+            let count = clinux_receive_with_fd(socket, &byte, 1, &received)
+            if received >= 0 {
+                // Only the answer line may bring a descriptor; any other is closed at once.
+                if let descriptor, descriptor.pointee < 0 { descriptor.pointee = received } else { Glibc.close(received) }
+                received = -1
+            }
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw TimedOut() }
+            guard count == 1, line.count < FastPath.maxRequest else { return nil }
+            if byte == UInt8(ascii: "\n") { return String(decoding: line, as: UTF8.self) }
+            line.append(byte)
+        }
     }
 
     /// A sealed memory file, mapped: no copy at all. Page tables are filled in one call

@@ -3,6 +3,8 @@ import PasteboardKit
 
 /// What another client offers: its targets, and the manifest if it is an xpb owner.
 struct ForeignOffer: Sendable {
+    /// The owner's window.
+    let owner: X11Window
     let targets: [String]
     let manifest: Manifest?
 
@@ -50,14 +52,14 @@ extension X11PasteboardBackend {
             session.targets(of: selection) { result in
                 switch result {
                 case let .failure(error): done(.failure(error))
-                case .success(nil): finish(ForeignOffer(targets: [], manifest: nil))
+                case .success(nil): finish(ForeignOffer(owner: owner, targets: [], manifest: nil))
                 case let .success(targets?):
                     guard targets.contains(Manifest.target) else {
-                        return finish(ForeignOffer(targets: targets, manifest: nil))
+                        return finish(ForeignOffer(owner: owner, targets: targets, manifest: nil))
                     }
                     session.convert(selection, to: session.known[.manifest]) { result in
                         let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
-                        finish(ForeignOffer(targets: targets, manifest: manifest))
+                        finish(ForeignOffer(owner: owner, targets: targets, manifest: manifest))
                     }
                 }
             }

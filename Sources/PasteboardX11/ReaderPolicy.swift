@@ -10,13 +10,15 @@ extension X11PasteboardBackend {
     /// that makes no progress: not a reason to wait again through X.
     func overFastPath<T>(
         _ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer,
-        _ reader: (_ name: String, _ selection: String, _ target: String, _ timeout: Double, _ limit: Int) throws(FastPathClient.TimedOut) -> T?
+        limit: Int? = nil,
+        _ reader: (_ name: String, _ owner: UInt, _ selection: String, _ target: String, _ timeout: Double, _ limit: Int) throws(FastPathClient.TimedOut) -> T?
     ) throws -> T? {
         guard configuration.fastPath, let manifest = offer.manifest, let listener = manifest.fastPath,
               let entry = manifest.entries.first(where: { $0.item == item && $0.type == type }) else { return nil }
         let result: T?
         do {
-            result = try reader(listener, Self.selectionName(for: name), entry.target, configuration.readTimeout, configuration.maxReadSize)
+            result = try reader(listener, offer.owner.rawValue, Self.selectionName(for: name), entry.target, configuration.readTimeout,
+                                limit ?? configuration.maxReadSize)
         } catch {
             throw PasteboardError.timedOut(operation: "reading \(entry.target) over the fast path", seconds: configuration.readTimeout)
         }
@@ -43,10 +45,10 @@ extension X11PasteboardBackend {
 
     /// Converts the selection to one target: its bytes and the reply's type name, or nil when the
     /// owner refuses. Waits as long as the transfer makes progress.
-    func convert(_ name: Pasteboard.Name, target: String) throws -> (data: Data, replyType: String)? {
+    func convert(_ name: Pasteboard.Name, target: String, limit: Int? = nil) throws -> (data: Data, replyType: String)? {
         try connection.sync(timeout: Self.transferTimeout) { [self] (session, done: @escaping @Sendable (Result<(data: Data, replyType: String)?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
-            session.convert(selection, to: session.atom(target)) { result in
+            session.convert(selection, to: session.atom(target), limit: limit) { result in
                 done(result.map { value in value.map { ($0.data, session.name(of: $0.type) ?? "") } })
             }
         }
@@ -79,4 +81,86 @@ extension X11PasteboardBackend {
     /// The outer wait of a data transfer; the transfer's own no-progress deadline is what ends
     /// a stalled one.
     static let transferTimeout: Double = 24 * 3600
+}
+
+extension X11PasteboardBackend {
+    /// Reads one representation without holding it in memory whole: `file` gets a file when
+    /// this process owns the pasteboard with a file representation or an xpb owner on this host
+    /// passes one over the fast path (copy it with `sendfile`); otherwise `bytes` gets the
+    /// contents in order, piece by piece, as an INCR transfer brings them (a bounded backlog:
+    /// the owner is asked for more only as `bytes` keeps up). Targets whose bytes must be
+    /// decoded as a whole (Latin-1 `STRING`, URL lists) are read whole first.
+    ///
+    /// - Parameter limit: the most bytes accepted (default: the configuration's `maxReadSize`);
+    ///   a larger representation fails the read, before any byte is passed when its size is
+    ///   announced.
+    /// - Returns: false when the owner does not offer the type (or refuses to convert it).
+    /// - Throws: ``PasteboardError`` for timeouts, the limit, a vanished owner; whatever `file`
+    ///   or `bytes` throw ends the read.
+    public func stream(of name: Pasteboard.Name, item: Int, type: PasteboardType, limit: Int? = nil,
+                       file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
+        let limit = limit ?? configuration.maxReadSize
+        if let items = ownedItems(name) {
+            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
+            guard let representation = items[item].representation(for: type) else { return false }
+            if case let .file(contents) = representation {
+                try Self.check(contents.size, limit)
+                try file(contents)
+            } else {
+                let data = try representation.resolve()
+                try Self.check(data.count, limit)
+                try bytes(data)
+            }
+            return true
+        }
+        guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
+        let itemCount = offer.itemTypes(registry).count
+        guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
+        if let contents = try overFastPath(name, item: item, type: type, offer: offer, limit: .max, FastPathClient.open) {
+            try Self.check(contents.size, limit)
+            try file(contents)
+            return true
+        }
+        // The target to stream: the manifest's item target, or the best advertised alias whose
+        // bytes are the model's bytes.
+        let target: String
+        if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
+            target = entry.target
+        } else {
+            guard item == 0 else { return false }
+            let aliases = candidateAliases(for: type, offered: offer.targets)
+            guard let alias = aliases.first else { return false }
+            if alias.codec != .identity || alias.replyType != alias.name {
+                // Decoded as a whole (bounded by the limit), then passed on.
+                for alias in aliases {
+                    guard let (data, replyType) = try convert(name, target: alias.name, limit: limit) else { continue }
+                    try bytes(codec(for: type, requested: alias, replyType: replyType).decode(data))
+                    return true
+                }
+                return false
+            }
+            target = alias.name
+        }
+        let sink = StreamSink()
+        let started = Rendezvous<Bool>()
+        let selection = Self.selectionName(for: name)
+        guard connection.submit({ session in
+            session.convert(session.atom(selection), to: session.atom(target), limit: limit, sink: sink) { result in
+                started.fulfil(result.map { $0 != nil })
+            }
+        }) else { throw connection.stopReason ?? X11BackendError.connectionLost }
+        do {
+            while let chunk = try sink.next() { try bytes(chunk) }
+        } catch {
+            sink.cancel()
+            throw error
+        }
+        return try started.wait(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason })
+    }
+
+    private static func check(_ size: Int, _ limit: Int) throws {
+        guard size <= limit else {
+            throw PasteboardError.backendFailure("the data is \(size) bytes, more than the \(limit)-byte limit")
+        }
+    }
 }

@@ -1,6 +1,7 @@
 internal import CX11
 import Foundation
 import PasteboardKit
+import Synchronization
 
 /// How one target of an owned selection is served.
 enum ServedTarget: Sendable {
@@ -25,6 +26,61 @@ struct OwnedSelection: Sendable {
     /// Whether any representation is a lazy provider: without one (every `xpb copy`), requests
     /// are answered at once, with no look for pending providers.
     let hasProviders: Bool
+    /// Conversions computed once and shared by every requestor of the target.
+    let conversions = ConversionCache()
+
+    /// Converted bytes of a large source are computed on a worker, not on the X thread.
+    static let inlineConversionLimit = 256 << 10
+
+    /// Whether a request for `target` must wait for work off the X thread first: a provider that
+    /// has not run, or a conversion of a large representation not computed yet.
+    func needsPreparation(_ target: X11Atom) -> Bool {
+        if hasProviders, !pendingProviders(for: target).isEmpty { return true }
+        guard conversions[target] == nil else { return false }
+        switch served[target] {
+        case let .representation(item, type, codec, _)? where codec != .identity:
+            return items[item].representation(for: type).map(Self.sourceSize) ?? 0 > Self.inlineConversionLimit
+        case let .urlList(codec, _)?:
+            return urlRepresentations(codec).reduce(0) { $0 + Self.sourceSize($1) } > Self.inlineConversionLimit
+        default:
+            return false
+        }
+    }
+
+    private static func sourceSize(_ representation: Representation) -> Int {
+        switch representation {
+        case let .data(data): return data.count
+        case let .file(file): return file.size
+        case .lazy: return Int.max
+        }
+    }
+
+    /// The bytes a converting target serves (nil for identity targets, served from the
+    /// representation itself), computed once; throws when a provider fails.
+    func convertedBytes(_ target: X11Atom) throws -> Data? {
+        if let cached = conversions[target] { return cached }
+        let bytes: Data
+        switch served[target] {
+        case let .representation(item, type, codec, _)? where codec != .identity:
+            guard let source = try items[item].data(for: type) else { return nil }
+            bytes = codec.encode(source)
+        case let .urlList(codec, _)?:
+            let urls = try urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
+            guard !urls.isEmpty else { return nil }
+            bytes = codec.encodeList(urls)
+        default:
+            return nil
+        }
+        conversions[target] = bytes
+        return bytes
+    }
+
+    /// Runs what `target` needs before it can be answered without blocking: its providers, and
+    /// its conversion. On a worker thread; failures show when the request is answered.
+    func prepare(_ target: X11Atom) {
+        for provider in pendingProviders(for: target) { _ = try? provider.value() }
+        _ = try? convertedBytes(target)
+    }
 
     /// The URL representation of each item a list target serves: every URL item, or for GNOME's
     /// copied-files list every file URL item.
@@ -94,7 +150,9 @@ extension X11Session {
         var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
         if let first = items.first {
             for type in first.types {
-                for alias in registry.targets(for: type) { firstItemTargets.append((alias, type)) }
+                for alias in registry.targets(for: type) where !X11PasteboardBackend.isReservedTarget(alias.name) {
+                    firstItemTargets.append((alias, type))
+                }
             }
         }
         names += firstItemTargets.flatMap { [$0.alias.name, $0.alias.replyType] }
@@ -167,36 +225,56 @@ extension X11Session {
         delegate?.ownershipLost(selection: selection)
     }
 
+    /// The most pairs one `MULTIPLE` request may list; a longer list is refused whole.
+    static let maxMultiplePairs = 256
+    /// The most bytes the pairs of one `MULTIPLE` request may have written straight into
+    /// properties (what the X server must hold at once); pairs past it are refused.
+    static let multipleByteBudget = 8 << 20
+    /// The most INCR transfers served at once to one requestor window, and in all.
+    static let maxTransfersPerRequestor = 16
+    static let maxTransfers = 512
+
     func handleSelectionRequest(_ request: ConversionRequest) {
         guard let state = owned[request.selection], request.owner == window,
               request.time.isCurrentTime || !request.time.isBefore(state.timestamp) else {
             return notify(request, succeeded: false)
         }
-        guard state.hasProviders else { return answer(request, state) }
-        // The providers behind the request run on a worker first; the answer uses the contents
-        // as they were when the request came, even if the selection changed hands meanwhile.
-        var targets = [request.target]
-        if request.target == known[.multiple], !request.property.isNone,
-           let pairs = readProperty(request.requestor, request.property, delete: false), pairs.format == 32 {
-            let atoms = pairs.atoms
-            targets = stride(from: 0, to: atoms.count - 1, by: 2).map { atoms[$0] }
+        // A requestor is another client's window. Our own window (whose event mask we must never
+        // change on anybody's behalf) or the root window is a forged request: refused.
+        guard request.requestor != window, request.requestor != root, !request.requestor.isNone else {
+            return notify(request, succeeded: false)
         }
-        afterProviders(of: targets, in: state, answer: { session in
-            session.answer(request, state)
-        }, timedOut: { session in
+        let pairs: [(target: X11Atom, property: X11Atom)]
+        if request.target == known[.multiple] {
+            guard let parsed = multiplePairs(request) else { return notify(request, succeeded: false) }
+            pairs = parsed
+        } else {
+            pairs = []
+        }
+        let targets = request.target == known[.multiple] ? pairs.map(\.target) : [request.target]
+        // The work some targets need first (providers, large conversions) runs on a worker;
+        // the answer uses the contents as they were when the request came, even if the
+        // selection changed hands meanwhile.
+        let answer: @Sendable (X11Session) -> Void = { session in
+            if request.target == session.known[.multiple] {
+                session.notify(request, succeeded: session.serveMultiple(request, pairs: pairs, state))
+            } else {
+                session.notify(request, succeeded: session.serve(target: request.target, to: request.requestor,
+                                                                  property: request.replyProperty, state, selection: request.selection))
+            }
+        }
+        afterPreparing(targets, in: state, answer: answer, timedOut: { session in
             session.notify(request, succeeded: false)
         })
     }
 
-    /// Converts and tells the requestor how it went.
-    private func answer(_ request: ConversionRequest, _ state: OwnedSelection) {
-        let succeeded: Bool
-        if request.target == known[.multiple] {
-            succeeded = !request.property.isNone && serveMultiple(request, state)
-        } else {
-            succeeded = serve(target: request.target, to: request.requestor, property: request.replyProperty, state, selection: request.selection)
-        }
-        notify(request, succeeded: succeeded)
+    /// The (target, property) pairs of a `MULTIPLE` request; nil for a list that is malformed,
+    /// absent, or longer than ``maxMultiplePairs`` (read no further than that).
+    private func multiplePairs(_ request: ConversionRequest) -> [(target: X11Atom, property: X11Atom)]? {
+        guard !request.property.isNone,
+              let value = try? readProperty(request.requestor, request.property, delete: false, limit: Self.maxMultiplePairs * 8),
+              value.format == 32 else { return nil }
+        return MultiplePairs.parse(value.atoms, maxPairs: Self.maxMultiplePairs)
     }
 
     private func notify(_ request: ConversionRequest, succeeded: Bool) {
@@ -204,51 +282,81 @@ extension X11Session {
                             property: succeeded ? request.replyProperty : .none, time: request.time)
     }
 
-    /// Runs `answer` on the X thread once every provider that converting `targets` needs has
-    /// run: at once when none is pending, else after a worker thread ran them, so that a slow
-    /// provider never holds up the X thread (other requestors, other conversions). When they take
-    /// longer than the configured provider timeout, `timedOut` runs instead.
-    func afterProviders(of targets: [X11Atom], in state: OwnedSelection,
+    /// Runs `answer` on the X thread once every target in `targets` can be converted without
+    /// blocking: at once when none needs work, else after a worker ran their providers and
+    /// computed their conversions, so that a slow provider or a large conversion never holds up
+    /// the X thread (other requestors, other conversions). The work for one target runs once
+    /// however many requests wait for it. When it takes longer than the configured provider
+    /// timeout, `timedOut` runs instead.
+    func afterPreparing(_ targets: [X11Atom], in state: OwnedSelection,
                         answer: @escaping @Sendable (X11Session) -> Void,
                         timedOut: @escaping @Sendable (X11Session) -> Void) {
-        var seen = Set<ObjectIdentifier>()
-        let pending = targets.flatMap { state.pendingProviders(for: $0) }.filter { seen.insert(ObjectIdentifier($0)).inserted }
-        guard !pending.isEmpty, let enqueue else { return answer(self) }
+        let work = Array(Set(targets.filter { state.needsPreparation($0) }))
+        guard !work.isEmpty, let enqueue else { return answer(self) }
         let id = makeOperationID()
-        waitingForProviders[id] = after(configuration.providerTimeout) { [weak self] in
-            guard let self, self.waitingForProviders.removeValue(forKey: id) != nil else { return }
-            timedOut(self)
+        waitingForProviders[id] = (remaining: work.count, answer: answer, timedOut: timedOut)
+        for target in work {
+            let key = PreparationKey(conversions: ObjectIdentifier(state.conversions), target: target)
+            if preparations[key] != nil {
+                preparations[key]?.waiters.append(id)
+                continue
+            }
+            let timer = after(configuration.providerTimeout) { [weak self] in
+                self?.finishPreparation(key, ready: false)
+            }
+            preparations[key] = (waiters: [id], timer: timer)
+            DispatchQueue.global(qos: .userInitiated).async {
+                state.prepare(target)
+                _ = enqueue { session in session.finishPreparation(key, ready: true) }
+            }
         }
-        DispatchQueue.global(qos: .userInitiated).async {
-            // A provider that throws fails its conversion when the answer asks for its bytes.
-            for provider in pending { _ = try? provider.value() }
-            _ = enqueue { session in
-                guard let timer = session.waitingForProviders.removeValue(forKey: id) else { return }
-                session.cancelTimer(timer)
-                answer(session)
+    }
+
+    /// One target's work is done (or timed out): requests waiting for nothing else are answered.
+    private func finishPreparation(_ key: PreparationKey, ready: Bool) {
+        guard let preparation = preparations.removeValue(forKey: key) else { return }
+        cancelTimer(preparation.timer)
+        for id in preparation.waiters {
+            guard var waiting = waitingForProviders[id] else { continue }
+            if !ready {
+                waitingForProviders.removeValue(forKey: id)
+                waiting.timedOut(self)
+                continue
+            }
+            waiting.remaining -= 1
+            if waiting.remaining > 0 {
+                waitingForProviders[id] = waiting
+            } else {
+                waitingForProviders.removeValue(forKey: id)
+                waiting.answer(self)
             }
         }
     }
 
     /// Serves each pair of a `MULTIPLE` request; pairs that fail get their target set to None.
-    private func serveMultiple(_ event: ConversionRequest, _ state: OwnedSelection) -> Bool {
-        guard let pairs = readProperty(event.requestor, event.property, delete: false), pairs.format == 32 else { return false }
-        var values = pairs.atoms
-        guard !values.isEmpty, values.count % 2 == 0 else { return false }
-        for index in stride(from: 0, to: values.count, by: 2) {
-            let target = values[index]
-            let property = values[index + 1]
-            let ok = !property.isNone && target != known[.multiple]
-                && serve(target: target, to: event.requestor, property: property, state, selection: event.selection)
-            if !ok { values[index] = .none }
+    /// What the pairs write straight into properties is bounded by ``multipleByteBudget``.
+    private func serveMultiple(_ event: ConversionRequest, pairs: [(target: X11Atom, property: X11Atom)], _ state: OwnedSelection) -> Bool {
+        var values: [X11Atom] = []
+        var budget = Self.multipleByteBudget
+        for pair in pairs {
+            let ok = !pair.property.isNone && pair.target != known[.multiple]
+                && serve(target: pair.target, to: event.requestor, property: pair.property, state, selection: event.selection, budget: &budget)
+            values += [ok ? pair.target : .none, pair.property]
         }
         var failed = false
-        writeAtoms(event.requestor, event.property, type: pairs.type, values, onError: { _ in failed = true })
+        writeAtoms(event.requestor, event.property, type: known[.atomPair], values, onError: { _ in failed = true })
         return !failed
     }
 
     /// Converts one target into the requestor's property; false when we cannot.
     private func serve(target: X11Atom, to requestor: X11Window, property: X11Atom, _ state: OwnedSelection, selection: X11Atom) -> Bool {
+        var unlimited = Int.max
+        return serve(target: target, to: requestor, property: property, state, selection: selection, budget: &unlimited)
+    }
+
+    /// Converts one target; a direct write larger than what is left of `budget` is refused.
+    private func serve(target: X11Atom, to requestor: X11Window, property: X11Atom, _ state: OwnedSelection, selection: X11Atom,
+                       budget: inout Int) -> Bool {
         var failed = false
         let onError: (XErrorRecord) -> Void = { _ in failed = true }
         switch target {
@@ -276,6 +384,8 @@ extension X11Session {
         guard let content else { return false }
         let succeeded: Bool
         if content.source.count <= chunkSize {
+            guard content.source.count <= budget else { return false }
+            budget -= content.source.count
             do {
                 try writeBytes(requestor, property, type: content.type, from: content.source, range: 0..<content.source.count, onError: onError)
                 succeeded = !failed
@@ -300,15 +410,17 @@ extension X11Session {
         case .manifest:
             return (.data(state.manifest), known[.utf8String], nil)
         case let .representation(item, representationType, codec, replyType):
-            if codec == .identity, case let .file(file)? = state.items[item].representation(for: representationType) {
-                return (.file(file), replyType, representationType)
+            if codec == .identity {
+                if case let .file(file)? = state.items[item].representation(for: representationType) {
+                    // A file changed since the copy is refused, never served in part.
+                    guard file.isUnchanged else { return nil }
+                    return (.file(file), replyType, representationType)
+                }
+                return try state.items[item].data(for: representationType).map { (.data($0), replyType, representationType) }
             }
-            guard let bytes = try state.items[item].data(for: representationType) else { return nil }
-            return (.data(codec.encode(bytes)), replyType, representationType)
+            return try state.convertedBytes(target).map { (.data($0), replyType, representationType) }
         case let .urlList(codec, replyType):
-            let urls = try state.urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
-            guard !urls.isEmpty else { return nil }
-            return (.data(codec.encodeList(urls)), replyType, codec == .gnomeCopiedFiles ? .fileURL : .url)
+            return try state.convertedBytes(target).map { (.data($0), replyType, codec == .gnomeCopiedFiles ? .fileURL : .url) }
         }
     }
 
@@ -319,6 +431,11 @@ extension X11Session {
             // The requestor reused the property for a new request: the old transfer is void.
             cancelTimer(previous.timer)
             releaseRequestor(requestor)
+        }
+        // Transfers hold timers and a chunk in the server each: a requestor that starts them
+        // without reading gets no more than its share.
+        guard watchedRequestors[requestor, default: 0] < Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else {
+            return false
         }
         var failed = false
         if watchedRequestors[requestor, default: 0] == 0 {
@@ -441,11 +558,39 @@ extension X11Session {
         let owner = selectionOwner(selection)
         guard !owner.isNone else { return nil }
         var name: String?
-        if let value = readProperty(owner, known[.netWMName], delete: false) ?? readProperty(owner, known[.wmName], delete: false),
+        if let value = (try? readProperty(owner, known[.netWMName], delete: false, limit: 4096, truncate: true)) ?? nil
+            ?? (try? readProperty(owner, known[.wmName], delete: false, limit: 4096, truncate: true)) ?? nil,
            value.format == 8 {
             name = String(decoding: value.data, as: UTF8.self)
         }
-        let pid = readProperty(owner, known[.netWMPID], delete: false)?.longs.first.map { Int($0) }
+        let pid = ((try? readProperty(owner, known[.netWMPID], delete: false, limit: 4)) ?? nil)?.longs.first.map { Int($0) }
         return (owner, name, pid)
+    }
+}
+
+/// Conversions of an owned selection's representations (Latin-1 text, URL lists), computed
+/// once and shared by every requestor; computed on a worker thread when large.
+final class ConversionCache: Sendable {
+    private let storage = Mutex<[X11Atom: Data]>([:])
+
+    subscript(_ target: X11Atom) -> Data? {
+        get { storage.withLock { $0[target] } }
+        set { storage.withLock { $0[target] = newValue } }
+    }
+}
+
+/// One target's preparation (providers, conversion) for one ownership.
+struct PreparationKey: Hashable {
+    let conversions: ObjectIdentifier
+    let target: X11Atom
+}
+
+/// The untrusted list of a `MULTIPLE` request.
+enum MultiplePairs {
+    /// (target, property) pairs from a requestor's ATOM_PAIR values; nil for an empty or odd
+    /// list, or one of more than `maxPairs` pairs.
+    static func parse(_ atoms: [X11Atom], maxPairs: Int) -> [(target: X11Atom, property: X11Atom)]? {
+        guard !atoms.isEmpty, atoms.count % 2 == 0, atoms.count / 2 <= maxPairs else { return nil }
+        return stride(from: 0, to: atoms.count, by: 2).map { (atoms[$0], atoms[$0 + 1]) }
     }
 }

@@ -9,6 +9,14 @@ struct PendingConversion {
     let target: X11Atom
     let property: X11Atom
     var timer: Int?
+    /// The most bytes the reply may have.
+    var limit: Int = .max
+    /// Past the limit, keep the first `limit` bytes instead of failing (lists such as TARGETS).
+    var truncate = false
+    /// Where a streamed reply's chunks go (nil: collected in memory).
+    var sink: StreamSink? = nil
+    /// The whole conversion's deadline timer (INCR included).
+    var deadline: Int? = nil
     let completion: (Result<PropertyValue?, any Error>) -> Void
 }
 
@@ -19,48 +27,90 @@ struct IncomingState {
     var type: X11Atom
     let description: String
     var timer: Int?
+    var deadline: Int?
+    var sink: StreamSink?
+    /// A streamed chunk was read but the property not yet deleted: the consumer is behind.
+    var paused = false
     let completion: (Result<PropertyValue?, any Error>) -> Void
 }
 
 extension X11Session {
-    /// A property of our window for one conversion; each conversion in flight has its own.
-    private func allocateProperty() -> X11Atom {
-        if let free = freeProperties.popLast() { return free }
+    /// The most conversion properties this process ever names (`XPB_SEL_1` …): atoms are never
+    /// freed by the server, so a flapping owner must not make one per change.
+    static let maxConversionProperties = 64
+
+    /// A property of our window for one conversion; each conversion in flight has its own. Nil
+    /// when all are in flight.
+    private func allocateProperty() -> X11Atom? {
+        if !freeProperties.isEmpty { return freeProperties.removeFirst() }
+        guard propertyCount < Self.maxConversionProperties else { return nil }
         propertyCount += 1
         return atom("XPB_SEL_\(propertyCount)")
     }
 
+    /// Gives a property back. Reused last (first in, first out), and emptied: an owner that
+    /// answers late writes into a property no current conversion reads from for a while.
     private func releaseProperty(_ property: X11Atom) {
-        if name(of: property)?.hasPrefix("XPB_SEL_") == true { freeProperties.append(property) }
+        guard name(of: property)?.hasPrefix("XPB_SEL_") == true, !freeProperties.contains(property) else { return }
+        deleteProperty(window, property)
+        freeProperties.append(property)
     }
 
     /// Asks the owner of `selection` to convert it to `target` and reads the result, following
     /// INCR. Completes with nil when the owner refuses (or there is none), with an error when a
-    /// deadline passes without progress or the reply is malformed.
+    /// deadline passes (no progress for the read timeout, or the whole transfer longer than the
+    /// transfer deadline), the reply is larger than `limit`, or it is malformed.
     ///
     /// - Parameters:
     ///   - parameters: for targets that take them (`MULTIPLE`'s ATOM_PAIR list), format-32 values
     ///     written to the property before the request, with type `parameterType`.
     ///   - legacyNoProperty: sends the request with property None, as obsolete clients do (the
     ///     owner then replies in the property named like the target).
+    ///   - sink: streams the reply's bytes there as they come (the completion's value then has
+    ///     no data) instead of collecting them.
     func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
-                 legacyNoProperty: Bool = false,
+                 legacyNoProperty: Bool = false, limit: Int? = nil, truncate: Bool = false, sink: StreamSink? = nil,
                  completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
-        let property = legacyNoProperty ? target : allocateProperty()
+        // However the conversion ends, a stream's consumer learns it.
+        let completion: (Result<PropertyValue?, any Error>) -> Void = { result in
+            sink?.finish(result.map { _ in () })
+            completion(result)
+        }
+        guard let property = legacyNoProperty ? target : allocateProperty() else {
+            return completion(.failure(PasteboardError.backendFailure(
+                "too many conversions in flight (\(Self.maxConversionProperties)); the selection owner is not answering")))
+        }
         let id = makeOperationID()
         if let parameters {
             writeAtoms(window, property, type: parameterType, parameters, onError: { _ in })
         }
         requestConversion(selection, to: target, property: legacyNoProperty ? .none : property, at: .currentTime)
         XFlush(display)
-        var conversion = PendingConversion(id: id, selection: selection, target: target, property: property, timer: nil, completion: completion)
+        var conversion = PendingConversion(id: id, selection: selection, target: target, property: property, timer: nil,
+                                           limit: limit ?? configuration.maxReadSize, truncate: truncate, sink: sink, completion: completion)
         let seconds = configuration.readTimeout
         conversion.timer = after(seconds) { [weak self] in
             guard let self, let index = self.conversions.firstIndex(where: { $0.id == id }) else { return }
             let expired = self.conversions.remove(at: index)
-            // The property is not reused: a late owner may still write to it.
+            self.cancelTimer(expired.deadline)
+            // The property goes back to the end of the free list: a late owner may still write to it.
+            self.releaseProperty(expired.property)
             let what = "reading \(self.name(of: target) ?? "?") from \(self.name(of: selection) ?? "?")"
             expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: seconds)))
+        }
+        let total = configuration.transferDeadline
+        conversion.deadline = after(total) { [weak self] in
+            guard let self else { return }
+            let what = "reading \(self.name(of: target) ?? "?") from \(self.name(of: selection) ?? "?") (the whole transfer)"
+            let failure = PasteboardError.timedOut(operation: what, seconds: total)
+            if let index = self.conversions.firstIndex(where: { $0.id == id }) {
+                let expired = self.conversions.remove(at: index)
+                self.cancelTimer(expired.timer)
+                self.releaseProperty(expired.property)
+                expired.completion(.failure(failure))
+            } else if let state = self.incoming[property], state.id == id {
+                self.failIncoming(property, failure)
+            }
         }
         conversions.append(conversion)
     }
@@ -71,29 +121,46 @@ extension X11Session {
         guard let index = matches.first(where: { conversions[$0].property == property }) ?? matches.first else { return }
         let conversion = conversions.remove(at: index)
         cancelTimer(conversion.timer)
-        guard !property.isNone else {
+        let finish: (Result<PropertyValue?, any Error>) -> Void = { [self] result in
+            cancelTimer(conversion.deadline)
             releaseProperty(conversion.property)
-            conversion.completion(.success(nil))
-            return
+            conversion.completion(result)
         }
-        guard let value = readProperty(window, conversion.property, delete: true) else {
-            releaseProperty(conversion.property)
-            conversion.completion(.failure(PasteboardError.backendFailure(
-                "the selection owner reported a conversion to \(name(of: conversion.target) ?? "?") but left no data")))
-            return
+        guard !property.isNone else { return finish(.success(nil)) }
+        let value: PropertyValue?
+        do {
+            // An INCR marker or the whole reply; a reply over the limit fails without being read.
+            value = try readProperty(window, conversion.property, delete: true, limit: conversion.limit, truncate: conversion.truncate)
+        } catch let error as PropertyTooLarge {
+            return finish(.failure(PasteboardError.backendFailure(
+                "the selection owner's reply is \(error.size) bytes, more than the \(error.limit)-byte limit; raise the limit if this much is expected")))
+        } catch {
+            return finish(.failure(error))
+        }
+        guard let value else {
+            return finish(.failure(PasteboardError.backendFailure(
+                "the selection owner said it converted to \(name(of: conversion.target) ?? "?") but the reply property does not exist (an owner's error, or a reply the X server could not hold)")))
         }
         if value.type == known[.incr] {
             // Deleting the INCR property (done by the read) tells the owner to send the first chunk.
-            let announced = Int(value.longs.first ?? 0)
+            let announced = IncomingTransfer.announcedSize(value.longs)
+            if let announced, announced > conversion.limit {
+                return finish(.failure(PasteboardError.backendFailure(
+                    "the selection owner announced \(announced) bytes, more than the \(conversion.limit)-byte limit")))
+            }
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
             incoming[conversion.property] = IncomingState(
-                id: conversion.id, transfer: IncomingTransfer(announcedSize: announced, limit: configuration.maxReadSize),
-                type: .none, description: description, timer: nil, completion: conversion.completion)
+                id: conversion.id, transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
+                type: .none, description: description, timer: nil, deadline: conversion.deadline, sink: conversion.sink,
+                completion: conversion.completion)
             armIncomingTimer(conversion.property)
             return
         }
-        releaseProperty(conversion.property)
-        conversion.completion(.success(value))
+        if let sink = conversion.sink {
+            sink.push(value.data, type: value.type)
+            return finish(.success(PropertyValue(type: value.type, format: value.format, data: Data())))
+        }
+        finish(.success(value))
     }
 
     private func armIncomingTimer(_ property: X11Atom) {
@@ -103,21 +170,45 @@ extension X11Session {
         let id = state.id
         incoming[property]?.timer = after(seconds) { [weak self] in
             guard let self, let state = self.incoming[property], state.id == id else { return }
-            self.incoming.removeValue(forKey: property)
-            state.completion(.failure(PasteboardError.timedOut(operation: state.description, seconds: seconds)))
+            self.failIncoming(property, PasteboardError.timedOut(operation: state.description, seconds: seconds))
         }
+    }
+
+    /// Ends an INCR transfer with an error.
+    func failIncoming(_ property: X11Atom, _ error: any Error) {
+        guard let state = incoming.removeValue(forKey: property) else { return }
+        cancelTimer(state.timer)
+        cancelTimer(state.deadline)
+        // Not reused: the owner may go on writing chunks into it.
+        state.completion(.failure(error))
     }
 
     /// A new chunk arrived in one of our properties.
     func continueIncoming(property: X11Atom) {
+        guard let current = incoming[property], !current.paused else { return }
         // Take the state out of the dictionary so that appending does not copy the buffer.
         guard var state = incoming.removeValue(forKey: property) else { return }
         var chunkType = X11Atom.none
         var chunkFormat: Int32 = 8
-        let outcome: Result<Bool, any Error>? = readProperty(window, property, delete: true) { type, format, bytes in
-            chunkType = type
-            chunkFormat = format
-            return Result { try state.transfer.append(bytes: bytes) }
+        let streaming = state.sink != nil
+        let outcome: Result<Bool, any Error>?
+        do {
+            outcome = try readProperty(window, property, delete: !streaming, limit: state.transfer.remaining) { type, format, bytes in
+                chunkType = type
+                chunkFormat = format
+                if let sink = state.sink {
+                    return Result { try state.transfer.count(bytes.count) }.map { isComplete in
+                        if !isComplete { sink.push(bytes.data, type: type) }
+                        return isComplete
+                    }
+                }
+                return Result { try bytes.withUnsafeBytes { try state.transfer.append(bytes: $0) } }
+            }
+        } catch is PropertyTooLarge {
+            outcome = .failure(PasteboardError.backendFailure(
+                "the selection owner sent more than the \(state.transfer.limit)-byte limit; raise the limit if this much is expected"))
+        } catch {
+            outcome = .failure(error)
         }
         guard let outcome else {
             incoming[property] = state
@@ -125,25 +216,53 @@ extension X11Session {
         }
         switch outcome {
         case let .failure(error):
-            cancelTimer(state.timer)
-            state.completion(.failure(error))
+            incoming[property] = state
+            failIncoming(property, error)
         case let .success(isComplete):
             if isComplete {
                 cancelTimer(state.timer)
+                cancelTimer(state.deadline)
+                if streaming { deleteProperty(window, property) }
                 releaseProperty(property)
                 let type = state.type.isNone ? chunkType : state.type
                 state.completion(.success(PropertyValue(type: type, format: chunkFormat, data: state.transfer.data)))
             } else {
                 if state.type.isNone { state.type = chunkType }
+                if let sink = state.sink {
+                    // The next chunk is asked for (by deleting the property) only while the consumer
+                    // keeps up: memory holds a bounded backlog, however fast the owner sends.
+                    if sink.wantsMore {
+                        deleteProperty(window, property)
+                    } else {
+                        state.paused = true
+                        let id = state.id
+                        let enqueue = self.enqueue
+                        sink.onDrained {
+                            _ = enqueue? { session in session.resumeIncoming(property, id: id) }
+                        }
+                    }
+                }
                 incoming[property] = state
                 armIncomingTimer(property)
             }
         }
     }
 
+    /// The consumer of a paused stream caught up: ask for the next chunk.
+    private func resumeIncoming(_ property: X11Atom, id: Int) {
+        guard incoming[property]?.id == id, incoming[property]?.paused == true else { return }
+        incoming[property]?.paused = false
+        deleteProperty(window, property)
+        armIncomingTimer(property)
+    }
+
+    /// The most targets read from an owner's `TARGETS` (toolkits offer a few dozen).
+    static let maxTargets = 1024
+
     /// Reads the `TARGETS` of `selection` as atom names (nil when the owner refuses).
     func targets(of selection: X11Atom, completion: @escaping (Result<[String]?, any Error>) -> Void) {
-        convert(selection, to: known[.targets]) { [weak self] result in
+        // At most maxTargets atoms are read: a list of millions would cost memory and a look-up each.
+        convert(selection, to: known[.targets], limit: Self.maxTargets * 4, truncate: true) { [weak self] result in
             guard let self else { return }
             completion(result.flatMap { value in
                 guard let value else { return .success(nil) }

@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 import PasteboardKit
+import Synchronization
 
 /// Where an outgoing transfer's bytes come from: memory, or a file read piece by piece.
 enum TransferSource {
@@ -61,6 +63,8 @@ struct IncomingTransfer {
 
     let limit: Int
     private(set) var data = Data()
+    /// The bytes received so far (collected, or counted while streamed).
+    private(set) var received = 0
     private(set) var isComplete = false
 
     init(announcedSize: Int, limit: Int) {
@@ -68,21 +72,122 @@ struct IncomingTransfer {
         data.reserveCapacity(max(0, min(announcedSize, Self.reserveCap, limit)))
     }
 
+    /// The size an INCR property announces: its first value (a lower bound by ICCCM), nil for
+    /// an empty property.
+    static func announcedSize(_ values: [UInt]) -> Int? {
+        values.first.map { Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: $0)) }
+    }
+
+    /// How many more bytes the limit allows.
+    var remaining: Int { max(0, limit - received) }
+
+    /// Counts a chunk of `count` bytes that goes elsewhere (streamed); zero completes.
+    ///
+    /// - Returns: whether the transfer is complete.
+    /// - Throws: ``PasteboardError/backendFailure(_:)`` past the limit.
+    mutating func count(_ count: Int) throws -> Bool {
+        if count == 0 {
+            isComplete = true
+            return true
+        }
+        guard count <= remaining else {
+            throw PasteboardError.backendFailure(
+                "the selection owner sent more than the \(limit)-byte limit; raise the limit if this much is expected")
+        }
+        received += count
+        return false
+    }
+
     /// Adds a chunk straight from a buffer (no intermediate copy); an empty chunk completes.
     ///
     /// - Returns: whether the transfer is complete.
     /// - Throws: ``PasteboardError/backendFailure(_:)`` past the limit.
     mutating func append(bytes chunk: UnsafeRawBufferPointer) throws -> Bool {
-        if chunk.isEmpty {
-            isComplete = true
-            return true
-        }
-        guard data.count + chunk.count <= limit else {
-            throw PasteboardError.backendFailure(
-                "the selection owner sent more than the \(limit)-byte limit; raise the limit if this much is expected")
-        }
+        guard try !count(chunk.count) else { return true }
         data.append(contentsOf: chunk)
         return false
+    }
+}
+
+/// Where a streamed conversion's bytes go: the X thread pushes chunks, the reading thread takes
+/// them. The X thread asks the owner for the next chunk only while the backlog is under
+/// `highWater`; once the consumer has taken it down, `onDrained` tells the X thread to go on.
+final class StreamSink: Sendable {
+    static let highWater = 8 << 20
+
+    private struct State {
+        var chunks: [Data] = []
+        var bytes = 0
+        var type = X11Atom.none
+        var outcome: Result<Void, any Error>?
+        var drained: (@Sendable () -> Void)?
+        var cancelled = false
+    }
+
+    private let state = Mutex(State())
+    private let signal = DispatchSemaphore(value: 0)
+
+    /// X thread: a chunk arrived.
+    func push(_ chunk: Data, type: X11Atom) {
+        guard !chunk.isEmpty else { return }
+        state.withLock {
+            $0.chunks.append(chunk)
+            $0.bytes += chunk.count
+            if $0.type.isNone { $0.type = type }
+        }
+        signal.signal()
+    }
+
+    /// X thread: whether the backlog leaves room for another chunk (false once the consumer gave up).
+    var wantsMore: Bool { state.withLock { !$0.cancelled && $0.bytes < Self.highWater } }
+
+    /// X thread: `action` runs (on the consumer's thread) once the backlog is taken.
+    func onDrained(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.bytes == 0 && !state.cancelled { return true }
+            state.drained = action
+            return false
+        }
+        if now { action() }
+    }
+
+    /// X thread: the transfer ended.
+    func finish(_ outcome: Result<Void, any Error>) {
+        state.withLock { if $0.outcome == nil { $0.outcome = outcome } }
+        signal.signal()
+    }
+
+    /// Consumer: the next chunk, nil at the end; throws the transfer's error.
+    func next() throws -> Data? {
+        while true {
+            let (chunk, drained, outcome) = state.withLock { state -> (Data?, (@Sendable () -> Void)?, Result<Void, any Error>?) in
+                if !state.chunks.isEmpty {
+                    let chunk = state.chunks.removeFirst()
+                    state.bytes -= chunk.count
+                    var drained: (@Sendable () -> Void)?
+                    if state.bytes == 0 { swap(&drained, &state.drained) }
+                    return (chunk, drained, nil)
+                }
+                return (nil, nil, state.outcome)
+            }
+            drained?()
+            if let chunk { return chunk }
+            if let outcome {
+                try outcome.get()
+                return nil
+            }
+            signal.wait()
+        }
+    }
+
+    /// Consumer: stops taking chunks (the transfer is then left to time out on the owner's side).
+    func cancel() {
+        state.withLock {
+            $0.cancelled = true
+            $0.chunks.removeAll()
+            $0.bytes = 0
+            $0.drained = nil
+        }
     }
 }
 
@@ -163,7 +268,7 @@ struct Manifest: Equatable {
                   let type = try? PasteboardType(String(parts[1])), !parts[2].isEmpty else { return nil }
             entries.append(Entry(item: item, type: type, target: String(parts[2])))
         }
-        let expires = fields["expires"].flatMap { Double($0) }.map { Date(timeIntervalSince1970: $0) }
+        let expires = fields["expires"].flatMap { Double($0) }.flatMap { $0.isFinite ? $0 : nil }.map { Date(timeIntervalSince1970: $0) }
         self.init(itemCount: count, entries: entries,
                   options: PasteboardOptions(localOnly: fields["local-only"] == "1", expirationDate: expires))
         fastPath = fields[FastPath.manifestField].flatMap { $0.isEmpty ? nil : $0 }

@@ -10,8 +10,13 @@ public struct X11Configuration: Sendable {
     /// seconds. Providers run on a worker thread, never on the X thread: other requestors are
     /// served meanwhile. A provider that overruns keeps running; its result serves later requests.
     public var providerTimeout: Double = 20
-    /// The most bytes one read accepts; an owner that sends more gets the read failed.
-    public var maxReadSize: Int = 4 << 30
+    /// The most time one read may take in all, INCR transfer included, in seconds: an owner
+    /// that trickles a byte now and then cannot keep a read alive for ever.
+    public var transferDeadline: Double = 300
+    /// The most bytes one read accepts; an owner that sends (or announces) more gets the read
+    /// failed. Streamed reads (``X11PasteboardBackend/stream(of:item:type:limit:file:bytes:)``)
+    /// take their own limit.
+    public var maxReadSize: Int = 1 << 30
     /// The bytes per property write; nil for the server's maximum request size, capped at 1 MiB
     /// (the fastest measured, and well under the 4,000,000 bytes xsel fetches at once).
     public var chunkSize: Int? = nil
@@ -25,6 +30,7 @@ public struct X11Configuration: Sendable {
     /// their own.
     var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
 
-    /// The defaults: 5 s read timeout, 30 s serve timeout, 20 s provider timeout, 4 GiB read limit.
+    /// The defaults: 5 s read timeout, 300 s transfer deadline, 30 s serve timeout, 20 s provider
+    /// timeout, 1 GiB read limit.
     public init() {}
 }

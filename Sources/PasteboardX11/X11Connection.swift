@@ -209,7 +209,8 @@ final class Rendezvous<T: Sendable>: Sendable {
 
     /// Waits for the result, checking every so often whether the connection stopped.
     func wait(timeout: Double, stopped: () -> X11BackendError?) throws -> T {
-        let end = DispatchTime.now() + timeout
+        // Clamped: DispatchTime traps on a span past Int64 nanoseconds (about 292 years).
+        let end = DispatchTime.now() + min(max(0, timeout), 1e9)
         while true {
             if semaphore.wait(timeout: min(end, .now() + 0.25)) == .success { break }
             if let reason = stopped() {

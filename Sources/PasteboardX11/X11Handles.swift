@@ -81,7 +81,10 @@ enum WellKnown: String, CaseIterable, Sendable {
     /// Targets about the protocol rather than data: never shown as types, never handed to a
     /// clipboard manager.
     static let protocolTargets: [WellKnown] = ownerTargets + [.delete, .insertSelection, .insertProperty, .length, .atomPair, .incr, .manifest]
-    static let protocolTargetNames = Set(protocolTargets.map(\.rawValue))
+    static let protocolTargetNames = Set(protocolTargets.map(\.rawValue) + [WellKnown.null.rawValue])
+    /// The core protocol's type atoms, which no data target may be called.
+    static let basicTypeNames: Set<String> = ["ATOM", "INTEGER", "CARDINAL", "WINDOW", "PIXMAP", "DRAWABLE", "BITMAP",
+                                              "COLORMAP", "CURSOR", "FONT", "VISUALID", "SPAN", "PIXEL", "NULL"]
 }
 
 /// The interned atoms of ``WellKnown``.
@@ -94,6 +97,9 @@ struct WellKnownAtoms: Sendable {
     }
 
     subscript(_ name: WellKnown) -> X11Atom { atoms[name]! }
+
+    /// Every well-known atom.
+    var all: [X11Atom] { Array(atoms.values) }
 
     /// The atoms of the protocol targets.
     var protocolTargets: Set<X11Atom> { Set(WellKnown.protocolTargets.map { self[$0] }) }

@@ -75,6 +75,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
+    /// Whether an X target name belongs to the selection protocol (`TARGETS`, `INCR`, `MULTIPLE`,
+    /// xpb's own `XPB_…` targets …) or names a basic X type (`ATOM`, `INTEGER`): a type of that
+    /// name is never advertised as a target (a reader would take its data for the protocol's),
+    /// only through the manifest.
+    public static func isReservedTarget(_ name: String) -> Bool {
+        WellKnown.protocolTargetNames.contains(name) || WellKnown.basicTypeNames.contains(name) || name.hasPrefix("XPB_")
+    }
+
     /// The X selection that holds a pasteboard: `CLIPBOARD`, `PRIMARY`, or `XPB_PASTEBOARD:<name>`.
     public static func selectionName(for name: Pasteboard.Name) -> String {
         switch name {
@@ -372,7 +380,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
     }
 
     private func scheduleExpiry(_ name: Pasteboard.Name, at date: Date, generation: Int) {
-        let delay = max(0, date.timeIntervalSinceNow)
+        // Clamped: a date like .distantFuture would overflow DispatchTime.
+        let delay = min(max(0, date.timeIntervalSinceNow), 1e9)
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self, self.state.withLock({ $0.owned[name]?.generation == generation }) else { return }
             try? self.relinquish(name)
@@ -418,7 +427,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
         let registry = self.registry
         session.targets(of: selection) { result in
             let targets = (try? result.get()) ?? nil
-            publish(ForeignOffer(targets: targets ?? [], manifest: nil).itemTypes(registry).flatMap { $0 })
+            publish(ForeignOffer(owner: owner, targets: targets ?? [], manifest: nil).itemTypes(registry).flatMap { $0 })
         }
     }
 

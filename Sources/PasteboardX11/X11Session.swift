@@ -76,8 +76,11 @@ final class X11Session {
     /// Timestamps of our own ownership changes per selection, so that their XFixes events are
     /// recognised as ours and not counted twice.
     var ourChangeTimes: [X11Atom: [X11Timestamp]] = [:]
-    /// Requests waiting for providers on a worker, with their deadline timers.
-    var waitingForProviders: [Int: Int] = [:]
+    /// Requests waiting for work on a worker (providers, large conversions): how many of their
+    /// targets are not ready yet, and what to do then.
+    var waitingForProviders: [Int: (remaining: Int, answer: @Sendable (X11Session) -> Void, timedOut: @Sendable (X11Session) -> Void)] = [:]
+    /// The work under way per target: the requests waiting for it, and its deadline timer.
+    var preparations: [PreparationKey: (waiters: [Int], timer: Int)] = [:]
 
     // Reader state.
     var conversions: [PendingConversion] = []

@@ -43,35 +43,60 @@ extension X11Session {
         names(of: [atom]).first ?? nil
     }
 
-    /// The names of several atoms in one round trip; nil for atoms the server does not know.
+    /// The names of several atoms, in one round trip when all exist; nil for atoms the server
+    /// does not know. One unknown atom fails a whole batch (`BadAtom`): the batch is then split
+    /// in halves, so k unknown atoms among n cost about 2k·log n round trips, not n.
     func names(of atoms: [X11Atom]) -> [String?] {
         let missing = Array(Set(atoms.filter { !$0.isNone && namesByAtom[$0] == nil }))
         if !missing.isEmpty {
-            var pointers = [UnsafeMutablePointer<CChar>?](repeating: nil, count: missing.count)
-            var raw = missing.map(\.rawValue)
-            var failed = false
-            routeErrors({
-                if XGetAtomNames(display, &raw, Int32(missing.count), &pointers) == 0 { failed = true }
-            }, onError: { _ in failed = true })
-            if failed {
-                // One bad atom fails the whole batch: ask one by one, so only the bad ones are lost.
-                for atom in missing {
-                    var pointer: UnsafeMutablePointer<CChar>? = nil
-                    routeErrors({ pointer = XGetAtomName(display, atom.rawValue) }, onError: { _ in })
-                    if let pointer {
-                        remember(atom, String(cString: pointer))
-                        XFree(pointer)
-                    }
-                }
-            } else {
-                for (atom, pointer) in zip(missing, pointers) {
-                    guard let pointer else { continue }
-                    remember(atom, String(cString: pointer))
-                    XFree(pointer)
-                }
-            }
+            // A hostile owner's lists must not grow the cache without bound.
+            if namesByAtom.count + missing.count > Self.maxCachedNames { forgetCachedNames() }
+            var resolved: [(X11Atom, String)] = []
+            lookUpNames(missing[...], into: &resolved)
+            for (atom, name) in resolved { remember(atom, name) }
         }
         return atoms.map { namesByAtom[$0] }
+    }
+
+    /// The most atom names cached; past it the cache starts again from the well-known atoms.
+    static let maxCachedNames = 8192
+
+    private func forgetCachedNames() {
+        let kept = Set(known.all)
+        namesByAtom = namesByAtom.filter { kept.contains($0.key) || $0.value.hasPrefix("XPB_") }
+        atomsByName = Dictionary(namesByAtom.map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    private func lookUpNames(_ batch: ArraySlice<X11Atom>, into resolved: inout [(X11Atom, String)]) {
+        var pointers = [UnsafeMutablePointer<CChar>?](repeating: nil, count: batch.count)
+        var raw = batch.map(\.rawValue)
+        var failed = false
+        routeErrors({
+            if XGetAtomNames(display, &raw, Int32(batch.count), &pointers) == 0 { failed = true }
+        }, onError: { _ in failed = true })
+        if !failed {
+            for (atom, pointer) in zip(batch, pointers) {
+                guard let pointer else { continue }
+                resolved.append((atom, String(cString: pointer)))
+                XFree(pointer)
+            }
+            return
+        }
+        for pointer in pointers { if let pointer { XFree(pointer) } }
+        guard batch.count > 1 else { return }
+        let middle = batch.startIndex + batch.count / 2
+        lookUpNames(batch[..<middle], into: &resolved)
+        lookUpNames(batch[middle...], into: &resolved)
+    }
+
+    /// The atom of a name only if the server already knows it (no atom is made: names that come
+    /// from other clients, such as fast-path requests, must not grow the server's atom table).
+    func existingAtom(_ name: String) -> X11Atom? {
+        if let atom = atomsByName[name] { return atom }
+        let atom = X11Atom(rawValue: XInternAtom(display, name, 1))
+        guard !atom.isNone else { return nil }
+        remember(atom, name)
+        return atom
     }
 
     func remember(_ atom: X11Atom, _ name: String) {
@@ -158,44 +183,60 @@ extension X11Session {
 
     // MARK: Properties
 
-    /// Reads a whole property, handing its bytes (format 32 packed as 32-bit units) to `body`
-    /// without an intermediate copy; nil when the property does not exist.
-    func readProperty<T>(_ window: X11Window, _ property: X11Atom, delete: Bool,
-                         _ body: (X11Atom, Int32, UnsafeRawBufferPointer) throws -> T) rethrows -> T? {
-        var type: Atom = 0
-        var format: Int32 = 0
-        var count: UInt = 0
-        var after: UInt = 0
-        var pointer: UnsafeMutablePointer<UInt8>? = nil
-        var failed = false
-        routeErrors({
-            let status = XGetWindowProperty(display, window.rawValue, property.rawValue, 0, 0x1FFF_FFFF, delete ? 1 : 0, 0,
-                                            &type, &format, &count, &after, &pointer)
-            failed = status != 0
-        }, onError: { _ in failed = true })
-        defer { if let pointer { XFree(pointer) } }
-        guard !failed, type != 0 else { return nil }
-        let atom = X11Atom(rawValue: type)
-        guard let pointer else { return try body(atom, format, UnsafeRawBufferPointer(start: nil, count: 0)) }
-        switch format {
-        case 16:
-            return try body(atom, format, UnsafeRawBufferPointer(start: pointer, count: Int(count) * 2))
-        case 32:
-            // Xlib hands format-32 data over as C longs (8 bytes here): pack to 32-bit units.
-            let longs = UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt.self)
-            var packed = [UInt32](repeating: 0, count: Int(count))
-            for index in 0..<Int(count) { packed[index] = UInt32(truncatingIfNeeded: longs[index]) }
-            return try packed.withUnsafeBytes { try body(atom, format, $0) }
-        default:
-            return try body(atom, format, UnsafeRawBufferPointer(start: pointer, count: Int(count)))
+    /// The bytes one `XGetWindowProperty` asks for: properties are read in pieces of this size
+    /// (Xlib cannot take a reply of hundreds of megabytes in one piece).
+    static let propertyPiece = 4 << 20
+
+    /// Reads a property, handing its bytes (format 32 packed as 32-bit units) to `body`; nil when
+    /// the property does not exist. A property that fits in one piece is passed without a copy.
+    ///
+    /// - Parameters:
+    ///   - limit: the most bytes accepted (format 32 counted as 4 per value).
+    ///   - truncate: past `limit`, pass only the first `limit` bytes instead of failing.
+    /// - Throws: ``PasteboardError/backendFailure(_:)`` when the property is larger than `limit`
+    ///   (without `truncate`), or the server fails a read part way.
+    func readProperty<T>(_ window: X11Window, _ property: X11Atom, delete: Bool, limit: Int = .max, truncate: Bool = false,
+                         _ body: (X11Atom, Int32, GatheredBytes) throws -> T) throws -> T? {
+        let pieceUnits = min(Self.propertyPiece, max(limit, 4)) / 4
+        var piece = PropertyPiece()
+        guard piece.fetch(self, window, property, offsetUnits: 0, units: pieceUnits) else { return nil }
+        defer { piece.release() }
+        guard piece.type != 0 else { return nil }
+        let atom = X11Atom(rawValue: piece.type)
+        let total = piece.byteCount + Int(piece.after)
+        if piece.after == 0 || (truncate && piece.byteCount >= limit) {
+            if delete { deleteProperty(window, property) }
+            return try piece.withPacked { bytes in
+                try body(atom, piece.format, GatheredBytes(UnsafeRawBufferPointer(rebasing: bytes.prefix(truncate ? limit : bytes.count))))
+            }
+        }
+        guard total <= limit || truncate else { throw PropertyTooLarge(size: total, limit: limit) }
+        // Several pieces, gathered into one buffer.
+        let wanted = min(total, limit)
+        var gathered = Data(capacity: wanted)
+        let format = piece.format
+        piece.withPacked { gathered.append(contentsOf: $0) }
+        while gathered.count < wanted {
+            piece.release()
+            guard piece.fetch(self, window, property, offsetUnits: gathered.count / 4, units: pieceUnits), piece.type == atom.rawValue,
+                  piece.byteCount > 0 else {
+                throw PasteboardError.backendFailure("the selection owner's reply (\(total) bytes) changed or vanished while it was read")
+            }
+            piece.withPacked { gathered.append(contentsOf: $0.prefix(wanted - gathered.count)) }
+        }
+        if delete { deleteProperty(window, property) }
+        return try body(atom, format, GatheredBytes(gathered))
+    }
+
+    /// Reads a whole property into a value (a property read in pieces is not copied again).
+    func readProperty(_ window: X11Window, _ property: X11Atom, delete: Bool, limit: Int = .max, truncate: Bool = false) throws -> PropertyValue? {
+        try readProperty(window, property, delete: delete, limit: limit, truncate: truncate) { type, format, bytes in
+            PropertyValue(type: type, format: format, data: bytes.data)
         }
     }
 
-    /// Reads a whole property into a value.
-    func readProperty(_ window: X11Window, _ property: X11Atom, delete: Bool) -> PropertyValue? {
-        readProperty(window, property, delete: delete) { type, format, bytes in
-            PropertyValue(type: type, format: format, data: Data(bytes))
-        }
+    func deleteProperty(_ window: X11Window, _ property: X11Atom) {
+        routeErrors({ XDeleteProperty(display, window.rawValue, property.rawValue) }, onError: { _ in })
     }
 
     /// Writes a format-32 property from values (as Xlib wants them: C longs).
@@ -230,5 +271,79 @@ extension X11Session {
         try source.withBytes(offset: range.lowerBound, length: range.count, scratch: scratch!) {
             writeBytes(window, property, type: type, $0, onError: onError)
         }
+    }
+}
+
+/// One `XGetWindowProperty` reply.
+struct PropertyPiece {
+    var type: Atom = 0
+    var format: Int32 = 0
+    var count: UInt = 0
+    var after: UInt = 0
+    var pointer: UnsafeMutablePointer<UInt8>? = nil
+
+    /// The piece's size in the property's own terms (format 32: 4 bytes a value).
+    var byteCount: Int { Int(count) * (format == 32 ? 4 : format == 16 ? 2 : 1) }
+
+    /// Reads `units` 32-bit units from `offsetUnits`; false when the server refused.
+    mutating func fetch(_ session: X11Session, _ window: X11Window, _ property: X11Atom, offsetUnits: Int, units: Int) -> Bool {
+        var failed = false
+        session.routeErrors({
+            let status = XGetWindowProperty(session.display, window.rawValue, property.rawValue, offsetUnits, units, 0, 0,
+                                            &type, &format, &count, &after, &pointer)
+            failed = status != 0
+        }, onError: { _ in failed = true })
+        return !failed
+    }
+
+    mutating func release() {
+        if let pointer { XFree(pointer) }
+        pointer = nil
+    }
+
+    /// The bytes, format-32 values packed from C longs to 32-bit units.
+    func withPacked<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        guard let pointer else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        if format == 32 {
+            // Xlib hands format-32 data over as C longs (8 bytes here): pack to 32-bit units.
+            let longs = UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt.self)
+            var packed = [UInt32](repeating: 0, count: Int(count))
+            for index in 0..<Int(count) { packed[index] = UInt32(truncatingIfNeeded: longs[index]) }
+            return try packed.withUnsafeBytes { try body($0) }
+        }
+        return try body(UnsafeRawBufferPointer(start: pointer, count: byteCount))
+    }
+}
+
+/// A property larger than the reader accepts.
+struct PropertyTooLarge: Error {
+    let size: Int
+    let limit: Int
+}
+
+/// A property's bytes as read: borrowed from Xlib's reply (one piece), or gathered from
+/// several pieces into memory of our own.
+struct GatheredBytes {
+    private let borrowed: UnsafeRawBufferPointer?
+    private let owned: Data?
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        borrowed = bytes
+        owned = nil
+    }
+
+    init(_ data: Data) {
+        borrowed = nil
+        owned = data
+    }
+
+    var count: Int { owned?.count ?? borrowed?.count ?? 0 }
+
+    /// The bytes as data: the gathered data itself, or a copy of the borrowed bytes.
+    var data: Data { owned ?? Data(borrowed!) }
+
+    func withUnsafeBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        if let owned { return try owned.withUnsafeBytes(body) }
+        return try body(borrowed!)
     }
 }

@@ -145,7 +145,31 @@ struct ParsedArguments {
         guard let number = Double(text), number.isFinite, number > 0 else {
             throw UsageError("'\(text)' is not a positive number of seconds (--\(long))")
         }
+        guard number <= Self.maxSeconds else {
+            throw UsageError("'\(text)' seconds is too long (--\(long) takes at most \(Int(Self.maxSeconds)), over 30 years)")
+        }
         return number
+    }
+
+    /// The longest duration an option takes.
+    static let maxSeconds: Double = 1_000_000_000
+
+    /// A size in bytes (`4096`, `512K`, `10M`, `2G`: powers of 1024), nil when absent.
+    func size(_ long: String) throws(UsageError) -> Int? {
+        guard let text = value(long) else { return nil }
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = Substring(text)
+        var unit = 1
+        if let last = digits.last?.uppercased().first, let factor = units[last] {
+            unit = factor
+            digits = digits.dropLast()
+        }
+        guard let number = Int(digits), number > 0 else {
+            throw UsageError("'\(text)' is not a size (--\(long) takes bytes, or a number with K, M, G or T)")
+        }
+        let (bytes, overflow) = number.multipliedReportingOverflow(by: unit)
+        guard !overflow else { throw UsageError("'\(text)' is too large (--\(long))") }
+        return bytes
     }
 }
 

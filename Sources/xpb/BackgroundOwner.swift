@@ -76,10 +76,11 @@ extension CopyCommand {
         var extraFDs: [Int32] = []
         var savedArguments: [String] = []
         for input in Set(inputs) where input == "-" || !isRegularFile(input) {
+            if input == "-", StandardDescriptors.wasClosed(STDIN_FILENO) { throw Failure("standard input is closed: nothing to copy") }
             let source = input == "-" ? 0 : open(input, O_RDONLY | O_CLOEXEC)
             guard source >= 0 else { throw Failure("cannot read \(input): \(String(cString: strerror(errno)))") }
             defer { if source != 0 { Glibc.close(source) } }
-            extraFDs.append(try save(source, named: input == "-" ? "standard input" : input))
+            extraFDs.append(try Inputs.save(source, named: input == "-" ? "standard input" : input, limit: maxSize, secret: sensitive))
             // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
             savedArguments.append("--saved-fd=\(input)=\(3 + extraFDs.count)")
         }
@@ -101,39 +102,13 @@ extension CopyCommand {
         case .ready?:
             return
         case let .failed(status, message)?:
-            FileHandle.standardError.write(Data("xpb: \(message)\n".utf8))
+            XPB.printError("xpb: \(message)\n")
             throw Exit(status: status)
         case nil:
             break
         }
         kill(pid, SIGKILL)
         throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
-    }
-
-    /// Copies everything `source` yields into an unlinked temporary file and returns its
-    /// descriptor, which the background owner reads from.
-    private func save(_ source: Int32, named name: String) throws -> Int32 {
-        var template = Array((NSTemporaryDirectory() + "/xpb-copy-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count: Int
-            do {
-                count = try SystemCall.retrying { read(source, &buffer, buffer.count) }
-            } catch {
-                throw Failure("cannot read \(name): \(error)")
-            }
-            if count == 0 { break }
-            var offset = 0
-            while offset < count {
-                let written = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, count - offset) }
-                guard written > 0 else { throw Failure("cannot save \(name): \(String(cString: strerror(errno)))") }
-                offset += written
-            }
-        }
-        return fd
     }
 
     /// What a descriptor yields up to the first newline or end of file, or until `timeout` seconds pass.

@@ -77,10 +77,17 @@ func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
 enum CommonOptions {
     static let timeout = OptionSpec.value(nil, "timeout", "seconds", "Give up after this many seconds without progress (default 5).")
     static let json = OptionSpec.flag(nil, "json", "Print one JSON object.")
+    static let maxTime = OptionSpec.value(nil, "max-time", "seconds", "Give up after this many seconds in all, however the transfer progresses (default 300).")
+    static let defaultMaxSize = 1 << 30
 
     /// The `--timeout` given, or the default of 5 seconds.
     static func timeout(in arguments: ParsedArguments) throws(UsageError) -> Double {
         try arguments.seconds("timeout") ?? 5
+    }
+
+    /// The `--max-time` given, or the default of 300 seconds.
+    static func maxTime(in arguments: ParsedArguments) throws(UsageError) -> Double {
+        try arguments.seconds("max-time") ?? 300
     }
 }
 
@@ -150,9 +157,15 @@ struct SelectionOptions: Sendable {
     var selection: String { X11PasteboardBackend.selectionName(for: name) }
 
     /// Connects to the display.
-    func connect(readTimeout: Double? = nil) throws -> X11PasteboardBackend {
+    func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
-        if let readTimeout { configuration.readTimeout = readTimeout }
+        if let readTimeout {
+            configuration.readTimeout = readTimeout
+            // Each answer of a read that has no data phase (TARGETS, the manifest) is bounded by
+            // the read timeout; the whole command by the larger of it and --max-time.
+            configuration.transferDeadline = max(readTimeout, maxTime ?? configuration.transferDeadline)
+        }
+        if let maxSize { configuration.maxReadSize = maxSize }
         // XPB_FAST_PATH=0: everything through the X server (for measuring it, or to rule the fast
         // path out when something goes wrong).
         if getenv("XPB_FAST_PATH").map({ String(cString: $0) }) == "0" { configuration.fastPath = false }
@@ -169,9 +182,33 @@ struct SelectionOptions: Sendable {
     }
 }
 
-/// Writes a line to standard output, unbuffered (so pipes see each line at once).
+/// Writes a line to standard output, unbuffered (so pipes see each line at once). What other
+/// clients named (targets, window names) is in it: control characters are escaped
+/// (``printable(_:)``) so that none reaches a terminal.
 func writeLine(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    FileHandle.standardOutput.write(Data((printable(line) + "\n").utf8))
+}
+
+/// Text safe for a terminal: control characters (C0 but tab and, with `keepNewlines`, newline;
+/// DEL; C1) become `\x1B`-style escapes.
+func printable(_ text: String, keepNewlines: Bool = false) -> String {
+    var result = ""
+    result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+    for scalar in text.unicodeScalars {
+        let value = scalar.value
+        if value == 0x09 || (keepNewlines && value == 0x0A) {
+            result.unicodeScalars.append(scalar)
+        } else if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) {
+            result += "\\x" + String(value, radix: 16, uppercase: true).leftPadded(to: 2)
+        } else {
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
 /// JSON text of an encodable value, keys sorted.
@@ -197,7 +234,12 @@ func write(_ contents: Representation, to fd: Int32) throws {
                     continue
                 } catch .invalidArgument, .notImplemented {
                     // A destination sendfile cannot write to: copy in pieces instead.
-                    return try writeAll(file.read(offset: Int(offset), length: file.size - Int(offset)), to: fd)
+                    while Int(offset) < file.size {
+                        let length = min(file.size - Int(offset), 1 << 20)
+                        try writeAll(file.read(offset: Int(offset), length: length), to: fd)
+                        offset += off_t(length)
+                    }
+                    return
                 } catch {
                     throw Failure("cannot write the data: \(error)")
                 }
@@ -235,27 +277,37 @@ private func waitWritable(_ fd: Int32) {
     _ = poll(&descriptor, 1, -1)
 }
 
-/// A file written whole or not at all: into a temporary file beside it, renamed over it at the end.
+/// Where `paste -o` writes.
 enum OutputFile {
-    static func replace(_ path: String, _ body: (Int32) throws -> Void) throws {
-        var template = Array((path + ".xpb-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+    /// Opens `path` for writing as a shell's `>` does: created (mode 0666 less the umask) when
+    /// missing, else truncated in place, so that symlinks lead to their target and the file's
+    /// mode, owner and hard links stay.
+    static func open(_ path: String) throws -> Int32 {
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw Failure("cannot write \(path): \(String(cString: strerror(errno)))") }
-        let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        var open = true
-        do {
-            // mkstemp makes the file private (0600); give it the mode a new file gets.
-            let mask = umask(0)
-            umask(mask)
-            fchmod(fd, 0o666 & ~mask)
-            try body(fd)
-            open = false
-            guard close(fd) == 0 else { throw Failure("cannot write \(path): \(String(cString: strerror(errno)))") }
-            guard rename(temporary, path) == 0 else { throw Failure("cannot write \(path): \(String(cString: strerror(errno)))") }
-        } catch {
-            if open { close(fd) }
-            unlink(temporary)
-            throw error
+        return fd
+    }
+}
+
+/// Standard input, output and error as the process found them. A closed one is opened on
+/// /dev/null before anything else opens a descriptor: otherwise the X connection or a
+/// temporary file would take its number, and data meant for standard output would go to the X
+/// server (which runs it as requests).
+enum StandardDescriptors {
+    nonisolated(unsafe) private static var closed: Set<Int32> = []
+
+    /// Called first thing in main, on the only thread there is.
+    static func ensureOpen() {
+        for fd in Int32(0)...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+            let opened = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+            if opened >= 0, opened != fd {
+                dup2(opened, fd)
+                close(opened)
+            }
+            closed.insert(fd)
         }
     }
+
+    /// Whether `fd` (0, 1 or 2) was closed when the process started.
+    static func wasClosed(_ fd: Int32) -> Bool { closed.contains(fd) }
 }

@@ -16,6 +16,11 @@ struct CopyCommand: Command {
             FILE may be `-` for standard input. Without a type, it is inferred from the file name \
             or the content (UTF-8 text, PNG, JPEG, GIF, PDF, HTML …).
 
+            A copied file is what is pasted, even if it changes later: files up to 64 MiB are \
+            snapshotted into memory, bigger ones cloned where the file system can; otherwise a \
+            file changed since the copy is refused, never served in part. Secret input \
+            (--sensitive) is kept in memory only, never in a file on disk.
+
             By default xpb returns at once and a background owner (a new session, standard \
             streams on /dev/null) serves the data until another client takes the selection, so \
             `$(xpb copy <<< hi)` and pipes never hang. Files over 1 MiB are served from disk in \
@@ -29,6 +34,7 @@ struct CopyCommand: Command {
             .flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise."),
             .flag(nil, "local-only", "Never sync the data to another display or machine."),
             .flag("x", "trim-newline", "Remove one trailing newline from text."),
+            .value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default 1G); the clipboard keeps what it had."),
             .value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true),
             .value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true),
         ],
@@ -43,6 +49,7 @@ struct CopyCommand: Command {
     let sensitive: Bool
     let localOnly: Bool
     let trimNewline: Bool
+    let maxSize: Int
     let readyFD: Int32?
     /// Inputs the parent saved for the background owner, as `INPUT=FD`: standard input and
     /// anything that is not a regular file (a pipe like `<(cmd)` cannot be reopened by a child).
@@ -58,6 +65,7 @@ struct CopyCommand: Command {
         sensitive = arguments.flag("sensitive")
         localOnly = arguments.flag("local-only")
         trimNewline = arguments.flag("trim-newline")
+        maxSize = try arguments.size("max-size") ?? CommonOptions.defaultMaxSize
         readyFD = try arguments.integer("ready-fd").map { Int32(clamping: $0) }
         savedFDs = arguments.all("saved-fd")
         try validate()
@@ -86,7 +94,14 @@ struct CopyCommand: Command {
         }
         if plainTypes.count > 1 { throw UsageError("give one -t TYPE, or TYPE=FILE pairs for several representations") }
         for type in plainTypes + pairs.map(\.type) {
-            do { _ = try TypeRegistry.standard.resolve(type) } catch { throw UsageError(String(describing: error)) }
+            if type.contains(",") {
+                throw UsageError("'\(type)': a type cannot contain a comma (paste -t takes comma-separated lists)")
+            }
+            let resolved: PasteboardType
+            do { resolved = try TypeRegistry.standard.resolve(type) } catch { throw UsageError(String(describing: error)) }
+            for alias in TypeRegistry.standard.targets(for: resolved) where X11PasteboardBackend.isReservedTarget(alias.name) {
+                throw UsageError("'\(type)' is a name the X selection protocol reserves (\(alias.name)); choose another type")
+            }
         }
         if (files.filter { $0 == "-" }.count + pairs.filter { $0.file == "-" }.count) > 1 {
             throw UsageError("standard input (-) can be used once")
@@ -146,8 +161,10 @@ struct CopyCommand: Command {
     private func representation(of file: String, as given: PasteboardType?) throws -> (PasteboardType, Representation) {
         let data: Data
         if let path = path(of: file), isRegularFile(path) {
-            let contents = try FileContents(path: path)
+            var contents = try FileContents(path: path)
             if contents.size > Self.inMemoryLimit {
+                // A saved input (standard input, a pipe) is already a private copy.
+                if saved[file] == nil { contents = Inputs.snapshot(contents, path: path) }
                 let type = try given ?? inferType(file: file, head: contents.read(offset: 0, length: ContentSniffer.window), size: contents.size)
                 guard trimNewline && TypeRegistry.standard.conforms(type, to: .text) else { return (type, .file(contents)) }
                 return (type, .data(trimmed(try contents.read(offset: 0, length: contents.size), type)))
@@ -155,10 +172,13 @@ struct CopyCommand: Command {
             // Read once: the type is inferred from the same bytes.
             data = try contents.read(offset: 0, length: contents.size)
         } else if let path = path(of: file) {
-            guard let handle = FileHandle(forReadingAtPath: path) else { throw Failure("cannot read \(file): \(String(cString: strerror(errno)))") }
-            data = handle.readDataToEndOfFile()
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw Failure("cannot read \(file): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            data = try Inputs.read(fd, named: file, limit: maxSize)
         } else {
-            data = FileHandle.standardInput.readDataToEndOfFile()
+            if StandardDescriptors.wasClosed(STDIN_FILENO) { throw Failure("standard input is closed: nothing to copy") }
+            data = try Inputs.read(STDIN_FILENO, named: "standard input", limit: maxSize)
         }
         let type = given ?? inferType(file: file, head: data, size: data.count)
         return (type, .data(trimmed(data, type)))
@@ -172,7 +192,7 @@ struct CopyCommand: Command {
     private func inferType(file: String, head: Data, size: Int) -> PasteboardType {
         let registry = TypeRegistry.standard
         if file != "-", let type = registry.type(forFileExtension: URL(fileURLWithPath: file).pathExtension) { return type }
-        return ContentSniffer.sniff(head, totalSize: size) ?? (try! PasteboardType("application/octet-stream"))
+        return ContentSniffer.sniff(head, totalSize: size) ?? ((try? PasteboardType("application/octet-stream")) ?? .data)
     }
 
     private func trimmed(_ data: Data, _ type: PasteboardType) -> Data {
@@ -204,6 +224,8 @@ struct CopyCommand: Command {
         }
         if sensitive {
             for index in items.indices { items[index].setData(Data("secret".utf8), for: .passwordManagerHint) }
+            // Keep the secret's pages out of swap where the memory-lock limit allows.
+            _ = mlockall(MCL_CURRENT)
         }
         return items
     }

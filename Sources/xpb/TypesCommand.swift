@@ -34,8 +34,10 @@ struct TypesCommand: Command {
             names.forEach(writeLine)
             return
         }
-        let all = try selection.pasteboard(on: backend).itemTypes()
-        guard !all.isEmpty else { throw selection.emptyFailure }
+        guard let all = try backend.itemTypesIfOwned(of: selection.name) else { throw selection.emptyFailure }
+        guard !all.isEmpty else {
+            throw Failure("the owner of \(selection.selection) offers no type xpb can read (see --targets)", .empty)
+        }
         if items {
             for (index, types) in all.enumerated() { types.forEach { writeLine("\(index)\t\($0.identifier)") } }
         } else {

@@ -16,6 +16,7 @@ enum XPB {
         """
 
     static func main() {
+        StandardDescriptors.ensureOpen()
         exit(run(Array(CommandLine.arguments.dropFirst())))
     }
 
@@ -76,6 +77,6 @@ enum XPB {
     }
 
     static func printError(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        FileHandle.standardError.write(Data(printable(text, keepNewlines: true).utf8))
     }
 }

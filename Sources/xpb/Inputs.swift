@@ -1,0 +1,101 @@
+internal import CLinux
+import Foundation
+import Glibc
+import PasteboardKit
+
+/// How `xpb copy` takes its inputs: bounded reads of streams, saved copies for the background
+/// owner (secrets in memory only), and snapshots of files so that what is pasted is what was
+/// copied.
+enum Inputs {
+    /// Files up to this size are snapshotted into memory when copied (bigger ones are cloned
+    /// where the file system can, else served from disk and refused once changed).
+    static let snapshotBudget = 64 << 20
+
+    /// Everything `fd` yields, refusing more than `limit` bytes.
+    static func read(_ fd: Int32, named name: String, limit: Int) throws -> Data {
+        var data = Data()
+        try pump(fd, named: name, limit: limit) { data.append(contentsOf: $0) }
+        return data
+    }
+
+    /// Copies a stream into a descriptor the background owner reads from: a sealed memory file
+    /// for secrets (never on a disk), else an unlinked temporary file. Refuses more than `limit`
+    /// bytes: the clipboard then keeps what it had.
+    static func save(_ source: Int32, named name: String, limit: Int, secret: Bool) throws -> Int32 {
+        let fd: Int32
+        if secret {
+            fd = clinux_memfd("xpb-secret")
+            guard fd >= 0 else { throw Failure("cannot keep \(name) in memory: \(String(cString: strerror(errno)))") }
+        } else {
+            var template = Array((NSTemporaryDirectory() + "/xpb-copy-XXXXXX").utf8CString)
+            fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+            guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        }
+        do {
+            try pump(source, named: name, limit: limit) { chunk in try writeAll(Data(chunk), to: fd) }
+            if secret { _ = clinux_seal(fd) }
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    /// Reads `fd` to its end in pieces, handing each to `body`.
+    private static func pump(_ fd: Int32, named name: String, limit: Int, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var total = 0
+        while true {
+            let count: Int
+            do throws(Errno) {
+                count = try SystemCall.retrying { Glibc.read(fd, &buffer, buffer.count) }
+            } catch .isDirectory {
+                throw Failure("cannot read \(name): it is a directory")
+            } catch {
+                throw Failure("cannot read \(name): \(error)")
+            }
+            if count == 0 { return }
+            total += count
+            guard total <= limit else {
+                throw Failure("\(name) is larger than the \(limit)-byte limit (--max-size); nothing was copied")
+            }
+            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+    }
+
+    /// A copy of `file` that later changes to the original cannot reach: its bytes in a sealed
+    /// memory file within ``snapshotBudget``, else a copy-on-write clone beside it; else the
+    /// file itself (the owner then refuses to serve it once it has changed).
+    static func snapshot(_ file: FileContents, path: String) -> FileContents {
+        if file.size <= snapshotBudget {
+            let copy = clinux_memfd("xpb-snapshot")
+            if copy >= 0 {
+                if copyAll(from: file, to: copy), clinux_seal(copy) == 0,
+                   let snapshot = try? FileContents(adopting: copy, size: file.size, path: path) {
+                    return snapshot
+                }
+                close(copy)
+            }
+        }
+        let directory = (path as NSString).deletingLastPathComponent
+        let clone = file.withDescriptor { clinux_reflink_in(directory.isEmpty ? "." : directory, $0) }
+        if clone >= 0, let snapshot = try? FileContents(adopting: clone, size: file.size, path: path) {
+            return snapshot
+        }
+        return file
+    }
+
+    private static func copyAll(from file: FileContents, to destination: Int32) -> Bool {
+        var offset = off_t(0)
+        return file.withDescriptor { source in
+            while Int(offset) < file.size {
+                let sent = sendfile(destination, source, &offset, file.size - Int(offset))
+                if sent < 0, errno == EINTR { continue }
+                guard sent > 0 else { return false }
+            }
+            return true
+        }
+    }
+}

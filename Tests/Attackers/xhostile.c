@@ -1,0 +1,316 @@
+/*
+ * xhostile: a hostile X client for xpb's regression tests and its "under attack" benchmark.
+ * Each mode plays one attack against the selection CLIPBOARD of $DISPLAY. Built by the tests
+ * (cc xhostile.c -lX11) and by Benchmarks/run.sh; never run against a real desktop.
+ *
+ * Requestor modes (attack the owner of CLIPBOARD):
+ *   multiple PAIRS COUNT           COUNT MULTIPLE requests of PAIRS (UTF8_STRING, prop) pairs
+ *   string COUNT TARGET            COUNT requests for TARGET, each into a fresh property name
+ *   flood SECONDS PAIRS            MULTIPLE and STRING requests, as fast as the server takes them
+ *   self-requestor TARGET          a request naming the owner's own window as requestor
+ *   root-requestor TARGET          a request naming the root window as requestor
+ * Owner modes (attack readers; print "ready" once they own CLIPBOARD, then serve until killed):
+ *   owner-targets COUNT            TARGETS lists COUNT atoms that do not exist, then UTF8_STRING
+ *   owner-incr-forever             answers UTF8_STRING with INCR, then 1 MiB chunks forever
+ *   owner-trickle SECONDS          answers with INCR, then one byte every SECONDS
+ *   owner-evil-names               window name and a target name carry terminal escapes
+ *   owner-manifest SOCKET          a manifest whose fast path names the abstract socket SOCKET
+ *   owner-bigprop MEGABYTES        answers UTF8_STRING with one property of MEGABYTES MiB
+ *   owner-incr-claim BYTES         announces an INCR of BYTES, then sends "hi" and ends
+ * Other:
+ *   flap COUNT                     takes CLIPBOARD and gives it up COUNT times, never answering
+ *   atom-probe                     prints the number of a newly interned atom (atoms are
+ *                                  numbered in order: two probes tell how many were made)
+ */
+#include <X11/Xatom.h>
+#include <X11/Xlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static Display *dpy;
+static Window win;
+static Atom clipboard, targets_atom, multiple, utf8, incr, atom_pair;
+
+static int ignore_errors(Display *d, XErrorEvent *e) { (void)d; (void)e; return 0; }
+
+static void drain(void) {
+    while (XPending(dpy)) {
+        XEvent ev;
+        XNextEvent(dpy, &ev);
+    }
+}
+
+static Window owner_or_die(void) {
+    Window owner = XGetSelectionOwner(dpy, clipboard);
+    if (owner == None) { fprintf(stderr, "xhostile: CLIPBOARD has no owner\n"); exit(2); }
+    return owner;
+}
+
+static void set_pairs(Atom property, long pairs) {
+    Atom *values = malloc(sizeof(Atom) * 2 * (size_t)pairs);
+    Atom target_prop = XInternAtom(dpy, "XHOSTILE_PAIR", False);
+    for (long i = 0; i < pairs; i++) { values[2 * i] = utf8; values[2 * i + 1] = target_prop; }
+    /* Written in pieces: one request may not exceed the server's maximum request size. */
+    long step = 65536;
+    for (long done = 0; done < pairs * 2; done += step) {
+        long n = pairs * 2 - done < step ? pairs * 2 - done : step;
+        XChangeProperty(dpy, win, property, atom_pair, 32, done == 0 ? PropModeReplace : PropModeAppend,
+                        (unsigned char *)(values + done), (int)n);
+    }
+    free(values);
+    XSync(dpy, False);
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* ---- owner side ---- */
+
+static void own(void) {
+    XSetSelectionOwner(dpy, clipboard, win, CurrentTime);
+    if (XGetSelectionOwner(dpy, clipboard) != win) { fprintf(stderr, "xhostile: cannot own CLIPBOARD\n"); exit(2); }
+    printf("ready\n");
+    fflush(stdout);
+}
+
+static void notify(XSelectionRequestEvent *req, Atom property) {
+    XEvent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.xselection.type = SelectionNotify;
+    ev.xselection.display = dpy;
+    ev.xselection.requestor = req->requestor;
+    ev.xselection.selection = req->selection;
+    ev.xselection.target = req->target;
+    ev.xselection.property = property;
+    ev.xselection.time = req->time;
+    XSendEvent(dpy, req->requestor, False, 0, &ev);
+    XFlush(dpy);
+}
+
+static XSelectionRequestEvent next_request(void) {
+    for (;;) {
+        XEvent ev;
+        XNextEvent(dpy, &ev);
+        if (ev.type == SelectionRequest) return ev.xselectionrequest;
+    }
+}
+
+/* Waits until the requestor deletes `property` (the INCR handshake); 0 when it went away. */
+static int wait_deleted(Window requestor, Atom property, double timeout) {
+    double end = now() + timeout;
+    while (now() < end) {
+        while (XPending(dpy)) {
+            XEvent ev;
+            XNextEvent(dpy, &ev);
+            if (ev.type == PropertyNotify && ev.xproperty.window == requestor && ev.xproperty.atom == property &&
+                ev.xproperty.state == PropertyDelete)
+                return 1;
+            if (ev.type == DestroyNotify && ev.xdestroywindow.window == requestor) return 0;
+        }
+        usleep(200);
+    }
+    return 0;
+}
+
+static void answer_targets(XSelectionRequestEvent *req, Atom *list, int count) {
+    XChangeProperty(dpy, req->requestor, req->property, XA_ATOM, 32, PropModeReplace, (unsigned char *)list, count);
+    notify(req, req->property);
+}
+
+static void serve_text(XSelectionRequestEvent *req, const char *text) {
+    XChangeProperty(dpy, req->requestor, req->property, utf8, 8, PropModeReplace, (const unsigned char *)text, (int)strlen(text));
+    notify(req, req->property);
+}
+
+static void owner_loop(int mode, long argument, const char *text) {
+    own();
+    Atom manifest = XInternAtom(dpy, "XPB_MANIFEST", False);
+    Atom evil = XInternAtom(dpy, "EVIL\033]0;pwned\007\033[2J", False);
+    char *chunk = calloc(1, 1 << 20);
+    memset(chunk, 'z', 1 << 20);
+    for (;;) {
+        XSelectionRequestEvent req = next_request();
+        if (req.property == None) { notify(&req, None); continue; }
+        if (req.target == targets_atom) {
+            if (mode == 't') {
+                Atom *list = malloc(sizeof(Atom) * (size_t)(argument + 2));
+                /* Atom numbers far above any the server made: none exists. */
+                for (long i = 0; i < argument; i++) list[i] = (Atom)(0x1000000 + i);
+                list[argument] = targets_atom;
+                list[argument + 1] = utf8;
+                XSetErrorHandler(ignore_errors);
+                long step = 65536;
+                for (long done = 0; done < argument + 2; done += step) {
+                    long n = argument + 2 - done < step ? argument + 2 - done : step;
+                    XChangeProperty(dpy, req.requestor, req.property, XA_ATOM, 32, done == 0 ? PropModeReplace : PropModeAppend,
+                                    (unsigned char *)(list + done), (int)n);
+                }
+                free(list);
+                notify(&req, req.property);
+            } else if (mode == 'e') {
+                Atom list[] = {targets_atom, utf8, evil};
+                answer_targets(&req, list, 3);
+            } else if (mode == 'm') {
+                Atom list[] = {targets_atom, utf8, manifest};
+                answer_targets(&req, list, 3);
+            } else {
+                Atom list[] = {targets_atom, utf8};
+                answer_targets(&req, list, 2);
+            }
+            continue;
+        }
+        if (mode == 'm' && req.target == manifest) {
+            char line[512];
+            snprintf(line, sizeof line, "xpb-manifest\t1\titems=1\tlocal-only=0\texpires=-\tfast-path=%s\n0\tpublic.utf8-plain-text\tXPB_ITEM_0_0\n", text);
+            serve_text(&req, line);
+            continue;
+        }
+        if (req.target != utf8 && !(mode == 'm' && req.target == XInternAtom(dpy, "XPB_ITEM_0_0", False))) {
+            notify(&req, None);
+            continue;
+        }
+        if (mode == 'i' || mode == 'r' || mode == 'c') {
+            XSelectInput(dpy, req.requestor, PropertyChangeMask | StructureNotifyMask);
+            long size = mode == 'c' ? argument : 1 << 20;
+            XChangeProperty(dpy, req.requestor, req.property, incr, 32, PropModeReplace, (unsigned char *)&size, 1);
+            notify(&req, req.property);
+            if (mode == 'c') {
+                if (wait_deleted(req.requestor, req.property, 10)) {
+                    XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, (const unsigned char *)"hi", 2);
+                    XFlush(dpy);
+                    if (wait_deleted(req.requestor, req.property, 10)) {
+                        XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, (const unsigned char *)"", 0);
+                        XFlush(dpy);
+                    }
+                }
+                continue;
+            }
+            /* Forever: a chunk each time the reader deletes the property, until it goes away. */
+            while (wait_deleted(req.requestor, req.property, mode == 'r' ? argument + 30 : 30)) {
+                if (mode == 'r') sleep((unsigned)argument);
+                XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, (unsigned char *)chunk, mode == 'r' ? 1 : 1 << 20);
+                XFlush(dpy);
+            }
+            continue;
+        }
+        if (mode == 'b') {
+            /* One property built by appends of 1 MiB (each request stays under the maximum). */
+            for (long i = 0; i < argument; i++)
+                XChangeProperty(dpy, req.requestor, req.property, utf8, 8, i == 0 ? PropModeReplace : PropModeAppend,
+                                (unsigned char *)chunk, 1 << 20);
+            notify(&req, req.property);
+            continue;
+        }
+        serve_text(&req, "hello");
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: xhostile MODE [ARGS]\n"); return 64; }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    dpy = XOpenDisplay(NULL);
+    if (!dpy) { fprintf(stderr, "xhostile: cannot open display\n"); return 2; }
+    win = XCreateSimpleWindow(dpy, DefaultRootWindow(dpy), 0, 0, 1, 1, 0, 0, 0);
+    clipboard = XInternAtom(dpy, "CLIPBOARD", False);
+    targets_atom = XInternAtom(dpy, "TARGETS", False);
+    multiple = XInternAtom(dpy, "MULTIPLE", False);
+    utf8 = XInternAtom(dpy, "UTF8_STRING", False);
+    incr = XInternAtom(dpy, "INCR", False);
+    atom_pair = XInternAtom(dpy, "ATOM_PAIR", False);
+    const char *mode = argv[1];
+    long a = argc > 2 ? atol(argv[2]) : 0;
+    long b = argc > 3 ? atol(argv[3]) : 0;
+
+    if (!strcmp(mode, "multiple")) {
+        owner_or_die();
+        Atom property = XInternAtom(dpy, "XHOSTILE_MULTIPLE", False);
+        set_pairs(property, a);
+        for (long i = 0; i < b; i++) {
+            XConvertSelection(dpy, clipboard, multiple, property, win, CurrentTime);
+            XFlush(dpy);
+            drain();
+        }
+        XSync(dpy, False);
+        printf("sent\n");
+        return 0;
+    }
+    if (!strcmp(mode, "string")) {
+        owner_or_die();
+        Atom target = XInternAtom(dpy, argc > 3 ? argv[3] : "STRING", False);
+        for (long i = 0; i < a; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "XHOSTILE_P%ld", i);
+            XConvertSelection(dpy, clipboard, target, XInternAtom(dpy, name, False), win, CurrentTime);
+            XFlush(dpy);
+            drain();
+        }
+        XSync(dpy, False);
+        printf("sent\n");
+        return 0;
+    }
+    if (!strcmp(mode, "flood")) {
+        owner_or_die();
+        Atom property = XInternAtom(dpy, "XHOSTILE_MULTIPLE", False);
+        Atom string = XInternAtom(dpy, "STRING", False);
+        set_pairs(property, b > 0 ? b : 100);
+        printf("flooding\n");
+        double end = now() + (double)a;
+        long sent = 0;
+        while (now() < end) {
+            for (int i = 0; i < 64; i++) {
+                XConvertSelection(dpy, clipboard, multiple, property, win, CurrentTime);
+                XConvertSelection(dpy, clipboard, string, property, win, CurrentTime);
+                sent += 2;
+            }
+            XSync(dpy, False); /* as fast as the server takes them, no faster */
+            drain();
+        }
+        printf("sent %ld\n", sent);
+        return 0;
+    }
+    if (!strcmp(mode, "self-requestor") || !strcmp(mode, "root-requestor")) {
+        Window owner = owner_or_die();
+        Window requestor = mode[0] == 's' ? owner : DefaultRootWindow(dpy);
+        Atom target = XInternAtom(dpy, argc > 2 ? argv[2] : "UTF8_STRING", False);
+        XConvertSelection(dpy, clipboard, target, XInternAtom(dpy, "XHOSTILE_SELF", False), requestor, CurrentTime);
+        XSync(dpy, False);
+        printf("sent\n");
+        return 0;
+    }
+    if (!strcmp(mode, "flap")) {
+        for (long i = 0; i < a; i++) {
+            XSetSelectionOwner(dpy, clipboard, win, CurrentTime);
+            XSync(dpy, False);
+            drain();
+            usleep(2000);
+        }
+        XSetSelectionOwner(dpy, clipboard, None, CurrentTime);
+        XSync(dpy, False);
+        printf("flapped\n");
+        return 0;
+    }
+    if (!strcmp(mode, "atom-probe")) {
+        char name[64];
+        snprintf(name, sizeof name, "XHOSTILE_PROBE_%ld_%d", (long)time(NULL), getpid());
+        printf("%lu\n", (unsigned long)XInternAtom(dpy, name, False));
+        return 0;
+    }
+    if (!strcmp(mode, "owner-targets")) owner_loop('t', a, NULL);
+    if (!strcmp(mode, "owner-incr-forever")) owner_loop('i', 0, NULL);
+    if (!strcmp(mode, "owner-trickle")) owner_loop('r', a, NULL);
+    if (!strcmp(mode, "owner-evil-names")) {
+        XStoreName(dpy, win, "evil\033]0;pwned\007\033[31mred");
+        owner_loop('e', 0, NULL);
+    }
+    if (!strcmp(mode, "owner-manifest")) owner_loop('m', 0, argc > 2 ? argv[2] : "nothing");
+    if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);
+    if (!strcmp(mode, "owner-incr-claim")) owner_loop('c', a, NULL);
+    fprintf(stderr, "xhostile: unknown mode %s\n", mode);
+    return 64;
+}
