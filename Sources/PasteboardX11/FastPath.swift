@@ -258,13 +258,20 @@ enum FastPathClient {
         let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { return nil }
         defer { Glibc.close(socket) }
-        var wait = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        func setTimeout(_ seconds: Double, _ option: Int32) {
+            let seconds = min(max(seconds, 0.001), 1e6)
+            var wait = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+            setsockopt(socket, SOL_SOCKET, option, &wait, socklen_t(MemoryLayout<timeval>.size))
+        }
+        setTimeout(timeout, SO_SNDTIMEO)
+        // The greeting comes at once from a real owner; a socket that stays silent is not one,
+        // and the read goes through X after a short wait (nothing was sent to it).
+        setTimeout(min(timeout, 2), SO_RCVTIMEO)
         guard FastPath.withAddress(name, { connect(socket, $0, $1) }) == 0 else { return nil }
         // The listener must be ours too: a name squatted by another user is not trusted.
         guard FastPath.peerIsSameUser(socket) else { return nil }
-        guard let hello = try readLine(socket, descriptor: nil), hello == "\(FastPath.version)\t\(owner)" else { return nil }
+        guard let hello = try? readLine(socket, descriptor: nil), hello == "\(FastPath.version)\t\(owner)" else { return nil }
+        setTimeout(timeout, SO_RCVTIMEO)
         let request = Array("\(FastPath.version)\t\(selection)\t\(target)\n".utf8)
         guard send(socket, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else { return nil }
 

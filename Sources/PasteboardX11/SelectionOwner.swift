@@ -263,7 +263,7 @@ extension X11Session {
                                                                   property: request.replyProperty, state, selection: request.selection))
             }
         }
-        afterPreparing(targets, in: state, answer: answer, timedOut: { session in
+        afterPreparing(targets, in: state, requestor: request.requestor, answer: answer, timedOut: { session in
             session.notify(request, succeeded: false)
         })
     }
@@ -288,13 +288,19 @@ extension X11Session {
     /// the X thread (other requestors, other conversions). The work for one target runs once
     /// however many requests wait for it. When it takes longer than the configured provider
     /// timeout, `timedOut` runs instead.
-    func afterPreparing(_ targets: [X11Atom], in state: OwnedSelection,
+    ///
+    /// A request parked meanwhile watches its requestor window: if the window is destroyed the
+    /// request is dropped unanswered. Its id may belong to another client's window by the time
+    /// the work is done (the server reuses a departed client's ids), and that window must not
+    /// get properties it never asked for.
+    func afterPreparing(_ targets: [X11Atom], in state: OwnedSelection, requestor: X11Window? = nil,
                         answer: @escaping @Sendable (X11Session) -> Void,
                         timedOut: @escaping @Sendable (X11Session) -> Void) {
         let work = Array(Set(targets.filter { state.needsPreparation($0) }))
         guard !work.isEmpty, let enqueue else { return answer(self) }
+        if let requestor, !watchRequestor(requestor) { return }
         let id = makeOperationID()
-        waitingForProviders[id] = (remaining: work.count, answer: answer, timedOut: timedOut)
+        waitingForProviders[id] = (remaining: work.count, requestor: requestor, answer: answer, timedOut: timedOut)
         for target in work {
             let key = PreparationKey(conversions: ObjectIdentifier(state.conversions), target: target)
             if preparations[key] != nil {
@@ -321,6 +327,7 @@ extension X11Session {
             if !ready {
                 waitingForProviders.removeValue(forKey: id)
                 waiting.timedOut(self)
+                if let requestor = waiting.requestor { releaseRequestor(requestor) }
                 continue
             }
             waiting.remaining -= 1
@@ -329,6 +336,7 @@ extension X11Session {
             } else {
                 waitingForProviders.removeValue(forKey: id)
                 waiting.answer(self)
+                if let requestor = waiting.requestor { releaseRequestor(requestor) }
             }
         }
     }
@@ -437,11 +445,7 @@ extension X11Session {
         guard watchedRequestors[requestor, default: 0] < Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else {
             return false
         }
-        var failed = false
-        if watchedRequestors[requestor, default: 0] == 0 {
-            failed = !selectInput(requestor, PropertyChangeMask | StructureNotifyMask)
-        }
-        watchedRequestors[requestor, default: 0] += 1
+        var failed = !watchRequestor(requestor)
         writeLongs(requestor, property, type: known[.incr], [UInt(min(source.count, Int(Int32.max)))], onError: { _ in failed = true })
         outgoing[key] = OutgoingState(transfer: OutgoingTransfer(source: source, chunkSize: chunkSize), type: type, timer: nil)
         armOutgoingTimer(key)
@@ -489,6 +493,17 @@ extension X11Session {
         releaseRequestor(key.requestor)
     }
 
+    /// Asks for a requestor window's property changes and destruction while something of ours
+    /// concerns it (counted); false when the window is already gone.
+    private func watchRequestor(_ requestor: X11Window) -> Bool {
+        var alive = true
+        if watchedRequestors[requestor, default: 0] == 0 {
+            alive = selectInput(requestor, PropertyChangeMask | StructureNotifyMask)
+        }
+        watchedRequestors[requestor, default: 0] += 1
+        return alive
+    }
+
     private func releaseRequestor(_ requestor: X11Window) {
         let remaining = watchedRequestors[requestor, default: 1] - 1
         if remaining <= 0 {
@@ -499,10 +514,13 @@ extension X11Session {
         }
     }
 
-    /// A requestor window was destroyed: drop its transfers.
+    /// A requestor window was destroyed: drop its transfers and its requests still waiting.
     func handleRequestorGone(_ requestor: X11Window) {
         for key in outgoing.keys where key.requestor == requestor {
             if let state = outgoing.removeValue(forKey: key) { cancelTimer(state.timer) }
+        }
+        for (id, waiting) in waitingForProviders where waiting.requestor == requestor {
+            waitingForProviders.removeValue(forKey: id)
         }
         watchedRequestors.removeValue(forKey: requestor)
     }

@@ -19,6 +19,7 @@
  *   owner-incr-claim BYTES         announces an INCR of BYTES, then sends "hi" and ends
  * Other:
  *   flap COUNT                     takes CLIPBOARD and gives it up COUNT times, never answering
+ *   screensaver                    prints the screen saver's timeout and interval
  *   atom-probe                     prints the number of a newly interned atom (atoms are
  *                                  numbered in order: two probes tell how many were made)
  */
@@ -134,6 +135,8 @@ static void owner_loop(int mode, long argument, const char *text) {
     Atom evil = XInternAtom(dpy, "EVIL\033]0;pwned\007\033[2J", False);
     char *chunk = calloc(1, 1 << 20);
     memset(chunk, 'z', 1 << 20);
+    char *big = calloc(1, 8 << 20);
+    memset(big, 'b', 8 << 20);
     for (;;) {
         XSelectionRequestEvent req = next_request();
         if (req.property == None) { notify(&req, None); continue; }
@@ -200,10 +203,12 @@ static void owner_loop(int mode, long argument, const char *text) {
             continue;
         }
         if (mode == 'b') {
-            /* One property built by appends of 1 MiB (each request stays under the maximum). */
-            for (long i = 0; i < argument; i++)
-                XChangeProperty(dpy, req.requestor, req.property, utf8, 8, i == 0 ? PropModeReplace : PropModeAppend,
-                                (unsigned char *)chunk, 1 << 20);
+            /* One property built by appends of 8 MiB (each request stays under the maximum). */
+            for (long done = 0; done < argument; done += 8) {
+                long n = argument - done < 8 ? argument - done : 8;
+                XChangeProperty(dpy, req.requestor, req.property, utf8, 8, done == 0 ? PropModeReplace : PropModeAppend,
+                                (unsigned char *)big, (int)(n << 20));
+            }
             notify(&req, req.property);
             continue;
         }
@@ -293,6 +298,12 @@ int main(int argc, char **argv) {
         XSetSelectionOwner(dpy, clipboard, None, CurrentTime);
         XSync(dpy, False);
         printf("flapped\n");
+        return 0;
+    }
+    if (!strcmp(mode, "screensaver")) {
+        int timeout, interval, blanking, exposures;
+        XGetScreenSaver(dpy, &timeout, &interval, &blanking, &exposures);
+        printf("%d %d\n", timeout, interval);
         return 0;
     }
     if (!strcmp(mode, "atom-probe")) {

@@ -96,11 +96,14 @@ struct FastPathTests {
         defer { reader.close(handOff: false) }
         try Pasteboard.general(of: owner).setData(Data("kept".utf8), forPasteboardType: .utf8PlainText)
         let name = try #require(try manifest(reader)?.fastPath)
-        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "NO_SUCH_TARGET", timeout: 2, limit: 1 << 20) == nil)
-        #expect(try FastPathClient.read(name: name, selection: "PRIMARY", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
-        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 3) == nil)
-        #expect(try FastPathClient.read(name: "xpb-no-such-listener", selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
-        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("kept".utf8))
+        let window = try #require(try reader.owner(of: .general)).window.rawValue
+        // A listener that does not name the selection's owner gets no request.
+        #expect(try FastPathClient.read(name: name, owner: window + 1, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, owner: window, selection: "CLIPBOARD", target: "NO_SUCH_TARGET", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, owner: window, selection: "PRIMARY", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, owner: window, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 3) == nil)
+        #expect(try FastPathClient.read(name: "xpb-no-such-listener", owner: window, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == nil)
+        #expect(try FastPathClient.read(name: name, owner: window, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("kept".utf8))
     }
 
     // Needs root to start a process as another user (setpriv, python3: .ci/run installs them).
@@ -111,6 +114,7 @@ struct FastPathTests {
         defer { owner.close(handOff: false) }
         try Pasteboard.general(of: owner).setData(Data("secret".utf8), forPasteboardType: .utf8PlainText)
         let name = try #require(try owner.rawConvert(target: Manifest.target).flatMap { Manifest(decoding: $0.data) }?.fastPath)
+        let window = try #require(try owner.owner(of: .general)).window.rawValue
         // Connects as uid 65534 and prints what it received and whether a descriptor came along.
         let client = """
             import socket, sys
@@ -128,6 +132,6 @@ struct FastPathTests {
         #expect(outcome.status == 0, "\(outcome.error)")
         #expect(outcome.text == "b'' 0\n")
         // The same request from this user is answered.
-        #expect(try FastPathClient.read(name: name, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("secret".utf8))
+        #expect(try FastPathClient.read(name: name, owner: window, selection: "CLIPBOARD", target: "XPB_ITEM_0_0", timeout: 2, limit: 1 << 20) == Data("secret".utf8))
     }
 }
