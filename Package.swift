@@ -25,6 +25,9 @@ let package = Package(
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11", "CLinux"]),
+        // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
+        // a replayer of saved inputs unless FUZZING is defined.
+        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),

@@ -252,8 +252,13 @@ struct Manifest: Equatable {
     /// Parses a manifest; nil for anything malformed (the reader then falls back to `TARGETS`).
     init?(decoding data: Data) {
         guard let text = String(validating: data, as: UTF8.self) else { return nil }
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
-        guard let header = lines.first?.split(separator: "\t"), header.count >= 3,
+        // Split on the bytes, not on characters: "\r\n" is one Character, so a field ending in
+        // "\r" would otherwise swallow the line break after it.
+        func split(_ text: Substring, _ separator: Unicode.Scalar, omittingEmpty: Bool) -> [Substring] {
+            text.unicodeScalars.split(separator: separator, omittingEmptySubsequences: omittingEmpty).map { Substring($0) }
+        }
+        let lines = split(text[...], "\n", omittingEmpty: true)
+        guard let header = lines.first.map({ split($0, "\t", omittingEmpty: true) }), header.count >= 3,
               header[0] == Self.magic, header[1] == "1" else { return nil }
         var fields = [String: String]()
         for field in header.dropFirst(2) {
@@ -263,9 +268,11 @@ struct Manifest: Equatable {
         guard let count = fields["items"].flatMap({ Int($0) }), (0...1_000_000).contains(count) else { return nil }
         var entries = [Entry]()
         for line in lines.dropFirst() {
-            let parts = line.split(separator: "\t", omittingEmptySubsequences: false)
+            let parts = split(line, "\t", omittingEmpty: false)
+            // A target is an atom name: no control characters.
             guard parts.count == 3, let item = Int(parts[0]), (0..<count).contains(item),
-                  let type = try? PasteboardType(String(parts[1])), !parts[2].isEmpty else { return nil }
+                  let type = try? PasteboardType(String(parts[1])), !parts[2].isEmpty,
+                  !parts[2].unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
             entries.append(Entry(item: item, type: type, target: String(parts[2])))
         }
         let expires = fields["expires"].flatMap { Double($0) }.flatMap { $0.isFinite ? $0 : nil }.map { Date(timeIntervalSince1970: $0) }

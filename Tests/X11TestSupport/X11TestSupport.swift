@@ -326,3 +326,61 @@ public func latin1Text(_ size: Int) -> Data {
         return value == 127 ? 0xE9 : (value < 127 ? value : value + 33)
     })
 }
+
+/// The hostile X client of Tests/Attackers (xhostile.c), compiled once per test process with
+/// the system's C compiler against Xlib (libx11-dev, which the build needs anyway).
+public func attacker() throws -> String {
+    try attackerBuild.withLock { path in
+        if let path { return path }
+        let source = packageRoot.appendingPathComponent("Tests/Attackers/xhostile.c").path
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("xhostile-\(getpid())").path
+        let compiler = try which("cc")
+        let null = Spawner.devNull(O_RDWR)
+        defer { close(null) }
+        let pid = try Spawner.spawn(compiler, ["-O1", "-o", output, source, "-lX11"], environment: ProcessInfo.processInfo.environment,
+                                    files: [0: null, 1: null, 2: null])
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        guard status == 0, FileManager.default.isExecutableFile(atPath: output) else {
+            throw TestFailure("cannot compile \(source) (cc \(source) -lX11; is libx11-dev installed?)")
+        }
+        path = output
+        return output
+    }
+}
+
+private let attackerBuild = Mutex<String?>(nil)
+
+/// The peak resident memory of a process (VmHWM), in bytes.
+public func peakMemory(_ pid: Int32) -> Int? {
+    memoryField(pid, "VmHWM")
+}
+
+/// The resident memory of a process now (VmRSS), in bytes.
+public func residentMemory(_ pid: Int32) -> Int? {
+    memoryField(pid, "VmRSS")
+}
+
+private func memoryField(_ pid: Int32, _ field: String) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
+          let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
+    return kilobytes * 1024
+}
+
+/// CPU time a process used so far (user and system), in seconds.
+public func cpuSeconds(_ pid: Int32) -> Double? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    // Fields after the name: state is the first; utime and stime are the 12th and 13th.
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Seconds a block took.
+public func seconds(_ body: () throws -> Void) rethrows -> Double {
+    let start = DispatchTime.now()
+    try body()
+    return Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+}

@@ -1,0 +1,50 @@
+import Foundation
+import PasteboardKit
+
+/// Every parser of bytes another X client controls, behind one entry point for the fuzz target
+/// (`Sources/xpb-fuzz`): the manifest, `MULTIPLE` pair lists, INCR size claims and chunks,
+/// `text/uri-list`, `x-special/gnome-copied-files`, `text/x-moz-url`, `application/x-color`,
+/// Latin-1 `STRING` and UTF-16 text. Each must return (or throw a clear error) on any input:
+/// never trap, hang or grow without bound. Checks that must hold for every input trap here, so
+/// that the fuzzer reports them.
+package enum UntrustedInput {
+    package static func exercise(_ data: Data) {
+        // The manifest: what parses must survive its own encoding unchanged.
+        if let manifest = Manifest(decoding: data) {
+            let again = Manifest(decoding: manifest.encoded())
+            precondition(again?.entries == manifest.entries && again?.itemCount == manifest.itemCount,
+                         "a manifest changed through encode and decode")
+            _ = manifest.itemTypes
+        }
+        // Format-32 values as a requestor's ATOM_PAIR list or an owner's INCR property.
+        let values: [UInt] = stride(from: 0, to: data.count - 3, by: 4).map { offset in
+            data[data.startIndex + offset ..< data.startIndex + offset + 4].reduce(0) { $0 << 8 | UInt($1) }
+        }
+        if let pairs = MultiplePairs.parse(values.map(X11Atom.init(rawValue:)), maxPairs: X11Session.maxMultiplePairs) {
+            precondition(pairs.count <= X11Session.maxMultiplePairs && pairs.count * 2 == values.count, "a MULTIPLE list past its cap")
+        }
+        let announced = IncomingTransfer.announcedSize(values)
+        var transfer = IncomingTransfer(announcedSize: announced ?? 0, limit: 4096)
+        data.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let length = min(Int(bytes[offset]) + 1, bytes.count - offset)
+                guard let complete = try? transfer.append(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])),
+                      !complete else { break }
+                offset += length
+            }
+        }
+        precondition(transfer.data.count <= 4096, "an INCR transfer grew past its limit")
+        // Target codecs, both ways.
+        for codec in [TargetCodec.uriList, .gnomeCopiedFiles, .mozURL, .latin1] {
+            let decoded = codec.decode(data)
+            _ = codec.encode(decoded)
+        }
+        let latin1 = TargetCodec.latin1.encode(data)
+        precondition(latin1.count <= data.count, "Latin-1 grew past its UTF-8 source")
+        _ = TargetCodec.uriListEntries(data)
+        _ = try? PasteboardColor(encoded: data)
+        _ = ValueCoding.decodeText(data, as: .utf16PlainText)
+        _ = ValueCoding.decodeText(data, as: .utf8PlainText)
+    }
+}

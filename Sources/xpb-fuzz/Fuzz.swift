@@ -1,0 +1,50 @@
+import Foundation
+import PasteboardX11
+
+// The fuzz target of xpb's parsers of untrusted bytes (``UntrustedInput``). Built for libFuzzer
+// (see the README):
+//
+//     swift build -c release --product xpb-fuzz -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING
+//     .build/release/xpb-fuzz -max_total_time=600 Fuzz/corpus
+//
+// Built without FUZZING (as `swift build` does), it replays inputs: each file named on the
+// command line is run once, so a crash the fuzzer found can be checked after a fix.
+
+#if FUZZING
+import Glibc
+
+@_silgen_name("LLVMFuzzerRunDriver")
+private func runDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+                       _ callback: @convention(c) (UnsafeRawPointer?, Int) -> CInt) -> CInt
+
+@main
+enum Fuzz {
+    static func main() {
+        var argc = CommandLine.argc
+        var argv = CommandLine.unsafeArgv
+        exit(runDriver(&argc, &argv) { start, count in
+            UntrustedInput.exercise(start.map { Data(bytes: $0, count: count) } ?? Data())
+            return 0
+        })
+    }
+}
+#else
+@main
+enum Replay {
+    static func main() {
+        let paths = CommandLine.arguments.dropFirst()
+        guard !paths.isEmpty else {
+            FileHandle.standardError.write(Data("usage: xpb-fuzz FILE...  (replays fuzz inputs; build with -DFUZZING to fuzz)\n".utf8))
+            exit(64)
+        }
+        for path in paths {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                FileHandle.standardError.write(Data("xpb-fuzz: cannot read \(path)\n".utf8))
+                exit(1)
+            }
+            UntrustedInput.exercise(data)
+        }
+        print("replayed \(paths.count) input\(paths.count == 1 ? "" : "s")")
+    }
+}
+#endif
