@@ -3,6 +3,7 @@ import PasteboardKit
 @testable import PasteboardX11
 import Synchronization
 import Testing
+import X11TestSupport
 
 @Suite("Parsers of untrusted bytes")
 struct UntrustedInputTests {
@@ -68,4 +69,29 @@ private final class DrainFlag: Sendable {
     private let flag = Synchronization.Mutex(false)
     func set() { flag.withLock { $0 = true } }
     var isSet: Bool { flag.withLock { $0 } }
+}
+
+@Suite("A library owner attacked through its own window")
+struct ForgedRequestorLibraryTests {
+    @Test("3. after requests naming its own window and the root, the process still gets timestamps and INCR reads")
+    func ownWindowRequestor() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.readTimeout = 3 }
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        try board.setData(payload(3 << 20), forPasteboardType: .blob)
+        for mode in ["self-requestor", "root-requestor"] {
+            let outcome = try run(try attacker(), [mode, PasteboardType.blob.identifier], display: x)
+            #expect(outcome.status == 0, "\(outcome.error)")
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        // A new write needs a server timestamp (a PropertyNotify on our own window).
+        try board.setData(Data("again".utf8), forPasteboardType: .utf8PlainText)
+        // An INCR read needs the same event mask: 3 MB from xclip.
+        let big = utf8Text(3 << 20)
+        let xclip = try Peer("xclip", ["-i", "-selection", "primary", "-loops", "1"], display: x, input: big)
+        defer { xclip.stop() }
+        #expect(eventually(timeout: 5) { (try? backend.owner(of: .find)) != nil })
+        #expect(try Pasteboard.find(of: backend).readString()?.utf8.count == big.count)
+    }
 }
