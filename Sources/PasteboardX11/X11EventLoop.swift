@@ -32,7 +32,7 @@ extension X11Session {
     /// Whether Xlib holds events not yet handled.
     /// (XQLength reads Xlib's queue length; XEventsQueued, even with QueuedAlready, also tries a
     /// read of the connection in XCB-based Xlib: a system call per loop turn.)
-    var hasQueuedEvents: Bool { !isDead && XQLength(display) > 0 }
+    var hasQueuedEvents: Bool { !isDead && (XQLength(display) > 0 || !requestOrder.isEmpty) }
 
     /// The most events one turn of the loop handles before it looks at its jobs again.
     static let eventsPerTurn: Int32 = 64
@@ -63,9 +63,48 @@ extension X11Session {
             queued = XQLength(display)
         }
         collectErrors()
+        serveQueuedRequests()
+        collectErrors()
         fireDueTimers()
         XFlush(display)
         _ = checkDead()
+    }
+
+    // MARK: Fair serving
+
+    /// The most conversion requests one requestor window may have waiting, and all windows
+    /// together: past them, requests are dropped unanswered. A client with that many requests
+    /// outstanding is flooding (one MULTIPLE asks for any number of targets); answering each
+    /// refusal would cost as much as the flood itself.
+    static let maxQueuedPerRequestor = 8
+    static let maxQueuedRequests = 512
+    /// The most requests answered per turn of the loop.
+    static let requestsPerTurn = 16
+
+    /// A request waits its turn: requestors are served in rotation, one request each, so a
+    /// client that floods the owner delays the others by one request at most per round.
+    private func queueRequest(_ request: ConversionRequest) {
+        let waiting = requestQueues[request.requestor]?.count ?? 0
+        guard waiting < Self.maxQueuedPerRequestor, queuedRequestCount < Self.maxQueuedRequests else { return }
+        if waiting == 0 { requestOrder.append(request.requestor) }
+        requestQueues[request.requestor, default: []].append(request)
+        queuedRequestCount += 1
+    }
+
+    private func serveQueuedRequests() {
+        var budget = Self.requestsPerTurn
+        while budget > 0, !requestOrder.isEmpty, !isDead {
+            let requestor = requestOrder.removeFirst()
+            guard var queue = requestQueues.removeValue(forKey: requestor), !queue.isEmpty else { continue }
+            let request = queue.removeFirst()
+            queuedRequestCount -= 1
+            if !queue.isEmpty {
+                requestQueues[requestor] = queue
+                requestOrder.append(requestor)
+            }
+            handleSelectionRequest(request)
+            budget -= 1
+        }
     }
 
     private func checkDead() -> Bool {
@@ -76,7 +115,7 @@ extension X11Session {
     private func dispatch(_ event: inout XEvent) {
         switch event.type {
         case SelectionRequest:
-            handleSelectionRequest(ConversionRequest(event.xselectionrequest))
+            queueRequest(ConversionRequest(event.xselectionrequest))
         case SelectionNotify:
             let notify = event.xselection
             handleSelectionNotify(requestor: X11Window(rawValue: notify.requestor), selection: X11Atom(rawValue: notify.selection),

@@ -124,8 +124,11 @@ extension X11Session {
                 route.handler(record)
             }
         }
+        // Routes are in request order: the settled ones are at the front.
         let processed = XLastKnownRequestProcessed(display)
-        errorRoutes.removeAll { $0.last < processed }
+        var settled = 0
+        while settled < errorRoutes.count, errorRoutes[settled].last < processed { settled += 1 }
+        if settled > 0 { errorRoutes.removeFirst(settled) }
     }
 
     // MARK: Selections
@@ -148,7 +151,9 @@ extension X11Session {
     /// Tells a requestor how its conversion went (`SelectionNotify`; property None for a refusal).
     func sendSelectionNotify(to requestor: X11Window, selection: X11Atom, target: X11Atom, property: X11Atom, time: X11Timestamp) {
         var message = cx11_selection_notify(display, requestor.rawValue, selection.rawValue, target.rawValue, property.rawValue, time.rawValue)
-        routeErrors({ _ = XSendEvent(display, requestor.rawValue, 0, 0, &message) }, onError: { _ in })
+        // Unrouted: an error (the requestor vanished) has nothing to change, and a flood of
+        // refusals must cost no bookkeeping.
+        _ = XSendEvent(display, requestor.rawValue, 0, 0, &message)
     }
 
     /// Asks for events of another client's window; false when the window is gone.
@@ -236,7 +241,8 @@ extension X11Session {
     }
 
     func deleteProperty(_ window: X11Window, _ property: X11Atom) {
-        routeErrors({ XDeleteProperty(display, window.rawValue, property.rawValue) }, onError: { _ in })
+        // Unrouted: an error (the window vanished) has nothing to change.
+        XDeleteProperty(display, window.rawValue, property.rawValue)
     }
 
     /// Writes a format-32 property from values (as Xlib wants them: C longs).
