@@ -143,6 +143,13 @@ rows.append(("an unrelated conversion while a 2 s provider of the same owner run
              f"{stats(calm)}; the slow requestor got its bytes {checks.count('ok')}/{len(checks)}",
              f"{during['median'] / calm['median']:.2f} × idle", "≤ 50 ms", "met" if during["max"] <= 0.050 else "**not met**"))
 
+attacked = next(iter(hyperfine("attack_during").values()))
+quiet = next(iter(hyperfine("attack_idle").values()))
+owner_kb = int(open(os.path.join(results, "attack_owner_kb.txt")).read().split()[0])
+rows.append(("`xclip -o` of 13 bytes while a hostile requestor floods MULTIPLE (100 pairs) and STRING requests (Tests/Attackers/xhostile.c `flood`)",
+             f"under attack {stats(attacked)}; owner idle {stats(quiet)}; the owner's peak memory after five floods {owner_kb // 1024} MiB",
+             f"{attacked['median'] / quiet['median']:.2f} × idle", "≤ 2 × idle", verdict(attacked["median"] / quiet["median"], 2.0)))
+
 
 def instructions_note():
     """What callgrind counted for one paste: the total, the dynamic loader, the runtime's conformance scans."""

@@ -186,5 +186,19 @@ for round in 1 2 3 4 5; do
     kill "$provider_owner"; wait "$provider_owner" 2>/dev/null || true
 done
 
+echo "bench: 12 xclip -o of 13 bytes while a hostile requestor floods MULTIPLE and STRING requests"
+cc -O2 -o "$work/xhostile" "$root/Tests/Attackers/xhostile.c" -lX11
+printf 'hello, world\n' | head -c 13 | "$xpb" copy
+for round in 1 2 3 4 5; do
+    hf attack_idle "$round" -n "xclip -o, owner idle" "xclip -o -selection clipboard"
+    "$work/xhostile" flood 8 100 > "$work/flood.out" &
+    flood=$!
+    until grep -q flooding "$work/flood.out" 2>/dev/null; do sleep 0.01; done
+    hf attack_during "$round" -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard"
+    kill "$flood" 2>/dev/null; wait "$flood" 2>/dev/null || true
+done
+attack_owner=$(pgrep -n -f "xpb copy.*--ready-fd")
+grep VmHWM "/proc/$attack_owner/status" | awk '{print $2}' > "$results/attack_owner_kb.txt"
+
 python3 "$here/report.py" "$results" "$root/Benchmarks/RESULTS.md"
 echo "bench: wrote Benchmarks/RESULTS.md"

@@ -113,8 +113,11 @@ struct FastPathTests {
         let owner = try x.backend()
         defer { owner.close(handOff: false) }
         try Pasteboard.general(of: owner).setData(Data("secret".utf8), forPasteboardType: .utf8PlainText)
-        let name = try #require(try owner.rawConvert(target: Manifest.target).flatMap { Manifest(decoding: $0.data) }?.fastPath)
-        let window = try #require(try owner.owner(of: .general)).window.rawValue
+        // Read by another connection: a request naming the owner's own window is refused.
+        let reader = try x.backend()
+        defer { reader.close(handOff: false) }
+        let name = try #require(try reader.rawConvert(target: Manifest.target).flatMap { Manifest(decoding: $0.data) }?.fastPath)
+        let window = try #require(try reader.owner(of: .general)).window.rawValue
         // Connects as uid 65534 and prints what it received and whether a descriptor came along.
         let client = """
             import socket, sys
