@@ -495,7 +495,7 @@ extension X11Session {
 
     /// Asks for a requestor window's property changes and destruction while something of ours
     /// concerns it (counted); false when the window is already gone.
-    private func watchRequestor(_ requestor: X11Window) -> Bool {
+    func watchRequestor(_ requestor: X11Window) -> Bool {
         var alive = true
         if watchedRequestors[requestor, default: 0] == 0 {
             alive = selectInput(requestor, PropertyChangeMask | StructureNotifyMask)
@@ -504,7 +504,7 @@ extension X11Session {
         return alive
     }
 
-    private func releaseRequestor(_ requestor: X11Window) {
+    func releaseRequestor(_ requestor: X11Window) {
         let remaining = watchedRequestors[requestor, default: 1] - 1
         if remaining <= 0 {
             watchedRequestors.removeValue(forKey: requestor)
@@ -521,6 +521,10 @@ extension X11Session {
         }
         for (id, waiting) in waitingForProviders where waiting.requestor == requestor {
             waitingForProviders.removeValue(forKey: id)
+        }
+        if let queued = requestQueues.removeValue(forKey: requestor) {
+            queuedRequestCount -= queued.count
+            requestOrder.removeAll { $0 == requestor }
         }
         watchedRequestors.removeValue(forKey: requestor)
     }

@@ -84,9 +84,19 @@ extension X11Session {
     /// A request waits its turn: requestors are served in rotation, one request each, so a
     /// client that floods the owner delays the others by one request at most per round.
     private func queueRequest(_ request: ConversionRequest) {
+        // Our own window and the root are never watched on a requestor's behalf: such a request
+        // goes straight to the refusal.
+        guard request.requestor != window, request.requestor != root, !request.requestor.isNone else {
+            return handleSelectionRequest(request)
+        }
         let waiting = requestQueues[request.requestor]?.count ?? 0
         guard waiting < Self.maxQueuedPerRequestor, queuedRequestCount < Self.maxQueuedRequests else { return }
-        if waiting == 0 { requestOrder.append(request.requestor) }
+        if waiting == 0 {
+            // Watched while it waits: if the window is destroyed its requests go with it (its id
+            // may come back as another client's window).
+            guard watchRequestor(request.requestor) else { return }
+            requestOrder.append(request.requestor)
+        }
         requestQueues[request.requestor, default: []].append(request)
         queuedRequestCount += 1
     }
@@ -103,6 +113,7 @@ extension X11Session {
                 requestOrder.append(requestor)
             }
             handleSelectionRequest(request)
+            if queue.isEmpty { releaseRequestor(requestor) }
             budget -= 1
         }
     }
