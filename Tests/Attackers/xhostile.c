@@ -5,7 +5,8 @@
  *
  * Requestor modes (attack the owner of CLIPBOARD):
  *   multiple PAIRS COUNT           COUNT MULTIPLE requests of PAIRS (UTF8_STRING, prop) pairs
- *   string COUNT TARGET            COUNT requests for TARGET, each into a fresh property name
+ *   string COUNT TARGET [HOLD]     COUNT requests for TARGET, each into a fresh property name,
+ *                                  then stays connected HOLD seconds
  *   flood SECONDS PAIRS            MULTIPLE and STRING requests, as fast as the server takes them
  *   self-requestor TARGET          a request naming the owner's own window as requestor
  *   root-requestor TARGET          a request naming the root window as requestor
@@ -257,6 +258,8 @@ int main(int argc, char **argv) {
         }
         XSync(dpy, False);
         printf("sent\n");
+        /* Stay connected a while if asked: a departed client's window ids are given to the next. */
+        if (argc > 4) sleep((unsigned)atol(argv[4]));
         return 0;
     }
     if (!strcmp(mode, "flood")) {
