@@ -34,7 +34,7 @@ enum Inputs {
             template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         }
         do {
-            try pump(source, named: name, limit: limit) { chunk in try writeAll(Data(chunk), to: fd) }
+            try pump(source, named: name, limit: limit) { chunk in try writeAll(chunk, to: fd) }
             if secret { _ = clinux_seal(fd) }
         } catch {
             close(fd)
@@ -69,22 +69,25 @@ enum Inputs {
     /// memory file within ``snapshotBudget``, else a copy-on-write clone beside it; else the
     /// file itself (the owner then refuses to serve it once it has changed).
     static func snapshot(_ file: FileContents, path: String) -> FileContents {
-        if file.size <= snapshotBudget {
-            let copy = clinux_memfd("xpb-snapshot")
-            if copy >= 0 {
-                if copyAll(from: file, to: copy), clinux_seal(copy) == 0,
-                   let snapshot = try? FileContents(adopting: copy, size: file.size, path: path) {
-                    return snapshot
-                }
-                close(copy)
-            }
-        }
+        if file.size <= snapshotBudget, let snapshot = memoryCopy(of: file, path: path) { return snapshot }
         let directory = (path as NSString).deletingLastPathComponent
         let clone = file.withDescriptor { clinux_reflink_in(directory.isEmpty ? "." : directory, $0) }
         if clone >= 0, let snapshot = try? FileContents(adopting: clone, size: file.size, path: path) {
             return snapshot
         }
         return file
+    }
+
+    /// The file's bytes in a sealed memory file; nil when one cannot be made.
+    private static func memoryCopy(of file: FileContents, path: String) -> FileContents? {
+        let copy = clinux_memfd("xpb-snapshot")
+        guard copy >= 0 else { return nil }
+        guard copyAll(from: file, to: copy), clinux_seal(copy) == 0 else {
+            close(copy)
+            return nil
+        }
+        // Adopting closes the descriptor itself when it fails.
+        return try? FileContents(adopting: copy, size: file.size, path: path)
     }
 
     private static func copyAll(from file: FileContents, to destination: Int32) -> Bool {
