@@ -28,16 +28,17 @@ extension X11PasteboardBackend {
 
     /// Converts one representation from the foreign owner: through the manifest's item target,
     /// or for the first item through the best ordinary target for the type.
-    func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true) throws -> Data? {
+    func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true,
+               limit: Int? = nil) throws -> Data? {
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
-            if fastPath, let data = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.read) {
+            if fastPath, let data = try overFastPath(name, item: item, type: type, offer: offer, limit: limit, FastPathClient.read) {
                 return data
             }
-            return try convert(name, target: entry.target)?.data
+            return try convert(name, target: entry.target, limit: limit)?.data
         }
         guard item == 0 else { return nil }
         for alias in candidateAliases(for: type, offered: offer.targets) {
-            guard let (data, replyType) = try convert(name, target: alias.name) else { continue }
+            guard let (data, replyType) = try convert(name, target: alias.name, limit: limit) else { continue }
             return codec(for: type, requested: alias, replyType: replyType).decode(data)
         }
         return nil
@@ -127,17 +128,12 @@ extension X11PasteboardBackend {
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
             target = entry.target
         } else {
-            guard item == 0 else { return false }
-            let aliases = candidateAliases(for: type, offered: offer.targets)
-            guard let alias = aliases.first else { return false }
+            guard item == 0, let alias = candidateAliases(for: type, offered: offer.targets).first else { return false }
             if alias.codec != .identity || alias.replyType != alias.name {
                 // Decoded as a whole (bounded by the limit), then passed on.
-                for alias in aliases {
-                    guard let (data, replyType) = try convert(name, target: alias.name, limit: limit) else { continue }
-                    try bytes(codec(for: type, requested: alias, replyType: replyType).decode(data))
-                    return true
-                }
-                return false
+                guard let data = try fetch(name, item: item, type: type, offer: offer, fastPath: false, limit: limit) else { return false }
+                try bytes(data)
+                return true
             }
             target = alias.name
         }

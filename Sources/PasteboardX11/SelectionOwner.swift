@@ -239,19 +239,17 @@ extension X11Session {
               request.time.isCurrentTime || !request.time.isBefore(state.timestamp) else {
             return notify(request, succeeded: false)
         }
-        // A requestor is another client's window. Our own window (whose event mask we must never
-        // change on anybody's behalf) or the root window is a forged request: refused.
-        guard request.requestor != window, request.requestor != root, !request.requestor.isNone else {
-            return notify(request, succeeded: false)
-        }
+        // (Requests naming our own or the root window never get here: see isForgedRequestor.)
         let pairs: [(target: X11Atom, property: X11Atom)]
+        let targets: [X11Atom]
         if request.target == known[.multiple] {
             guard let parsed = multiplePairs(request) else { return notify(request, succeeded: false) }
             pairs = parsed
+            targets = parsed.map(\.target)
         } else {
             pairs = []
+            targets = [request.target]
         }
-        let targets = request.target == known[.multiple] ? pairs.map(\.target) : [request.target]
         // The work some targets need first (providers, large conversions) runs on a worker;
         // the answer uses the contents as they were when the request came, even if the
         // selection changed hands meanwhile.
@@ -277,7 +275,14 @@ extension X11Session {
         return MultiplePairs.parse(value.atoms, maxPairs: Self.maxMultiplePairs)
     }
 
-    private func notify(_ request: ConversionRequest, succeeded: Bool) {
+    /// Whether a request names our own window or the root window as its requestor (or none):
+    /// a requestor is another client's window, and ours (whose event mask we must never change on
+    /// anybody's behalf) or the root is a forged request, refused without being watched or queued.
+    func isForgedRequestor(_ request: ConversionRequest) -> Bool {
+        request.requestor == window || request.requestor == root || request.requestor.isNone
+    }
+
+    func notify(_ request: ConversionRequest, succeeded: Bool) {
         sendSelectionNotify(to: request.requestor, selection: request.selection, target: request.target,
                             property: succeeded ? request.replyProperty : .none, time: request.time)
     }
@@ -300,7 +305,7 @@ extension X11Session {
         guard !work.isEmpty, let enqueue else { return answer(self) }
         if let requestor, !watchRequestor(requestor) { return }
         let id = makeOperationID()
-        waitingForProviders[id] = (remaining: work.count, requestor: requestor, answer: answer, timedOut: timedOut)
+        waitingForPreparation[id] = (remaining: work.count, requestor: requestor, answer: answer, timedOut: timedOut)
         for target in work {
             let key = PreparationKey(conversions: ObjectIdentifier(state.conversions), target: target)
             if preparations[key] != nil {
@@ -323,18 +328,18 @@ extension X11Session {
         guard let preparation = preparations.removeValue(forKey: key) else { return }
         cancelTimer(preparation.timer)
         for id in preparation.waiters {
-            guard var waiting = waitingForProviders[id] else { continue }
+            guard var waiting = waitingForPreparation[id] else { continue }
             if !ready {
-                waitingForProviders.removeValue(forKey: id)
+                waitingForPreparation.removeValue(forKey: id)
                 waiting.timedOut(self)
                 if let requestor = waiting.requestor { releaseRequestor(requestor) }
                 continue
             }
             waiting.remaining -= 1
             if waiting.remaining > 0 {
-                waitingForProviders[id] = waiting
+                waitingForPreparation[id] = waiting
             } else {
-                waitingForProviders.removeValue(forKey: id)
+                waitingForPreparation.removeValue(forKey: id)
                 waiting.answer(self)
                 if let requestor = waiting.requestor { releaseRequestor(requestor) }
             }
@@ -519,8 +524,8 @@ extension X11Session {
         for key in outgoing.keys where key.requestor == requestor {
             if let state = outgoing.removeValue(forKey: key) { cancelTimer(state.timer) }
         }
-        for (id, waiting) in waitingForProviders where waiting.requestor == requestor {
-            waitingForProviders.removeValue(forKey: id)
+        for (id, waiting) in waitingForPreparation where waiting.requestor == requestor {
+            waitingForPreparation.removeValue(forKey: id)
         }
         if let queued = requestQueues.removeValue(forKey: requestor) {
             queuedRequestCount -= queued.count

@@ -157,7 +157,7 @@ extension X11Session {
             return
         }
         if let sink = conversion.sink {
-            sink.push(value.data, type: value.type)
+            sink.push(value.data)
             return finish(.success(PropertyValue(type: value.type, format: value.format, data: Data())))
         }
         finish(.success(value))
@@ -198,15 +198,14 @@ extension X11Session {
                 chunkFormat = format
                 if let sink = state.sink {
                     return Result { try state.transfer.count(bytes.count) }.map { isComplete in
-                        if !isComplete { sink.push(bytes.data, type: type) }
+                        if !isComplete { sink.push(bytes.data) }
                         return isComplete
                     }
                 }
                 return Result { try bytes.withUnsafeBytes { try state.transfer.append(bytes: $0) } }
             }
         } catch is PropertyTooLarge {
-            outcome = .failure(PasteboardError.backendFailure(
-                "the selection owner sent more than the \(state.transfer.limit)-byte limit; raise the limit if this much is expected"))
+            outcome = .failure(IncomingTransfer.overLimit(state.transfer.limit))
         } catch {
             outcome = .failure(error)
         }
@@ -222,7 +221,7 @@ extension X11Session {
             if isComplete {
                 cancelTimer(state.timer)
                 cancelTimer(state.deadline)
-                if streaming { deleteProperty(window, property) }
+                // Deletes the property too (a streamed chunk was read without deleting it).
                 releaseProperty(property)
                 let type = state.type.isNone ? chunkType : state.type
                 state.completion(.success(PropertyValue(type: type, format: chunkFormat, data: state.transfer.data)))

@@ -78,6 +78,11 @@ struct IncomingTransfer {
         values.first.map { Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: $0)) }
     }
 
+    /// The error of an owner that sent more than `limit` bytes.
+    static func overLimit(_ limit: Int) -> PasteboardError {
+        .backendFailure("the selection owner sent more than the \(limit)-byte limit; raise the limit if this much is expected")
+    }
+
     /// How many more bytes the limit allows.
     var remaining: Int { max(0, limit - received) }
 
@@ -90,10 +95,7 @@ struct IncomingTransfer {
             isComplete = true
             return true
         }
-        guard count <= remaining else {
-            throw PasteboardError.backendFailure(
-                "the selection owner sent more than the \(limit)-byte limit; raise the limit if this much is expected")
-        }
+        guard count <= remaining else { throw Self.overLimit(limit) }
         received += count
         return false
     }
@@ -118,7 +120,6 @@ final class StreamSink: Sendable {
     private struct State {
         var chunks: [Data] = []
         var bytes = 0
-        var type = X11Atom.none
         var outcome: Result<Void, any Error>?
         var drained: (@Sendable () -> Void)?
         var cancelled = false
@@ -128,12 +129,11 @@ final class StreamSink: Sendable {
     private let signal = DispatchSemaphore(value: 0)
 
     /// X thread: a chunk arrived.
-    func push(_ chunk: Data, type: X11Atom) {
+    func push(_ chunk: Data) {
         guard !chunk.isEmpty else { return }
         state.withLock {
             $0.chunks.append(chunk)
             $0.bytes += chunk.count
-            if $0.type.isNone { $0.type = type }
         }
         signal.signal()
     }

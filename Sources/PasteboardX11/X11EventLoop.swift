@@ -84,11 +84,7 @@ extension X11Session {
     /// A request waits its turn: requestors are served in rotation, one request each, so a
     /// client that floods the owner delays the others by one request at most per round.
     private func queueRequest(_ request: ConversionRequest) {
-        // Our own window and the root are never watched on a requestor's behalf: such a request
-        // goes straight to the refusal.
-        guard request.requestor != window, request.requestor != root, !request.requestor.isNone else {
-            return handleSelectionRequest(request)
-        }
+        guard !isForgedRequestor(request) else { return notify(request, succeeded: false) }
         let waiting = requestQueues[request.requestor]?.count ?? 0
         guard waiting < Self.maxQueuedPerRequestor, queuedRequestCount < Self.maxQueuedRequests else { return }
         if waiting == 0 {

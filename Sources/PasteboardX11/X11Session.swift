@@ -78,7 +78,7 @@ final class X11Session {
     var ourChangeTimes: [X11Atom: [X11Timestamp]] = [:]
     /// Requests waiting for work on a worker (providers, large conversions): how many of their
     /// targets are not ready yet, and what to do then.
-    var waitingForProviders: [Int: (remaining: Int, requestor: X11Window?, answer: @Sendable (X11Session) -> Void, timedOut: @Sendable (X11Session) -> Void)] = [:]
+    var waitingForPreparation: [Int: (remaining: Int, requestor: X11Window?, answer: @Sendable (X11Session) -> Void, timedOut: @Sendable (X11Session) -> Void)] = [:]
     /// Conversion requests waiting their turn, per requestor window, and the rotation.
     var requestQueues: [X11Window: [ConversionRequest]] = [:]
     var requestOrder: [X11Window] = []

@@ -25,9 +25,15 @@ extension X11Session {
 
     /// The atom of a name, interned on first use.
     func atom(_ name: String) -> X11Atom {
+        intern(name, onlyIfExists: false)
+    }
+
+    /// The atom of a name, from the cache or the server (which makes it unless `onlyIfExists`;
+    /// then None for a name it does not know, not cached).
+    private func intern(_ name: String, onlyIfExists: Bool) -> X11Atom {
         if let atom = atomsByName[name] { return atom }
-        let atom = X11Atom(rawValue: XInternAtom(display, name, 0))
-        remember(atom, name)
+        let atom = X11Atom(rawValue: XInternAtom(display, name, onlyIfExists ? 1 : 0))
+        if !atom.isNone { remember(atom, name) }
         return atom
     }
 
@@ -92,11 +98,8 @@ extension X11Session {
     /// The atom of a name only if the server already knows it (no atom is made: names that come
     /// from other clients, such as fast-path requests, must not grow the server's atom table).
     func existingAtom(_ name: String) -> X11Atom? {
-        if let atom = atomsByName[name] { return atom }
-        let atom = X11Atom(rawValue: XInternAtom(display, name, 1))
-        guard !atom.isNone else { return nil }
-        remember(atom, name)
-        return atom
+        let atom = intern(name, onlyIfExists: true)
+        return atom.isNone ? nil : atom
     }
 
     func remember(_ atom: X11Atom, _ name: String) {

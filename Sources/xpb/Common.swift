@@ -253,21 +253,24 @@ func write(_ contents: Representation, to fd: Int32) throws {
 
 /// Writes all of `data` to a descriptor.
 func writeAll(_ data: Data, to fd: Int32) throws {
-    try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
-        var offset = 0
-        while offset < buffer.count {
-            let written: Int
-            do throws(Errno) {
-                written = try SystemCall.retrying { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
-            } catch .wouldBlock {
-                waitWritable(fd)
-                continue
-            } catch {
-                throw Failure("cannot write the data: \(error)")
-            }
-            guard written > 0 else { throw Failure("cannot write the data: nothing was written") }
-            offset += written
+    try data.withUnsafeBytes { try writeAll($0, to: fd) }
+}
+
+/// Writes all of `buffer` to a descriptor.
+func writeAll(_ buffer: UnsafeRawBufferPointer, to fd: Int32) throws {
+    var offset = 0
+    while offset < buffer.count {
+        let written: Int
+        do throws(Errno) {
+            written = try SystemCall.retrying { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+        } catch .wouldBlock {
+            waitWritable(fd)
+            continue
+        } catch {
+            throw Failure("cannot write the data: \(error)")
         }
+        guard written > 0 else { throw Failure("cannot write the data: nothing was written") }
+        offset += written
     }
 }
 

@@ -52,8 +52,8 @@ struct UntrustedInputTests {
     @Test("a stream sink hands chunks in order, ends with the transfer's outcome, and reports its backlog")
     func streamSink() throws {
         let sink = StreamSink()
-        sink.push(Data("ab".utf8), type: .none)
-        sink.push(Data(count: StreamSink.highWater), type: .none)
+        sink.push(Data("ab".utf8))
+        sink.push(Data(count: StreamSink.highWater))
         #expect(!sink.wantsMore)
         let drained = DrainFlag()
         sink.onDrained { drained.set() }
