@@ -7,6 +7,11 @@ let package = Package(
         .library(name: "PasteboardKit", targets: ["PasteboardKit"]),
         .library(name: "PasteboardX11", targets: ["PasteboardX11"]),
         .executable(name: "xpb", targets: ["xpb"]),
+        .executable(name: "xpbd", targets: ["xpbd"]),
+    ],
+    dependencies: [
+        // Logging for the daemon (xpbd) only: the library and xpb do not link it.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Xlib, Xatom, Xutil and XFixes from Debian's libx11-dev and libxfixes-dev.
@@ -18,13 +23,29 @@ let package = Package(
         ),
         // Linux calls Glibc's Swift module hides (SO_PEERCRED, memfd, SCM_RIGHTS), for the fast path.
         .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
+        // SQLite's C API (Debian's libsqlite3-dev), for the daemon's history.
+        .systemLibrary(name: "CSQLite", path: "Modules/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // SHA-256 from libcrypto (Debian's libssl-dev), for the daemon's content-addressed files.
+        .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
         // The platform-neutral pasteboard model: no X11 here.
         .target(name: "PasteboardKit"),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11", "CLinux"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux"]),
+        // The table-driven command line parser and help of xpb and xpbd.
+        .target(name: "CommandLineTable"),
+        // The daemon's control protocol: framing, message types, version, socket path. No I/O
+        // dependency, so that xpb's blocking client stays fast to start.
+        .target(name: "PasteboardWire"),
+        // The daemon's logic as a library: clipboard manager, keeper, history store, control server.
+        .target(name: "PasteboardDaemon", dependencies: [
+            "PasteboardKit", "PasteboardX11", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The daemon executable, thin over PasteboardDaemon.
+        .executableTarget(name: "xpbd", dependencies: ["PasteboardDaemon", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11"]),
@@ -34,6 +55,8 @@ let package = Package(
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "X11TestSupport"]),
+        // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.
+        .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "PasteboardWire", "PasteboardX11", "PasteboardKit", "X11TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -33,4 +33,21 @@ static inline XEvent cx11_selection_notify(Display *display, Window requestor, A
     return event;
 }
 
+// The MANAGER client message a new owner of a manager selection sends to the root window
+// (ICCCM 2.8): timestamp, selection, owner window. Built in C for the same reason.
+static inline XEvent cx11_manager_message(Display *display, Window root, Atom manager, Time time,
+                                          Atom selection, Window owner) {
+    XEvent event;
+    memset(&event, 0, sizeof event);
+    event.xclient.type = ClientMessage;
+    event.xclient.display = display;
+    event.xclient.window = root;
+    event.xclient.message_type = manager;
+    event.xclient.format = 32;
+    event.xclient.data.l[0] = (long)time;
+    event.xclient.data.l[1] = (long)selection;
+    event.xclient.data.l[2] = (long)owner;
+    return event;
+}
+
 #endif

@@ -11,6 +11,8 @@ enum ServedTarget: Sendable {
     case urlList(codec: TargetCodec, replyType: X11Atom)
     /// The manifest of all items.
     case manifest
+    /// Bytes taken from another owner (a clipboard manager's kept contents), served as they came.
+    case captured(Data, replyType: X11Atom)
 }
 
 /// A selection we own: the items, when we got it, and the targets we serve, built from one table.
@@ -94,7 +96,7 @@ struct OwnedSelection: Sendable {
     /// The providers a conversion to `target` would run that have not run yet.
     func pendingProviders(for target: X11Atom) -> [LazyData] {
         switch served[target] {
-        case nil, .manifest?:
+        case nil, .manifest?, .captured?:
             return []
         case let .representation(item, type, _, _)?:
             return items[item].representation(for: type)?.pendingProvider.map { [$0] } ?? []
@@ -185,27 +187,59 @@ extension X11Session {
     /// Becomes owner of `selection` with a real server timestamp and checks that it won.
     func own(_ selection: X11Atom, items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry,
              completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
-        serverTime { [weak self] result in
+        own(selection, at: nil, making: { session, time in
+            session.makeOwnedSelection(items: items, options: options, timestamp: time, registry: registry)
+        }, completion: completion)
+    }
+
+    /// Becomes owner of `selection`, serving what `making` builds, at `time` (a timestamp a
+    /// client gave us, such as a `SAVE_TARGETS` request's) or else at a fresh server timestamp;
+    /// checks that it won.
+    func own(_ selection: X11Atom, at time: X11Timestamp?, making: @escaping (X11Session, X11Timestamp) -> OwnedSelection,
+             completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
+        let acquire: (X11Timestamp) -> Void = { [weak self] time in
             guard let self else { return }
+            let state = making(self, time)
+            // Record first: the XFixes event for our own change must be recognised as ours.
+            let previous = self.owned[selection]
+            self.owned[selection] = state
+            self.ourChangeTimes[selection, default: []].append(time)
+            self.setSelectionOwner(selection, self.window, at: time)
+            guard self.selectionOwner(selection) == self.window else {
+                self.owned[selection] = previous
+                _ = self.consumeOurChange(selection, at: time)
+                completion(.failure(X11BackendError.ownershipRefused(selection: self.name(of: selection) ?? "the selection")))
+                return
+            }
+            completion(.success(time))
+        }
+        if let time, !time.isCurrentTime { return acquire(time) }
+        serverTime { result in
             switch result {
-            case let .failure(error):
-                completion(.failure(error))
-            case let .success(time):
-                let state = self.makeOwnedSelection(items: items, options: options, timestamp: time, registry: registry)
-                // Record first: the XFixes event for our own change must be recognised as ours.
-                let previous = self.owned[selection]
-                self.owned[selection] = state
-                self.ourChangeTimes[selection, default: []].append(time)
-                self.setSelectionOwner(selection, self.window, at: time)
-                guard self.selectionOwner(selection) == self.window else {
-                    self.owned[selection] = previous
-                    _ = self.consumeOurChange(selection, at: time)
-                    completion(.failure(X11BackendError.ownershipRefused(selection: self.name(of: selection) ?? "the selection")))
-                    return
-                }
-                completion(.success(time))
+            case let .failure(error): completion(.failure(error))
+            case let .success(time): acquire(time)
             }
         }
+    }
+
+    /// What we serve for contents taken from another owner: exactly the targets listed in
+    /// `advertised` that we can answer (protocol targets, and those captured), in that order.
+    func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp) -> OwnedSelection {
+        let names = advertised + targets.flatMap { [$0.target, $0.type] }
+        let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
+        var served: [X11Atom: ServedTarget] = [:]
+        for target in targets {
+            guard let atom = atomOf[target.target], let type = atomOf[target.type], served[atom] == nil else { continue }
+            served[atom] = .captured(target.data, replyType: type)
+        }
+        let answered = Set(WellKnown.ownerTargets.map { known[$0] })
+        var listed: [X11Atom] = []
+        for name in advertised {
+            guard let atom = atomOf[name], served[atom] != nil || answered.contains(atom), !listed.contains(atom) else { continue }
+            listed.append(atom)
+        }
+        return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: listed, served: served,
+                              manifest: Data(), registry: .standard, hasProviders: false)
     }
 
     /// Gives a selection up if we own it.
@@ -222,6 +256,14 @@ extension X11Session {
         // A clear older than our latest acquisition belongs to an earlier ownership.
         if !time.isCurrentTime, time.isBefore(state.timestamp) { return }
         owned.removeValue(forKey: selection)
+        if selection == known[.clipboardManager], isClipboardManager {
+            isClipboardManager = false
+            if let save = pendingSave {
+                pendingSave = nil
+                if !save.abandoned { notify(save.request, succeeded: false) }
+            }
+            delegate?.clipboardManagerLost()
+        }
         delegate?.ownershipLost(selection: selection)
     }
 
@@ -240,6 +282,9 @@ extension X11Session {
             return notify(request, succeeded: false)
         }
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
+        if isClipboardManager, request.selection == known[.clipboardManager], request.target == known[.saveTargets] {
+            return handleSaveTargets(request)
+        }
         let pairs: [(target: X11Atom, property: X11Atom)]
         let targets: [X11Atom]
         if request.target == known[.multiple] {
@@ -422,6 +467,8 @@ extension X11Session {
         switch served {
         case .manifest:
             return (.data(state.manifest), known[.utf8String], nil)
+        case let .captured(data, replyType):
+            return (.data(data), replyType, nil)
         case let .representation(item, representationType, codec, replyType):
             if codec == .identity {
                 if case let .file(file)? = state.items[item].representation(for: representationType) {
@@ -521,6 +568,8 @@ extension X11Session {
 
     /// A requestor window was destroyed: drop its transfers and its requests still waiting.
     func handleRequestorGone(_ requestor: X11Window) {
+        for waiter in windowGoneWaiters.removeValue(forKey: requestor) ?? [] { waiter() }
+        if pendingSave?.request.requestor == requestor { pendingSave?.abandoned = true }
         for key in outgoing.keys where key.requestor == requestor {
             if let state = outgoing.removeValue(forKey: key) { cancelTimer(state.timer) }
         }

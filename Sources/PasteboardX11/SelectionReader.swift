@@ -273,3 +273,84 @@ extension X11Session {
         }
     }
 }
+
+extension X11Session {
+    /// The owner of `selection` went away (its client closed or its window was destroyed): the
+    /// conversions still waiting for its SelectionNotify will never get one, so they end now
+    /// instead of at their deadline (transfers already under way keep their own timers).
+    func failConversionsOfVanishedOwner(_ selection: X11Atom) {
+        let vanished = conversions.filter { $0.selection == selection }
+        conversions.removeAll { $0.selection == selection }
+        for conversion in vanished {
+            cancelTimer(conversion.timer)
+            cancelTimer(conversion.deadline)
+            releaseProperty(conversion.property)
+            conversion.completion(.success(nil))
+        }
+    }
+
+    /// Converts `selection` to several targets with one `MULTIPLE` request, following INCR for
+    /// each reply that needs it. Completes with one value per target (nil where the owner
+    /// refused that one), or nil when the owner refused `MULTIPLE` itself (ask one by one then).
+    func convertMultiple(_ selection: X11Atom, targets: [X11Atom], limit: Int,
+                         completion: @escaping (Result<[PropertyValue?]?, any Error>) -> Void) {
+        var properties: [X11Atom] = []
+        for _ in targets {
+            guard let property = allocateProperty() else { break }
+            properties.append(property)
+        }
+        guard properties.count == targets.count, !targets.isEmpty else {
+            for property in properties { releaseProperty(property) }
+            return completion(.success(nil))
+        }
+        let pairs = zip(targets, properties).flatMap { [$0, $1] }
+        convert(selection, to: known[.multiple], parameters: pairs, parameterType: known[.atomPair],
+                limit: pairs.count * 4) { [weak self] result in
+            guard let self else { return }
+            let answered: [X11Atom]
+            switch result {
+            case let .failure(error):
+                for property in properties { self.releaseProperty(property) }
+                return completion(.failure(error))
+            case let .success(value):
+                guard let value, value.format == 32 else {
+                    for property in properties { self.releaseProperty(property) }
+                    return completion(.success(nil))
+                }
+                answered = value.atoms
+            }
+            var results = [PropertyValue?](repeating: nil, count: targets.count)
+            var remaining = targets.count
+            var finished = false
+            let settle: (Int, PropertyValue?) -> Void = { index, value in
+                results[index] = value
+                remaining -= 1
+                if remaining == 0, !finished {
+                    finished = true
+                    completion(.success(results))
+                }
+            }
+            for (index, property) in properties.enumerated() {
+                // The owner sets a pair's property to None when it could not convert that target.
+                let refused = answered.count > index * 2 + 1 && answered[index * 2 + 1].isNone
+                let value = refused ? nil : (try? self.readProperty(self.window, property, delete: true, limit: limit)) ?? nil
+                guard let value, value.type == self.known[.incr] else {
+                    self.releaseProperty(property)
+                    settle(index, value)
+                    continue
+                }
+                let announced = IncomingTransfer.announcedSize(value.longs)
+                if let announced, announced > limit {
+                    settle(index, nil)
+                    continue
+                }
+                let id = self.makeOperationID()
+                self.incoming[property] = IncomingState(
+                    id: id, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit), type: .none,
+                    description: "reading \(self.name(of: targets[index]) ?? "?") (MULTIPLE, INCR)", timer: nil, deadline: nil,
+                    sink: nil, completion: { result in settle(index, (try? result.get()) ?? nil) })
+                self.armIncomingTimer(property)
+            }
+        }
+    }
+}

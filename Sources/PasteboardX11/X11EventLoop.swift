@@ -141,7 +141,7 @@ extension X11Session {
             if fixesEventBase >= 0, event.type == fixesEventBase + XFixesSelectionNotify {
                 let fixes = cx11_fixes_selection_event(&event)
                 handleFixesSelection(selection: X11Atom(rawValue: fixes.selection), owner: X11Window(rawValue: fixes.owner),
-                                     time: X11Timestamp(rawValue: fixes.selection_timestamp))
+                                     time: X11Timestamp(rawValue: fixes.selection_timestamp), reason: OwnerChangeReason(subtype: fixes.subtype))
             }
         }
     }
@@ -158,9 +158,10 @@ extension X11Session {
         }
     }
 
-    private func handleFixesSelection(selection: X11Atom, owner: X11Window, time: X11Timestamp) {
-        let isOurs = (owner == window || owner.isNone) && consumeOurChange(selection, at: time)
-        delegate?.selectionOwnerChanged(selection: selection, owner: owner, timestamp: time, isOurs: isOurs, session: self)
+    private func handleFixesSelection(selection: X11Atom, owner: X11Window, time: X11Timestamp, reason: OwnerChangeReason) {
+        let isOurs = (owner == window || owner.isNone) && reason == .setOwner && consumeOurChange(selection, at: time)
+        if reason != .setOwner { failConversionsOfVanishedOwner(selection) }
+        delegate?.selectionOwnerChanged(selection: selection, owner: owner, timestamp: time, reason: reason, isOurs: isOurs, session: self)
     }
 
     /// Whether an ownership change at `time` was ours (each of ours is recognised once).

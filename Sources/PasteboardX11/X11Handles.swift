@@ -75,6 +75,13 @@ enum WellKnown: String, CaseIterable, Sendable {
     case timestampProperty = "XPB_TIMESTAMP"
     /// Our window's property for the targets we ask a clipboard manager to save.
     case saveTargetsProperty = "XPB_SAVE_TARGETS"
+    /// The client message a new owner of a manager selection sends (ICCCM 2.8).
+    case manager = "MANAGER"
+    /// The clipboard manager window's property with the display's change counts
+    /// (CLIPBOARD, PRIMARY), which every library process reads.
+    case changeCounts = "XPB_CHANGE_COUNTS"
+    /// A list of (target, size) pairs some owners offer before any data moves.
+    case targetSizes = "TARGET_SIZES"
 
     /// What every owner answers besides data, in the order it advertises them.
     static let ownerTargets: [WellKnown] = [.targets, .multiple, .timestamp, .saveTargets]

@@ -31,6 +31,11 @@ public final class X11PasteboardBackend: PasteboardBackend {
         var offers: [Pasteboard.Name: CachedOffer] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
         var fastPathReads = 0
+        /// The clipboard manager's hooks (the daemon's): every ownership change, save requests,
+        /// and the loss of `CLIPBOARD_MANAGER`.
+        var ownerChangeHandler: (@Sendable (SelectionOwnerChange) -> Void)?
+        var saveHandler: (@Sendable ([String], UInt) -> Void)?
+        var managerLostHandler: (@Sendable () -> Void)?
     }
 
     /// The type table.
@@ -125,11 +130,17 @@ public final class X11PasteboardBackend: PasteboardBackend {
         connection.close(timeout: 2)
     }
 
-    /// Whether an item carries the password-manager hint `secret`.
+    /// Whether an item is marked secret: it carries the password-manager hint (whatever its
+    /// value), or macOS's concealed or transient marker.
     static func isSecret(_ item: PasteboardItem) -> Bool {
-        guard item.hasType(.passwordManagerHint), let data = try? item.data(for: .passwordManagerHint) else { return false }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
+        item.types.contains { secretMarkers.contains($0.identifier) }
     }
+
+    /// The types whose presence marks data secret (x-kde-passwordManagerHint, nspasteboard.org's
+    /// ConcealedType and TransientType): never handed to a clipboard manager, kept or synced.
+    package static let secretMarkers: Set<String> = [
+        "x-kde-passwordManagerHint", "org.nspasteboard.ConcealedType", "org.nspasteboard.TransientType",
+    ]
 
     // MARK: Owning and inspecting
 
@@ -251,8 +262,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// and none keeps named pasteboards yet.
     public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {}
 
+    /// While a clipboard manager that publishes counts (xpbd) runs, the general and find
+    /// pasteboards' counts are the display's, the same in every process; otherwise, and for named
+    /// pasteboards, each process counts the changes it has seen since it connected.
     public func changeCount(of name: Pasteboard.Name) -> Int {
-        state.withLock { $0.changeCounts[name] ?? 0 }
+        if let shared = sharedChangeCount(of: name) { return shared }
+        return state.withLock { $0.changeCounts[name] ?? 0 }
     }
 
     // MARK: Reading
@@ -337,11 +352,13 @@ public final class X11PasteboardBackend: PasteboardBackend {
             return
         }
         let registry = self.registry
+        let sharedBefore = sharedChangeCount(of: name)
         let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
             session.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) {
                 done($0)
             }
         }
+        if let sharedBefore { waitForSharedCount(of: name, toPass: sharedBefore) }
         let (change, slot, generation) = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot, Int) in
             state.generation += 1
             state.owned[name] = (items, options, state.generation)
@@ -379,6 +396,16 @@ public final class X11PasteboardBackend: PasteboardBackend {
         changeCenter.publish(change, in: slot)
     }
 
+    /// Waits (briefly) until the clipboard manager has counted our change, so that this process's
+    /// `changeCount` after a write is the one every other process sees.
+    private func waitForSharedCount(of name: Pasteboard.Name, toPass before: Int) {
+        let deadline = Date().addingTimeInterval(0.25)
+        while Date() < deadline {
+            guard let now = sharedChangeCount(of: name), now == before else { return }
+            usleep(2000)
+        }
+    }
+
     private func scheduleExpiry(_ name: Pasteboard.Name, at date: Date, generation: Int) {
         // Clamped: a date like .distantFuture would overflow DispatchTime.
         let delay = min(max(0, date.timeIntervalSinceNow), 1e9)
@@ -400,12 +427,17 @@ public final class X11PasteboardBackend: PasteboardBackend {
 }
 
 extension X11PasteboardBackend: X11SessionDelegate {
-    func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, isOurs: Bool, session: X11Session) {
-        let name = state.withLock { state -> Pasteboard.Name? in
-            guard let name = state.selectionNames[selection] else { return nil }
+    func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, reason: OwnerChangeReason, isOurs: Bool,
+                               session: X11Session) {
+        let (name, handler) = state.withLock { state -> (Pasteboard.Name?, (@Sendable (SelectionOwnerChange) -> Void)?) in
+            guard let name = state.selectionNames[selection] else { return (nil, nil) }
             state.ownershipEpochs[name, default: 0] += 1
             state.offers.removeValue(forKey: name)
-            return name
+            return (name, state.ownerChangeHandler)
+        }
+        if let name, let handler {
+            let change = SelectionOwnerChange(name: name, owner: owner, timestamp: timestamp.rawValue, reason: reason, isOurs: isOurs)
+            publisher.async { handler(change) }
         }
         guard !isOurs, let name else { return }
         // Count now, so changeCount is right as soon as the event is in; describe the change once
@@ -441,6 +473,16 @@ extension X11PasteboardBackend: X11SessionDelegate {
         state.withLock { state in
             if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
         }
+    }
+
+    func clipboardManagerLost() {
+        guard let handler = state.withLock({ $0.managerLostHandler }) else { return }
+        publisher.async { handler() }
+    }
+
+    func saveRequested(targets: [String], time: X11Timestamp) {
+        guard let handler = state.withLock({ $0.saveHandler }) else { return }
+        DispatchQueue.global().async { handler(targets, time.rawValue) }
     }
 }
 

@@ -5,12 +5,18 @@ import PasteboardKit
 /// What the X thread tells the backend.
 protocol X11SessionDelegate: AnyObject, Sendable {
     /// XFixes reported a new owner (or none) for a selection; `isOurs` marks our own acquisitions.
-    func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, isOurs: Bool, session: X11Session)
+    func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, reason: OwnerChangeReason, isOurs: Bool,
+                               session: X11Session)
     /// Another client took a selection we owned.
     func ownershipLost(selection: X11Atom)
     /// We converted a selection we own to a data target for a client (an INCR transfer counts
     /// when it starts).
     func served(selection: X11Atom, type: PasteboardType)
+    /// A client asked the clipboard manager (us) to save the clipboard: the targets it listed
+    /// (empty when it listed none). ``X11Session/answerSave(saved:)`` replies.
+    func saveRequested(targets: [String], time: X11Timestamp)
+    /// Another client took `CLIPBOARD_MANAGER` from us (a manager replacing this one).
+    func clipboardManagerLost()
 }
 
 /// A property as read: its type, format, and bytes (format 32 as 32-bit units, not C longs).
@@ -85,6 +91,14 @@ final class X11Session {
     var queuedRequestCount = 0
     /// The work under way per target: the requests waiting for it, and its deadline timer.
     var preparations: [PreparationKey: (waiters: [Int], timer: Int)] = [:]
+
+    // Clipboard manager state (the daemon's).
+    /// Whether we hold `CLIPBOARD_MANAGER` as the clipboard manager.
+    var isClipboardManager = false
+    /// The `SAVE_TARGETS` request being handled; `abandoned` once its requestor window is gone.
+    var pendingSave: (request: ConversionRequest, abandoned: Bool)?
+    /// What to do when a window (watched for StructureNotify) is destroyed.
+    var windowGoneWaiters: [X11Window: [() -> Void]] = [:]
 
     // Reader state.
     var conversions: [PendingConversion] = []

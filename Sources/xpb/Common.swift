@@ -1,3 +1,4 @@
+import CommandLineTable
 import Dispatch
 import Foundation
 import Glibc

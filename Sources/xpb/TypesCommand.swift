@@ -1,3 +1,4 @@
+import CommandLineTable
 import Foundation
 import PasteboardKit
 

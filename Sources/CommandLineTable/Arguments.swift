@@ -6,24 +6,24 @@
 /// `--` ends the options; `-h`/`--help` anywhere prints the command's help.
 
 /// One option: a flag when `valueName` is nil.
-struct OptionSpec: Sendable {
-    let short: Character?
-    let long: String
-    let valueName: String?
-    let help: String
+public struct OptionSpec: Sendable {
+    public let short: Character?
+    public let long: String
+    public let valueName: String?
+    public let help: String
     /// Internal options (the background owner's) are accepted but not shown.
-    var hidden = false
+    public var hidden = false
 
-    static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
+    public static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
         OptionSpec(short: short, long: long, valueName: nil, help: help)
     }
 
-    static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false) -> OptionSpec {
+    public static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false) -> OptionSpec {
         OptionSpec(short: short, long: long, valueName: valueName, help: help, hidden: hidden)
     }
 
     /// `-t, --type <type>` as help shows it.
-    var label: String {
+    public var label: String {
         var text = short.map { "-\($0), " } ?? ""
         text += "--" + long
         if let valueName { text += " <\(valueName)>" }
@@ -32,35 +32,52 @@ struct OptionSpec: Sendable {
 }
 
 /// The positional arguments a command takes (all of one kind).
-struct PositionalSpec: Sendable {
-    let valueName: String
-    let help: String
+public struct PositionalSpec: Sendable {
+    public let valueName: String
+    public let help: String
+
+    public init(valueName: String, help: String) {
+        self.valueName = valueName
+        self.help = help
+    }
 }
 
 /// One command: its name, help texts and grammar.
-struct CommandSpec: Sendable {
-    let name: String
-    let abstract: String
-    var discussion: String = ""
-    var options: [OptionSpec] = []
-    var positional: PositionalSpec?
+public struct CommandSpec: Sendable {
+    public let name: String
+    public let abstract: String
+    public var discussion: String = ""
+    public var options: [OptionSpec] = []
+    public var positional: PositionalSpec?
+    /// The program the command belongs to: `xpb <name>`, or the program alone when `name` is empty.
+    public var program = "xpb"
+
+    public init(name: String, abstract: String, discussion: String = "", options: [OptionSpec] = [],
+                positional: PositionalSpec? = nil, program: String = "xpb") {
+        self.name = name
+        self.abstract = abstract
+        self.discussion = discussion
+        self.options = options
+        self.positional = positional
+        self.program = program
+    }
 }
 
 /// A command line that does not follow the grammar: exit status 64.
-struct UsageError: Error, Equatable {
-    let message: String
-    init(_ message: String) { self.message = message }
+public struct UsageError: Error, Equatable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
 }
 
 /// What a command line said, by long option name.
-struct ParsedArguments {
-    private(set) var values: [String: [String]] = [:]
-    private(set) var flags: Set<String> = []
-    private(set) var positionals: [String] = []
-    private(set) var helpRequested = false
+public struct ParsedArguments {
+    public private(set) var values: [String: [String]] = [:]
+    public private(set) var flags: Set<String> = []
+    public private(set) var positionals: [String] = []
+    public private(set) var helpRequested = false
 
     /// Parses `arguments` (after the command name) against `spec`.
-    init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
+    public init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
         var index = 0
         var optionsEnded = false
         func option(long: String) throws(UsageError) -> OptionSpec {
@@ -124,23 +141,23 @@ struct ParsedArguments {
         }
     }
 
-    func flag(_ long: String) -> Bool { flags.contains(long) }
+    public func flag(_ long: String) -> Bool { flags.contains(long) }
 
     /// The last value given for an option (a repeated option's last one wins).
-    func value(_ long: String) -> String? { values[long]?.last }
+    public func value(_ long: String) -> String? { values[long]?.last }
 
     /// Every value given for a repeatable option, in order.
-    func all(_ long: String) -> [String] { values[long] ?? [] }
+    public func all(_ long: String) -> [String] { values[long] ?? [] }
 
     /// An integer option's value, nil when absent.
-    func integer(_ long: String) throws(UsageError) -> Int? {
+    public func integer(_ long: String) throws(UsageError) -> Int? {
         guard let text = value(long) else { return nil }
         guard let number = Int(text) else { throw UsageError("'\(text)' is not a whole number (--\(long))") }
         return number
     }
 
     /// A duration in seconds, nil when absent.
-    func seconds(_ long: String) throws(UsageError) -> Double? {
+    public func seconds(_ long: String) throws(UsageError) -> Double? {
         guard let text = value(long) else { return nil }
         guard let number = Double(text), number.isFinite, number > 0 else {
             throw UsageError("'\(text)' is not a positive number of seconds (--\(long))")
@@ -152,10 +169,10 @@ struct ParsedArguments {
     }
 
     /// The longest duration an option takes.
-    static let maxSeconds: Double = 1_000_000_000
+    public static let maxSeconds: Double = 1_000_000_000
 
     /// A size in bytes (`4096`, `512K`, `10M`, `2G`: powers of 1024), nil when absent.
-    func size(_ long: String) throws(UsageError) -> Int? {
+    public func size(_ long: String) throws(UsageError) -> Int? {
         guard let text = value(long) else { return nil }
         let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
         var digits = Substring(text)
@@ -174,11 +191,11 @@ struct ParsedArguments {
 }
 
 /// Help texts, wrapped to 80 columns.
-enum HelpText {
-    static let width = 80
+public enum HelpText {
+    public static let width = 80
 
     /// Each line indented by `indent` spaces; a `\n` starts a paragraph.
-    static func wrap(_ text: String, indent: Int) -> String {
+    public static func wrap(_ text: String, indent: Int) -> String {
         var lines: [String] = []
         for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
             var line = String(repeating: " ", count: indent)
@@ -197,15 +214,15 @@ enum HelpText {
         return lines.map { $0.allSatisfy { $0 == " " } ? "" : $0 }.joined(separator: "\n")
     }
 
-    static func usage(_ spec: CommandSpec) -> String {
-        var text = "xpb \(spec.name)"
+    public static func usage(_ spec: CommandSpec) -> String {
+        var text = spec.name.isEmpty ? spec.program : "\(spec.program) \(spec.name)"
         if spec.options.contains(where: { !$0.hidden }) { text += " [<options>]" }
         if let positional = spec.positional { text += " [<\(positional.valueName)> ...]" }
         return text
     }
 
     /// The help of one command.
-    static func command(_ spec: CommandSpec) -> String {
+    public static func command(_ spec: CommandSpec) -> String {
         var text = wrap("OVERVIEW: " + spec.abstract, indent: 0) + "\n\n"
         if !spec.discussion.isEmpty { text += wrap(spec.discussion, indent: 0) + "\n\n" }
         text += "USAGE: \(usage(spec))\n\n"
@@ -219,7 +236,7 @@ enum HelpText {
     }
 
     /// The help of the whole tool.
-    static func root(_ commands: [CommandSpec], abstract: String, discussion: String) -> String {
+    public static func root(_ commands: [CommandSpec], abstract: String, discussion: String) -> String {
         var text = wrap("OVERVIEW: " + abstract, indent: 0) + "\n\n" + wrap(discussion, indent: 0) + "\n\n"
         text += "USAGE: xpb <command> [<options>]\n\n"
         text += "OPTIONS:\n" + row("--version", "Show the version.") + row("-h, --help", "Show help information.") + "\n"
@@ -230,7 +247,7 @@ enum HelpText {
     }
 
     /// `  label    help`, the help wrapped in a column of its own.
-    private static func row(_ label: String, _ help: String) -> String {
+    static func row(_ label: String, _ help: String) -> String {
         let column = 28
         if label.count + 4 > column {
             return "  \(label)\n" + wrap(help, indent: column) + "\n"

@@ -1,0 +1,132 @@
+import CLinux
+import Foundation
+import Logging
+import PasteboardWire
+import Synchronization
+
+/// The daemon's control socket: a UNIX socket (0600, in a 0700 directory) answering
+/// ``ControlRequest``s. Each connection is checked with SO_PEERCRED: a peer of another user is
+/// refused. One thread accepts; each connection is served on a thread of its own with a deadline,
+/// so that a client that connects and says nothing holds up no one.
+final class ControlServer: Sendable {
+    /// Connections served at once; more wait in the listen backlog.
+    static let maxConnections = 16
+
+    let path: String
+    private let listener: Int32
+    /// The socket file's identity, so that a stopping daemon never removes a successor's socket.
+    private let inode: (dev: UInt, ino: UInt)
+    private let logger: Logger
+    private let handler: @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>
+    private let active = Mutex(0)
+    private let isStopped = Mutex(false)
+
+    init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>) throws {
+        self.path = path
+        self.logger = logger
+        self.handler = handler
+        let directory = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var info = stat()
+        guard lstat(directory, &info) == 0, info.st_uid == getuid(), info.st_mode & S_IFMT == S_IFDIR else {
+            throw POSIXFailure("\(directory) is not a directory of this user", EPERM)
+        }
+        chmod(directory, 0o700)
+        // A socket left by a daemon that died: nobody answers on it. (We hold CLIPBOARD_MANAGER,
+        // so no live daemon of this display can be behind it either.)
+        if let fd = try? LocalSocket.connect(path) { close(fd) }
+        unlink(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw POSIXFailure("socket", errno) }
+        var address = try LocalSocket.makeAddress(path)
+        let previousMask = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previousMask)
+        guard bound == 0, listen(fd, 32) == 0, stat(path, &info) == 0 else {
+            let code = errno
+            close(fd)
+            throw POSIXFailure("listening on \(path)", code)
+        }
+        listener = fd
+        inode = (UInt(info.st_dev), UInt(info.st_ino))
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "xpbd.control"
+        thread.start()
+    }
+
+    /// Stops accepting and removes the socket file (if it is still ours).
+    func stop() {
+        isStopped.withLock { $0 = true }
+        var info = stat()
+        if stat(path, &info) == 0, UInt(info.st_dev) == inode.dev, UInt(info.st_ino) == inode.ino { unlink(path) }
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
+
+    private func acceptLoop() {
+        while !isStopped.withLock({ $0 }) {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                if errno == EMFILE || errno == ENFILE {
+                    usleep(250_000)
+                    continue
+                }
+                break
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            let admitted = active.withLock { count -> Bool in
+                guard count < Self.maxConnections else { return false }
+                count += 1
+                return true
+            }
+            guard admitted else {
+                close(fd)
+                continue
+            }
+            let thread = Thread { [self] in
+                serve(fd)
+                close(fd)
+                active.withLock { $0 -= 1 }
+            }
+            thread.start()
+        }
+        close(listener)
+    }
+
+    private func serve(_ fd: Int32) {
+        var channel = FrameChannel(fd: fd)
+        channel.setTimeout(10)
+        var uid: uid_t = 0
+        guard clinux_peer_uid(fd, &uid) == 0, uid == getuid() else {
+            logger.warning("control socket: refused a connection from uid \(uid) (only uid \(getuid()) may talk to this daemon)")
+            try? channel.send(.error, ControlFailure(message: "refused: this daemon serves uid \(getuid()) only"))
+            return
+        }
+        do {
+            guard let hello = try channel.receive(), hello.kind == .hello,
+                  let theirs = try? ControlCoding.decode(ControlHello.self, from: hello.payload) else {
+                try channel.send(.error, ControlFailure(message: "expected a hello frame"))
+                return
+            }
+            if let mismatch = ControlHello.current.mismatch(with: theirs) {
+                try channel.send(.error, ControlFailure(message: mismatch))
+                return
+            }
+            try channel.send(.hello, ControlHello.current)
+            while let frame = try channel.receive() {
+                guard frame.kind == .request, let request = try? ControlCoding.decode(ControlRequest.self, from: frame.payload) else {
+                    try channel.send(.error, ControlFailure(message: "malformed request"))
+                    return
+                }
+                switch handler(request) {
+                case let .success(reply): try channel.send(.reply, reply)
+                case let .failure(failure): try channel.send(.error, failure)
+                }
+            }
+        } catch {
+            logger.debug("control connection ended: \(error)")
+        }
+    }
+}

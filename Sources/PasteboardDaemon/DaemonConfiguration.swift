@@ -1,0 +1,49 @@
+import Foundation
+import PasteboardKit
+
+/// What `xpbd` keeps and where.
+public struct DaemonConfiguration: Sendable {
+    /// The X display (nil: `$DISPLAY`).
+    public var display: String?
+    /// Take over from a running clipboard manager (ICCCM manager replacement).
+    public var replace = false
+    /// Also keep `PRIMARY` (off by default: it changes with every selection made with the mouse).
+    public var keepsPrimary = false
+    /// Named pasteboards kept too (`XPB_PASTEBOARD:<name>`).
+    public var keptNames: [Pasteboard.Name] = []
+    /// History caps: entries, and bytes in all.
+    public var maxEntries = 200
+    public var maxBytes = 256 << 20
+    /// The most bytes kept of one target, and of one clipboard's contents in all.
+    public var maxTargetBytes = 128 << 20
+    public var maxSnapshotBytes = 256 << 20
+    /// How long the owner must stay the same before its contents are fetched, in seconds.
+    public var debounce = 0.15
+    /// How long a fetch of one target may go without progress, and in all, in seconds.
+    public var targetTimeout = 2.0
+    public var targetDeadline = 30.0
+    /// Where the history lives (`$XDG_STATE_HOME/xpb`).
+    public var stateDirectory: URL
+    /// The control socket (nil: the display's, under `$XDG_RUNTIME_DIR/xpb`).
+    public var socketPath: String?
+    /// At start, when nobody owns a kept selection, serve its last history entry.
+    public var restoresAtStart = true
+
+    public init(stateDirectory: URL) {
+        self.stateDirectory = stateDirectory
+    }
+
+    /// `$XDG_STATE_HOME/xpb`, else `~/.local/state/xpb`.
+    public static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(fileURLWithPath: state).appendingPathComponent("xpb")
+        }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".local/state/xpb")
+    }
+
+    /// The selections kept, in order: CLIPBOARD, then PRIMARY and named ones when asked.
+    public var keptSelections: [Pasteboard.Name] {
+        [.general] + (keepsPrimary ? [.find] : []) + keptNames
+    }
+}

@@ -1,0 +1,369 @@
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardWire
+
+/// The clipboard history on disk: SQLite (WAL) for the entries and small payloads, and
+/// content-addressed files (`blobs/ab/abcdef…`, named by SHA-256) for large ones, which
+/// identical bytes share.
+///
+/// Crash safety: a payload file is complete (written, synced, renamed) before the row that
+/// names it is committed, and a row is committed in one transaction with its targets, so a
+/// process killed at any moment loses at most the entry being written; files no row names are
+/// removed at the next start. A database SQLite finds damaged is moved aside and a new one made.
+final class HistoryStore {
+    /// Payloads up to this size live in the database; larger ones in files.
+    static let inlineLimit = 16 << 10
+
+    let directory: URL
+    let databasePath: String
+    private let blobs: URL
+    private let logger: Logger
+    private var database: SQLiteDatabase
+    var maxEntries: Int
+    var maxBytes: Int
+    private var temporaryCounter = 0
+
+    /// Opens (or creates) the store in `directory` (made 0700).
+    init(directory: URL, maxEntries: Int, maxBytes: Int, logger: Logger) throws {
+        self.directory = directory
+        self.maxEntries = maxEntries
+        self.maxBytes = maxBytes
+        self.logger = logger
+        blobs = directory.appendingPathComponent("blobs")
+        databasePath = directory.appendingPathComponent("history.sqlite").path
+        for path in [directory.path, blobs.path] {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            chmod(path, 0o700)
+        }
+        database = try Self.open(databasePath, logger: logger)
+        collectGarbage()
+        _ = try? prune()
+    }
+
+    /// Opens the database and checks it; a damaged one is moved aside (with a warning) and a
+    /// new one created.
+    private static func open(_ path: String, logger: Logger) throws -> SQLiteDatabase {
+        do {
+            let database = try SQLiteDatabase(path: path)
+            try prepare(database)
+            return database
+        } catch where error.isCorrupt {
+            moveAside(path, because: error, logger: logger)
+            let database = try SQLiteDatabase(path: path)
+            try prepare(database)
+            return database
+        }
+    }
+
+    /// Renames a damaged database (and its WAL files) to `<name>.corrupt-<time>`.
+    private static func moveAside(_ path: String, because error: SQLiteError, logger: Logger) {
+        let aside = path + ".corrupt-\(Int(Date().timeIntervalSince1970))"
+        logger.warning("history database is damaged (\(error)); moved aside to \(aside), starting a new one")
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            rename(path + suffix, aside + suffix)
+        }
+    }
+
+    private static func prepare(_ database: SQLiteDatabase) throws(SQLiteError) {
+        let mode = try database.query("PRAGMA journal_mode=WAL").first?.first?.text
+        if mode != "wal" { throw SQLiteError(code: 26, message: "the database cannot use WAL (journal mode \(mode ?? "?"))") }
+        try database.execute("""
+            PRAGMA synchronous=FULL;
+            PRAGMA foreign_keys=ON;
+            CREATE TABLE IF NOT EXISTS entries(
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                selection TEXT NOT NULL,
+                display TEXT NOT NULL,
+                created REAL NOT NULL,
+                used REAL NOT NULL,
+                source TEXT,
+                pid INTEGER,
+                size INTEGER NOT NULL,
+                preview TEXT NOT NULL,
+                text TEXT,
+                advertised TEXT NOT NULL,
+                expires REAL,
+                local_only INTEGER NOT NULL DEFAULT 0,
+                complete INTEGER NOT NULL DEFAULT 1);
+            CREATE TABLE IF NOT EXISTS targets(
+                entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                name TEXT NOT NULL,
+                type TEXT NOT NULL,
+                digest TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                data BLOB,
+                PRIMARY KEY(entry, position));
+            CREATE INDEX IF NOT EXISTS targets_digest ON targets(digest);
+            CREATE INDEX IF NOT EXISTS entries_used ON entries(used);
+            """)
+        // A file the header check passed can still be damaged inside.
+        let check = try database.query("PRAGMA quick_check").first?.first?.text
+        if check != "ok" { throw SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")") }
+    }
+
+    /// Runs `body`; when SQLite reports the database damaged, moves it aside, starts a new one,
+    /// and runs `body` once more.
+    @discardableResult
+    private func recovering<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as SQLiteError where error.isCorrupt {
+            Self.moveAside(databasePath, because: error, logger: logger)
+            database = try Self.open(databasePath, logger: logger)
+            return try body()
+        }
+    }
+
+    // MARK: Writing
+
+    /// Stores a snapshot as the newest entry (when it equals the newest entry of its selection,
+    /// that one is moved to the top instead). Returns the entry's id.
+    @discardableResult
+    func add(_ snapshot: Snapshot, display: String) throws -> Int64 {
+        try recovering {
+            let digests = snapshot.targets.map(\.digest.hex).joined(separator: " ")
+            if let newest = try database.query(
+                "SELECT id, (SELECT group_concat(digest, ' ') FROM (SELECT digest FROM targets WHERE entry = entries.id ORDER BY position)) FROM entries WHERE selection = ? ORDER BY used DESC, id DESC LIMIT 1",
+                [.text(snapshot.selection.rawValue)]).first,
+               let id = newest[0].integer, newest[1].text == digests, !digests.isEmpty {
+                try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(snapshot.time.timeIntervalSince1970), .integer(id)])
+                return id
+            }
+            // Files first: a row never names a payload that is not on disk.
+            var written: Set<Digest> = []
+            for target in snapshot.targets where target.data.count > Self.inlineLimit && written.insert(target.digest).inserted {
+                try writeBlob(target.data, digest: target.digest)
+            }
+            let id = try database.transaction { () throws -> Int64 in
+                try database.query("""
+                    INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, [
+                        .text(snapshot.selection.rawValue), .text(display), .real(snapshot.time.timeIntervalSince1970),
+                        .real(snapshot.time.timeIntervalSince1970), snapshot.source.map { .text($0) } ?? .null,
+                        snapshot.pid.map { .integer(Int64($0)) } ?? .null, .integer(Int64(snapshot.size)), .text(snapshot.preview),
+                        snapshot.text().map { .text($0) } ?? .null, .text(snapshot.advertised.joined(separator: "\n")),
+                        snapshot.expires.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(snapshot.isLocalOnly ? 1 : 0),
+                        .integer(snapshot.isComplete ? 1 : 0),
+                    ])
+                let id = database.lastInsertedRow
+                for (position, target) in snapshot.targets.enumerated() {
+                    try database.query("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+                        .integer(id), .integer(Int64(position)), .text(target.target), .text(target.type), .text(target.digest.hex),
+                        .integer(Int64(target.data.count)), target.data.count > Self.inlineLimit ? .null : .blob(target.data),
+                    ])
+                }
+                return id
+            }
+            try prune()
+            return id
+        }
+    }
+
+    /// Writes a payload file unless one with its digest exists: to a temporary name, synced,
+    /// then renamed, so that a file under a digest's name is always whole.
+    private func writeBlob(_ data: Data, digest: Digest) throws {
+        let final = blobPath(digest)
+        if FileManager.default.fileExists(atPath: final) { return }
+        let folder = (final as NSString).deletingLastPathComponent
+        if mkdir(folder, 0o700) != 0, errno != EEXIST { throw POSIXFailure("creating \(folder)", errno) }
+        temporaryCounter += 1
+        let temporary = blobs.appendingPathComponent("tmp-\(getpid())-\(temporaryCounter)").path
+        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXFailure("creating \(temporary)", errno) }
+        var failure: POSIXFailure?
+        data.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failure = POSIXFailure("writing \(temporary)", errno)
+                    return
+                }
+                offset += written
+            }
+        }
+        if failure == nil, fsync(fd) != 0 { failure = POSIXFailure("syncing \(temporary)", errno) }
+        close(fd)
+        if failure == nil, rename(temporary, final) != 0 { failure = POSIXFailure("renaming \(temporary)", errno) }
+        if let failure {
+            unlink(temporary)
+            throw failure
+        }
+    }
+
+    private func blobPath(_ digest: Digest) -> String {
+        blobs.appendingPathComponent(String(digest.hex.prefix(2))).appendingPathComponent(digest.hex).path
+    }
+
+    /// Moves an entry to the top (it became the clipboard again).
+    func touch(_ id: Int64) throws {
+        try recovering { try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .integer(id)]) }
+    }
+
+    /// Removes expired entries, then the oldest beyond the entry and size caps (the newest is
+    /// always kept), then payload files no entry names.
+    func prune() throws {
+        try recovering {
+            let removed = try database.transaction { () throws -> Bool in
+                try database.query("DELETE FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(Date().timeIntervalSince1970)])
+                let rows = try database.query("SELECT id, size FROM entries ORDER BY used DESC, id DESC")
+                var total = 0
+                var doomed: [Int64] = []
+                for (position, row) in rows.enumerated() {
+                    total += Int(row[1].integer ?? 0)
+                    if position > 0, position >= maxEntries || total > maxBytes { doomed.append(row[0].integer ?? 0) }
+                }
+                for id in doomed { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
+                return !doomed.isEmpty
+            }
+            if removed { collectGarbage() }
+        }
+    }
+
+    /// Deletes payload files (and leftover temporary files) no entry names.
+    func collectGarbage() {
+        guard let referenced = try? database.query("SELECT DISTINCT digest FROM targets WHERE data IS NULL") else { return }
+        let names = Set(referenced.compactMap { $0[0].text })
+        let files = FileManager.default
+        for folder in (try? files.contentsOfDirectory(atPath: blobs.path)) ?? [] {
+            let path = blobs.appendingPathComponent(folder).path
+            if folder.hasPrefix("tmp-") {
+                unlink(path)
+                continue
+            }
+            for file in (try? files.contentsOfDirectory(atPath: path)) ?? [] where !names.contains(file) {
+                unlink(path + "/" + file)
+            }
+        }
+    }
+
+    func delete(index: Int) throws -> Bool {
+        try recovering {
+            guard let id = try id(at: index) else { return false }
+            try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
+            collectGarbage()
+            return true
+        }
+    }
+
+    func delete(id: Int64) throws {
+        try recovering {
+            try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
+            collectGarbage()
+        }
+    }
+
+    func clear() throws {
+        try recovering {
+            try database.execute("DELETE FROM entries")
+            collectGarbage()
+        }
+    }
+
+    /// Writes the WAL back into the database file (on a clean stop).
+    func checkpoint() {
+        _ = try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    // MARK: Reading
+
+    private func id(at index: Int) throws -> Int64? {
+        guard index >= 0 else { return nil }
+        return try database.query("SELECT id FROM entries ORDER BY used DESC, id DESC LIMIT 1 OFFSET ?", [.integer(Int64(index))]).first?[0].integer
+    }
+
+    /// The number of entries and their bytes.
+    func totals() -> (count: Int, bytes: Int) {
+        guard let row = try? database.query("SELECT count(*), coalesce(sum(size), 0) FROM entries").first else { return (0, 0) }
+        return (Int(row[0].integer ?? 0), Int(row[1].integer ?? 0))
+    }
+
+    /// The entries, newest first; with `search`, only those whose text contains it (ignoring case).
+    func summaries(search: String? = nil) throws -> [HistoryEntrySummary] {
+        try recovering {
+            let rows = try database.query("""
+                SELECT id, selection, used, source, pid, size, preview, text,
+                       (SELECT group_concat(name, '\n') FROM (SELECT name FROM targets WHERE entry = entries.id ORDER BY position))
+                FROM entries ORDER BY used DESC, id DESC
+                """)
+            var result: [HistoryEntrySummary] = []
+            for (index, row) in rows.enumerated() {
+                if let search, !search.isEmpty {
+                    guard let text = row[7].text, text.range(of: search, options: [.caseInsensitive]) != nil else { continue }
+                }
+                result.append(HistoryEntrySummary(
+                    index: index, selection: Self.selectionName(row[1].text ?? ""), time: Date(timeIntervalSince1970: row[2].real ?? 0),
+                    targets: (row[8].text ?? "").split(separator: "\n").map(String.init), size: Int(row[5].integer ?? 0),
+                    source: row[3].text, pid: row[4].integer.map { Int($0) }, preview: row[6].text ?? ""))
+            }
+            return result
+        }
+    }
+
+    /// The X selection a pasteboard name maps to, as listings show it.
+    static func selectionName(_ raw: String) -> String {
+        switch raw {
+        case Pasteboard.Name.general.rawValue: return "CLIPBOARD"
+        case Pasteboard.Name.find.rawValue: return "PRIMARY"
+        default: return raw
+        }
+    }
+
+    /// Entry `index` (0 = newest) with its payloads (files mapped, not read).
+    func snapshot(at index: Int) throws -> Snapshot? {
+        try recovering { try id(at: index).flatMap { try snapshot(id: $0) } }
+    }
+
+    /// The newest entry of a selection, preferring one taken on `display`; expired ones never.
+    func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
+        try recovering {
+            let rows = try database.query("""
+                SELECT id FROM entries WHERE selection = ? AND (expires IS NULL OR expires > ?)
+                ORDER BY (display = ?) DESC, used DESC, id DESC LIMIT 1
+                """, [.text(selection.rawValue), .real(Date().timeIntervalSince1970), .text(display)])
+            return try rows.first?[0].integer.flatMap { try snapshot(id: $0) }
+        }
+    }
+
+    private func snapshot(id: Int64) throws -> Snapshot? {
+        guard let row = try database.query(
+            "SELECT selection, used, source, pid, advertised, expires, local_only, complete FROM entries WHERE id = ?", [.integer(id)]).first
+        else { return nil }
+        var targets: [KeptTarget] = []
+        for target in try database.query("SELECT name, type, digest, data FROM targets WHERE entry = ? ORDER BY position", [.integer(id)]) {
+            guard let name = target[0].text, let type = target[1].text, let digest = target[2].text.flatMap(Digest.init(hex:)) else { continue }
+            if let data = target[3].blob {
+                targets.append(KeptTarget(target: name, type: type, data: data, digest: digest))
+            } else if let data = try? Data(contentsOf: URL(fileURLWithPath: blobPath(digest)), options: .alwaysMapped) {
+                targets.append(KeptTarget(target: name, type: type, data: data, digest: digest))
+            } else {
+                logger.warning("history entry \(id): the payload of \(name) (\(digest.hex)) is missing; served without it")
+            }
+        }
+        var snapshot = Snapshot(selection: Pasteboard.Name(rawValue: row[0].text ?? "general"),
+                                advertised: (row[4].text ?? "").split(separator: "\n").map(String.init), targets: targets,
+                                time: Date(timeIntervalSince1970: row[1].real ?? 0), source: row[2].text, pid: row[3].integer.map { Int($0) })
+        snapshot.expires = row[5].real.map { Date(timeIntervalSince1970: $0) }
+        snapshot.isLocalOnly = row[6].integer == 1
+        snapshot.isComplete = row[7].integer != 0
+        snapshot.id = id
+        snapshot.shareIdenticalPayloads()
+        return snapshot
+    }
+}
+
+/// A failed system call, with what was being done.
+struct POSIXFailure: Error, CustomStringConvertible {
+    let operation: String
+    let code: Int32
+    init(_ operation: String, _ code: Int32) {
+        self.operation = operation
+        self.code = code
+    }
+    var isDiskFull: Bool { code == ENOSPC || code == EDQUOT }
+    var description: String { "\(operation): \(String(cString: strerror(code)))" }
+}

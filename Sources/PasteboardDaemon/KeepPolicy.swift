@@ -1,0 +1,36 @@
+import PasteboardX11
+
+/// Which targets a clipboard manager keeps, and which contents it must never touch.
+public enum KeepPolicy {
+    /// Targets about the selection protocol or that name server resources, which cannot be
+    /// kept as bytes: never fetched.
+    static let skippedTargets: Set<String> = [
+        "TARGETS", "MULTIPLE", "TIMESTAMP", "DELETE", "INSERT_SELECTION", "INSERT_PROPERTY", "SAVE_TARGETS",
+        "PIXMAP", "BITMAP", "DRAWABLE", "COLORMAP", "LENGTH", "ATOM_PAIR", "INCR", "NULL", "TARGET_SIZES",
+        "HOST_NAME", "USER", "CLIENT_WINDOW", "PROCESS", "TASK", "OWNER_OS", "NAME", "CLASS",
+    ]
+
+    /// Whether a target is kept: not a protocol or resource target, not toolkit-private
+    /// (`x-special/*` but GNOME's copied-files list, `application/vnd.portal.*`, Qt's and
+    /// xpb's private `_…`/`XPB_…` names except xpb's manifest and items).
+    public static func isKept(_ target: String) -> Bool {
+        if skippedTargets.contains(target) { return false }
+        if target.hasPrefix("x-special/") { return target == "x-special/gnome-copied-files" }
+        if target.hasPrefix("application/vnd.portal.") { return false }
+        if target.hasPrefix("XPB_") { return target == "XPB_MANIFEST" || target.hasPrefix("XPB_ITEM_") }
+        if target.hasPrefix("_") { return false }
+        return !target.isEmpty
+    }
+
+    /// Whether an owner's targets mark its data secret: the presence of a password manager's
+    /// hint or of the nspasteboard.org concealed/transient markers (whatever their values).
+    public static func isSecret(_ targets: [String]) -> Bool {
+        targets.contains { X11PasteboardBackend.secretMarkers.contains($0) }
+    }
+
+    /// The targets to fetch, in the owner's order, each once.
+    public static func keptTargets(_ targets: [String]) -> [String] {
+        var seen: Set<String> = []
+        return targets.filter { isKept($0) && seen.insert($0).inserted }
+    }
+}

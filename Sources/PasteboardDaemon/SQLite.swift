@@ -1,0 +1,120 @@
+import CSQLite
+import Foundation
+
+/// A failed SQLite call: the result code and SQLite's message.
+public struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public let message: String
+
+    /// The file is not a database or is damaged.
+    public var isCorrupt: Bool { code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB }
+    /// The disk (or quota) is full.
+    public var isFull: Bool { code & 0xFF == SQLITE_FULL }
+    public var description: String { "\(message) (SQLite code \(code))" }
+}
+
+/// One SQLite connection (the C API through Modules/CSQLite), used from one thread at a time.
+final class SQLiteDatabase {
+    private let handle: OpaquePointer
+
+    init(path: String) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        guard code == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(db)
+            throw SQLiteError(code: code, message: message)
+        }
+        handle = db
+        sqlite3_busy_timeout(db, 2000)
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    private func error(_ code: Int32) -> SQLiteError {
+        SQLiteError(code: code, message: String(cString: sqlite3_errmsg(handle)))
+    }
+
+    /// Runs statements that return no rows.
+    func execute(_ sql: String) throws(SQLiteError) {
+        let code = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard code == SQLITE_OK else { throw error(code) }
+    }
+
+    /// Runs one statement with `bindings` and returns its rows.
+    @discardableResult
+    func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+        var statement: OpaquePointer?
+        var code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw error(code) }
+        defer { sqlite3_finalize(statement) }
+        for (offset, value) in bindings.enumerated() {
+            let index = Int32(offset + 1)
+            switch value {
+            case .null: code = sqlite3_bind_null(statement, index)
+            case let .integer(number): code = sqlite3_bind_int64(statement, index, number)
+            case let .real(number): code = sqlite3_bind_double(statement, index, number)
+            case let .text(text): code = csqlite_bind_text_copy(statement, index, text)
+            case let .blob(data):
+                code = data.withUnsafeBytes { csqlite_bind_blob_copy(statement, index, $0.baseAddress, Int32($0.count)) }
+            }
+            guard code == SQLITE_OK else { throw error(code) }
+        }
+        var rows: [[SQLiteValue]] = []
+        while true {
+            code = sqlite3_step(statement)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else { throw error(code) }
+            let columns = sqlite3_column_count(statement)
+            rows.append((0..<columns).map { column in
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, column))
+                case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, column))
+                case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(statement, column)))
+                case SQLITE_BLOB:
+                    let count = Int(sqlite3_column_bytes(statement, column))
+                    guard count > 0, let bytes = sqlite3_column_blob(statement, column) else { return .blob(Data()) }
+                    return .blob(Data(bytes: bytes, count: count))
+                default: return .null
+                }
+            })
+        }
+        return rows
+    }
+
+    /// Runs `body` in one transaction: all of it is written, or none.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    var lastInsertedRow: Int64 { sqlite3_last_insert_rowid(handle) }
+}
+
+/// A value bound to or read from a statement.
+enum SQLiteValue: Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+
+    var integer: Int64? { if case let .integer(value) = self { return value } else { return nil } }
+    var real: Double? {
+        switch self {
+        case let .real(value): return value
+        case let .integer(value): return Double(value)
+        default: return nil
+        }
+    }
+    var text: String? { if case let .text(value) = self { return value } else { return nil } }
+    var blob: Data? { if case let .blob(value) = self { return value } else { return nil } }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import PasteboardKit
+import PasteboardX11
+
+/// One kept target: its name, the reply's type, the bytes and their digest.
+public struct KeptTarget: Sendable, Equatable {
+    public var target: String
+    public var type: String
+    public var data: Data
+    public var digest: Digest
+
+    public init(target: String, type: String, data: Data, digest: Digest? = nil) {
+        self.target = target
+        self.type = type
+        self.data = data
+        self.digest = digest ?? Digest(of: data)
+    }
+
+    var captured: CapturedTarget { CapturedTarget(target: target, type: type, data: data) }
+}
+
+/// Contents taken from a selection's owner: what the daemon serves when the owner is gone, and
+/// what a history entry holds.
+public struct Snapshot: Sendable {
+    public var selection: Pasteboard.Name
+    /// The owner's `TARGETS`, in its order.
+    public var advertised: [String]
+    /// The targets kept, in the owner's order; identical bytes share one `Data`.
+    public var targets: [KeptTarget]
+    public var time: Date
+    /// The owner's window name and process id, where it published them.
+    public var source: String?
+    public var pid: Int?
+    /// The owner's window (not stored).
+    public var owner: X11Window = .none
+    public var expires: Date?
+    public var isLocalOnly = false
+    /// Whether every kept target of the owner was fetched.
+    public var isComplete = true
+    /// The history row, once stored.
+    public var id: Int64?
+
+    public init(selection: Pasteboard.Name, advertised: [String], targets: [KeptTarget], time: Date = Date(),
+                source: String? = nil, pid: Int? = nil) {
+        self.selection = selection
+        self.advertised = advertised
+        self.targets = targets
+        self.time = time
+        self.source = source
+        self.pid = pid
+    }
+
+    /// Bytes kept, identical payloads counted once.
+    public var size: Int {
+        var seen: Set<Digest> = []
+        return targets.reduce(0) { $0 + (seen.insert($1.digest).inserted ? $1.data.count : 0) }
+    }
+
+    public func isExpired(at now: Date = Date()) -> Bool { expires.map { $0 <= now } ?? false }
+
+    /// The targets a text can be read from, best first.
+    static let textTargets = ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"]
+
+    /// The text of the contents, if they have a text target (the first `limit` bytes).
+    public func text(limit: Int = 64 << 10) -> String? {
+        for name in Self.textTargets {
+            guard let target = targets.first(where: { $0.target == name }) else { continue }
+            let bytes = target.data.prefix(limit)
+            if name == "STRING" { return String(bytes.map { Character(Unicode.Scalar($0)) }) }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        return nil
+    }
+
+    /// One line for listings: the text's first non-empty line (shortened), or the first type
+    /// and size.
+    public var preview: String {
+        if let text = text(limit: 4096) {
+            let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            return line.count > 100 ? String(line.prefix(99)) + "…" : line
+        }
+        guard let first = targets.first(where: { !$0.target.hasPrefix("XPB_") }) ?? targets.first else { return "" }
+        return "[\(first.target) \(ByteCount.format(first.data.count))]"
+    }
+
+    /// Keeps identical payloads once: targets with the same digest share the first one's `Data`.
+    mutating func shareIdenticalPayloads() {
+        var first: [Digest: Data] = [:]
+        for index in targets.indices {
+            if let data = first[targets[index].digest] { targets[index].data = data } else { first[targets[index].digest] = targets[index].data }
+        }
+    }
+}
+
+/// Byte counts for people: `512 B`, `1.2 KiB`, `50.0 MiB`.
+public enum ByteCount {
+    public static func format(_ bytes: Int) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f", value) + " " + units[unit]
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+
+/// The first frame each way.
+public struct ControlHello: Codable, Sendable, Equatable {
+    /// The protocol this version of xpb speaks on the control socket.
+    public static let current = ControlHello(protocol: "xpb-control", version: 1)
+
+    public let `protocol`: String
+    public let version: Int
+
+    public init(protocol: String, version: Int) {
+        self.protocol = `protocol`
+        self.version = version
+    }
+
+    /// Nil when `other` speaks this protocol and version, else why not.
+    public func mismatch(with other: ControlHello) -> String? {
+        guard other.protocol == self.protocol else { return "the peer speaks '\(other.protocol)', not '\(self.protocol)'" }
+        guard other.version == version else {
+            return "the peer speaks \(self.protocol) version \(other.version), this side version \(version): run the same xpb version on both"
+        }
+        return nil
+    }
+}
+
+/// A command for the daemon.
+public enum ControlRequest: Codable, Sendable, Equatable {
+    /// The daemon's state (``DaemonStatus``).
+    case status
+    /// History entries, newest first, optionally only those whose text contains `search`
+    /// (case-insensitive).
+    case history(search: String?)
+    /// Entry `index` (0 = newest) becomes the selection it came from, served by the daemon.
+    case select(index: Int)
+    /// Forgets entry `index`.
+    case delete(index: Int)
+    /// Forgets every entry.
+    case clear
+}
+
+/// The daemon's answer.
+public enum ControlReply: Codable, Sendable, Equatable {
+    case status(DaemonStatus)
+    case history([HistoryEntrySummary])
+    /// The command was carried out; the text says what happened.
+    case done(String)
+}
+
+/// What `xpb daemon status` shows.
+public struct DaemonStatus: Codable, Sendable, Equatable {
+    public var pid: Int
+    public var version: String
+    public var display: String
+    /// The selections kept (`CLIPBOARD`, and `PRIMARY` or named ones when asked).
+    public var keeps: [String]
+    public var entryCount: Int
+    public var bytes: Int
+    public var maxEntries: Int
+    public var maxBytes: Int
+    public var stateDirectory: String
+    public var database: String
+    public var socket: String
+    public var startedAt: Date
+    /// The change count published per selection name.
+    public var changeCounts: [String: Int]
+
+    public init(pid: Int, version: String, display: String, keeps: [String], entryCount: Int, bytes: Int, maxEntries: Int,
+                maxBytes: Int, stateDirectory: String, database: String, socket: String, startedAt: Date, changeCounts: [String: Int]) {
+        self.pid = pid
+        self.version = version
+        self.display = display
+        self.keeps = keeps
+        self.entryCount = entryCount
+        self.bytes = bytes
+        self.maxEntries = maxEntries
+        self.maxBytes = maxBytes
+        self.stateDirectory = stateDirectory
+        self.database = database
+        self.socket = socket
+        self.startedAt = startedAt
+        self.changeCounts = changeCounts
+    }
+}
+
+/// One history entry as listed (no payload).
+public struct HistoryEntrySummary: Codable, Sendable, Equatable {
+    public var index: Int
+    public var selection: String
+    public var time: Date
+    /// The targets kept, in the order the owner advertised them.
+    public var targets: [String]
+    /// Bytes kept (identical payloads counted once).
+    public var size: Int
+    /// The owner's window name, if it published one.
+    public var source: String?
+    public var pid: Int?
+    /// The first line of the text, if the entry has text; else a description like `[image/png 12 kB]`.
+    public var preview: String
+
+    public init(index: Int, selection: String, time: Date, targets: [String], size: Int, source: String?, pid: Int?, preview: String) {
+        self.index = index
+        self.selection = selection
+        self.time = time
+        self.targets = targets
+        self.size = size
+        self.source = source
+        self.pid = pid
+        self.preview = preview
+    }
+}
+
+/// JSON as the control protocol writes it: ISO 8601 dates, sorted keys.
+public enum ControlCoding {
+    public static func encode<T: Encodable>(_ value: T) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(value)
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(type, from: data)
+    }
+}
+
+/// An error frame's payload.
+public struct ControlFailure: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    public let message: String
+    public init(message: String) { self.message = message }
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Where the daemon of a display listens.
+public enum ControlEndpoint {
+    /// `$XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket` (without XDG_RUNTIME_DIR:
+    /// `/tmp/xpb-<uid>/…`), the display's screen number dropped (`:0.0` and `:0` share a daemon).
+    public static func socketPath(display: String, environment: [String: String], uid: UInt32) -> String {
+        directory(environment: environment, uid: uid) + "/xpbd-" + displayKey(display) + ".socket"
+    }
+
+    /// The directory of the sockets (0700).
+    public static func directory(environment: [String: String], uid: UInt32) -> String {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/xpb" }
+        return "/tmp/xpb-\(uid)"
+    }
+
+    /// A display name as a file name part: `:0` → `0`, `host:1.0` → `host_1`.
+    public static func displayKey(_ display: String) -> String {
+        var name = display
+        if name.hasPrefix("unix:") { name.removeFirst(4) }
+        if let colon = name.lastIndex(of: ":"), let dot = name[colon...].firstIndex(of: ".") { name = String(name[..<dot]) }
+        if name.hasPrefix(":") { name.removeFirst() }
+        let key = String(name.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "_" })
+        return key.isEmpty ? "default" : key
+    }
+}

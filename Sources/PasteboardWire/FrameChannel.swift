@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Frames over a blocking socket (xpb's client, and the daemon's per-connection threads).
+public struct FrameChannel {
+    public let fd: Int32
+    private var decoder = FrameDecoder()
+
+    public init(fd: Int32) { self.fd = fd }
+
+    /// Sends one frame whole.
+    public func send(_ frame: Frame) throws(WireError) {
+        let bytes = frame.encoded
+        var failure: WireError?
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let sent = Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                if sent < 0 {
+                    if errno == EINTR { continue }
+                    failure = WireError("sending: \(String(cString: strerror(errno)))")
+                    return
+                }
+                offset += sent
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The next frame; nil when the peer closed the connection cleanly between frames.
+    public mutating func receive() throws(WireError) -> Frame? {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            if let frame = try decoder.next() { return frame }
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw WireError("the peer did not answer in time") }
+                throw WireError("receiving: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { return nil }
+            decoder.append(Data(buffer[0..<count]))
+        }
+    }
+
+    /// Sends `value` as JSON in a frame of `kind`.
+    public func send<T: Encodable>(_ kind: FrameKind, _ value: T) throws(WireError) {
+        let payload: Data
+        do { payload = try ControlCoding.encode(value) } catch { throw WireError("encoding: \(error)") }
+        try send(Frame(kind: kind, payload: payload))
+    }
+
+    /// Gives up a blocking receive or send after `seconds`.
+    public func setTimeout(_ seconds: Double) {
+        var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// UNIX stream sockets by path.
+public enum LocalSocket {
+    /// Connects to `path`; throws with the system's reason (ENOENT, ECONNREFUSED …) in `code`.
+    public static func connect(_ path: String) throws(LocalSocketError) -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw LocalSocketError(code: errno, path: path) }
+        var address = try makeAddress(path)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            throw LocalSocketError(code: code, path: path)
+        }
+        return fd
+    }
+
+    /// `sockaddr_un` for a path (at most 107 bytes).
+    public static func makeAddress(_ path: String) throws(LocalSocketError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw LocalSocketError(code: ENAMETOOLONG, path: path) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+}
+
+/// A socket call that failed, with errno.
+public struct LocalSocketError: Error, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public let path: String
+    public var description: String { "\(path): \(String(cString: strerror(code)))" }
+}

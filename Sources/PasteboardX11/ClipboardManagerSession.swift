@@ -1,0 +1,173 @@
+internal import CX11
+import Foundation
+import PasteboardKit
+
+/// Why a selection's owner changed, as XFixes reports it.
+package enum OwnerChangeReason: Sendable, Equatable {
+    /// A client set the owner (a new owner, or None: the selection was cleared on purpose).
+    case setOwner
+    /// The owner's window was destroyed.
+    case ownerWindowDestroyed
+    /// The owner's connection closed (it exited or crashed).
+    case ownerClientClosed
+
+    init(subtype: Int32) {
+        switch subtype {
+        case Int32(XFixesSelectionWindowDestroyNotify): self = .ownerWindowDestroyed
+        case Int32(XFixesSelectionClientCloseNotify): self = .ownerClientClosed
+        default: self = .setOwner
+        }
+    }
+}
+
+/// One target of a selection as its owner converted it (format 8): what a clipboard manager keeps.
+package struct CapturedTarget: Sendable, Equatable {
+    /// The target's name (`UTF8_STRING`, `image/png`, …).
+    package let target: String
+    /// The reply's type name (often the target itself; `INCR` never).
+    package let type: String
+    package let data: Data
+
+    package init(target: String, type: String, data: Data) {
+        self.target = target
+        self.type = type
+        self.data = data
+    }
+}
+
+/// The clipboard manager's side of the freedesktop ClipboardManager protocol, on the X thread.
+extension X11Session {
+    /// Takes `CLIPBOARD_MANAGER` (ICCCM 2.8 manager selection): refuses when another client holds
+    /// it unless `replace`, in which case it waits at most `replaceWait` seconds for the old
+    /// owner's window to go, then announces itself with the `MANAGER` client message.
+    ///
+    /// - Returns (through `completion`): the previous owner when it was not replaced.
+    func becomeClipboardManager(replace: Bool, replaceWait: Double,
+                                completion: @escaping (Result<Void, ClipboardManagerError>) -> Void) {
+        let manager = known[.clipboardManager]
+        let previous = selectionOwner(manager)
+        if !previous.isNone {
+            guard replace else {
+                let info = ownerInfo(manager)
+                return completion(.failure(.alreadyRunning(SelectionOwnerInfo(window: previous, name: info?.name, processID: info?.pid))))
+            }
+            // Its DestroyNotify tells when the old manager has gone.
+            selectInput(previous, StructureNotifyMask)
+        }
+        let answered = [WellKnown.targets, .timestamp, .saveTargets].map(\.rawValue)
+        own(manager, at: nil, making: { session, time in
+            session.makeCapturedSelection(advertised: answered, targets: [], timestamp: time)
+        }) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case let .failure(error):
+                completion(.failure(.cannotAcquire(String(describing: error))))
+            case let .success(time):
+                self.isClipboardManager = true
+                var message = cx11_manager_message(self.display, self.root.rawValue, self.known[.manager].rawValue, time.rawValue,
+                                                   manager.rawValue, self.window.rawValue)
+                _ = XSendEvent(self.display, self.root.rawValue, 0, StructureNotifyMask, &message)
+                XFlush(self.display)
+                guard !previous.isNone, self.windowExists(previous) else { return completion(.success(())) }
+                var finished = false
+                let finish = {
+                    if !finished { finished = true; completion(.success(())) }
+                }
+                self.windowGoneWaiters[previous, default: []].append(finish)
+                self.after(replaceWait) { [weak self] in
+                    self?.windowGoneWaiters.removeValue(forKey: previous)
+                    finish()
+                }
+            }
+        }
+    }
+
+    /// Whether a window exists now (one round trip).
+    private func windowExists(_ window: X11Window) -> Bool {
+        var failed = false
+        routeErrors({
+            var attributes = XWindowAttributes()
+            if XGetWindowAttributes(display, window.rawValue, &attributes) == 0 { failed = true }
+        }, onError: { _ in failed = true })
+        XSync(display, 0)
+        return !failed
+    }
+
+    /// A `SAVE_TARGETS` request (freedesktop ClipboardManager): refused at once while another is
+    /// being handled; otherwise the requestor is watched (its destruction abandons the reply),
+    /// its list of targets read, and the delegate asked to save. ``answerSave(saved:)`` replies.
+    func handleSaveTargets(_ request: ConversionRequest) {
+        guard pendingSave == nil, let delegate else { return notify(request, succeeded: false) }
+        guard watchRequestor(request.requestor) else {
+            releaseRequestor(request.requestor)
+            return notify(request, succeeded: false)
+        }
+        var listed: [String] = []
+        if !request.property.isNone,
+           let value = try? readProperty(request.requestor, request.property, delete: false, limit: Self.maxTargets * 4, truncate: true),
+           value.format == 32 {
+            listed = names(of: value.atoms).compactMap { $0 }
+        }
+        pendingSave = (request, false)
+        delegate.saveRequested(targets: listed, time: request.time)
+    }
+
+    /// Replies to the pending `SAVE_TARGETS` request: success is an empty `NULL` property in the
+    /// requestor's property and a SelectionNotify naming it; failure a SelectionNotify with None.
+    /// Nothing is sent to a requestor that went away meanwhile.
+    func answerSave(saved: Bool) {
+        guard let save = pendingSave else { return }
+        pendingSave = nil
+        guard !save.abandoned else { return }
+        releaseRequestor(save.request.requestor)
+        if saved {
+            writeLongs(save.request.requestor, save.request.replyProperty, type: known[.null], [], onError: { _ in })
+        }
+        notify(save.request, succeeded: saved)
+        XFlush(display)
+    }
+
+    /// Publishes the display's change counts on our window, where every library process reads them.
+    func publishChangeCounts(_ counts: [Int]) {
+        writeLongs(window, known[.changeCounts], type: .cardinal, counts.map { UInt(truncatingIfNeeded: $0) }, onError: { _ in })
+        XFlush(display)
+    }
+
+    /// The change counts a running clipboard manager publishes (CLIPBOARD, PRIMARY), nil without one.
+    func sharedChangeCounts() -> [Int]? {
+        let manager = selectionOwner(known[.clipboardManager])
+        guard !manager.isNone, let value = (try? readProperty(manager, known[.changeCounts], delete: false, limit: 64)) ?? nil,
+              value.type == .cardinal, value.format == 32 else { return nil }
+        return value.longs.map { Int($0) }
+    }
+
+    /// Whether a pointer button is held now (a selection may still be being dragged).
+    func isPointerButtonHeld() -> Bool {
+        var rootReturn: UInt = 0
+        var childReturn: UInt = 0
+        var rootX: Int32 = 0, rootY: Int32 = 0, windowX: Int32 = 0, windowY: Int32 = 0
+        var mask: UInt32 = 0
+        guard XQueryPointer(display, root.rawValue, &rootReturn, &childReturn, &rootX, &rootY, &windowX, &windowY, &mask) != 0 else {
+            return false
+        }
+        return mask & UInt32(Button1Mask | Button2Mask | Button3Mask) != 0
+    }
+}
+
+/// Why the clipboard manager selection could not be taken.
+package enum ClipboardManagerError: Error, Sendable, CustomStringConvertible {
+    /// Another client holds `CLIPBOARD_MANAGER`.
+    case alreadyRunning(SelectionOwnerInfo)
+    case cannotAcquire(String)
+
+    package var description: String {
+        switch self {
+        case let .alreadyRunning(owner):
+            var who = owner.name.map { "'\($0)'" } ?? "a program"
+            if let pid = owner.processID { who += " (pid \(pid))" }
+            return "another clipboard manager runs on this display: \(who) owns CLIPBOARD_MANAGER (window 0x\(String(owner.window.rawValue, radix: 16))); stop it, or start with --replace to take over"
+        case let .cannotAcquire(reason):
+            return "could not take CLIPBOARD_MANAGER: \(reason)"
+        }
+    }
+}

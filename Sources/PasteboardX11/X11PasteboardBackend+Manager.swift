@@ -1,0 +1,160 @@
+import Foundation
+import PasteboardKit
+
+/// An ownership change of a watched selection, as a clipboard manager needs it.
+package struct SelectionOwnerChange: Sendable, Equatable {
+    package let name: Pasteboard.Name
+    /// The new owner (None when the selection was cleared or its owner went away).
+    package let owner: X11Window
+    package let timestamp: UInt
+    package let reason: OwnerChangeReason
+    /// Whether this process made the change.
+    package let isOurs: Bool
+}
+
+/// What a clipboard manager (the daemon) needs beyond a pasteboard: raw targets taken from an
+/// owner and served back unchanged, the `CLIPBOARD_MANAGER` selection, save requests, and the
+/// display-wide change counts. The same owner and reader as every library user, reached by name.
+extension X11PasteboardBackend {
+    /// Calls `handler` (on a serial queue) for every ownership change of the general, find and
+    /// watched named pasteboards, this process's own included, with XFixes' reason.
+    package func onOwnerChange(_ handler: (@Sendable (SelectionOwnerChange) -> Void)?) {
+        state.withLock { $0.ownerChangeHandler = handler }
+    }
+
+    /// Starts watching a named pasteboard's selection (XFixes) without owning it.
+    package func watch(_ name: Pasteboard.Name) throws {
+        try connection.sync(timeout: timeout) { [self] session, done in
+            _ = self.selectionAtom(name, in: session)
+            done(.success(()))
+        }
+    }
+
+    /// Converts the selection to one target and returns the bytes as they came (format 8 only:
+    /// targets of 16- or 32-bit values are not data a manager keeps). Nil when the owner refuses.
+    ///
+    /// - Throws: on a deadline or a reply larger than `limit`.
+    package func capture(_ name: Pasteboard.Name, target: String, limit: Int) throws -> CapturedTarget? {
+        try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
+            session.convert(self.selectionAtom(name, in: session), to: session.atom(target), limit: limit) { result in
+                done(result.map { value in
+                    guard let value, value.format == 8, !value.type.isNone, value.type != session.known[.incr] else { return nil }
+                    return CapturedTarget(target: target, type: session.name(of: value.type) ?? target, data: value.data)
+                })
+            }
+        }
+    }
+
+    /// Converts the selection to several targets with one `MULTIPLE` request (INCR per reply as
+    /// needed). Nil when the owner refuses `MULTIPLE`: ask with ``capture(_:target:limit:)`` then.
+    package func captureMultiple(_ name: Pasteboard.Name, targets: [String], limit: Int) throws -> [CapturedTarget?]? {
+        try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
+            let atoms = session.atoms(targets)
+            session.convertMultiple(self.selectionAtom(name, in: session), targets: atoms, limit: limit) { result in
+                done(result.map { values in
+                    values.map { values in
+                        zip(targets, values).map { target, value in
+                            guard let value, value.format == 8, !value.type.isNone else { return nil }
+                            return CapturedTarget(target: target, type: session.name(of: value.type) ?? target, data: value.data)
+                        }
+                    }
+                })
+            }
+        }
+    }
+
+    /// The sizes an owner announces through `TARGET_SIZES` (pairs of target and byte count), by
+    /// target name; empty when it offers none.
+    package func targetSizes(of name: Pasteboard.Name) throws -> [String: Int] {
+        try connection.sync(timeout: timeout) { [self] session, done in
+            session.convert(self.selectionAtom(name, in: session), to: session.known[.targetSizes],
+                            limit: X11Session.maxTargets * 8, truncate: true) { result in
+                done(result.map { value in
+                    guard let value, value.format == 32 else { return [:] }
+                    let longs = value.longs
+                    let pairs = stride(from: 0, to: longs.count - 1, by: 2).map { (X11Atom(rawValue: longs[$0]), Int(longs[$0 + 1])) }
+                    let names = session.names(of: pairs.map(\.0))
+                    return Dictionary(zip(names, pairs.map(\.1)).compactMap { name, size in name.map { ($0, size) } },
+                                      uniquingKeysWith: { first, _ in first })
+                })
+            }
+        }
+    }
+
+    /// Owns the pasteboard's selection serving exactly `targets` (as captured), listing those of
+    /// `advertised` that are served or answered by the protocol, in that order. `timestamp` is a
+    /// client's (a `SAVE_TARGETS` request's), or nil for a fresh server timestamp.
+    package func keep(_ name: Pasteboard.Name, advertised: [String], targets: [CapturedTarget], timestamp: UInt? = nil) throws {
+        let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
+            session.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), making: { session, time in
+                session.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time)
+            }) { done($0) }
+        }
+        // The kept contents are not items of this process: reads go through the X server like
+        // anybody's, and the change is counted from its XFixes event.
+        state.withLock { _ = $0.owned.removeValue(forKey: name) }
+    }
+
+    /// Takes `CLIPBOARD_MANAGER` and announces it (``X11Session/becomeClipboardManager``).
+    /// `onSave` is called (on a worker) with the targets a client asks to save (empty: ask the
+    /// owner) and its request's timestamp; reply with ``answerSave(saved:)``. `onLost` runs when
+    /// another manager takes over.
+    ///
+    /// - Throws: ``ClipboardManagerError``.
+    package func becomeClipboardManager(replace: Bool, onSave: @escaping @Sendable ([String], UInt) -> Void,
+                                        onLost: @escaping @Sendable () -> Void) throws {
+        state.withLock {
+            $0.saveHandler = onSave
+            $0.managerLostHandler = onLost
+        }
+        try connection.sync(timeout: timeout + 5) { session, done in
+            session.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
+                done(result.mapError { $0 as any Error })
+            }
+        }
+    }
+
+    /// Replies to the `SAVE_TARGETS` request being handled.
+    package func answerSave(saved: Bool) {
+        _ = connection.submit { session in session.answerSave(saved: saved) }
+    }
+
+    /// Publishes the display's change counts (CLIPBOARD, PRIMARY) for every library process.
+    package func publishChangeCounts(_ counts: [Int]) {
+        _ = connection.submit { session in session.publishChangeCounts(counts) }
+    }
+
+    /// Whether a pointer button is held (a selection may still be being dragged).
+    package func isPointerButtonHeld() -> Bool {
+        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.isPointerButtonHeld())) }) ?? false
+    }
+
+    /// The id of this process's window on the display (owner of what it serves).
+    package var window: X11Window {
+        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.window)) }) ?? .none
+    }
+
+    /// The count a clipboard manager publishes for `name`, nil without one (or for named pasteboards).
+    func sharedChangeCount(of name: Pasteboard.Name) -> Int? {
+        let index: Int
+        switch name {
+        case .general: index = 0
+        case .find: index = 1
+        default: return nil
+        }
+        guard connection.stopReason == nil,
+              let counts = try? connection.sync(timeout: timeout, { session, done in done(.success(session.sharedChangeCounts())) }),
+              counts.indices.contains(index) else { return nil }
+        return counts[index]
+    }
+}
+
+extension X11PasteboardBackend {
+    /// The options an xpb manifest (`XPB_MANIFEST`) carries, and the manifest without its
+    /// fast-path field (which names the departed owner's socket); nil for a malformed one.
+    package static func keptManifest(_ data: Data) -> (options: PasteboardOptions, manifest: Data)? {
+        guard var manifest = Manifest(decoding: data) else { return nil }
+        manifest.fastPath = nil
+        return (manifest.options, manifest.encoded())
+    }
+}

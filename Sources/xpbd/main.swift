@@ -1,0 +1,115 @@
+import CommandLineTable
+import Dispatch
+import Foundation
+import Logging
+import PasteboardDaemon
+import PasteboardKit
+import PasteboardX11
+
+/// xpbd: the clipboard manager of one X display. Thin: parses, sets up logging and signals,
+/// runs ``ClipboardDaemon``.
+enum XPBD {
+    static let spec = CommandSpec(
+        name: "",
+        abstract: "The xpb clipboard manager: keeps the clipboard when the app that owned it exits, keeps a history, and publishes one change count per display.",
+        discussion: """
+            Runs in the foreground on $DISPLAY until SIGTERM or SIGINT, then writes its state and exits 0. It holds \
+            CLIPBOARD_MANAGER, so one runs per display; if another manager holds it, xpbd names it and exits 1 (--replace \
+            takes over). It exits 1 when the X server goes away (systemd's Restart=on-failure starts it again). History: \
+            $XDG_STATE_HOME/xpb (default ~/.local/state/xpb). Control socket for 'xpb history' and 'xpb daemon status': \
+            $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket.\nExit status: 0 stopped cleanly, 1 failure (another manager, no display, \
+            lost X server), 64 usage error.
+            """,
+        options: [
+            .value(nil, "display", "display", "The X display (default: $DISPLAY)."),
+            .flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement)."),
+            .flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged."),
+            .value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable)."),
+            .value(nil, "max-entries", "n", "History entries kept (default 200)."),
+            .value(nil, "max-size", "size", "History bytes kept in all (default 256M; K, M, G suffixes)."),
+            .value(nil, "max-target-size", "size", "The most bytes kept of one target (default 128M)."),
+            .value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb)."),
+            .flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard."),
+            .value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical."),
+            .flag(nil, "version", "Show the version."),
+        ],
+        program: "xpbd")
+
+    static func main() -> Int32 {
+        let arguments: ParsedArguments
+        var configuration: DaemonConfiguration
+        let level: Logger.Level
+        do {
+            arguments = try ParsedArguments(Array(CommandLine.arguments.dropFirst()), spec: spec)
+            if arguments.helpRequested {
+                print(HelpText.command(spec), terminator: "")
+                return 0
+            }
+            if arguments.flag("version") {
+                print(ClipboardDaemon.version)
+                return 0
+            }
+            configuration = DaemonConfiguration(stateDirectory: arguments.value("state-dir").map { URL(fileURLWithPath: $0) }
+                                                ?? DaemonConfiguration.defaultStateDirectory())
+            configuration.display = arguments.value("display")
+            configuration.replace = arguments.flag("replace")
+            configuration.keepsPrimary = arguments.flag("primary")
+            configuration.keptNames = try arguments.all("keep").map { name throws(UsageError) in
+                guard !name.isEmpty, name != "general", name != "find" else { throw UsageError("'\(name)' is not a named pasteboard (--keep)") }
+                return Pasteboard.Name(rawValue: name)
+            }
+            if let entries = try arguments.integer("max-entries") {
+                guard entries > 0 else { throw UsageError("--max-entries takes a positive number") }
+                configuration.maxEntries = entries
+            }
+            if let size = try arguments.size("max-size") { configuration.maxBytes = size }
+            if let size = try arguments.size("max-target-size") {
+                configuration.maxTargetBytes = size
+                configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
+            }
+            configuration.restoresAtStart = !arguments.flag("no-restore")
+            let name = arguments.value("log-level") ?? "info"
+            guard let parsed = Logger.Level(rawValue: name) else {
+                throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")
+            }
+            level = parsed
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("xpbd: \(error.message)\nUsage: \(HelpText.usage(spec))\n  See 'xpbd --help'.\n".utf8))
+            return 64
+        } catch {
+            FileHandle.standardError.write(Data("xpbd: \(error)\n".utf8))
+            return 64
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "xpbd")
+        // Everything the daemon writes (history, sockets) is the user's alone.
+        umask(0o077)
+        signal(SIGPIPE, SIG_IGN)
+        let daemon: ClipboardDaemon
+        do {
+            daemon = try ClipboardDaemon(configuration: configuration, logger: logger)
+            try daemon.start()
+        } catch {
+            logger.critical("\(error)")
+            return 1
+        }
+        // Signals stop the daemon through its own path: state is written before exit.
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { daemon.stop() }
+            source.resume()
+            sources.append(source)
+        }
+        let failure = daemon.run()
+        sources.forEach { $0.cancel() }
+        return failure == nil ? 0 : 1
+    }
+}
+
+exit(XPBD.main())
