@@ -7,7 +7,7 @@ enum XPB {
 
     static let commands: [any Command.Type] = [
         CopyCommand.self, PasteCommand.self, TypesCommand.self, WatchCommand.self,
-        ClearCommand.self, InfoCommand.self, DetectCommand.self,
+        ClearCommand.self, InfoCommand.self, DetectCommand.self, HistoryCommand.self, DaemonCommand.self,
     ]
 
     static let abstract = "Read and write typed data on the X11 clipboard, primary selection and named pasteboards."

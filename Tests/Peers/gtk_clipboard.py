@@ -2,6 +2,11 @@
 
 gtk_clipboard.py text|uris|targets     prints what GTK reads, one value per line
 gtk_clipboard.py set-text TEXT          owns CLIPBOARD with TEXT, prints "ready", serves until killed
+gtk_clipboard.py set-image-and-exit PNG MS
+                                        owns CLIPBOARD with the image (GTK offers it as PNG, BMP, TIFF ...),
+                                        prints "ready", MS milliseconds later hands the clipboard to
+                                        the clipboard manager (gtk_clipboard_store), prints
+                                        "stored SECONDS" and exits
 """
 import sys
 
@@ -22,6 +27,26 @@ elif mode == "targets":
 elif mode == "set-text":
     clipboard.set_text(sys.argv[2], -1)
     print("ready", flush=True)
+    Gtk.main()
+elif mode == "set-image-and-exit":
+    import time
+
+    from gi.repository import GdkPixbuf  # noqa: E402
+
+    clipboard.set_image(GdkPixbuf.Pixbuf.new_from_file(sys.argv[2]))
+    clipboard.set_can_store(None)
+    print("ready", flush=True)
+
+    def leave():
+        start = time.monotonic()
+        clipboard.store()
+        print("stored %.3f" % (time.monotonic() - start), flush=True)
+        Gtk.main_quit()
+        return False
+
+    from gi.repository import GLib  # noqa: E402
+
+    GLib.timeout_add(int(sys.argv[3]), leave)
     Gtk.main()
 else:
     sys.exit("unknown mode " + mode)

@@ -3,6 +3,11 @@
 qt_clipboard.py read               prints hasUrls, each URL, and the text Qt reads
 qt_clipboard.py set-urls URL...    owns CLIPBOARD with those URLs (QMimeData.setUrls), prints
                                    "ready", serves until killed
+qt_clipboard.py set-rich-and-exit TEXT HTML PNG MS
+                                   owns CLIPBOARD with text/plain, text/html and image/png,
+                                   prints "ready", MS milliseconds later prints "exiting" and
+                                   exits normally (Qt hands the clipboard to the clipboard
+                                   manager as its QApplication is destroyed)
 """
 import sys
 
@@ -24,5 +29,19 @@ elif mode == "set-urls":
     clipboard.setMimeData(data)
     print("ready", flush=True)
     app.exec_()
+elif mode == "set-rich-and-exit":
+    from PyQt5.QtCore import QTimer
+
+    data = QMimeData()
+    data.setText(sys.argv[2])
+    data.setHtml(sys.argv[3])
+    with open(sys.argv[4], "rb") as image:
+        data.setData("image/png", image.read())
+    clipboard.setMimeData(data)
+    print("ready", flush=True)
+    QTimer.singleShot(int(sys.argv[5]), app.quit)
+    app.exec_()
+    print("exiting", flush=True)
+    del app
 else:
     sys.exit("unknown mode " + mode)

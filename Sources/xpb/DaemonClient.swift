@@ -1,0 +1,67 @@
+import Foundation
+import Glibc
+import PasteboardWire
+
+/// xpb's blocking client of the daemon's control socket (no X connection needed).
+struct DaemonClient {
+    let socketPath: String
+    let display: String
+    private var channel: FrameChannel
+
+    /// The socket of `display`'s daemon (nil: `$DISPLAY`).
+    static func socketPath(display: String?) throws -> (path: String, display: String) {
+        let environment = ProcessInfo.processInfo.environment
+        guard let display = display ?? environment["DISPLAY"], !display.isEmpty else {
+            throw Failure("no display: set DISPLAY or pass --display", .noDisplay)
+        }
+        return (ControlEndpoint.socketPath(display: display, environment: environment, uid: getuid()), display)
+    }
+
+    /// Connects and checks the protocol version.
+    ///
+    /// - Throws: a ``Failure`` saying the daemon is not running, or why it refused.
+    init(display: String?, timeout: Double = 10) throws {
+        let (path, display) = try Self.socketPath(display: display)
+        socketPath = path
+        self.display = display
+        let fd: Int32
+        do {
+            fd = try LocalSocket.connect(path)
+        } catch where [ENOENT, ECONNREFUSED].contains(error.code) {
+            throw Failure("xpbd is not running for display \(display) (nothing listens on \(path)); start it with 'xpbd &' or 'systemctl --user start xpbd'", .failure)
+        } catch {
+            throw Failure("cannot reach xpbd: \(error)")
+        }
+        channel = FrameChannel(fd: fd)
+        channel.setTimeout(timeout)
+        try channel.send(.hello, ControlHello.current)
+        guard let frame = try channel.receive() else { throw Failure("xpbd closed the connection") }
+        if frame.kind == .error { throw Failure("xpbd refused: \(Self.message(frame))") }
+        guard frame.kind == .hello, let theirs = try? ControlCoding.decode(ControlHello.self, from: frame.payload) else {
+            throw Failure("xpbd answered something that is not the control protocol")
+        }
+        if let mismatch = ControlHello.current.mismatch(with: theirs) { throw Failure("xpbd: \(mismatch)") }
+    }
+
+    /// Sends a request and waits for the answer; an error frame becomes a ``Failure``.
+    mutating func send(_ request: ControlRequest) throws -> ControlReply {
+        try channel.send(.request, request)
+        guard let frame = try channel.receive() else { throw Failure("xpbd closed the connection without answering") }
+        switch frame.kind {
+        case .reply:
+            do { return try ControlCoding.decode(ControlReply.self, from: frame.payload) } catch {
+                throw Failure("xpbd's answer could not be read: \(error)")
+            }
+        case .error:
+            throw Failure("xpbd: \(Self.message(frame))")
+        default:
+            throw Failure("xpbd answered with an unexpected frame")
+        }
+    }
+
+    private static func message(_ frame: Frame) -> String {
+        (try? ControlCoding.decode(ControlFailure.self, from: frame.payload))?.message ?? "(no reason given)"
+    }
+
+    func close() { Glibc.close(channel.fd) }
+}

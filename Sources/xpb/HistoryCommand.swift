@@ -1,0 +1,170 @@
+import CommandLineTable
+import Foundation
+import PasteboardWire
+
+struct HistoryCommand: Command {
+    static let spec = CommandSpec(
+        name: "history",
+        abstract: "List, search, select and delete what the clipboard manager (xpbd) kept.",
+        discussion: """
+            Actions: 'list' (the default): every entry, newest first, with its index, age, size, source, types and a \
+            one-line preview; 'search TEXT': the entries whose text contains TEXT (ignoring case); 'select N': entry N \
+            becomes the clipboard again (or the selection it came from) with all its targets, served by xpbd; \
+            'delete N': forget entry N; 'clear': forget every entry; 'menu': pipe the entries through a menu program \
+            (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found) and select the chosen one. Index 0 is the \
+            newest entry. Needs xpbd running for the display.
+            """,
+        options: [
+            CommonOptions.json,
+            .value(nil, "menu", "command", "The menu program for 'menu', run by /bin/sh: reads one entry per line, prints the chosen line."),
+            .value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY)."),
+        ],
+        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, clear or menu."))
+
+    enum Action: Equatable {
+        case list
+        case search(String)
+        case select(Int)
+        case delete(Int)
+        case clear
+        case menu
+    }
+
+    let action: Action
+    let asJSON: Bool
+    let menu: String?
+    let display: String?
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        asJSON = arguments.flag("json")
+        menu = arguments.value("menu")
+        display = arguments.value("display")
+        var words = arguments.positionals
+        let verb = words.isEmpty ? "list" : words.removeFirst()
+        func index() throws(UsageError) -> Int {
+            guard words.count == 1, let number = Int(words[0]), number >= 0 else {
+                throw UsageError("'history \(verb)' takes one entry index (0 is the newest)")
+            }
+            return number
+        }
+        switch verb {
+        case "list":
+            guard words.isEmpty else { throw UsageError("'history list' takes no argument") }
+            action = .list
+        case "search":
+            guard !words.isEmpty else { throw UsageError("'history search' takes the text to look for") }
+            action = .search(words.joined(separator: " "))
+        case "select": action = .select(try index())
+        case "delete": action = .delete(try index())
+        case "clear":
+            guard words.isEmpty else { throw UsageError("'history clear' takes no argument") }
+            action = .clear
+        case "menu":
+            guard words.isEmpty else { throw UsageError("'history menu' takes no argument") }
+            action = .menu
+        default:
+            throw UsageError("unknown history action '\(verb)' (list, search, select, delete, clear, menu)")
+        }
+        if menu != nil, action != .menu { throw UsageError("--menu goes with 'history menu'") }
+    }
+
+    func run() throws {
+        var client = try DaemonClient(display: display)
+        defer { client.close() }
+        switch action {
+        case .list, .search:
+            var search: String?
+            if case let .search(text) = action { search = text }
+            guard case let .history(entries) = try client.send(.history(search: search)) else { throw Failure("xpbd answered out of turn") }
+            if asJSON {
+                writeLine(String(decoding: try ControlCoding.encode(entries), as: UTF8.self))
+            } else {
+                let now = Date()
+                for entry in entries { writeLine(Self.line(entry, now: now)) }
+            }
+        case let .select(index):
+            try report(client.send(.select(index: index)))
+        case let .delete(index):
+            try report(client.send(.delete(index: index)))
+        case .clear:
+            try report(client.send(.clear))
+        case .menu:
+            guard case let .history(entries) = try client.send(.history(search: nil)) else { throw Failure("xpbd answered out of turn") }
+            guard !entries.isEmpty else { throw Failure("the history is empty", .empty) }
+            guard let chosen = try choose(from: entries) else { throw Exit(status: Status.empty.rawValue) }
+            try report(client.send(.select(index: chosen)))
+        }
+    }
+
+    private func report(_ reply: ControlReply) throws {
+        guard case let .done(message) = reply else { throw Failure("xpbd answered out of turn") }
+        if asJSON {
+            writeLine(json(["result": message]))
+        } else {
+            writeLine(message)
+        }
+    }
+
+    /// `  3  2m  12 B  xclip (4711)  UTF8_STRING,TEXT  the preview`
+    static func line(_ entry: HistoryEntrySummary, now: Date) -> String {
+        var source = entry.source ?? "?"
+        if let pid = entry.pid { source += " (\(pid))" }
+        let shown = entry.targets.filter { !$0.hasPrefix("XPB_") }
+        var types = shown.prefix(3).joined(separator: ",")
+        if shown.count > 3 { types += ",+\(shown.count - 3)" }
+        let selection = entry.selection == "CLIPBOARD" ? "" : "[\(entry.selection)] "
+        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(size(entry.size).leftAligned(9))  \(source)  \(types)  \(selection)\(entry.preview)"
+    }
+
+    static func age(_ seconds: TimeInterval) -> String {
+        let value = max(0, Int(seconds))
+        if value < 60 { return "\(value)s" }
+        if value < 3600 { return "\(value / 60)m" }
+        if value < 86400 { return "\(value / 3600)h" }
+        return "\(value / 86400)d"
+    }
+
+    static func size(_ bytes: Int) -> String {
+        if bytes < 1024 { return "\(bytes) B" }
+        if bytes < 1 << 20 { return String(format: "%.1f KiB", Double(bytes) / 1024) }
+        return String(format: "%.1f MiB", Double(bytes) / 1048576)
+    }
+
+    /// Runs the menu program with one `index<TAB>preview` line per entry; the index of the line
+    /// it prints, nil when it printed nothing (the user cancelled).
+    private func choose(from entries: [HistoryEntrySummary]) throws -> Int? {
+        let command = try menu ?? ProcessInfo.processInfo.environment["XPB_MENU"] ?? Self.defaultMenu()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        do { try process.run() } catch { throw Failure("cannot run the menu '\(command)': \(error)") }
+        let lines = entries.map { "\($0.index)\t\(printable($0.preview.isEmpty ? $0.targets.joined(separator: ",") : $0.preview))" }
+        try? input.fileHandleForWriting.write(contentsOf: Data((lines.joined(separator: "\n") + "\n").utf8))
+        try? input.fileHandleForWriting.close()
+        let chosen = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let line = String(decoding: chosen, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        guard !line.isEmpty else { return nil }
+        guard let index = Int(line.prefix { $0.isNumber }), entries.contains(where: { $0.index == index }) else {
+            throw Failure("the menu printed '\(printable(line))', which is not one of its lines")
+        }
+        return index
+    }
+
+    /// rofi, dmenu or fzf, the first on PATH.
+    static func defaultMenu() throws -> String {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        for (program, command) in [("rofi", "rofi -dmenu -i -p clipboard"), ("dmenu", "dmenu -l 20 -i"), ("fzf", "fzf --no-sort")] {
+            if path.contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }) { return command }
+        }
+        throw Failure("no menu program: install rofi, dmenu or fzf, or pass --menu COMMAND (or set XPB_MENU)")
+    }
+}
+
+private extension String {
+    func leftAligned(_ width: Int) -> String { self + String(repeating: " ", count: max(0, width - count)) }
+}
