@@ -273,7 +273,8 @@ final class HistoryStore {
 
     private func id(at index: Int) throws -> Int64? {
         guard index >= 0 else { return nil }
-        return try database.query("SELECT id FROM entries ORDER BY used DESC, id DESC LIMIT 1 OFFSET ?", [.integer(Int64(index))]).first?[0].integer
+        return try database.query("SELECT id FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC LIMIT 1 OFFSET ?",
+                                  [.real(Date().timeIntervalSince1970), .integer(Int64(index))]).first?[0].integer
     }
 
     /// The number of entries and their bytes.
@@ -288,8 +289,8 @@ final class HistoryStore {
             let rows = try database.query("""
                 SELECT id, selection, used, source, pid, size, preview, text,
                        (SELECT group_concat(name, '\n') FROM (SELECT name FROM targets WHERE entry = entries.id ORDER BY position))
-                FROM entries ORDER BY used DESC, id DESC
-                """)
+                FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
+                """, [.real(Date().timeIntervalSince1970)])
             var result: [HistoryEntrySummary] = []
             for (index, row) in rows.enumerated() {
                 if let search, !search.isEmpty {

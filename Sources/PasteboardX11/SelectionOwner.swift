@@ -454,7 +454,11 @@ extension X11Session {
             // In chunks: a file is read piece by piece, never whole in memory.
             succeeded = startOutgoing(content.source, type: content.type, to: requestor, property: property)
         }
-        if succeeded, let served = content.served { delegate?.served(selection: selection, type: served) }
+        // A clipboard manager keeping a copy is not a paste (`xpb copy --paste-once` must not be
+        // used up by it).
+        if succeeded, let served = content.served, selectionOwner(known[.clipboardManager]) != requestor {
+            delegate?.served(selection: selection, type: served)
+        }
         return succeeded
     }
 

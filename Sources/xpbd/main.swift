@@ -92,12 +92,12 @@ enum XPBD {
         let daemon: ClipboardDaemon
         do {
             daemon = try ClipboardDaemon(configuration: configuration, logger: logger)
-            try daemon.start()
         } catch {
             logger.critical("\(error)")
             return 1
         }
-        // Signals stop the daemon through its own path: state is written before exit.
+        // Signals stop the daemon through its own path: state is written before exit. Set up
+        // before it starts serving, so that no signal finds the default action.
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGTERM, SIGINT] {
             signal(number, SIG_IGN)
@@ -105,6 +105,12 @@ enum XPBD {
             source.setEventHandler { daemon.stop() }
             source.resume()
             sources.append(source)
+        }
+        do {
+            try daemon.start()
+        } catch {
+            logger.critical("\(error)")
+            return 1
         }
         let failure = daemon.run()
         sources.forEach { $0.cancel() }

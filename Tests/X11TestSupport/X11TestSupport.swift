@@ -227,6 +227,9 @@ public final class Peer: Sendable {
     /// What the program wrote to standard output so far.
     public var outputSoFar: String { String(decoding: collected.data, as: UTF8.self) }
 
+    /// What the program wrote to standard error so far.
+    public var errorSoFar: String { String(decoding: collectedError.data, as: UTF8.self) }
+
     /// Waits until the program's output contains `marker` (a peer that says "ready" once it
     /// owns the selection); fails with its error output if it ends or takes longer than `timeout`.
     public func waitForOutput(_ marker: String, timeout: Double = 30) throws {

@@ -7,14 +7,7 @@ import Glibc
 #endif
 
 /// The xpb binary built next to this test bundle; missing is a failure, never a skip.
-func xpbPath() throws -> String {
-    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    for candidate in [directory, directory.deletingLastPathComponent()] {
-        let path = candidate.appendingPathComponent("xpb").path
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    throw TestFailure("the xpb binary is not built next to the tests (\(directory.path)); run swift build first")
-}
+func xpbPath() throws -> String { try builtProduct("xpb") }
 
 /// Runs xpb on the test display.
 @discardableResult

@@ -1,0 +1,60 @@
+import Foundation
+import PasteboardKit
+import PasteboardX11
+import Testing
+import X11TestSupport
+
+@Suite("One change count per display")
+struct ChangeCountTests {
+    @Test("two library processes see the same changeCount while xpbd runs; without it each counts its own")
+    func shared() throws {
+        let x = try Xvfb()
+        let early = try X11PasteboardBackend(display: x.display)
+        defer { early.close(handOff: false) }
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("one".utf8))
+        #expect(eventually { early.changeCount(of: .general) == 1 })
+        owner.stop()
+        let late = try X11PasteboardBackend(display: x.display)
+        defer { late.close(handOff: false) }
+        // Without the daemon: the late process never saw the first change.
+        #expect(late.changeCount(of: .general) == 0 && early.changeCount(of: .general) >= 1)
+
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--no-restore"])
+        for word in ["two", "three"] {
+            let peer = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(word.utf8))
+            #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x))?.text == word })
+            peer.stop()
+        }
+        #expect(eventually { early.changeCount(of: .general) == late.changeCount(of: .general) && early.changeCount(of: .general) > 0 })
+        // A write by one process is counted before its call returns, for both.
+        let before = late.changeCount(of: .general)
+        Pasteboard.general(of: early).string = "from the library"
+        #expect(early.changeCount(of: .general) == before + 1)
+        #expect(late.changeCount(of: .general) == before + 1)
+        try daemon.stop()
+    }
+}
+
+@Suite("Library hand-off to xpbd")
+struct LibraryHandOffTests {
+    @Test("a library program's close() hands every representation to xpbd, which serves them after it is gone")
+    func handOff() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let backend = try X11PasteboardBackend(display: x.display)
+        #expect(backend.isPersistent(.general), "with a clipboard manager the general pasteboard is persistent")
+        var item = PasteboardItem()
+        item.setData(Data("library text".utf8), for: .utf8PlainText)
+        item.setData(Data("<i>library html</i>".utf8), for: .html)
+        try backend.setItems([item], options: PasteboardOptions(), on: .general)
+        let started = Date()
+        #expect(backend.close(), "the manager said it saved")
+        #expect(Date().timeIntervalSince(started) < 2)
+        try daemon.waitForLog("saved CLIPBOARD for")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "UTF8_STRING"], display: x).text == "library text")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "text/html"], display: x).text == "<i>library html</i>")
+        try daemon.stop()
+    }
+}

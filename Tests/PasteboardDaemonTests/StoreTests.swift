@@ -1,0 +1,163 @@
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardWire
+import Testing
+@testable import PasteboardDaemon
+
+private func temporaryDirectory() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-store-\(getpid())-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+private func snapshot(_ text: String, extra: Data? = nil, time: Date = Date()) -> Snapshot {
+    var targets = [KeptTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data(text.utf8)),
+                   KeptTarget(target: "text/plain;charset=utf-8", type: "text/plain;charset=utf-8", data: Data(text.utf8))]
+    if let extra { targets.append(KeptTarget(target: "image/png", type: "image/png", data: extra)) }
+    return Snapshot(selection: .general, advertised: ["TARGETS"] + targets.map(\.target), targets: targets, time: time, source: "test", pid: 42)
+}
+
+private let logger = Logger(label: "test")
+
+@Suite("History store (a real SQLite file)")
+struct StoreTests {
+    @Test("entries come back newest first with every target; identical payloads are one file")
+    func roundTrip() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+        let big = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 * 31) })
+        try store.add(snapshot("first", extra: big, time: Date(timeIntervalSinceNow: -10)), display: ":1")
+        var second = snapshot("second", extra: big)
+        second.targets.append(KeptTarget(target: "image/x-copy", type: "image/x-copy", data: big))
+        try store.add(second, display: ":1")
+        let summaries = try store.summaries()
+        #expect(summaries.map(\.preview) == ["second", "first"])
+        #expect(summaries[0].targets == ["UTF8_STRING", "text/plain;charset=utf-8", "image/png", "image/x-copy"])
+        #expect(summaries[0].size == 6 + big.count, "identical bytes counted once")
+        let loaded = try #require(try store.snapshot(at: 0))
+        #expect(loaded.targets.map(\.data) == [Data("second".utf8), Data("second".utf8), big, big])
+        let blobs = FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? []
+        #expect(blobs.filter { $0.count > 3 }.map { ($0 as NSString).lastPathComponent } == [Digest(of: big).hex], "one content-addressed file")
+        var info = stat()
+        #expect(stat(directory.path, &info) == 0 && info.st_mode & 0o777 == 0o700)
+    }
+
+    @Test("the same contents twice is one entry moved to the top; caps prune the oldest and their files")
+    func dedupeAndCaps() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 3, maxBytes: 250_000, logger: logger)
+        try store.add(snapshot("same"), display: ":1")
+        try store.add(snapshot("same"), display: ":1")
+        #expect(try store.summaries().count == 1)
+        for number in 0..<4 {
+            try store.add(snapshot("entry \(number)", extra: Data(repeating: UInt8(number), count: 100_000)), display: ":1")
+        }
+        let previews = try store.summaries().map(\.preview)
+        #expect(previews == ["entry 3", "entry 2"], "the byte cap leaves two of 100 kB")
+        let files = (FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? [])
+            .filter { $0.count > 3 }
+        #expect(files.count == 2, "pruned entries' files are deleted: \(files)")
+        #expect(try store.delete(index: 0))
+        #expect(try store.summaries().map(\.preview) == ["entry 2"])
+        try store.clear()
+        #expect(try store.summaries().isEmpty)
+    }
+
+    @Test("a damaged database is moved aside and a new one opened; leftover files are collected")
+    func damage() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        do {
+            let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+            try store.add(snapshot("before"), display: ":1")
+            store.checkpoint()
+        }
+        let path = directory.appendingPathComponent("history.sqlite").path
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
+        let orphan = directory.appendingPathComponent("blobs/tmp-1-1")
+        try Data("half".utf8).write(to: orphan)
+        let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+        #expect(try store.summaries().isEmpty)
+        try store.add(snapshot("after"), display: ":1")
+        #expect(try store.summaries().map(\.preview) == ["after"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.hasPrefix("history.sqlite.corrupt-") })
+        #expect(!FileManager.default.fileExists(atPath: orphan.path))
+    }
+
+    @Test("latest prefers the display it was taken on, and never returns expired contents")
+    func latest() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+        try store.add(snapshot("on one", time: Date(timeIntervalSinceNow: -5)), display: ":1")
+        try store.add(snapshot("on two"), display: ":2")
+        var expired = snapshot("expired")
+        expired.expires = Date(timeIntervalSinceNow: -1)
+        try store.add(expired, display: ":1")
+        #expect(try store.latest(selection: .general, display: ":1")?.text() == "on one")
+        #expect(try store.latest(selection: .general, display: ":9")?.text() == "on two")
+        #expect(try store.summaries().map(\.preview) == ["on two", "on one"])
+    }
+}
+
+@Suite("Keep policy")
+struct KeepPolicyTests {
+    @Test("protocol, resource and toolkit-private targets are skipped")
+    func skipList() {
+        let offered = ["TARGETS", "MULTIPLE", "TIMESTAMP", "DELETE", "INSERT_SELECTION", "INSERT_PROPERTY", "SAVE_TARGETS", "PIXMAP",
+                       "BITMAP", "DRAWABLE", "x-special/gnome-copied-files", "x-special/nautilus-clipboard",
+                       "application/vnd.portal.filetransfer", "_QT_SELECTION", "UTF8_STRING", "text/html", "image/png",
+                       "XPB_MANIFEST", "XPB_ITEM_0_0", "XPB_SEL_1", "UTF8_STRING"]
+        #expect(KeepPolicy.keptTargets(offered) == ["x-special/gnome-copied-files", "UTF8_STRING", "text/html", "image/png",
+                                                    "XPB_MANIFEST", "XPB_ITEM_0_0"])
+    }
+
+    @Test("any of the three markers makes data secret, whatever its value")
+    func secrets() {
+        #expect(KeepPolicy.isSecret(["UTF8_STRING", "x-kde-passwordManagerHint"]))
+        #expect(KeepPolicy.isSecret(["org.nspasteboard.ConcealedType"]))
+        #expect(KeepPolicy.isSecret(["org.nspasteboard.TransientType", "STRING"]))
+        #expect(!KeepPolicy.isSecret(["UTF8_STRING", "text/html"]))
+    }
+}
+
+@Suite("Control wire format")
+struct WireTests {
+    @Test("frames survive any split of the stream; an oversized length is refused before allocation")
+    func frames() throws {
+        let frames = [Frame(kind: .hello, payload: Data("{}".utf8)), Frame(kind: .request, payload: Data(repeating: 7, count: 70_000)),
+                      Frame(kind: .reply, payload: Data())]
+        let stream = frames.reduce(Data()) { $0 + $1.encoded }
+        for step in [1, 3, 4096, stream.count] {
+            var decoder = FrameDecoder()
+            var decoded: [Frame] = []
+            var offset = 0
+            while offset < stream.count {
+                decoder.append(stream.subdata(in: offset..<min(stream.count, offset + step)))
+                offset += step
+                while let frame = try decoder.next() { decoded.append(frame) }
+            }
+            #expect(decoded == frames)
+        }
+        var hostile = FrameDecoder()
+        hostile.append(Data([0x7F, 0xFF, 0xFF, 0xFF, 2]))
+        #expect(throws: WireError.self) { try hostile.next() }
+        var unknown = FrameDecoder()
+        unknown.append(Data([0, 0, 0, 0, 99]))
+        #expect(throws: WireError.self) { try unknown.next() }
+    }
+
+    @Test("requests and replies round-trip as JSON; versions are checked")
+    func messages() throws {
+        for request in [ControlRequest.status, .history(search: "x"), .select(index: 3), .delete(index: 0), .clear] {
+            #expect(try ControlCoding.decode(ControlRequest.self, from: ControlCoding.encode(request)) == request)
+        }
+        #expect(ControlHello.current.mismatch(with: ControlHello(protocol: "xpb-control", version: 2))?.contains("version 2") == true)
+        #expect(ControlHello.current.mismatch(with: .current) == nil)
+        #expect(ControlEndpoint.displayKey(":0.0") == "0" && ControlEndpoint.displayKey("host:1.0") == "host_1")
+        #expect(ControlEndpoint.socketPath(display: ":3", environment: ["XDG_RUNTIME_DIR": "/run/user/7"], uid: 7) == "/run/user/7/xpb/xpbd-3.socket")
+    }
+}

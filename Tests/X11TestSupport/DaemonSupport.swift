@@ -1,0 +1,74 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A product built next to the test bundle (`xpb`, `xpbd`); missing is a failure, never a skip.
+public func builtProduct(_ name: String) throws -> String {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for candidate in [directory, directory.deletingLastPathComponent()] {
+        let path = candidate.appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    throw TestFailure("the \(name) binary is not built next to the tests (\(directory.path)); run swift build first")
+}
+
+/// A private home for a daemon under test: its state and runtime directories, removed at the end.
+public final class DaemonHome: Sendable {
+    public let root: URL
+    public var stateDirectory: URL { root.appendingPathComponent("state") }
+    public var runtimeDirectory: URL { root.appendingPathComponent("runtime") }
+    /// Where the history lives (`$XDG_STATE_HOME/xpb`).
+    public var historyDirectory: URL { stateDirectory.appendingPathComponent("xpb") }
+
+    public init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-test-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: runtimeDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    /// XDG_STATE_HOME and XDG_RUNTIME_DIR pointing here: for xpbd and for xpb's client alike.
+    public var environment: [String: String] {
+        ["XDG_STATE_HOME": stateDirectory.path, "XDG_RUNTIME_DIR": runtimeDirectory.path]
+    }
+
+    deinit { try? FileManager.default.removeItem(at: root) }
+}
+
+/// xpbd running on a test display, with its own state; started and checked ready (its control
+/// socket answers), stopped with SIGTERM.
+public final class DaemonProcess: Sendable {
+    public let peer: Peer
+    public let home: DaemonHome
+
+    public init(_ x: Xvfb, home: DaemonHome, arguments: [String] = []) throws {
+        self.home = home
+        peer = try Peer(try builtProduct("xpbd"), ["--log-level", "debug"] + arguments, display: x, environment: home.environment)
+        // Ready once it listens (a socket file may be left from a daemon killed before).
+        let deadline = Date().addingTimeInterval(20)
+        while !peer.errorSoFar.contains("listening on") {
+            guard peer.isRunning, Date() < deadline else {
+                let outcome = try? peer.finish(timeout: 2)
+                throw TestFailure("xpbd did not start: \(outcome?.error ?? "timed out")")
+            }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+    }
+
+    /// What the daemon logged so far.
+    public var log: String { peer.errorSoFar }
+
+    /// Waits until the log contains `marker`.
+    public func waitForLog(_ marker: String, timeout: Double = 10) throws {
+        guard eventually(timeout: timeout, { log.contains(marker) }) else {
+            throw TestFailure("xpbd did not log '\(marker)'; its log:\n\(log)")
+        }
+    }
+
+    /// SIGTERM, then waits for the exit.
+    @discardableResult
+    public func stop() throws -> Outcome {
+        peer.signal(SIGTERM)
+        return try peer.finish(timeout: 15)
+    }
+}

@@ -1,0 +1,315 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// xpb on the display, talking to the daemon of `home`.
+@discardableResult
+private func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil) throws -> Outcome {
+    try xpb(arguments, x, input: input, environment: home.environment)
+}
+
+/// The history as `xpb history --json` lists it.
+private func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
+    let outcome = try xpb(["history", "--json"], x, home)
+    guard outcome.status == 0, let list = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] else {
+        throw TestFailure("xpb history --json failed: \(outcome.error)")
+    }
+    return list
+}
+
+/// Waits until the history has `count` entries.
+private func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, timeout: Double = 10) throws {
+    guard try eventually(timeout: timeout, { try history(x, home).count >= count }) else {
+        throw TestFailure("the history did not reach \(count) entries: \(try history(x, home))")
+    }
+}
+
+/// Every byte of every file under a directory (the WAL and payload files included).
+private func bytesUnder(_ directory: URL) -> Data {
+    var all = Data()
+    let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+    while let url = enumerator?.nextObject() as? URL {
+        if let data = try? Data(contentsOf: url) { all.append(data) }
+    }
+    return all
+}
+
+/// A small real PNG (made for the tests by Python's zlib: 64 × 48 RGB).
+private func pngFile() -> String {
+    packageRoot.appendingPathComponent("Tests/Peers/image.png").path
+}
+
+@Suite("xpbd", .serialized)
+struct DaemonTests {
+    @Test("xclip's text, HTML and PNG survive xclip being killed: every target byte-exact, TARGETS the same")
+    func keepsKilledOwners() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let png = try Data(contentsOf: URL(fileURLWithPath: pngFile()))
+        let cases: [(target: String, data: Data)] = [
+            ("UTF8_STRING", Data("Grüße, clipboard — 1\n2".utf8)),
+            ("text/html", Data("<p><b>bold</b> &amp; <i>italic</i></p>".utf8)),
+            ("image/png", png),
+        ]
+        for (number, item) in cases.enumerated() {
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", item.target, "-quiet"], display: x, input: item.data)
+            #expect(eventually { (try? xclipOut(x, ["-t", item.target]))?.output == item.data })
+            let targets = try xclipOut(x, ["-t", "TARGETS"]).text
+            try waitForEntries(number + 1, x, home)
+            owner.stop()
+            try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+            #expect(try xclipOut(x, ["-t", item.target]).output == item.data, "\(item.target) from the daemon")
+            #expect(try xclipOut(x, ["-t", "TARGETS"]).text == targets)
+        }
+        let entries = try history(x, home)
+        #expect(entries.count == 3)
+        #expect((entries.first?["targets"] as? [String]) == ["image/png"])
+        try daemon.stop()
+    }
+
+    @Test("a GTK 3 app and a Qt 5 app that exit hand their rich clipboards over, without waiting")
+    func toolkitsHandOff() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let pngPath = pngFile()
+        let png = try Data(contentsOf: URL(fileURLWithPath: pngPath))
+
+        let qtStart = Date()
+        let qt = try toolkitPeer("qt_clipboard.py", ["set-rich-and-exit", "plain Qt text", "<b>Qt html</b>", pngPath, "300"], display: x)
+        let qtOutcome = try qt.finish(timeout: 30)
+        let qtSeconds = Date().timeIntervalSince(qtStart)
+        #expect(qtOutcome.status == 0, "\(qtOutcome.error)")
+        #expect(qtOutcome.text.contains("exiting"))
+        try daemon.waitForLog("saved CLIPBOARD for")
+        #expect(try xclipOut(x, ["-t", "text/plain"]).text == "plain Qt text")
+        #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "plain Qt text")
+        #expect(try xclipOut(x, ["-t", "text/html"]).text == "<b>Qt html</b>")
+        #expect(try xclipOut(x, ["-t", "image/png"]).output == png)
+        let qtTargets = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n")
+        #expect(Set(qtTargets).isSuperset(of: ["text/plain", "UTF8_STRING", "STRING", "TEXT", "text/html", "image/png", "TARGETS"]))
+        // Qt waits up to 5 s for the manager; the whole app, Python and Qt start-up included, took:
+        #expect(qtSeconds < 4, "Qt's exit took \(qtSeconds) s")
+
+        let gtk = try toolkitPeer("gtk_clipboard.py", ["set-image-and-exit", pngPath, "300"], display: x)
+        let gtkOutcome = try gtk.finish(timeout: 30)
+        #expect(gtkOutcome.status == 0, "\(gtkOutcome.error)")
+        let stored = gtkOutcome.text.split(separator: "\n").first { $0.hasPrefix("stored ") }.flatMap { Double($0.dropFirst(7)) }
+        #expect(stored != nil && stored! < 1, "gtk_clipboard_store took \(stored ?? -1) s (GTK waits up to 10 s)")
+        let gtkTargets = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+        #expect(gtkTargets.contains("image/png") && gtkTargets.contains("image/bmp") && gtkTargets.contains("image/tiff"), "\(gtkTargets)")
+        for target in gtkTargets where target.hasPrefix("image/") {
+            #expect(try xclipOut(x, ["-t", target]).output.count > 100, "\(target) is served")
+        }
+        #expect(try xclipOut(x, ["-t", "image/png"]).output.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+        // What GTK now reads back is an image again.
+        let reread = try toolkitPeer("gtk_clipboard.py", ["targets"], display: x).finish()
+        #expect(reread.text.contains("image/png"))
+        try daemon.stop()
+    }
+
+    @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
+    func pasteOnceSurvivesTheDaemon() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let html = try scratchFile("page.html", Data("<h1>xpb</h1>".utf8))
+        let copy = try xpb(["copy", "--paste-once", "-t", "text/plain=-", "-t", "text/html=\(html)"], x, home, input: Data("xpb text".utf8))
+        #expect(copy.status == 0, "\(copy.error)")
+        try waitForEntries(1, x, home)
+        #expect(try xclipOut(x, ["-t", "text/html"]).text == "<h1>xpb</h1>")
+        // The one paste used it up: the owner cleared the clipboard on purpose, and the daemon
+        // does not bring it back.
+        try daemon.waitForLog("cleared by its owner")
+        #expect(try xclipOut(x).status != 0)
+        #expect((try history(x, home).first?["targets"] as? [String])?.contains("text/html") == true)
+        try daemon.stop()
+    }
+
+    @Test("xsel --clear and a secret owner are respected: nothing comes back, no secret byte on disk")
+    func respectsClearAndSecrets() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("cleared on purpose".utf8))
+        #expect(eventually { (try? xclipOut(x))?.text == "cleared on purpose" })
+        try waitForEntries(1, x, home)
+        #expect(try run("xsel", ["--clear", "--clipboard"], display: x).status == 0)
+        try daemon.waitForLog("cleared by its owner: not brought back")
+        owner.stop()
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(try xclipOut(x).status != 0, "a cleared clipboard stays empty")
+
+        let secret = "hunter2-\(UUID().uuidString)"
+        let copy = try xpb(["copy", "--sensitive"], x, home, input: Data(secret.utf8))
+        #expect(copy.status == 0)
+        #expect(eventually { (try? xclipOut(x))?.text == secret })
+        try daemon.waitForLog("marked secret")
+        // The owner ends without a word (as a crashed password manager would).
+        let pid = try xpb(["info", "--json"], x, home).text
+        if let data = pid.data(using: .utf8), let info = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+           let ownerPID = info["ownerPID"] as? Int {
+            kill(pid_t(ownerPID), SIGKILL)
+        } else {
+            Issue.record("no owner pid in \(pid)")
+        }
+        try daemon.waitForLog("nothing of it was kept")
+        #expect(try xclipOut(x).status != 0, "a secret is never brought back")
+        try daemon.stop()
+        let disk = bytesUnder(home.historyDirectory)
+        #expect(!disk.isEmpty)
+        #expect(disk.range(of: Data(secret.utf8)) == nil, "the secret reached the state directory")
+        #expect(disk.range(of: Data("cleared on purpose".utf8)) != nil, "non-secret data is in the history")
+    }
+
+    @Test("restarting the daemon and restarting the X server both restore the last clipboard")
+    func restoresAfterRestarts() throws {
+        let home = try DaemonHome()
+        let text = "survives restarts \(UUID().uuidString)"
+        do {
+            let x = try Xvfb()
+            let daemon = try DaemonProcess(x, home: home)
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(text.utf8))
+            #expect(eventually { (try? xclipOut(x))?.text == text })
+            try waitForEntries(1, x, home)
+            owner.stop()
+            #expect(try daemon.stop().status == 0)
+            #expect(try xclipOut(x).status != 0, "the clipboard went with the daemon")
+            let again = try DaemonProcess(x, home: home)
+            try again.waitForLog("restored CLIPBOARD from the history")
+            #expect(try xclipOut(x).text == text)
+            // The X server goes away: the daemon exits with a failure, for systemd to restart it.
+            x.kill()
+            let outcome = try again.peer.finish(timeout: 15)
+            #expect(outcome.status == 1, "\(outcome.error)")
+            #expect(outcome.error.contains("lost the connection to the X server"))
+        }
+        let x = try Xvfb()
+        let daemon = try DaemonProcess(x, home: home)
+        try daemon.waitForLog("restored CLIPBOARD from the history")
+        #expect(try xclipOut(x).text == text)
+        try daemon.stop()
+    }
+
+    @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
+    func survivesDamage() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        var daemon = try DaemonProcess(x, home: home)
+        for number in 0..<3 {
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("entry \(number) ".utf8) + payload(40_000, seed: UInt8(number)))
+            try waitForEntries(number + 1, x, home)
+            owner.stop()
+        }
+        try daemon.stop()
+        let database = home.historyDirectory.appendingPathComponent("history.sqlite")
+        let size = try FileManager.default.attributesOfItem(atPath: database.path)[.size] as? Int ?? 0
+        #expect(size > 0)
+        #expect(truncate(database.path, off_t(size / 3)) == 0)
+        daemon = try DaemonProcess(x, home: home)
+        try daemon.waitForLog("history database is damaged")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: home.historyDirectory.path).filter { $0.contains(".corrupt-") }
+        #expect(!aside.isEmpty, "the damaged file is kept aside")
+        #expect(try xpb(["daemon", "status"], x, home).status == 0)
+
+        // Writes killed at arbitrary moments: each start finds a database that opens and checks.
+        for round in 0..<4 {
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: payload(3_000_000 + round, seed: UInt8(round + 9)))
+            Thread.sleep(forTimeInterval: 0.15 + 0.1 * Double(round))
+            kill(daemon.peer.pid, SIGKILL)
+            _ = try daemon.peer.finish(timeout: 10)
+            owner.stop()
+            daemon = try DaemonProcess(x, home: home)
+            #expect(try xpb(["history"], x, home).status == 0)
+            #expect(!daemon.log.contains("damaged"), "round \(round): \(daemon.log)")
+        }
+        try daemon.stop()
+    }
+
+    @Test("every xpb history and xpb daemon status command, with --json")
+    func commands() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        #expect(try xpb(["daemon", "status"], x, home).status == 1)
+        let notRunning = try xpb(["daemon", "status", "--json"], x, home)
+        #expect(notRunning.status == 1 && notRunning.text.contains("\"running\":false"))
+        #expect(try xpb(["history"], x, home).error.contains("xpbd is not running"))
+
+        let daemon = try DaemonProcess(x, home: home)
+        for word in ["alpha one", "beta two", "gamma three"] {
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(word.utf8))
+            #expect(eventually { (try? xclipOut(x))?.text == word })
+            try waitForEntries(["alpha one", "beta two", "gamma three"].firstIndex(of: word)! + 1, x, home)
+            owner.stop()
+        }
+        let list = try xpb(["history"], x, home).text.split(separator: "\n")
+        #expect(list.count == 3)
+        #expect(list[0].hasPrefix("0") && list[0].hasSuffix("gamma three") && list[0].contains("UTF8_STRING"))
+        #expect(list[2].hasSuffix("alpha one"))
+        let found = try xpb(["history", "search", "BETA"], x, home).text
+        #expect(found.contains("beta two") && !found.contains("alpha"))
+        let foundJSON = try JSONSerialization.jsonObject(with: try xpb(["history", "search", "beta", "--json"], x, home).output) as? [[String: Any]]
+        #expect(foundJSON?.count == 1 && foundJSON?.first?["index"] as? Int == 1)
+
+        let select = try xpb(["history", "select", "2"], x, home)
+        #expect(select.status == 0 && select.text.contains("entry 2 is now CLIPBOARD"))
+        #expect(try xclipOut(x).text == "alpha one")
+        #expect((try history(x, home).first?["preview"] as? String) == "alpha one", "a selected entry moves to the top")
+
+        // The menu program gets one line per entry and prints the chosen one.
+        let menu = try xpb(["history", "menu", "--menu", "grep beta"], x, home)
+        #expect(menu.status == 0, "\(menu.error)")
+        #expect(try xclipOut(x).text == "beta two")
+        #expect(try xpb(["history", "menu", "--menu", "true"], x, home).status == 2, "a cancelled menu selects nothing")
+
+        #expect(try xpb(["history", "delete", "1"], x, home).status == 0)
+        #expect(try history(x, home).count == 2)
+        #expect(try xpb(["history", "delete", "7"], x, home).error.contains("no history entry 7"))
+        #expect(try xpb(["history", "select", "x"], x, home).status == 64)
+
+        let status = try xpb(["daemon", "status"], x, home).text
+        #expect(status.contains("running (pid \(daemon.peer.pid)") && status.contains("2 entries") && status.contains(home.historyDirectory.path))
+        let json = try JSONSerialization.jsonObject(with: try xpb(["daemon", "status", "--json"], x, home).output) as? [String: Any]
+        let inner = json?["status"] as? [String: Any]
+        #expect(json?["running"] as? Bool == true)
+        #expect(inner?["entryCount"] as? Int == 2 && inner?["display"] as? String == x.display && inner?["keeps"] as? [String] == ["CLIPBOARD"])
+
+        #expect(try xpb(["history", "clear"], x, home).status == 0)
+        #expect(try history(x, home).isEmpty)
+        try daemon.stop()
+    }
+
+    @Test("one manager per display: a second xpbd names the first and exits; --replace takes over")
+    func oneManager() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let first = try DaemonProcess(x, home: home)
+        let second = try run(try builtProduct("xpbd"), [], display: x, environment: home.environment, timeout: 15)
+        #expect(second.status == 1)
+        #expect(second.error.contains("another clipboard manager") && second.error.contains("pid \(first.peer.pid)"), "\(second.error)")
+        let replacing = try DaemonProcess(x, home: home, arguments: ["--replace"])
+        let ended = try first.peer.finish(timeout: 10)
+        #expect(ended.status == 0)
+        #expect(ended.error.contains("another clipboard manager took CLIPBOARD_MANAGER"))
+        #expect(try xpb(["daemon", "status"], x, home).text.contains("pid \(replacing.peer.pid)"))
+        try replacing.stop()
+    }
+
+    @Test("expired contents are dropped: not served, not in the history")
+    func expiry() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        #expect(try xpb(["copy", "--expire", "2"], x, home, input: Data("short-lived".utf8)).status == 0)
+        try waitForEntries(1, x, home)
+        // The owner gives the selection up at its expiry; the daemon forgets its copy then too.
+        #expect(eventually(timeout: 8) { (try? history(x, home))?.isEmpty == true })
+        #expect(try xclipOut(x).status != 0)
+        try daemon.stop()
+    }
+}
