@@ -97,11 +97,10 @@ public final class ClipboardDaemon: Sendable {
         control.withLock { $0 = server }
         logger.info("listening on \(socketPath)")
         // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
-        DispatchQueue.global().async { [weak self] in
-            while let self, self.backend.isConnected, !self.stopped.withLock({ $0.done }) { usleep(200_000) }
-            guard let self, !self.backend.isConnected else { return }
-            self.finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server")
+        backend.onConnectionStop { [weak self] reason in
+            self?.finish(failure: "lost the connection to the X server (\(reason))", reason: "lost the connection to the X server (\(reason))")
         }
+        if !backend.isConnected { finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server") }
     }
 
     /// Blocks until the daemon stops (``stop()``, a replacing manager, or a lost X server), then

@@ -22,6 +22,11 @@ extension X11PasteboardBackend {
         state.withLock { $0.ownerChangeHandler = handler }
     }
 
+    /// Calls `handler` (on a worker) once the connection stops: closed, or lost with the X server.
+    package func onConnectionStop(_ handler: (@Sendable (X11BackendError) -> Void)?) {
+        state.withLock { $0.stopHandler = handler }
+    }
+
     /// Starts watching a named pasteboard's selection (XFixes) without owning it.
     package func watch(_ name: Pasteboard.Name) throws {
         try connection.sync(timeout: timeout) { [self] session, done in

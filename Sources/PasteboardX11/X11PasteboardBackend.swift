@@ -36,6 +36,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         var ownerChangeHandler: (@Sendable (SelectionOwnerChange) -> Void)?
         var saveHandler: (@Sendable ([String], UInt) -> Void)?
         var managerLostHandler: (@Sendable () -> Void)?
+        var stopHandler: (@Sendable (X11BackendError) -> Void)?
     }
 
     /// The type table.
@@ -62,11 +63,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
         self.changeCenter = changeCenter
         self.configuration = configuration
         connection = try X11Connection(displayName: display, configuration: configuration)
-        connection.onStop { [changeCenter, publisher] _ in
+        connection.onStop { [weak self, changeCenter, publisher] reason in
             // No more changes can come: end the streams after those already reserved. Waiting here
             // cannot deadlock (an observer's call into the backend fails at once: the connection
             // has stopped) and spares a short-lived process a thread started just to exit.
             publisher.sync { changeCenter.finish() }
+            if let handler = self?.state.withLock({ $0.stopHandler }) { DispatchQueue.global().async { handler(reason) } }
         }
         changeCenter.attach(self)
         try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
