@@ -268,6 +268,7 @@ public final class ClipboardDaemon: Sendable {
         if useMultiple, advertised.contains("MULTIPLE"),
            let values = try? backend.captureMultiple(name, targets: planned, limit: configuration.maxTargetBytes) {
             captured = values
+            logger.debug("\(HistoryStore.selectionName(name.rawValue)): fetched \(planned.count) targets with one MULTIPLE request")
         } else {
             for target in planned {
                 guard isCurrent() else { return nil }

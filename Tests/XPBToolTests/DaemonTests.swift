@@ -55,6 +55,8 @@ struct DaemonTests {
             ("UTF8_STRING", Data("Grüße, clipboard — 1\n2".utf8)),
             ("text/html", Data("<p><b>bold</b> &amp; <i>italic</i></p>".utf8)),
             ("image/png", png),
+            // Larger than one property write: INCR from xclip to xpbd, and from xpbd to the reader.
+            ("application/octet-stream", payload(3_000_000, seed: 11)),
         ]
         for (number, item) in cases.enumerated() {
             let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", item.target, "-quiet"], display: x, input: item.data)
@@ -67,8 +69,8 @@ struct DaemonTests {
             #expect(try xclipOut(x, ["-t", "TARGETS"]).text == targets)
         }
         let entries = try history(x, home)
-        #expect(entries.count == 3)
-        #expect((entries.first?["targets"] as? [String]) == ["image/png"])
+        #expect(entries.count == 4)
+        #expect((entries.first?["targets"] as? [String]) == ["application/octet-stream"])
         try daemon.stop()
     }
 
@@ -81,12 +83,15 @@ struct DaemonTests {
         let png = try Data(contentsOf: URL(fileURLWithPath: pngPath))
 
         let qtStart = Date()
-        let qt = try toolkitPeer("qt_clipboard.py", ["set-rich-and-exit", "plain Qt text", "<b>Qt html</b>", pngPath, "300"], display: x)
+        // Qt quits at once: its SAVE_TARGETS (property None) comes before the daemon's own fetch, so
+        // the daemon asks TARGETS itself and fetches with one MULTIPLE.
+        let qt = try toolkitPeer("qt_clipboard.py", ["set-rich-and-exit", "plain Qt text", "<b>Qt html</b>", pngPath, "0"], display: x)
         let qtOutcome = try qt.finish(timeout: 30)
         let qtSeconds = Date().timeIntervalSince(qtStart)
         #expect(qtOutcome.status == 0, "\(qtOutcome.error)")
         #expect(qtOutcome.text.contains("exiting"))
         try daemon.waitForLog("saved CLIPBOARD for")
+        #expect(daemon.log.contains("fetched 6 targets with one MULTIPLE request"), "\(daemon.log)")
         #expect(try xclipOut(x, ["-t", "text/plain"]).text == "plain Qt text")
         #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "plain Qt text")
         #expect(try xclipOut(x, ["-t", "text/html"]).text == "<b>Qt html</b>")
