@@ -25,6 +25,9 @@ public final class ClipboardDaemon: Sendable {
         /// The display's change counts (CLIPBOARD, PRIMARY), every change counted.
         var counts = [0, 0]
         var isStopped = false
+        /// The keeper's fetch under way per selection: its owner and the targets fetched so far
+        /// (a save request for the same owner takes them instead of asking the owner again).
+        var inProgress: [Pasteboard.Name: (owner: X11Window, targets: [CapturedTarget])] = [:]
     }
 
     public let configuration: DaemonConfiguration
@@ -223,6 +226,9 @@ public final class ClipboardDaemon: Sendable {
         }
         guard let owner = try? backend.owner(of: name), owner.window != ourWindow,
               state.withLock({ $0.owners[name] }) == owner.window else { return }
+        // From here a save request of this owner waits for this fetch instead of starting its own.
+        state.withLock { $0.inProgress[name] = (owner.window, []) }
+        defer { state.withLock { _ = $0.inProgress.removeValue(forKey: name) } }
         let started = Date()
         let advertised: [String]
         do {
@@ -236,7 +242,13 @@ public final class ClipboardDaemon: Sendable {
             logger.info("\(selection) holds data marked secret (\(describe(owner))): not fetched, not kept")
             return
         }
-        guard var snapshot = fetch(name, advertised: advertised, owner: owner, isCurrent: { self.isCurrent(name, generation) }) else { return }
+        let fetched = fetch(name, advertised: advertised, owner: owner, isCurrent: { self.isCurrent(name, generation) },
+                            progress: { target in
+                                self.state.withLock { state in
+                                    if state.inProgress[name]?.owner == owner.window { state.inProgress[name]?.targets.append(target) }
+                                }
+                            })
+        guard var snapshot = fetched else { return }
         guard isCurrent(name, generation) else { return }
         if snapshot.isExpired() { return }
         state.withLock { $0.current[name] = snapshot }
@@ -249,8 +261,10 @@ public final class ClipboardDaemon: Sendable {
     /// Fetches the kept targets of `advertised`, one at a time, within the caps (and the
     /// `TARGET_SIZES` the owner announces); identical bytes are kept once. Nil when nothing
     /// could be fetched or the owner changed.
+    ///
+    /// With `deadline` (a save request, whose app waits), targets not fetched by then are left out.
     private func fetch(_ name: Pasteboard.Name, advertised: [String], owner: SelectionOwnerInfo, isCurrent: () -> Bool,
-                       useMultiple: Bool = false) -> Snapshot? {
+                       useMultiple: Bool = false, deadline: Date? = nil, progress: ((CapturedTarget) -> Void)? = nil) -> Snapshot? {
         let wanted = KeepPolicy.keptTargets(advertised)
         let sizes = advertised.contains("TARGET_SIZES") ? (try? backend.targetSizes(of: name)) ?? [:] : [:]
         var complete = true
@@ -266,20 +280,41 @@ public final class ClipboardDaemon: Sendable {
         }
         var captured: [CapturedTarget?] = []
         if useMultiple, advertised.contains("MULTIPLE"),
-           let values = try? backend.captureMultiple(name, targets: planned, limit: configuration.maxTargetBytes) {
+           let values = try? backend.captureMultiple(name, targets: planned, limit: configuration.maxTargetBytes,
+                                                     deadline: deadline.map { max(0.1, $0.timeIntervalSinceNow / 2) }) {
             captured = values
+            // Replies that did not finish in half the budget (all of them streaming at once from
+            // an owner of huge data): one at a time, in the owner's order, with what is left.
+            for (index, value) in values.enumerated() where value == nil {
+                guard let deadline, Date() < deadline else { break }
+                captured[index] = try? backend.capture(name, target: planned[index], limit: configuration.maxTargetBytes)
+            }
             logger.debug("\(HistoryStore.selectionName(name.rawValue)): fetched \(planned.count) targets with one MULTIPLE request")
         } else {
             for target in planned {
                 guard isCurrent() else { return nil }
+                if let deadline, Date() >= deadline {
+                    captured.append(nil)
+                    continue
+                }
                 do {
-                    captured.append(try backend.capture(name, target: target, limit: configuration.maxTargetBytes))
+                    let value = try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
+                    if let value { progress?(value) }
+                    captured.append(value)
                 } catch {
                     logger.debug("\(HistoryStore.selectionName(name.rawValue)): \(target) not kept: \(error)")
                     captured.append(nil)
                 }
             }
         }
+        return makeSnapshot(name, advertised: advertised, owner: owner, captured: captured, complete: complete)
+    }
+
+    /// A snapshot of fetched targets (nil entries: not fetched): identical bytes shared, the
+    /// per-clipboard cap applied, the xpb manifest's options read and its fast-path field dropped.
+    private func makeSnapshot(_ name: Pasteboard.Name, advertised: [String], owner: SelectionOwnerInfo, captured: [CapturedTarget?],
+                              complete: Bool) -> Snapshot? {
+        var complete = complete
         var kept: [KeptTarget] = []
         var total = 0
         var seen: [Digest: Data] = [:]
@@ -398,14 +433,27 @@ public final class ClipboardDaemon: Sendable {
             return
         }
         let wanted = Set(KeepPolicy.keptTargets(requested))
+        let deadline = started.addingTimeInterval(configuration.saveBudget)
+        // The keeper is fetching this owner already: wait for it (within the budget) rather than
+        // make the owner send everything twice, then take what it has.
+        while state.withLock({ $0.inProgress[.general]?.owner == owner.window }), Date() < deadline { usleep(10_000) }
         var snapshot = state.withLock { state -> Snapshot? in
-            guard let current = state.current[.general], current.owner == owner.window, current.isComplete,
-                  wanted.isSubset(of: Set(current.targets.map(\.target))) else { return nil }
-            return current
+            if let current = state.current[.general], current.owner == owner.window, current.isComplete,
+               wanted.isSubset(of: Set(current.targets.map(\.target))) {
+                return current
+            }
+            return nil
+        }
+        if snapshot == nil, let partial = state.withLock({ $0.inProgress[.general] }), partial.owner == owner.window, !partial.targets.isEmpty {
+            snapshot = makeSnapshot(.general, advertised: advertised, owner: owner, captured: partial.targets, complete: false)
         }
         if snapshot == nil {
+            // The keeper's own fetch of this owner stops after its current target: the owner's
+            // bytes move once, for the save. The app waits (Qt 5 s, GTK 10 s): what is not fetched
+            // within the budget is left out rather than the reply late.
+            state.withLock { $0.generations[.general, default: 0] += 1 }
             snapshot = fetch(.general, advertised: advertised.isEmpty ? ["TARGETS"] + requested : advertised, owner: owner,
-                             isCurrent: { true }, useMultiple: true)
+                             isCurrent: { true }, useMultiple: true, deadline: deadline)
         }
         guard let snapshot, !snapshot.isExpired() else {
             backend.answerSave(saved: false)
@@ -415,6 +463,8 @@ public final class ClipboardDaemon: Sendable {
         do {
             try serve(snapshot, timestamp: time)
             backend.answerSave(saved: true)
+            // A keeper fetch still under way would now ask us.
+            state.withLock { $0.generations[.general, default: 0] += 1 }
         } catch {
             backend.answerSave(saved: false)
             logger.warning("\(describe(owner)) asked to save CLIPBOARD; could not take it: \(error)")

@@ -22,6 +22,9 @@ public struct DaemonConfiguration: Sendable {
     /// How long a fetch of one target may go without progress, and in all, in seconds.
     public var targetTimeout = 2.0
     public var targetDeadline = 30.0
+    /// How long a save request (an app exiting) may take before the daemon replies with what it
+    /// has, in seconds: Qt waits 5 s, GTK 10 s.
+    public var saveBudget = 3.0
     /// Where the history lives (`$XDG_STATE_HOME/xpb`).
     public var stateDirectory: URL
     /// The control socket (nil: the display's, under `$XDG_RUNTIME_DIR/xpb`).

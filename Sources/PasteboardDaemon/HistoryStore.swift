@@ -286,14 +286,16 @@ final class HistoryStore {
     /// The entries, newest first; with `search`, only those whose text contains it (ignoring case).
     func summaries(search: String? = nil) throws -> [HistoryEntrySummary] {
         try recovering {
+            // The text (up to 64 KiB an entry) is read only to search it.
+            let searching = !(search ?? "").isEmpty
             let rows = try database.query("""
-                SELECT id, selection, used, source, pid, size, preview, text,
+                SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
                        (SELECT group_concat(name, '\n') FROM (SELECT name FROM targets WHERE entry = entries.id ORDER BY position))
                 FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
                 """, [.real(Date().timeIntervalSince1970)])
             var result: [HistoryEntrySummary] = []
             for (index, row) in rows.enumerated() {
-                if let search, !search.isEmpty {
+                if searching, let search {
                     guard let text = row[7].text, text.range(of: search, options: [.caseInsensitive]) != nil else { continue }
                 }
                 result.append(HistoryEntrySummary(

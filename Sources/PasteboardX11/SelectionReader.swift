@@ -292,7 +292,9 @@ extension X11Session {
     /// Converts `selection` to several targets with one `MULTIPLE` request, following INCR for
     /// each reply that needs it. Completes with one value per target (nil where the owner
     /// refused that one), or nil when the owner refused `MULTIPLE` itself (ask one by one then).
-    func convertMultiple(_ selection: X11Atom, targets: [X11Atom], limit: Int,
+    /// With `deadline`, the INCR replies not finished that many seconds after the owner answered
+    /// end as refused (the finished ones are kept).
+    func convertMultiple(_ selection: X11Atom, targets: [X11Atom], limit: Int, deadline: Double? = nil,
                          completion: @escaping (Result<[PropertyValue?]?, any Error>) -> Void) {
         var properties: [X11Atom] = []
         for _ in targets {
@@ -330,6 +332,7 @@ extension X11Session {
                     completion(.success(results))
                 }
             }
+            var streaming: [(X11Atom, Int)] = []
             for (index, property) in properties.enumerated() {
                 // The owner sets a pair's property to None when it could not convert that target.
                 let refused = answered.count > index * 2 + 1 && answered[index * 2 + 1].isNone
@@ -350,6 +353,13 @@ extension X11Session {
                     description: "reading \(self.name(of: targets[index]) ?? "?") (MULTIPLE, INCR)", timer: nil, deadline: nil,
                     sink: nil, completion: { result in settle(index, (try? result.get()) ?? nil) })
                 self.armIncomingTimer(property)
+                streaming.append((property, id))
+            }
+            guard let deadline, !streaming.isEmpty else { return }
+            self.after(deadline) { [weak self] in
+                for (property, id) in streaming where self?.incoming[property]?.id == id {
+                    self?.failIncoming(property, PasteboardError.timedOut(operation: "reading a MULTIPLE reply", seconds: deadline))
+                }
             }
         }
     }

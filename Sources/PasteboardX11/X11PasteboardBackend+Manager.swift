@@ -52,10 +52,12 @@ extension X11PasteboardBackend {
 
     /// Converts the selection to several targets with one `MULTIPLE` request (INCR per reply as
     /// needed). Nil when the owner refuses `MULTIPLE`: ask with ``capture(_:target:limit:)`` then.
-    package func captureMultiple(_ name: Pasteboard.Name, targets: [String], limit: Int) throws -> [CapturedTarget?]? {
+    /// With `deadline`, replies still streaming that many seconds after the owner answered are
+    /// given up (nil).
+    package func captureMultiple(_ name: Pasteboard.Name, targets: [String], limit: Int, deadline: Double? = nil) throws -> [CapturedTarget?]? {
         try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
             let atoms = session.atoms(targets)
-            session.convertMultiple(self.selectionAtom(name, in: session), targets: atoms, limit: limit) { result in
+            session.convertMultiple(self.selectionAtom(name, in: session), targets: atoms, limit: limit, deadline: deadline) { result in
                 done(result.map { values in
                     values.map { values in
                         zip(targets, values).map { target, value in
