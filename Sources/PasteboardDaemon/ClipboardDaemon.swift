@@ -83,7 +83,7 @@ public final class ClipboardDaemon: Sendable {
             self?.finish(failure: nil, reason: "another clipboard manager took CLIPBOARD_MANAGER: stopping")
         })
         backend.publishChangeCounts([0, 0])
-        logger.info("clipboard manager of display \(displayName) (window \(ourWindow)), keeping \(configuration.keptSelections.map { HistoryStore.selectionName($0.rawValue) }.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
+        logger.info("clipboard manager of display \(displayName) (window \(ourWindow)), keeping \(configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
         for name in configuration.keptSelections {
             let owner = try? backend.owner(of: name)
             if let owner {
@@ -157,7 +157,7 @@ public final class ClipboardDaemon: Sendable {
             }
             if let counts { backend.publishChangeCounts(counts) }
             guard configuration.keptSelections.contains(change.name) else { return }
-            let selection = HistoryStore.selectionName(change.name.rawValue)
+            let selection = X11PasteboardBackend.selectionName(for: change.name)
             if change.isOurs || change.owner == ourWindow {
                 state.withLock { $0.owners[change.name] = ourWindow }
                 return
@@ -215,7 +215,7 @@ public final class ClipboardDaemon: Sendable {
 
     /// Fetches what the owner of `name` offers (on `captures`) and keeps it, unless it is secret.
     private func capture(_ name: Pasteboard.Name, generation: Int) {
-        let selection = HistoryStore.selectionName(name.rawValue)
+        let selection = X11PasteboardBackend.selectionName(for: name)
         if name == .find {
             // A selection still being dragged changes with every pointer motion: wait for the release.
             let deadline = Date().addingTimeInterval(60)
@@ -248,13 +248,12 @@ public final class ClipboardDaemon: Sendable {
                                     if state.inProgress[name]?.owner == owner.window { state.inProgress[name]?.targets.append(target) }
                                 }
                             })
-        guard var snapshot = fetched else { return }
+        guard let snapshot = fetched else { return }
         guard isCurrent(name, generation) else { return }
         if snapshot.isExpired() { return }
         state.withLock { $0.current[name] = snapshot }
         let elapsed = Int(Date().timeIntervalSince(started) * 1000)
         logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
-        snapshot.owner = owner.window
         record(snapshot)
     }
 
@@ -289,7 +288,7 @@ public final class ClipboardDaemon: Sendable {
                 guard let deadline, Date() < deadline else { break }
                 captured[index] = try? backend.capture(name, target: planned[index], limit: configuration.maxTargetBytes)
             }
-            logger.debug("\(HistoryStore.selectionName(name.rawValue)): fetched \(planned.count) targets with one MULTIPLE request")
+            logger.debug("\(X11PasteboardBackend.selectionName(for: name)): fetched \(planned.count) targets with one MULTIPLE request")
         } else {
             for target in planned {
                 guard isCurrent() else { return nil }
@@ -302,7 +301,7 @@ public final class ClipboardDaemon: Sendable {
                     if let value { progress?(value) }
                     captured.append(value)
                 } catch {
-                    logger.debug("\(HistoryStore.selectionName(name.rawValue)): \(target) not kept: \(error)")
+                    logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: \(error)")
                     captured.append(nil)
                 }
             }
@@ -395,14 +394,14 @@ public final class ClipboardDaemon: Sendable {
                 return (true, state.owners[snapshot.selection] == ourWindow)
             }
             if weServe { try? backend.clear(snapshot.selection) }
-            if isCurrent { logger.info("\(HistoryStore.selectionName(snapshot.selection.rawValue)) contents expired: dropped") }
+            if isCurrent { logger.info("\(X11PasteboardBackend.selectionName(for: snapshot.selection)) contents expired: dropped") }
             storage.async { [self] in _ = try? store.withLock { try $0.prune() } }
         }
     }
 
     /// Serves the newest history entry of a selection nobody owns (at start).
     private func restoreLast(_ name: Pasteboard.Name) {
-        let selection = HistoryStore.selectionName(name.rawValue)
+        let selection = X11PasteboardBackend.selectionName(for: name)
         guard (try? backend.owner(of: name)) == nil else { return }
         do {
             guard let snapshot = try store.withLock({ try $0.latest(selection: name, display: displayName) }) else { return }
@@ -497,7 +496,7 @@ public final class ClipboardDaemon: Sendable {
                 guard !snapshot.targets.isEmpty else { return .failure(ControlFailure("history entry \(index) has no payload left")) }
                 try serve(snapshot)
                 if let id = snapshot.id { try store.withLock { try $0.touch(id) } }
-                return .success(.done("entry \(index) is now \(HistoryStore.selectionName(snapshot.selection.rawValue)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
+                return .success(.done("entry \(index) is now \(X11PasteboardBackend.selectionName(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
             case let .delete(index):
                 guard try store.withLock({ try $0.delete(index: index) }) else { return .failure(ControlFailure("no history entry \(index)")) }
                 return .success(.done("deleted entry \(index)"))
@@ -515,7 +514,7 @@ public final class ClipboardDaemon: Sendable {
         let counts = state.withLock { $0.counts }
         return DaemonStatus(
             pid: Int(getpid()), version: Self.version, display: displayName,
-            keeps: configuration.keptSelections.map { HistoryStore.selectionName($0.rawValue) }, entryCount: totals.count,
+            keeps: configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }, entryCount: totals.count,
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
             database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]])
     }

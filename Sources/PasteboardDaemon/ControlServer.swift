@@ -32,9 +32,8 @@ final class ControlServer: Sendable {
             throw POSIXFailure("\(directory) is not a directory of this user", EPERM)
         }
         chmod(directory, 0o700)
-        // A socket left by a daemon that died: nobody answers on it. (We hold CLIPBOARD_MANAGER,
-        // so no live daemon of this display can be behind it either.)
-        if let fd = try? LocalSocket.connect(path) { close(fd) }
+        // A socket file here is one left by a daemon that died: we hold CLIPBOARD_MANAGER, so no
+        // live daemon of this display can be behind it.
         unlink(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw POSIXFailure("socket", errno) }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PasteboardKit
 import PasteboardWire
+import PasteboardX11
 
 /// The clipboard history on disk: SQLite (WAL) for the entries and small payloads, and
 /// content-addressed files (`blobs/ab/abcdef…`, named by SHA-256) for large ones, which
@@ -250,13 +251,6 @@ final class HistoryStore {
         }
     }
 
-    func delete(id: Int64) throws {
-        try recovering {
-            try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
-            collectGarbage()
-        }
-    }
-
     func clear() throws {
         try recovering {
             try database.execute("DELETE FROM entries")
@@ -299,20 +293,11 @@ final class HistoryStore {
                     guard let text = row[7].text, text.range(of: search, options: [.caseInsensitive]) != nil else { continue }
                 }
                 result.append(HistoryEntrySummary(
-                    index: index, selection: Self.selectionName(row[1].text ?? ""), time: Date(timeIntervalSince1970: row[2].real ?? 0),
+                    index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")), time: Date(timeIntervalSince1970: row[2].real ?? 0),
                     targets: (row[8].text ?? "").split(separator: "\n").map(String.init), size: Int(row[5].integer ?? 0),
                     source: row[3].text, pid: row[4].integer.map { Int($0) }, preview: row[6].text ?? ""))
             }
             return result
-        }
-    }
-
-    /// The X selection a pasteboard name maps to, as listings show it.
-    static func selectionName(_ raw: String) -> String {
-        switch raw {
-        case Pasteboard.Name.general.rawValue: return "CLIPBOARD"
-        case Pasteboard.Name.find.rawValue: return "PRIMARY"
-        default: return raw
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PasteboardKit
+import PasteboardWire
 import PasteboardX11
 
 /// One kept target: its name, the reply's type, the bytes and their digest.
@@ -89,19 +90,5 @@ public struct Snapshot: Sendable {
         for index in targets.indices {
             if let data = first[targets[index].digest] { targets[index].data = data } else { first[targets[index].digest] = targets[index].data }
         }
-    }
-}
-
-/// Byte counts for people: `512 B`, `1.2 KiB`, `50.0 MiB`.
-public enum ByteCount {
-    public static func format(_ bytes: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f", value) + " " + units[unit]
     }
 }

@@ -57,7 +57,7 @@ struct DaemonCommand: Command {
         writeLine("xpbd: running (pid \(status.pid), version \(status.version), up \(uptime))")
         writeLine("  display:      \(status.display)")
         writeLine("  keeps:        \(status.keeps.joined(separator: ", "))")
-        writeLine("  history:      \(status.entryCount) entries, \(HistoryCommand.size(status.bytes)) (caps: \(status.maxEntries) entries, \(HistoryCommand.size(status.maxBytes)))")
+        writeLine("  history:      \(status.entryCount) entries, \(ByteCount.format(status.bytes)) (caps: \(status.maxEntries) entries, \(ByteCount.format(status.maxBytes)))")
         writeLine("  state:        \(status.stateDirectory)")
         writeLine("  database:     \(status.database)")
         writeLine("  socket:       \(status.socket)")

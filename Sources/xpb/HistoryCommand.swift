@@ -113,7 +113,7 @@ struct HistoryCommand: Command {
         var types = shown.prefix(3).joined(separator: ",")
         if shown.count > 3 { types += ",+\(shown.count - 3)" }
         let selection = entry.selection == "CLIPBOARD" ? "" : "[\(entry.selection)] "
-        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(size(entry.size).leftAligned(9))  \(source)  \(types)  \(selection)\(entry.preview)"
+        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(ByteCount.format(entry.size).leftAligned(9))  \(source)  \(types)  \(selection)\(entry.preview)"
     }
 
     static func age(_ seconds: TimeInterval) -> String {
@@ -122,12 +122,6 @@ struct HistoryCommand: Command {
         if value < 3600 { return "\(value / 60)m" }
         if value < 86400 { return "\(value / 3600)h" }
         return "\(value / 86400)d"
-    }
-
-    static func size(_ bytes: Int) -> String {
-        if bytes < 1024 { return "\(bytes) B" }
-        if bytes < 1 << 20 { return String(format: "%.1f KiB", Double(bytes) / 1024) }
-        return String(format: "%.1f MiB", Double(bytes) / 1048576)
     }
 
     /// Runs the menu program with one `index<TAB>preview` line per entry; the index of the line
