@@ -28,6 +28,8 @@ public final class ClipboardDaemon: Sendable {
         /// The keeper's fetch under way per selection: its owner and the targets fetched so far
         /// (a save request for the same owner takes them instead of asking the owner again).
         var inProgress: [Pasteboard.Name: (owner: X11Window, targets: [CapturedTarget])] = [:]
+        /// The owner a target is being read from right now, per selection.
+        var capturing: [Pasteboard.Name: X11Window] = [:]
     }
 
     public let configuration: DaemonConfiguration
@@ -44,6 +46,8 @@ public final class ClipboardDaemon: Sendable {
     private let saves = DispatchQueue(label: "xpbd.saves")
     private let storage = DispatchQueue(label: "xpbd.storage")
     private let control = Mutex<ControlServer?>(nil)
+    /// Sync with other displays and machines (links dialed by us or by them).
+    let hub: SyncHub
     /// Signalled once when the daemon must stop, with the reason (nil: asked to).
     private let stopped = Mutex<(done: Bool, failure: String?)>((false, nil))
     private let stopSignal = DispatchSemaphore(value: 0)
@@ -66,6 +70,27 @@ public final class ClipboardDaemon: Sendable {
                                        maxBytes: configuration.maxBytes, logger: logger))
         socketPath = configuration.socketPath ?? ControlEndpoint.socketPath(
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
+        hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName, logger: logger)
+        hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
+            self?.state.withLock { state in
+                guard let snapshot = state.current[name], !owner.isNone,
+                      snapshot.owner == owner || snapshot.capturedFrom == owner else { return nil }
+                return snapshot
+            }
+        }, keptTarget: { [weak self] name, owner, target in
+            self?.state.withLock { state -> CapturedTarget? in
+                guard !owner.isNone else { return nil }
+                if let snapshot = state.current[name], snapshot.owner == owner || snapshot.capturedFrom == owner {
+                    return snapshot.targets.first { $0.target == target }?.captured
+                }
+                if let partial = state.inProgress[name], partial.owner == owner {
+                    return partial.targets.first { $0.target == target }
+                }
+                return nil
+            }
+        }, isKeeping: { [weak self] name, owner in
+            self?.state.withLock { $0.capturing[name] == owner } ?? false
+        }))
     }
 
     /// Becomes the display's clipboard manager, restores the last contents where nobody owns a
@@ -93,12 +118,19 @@ public final class ClipboardDaemon: Sendable {
                 captures.async { self.restoreLast(name) }
             }
         }
-        let server = try ControlServer(path: socketPath, logger: logger) { [weak self] request in
+        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request in
             guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
             return self.answer(request)
-        }
+        }, syncHandler: { [weak self] fd, hello in
+            guard let self else {
+                close(fd)
+                return
+            }
+            self.hub.accept(fd: fd, hello: hello)
+        })
         control.withLock { $0 = server }
         logger.info("listening on \(socketPath)")
+        hub.start()
         // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
         backend.onConnectionStop { [weak self] reason in
             self?.finish(failure: "lost the connection to the X server (\(reason))", reason: "lost the connection to the X server (\(reason))")
@@ -133,6 +165,7 @@ public final class ClipboardDaemon: Sendable {
     /// Stops answering, finishes the writes under way, checkpoints the history, closes the display.
     private func shutDown() {
         state.withLock { $0.isStopped = true }
+        hub.stop()
         control.withLock { server in
             server?.stop()
             server = nil
@@ -156,6 +189,7 @@ public final class ClipboardDaemon: Sendable {
                 return state.counts
             }
             if let counts { backend.publishChangeCounts(counts) }
+            hub.ownerChanged(change)
             guard configuration.keptSelections.contains(change.name) else { return }
             let selection = X11PasteboardBackend.selectionName(for: change.name)
             if change.isOurs || change.owner == ourWindow {
@@ -292,11 +326,16 @@ public final class ClipboardDaemon: Sendable {
         } else {
             for target in planned {
                 guard isCurrent() else { return nil }
+                // A peer's fetch reading from this owner goes first (one INCR at a time, for many owners).
+                let waitEnd = Date().addingTimeInterval(configuration.targetDeadline)
+                while deadline == nil, hub.isServing(name), isCurrent(), Date() < waitEnd { usleep(5_000) }
                 if let deadline, Date() >= deadline {
                     captured.append(nil)
                     continue
                 }
                 do {
+                    state.withLock { $0.capturing[name] = owner.window }
+                    defer { state.withLock { _ = $0.capturing.removeValue(forKey: name) } }
                     let value = try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
                     if let value { progress?(value) }
                     captured.append(value)
@@ -339,6 +378,7 @@ public final class ClipboardDaemon: Sendable {
         var snapshot = Snapshot(selection: name, advertised: advertised, targets: kept, source: owner.name, pid: owner.processID)
         snapshot.isComplete = complete
         snapshot.owner = owner.window
+        snapshot.capturedFrom = owner.window
         if let index = kept.firstIndex(where: { $0.target == "XPB_MANIFEST" }) {
             if let manifest = X11PasteboardBackend.keptManifest(kept[index].data) {
                 snapshot.expires = manifest.options.expirationDate
@@ -495,6 +535,7 @@ public final class ClipboardDaemon: Sendable {
                 }
                 guard !snapshot.targets.isEmpty else { return .failure(ControlFailure("history entry \(index) has no payload left")) }
                 try serve(snapshot)
+                hub.selectedFromHistory(snapshot.selection)
                 if let id = snapshot.id { try store.withLock { try $0.touch(id) } }
                 return .success(.done("entry \(index) is now \(X11PasteboardBackend.selectionName(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
             case let .delete(index):
@@ -516,7 +557,8 @@ public final class ClipboardDaemon: Sendable {
             pid: Int(getpid()), version: Self.version, display: displayName,
             keeps: configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }, entryCount: totals.count,
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
-            database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]])
+            database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]],
+            peers: hub.peerStatuses())
     }
 
     /// The version `xpbd --version` prints (the same as xpb's).

@@ -18,13 +18,17 @@ final class ControlServer: Sendable {
     private let inode: (dev: UInt, ino: UInt)
     private let logger: Logger
     private let handler: @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>
+    /// Takes a connection that said hello in the sync protocol (the descriptor is then its).
+    private let syncHandler: @Sendable (Int32, Data) -> Void
     private let active = Mutex(0)
     private let isStopped = Mutex(false)
 
-    init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>) throws {
+    init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>,
+         syncHandler: @escaping @Sendable (Int32, Data) -> Void) throws {
         self.path = path
         self.logger = logger
         self.handler = handler
+        self.syncHandler = syncHandler
         let directory = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var info = stat()
@@ -85,39 +89,49 @@ final class ControlServer: Sendable {
                 continue
             }
             let thread = Thread { [self] in
-                serve(fd)
-                close(fd)
+                let handedOver = serve(fd)
                 active.withLock { $0 -= 1 }
+                if let handedOver {
+                    // A sync link: no deadline from here, and it does not count as a control connection.
+                    var forever = timeval()
+                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
+                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
+                    syncHandler(fd, handedOver)
+                } else {
+                    close(fd)
+                }
             }
             thread.start()
         }
         close(listener)
     }
 
-    private func serve(_ fd: Int32) {
+    /// Answers a control connection; for a sync link's hello, returns its payload instead.
+    private func serve(_ fd: Int32) -> Data? {
         var channel = FrameChannel(fd: fd)
         channel.setTimeout(10)
         var uid: uid_t = 0
         guard clinux_peer_uid(fd, &uid) == 0, uid == getuid() else {
             logger.warning("control socket: refused a connection from uid \(uid) (only uid \(getuid()) may talk to this daemon)")
             try? channel.send(.error, ControlFailure(message: "refused: this daemon serves uid \(getuid()) only"))
-            return
+            return nil
         }
         do {
             guard let hello = try channel.receive(), hello.kind == .hello,
                   let theirs = try? ControlCoding.decode(ControlHello.self, from: hello.payload) else {
                 try channel.send(.error, ControlFailure(message: "expected a hello frame"))
-                return
+                return nil
             }
+            if theirs.protocol == SyncHello.protocolName { return hello.payload }
             if let mismatch = ControlHello.current.mismatch(with: theirs) {
                 try channel.send(.error, ControlFailure(message: mismatch))
-                return
+                return nil
             }
             try channel.send(.hello, ControlHello.current)
             while let frame = try channel.receive() {
                 guard frame.kind == .request, let request = try? ControlCoding.decode(ControlRequest.self, from: frame.payload) else {
                     try channel.send(.error, ControlFailure(message: "malformed request"))
-                    return
+                    return nil
                 }
                 switch handler(request) {
                 case let .success(reply): try channel.send(.reply, reply)
@@ -127,5 +141,6 @@ final class ControlServer: Sendable {
         } catch {
             logger.debug("control connection ended: \(error)")
         }
+        return nil
     }
 }

@@ -31,6 +31,8 @@ public struct DaemonConfiguration: Sendable {
     public var socketPath: String?
     /// At start, when nobody owns a kept selection, serve its last history entry.
     public var restoresAtStart = true
+    /// Sync with other displays and machines.
+    public var sync = SyncConfiguration()
 
     public init(stateDirectory: URL) {
         self.stateDirectory = stateDirectory

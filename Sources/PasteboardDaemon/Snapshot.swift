@@ -32,8 +32,10 @@ public struct Snapshot: Sendable {
     /// The owner's window name and process id, where it published them.
     public var source: String?
     public var pid: Int?
-    /// The owner's window (not stored).
+    /// The owner's window (not stored): ours once the daemon serves the contents.
     public var owner: X11Window = .none
+    /// The window the contents were taken from (not stored), kept when the daemon serves them.
+    public var capturedFrom: X11Window = .none
     public var expires: Date?
     public var isLocalOnly = false
     /// Whether every kept target of the owner was fetched.

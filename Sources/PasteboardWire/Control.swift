@@ -63,9 +63,12 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var startedAt: Date
     /// The change count published per selection name.
     public var changeCounts: [String: Int]
+    /// The sync links (absent from daemons before sync).
+    public var peers: [PeerStatus]?
 
     public init(pid: Int, version: String, display: String, keeps: [String], entryCount: Int, bytes: Int, maxEntries: Int,
-                maxBytes: Int, stateDirectory: String, database: String, socket: String, startedAt: Date, changeCounts: [String: Int]) {
+                maxBytes: Int, stateDirectory: String, database: String, socket: String, startedAt: Date, changeCounts: [String: Int],
+                peers: [PeerStatus]? = nil) {
         self.pid = pid
         self.version = version
         self.display = display
@@ -79,6 +82,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.socket = socket
         self.startedAt = startedAt
         self.changeCounts = changeCounts
+        self.peers = peers
     }
 }
 

@@ -15,6 +15,10 @@ public enum FrameKind: UInt8, Sendable {
     case reply = 3
     /// A refusal or failure: a JSON object with a `message`.
     case error = 4
+    /// A sync link's message (``SyncMessage``).
+    case sync = 16
+    /// A sync link's transfer bytes (``SyncData``).
+    case data = 17
 }
 
 /// One frame.

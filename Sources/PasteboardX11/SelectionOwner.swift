@@ -13,6 +13,9 @@ enum ServedTarget: Sendable {
     case manifest
     /// Bytes taken from another owner (a clipboard manager's kept contents), served as they came.
     case captured(Data, replyType: X11Atom)
+    /// Bytes that live elsewhere (a sync peer), streamed when a requestor converts the target
+    /// (``X11Session/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
+    case remote(RemoteTarget)
 }
 
 /// A selection we own: the items, when we got it, and the targets we serve, built from one table.
@@ -96,7 +99,7 @@ struct OwnedSelection: Sendable {
     /// The providers a conversion to `target` would run that have not run yet.
     func pendingProviders(for target: X11Atom) -> [LazyData] {
         switch served[target] {
-        case nil, .manifest?, .captured?:
+        case nil, .manifest?, .captured?, .remote?:
             return []
         case let .representation(item, type, _, _)?:
             return items[item].representation(for: type)?.pendingProvider.map { [$0] } ?? []
@@ -135,11 +138,14 @@ struct TransferKey: Hashable {
     let property: X11Atom
 }
 
-/// An INCR transfer we are serving.
+/// An INCR transfer we are serving: from a source at hand, or from a stream (a sync peer's).
 struct OutgoingState {
-    var transfer: OutgoingTransfer
+    var transfer: OutgoingTransfer?
     let type: X11Atom
     var timer: Int?
+    var stream: ByteStream? = nil
+    /// A stream's requestor deleted the property and waits for the next chunk.
+    var awaiting = false
 }
 
 extension X11Session {
@@ -284,6 +290,9 @@ extension X11Session {
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
         if isClipboardManager, request.selection == known[.clipboardManager], request.target == known[.saveTargets] {
             return handleSaveTargets(request)
+        }
+        if case let .remote(remote)? = state.served[request.target] {
+            return serveRemote(request, remote)
         }
         let pairs: [(target: X11Atom, property: X11Atom)]
         let targets: [X11Atom]
@@ -473,6 +482,8 @@ extension X11Session {
             return (.data(state.manifest), known[.utf8String], nil)
         case let .captured(data, replyType):
             return (.data(data), replyType, nil)
+        case .remote:
+            return nil
         case let .representation(item, representationType, codec, replyType):
             if codec == .identity {
                 if case let .file(file)? = state.items[item].representation(for: representationType) {
@@ -494,6 +505,7 @@ extension X11Session {
         if let previous = outgoing.removeValue(forKey: key) {
             // The requestor reused the property for a new request: the old transfer is void.
             cancelTimer(previous.timer)
+            previous.stream?.cancel()
             releaseRequestor(requestor)
         }
         // Transfers hold timers and a chunk in the server each: a requestor that starts them
@@ -522,11 +534,12 @@ extension X11Session {
 
     /// The requestor deleted the property: write the next chunk (an empty one ends the transfer).
     func continueOutgoing(_ key: TransferKey) {
-        guard var state = outgoing[key], let range = state.transfer.nextRange() else { return }
+        if outgoing[key]?.stream != nil { return continueStream(key) }
+        guard var state = outgoing[key], let range = state.transfer?.nextRange(), let source = state.transfer?.source else { return }
         outgoing[key] = state
         var failed = false
         do {
-            try writeBytes(key.requestor, key.property, type: state.type, from: state.transfer.source, range: range, onError: { [weak self] _ in
+            try writeBytes(key.requestor, key.property, type: state.type, from: source, range: range, onError: { [weak self] _ in
                 failed = true
                 self?.dropOutgoing(key)
             })
@@ -535,7 +548,7 @@ extension X11Session {
             dropOutgoing(key)
             return
         }
-        if state.transfer.isFinished || failed {
+        if state.transfer?.isFinished != false || failed {
             dropOutgoing(key)
         } else {
             state.timer = outgoing[key]?.timer
@@ -546,6 +559,7 @@ extension X11Session {
     func dropOutgoing(_ key: TransferKey) {
         guard let state = outgoing.removeValue(forKey: key) else { return }
         cancelTimer(state.timer)
+        state.stream?.cancel()
         releaseRequestor(key.requestor)
     }
 
@@ -575,7 +589,14 @@ extension X11Session {
         for waiter in windowGoneWaiters.removeValue(forKey: requestor) ?? [] { waiter() }
         if pendingSave?.request.requestor == requestor { pendingSave?.abandoned = true }
         for key in outgoing.keys where key.requestor == requestor {
-            if let state = outgoing.removeValue(forKey: key) { cancelTimer(state.timer) }
+            if let state = outgoing.removeValue(forKey: key) {
+                cancelTimer(state.timer)
+                state.stream?.cancel()
+            }
+        }
+        for (id, pending) in pendingRemote where pending.request.requestor == requestor {
+            pendingRemote.removeValue(forKey: id)
+            pending.stream.cancel()
         }
         for (id, waiting) in waitingForPreparation where waiting.requestor == requestor {
             waitingForPreparation.removeValue(forKey: id)

@@ -157,6 +157,7 @@ extension X11Session {
             return
         }
         if let sink = conversion.sink {
+            sink.noteType(value.type)
             sink.push(value.data)
             return finish(.success(PropertyValue(type: value.type, format: value.format, data: Data())))
         }
@@ -198,6 +199,7 @@ extension X11Session {
                 chunkFormat = format
                 if let sink = state.sink {
                     return Result { try state.transfer.count(bytes.count) }.map { isComplete in
+                        sink.noteType(type)
                         if !isComplete { sink.push(bytes.data) }
                         return isComplete
                     }

@@ -118,6 +118,8 @@ final class StreamSink: Sendable {
     static let highWater = 8 << 20
 
     private struct State {
+        /// The reply's type, noted by the X thread before the first chunk.
+        var replyType: X11Atom?
         var chunks: [Data] = []
         var bytes = 0
         var outcome: Result<Void, any Error>?
@@ -127,6 +129,20 @@ final class StreamSink: Sendable {
 
     private let state = Mutex(State())
     private let signal = DispatchSemaphore(value: 0)
+    /// The backlog past which the X thread stops asking the owner for chunks.
+    let highWater: Int
+
+    init(highWater: Int = StreamSink.highWater) {
+        self.highWater = highWater
+    }
+
+    /// X thread: the reply's type (before its first chunk is pushed).
+    func noteType(_ type: X11Atom) {
+        state.withLock { if $0.replyType == nil { $0.replyType = type } }
+    }
+
+    /// The reply's type, once the first chunk (or the end) came.
+    var replyType: X11Atom? { state.withLock { $0.replyType } }
 
     /// X thread: a chunk arrived.
     func push(_ chunk: Data) {
@@ -139,7 +155,7 @@ final class StreamSink: Sendable {
     }
 
     /// X thread: whether the backlog leaves room for another chunk (false once the consumer gave up).
-    var wantsMore: Bool { state.withLock { !$0.cancelled && $0.bytes < Self.highWater } }
+    var wantsMore: Bool { state.withLock { !$0.cancelled && $0.bytes < highWater } }
 
     /// X thread: `action` runs (on the consumer's thread) once the backlog is taken.
     func onDrained(_ action: @escaping @Sendable () -> Void) {

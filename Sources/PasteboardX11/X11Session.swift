@@ -76,6 +76,8 @@ final class X11Session {
     // Owner state.
     var owned: [X11Atom: OwnedSelection] = [:]
     var outgoing: [TransferKey: OutgoingState] = [:]
+    /// Requests for targets served from elsewhere (a sync peer), waiting for the first bytes.
+    var pendingRemote: [Int: (request: ConversionRequest, stream: ByteStream)] = [:]
     var watchedRequestors: [X11Window: Int] = [:]
     /// Selections whose XFixes events we ask for.
     var watchedSelections: Set<X11Atom> = []

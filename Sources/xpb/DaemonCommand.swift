@@ -5,20 +5,24 @@ import PasteboardWire
 struct DaemonCommand: Command {
     static let spec = CommandSpec(
         name: "daemon",
-        abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps.",
-        discussion: "'xpb daemon status': running or not, pid, display, the selections kept, history entries and bytes, the state directory. Exit status 0 when it runs, 1 when it does not.",
+        abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
+        discussion: "'xpb daemon status': running or not, pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user. Exit status 0 when the link ends, 1 when no daemon can be reached.",
         options: [CommonOptions.json, .value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).")],
-        positional: PositionalSpec(valueName: "action", help: "status (the default)."))
+        positional: PositionalSpec(valueName: "action", help: "status (the default) or link."))
 
     let asJSON: Bool
     let display: String?
+    let isLink: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         asJSON = arguments.flag("json")
         display = arguments.value("display")
-        guard arguments.positionals.count <= 1, arguments.positionals.first ?? "status" == "status" else {
-            throw UsageError("unknown daemon action '\(arguments.positionals.joined(separator: " "))' (status)")
+        let action = arguments.positionals.first ?? "status"
+        guard arguments.positionals.count <= 1, ["status", "link"].contains(action) else {
+            throw UsageError("unknown daemon action '\(arguments.positionals.joined(separator: " "))' (status, link)")
         }
+        isLink = action == "link"
+        if isLink, asJSON { throw UsageError("'xpb daemon link' takes no --json") }
     }
 
     struct NotRunning: Encodable {
@@ -34,6 +38,7 @@ struct DaemonCommand: Command {
     }
 
     func run() throws {
+        if isLink { return try DaemonLink(display: display).run() }
         var client: DaemonClient
         do {
             client = try DaemonClient(display: display)
@@ -62,5 +67,19 @@ struct DaemonCommand: Command {
         writeLine("  database:     \(status.database)")
         writeLine("  socket:       \(status.socket)")
         writeLine("  change count: CLIPBOARD \(status.changeCounts["CLIPBOARD"] ?? 0), PRIMARY \(status.changeCounts["PRIMARY"] ?? 0)")
+        let peers = status.peers ?? []
+        writeLine("  sync peers:   \(peers.isEmpty ? "none" : String(peers.count))")
+        for peer in peers {
+            var line = "    \(peer.name): \(peer.state) for \(HistoryCommand.age(Date().timeIntervalSince(peer.since)))"
+            if let remote = peer.remote { line += ", \(remote)" }
+            writeLine(line)
+            var details = "      \(peer.direction), \(peer.selections.joined(separator: "+"))"
+            if let rtt = peer.roundTripMilliseconds { details += ", rtt \(rtt) ms" }
+            details += ", announces \(peer.announcesSent) out / \(peer.announcesReceived) in"
+            if let last = peer.lastAnnounce { details += " (last \(HistoryCommand.age(Date().timeIntervalSince(last))) ago)" }
+            details += ", \(ByteCount.format(peer.bytesSent)) sent, \(ByteCount.format(peer.bytesReceived)) received"
+            writeLine(details)
+            if let error = peer.lastError, peer.state != "connected" { writeLine("      last error: \(error)") }
+        }
     }
 }

@@ -17,7 +17,13 @@ enum XPBD {
             CLIPBOARD_MANAGER, so one runs per display; if another manager holds it, xpbd names it and exits 1 (--replace \
             takes over). It exits 1 when the X server goes away (systemd's Restart=on-failure starts it again). History: \
             $XDG_STATE_HOME/xpb (default ~/.local/state/xpb). Control socket for 'xpb history' and 'xpb daemon status': \
-            $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket.\nExit status: 0 stopped cleanly, 1 failure (another manager, no display, \
+            $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket.\nSync: --sync-display and --peer keep CLIPBOARD (and PRIMARY with \
+            --sync-primary) the same on other displays and machines; a copy is announced at once and its bytes move only \
+            when someone pastes. Every xpbd also accepts links from its own user on its socket. Secret and local-only \
+            copies never leave this machine. A link is TARGET[,OPTION...] with options send-only, receive-only, \
+            clipboard-only, and for --peer display=D (the remote display; default: the only xpbd running there). A peer \
+            is reached with '<ssh> -T -x -o BatchMode=yes HOST <remote-xpb> daemon link [--display D]': xpb must be on the \
+            remote PATH (or name it with --remote-xpb) and xpbd must run there.\nExit status: 0 stopped cleanly, 1 failure (another manager, no display, \
             lost X server), 64 usage error.
             """,
         options: [
@@ -30,6 +36,13 @@ enum XPBD {
             .value(nil, "max-target-size", "size", "The most bytes kept of one target (default 128M)."),
             .value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb)."),
             .flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard."),
+            .value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable)."),
+            .value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable)."),
+            .flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted)."),
+            .value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config')."),
+            .value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb)."),
+            .value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default 256M)."),
+            .value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default 512M)."),
             .value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical."),
             .flag(nil, "version", "Show the version."),
         ],
@@ -68,6 +81,26 @@ enum XPBD {
                 configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
             }
             configuration.restoresAtStart = !arguments.flag("no-restore")
+            do {
+                configuration.sync.links = try arguments.all("sync-display").map { try SyncLinkSpec.parse($0, ssh: false) }
+                    + arguments.all("peer").map { try SyncLinkSpec.parse($0, ssh: true) }
+            } catch let error as SyncSpecError {
+                throw UsageError(error.description)
+            }
+            configuration.sync.syncsPrimary = arguments.flag("sync-primary")
+            if let command = arguments.value("ssh") {
+                guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--ssh takes a command") }
+                configuration.sync.sshCommand = command
+            }
+            if let command = arguments.value("remote-xpb") {
+                guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--remote-xpb takes a command") }
+                configuration.sync.remoteXPB = command
+            }
+            if let size = try arguments.size("sync-max-transfer") { configuration.sync.maxTransferBytes = size }
+            if let size = try arguments.size("sync-max-total") { configuration.sync.maxTotalBytes = size }
+            guard configuration.sync.maxTotalBytes >= configuration.sync.maxTransferBytes else {
+                throw UsageError("--sync-max-total must be at least --sync-max-transfer")
+            }
             let name = arguments.value("log-level") ?? "info"
             guard let parsed = Logger.Level(rawValue: name) else {
                 throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")

@@ -1,0 +1,124 @@
+internal import CX11
+import Foundation
+
+/// Serving targets whose bytes live elsewhere (a sync peer): the request waits, off nothing but
+/// events, until the first bytes come; then a small reply is written whole and anything larger
+/// goes out with INCR, chunk by chunk as the stream delivers. The X thread never blocks on the
+/// stream: it is told when something new arrived.
+extension X11Session {
+    /// Answers a request for a remote target.
+    func serveRemote(_ request: ConversionRequest, _ remote: RemoteTarget) {
+        // Watched until answered: a requestor destroyed meanwhile drops the request (and the stream).
+        guard watchRequestor(request.requestor) else {
+            releaseRequestor(request.requestor)
+            return
+        }
+        guard let stream = remote.open() else {
+            notify(request, succeeded: false)
+            releaseRequestor(request.requestor)
+            return
+        }
+        let id = makeOperationID()
+        pendingRemote[id] = (request, stream)
+        remoteProgress(id)
+    }
+
+    /// Something arrived for a waiting remote request: answer it once its form is known.
+    private func remoteProgress(_ id: Int) {
+        guard let (request, stream) = pendingRemote[id] else { return }
+        let now = stream.snapshot()
+        if now.failure != nil {
+            pendingRemote.removeValue(forKey: id)
+            notify(request, succeeded: false)
+            releaseRequestor(request.requestor)
+            return
+        }
+        guard let header = now.header else { return observeRemote(id, stream, after: now.version) }
+        let whole = now.isEnded && now.buffered <= chunkSize
+        let large = now.buffered > chunkSize || (header.size ?? 0) > chunkSize
+        guard whole || large else { return observeRemote(id, stream, after: now.version) }
+        pendingRemote.removeValue(forKey: id)
+        let type = atom(header.type)
+        if whole {
+            var data = Data()
+            while let chunk = stream.take(upTo: .max) { data.append(chunk) }
+            var failed = false
+            data.withUnsafeBytes { writeBytes(request.requestor, request.replyProperty, type: type, $0, onError: { _ in failed = true }) }
+            notify(request, succeeded: !failed)
+            releaseRequestor(request.requestor)
+            return
+        }
+        let key = TransferKey(requestor: request.requestor, property: request.replyProperty)
+        if let previous = outgoing.removeValue(forKey: key) {
+            // The requestor reused the property for a new request: the old transfer is void.
+            cancelTimer(previous.timer)
+            previous.stream?.cancel()
+            releaseRequestor(request.requestor)
+        }
+        guard watchedRequestors[request.requestor, default: 0] <= Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else {
+            stream.cancel()
+            notify(request, succeeded: false)
+            releaseRequestor(request.requestor)
+            return
+        }
+        // The watch taken in serveRemote now belongs to the transfer (released by dropOutgoing).
+        var failed = false
+        let hint = header.size ?? stream.sizeHint ?? now.buffered
+        writeLongs(request.requestor, request.replyProperty, type: known[.incr], [UInt(min(max(hint, 0), Int(Int32.max)))],
+                   onError: { _ in failed = true })
+        outgoing[key] = OutgoingState(transfer: nil, type: type, timer: nil, stream: stream)
+        armStreamTimer(key)
+        notify(request, succeeded: !failed)
+        if failed { dropOutgoing(key) }
+    }
+
+    private func observeRemote(_ id: Int, _ stream: ByteStream, after version: Int) {
+        let enqueue = self.enqueue
+        stream.observe(after: version) {
+            _ = enqueue? { session in session.remoteProgress(id) }
+        }
+    }
+
+    /// The requestor of a streamed transfer deleted the property: it wants the next chunk.
+    func continueStream(_ key: TransferKey) {
+        guard outgoing[key] != nil else { return }
+        outgoing[key]?.awaiting = true
+        // Waiting for the peer is not the requestor's delay: its timer rests until we write.
+        cancelTimer(outgoing[key]?.timer)
+        outgoing[key]?.timer = nil
+        writeStreamChunk(key)
+    }
+
+    /// Writes the next chunk of a streamed transfer if the requestor waits for one and the
+    /// stream has it; the empty chunk once the stream ended. A stream that failed ends the
+    /// transfer without that empty chunk: the requestor must not take a part for the whole.
+    private func writeStreamChunk(_ key: TransferKey) {
+        guard let state = outgoing[key], state.awaiting, let stream = state.stream else { return }
+        let now = stream.snapshot()
+        if now.failure != nil { return dropOutgoing(key) }
+        if let chunk = stream.take(upTo: chunkSize) {
+            var failed = false
+            chunk.withUnsafeBytes { writeBytes(key.requestor, key.property, type: state.type, $0, onError: { _ in failed = true }) }
+            guard !failed else { return dropOutgoing(key) }
+            outgoing[key]?.awaiting = false
+            armStreamTimer(key)
+            return
+        }
+        if now.isEnded {
+            writeBytes(key.requestor, key.property, type: state.type, UnsafeRawBufferPointer(start: nil, count: 0), onError: { _ in })
+            return dropOutgoing(key)
+        }
+        let enqueue = self.enqueue
+        stream.observe(after: now.version) {
+            _ = enqueue? { session in session.writeStreamChunk(key) }
+        }
+    }
+
+    /// The requestor must read (delete the property) within the serve timeout.
+    private func armStreamTimer(_ key: TransferKey) {
+        cancelTimer(outgoing[key]?.timer)
+        outgoing[key]?.timer = after(configuration.serveTimeout) { [weak self] in
+            self?.dropOutgoing(key)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import PasteboardKit
+
+/// What a sync daemon needs beyond a clipboard manager: owning a selection whose bytes live
+/// elsewhere, and streaming an owner's target out without holding it whole.
+extension X11PasteboardBackend {
+    /// Owns the pasteboard's selection listing `targets` (after `TARGETS` and `TIMESTAMP`), each
+    /// served from the stream its `open` starts when a requestor converts it.
+    package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget]) throws {
+        let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
+            session.own(self.selectionAtom(name, in: session), at: nil, making: { session, time in
+                session.makeRemoteSelection(targets, timestamp: time)
+            }) { done($0) }
+        }
+        // Not items of this process: the change is counted from its XFixes event.
+        state.withLock { _ = $0.owned.removeValue(forKey: name) }
+    }
+
+    /// Converts the selection to `target` and hands its bytes to `chunk` as they arrive (INCR
+    /// read with at most `highWater` bytes waiting), after `begin` got the reply's type.
+    /// Returns false when the owner refuses. A throwing callback stops the transfer.
+    ///
+    /// - Throws: on a deadline, a reply over `limit`, a lost connection, or a callback's error.
+    package func stream(_ name: Pasteboard.Name, target: String, limit: Int, highWater: Int = 2 << 20,
+                        begin: (String) throws -> Void, chunk: (Data) throws -> Void) throws -> Bool {
+        let sink = StreamSink(highWater: highWater)
+        let converted = Rendezvous<Bool>()
+        guard connection.submit({ [self] session in
+            session.convert(self.selectionAtom(name, in: session), to: session.atom(target), limit: limit, sink: sink) { result in
+                converted.fulfil(result.map { $0 != nil })
+            }
+        }) else { throw connection.stopReason ?? X11BackendError.connectionLost }
+        var begun = false
+        func start() throws {
+            guard !begun else { return }
+            begun = true
+            let atom = sink.replyType ?? .none
+            let type = atom.isNone ? target : (try connection.sync(timeout: timeout) { session, done in
+                done(.success(session.name(of: atom) ?? target))
+            })
+            try begin(type)
+        }
+        do {
+            while let data = try sink.next() {
+                try start()
+                try chunk(data)
+            }
+        } catch {
+            sink.cancel()
+            throw error
+        }
+        let ok = try converted.wait(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason })
+        if ok { try start() }
+        return ok
+    }
+}
+
+extension X11Session {
+    /// What we serve for contents that live elsewhere: `TARGETS`, `TIMESTAMP`, then the remote
+    /// targets in their order (protocol names among them are left out).
+    func makeRemoteSelection(_ targets: [RemoteTarget], timestamp: X11Timestamp) -> OwnedSelection {
+        let usable = targets.filter { !WellKnown.protocolTargetNames.contains($0.target) && !$0.target.isEmpty }
+        let atomList = atoms(usable.map(\.target))
+        var served: [X11Atom: ServedTarget] = [:]
+        var advertised = [known[.targets], known[.timestamp]]
+        for (atom, target) in zip(atomList, usable) where served[atom] == nil {
+            served[atom] = .remote(target)
+            advertised.append(atom)
+        }
+        return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: advertised, served: served,
+                              manifest: Data(), registry: .standard, hasProviders: false)
+    }
+}
