@@ -1,0 +1,266 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One display with its own daemon for the sync tests. Every daemon of a test shares one
+/// runtime directory (one machine, one user), so that `--sync-display` finds the others' sockets.
+private struct Node {
+    let x: Xvfb
+    let daemon: DaemonProcess
+
+    init(runtime: DaemonHome, arguments: [String] = []) throws {
+        x = try Xvfb()
+        daemon = try DaemonProcess(x, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-\(UUID().uuidString.prefix(6))").path] + arguments)
+    }
+
+    /// How many copies made elsewhere this node took so far.
+    var taken: Int { daemon.log.components(separatedBy: "is now the copy from").count - 1 }
+
+    /// Waits until this node took `count` copies from elsewhere.
+    func waitForTaken(_ count: Int, timeout: Double = 10) throws {
+        guard eventually(timeout: timeout, { taken >= count }) else {
+            throw TestFailure("display \(x.display) took \(taken) copies, not \(count); its log:\n\(daemon.log)")
+        }
+    }
+
+    func read(_ target: String) throws -> Outcome {
+        try run("xclip", ["-o", "-selection", "clipboard", "-t", target], display: x, timeout: 30)
+    }
+
+    func status() throws -> [String: Any] {
+        let outcome = try xpb(["daemon", "status", "--json"], x, environment: daemon.home.environment)
+        guard outcome.status == 0, let object = try JSONSerialization.jsonObject(with: outcome.output) as? [String: Any],
+              let status = object["status"] as? [String: Any] else {
+            throw TestFailure("xpb daemon status failed: \(outcome.error)")
+        }
+        return status
+    }
+
+    func peers() throws -> [[String: Any]] { (try status()["peers"] as? [[String: Any]]) ?? [] }
+}
+
+/// Copies on `from` with xclip (one target) and checks that `to` reads the same bytes.
+private func roundTrip(_ data: Data, target: String, from: Node, to: Node, taken: Int) throws -> Peer {
+    let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", target, "-quiet"], display: from.x, input: data)
+    try to.waitForTaken(taken)
+    let read = try to.read(target)
+    #expect(read.status == 0, "xclip -o -t \(target) on the other display: \(read.error)")
+    #expect(read.output == data, "\(target): \(read.output.count) bytes read, \(data.count) copied")
+    return owner
+}
+
+/// The same round trips over any link: UTF-8 text, HTML with text (one xpb item with two
+/// representations), a PNG, a 50 MiB binary target, and text back the other way. Returns the
+/// copies `b` took.
+private func checkRoundTrips(_ a: Node, _ b: Node) throws -> Int {
+    var taken = b.taken
+    var owners: [Peer] = []
+    taken += 1
+    owners.append(try roundTrip(Data("Grüße — synced ✓\nline 2".utf8), target: "UTF8_STRING", from: a, to: b, taken: taken))
+
+    let html = try scratchFile("page.html", Data("<p><b>bold</b> &amp; more</p>".utf8))
+    let text = try scratchFile("page.txt", Data("bold & more".utf8))
+    let copy = try xpb(["copy", "-t", "html=\(html)", "-t", "text=\(text)"], a.x, environment: a.daemon.home.environment)
+    #expect(copy.status == 0, "\(copy.error)")
+    taken += 1
+    try b.waitForTaken(taken)
+    #expect(try b.read("text/html").output == Data("<p><b>bold</b> &amp; more</p>".utf8))
+    #expect(try b.read("UTF8_STRING").output == Data("bold & more".utf8))
+    // xpb on the other side sees the item and its types (the manifest crossed, its fast-path field dropped).
+    let pasted = try xpb(["paste", "-t", "html"], b.x, environment: b.daemon.home.environment)
+    #expect(pasted.output == Data("<p><b>bold</b> &amp; more</p>".utf8), "xpb paste -t html: \(pasted.error)")
+    // A GTK 3 reader there sees the types and the text.
+    let targets = try toolkitPeer("gtk_clipboard.py", ["targets"], display: b.x).finish().text
+    #expect(targets.contains("text/html") && targets.contains("UTF8_STRING"), "GTK sees: \(targets)")
+    #expect(try toolkitPeer("gtk_clipboard.py", ["text"], display: b.x).finish().text == "bold & more\n")
+
+    let png = try Data(contentsOf: packageRoot.appendingPathComponent("Tests/Peers/image.png"))
+    taken += 1
+    owners.append(try roundTrip(png, target: "image/png", from: a, to: b, taken: taken))
+
+    // 50 MiB: INCR on both displays, streamed across the link.
+    taken += 1
+    owners.append(try roundTrip(payload(50 << 20, seed: 5), target: "application/octet-stream", from: a, to: b, taken: taken))
+
+    // And back.
+    let before = a.taken
+    let back = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: b.x, input: Data("from the other side".utf8))
+    try a.waitForTaken(before + 1)
+    #expect(try a.read("UTF8_STRING").output == Data("from the other side".utf8))
+    back.stop()
+    owners.forEach { $0.stop() }
+    return taken
+}
+
+@Suite("xpbd sync", .serialized)
+struct SyncTests {
+    @Test("two displays on one machine: text, HTML + text, PNG and 50 MiB cross byte-exact; a GTK reader sees the types")
+    func twoDisplays() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        _ = try checkRoundTrips(a, b)
+        let peers = try b.peers()
+        #expect(peers.count == 1)
+        #expect(peers.first?["state"] as? String == "connected")
+        #expect((peers.first?["bytesReceived"] as? Int ?? 0) > 50 << 20, "bytes moved are counted: \(peers)")
+        // The heartbeat measures the round trip.
+        #expect(eventually(timeout: 5) { (try? b.peers().first?["roundTripMilliseconds"] as? Double) != nil }, "no round-trip time: \((try? b.peers()) ?? [])")
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
+    @Test("two machines over a real ssh to a loopback sshd: round trips, reconnection after ssh is killed, nothing secret in the stream")
+    func overSSH() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let sshd = try LoopbackSSHD(display: a.x)
+        let sent = runtime.root.appendingPathComponent("sent.bin").path
+        let received = runtime.root.appendingPathComponent("received.bin").path
+        let xpbPath = try builtProduct("xpb")
+        // The remote shell runs xpb with the test's runtime directory (sshd passes no environment).
+        let b = try Node(runtime: runtime, arguments: [
+            "--peer", "\(LoopbackSSHD.host),display=\(a.x.display)",
+            "--ssh", try sshd.capturingCommand(sent: sent, received: received),
+            "--remote-xpb", "XDG_RUNTIME_DIR=\(runtime.runtimeDirectory.path) \(xpbPath)",
+        ])
+        try b.daemon.waitForLog("connected to", timeout: 20)
+        var taken = try checkRoundTrips(a, b)
+
+        // Kill the ssh process: the daemon reconnects and sync resumes.
+        #expect(try b.peers().first?["transportPID"] as? Int != nil, "the status names the transport's process")
+        let clients = sshd.clientPIDs()
+        #expect(clients.count == 1, "one ssh runs: \(clients)")
+        for pid in clients { kill(pid, SIGKILL) }
+        try b.daemon.waitForLog("link lost")
+        #expect(eventually(timeout: 15) { (try? b.peers().first?["state"] as? String) == "connected" }, "reconnected: \((try? b.peers()) ?? [])")
+        taken += 1
+        let after = try roundTrip(Data("after the reconnection".utf8), target: "UTF8_STRING", from: a, to: b, taken: taken)
+        #expect(b.daemon.log.components(separatedBy: "link lost").count - 1 == 1, "one log line per state change")
+
+        // Secrets never cross: a --local-only copy, a --sensitive copy, and an owner that marks
+        // its data for password managers.
+        let secrets = ["local-only-secret-4711", "sensitive-secret-4712"]
+        for (flag, secret) in zip(["--local-only", "--sensitive"], secrets) {
+            let copy = try xpb(["copy", flag], a.x, input: Data(secret.utf8), environment: a.daemon.home.environment)
+            #expect(copy.status == 0, "\(copy.error)")
+            try a.daemon.waitForLog(flag == "--local-only" ? "is local-only: not shared" : "is marked secret: not shared")
+        }
+        let marked = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "x-kde-passwordManagerHint", "-quiet"], display: a.x,
+                              input: Data("secret".utf8))
+        try eventuallyLogged(a.daemon, "is marked secret: not shared", count: 2)
+        marked.stop()
+        // A's earlier copy is no longer on A's clipboard: it is withdrawn on B too, and B shows no secret.
+        try b.daemon.waitForLog("was withdrawn by its origin")
+        Thread.sleep(forTimeInterval: 0.5)
+        let shown = try b.read("UTF8_STRING").output
+        for secret in secrets + ["secret"] { #expect(shown != Data(secret.utf8), "\(secret) reached the other display") }
+        after.stop()
+        try b.daemon.stop()
+        try a.daemon.stop()
+        sshd.stop()
+        // The stream as it crossed ssh, both ways: the non-secret text is there, no secret is.
+        let stream = (try Data(contentsOf: URL(fileURLWithPath: sent))) + (try Data(contentsOf: URL(fileURLWithPath: received)))
+        #expect(stream.range(of: Data("after the reconnection".utf8)) != nil, "the capture holds the stream")
+        for secret in secrets {
+            #expect(stream.range(of: Data(secret.utf8)) == nil, "\(secret) crossed the link")
+        }
+        #expect(stream.range(of: Data("x-kde-passwordManagerHint".utf8)) == nil, "the secret owner was announced")
+    }
+
+    @Test("three displays in a star: a copy on each in turn reaches all, nothing loops; simultaneous copies settle on one")
+    func star() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let c = try Node(runtime: runtime)
+        let hub = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-display", c.x.display])
+        try eventuallyLogged(hub.daemon, "connected to", count: 2)
+        let nodes = [a, hub, c]
+        var owners: [Peer] = []
+        for (index, origin) in nodes.enumerated() {
+            let others = nodes.filter { $0.x.display != origin.x.display }
+            let counts = others.map(\.taken)
+            let originTook = origin.taken
+            let text = Data("copy \(index) on \(origin.x.display)".utf8)
+            owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: origin.x, input: text))
+            for (other, count) in zip(others, counts) {
+                try other.waitForTaken(count + 1)
+                #expect(try other.read("UTF8_STRING").output == text)
+            }
+            // No echo: the origin's own xclip still owns its clipboard, and nobody took the copy twice.
+            Thread.sleep(forTimeInterval: 0.5)
+            #expect(owners.last!.isRunning, "the copy came back to \(origin.x.display) and took its clipboard")
+            #expect(origin.taken == originTook, "\(origin.x.display) took its own copy back")
+            for (other, count) in zip(others, counts) { #expect(other.taken == count + 1, "\(other.x.display) took a copy twice") }
+        }
+        owners.forEach { $0.stop() }
+        // Simultaneous copies on the two leaves: all three settle on the same contents.
+        let first = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("simultaneous A".utf8))
+        let second = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: c.x, input: Data("simultaneous C".utf8))
+        var settled: [Data] = []
+        let agreed = eventually(timeout: 10) {
+            settled = nodes.map { (try? $0.read("UTF8_STRING").output) ?? Data() }
+            return Set(settled).count == 1 && !settled[0].isEmpty
+        }
+        #expect(agreed, "the displays hold \(settled.map { String(decoding: $0, as: UTF8.self) })")
+        first.stop()
+        second.stop()
+        for node in nodes { try node.daemon.stop() }
+    }
+
+    @Test("a stopped peer delays neither a local copy and paste nor anything else; a paste of its data fails in time")
+    func stoppedPeer() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("lives on A".utf8))
+        try b.waitForTaken(1)
+        func copyAndPaste(_ text: String) throws -> Double {
+            let started = Date()
+            let copy = try xpb(["copy"], b.x, input: Data(text.utf8), environment: b.daemon.home.environment)
+            let paste = try xpb(["paste"], b.x, environment: b.daemon.home.environment)
+            #expect(copy.status == 0 && paste.output == Data(text.utf8), "\(copy.error) \(paste.error)")
+            return Date().timeIntervalSince(started)
+        }
+        let usual = try (0..<3).map { try copyAndPaste("usual \($0)") }.max()!
+        // Back to A's copy on B, then stop A's daemon.
+        owner.stop()
+        let again = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("lives on A, again".utf8))
+        try b.waitForTaken(2)
+        a.daemon.peer.signal(SIGSTOP)
+        defer { a.daemon.peer.signal(SIGCONT) }
+        for attempt in 0..<3 {
+            let took = try copyAndPaste("while A is stopped \(attempt)")
+            // A stall would cost the link's dead-peer timeout (10 s) or a fetch timeout (3 s).
+            #expect(took < usual + 1, "copy + paste took \(took) s with the peer stopped, \(usual) s before")
+        }
+        // A's copy on B again (announced before the stop), then a paste of it: refused in time.
+        a.daemon.peer.signal(SIGCONT)
+        again.stop()
+        let last = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("lives on A, third".utf8))
+        try b.waitForTaken(3)
+        a.daemon.peer.signal(SIGSTOP)
+        let started = Date()
+        let paste = try xpb(["paste"], b.x, environment: b.daemon.home.environment, timeout: 30)
+        let took = Date().timeIntervalSince(started)
+        #expect(paste.status != 0, "a paste of a stopped peer's data cannot succeed")
+        #expect(took < 8, "the paste failed after \(took) s")
+        a.daemon.peer.signal(SIGCONT)
+        last.stop()
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+}
+
+/// Waits until a daemon logged `marker` `count` times.
+private func eventuallyLogged(_ daemon: DaemonProcess, _ marker: String, count: Int, timeout: Double = 15) throws {
+    guard eventually(timeout: timeout, { daemon.log.components(separatedBy: marker).count - 1 >= count }) else {
+        throw TestFailure("xpbd did not log '\(marker)' \(count) times; its log:\n\(daemon.log)")
+    }
+}
