@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
-        .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "X11TestSupport"]),
+        .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),
         // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.
         .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "PasteboardWire", "PasteboardX11", "PasteboardKit", "X11TestSupport"]),
     ],

@@ -343,6 +343,9 @@ final class SyncHub: Sendable {
             serveFetch(id: id, selection: selection, stamp: stamp, target: target, window: window, limit: limit, for: link)
         case let .begin(id, type, size):
             guard let request = request(id, from: link) else { return }
+            if let size, size > request.limit {
+                return failRequest(id, "\(request.what) is \(ByteCount.format(size)), over the \(ByteCount.format(request.limit)) cap per transfer (--sync-max-transfer)")
+            }
             switch request.sink {
             case let .local(stream): stream.begin(type: type, size: size)
             case let .relay(linkID, fetchID): self.link(linkID)?.send(.begin(id: fetchID, type: type, size: size))
@@ -801,9 +804,11 @@ final class SyncHub: Sendable {
                 try send(manifest.manifest)
             } else {
                 guard entry.owner != ourWindow else { throw Failure("\(selection) \(target) is no longer kept") }
-                let converted = try backend.stream(name, target: target, limit: limit, begin: { type in
+                // The cap is the sender's to enforce (with a message that names it); the stream holds
+                // at most its high-water mark whatever the size.
+                let converted = try backend.stream(name, target: target, limit: .max, begin: { type, size in
                     guard isCurrent() else { throw Failure("\(selection) changed during the transfer") }
-                    link.send(.begin(id: id, type: type, size: nil))
+                    link.send(.begin(id: id, type: type, size: size))
                 }, chunk: { try send($0) })
                 guard converted else { throw Failure("the owner refused \(target)") }
             }
@@ -876,7 +881,9 @@ final class ChunkSender {
         while offset < data.count {
             guard isCurrent() else { throw SyncHub.Failure("the contents changed during the transfer") }
             let piece = min(Self.frameBytes, data.count - offset)
-            guard total + piece <= limit else { throw SyncHub.Failure("\(what) is larger than the \(ByteCount.format(limit)) cap per transfer") }
+            guard total + piece <= limit else {
+                throw SyncHub.Failure("\(what) is larger than the \(ByteCount.format(limit)) cap per transfer (--sync-max-transfer)")
+            }
             try task.acquire(piece, timeout: 60)
             link.sendData(id: id, data.subdata(in: data.startIndex + offset ..< data.startIndex + offset + piece))
             offset += piece

@@ -106,7 +106,8 @@ public enum SyncMessage: Codable, Sendable, Equatable {
     /// Send the bytes of `target` of the contents `stamp`. The sender may send `window` bytes,
     /// then as many more as `credit` messages grant; at most `limit` in all.
     case fetch(id: UInt64, selection: String, stamp: SyncStamp, target: String, window: Int, limit: Int)
-    /// The transfer starts: the reply's type, and its size when known exactly.
+    /// The transfer starts: the reply's type, and its size when known (exact for data at hand, an
+    /// INCR owner's announcement otherwise; a reader may refuse a size over its cap at once).
     case begin(id: UInt64, type: String, size: Int?)
     /// The transfer is complete: `total` bytes were sent.
     case end(id: UInt64, total: Int)

@@ -148,6 +148,7 @@ extension X11Session {
                 return finish(.failure(PasteboardError.backendFailure(
                     "the selection owner announced \(announced) bytes, more than the \(conversion.limit)-byte limit")))
             }
+            conversion.sink?.noteSize(announced)
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
             incoming[conversion.property] = IncomingState(
                 id: conversion.id, transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
@@ -158,6 +159,7 @@ extension X11Session {
         }
         if let sink = conversion.sink {
             sink.noteType(value.type)
+            sink.noteSize(value.data.count)
             sink.push(value.data)
             return finish(.success(PropertyValue(type: value.type, format: value.format, data: Data())))
         }

@@ -120,6 +120,8 @@ final class StreamSink: Sendable {
     private struct State {
         /// The reply's type, noted by the X thread before the first chunk.
         var replyType: X11Atom?
+        /// The reply's size: exact for a single reply, the owner's announcement for INCR.
+        var size: Int?
         var chunks: [Data] = []
         var bytes = 0
         var outcome: Result<Void, any Error>?
@@ -143,6 +145,13 @@ final class StreamSink: Sendable {
 
     /// The reply's type, once the first chunk (or the end) came.
     var replyType: X11Atom? { state.withLock { $0.replyType } }
+
+    /// X thread: the size the reply announced (INCR) or has.
+    func noteSize(_ size: Int?) {
+        state.withLock { if $0.size == nil { $0.size = size } }
+    }
+
+    var size: Int? { state.withLock { $0.size } }
 
     /// X thread: a chunk arrived.
     func push(_ chunk: Data) {

@@ -22,7 +22,7 @@ extension X11PasteboardBackend {
     ///
     /// - Throws: on a deadline, a reply over `limit`, a lost connection, or a callback's error.
     package func stream(_ name: Pasteboard.Name, target: String, limit: Int, highWater: Int = 2 << 20,
-                        begin: (String) throws -> Void, chunk: (Data) throws -> Void) throws -> Bool {
+                        begin: (String, Int?) throws -> Void, chunk: (Data) throws -> Void) throws -> Bool {
         let sink = StreamSink(highWater: highWater)
         let converted = Rendezvous<Bool>()
         guard connection.submit({ [self] session in
@@ -38,7 +38,7 @@ extension X11PasteboardBackend {
             let type = atom.isNone ? target : (try connection.sync(timeout: timeout) { session, done in
                 done(.success(session.name(of: atom) ?? target))
             })
-            try begin(type)
+            try begin(type, sink.size)
         }
         do {
             while let data = try sink.next() {

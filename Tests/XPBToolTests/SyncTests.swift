@@ -1,4 +1,5 @@
 import Foundation
+import PasteboardWire
 import Testing
 import X11TestSupport
 
@@ -254,6 +255,99 @@ struct SyncTests {
         a.daemon.peer.signal(SIGCONT)
         last.stop()
         try b.daemon.stop()
+        try a.daemon.stop()
+    }
+}
+
+extension SyncTests {
+    @Test("a transfer over the cap fails on the reading side at once with a clear error; the link goes on")
+    func transferCap() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-max-transfer", "1M", "--sync-max-total", "2M"])
+        try b.daemon.waitForLog("connected to")
+        // xclip announces its size through INCR; xpb through TARGET_SIZES as well.
+        let big = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "application/octet-stream", "-quiet"], display: a.x,
+                           input: payload(3 << 20, seed: 9))
+        try b.waitForTaken(1)
+        let started = Date()
+        let read = try b.read("application/octet-stream")
+        #expect(read.status != 0 && read.output.isEmpty, "a 3 MiB target crossed a 1 MiB cap")
+        #expect(Date().timeIntervalSince(started) < 5, "the refusal took \(Date().timeIntervalSince(started)) s")
+        try b.daemon.waitForLog("cap per transfer")
+        big.stop()
+        let copy = try xpb(["copy"], a.x, input: payload(3 << 20, seed: 3), environment: a.daemon.home.environment)
+        #expect(copy.status == 0)
+        try b.waitForTaken(2)
+        let pasted = try xpb(["paste"], b.x, environment: b.daemon.home.environment, timeout: 10)
+        #expect(pasted.status != 0 && pasted.output.isEmpty, "xpb paste of a 3 MiB copy over a 1 MiB cap: \(pasted.error)")
+        let small = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("small".utf8))
+        try b.waitForTaken(3)
+        #expect(try b.read("UTF8_STRING").output == Data("small".utf8))
+        small.stop()
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+}
+
+extension SyncTests {
+    @Test("a receive-only, CLIPBOARD-only link: A's clipboard reaches B; B's copies and A's PRIMARY do not")
+    func oneWay() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime, arguments: ["--sync-primary"])
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", "\(a.x.display),receive-only,clipboard-only", "--sync-primary"])
+        try b.daemon.waitForLog("connected to")
+        let fromA = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("A to B".utf8))
+        try b.waitForTaken(1)
+        #expect(try b.read("UTF8_STRING").output == Data("A to B".utf8))
+        let primary = try Peer("xclip", ["-i", "-selection", "primary", "-quiet"], display: a.x, input: Data("A's PRIMARY".utf8))
+        let fromB = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: b.x, input: Data("B to A".utf8))
+        Thread.sleep(forTimeInterval: 1)
+        #expect(a.taken == 0, "B's copy reached A over a receive-only link")
+        #expect(b.taken == 1, "A's PRIMARY reached B over a CLIPBOARD-only link")
+        #expect(try a.read("UTF8_STRING").output == Data("A to B".utf8))
+        let peers = try b.peers()
+        #expect(peers.first?["direction"] as? String == "receive-only" && peers.first?["selections"] as? [String] == ["CLIPBOARD"])
+        #expect(peers.first?["announcesSent"] as? Int == 0, "announces went out on a receive-only link: \(peers)")
+        fromA.stop()
+        primary.stop()
+        fromB.stop()
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
+    @Test("an expiring copy is withdrawn everywhere when it expires")
+    func expiry() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        let copy = try xpb(["copy", "--expire", "2"], a.x, input: Data("short-lived".utf8), environment: a.daemon.home.environment)
+        #expect(copy.status == 0)
+        try b.waitForTaken(1)
+        #expect(try b.read("UTF8_STRING").output == Data("short-lived".utf8))
+        let gone = eventually(timeout: 6) { (try? b.read("UTF8_STRING").output) != Data("short-lived".utf8) }
+        #expect(gone, "the expired copy is still served on the other display")
+        #expect(try b.read("TARGETS").output.isEmpty, "the other display's clipboard should be empty")
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
+    @Test("a peer speaking another protocol version is refused at hello with a message naming both versions")
+    func versionMismatch() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let path = ControlEndpoint.socketPath(display: a.x.display, environment: runtime.environment, uid: getuid())
+        var channel = FrameChannel(fd: try LocalSocket.connect(path))
+        defer { close(channel.fd) }
+        channel.setTimeout(5)
+        try channel.send(.hello, SyncHello(node: "future", name: "a future xpb", sends: true, receives: true, selections: ["CLIPBOARD"],
+                                           version: SyncHello.version + 1))
+        let reply = try #require(try channel.receive())
+        #expect(reply.kind == .error)
+        let message = try ControlCoding.decode(ControlFailure.self, from: reply.payload).message
+        #expect(message.contains("version \(SyncHello.version + 1), this side version \(SyncHello.version)"), "\(message)")
+        try a.daemon.waitForLog("refused a link from a future xpb")
         try a.daemon.stop()
     }
 }

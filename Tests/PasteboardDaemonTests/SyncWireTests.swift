@@ -1,0 +1,76 @@
+import Foundation
+import PasteboardKit
+import PasteboardWire
+import Testing
+@testable import PasteboardDaemon
+
+@Suite("sync protocol and link settings")
+struct SyncWireTests {
+    @Test("stamps order by clock, then by origin node: the same winner on every node")
+    func stampOrder() {
+        let a = SyncStamp(clock: 10, node: "a")
+        let b = SyncStamp(clock: 10, node: "b")
+        let later = SyncStamp(clock: 11, node: "a")
+        #expect(a < b && b < later && a < later)
+        #expect([later, b, a].sorted() == [a, b, later])
+        #expect(!(a < a))
+    }
+
+    @Test("every message survives JSON both ways; data frames carry their transfer id")
+    func messages() throws {
+        let stamp = SyncStamp(clock: 1_795_000_000_000, node: "9f3c")
+        let messages: [SyncMessage] = [
+            .announce(SyncAnnounce(selection: "CLIPBOARD", stamp: stamp, origin: "host :0 (xclip)",
+                                   targets: [SyncTarget(target: "UTF8_STRING"), SyncTarget(target: "image/png", size: 12)],
+                                   expires: Date(timeIntervalSince1970: 1_800_000_000))),
+            .withdraw(selection: "PRIMARY", stamp: stamp),
+            .fetch(id: 7, selection: "CLIPBOARD", stamp: stamp, target: "text/html", window: 4 << 20, limit: 256 << 20),
+            .begin(id: 7, type: "UTF8_STRING", size: nil), .begin(id: 8, type: "image/png", size: 3),
+            .end(id: 7, total: 42), .failed(id: 7, message: "no"), .credit(id: 7, bytes: 1 << 20), .cancel(id: 7),
+            .ping(seq: 3), .pong(seq: 3),
+        ]
+        for message in messages {
+            let decoded = try ControlCoding.decode(SyncMessage.self, from: try ControlCoding.encode(message))
+            #expect(decoded == message)
+        }
+        let bytes = Data((0..<300).map { UInt8($0 & 0xFF) })
+        let payload = bytes.withUnsafeBytes { SyncData.encode(id: 0x0102_0304_0506_0708, $0) }
+        let decoded = try #require(SyncData.decode(payload))
+        #expect(decoded.id == 0x0102_0304_0506_0708 && decoded.bytes == bytes)
+        #expect(SyncData.decode(Data([1, 2, 3])) == nil)
+        // Sync and data frames pass the decoder like any kind it knows.
+        var decoder = FrameDecoder()
+        decoder.append(Frame(kind: .data, payload: payload).encoded + Frame(kind: .sync, payload: Data("{}".utf8)).encoded)
+        #expect(try decoder.next()?.kind == .data)
+        #expect(try decoder.next()?.kind == .sync)
+    }
+
+    @Test("hellos of another version or protocol are refused with a message that says so")
+    func versions() {
+        let ours = SyncHello(node: "a", name: "here :0", sends: true, receives: true, selections: ["CLIPBOARD"])
+        #expect(ours.mismatch(with: SyncHello(node: "b", name: "there :0", sends: true, receives: true, selections: ["CLIPBOARD"])) == nil)
+        let newer = SyncHello(node: "b", name: "there", sends: true, receives: true, selections: [], version: 2)
+        #expect(ours.mismatch(with: newer)?.contains("version 2, this side version 1") == true)
+        let other = SyncHello(node: "b", name: "there", sends: true, receives: true, selections: [], protocol: "xpb-control")
+        #expect(ours.mismatch(with: other)?.contains("'xpb-control'") == true)
+    }
+
+    @Test("link specs: displays, peers with a remote display, one-way and CLIPBOARD-only links; bad ones named")
+    func specs() throws {
+        let display = try SyncLinkSpec.parse(":2", ssh: false)
+        #expect(display.endpoint == .display(":2") && display.sends && display.receives && !display.clipboardOnly)
+        let peer = try SyncLinkSpec.parse("me@box,display=:0,send-only,clipboard-only", ssh: true)
+        #expect(peer.endpoint == .ssh(host: "me@box", display: ":0"))
+        #expect(peer.sends && !peer.receives && peer.clipboardOnly && peer.direction == "send-only")
+        #expect(try SyncLinkSpec.parse("box,receive-only", ssh: true).direction == "receive-only")
+        for bad in ["", "-oProxyCommand=x", "box,send-only,receive-only", "box,sideways", "box,display=:0;rm", "two words"] {
+            #expect(throws: SyncSpecError.self) { try SyncLinkSpec.parse(bad, ssh: true) }
+        }
+        #expect(throws: SyncSpecError.self) { try SyncLinkSpec.parse(":1,display=:2", ssh: false) }
+        var configuration = SyncConfiguration()
+        #expect(configuration.selections(for: peer) == [.general])
+        configuration.syncsPrimary = true
+        #expect(configuration.selections(for: display) == [.general, .find])
+        #expect(configuration.selections(for: peer) == [.general])
+    }
+}
