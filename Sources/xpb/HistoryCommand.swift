@@ -137,6 +137,8 @@ struct HistoryCommand: Command {
         process.standardOutput = output
         do { try process.run() } catch { throw Failure("cannot run the menu '\(command)': \(error)") }
         let lines = entries.map { "\($0.index)\t\(printable($0.preview.isEmpty ? $0.targets.joined(separator: ",") : $0.preview))" }
+        // A menu that exits without reading its input (cancelled) must not kill us with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         try? input.fileHandleForWriting.write(contentsOf: Data((lines.joined(separator: "\n") + "\n").utf8))
         try? input.fileHandleForWriting.close()
         let chosen = output.fileHandleForReading.readDataToEndOfFile()

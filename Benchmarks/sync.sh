@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# xpbd sync measured on private Xvfb displays and a loopback sshd of its own; writes
+# Benchmarks/SYNC.md.
+# Usage: bash Benchmarks/sync.sh   (needs hyperfine, Xvfb, xclip, cc with libx11-dev and
+# libxfixes-dev, openssh-server and openssh-client; XPB_SYNC_RUNS sets the announce count, default 300)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+work=$(mktemp -d /tmp/xpb-sync-bench.XXXXXX)
+out="$here/SYNC.md"
+runs=${XPB_SYNC_RUNS:-300}
+python3=/usr/bin/python3
+
+echo "bench: building release binaries"
+(cd "$root" && swift build -c release --scratch-path "$root/.build-bench" >/dev/null)
+xpb="$root/.build-bench/release/xpb"
+xpbd="$root/.build-bench/release/xpbd"
+cc -O2 -o "$work/announce" "$here/announce.c" -lX11 -lXfixes
+
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    pkill -f "$work" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+xvfb() { # -> display number on fd
+    exec 9< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
+    read -r _ pid <&9
+    read -r number <&9
+    pids+=("$pid")
+    echo ":$number" > "$work/display.$1"
+}
+xvfb a; xvfb b
+A=$(cat "$work/display.a"); B=$(cat "$work/display.b")
+export XDG_RUNTIME_DIR="$work/run"
+mkdir -p "$XDG_RUNTIME_DIR"; chmod 700 "$XDG_RUNTIME_DIR"
+daemon() { # name display options...
+    local name=$1 display=$2; shift 2
+    "$xpbd" --display "$display" --state-dir "$work/state-$name" "$@" 2>"$work/$name.log" &
+    pids+=("$!")
+    echo "$!" > "$work/$name.pid"
+    for _ in $(seq 200); do grep -q "listening on" "$work/$name.log" 2>/dev/null && return; sleep 0.05; done
+    echo "xpbd did not start" >&2; cat "$work/$name.log" >&2; exit 1
+}
+stop() { kill "$(cat "$work/$1.pid")"; wait "$(cat "$work/$1.pid")" 2>/dev/null || true; }
+connected() { for _ in $(seq 300); do grep -q "connected to" "$work/$1.log" && return; sleep 0.05; done; echo "no link" >&2; cat "$work/$1.log" >&2; exit 1; }
+percentiles() { "$python3" -c "
+import sys
+values = sorted(float(line) for line in open(sys.argv[1]) if line.strip())
+at = lambda p: values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+print('%.2f %.2f %.2f %d' % (at(50), at(99), values[-1], len(values)))" "$1"; }
+
+# The loopback sshd: its own host key and user key, 127.0.0.1 only.
+mkdir -p /run/sshd 2>/dev/null || true
+ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$work/user_key"
+cp "$work/user_key.pub" "$work/authorized_keys"
+port=$((20000 + RANDOM % 30000))
+cat > "$work/sshd_config" <<EOF
+Port $port
+ListenAddress 127.0.0.1
+HostKey $work/host_key
+AuthorizedKeysFile $work/authorized_keys
+PidFile none
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+EOF
+/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
+pids+=("$!")
+for _ in $(seq 100); do grep -q "Server listening" "$work/sshd.log" && break; sleep 0.05; done
+echo "[127.0.0.1]:$port $(cat "$work/host_key.pub")" > "$work/known_hosts"
+cat > "$work/ssh_config" <<EOF
+Host bench-peer
+  HostName 127.0.0.1
+  Port $port
+  User $(id -un)
+  IdentityFile $work/user_key
+  IdentitiesOnly yes
+  IdentityAgent none
+  UserKnownHostsFile $work/known_hosts
+  StrictHostKeyChecking yes
+EOF
+ssh="ssh -F $work/ssh_config"
+
+# 1. Announce latency, two displays on one machine (B joins A through A's socket).
+daemon a "$A"
+daemon b "$B" --sync-display "$A"
+connected b
+echo "bench: announce latency, local ($runs copies)"
+"$work/announce" "$A" "$B" "$runs" > "$work/local.txt"
+read -r local_p50 local_p99 local_max local_n < <(percentiles "$work/local.txt")
+stop b
+
+# 2. The same over ssh (B reaches A's daemon with ssh to the loopback sshd).
+daemon b "$B" --peer "bench-peer,display=$A" --ssh "$ssh" --remote-xpb "XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR $xpb"
+connected b
+echo "bench: announce latency, ssh ($runs copies)"
+"$work/announce" "$A" "$B" "$runs" > "$work/ssh.txt"
+read -r ssh_p50 ssh_p99 ssh_max ssh_n < <(percentiles "$work/ssh.txt")
+
+# 3. A 50 MiB paste across loopback ssh, against ssh's own ceiling (cat of the same bytes).
+head -c 52428800 /dev/urandom > "$work/50mb.bin"
+DISPLAY="$A" "$xpb" copy -t application/octet-stream "$work/50mb.bin"
+sleep 2 # A's keeper has kept it; B has the announce
+b_pid=$(cat "$work/b.pid")
+idle_rss=$(awk '/VmRSS/ { print $2 }' /proc/"$b_pid"/status)
+echo 5 > /proc/"$b_pid"/clear_refs 2>/dev/null || true # resets the peak (VmHWM) to now
+echo "bench: 50 MiB paste over ssh"
+DISPLAY="$B" xclip -o -selection clipboard -t application/octet-stream | cmp - "$work/50mb.bin"
+hyperfine -N --warmup 1 --runs 10 --export-json "$work/paste.json" --style basic \
+    "sh -c 'DISPLAY=$B xclip -o -selection clipboard -t application/octet-stream > /dev/null'" \
+    "sh -c '$ssh bench-peer cat $work/50mb.bin > /dev/null'" >/dev/null
+peak_rss=$(awk '/VmHWM/ { print $2 }' /proc/"$b_pid"/status)
+a_pid=$(cat "$work/a.pid")
+a_peak=$(awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' /proc/"$a_pid"/status)
+read -r paste_ms cat_ms < <("$python3" -c "
+import json, sys
+results = json.load(open(sys.argv[1]))['results']
+print('%.0f %.0f' % (results[0]['median'] * 1000, results[1]['median'] * 1000))" "$work/paste.json")
+stop b; stop a
+
+ratio=$("$python3" -c "print('%.2f' % ($paste_ms / $cat_ms))")
+rss_target=$("$python3" -c "print('%.1f' % ($idle_rss * 1.2 / 1024 + 8))")
+verdict() { "$python3" -c "print('met' if $1 else '**not met**')"; }
+cat > "$out" <<REPORT
+# xpbd sync benchmarks
+
+Written by \`bash Benchmarks/sync.sh\` on $(date -u +%Y-%m-%d): two private Xvfb displays, release build,
+a loopback sshd of the script's own (OpenSSH, ed25519 keys), on this machine ($(nproc) cores).
+
+| measure | result | target | |
+|---|---|---|---|
+| announce latency, two displays on one machine: \`XSetSelectionOwner\` on A to B's XFixes event ($local_n copies) | p50 ${local_p50} ms, p99 ${local_p99} ms, max ${local_max} ms | p99 < 10 ms | $(verdict "$local_p99 < 10") |
+| announce latency over loopback ssh ($ssh_n copies) | p50 ${ssh_p50} ms, p99 ${ssh_p99} ms, max ${ssh_max} ms | p99 < 20 ms | $(verdict "$ssh_p99 < 20") |
+| 50 MiB paste on B (\`xclip -o\`) of A's copy across loopback ssh, median of 10 | ${paste_ms} ms, against \`ssh host cat\` of the same bytes ${cat_ms} ms: ${ratio} × | ≤ 1.3 × | $(verdict "$ratio <= 1.3") |
+| B's daemon RSS during those pastes (peak) | $(("$peak_rss" / 1024)) MiB, idle $(("$idle_rss" / 1024)) MiB (target ${rss_target} MiB) | ≤ 1.2 × idle + 8 MiB | $(verdict "$peak_rss / 1024 <= $rss_target") |
+
+The latency helper (\`Benchmarks/announce.c\`) owns A's CLIPBOARD as a minimal client (answers
+TARGETS and UTF8_STRING), so each copy costs A's daemon one TARGETS conversion before the
+announce; between copies it waits 250 ms. The paste is served on A from A's daemon's kept copy
+(the owner is \`xpb copy\`), streamed over the link under a 4 MiB credit window and written to
+the reader with INCR as it comes. A's daemon peaked at ${a_peak} MiB (it keeps the 50 MiB copy
+in memory as the clipboard manager).
+REPORT
+cat "$out"
