@@ -100,7 +100,11 @@ final class SyncHub: Sendable {
     private let logger: Logger
     private let hookSlot = Mutex<SyncHooks?>(nil)
     let state = Mutex(State())
+    /// Other nodes' announces and withdraws (owning this display's selection).
     private let queue = DispatchQueue(label: "xpbd.sync")
+    /// This display's changes (reading the new owner's targets): an owner slow to answer delays
+    /// only its own announce, not what comes from elsewhere.
+    private let localQueue = DispatchQueue(label: "xpbd.sync.local")
     private let workers = DispatchQueue(label: "xpbd.sync.serve", attributes: .concurrent)
     private let dialers = Mutex<[PeerDialer]>([])
 
@@ -478,7 +482,7 @@ final class SyncHub: Sendable {
                 state.generations[change.name, default: 0] += 1
                 return state.generations[change.name]!
             }
-            queue.async { [self] in keepLocal(change.name, generation: generation, reason: "cleared by its owner") }
+            localQueue.async { [self] in keepLocal(change.name, generation: generation, reason: "cleared by its owner") }
         } else {
             localOwnerChanged(change.name, owner: change.owner)
         }
@@ -490,7 +494,7 @@ final class SyncHub: Sendable {
             state.generations[name, default: 0] += 1
             return state.generations[name]!
         }
-        queue.async { [self] in announceLocal(name, owner: owner, generation: generation) }
+        localQueue.async { [self] in announceLocal(name, owner: owner, generation: generation) }
     }
 
     /// A history entry became the selection (`xpb history select`): announced like a copy.
@@ -500,7 +504,7 @@ final class SyncHub: Sendable {
             state.generations[name, default: 0] += 1
             return state.generations[name]!
         }
-        queue.async { [self] in announceLocal(name, owner: ourWindow, generation: generation) }
+        localQueue.async { [self] in announceLocal(name, owner: ourWindow, generation: generation) }
     }
 
     private func isCurrent(_ name: Pasteboard.Name, _ generation: Int) -> Bool {
@@ -594,8 +598,21 @@ final class SyncHub: Sendable {
 
     // MARK: Other nodes' changes
 
+    /// The most targets an announce may list, and the longest target name (an owner's TARGETS is
+    /// read with the same bound): each becomes an atom of this display.
+    static let maxTargets = 1024
+    static let maxTargetName = 1024
+
     private func applyRemote(_ announce: SyncAnnounce, from link: SyncLink) {
         guard let name = Self.name(ofSelection: announce.selection), link.receives(name) else { return }
+        guard announce.targets.count <= Self.maxTargets,
+              announce.targets.allSatisfy({ target in
+                  !target.target.isEmpty && target.target.utf8.count <= Self.maxTargetName && (target.size ?? 0) >= 0
+                      && !target.target.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+              }) else {
+            logger.warning("sync: ignored a malformed announce from \(link.label) (\(announce.targets.count) targets)")
+            return
+        }
         if let expires = announce.expires, expires <= Date() { return }
         let accepted = state.withLock { state -> Bool in
             guard !state.isStopped else { return false }

@@ -11,7 +11,8 @@ import Synchronization
 package final class ByteStream: Sendable {
     package struct Header: Sendable, Equatable {
         package let type: String
-        /// The exact size, when the source knows it.
+        /// The size the source expects, when it knows one (exact for data at hand, an INCR
+        /// owner's announcement otherwise).
         package let size: Int?
     }
 
