@@ -250,14 +250,7 @@ public final class ClipboardDaemon: Sendable {
     /// Fetches what the owner of `name` offers (on `captures`) and keeps it, unless it is secret.
     private func capture(_ name: Pasteboard.Name, generation: Int) {
         let selection = X11PasteboardBackend.selectionName(for: name)
-        if name == .find {
-            // A selection still being dragged changes with every pointer motion: wait for the release.
-            let deadline = Date().addingTimeInterval(60)
-            while backend.isPointerButtonHeld(), Date() < deadline {
-                usleep(100_000)
-                guard isCurrent(name, generation) else { return }
-            }
-        }
+        if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
         guard let owner = try? backend.owner(of: name), owner.window != ourWindow,
               state.withLock({ $0.owners[name] }) == owner.window else { return }
         // From here a save request of this owner waits for this fetch instead of starting its own.

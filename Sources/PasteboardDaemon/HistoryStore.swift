@@ -174,19 +174,7 @@ final class HistoryStore {
         let temporary = blobs.appendingPathComponent("tmp-\(getpid())-\(temporaryCounter)").path
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFailure("creating \(temporary)", errno) }
-        var failure: POSIXFailure?
-        data.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = POSIXFailure("writing \(temporary)", errno)
-                    return
-                }
-                offset += written
-            }
-        }
+        var failure = data.withUnsafeBytes { writeAll(fd, $0) }.map { POSIXFailure("writing \(temporary)", $0) }
         if failure == nil, fsync(fd) != 0 { failure = POSIXFailure("syncing \(temporary)", errno) }
         close(fd)
         if failure == nil, rename(temporary, final) != 0 { failure = POSIXFailure("renaming \(temporary)", errno) }

@@ -1,3 +1,4 @@
+import Foundation
 import PasteboardX11
 
 /// Which targets a clipboard manager keeps, and which contents it must never touch.
@@ -32,5 +33,18 @@ public enum KeepPolicy {
     public static func keptTargets(_ targets: [String]) -> [String] {
         var seen: Set<String> = []
         return targets.filter { isKept($0) && seen.insert($0).inserted }
+    }
+}
+
+extension X11PasteboardBackend {
+    /// A PRIMARY still being dragged changes with every pointer motion: waits (at most a minute)
+    /// until no button is held. False when `isCurrent` stopped holding meanwhile.
+    func waitForPointerRelease(while isCurrent: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(60)
+        while isPointerButtonHeld(), Date() < deadline {
+            usleep(50_000)
+            guard isCurrent() else { return false }
+        }
+        return true
     }
 }

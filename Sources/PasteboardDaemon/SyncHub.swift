@@ -520,14 +520,7 @@ final class SyncHub: Sendable {
     /// Reads what the new owner offers and announces it, unless it must stay here.
     private func announceLocal(_ name: Pasteboard.Name, owner: X11Window, generation: Int) {
         let selection = X11PasteboardBackend.selectionName(for: name)
-        if name == .find {
-            // A selection still being dragged changes with every motion: wait for the release.
-            let deadline = Date().addingTimeInterval(60)
-            while backend.isPointerButtonHeld(), Date() < deadline {
-                usleep(50_000)
-                guard isCurrent(name, generation) else { return }
-            }
-        }
+        if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
         guard isCurrent(name, generation) else { return }
         var advertised: [String]
         var sizes: [String: Int] = [:]

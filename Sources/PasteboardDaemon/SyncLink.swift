@@ -76,23 +76,10 @@ struct FrameReader {
     }
 }
 
-/// Writes a frame whole with `write(2)`.
+/// Writes a frame whole with `write(2)` (pipes and sockets alike).
 func writeFrame(_ frame: Frame, to fd: Int32) throws(WireError) {
-    let bytes = frame.encoded
-    var failure: WireError?
-    bytes.withUnsafeBytes { buffer in
-        var offset = 0
-        while offset < buffer.count {
-            let sent = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if sent < 0 {
-                if errno == EINTR { continue }
-                failure = WireError("sending: \(String(cString: strerror(errno)))")
-                return
-            }
-            offset += sent
-        }
-    }
-    if let failure { throw failure }
+    let code = frame.encoded.withUnsafeBytes { writeAll(fd, $0) }
+    if let code { throw WireError("sending: \(String(cString: strerror(code)))") }
 }
 
 /// One sync link: another daemon, after both said hello. A reader thread hands frames to the
@@ -256,19 +243,7 @@ final class SyncLink: Sendable {
                 }
                 guard let frame = next else { break }
                 guard let frame else { return }
-                var failure: String?
-                frame.withUnsafeBytes { buffer in
-                    var offset = 0
-                    while offset < buffer.count {
-                        let sent = write(transport.writeFD, buffer.baseAddress! + offset, buffer.count - offset)
-                        if sent < 0 {
-                            if errno == EINTR { continue }
-                            failure = String(cString: strerror(errno))
-                            return
-                        }
-                        offset += sent
-                    }
-                }
+                let failure = frame.withUnsafeBytes { writeAll(transport.writeFD, $0) }.map { String(cString: strerror($0)) }
                 if let failure {
                     close("sending: \(failure)")
                     return

@@ -12,21 +12,8 @@ public struct FrameChannel {
 
     /// Sends one frame whole.
     public func send(_ frame: Frame) throws(WireError) {
-        let bytes = frame.encoded
-        var failure: WireError?
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let sent = Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
-                if sent < 0 {
-                    if errno == EINTR { continue }
-                    failure = WireError("sending: \(String(cString: strerror(errno)))")
-                    return
-                }
-                offset += sent
-            }
-        }
-        if let failure { throw failure }
+        let code = frame.encoded.withUnsafeBytes { writeAll(fd, $0, socket: true) }
+        if let code { throw WireError("sending: \(String(cString: strerror(code)))") }
     }
 
     /// The next frame; nil when the peer closed the connection cleanly between frames.
@@ -58,6 +45,22 @@ public struct FrameChannel {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
     }
+}
+
+/// Writes every byte of `buffer` to `fd`, going on after EINTR: with `send` and MSG_NOSIGNAL on a
+/// socket (no SIGPIPE), with `write` otherwise (pipes, files). Nil when all went, else the errno.
+public func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, socket: Bool = false) -> Int32? {
+    var offset = 0
+    while offset < buffer.count {
+        let start = buffer.baseAddress! + offset
+        let sent = socket ? Glibc.send(fd, start, buffer.count - offset, Int32(MSG_NOSIGNAL)) : Glibc.write(fd, start, buffer.count - offset)
+        if sent < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        offset += sent
+    }
+    return nil
 }
 
 /// UNIX stream sockets by path.
