@@ -316,6 +316,32 @@ extension SyncTests {
         try a.daemon.stop()
     }
 
+    @Test("PRIMARY with --sync-primary, and a history entry selected again, cross like copies")
+    func primaryAndHistory() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime, arguments: ["--sync-primary"])
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-primary"])
+        try b.daemon.waitForLog("connected to")
+        let primary = try Peer("xclip", ["-i", "-selection", "primary", "-quiet"], display: a.x, input: Data("selected text".utf8))
+        try b.waitForTaken(1)
+        let read = try run("xclip", ["-o", "-selection", "primary"], display: b.x)
+        #expect(read.output == Data("selected text".utf8), "PRIMARY on the other display: \(read.error)")
+        primary.stop()
+        // Two clipboard copies on A (kept in A's history), then the older one selected again.
+        for (index, text) in ["first entry", "second entry"].enumerated() {
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data(text.utf8))
+            try b.waitForTaken(2 + index)
+            try eventuallyLogged(a.daemon, "kept CLIPBOARD from", count: index + 1)
+            owner.stop()
+        }
+        let select = try xpb(["history", "select", "1"], a.x, environment: a.daemon.home.environment)
+        #expect(select.status == 0, "\(select.error)")
+        try b.waitForTaken(4)
+        #expect(try b.read("UTF8_STRING").output == Data("first entry".utf8), "the selected entry on the other display")
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
     @Test("an expiring copy is withdrawn everywhere when it expires")
     func expiry() throws {
         let runtime = try DaemonHome()
