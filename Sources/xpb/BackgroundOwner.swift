@@ -131,7 +131,7 @@ extension CopyCommand {
 
 /// Starts a copy of this program in the background.
 enum Detach {
-    /// Runs `/proc/self/exe` with `arguments` in a new session, standard streams on /dev/null,
+    /// Runs this program's binary with `arguments` in a new session, standard streams on /dev/null,
     /// and `fds` as descriptors 3, 4, …
     static func spawn(arguments: [String], fds: [Int32]) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
@@ -155,7 +155,16 @@ enum Detach {
         defer { posix_spawnattr_destroy(&attributes) }
         // POSIX_SPAWN_SETSID (glibc): the owner leaves the terminal's session and process group.
         posix_spawnattr_setflags(&attributes, Int16(0x80))
-        let executable = "/proc/self/exe"
+        // The binary by its own path, so that ps, top and pgrep show the owner as `xpb` (the kernel
+        // names a process after the file it executed: `/proc/self/exe` would make it `exe`).
+        // /proc/self/exe itself when the file was replaced or removed since we started.
+        var executable = "/proc/self/exe"
+        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &resolved, resolved.count - 1)
+        if length > 0 {
+            let path = String(decoding: resolved[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if !path.hasSuffix(" (deleted)"), access(path, X_OK) == 0 { executable = path }
+        }
         let argv = ([CommandLine.arguments.first ?? "xpb"] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0

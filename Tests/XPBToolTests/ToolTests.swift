@@ -50,6 +50,9 @@ struct CopyTests {
         let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
         let ownerPID = try #require(info?["ownerPID"] as? Int)
         #expect(isAlive(ownerPID))
+        // ps, top and pgrep name it after its binary, not `exe` (of /proc/self/exe).
+        let comm = try String(contentsOfFile: "/proc/\(ownerPID)/comm", encoding: .utf8)
+        #expect(comm == "xpb\n", "the background owner shows as '\(comm)'")
         _ = try run("/bin/sh", ["-c", "printf other | xclip -i -selection clipboard >/dev/null 2>&1"], display: x)
         #expect(eventually(timeout: 10) { !isAlive(ownerPID) })
     }
