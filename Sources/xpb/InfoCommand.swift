@@ -6,7 +6,7 @@ struct InfoCommand: Command {
     static let spec = CommandSpec(
         name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
-        discussion: "The owner's window, its name and process id where the owner publishes them, the change count seen by this command, the number of items and their types.",
+        discussion: "The owner's window, its name and process id where the owner publishes them, the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command.",
         options: ReportOptions.specs)
 
     let options: ReportOptions
@@ -36,8 +36,11 @@ struct InfoCommand: Command {
             pasteboard: selection.name.rawValue, selection: selection.selection,
             owner: owner.map { $0.window.description }, ownerName: owner?.name, ownerPID: owner?.processID,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
+        // Nothing on the pasteboard exits 2, as paste, types and watch do; the report still says so.
+        let status: Exit? = owner == nil ? Exit(status: Status.empty.rawValue) : nil
         if options.asJSON {
             writeLine(json(report))
+            if let status { throw status }
             return
         }
         writeLine("pasteboard: \(report.pasteboard)")
@@ -50,5 +53,6 @@ struct InfoCommand: Command {
         for (index, types) in report.items.enumerated() {
             writeLine("item \(index): \(types.joined(separator: ", "))")
         }
+        if let status { throw status }
     }
 }

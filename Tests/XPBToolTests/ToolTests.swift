@@ -335,8 +335,12 @@ struct ReadTests {
     @Test("info names the owner; --json too")
     func info() throws {
         let x = try Xvfb()
-        #expect(try xpb(["info"], x).text.contains("owner: none"))
+        let empty = try xpb(["info"], x)
+        #expect(empty.text.contains("owner: none"))
+        #expect(empty.status == 2, "an empty clipboard exits 2, as with every other command")
+        #expect(try xpb(["info", "--json"], x).status == 2)
         #expect(try xpb(["copy"], x, input: Data("i".utf8)).status == 0)
+        #expect(try xpb(["info"], x).status == 0)
         let text = try xpb(["info"], x).text
         #expect(text.contains("selection: CLIPBOARD"))
         #expect(text.contains("owner name: xpb"))
