@@ -197,8 +197,9 @@ public struct TypeRegistry: Sendable {
         byType[type].map { descriptors[$0] }
     }
 
-    /// Resolves a name given as a UTI, a MIME type, an X11 target or a short name
-    /// (`text`, `html`, `png`) to a type; an unknown name passes through unchanged.
+    /// Resolves a name given as a UTI, a MIME type, an X11 target, a short name (`text`, `html`,
+    /// `png`) or a file name extension (`txt`, `htm`, `jpeg`) to a type; an unknown name passes
+    /// through unchanged.
     ///
     /// - Throws: ``PasteboardError/invalidType(_:reason:)`` for an empty or malformed name.
     public func resolve(_ name: String) throws -> PasteboardType {
@@ -206,7 +207,54 @@ public struct TypeRegistry: Sendable {
         if byType[type] != nil { return type }
         if let hit = byTarget[name] { return descriptors[hit.row].type }
         if let row = byName[Self.normalizedMIME(name)] { return descriptors[row].type }
+        if !name.contains("/"), !name.contains("."), let byExtension = self.type(forFileExtension: name) { return byExtension }
         return type
+    }
+
+    /// Whether a name a user typed means something known: a registered type, target, MIME type
+    /// or short name, or a name with the shape of a MIME type (`a/b`), a UTI (`a.b`) or an X atom
+    /// (`COMPOUND_TEXT`: capitals or underscores). A bare lowercase word the registry does not
+    /// know (`pgn`, `txt`) is most likely a typo.
+    public func isKnownName(_ name: String) -> Bool {
+        if name.contains("/") || name.contains(".") || name.contains(where: { $0.isUppercase || $0 == "_" }) { return true }
+        guard let type = try? PasteboardType(name) else { return false }
+        return byType[type] != nil || byTarget[name] != nil || byName[Self.normalizedMIME(name)] != nil
+            || self.type(forFileExtension: name) != nil
+    }
+
+    /// The registered short names and file extensions closest to `name` (the nearest, at most two
+    /// edits away, a swap of neighbours being one): suggestions for a name that is not known.
+    public func nearestNames(to name: String) -> [String] {
+        let wanted = Array(name.lowercased().unicodeScalars)
+        var scored: [(name: String, distance: Int)] = []
+        var seen: Set<String> = []
+        for descriptor in descriptors {
+            for candidate in descriptor.shortNames + descriptor.fileExtensions where seen.insert(candidate).inserted {
+                let distance = Self.editDistance(wanted, Array(candidate.unicodeScalars))
+                if distance <= 2 { scored.append((candidate, distance)) }
+            }
+        }
+        guard let best = scored.map(\.distance).min() else { return [] }
+        return scored.filter { $0.distance == best }.map(\.name).sorted()
+    }
+
+    /// Levenshtein distance, with a swap of two neighbours counted as one edit.
+    static func editDistance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar]) -> Int {
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous2 = [Int](repeating: 0, count: b.count + 1)
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + [Int](repeating: 0, count: b.count)
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { current[j] = min(current[j], previous2[j - 2] + 1) }
+            }
+            previous2 = previous
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// The type whose preferred MIME type, or one of whose MIME types, is `mime`.

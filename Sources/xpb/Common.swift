@@ -315,3 +315,12 @@ enum StandardDescriptors {
     /// Whether `fd` (0, 1 or 2) was closed when the process started.
     static func wasClosed(_ fd: Int32) -> Bool { closed.contains(fd) }
 }
+
+/// Warns (on standard error) about a type name that is neither registered nor shaped like a MIME
+/// type or UTI, naming the nearest known names: `-t pgn` is used as given, but most likely meant png.
+func warnIfUnknownType(_ name: String, registry: TypeRegistry = .standard) {
+    guard !registry.isKnownName(name) else { return }
+    let nearest = registry.nearestNames(to: name).prefix(3)
+    let hint = nearest.isEmpty ? "a MIME type such as image/png, or a UTI, is always understood" : "did you mean \(nearest.map { "'\($0)'" }.joined(separator: " or "))?"
+    XPB.printError("xpb: warning: '\(name)' is not a type name xpb knows; using it as an X target as given (\(hint))\n")
+}

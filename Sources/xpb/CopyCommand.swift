@@ -100,6 +100,7 @@ struct CopyCommand: Command {
             }
             let resolved: PasteboardType
             do { resolved = try TypeRegistry.standard.resolve(type) } catch { throw UsageError(String(describing: error)) }
+            warnIfUnknownType(type)
             for alias in TypeRegistry.standard.targets(for: resolved) where X11PasteboardBackend.isReservedTarget(alias.name) {
                 throw UsageError("'\(type)' is a name the X selection protocol reserves (\(alias.name)); choose another type")
             }

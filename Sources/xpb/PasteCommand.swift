@@ -60,7 +60,9 @@ struct PasteCommand: Command {
         let registry = backend.registry
         let chosen: PasteboardType?
         if let types {
-            let wanted = try types.split(separator: ",").map { try registry.resolve(String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())) }
+            let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+            names.forEach { warnIfUnknownType($0, registry: registry) }
+            let wanted = try names.map { try registry.resolve($0) }
             chosen = registry.bestType(among: offered, accepting: wanted)
             guard chosen != nil else {
                 throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)

@@ -143,6 +143,23 @@ struct TypeRegistryTests {
     }
 }
 
+@Suite("Type names users type")
+struct TypeNameTests {
+    @Test("file name extensions resolve like short names; unknown bare words are flagged, with the nearest names")
+    func namesAndTypos() throws {
+        let registry = TypeRegistry.standard
+        #expect(try registry.resolve("txt") == registry.resolve("text"))
+        #expect(try registry.resolve("htm") == .html)
+        for known in ["png", "text", "html", "txt", "image/x-foo", "org.example.thing", "COMPOUND_TEXT", "UTF8_STRING"] {
+            #expect(registry.isKnownName(known), "\(known)")
+        }
+        for typo in ["pgn", "hmtl", "jsno", "zzzqq"] { #expect(!registry.isKnownName(typo), "\(typo)") }
+        #expect(registry.nearestNames(to: "pgn") == ["png"])
+        #expect(registry.nearestNames(to: "hmtl") == ["html"])
+        #expect(registry.nearestNames(to: "zzzqq").isEmpty)
+    }
+}
+
 @Suite("Content sniffing")
 struct ContentSnifferTests {
     @Test("formats are recognised from their first bytes", arguments: [

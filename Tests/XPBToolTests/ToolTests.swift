@@ -57,6 +57,19 @@ struct CopyTests {
         #expect(eventually(timeout: 10) { !isAlive(ownerPID) })
     }
 
+    @Test("an unknown bare type name is used as given, with a warning naming the nearest known one")
+    func typoWarning() throws {
+        let x = try Xvfb()
+        let typo = try xpb(["copy", "-t", "pgn"], x, input: Data("x".utf8))
+        #expect(typo.status == 0)
+        #expect(typo.error.contains("'pgn' is not a type name xpb knows") && typo.error.contains("did you mean 'png'?"), "\(typo.error)")
+        #expect(try xclipOut(x, ["-t", "pgn"]).output == Data("x".utf8))
+        let known = try xpb(["copy", "-t", "txt"], x, input: Data("y".utf8))
+        #expect(known.status == 0 && known.error.isEmpty, "\(known.error)")
+        #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).output == Data("y".utf8), "-t txt is text")
+        #expect(try xpb(["paste", "-t", "hmtl"], x).error.contains("did you mean 'html'?"))
+    }
+
     @Test("HTML and text of one item, read back as each type by xclip -t")
     func htmlAndText() throws {
         let x = try Xvfb()
