@@ -84,7 +84,6 @@ final class PeerDialer: Sendable {
                 backoff = max(backoff, 60)
             }
             let wait = backoff
-            state.withLock { $0.status.since = Date() }
             _ = wake.wait(timeout: .now() + wait)
             backoff = min(backoff * 2, max(configuration.lastBackoff, configuration.firstBackoff))
         }

@@ -444,9 +444,10 @@ final class SyncHub: Sendable {
         }
     }
 
-    struct Failure: Error {
+    struct Failure: Error, CustomStringConvertible {
         let message: String
         init(_ message: String) { self.message = message }
+        var description: String { message }
     }
 
     /// Ends a transfer this node asked for: the peer is told to stop, the reader (or the relay's

@@ -359,6 +359,21 @@ extension SyncTests {
         try a.daemon.stop()
     }
 
+    @Test("a link whose daemon is not there retries with backoff, says why in the status, and logs it once")
+    func retries() throws {
+        let runtime = try DaemonHome()
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", ":4242"])
+        Thread.sleep(forTimeInterval: 2.5) // attempts at 0, 0.5 and 1.5 s
+        let peer = try #require(try b.peers().first)
+        #expect(peer["state"] as? String == "retrying", "\(peer)")
+        #expect((peer["lastError"] as? String)?.contains("no xpbd runs for display :4242") == true, "\(peer)")
+        // Once at warning level; the retries after it only at debug.
+        #expect(b.daemon.log.components(separatedBy: "warning xpbd: [PasteboardDaemon] sync with display :4242").count - 1 == 1, "logged once: \(b.daemon.log)")
+        let text = try xpb(["daemon", "status"], b.x, environment: b.daemon.home.environment).text
+        #expect(text.contains("display :4242: retrying") && text.contains("last error: no xpbd runs"), "\(text)")
+        try b.daemon.stop()
+    }
+
     @Test("a peer speaking another protocol version is refused at hello with a message naming both versions")
     func versionMismatch() throws {
         let runtime = try DaemonHome()
