@@ -41,6 +41,14 @@ final class SyncHub: Sendable {
         let generation: Int
     }
 
+    /// A change of this display's selection: its new owner (None: cleared), the generation that
+    /// tells it from later changes, and its stamp, taken when it happened.
+    struct LocalChange {
+        let owner: X11Window
+        let generation: Int
+        let stamp: SyncStamp
+    }
+
     enum Sink {
         /// A reader on this display.
         case local(ByteStream)
@@ -88,6 +96,9 @@ final class SyncHub: Sendable {
         var inFlight = 0
         /// Fetches being served from this display's owners, per selection.
         var servingLocal: [Pasteboard.Name: Int] = [:]
+        /// This display's newest change per selection while no link is up: read and announced
+        /// when one comes (no X round trip per copy for a daemon that syncs with nobody).
+        var deferred: [Pasteboard.Name: LocalChange] = [:]
         var isStopped = false
     }
 
@@ -115,7 +126,10 @@ final class SyncHub: Sendable {
         self.logger = logger
         var random = SystemRandomNumberGenerator()
         node = String(random.next(), radix: 16)
-        nodeName = "\(ProcessInfo.processInfo.hostName) \(displayName)"
+        // gethostname, not ProcessInfo.hostName (which may ask DNS and wait).
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, host.count - 1)
+        nodeName = "\(String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) \(displayName)"
         synced = configuration.selections(for: nil)
     }
 
@@ -204,8 +218,15 @@ final class SyncHub: Sendable {
         }
         link.start(reader: reader, handler: { [weak self] link, frame in self?.handle(frame, from: link) },
                    onClose: { [weak self] link, reason in self?.linkClosed(link, reason: reason) })
-        // Catch the other side up with what this node holds.
-        queue.async { [self] in
+        // Changes of this display made while no link was up are read and announced now.
+        let deferred = state.withLock { state -> [Pasteboard.Name: LocalChange] in
+            defer { state.deferred.removeAll() }
+            return state.deferred
+        }
+        for (name, change) in deferred { localQueue.async { [self] in handleLocal(name, change) } }
+        // Catch the other side up with what this node holds (after those, on the same queue, so
+        // that an announce they replace is not sent first).
+        localQueue.async { [self] in
             let announces = state.withLock { state in
                 synced.compactMap { name -> SyncAnnounce? in
                     guard link.sends(name), let entry = state.entries[name], entry.source != link.id,
@@ -478,48 +499,58 @@ final class SyncHub: Sendable {
             // The owner went away: the daemon serves what it kept, under the same stamp.
             return
         }
-        if change.owner.isNone {
-            let generation = state.withLock { state -> Int in
-                state.generations[change.name, default: 0] += 1
-                return state.generations[change.name]!
-            }
-            localQueue.async { [self] in keepLocal(change.name, generation: generation, reason: "cleared by its owner") }
-        } else {
-            localOwnerChanged(change.name, owner: change.owner)
-        }
+        localOwnerChanged(change.name, owner: change.owner)
     }
 
-    /// Another client owns a synced selection now: its contents are read and announced.
+    /// A change of this display: stamped now (its time orders it against other nodes' copies),
+    /// then read and announced (or kept here), at once or, with no link up, when one comes.
     private func localOwnerChanged(_ name: Pasteboard.Name, owner: X11Window) {
-        let generation = state.withLock { state -> Int in
+        let change = state.withLock { state -> LocalChange? in
             state.generations[name, default: 0] += 1
-            return state.generations[name]!
+            let change = LocalChange(owner: owner, generation: state.generations[name]!, stamp: nextStamp(&state))
+            guard !state.links.isEmpty else {
+                state.deferred[name] = change
+                return nil
+            }
+            return change
         }
-        localQueue.async { [self] in announceLocal(name, owner: owner, generation: generation) }
+        if let change { localQueue.async { [self] in handleLocal(name, change) } }
+    }
+
+    private func handleLocal(_ name: Pasteboard.Name, _ change: LocalChange) {
+        if change.owner.isNone {
+            keepLocal(name, change, reason: "cleared by its owner")
+        } else {
+            announceLocal(name, change)
+        }
     }
 
     /// A history entry became the selection (`xpb history select`): announced like a copy.
     func selectedFromHistory(_ name: Pasteboard.Name) {
         guard synced.contains(name) else { return }
-        let generation = state.withLock { state -> Int in
-            state.generations[name, default: 0] += 1
-            return state.generations[name]!
-        }
-        localQueue.async { [self] in announceLocal(name, owner: ourWindow, generation: generation) }
+        localOwnerChanged(name, owner: ourWindow)
     }
 
     private func isCurrent(_ name: Pasteboard.Name, _ generation: Int) -> Bool {
         state.withLock { !$0.isStopped && $0.generations[name] == generation }
     }
 
+    /// Now, in the clock's unit (ms since 1970).
+    private static var wallClock: UInt64 { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+
+    /// How far ahead of this machine's clock an announce may be: clocks of machines differ, but a
+    /// stamp a day ahead would win over every copy for a day.
+    static let maxClockSkew: UInt64 = 24 * 3600 * 1000
+
     private func nextStamp(_ state: inout State) -> SyncStamp {
-        let now = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
-        state.clock = max(now, state.clock + 1)
+        state.clock = max(Self.wallClock, state.clock + 1)
         return SyncStamp(clock: state.clock, node: node)
     }
 
     /// Reads what the new owner offers and announces it, unless it must stay here.
-    private func announceLocal(_ name: Pasteboard.Name, owner: X11Window, generation: Int) {
+    private func announceLocal(_ name: Pasteboard.Name, _ change: LocalChange) {
+        let owner = change.owner
+        let generation = change.generation
         let selection = X11PasteboardBackend.selectionName(for: name)
         if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
         guard isCurrent(name, generation) else { return }
@@ -549,15 +580,17 @@ final class SyncHub: Sendable {
             }
             if advertised.contains("TARGET_SIZES") { sizes = (try? backend.targetSizes(of: name)) ?? [:] }
         }
-        if KeepPolicy.isSecret(advertised) { return keepLocal(name, generation: generation, reason: "marked secret") }
-        if isLocalOnly { return keepLocal(name, generation: generation, reason: "local-only") }
-        if let expires, expires <= Date() { return keepLocal(name, generation: generation, reason: "expired") }
+        if KeepPolicy.isSecret(advertised) { return keepLocal(name, change, reason: "marked secret") }
+        if isLocalOnly { return keepLocal(name, change, reason: "local-only") }
+        if let expires, expires <= Date() { return keepLocal(name, change, reason: "expired") }
         let targets = KeepPolicy.keptTargets(advertised).map { SyncTarget(target: $0, size: sizes[$0]) }
-        guard !targets.isEmpty else { return keepLocal(name, generation: generation, reason: "no data targets") }
+        guard !targets.isEmpty else { return keepLocal(name, change, reason: "no data targets") }
         let ownerName = owner == ourWindow ? "history" : ((try? backend.owner(of: name))?.flatMap { $0.name } ?? "window \(owner)")
         let (announce, links) = state.withLock { state -> (SyncAnnounce?, [SyncLink]) in
-            guard !state.isStopped, state.generations[name] == generation else { return (nil, []) }
-            let announce = SyncAnnounce(selection: selection, stamp: nextStamp(&state), origin: "\(nodeName) (\(ownerName))",
+            // Not if the selection changed since, or a newer copy from elsewhere came meanwhile.
+            guard !state.isStopped, state.generations[name] == generation,
+                  state.entries[name].map({ $0.stamp < change.stamp }) ?? true else { return (nil, []) }
+            let announce = SyncAnnounce(selection: selection, stamp: change.stamp, origin: "\(nodeName) (\(ownerName))",
                                         targets: targets, expires: expires)
             state.entries[name] = Entry(stamp: announce.stamp, announce: announce, source: nil, owner: owner, generation: generation)
             return (announce, state.links.values.filter { $0.sends(name) })
@@ -576,16 +609,17 @@ final class SyncHub: Sendable {
     /// This display's selection now holds contents that are not shared: they get a stamp (so
     /// that older contents are not brought back over them) and this node's earlier announce, if
     /// any, is withdrawn everywhere.
-    private func keepLocal(_ name: Pasteboard.Name, generation: Int, reason: String) {
+    private func keepLocal(_ name: Pasteboard.Name, _ change: LocalChange, reason: String) {
         let selection = X11PasteboardBackend.selectionName(for: name)
         let (withdrawn, links) = state.withLock { state -> (SyncStamp?, [SyncLink]) in
-            guard !state.isStopped, state.generations[name] == generation else { return (nil, []) }
+            guard !state.isStopped, state.generations[name] == change.generation,
+                  state.entries[name].map({ $0.stamp < change.stamp }) ?? true else { return (nil, []) }
             let previous = state.entries[name]
-            state.entries[name] = Entry(stamp: nextStamp(&state), announce: nil, source: nil, owner: .none, generation: generation)
+            state.entries[name] = Entry(stamp: change.stamp, announce: nil, source: nil, owner: .none, generation: change.generation)
             guard let previous, previous.source == nil, previous.announce != nil else { return (nil, []) }
             return (previous.stamp, state.links.values.filter { $0.sends(name) })
         }
-        logger.info("sync: \(selection) is \(reason): not shared")
+        logger.log(level: withdrawn == nil ? .debug : .info, "sync: \(selection) is \(reason): not shared")
         guard let withdrawn else { return }
         for link in links { link.send(.withdraw(selection: selection, stamp: withdrawn)) }
     }
@@ -608,6 +642,10 @@ final class SyncHub: Sendable {
             return
         }
         if let expires = announce.expires, expires <= Date() { return }
+        guard announce.stamp.clock <= Self.wallClock + Self.maxClockSkew else {
+            logger.warning("sync: ignored an announce from \(link.label) stamped more than a day ahead of this machine's clock (\(announce.stamp)); check the clocks")
+            return
+        }
         let accepted = state.withLock { state -> Bool in
             guard !state.isStopped else { return false }
             state.clock = max(state.clock, announce.stamp.clock)

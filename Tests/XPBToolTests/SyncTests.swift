@@ -359,6 +359,31 @@ extension SyncTests {
         try a.daemon.stop()
     }
 
+    @Test("copies made while no link is up are ordered by when they were made once one comes")
+    func copiesBeforeTheLink() throws {
+        let runtime = try DaemonHome()
+        let xA = try Xvfb()
+        // B dials A's display before A's daemon runs: it retries meanwhile.
+        let xB = try Xvfb()
+        let b = try DaemonProcess(xB, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-b").path,
+                                                               "--sync-display", xA.display])
+        let a = try DaemonProcess(xA, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-a").path])
+        let older = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: xA, input: Data("older, on A".utf8))
+        Thread.sleep(forTimeInterval: 0.3)
+        let newer = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: xB, input: Data("newer, on B".utf8))
+        try b.waitForLog("connected to", timeout: 15)
+        let settled = eventually(timeout: 10) {
+            (try? run("xclip", ["-o", "-selection", "clipboard"], display: xA).output) == Data("newer, on B".utf8)
+        }
+        #expect(settled, "A's display shows \(String(decoding: (try? run("xclip", ["-o", "-selection", "clipboard"], display: xA).output) ?? Data(), as: UTF8.self))")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: xB).output == Data("newer, on B".utf8))
+        #expect(newer.isRunning, "B's own newer copy was replaced by A's older one")
+        older.stop()
+        newer.stop()
+        try b.stop()
+        try a.stop()
+    }
+
     @Test("a link whose daemon is not there retries with backoff, says why in the status, and logs it once")
     func retries() throws {
         let runtime = try DaemonHome()
