@@ -279,6 +279,18 @@ public struct TypeRegistry: Sendable {
         descriptor(for: type)?.targets ?? [TargetAlias(type.identifier)]
     }
 
+    /// The targets an owner serves a type under: its own (``targets(for:)``), and for a type that
+    /// is text (conforms to `public.text`: JSON, RTF, HTML, SVG, `text/markdown` …) the plain-text
+    /// targets too, so that readers that only ask for text (GTK's `wait_for_text`, Qt's `text()`,
+    /// `xclip -o`) get it. An item's own plain text, listed first, keeps those targets.
+    /// Readers do not use this list: asking for JSON never yields plain text.
+    public func servedTargets(for type: PasteboardType) -> [TargetAlias] {
+        let own = targets(for: type)
+        guard type != .utf8PlainText, conforms(type, to: .text) else { return own }
+        let names = Set(own.map(\.name))
+        return own + Self.textAliases.filter { !names.contains($0.name) }
+    }
+
     /// The type and conversion behind an X11 target name a foreign owner advertises: a
     /// registered target; a MIME name the registry knows under any spelling (`image/x-MS-bmp`);
     /// else an unknown MIME or reverse-DNS name passes through as a type of the same name. Nil for
@@ -384,7 +396,8 @@ extension TypeRegistry {
         TypeDescriptor(.bmp, parents: [.image], mimeTypes: ["image/bmp", "image/x-bmp", "image/x-ms-bmp"],
                        targets: [TargetAlias("image/bmp")], fileExtensions: ["bmp"], shortNames: ["bmp"]),
         TypeDescriptor(.webP, parents: [.image], mimeTypes: ["image/webp"], fileExtensions: ["webp"], shortNames: ["webp"]),
-        TypeDescriptor(.svg, parents: [.image], mimeTypes: ["image/svg+xml"], fileExtensions: ["svg"], shortNames: ["svg"]),
+        // SVG is XML: text as much as an image.
+        TypeDescriptor(.svg, parents: [.image, .text], mimeTypes: ["image/svg+xml"], fileExtensions: ["svg"], shortNames: ["svg"]),
         TypeDescriptor(.pdf, parents: [.data, .content], mimeTypes: ["application/pdf"], fileExtensions: ["pdf"], shortNames: ["pdf"]),
         TypeDescriptor(.color, parents: [.data], mimeTypes: ["application/x-color"], shortNames: ["color"]),
         TypeDescriptor(.propertyList, parents: [.data], mimeTypes: ["application/x-plist"], fileExtensions: ["plist"]),

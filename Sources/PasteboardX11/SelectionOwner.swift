@@ -157,8 +157,16 @@ extension X11Session {
         var names: [String] = []
         var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
         if let first = items.first {
+            // Each type's own targets first, then the plain-text targets of text types (JSON, HTML
+            // …): a plain-text representation of the item, if any, keeps those.
             for type in first.types {
                 for alias in registry.targets(for: type) where !X11PasteboardBackend.isReservedTarget(alias.name) {
+                    firstItemTargets.append((alias, type))
+                }
+            }
+            for type in first.types {
+                let own = Set(registry.targets(for: type).map(\.name))
+                for alias in registry.servedTargets(for: type) where !own.contains(alias.name) && !X11PasteboardBackend.isReservedTarget(alias.name) {
                     firstItemTargets.append((alias, type))
                 }
             }

@@ -158,6 +158,20 @@ struct TypeNameTests {
         #expect(registry.nearestNames(to: "hmtl") == ["html"])
         #expect(registry.nearestNames(to: "zzzqq").isEmpty)
     }
+
+    @Test("text types are served under the plain-text targets too; readers still ask by their own")
+    func servedAsText() throws {
+        let registry = TypeRegistry.standard
+        let markdown = try PasteboardType("text/markdown")
+        for type in [PasteboardType.json, .rtf, .html, .svg, markdown] {
+            let served = registry.servedTargets(for: type).map(\.name)
+            #expect(served.contains("UTF8_STRING") && served.contains("STRING"), "\(type): \(served)")
+            #expect(served.first == registry.targets(for: type).first?.name, "its own target first: \(served)")
+        }
+        #expect(!registry.targets(for: .json).map(\.name).contains("UTF8_STRING"), "reading JSON never takes plain text")
+        #expect(!registry.servedTargets(for: .png).map(\.name).contains("UTF8_STRING"))
+        #expect(registry.servedTargets(for: .utf8PlainText).map(\.name) == registry.targets(for: .utf8PlainText).map(\.name))
+    }
 }
 
 @Suite("Content sniffing")

@@ -57,6 +57,23 @@ struct CopyTests {
         #expect(eventually(timeout: 10) { !isAlive(ownerPID) })
     }
 
+    @Test("text-like files (JSON, HTML, -t text/markdown) are offered as text to xclip and GTK")
+    func textLikeAsText() throws {
+        let x = try Xvfb()
+        let json = try scratchFile("conf.json", Data("{\"a\": 1}\n".utf8))
+        #expect(try xpb(["copy", json], x).status == 0)
+        #expect(try xclipOut(x, ["-t", "application/json"]).output == Data("{\"a\": 1}\n".utf8))
+        #expect(try xclipOut(x).output == Data("{\"a\": 1}\n".utf8), "xclip -o (UTF8_STRING)")
+        #expect(try toolkitPeer("gtk_clipboard.py", ["text"], display: x).finish().text == "{\"a\": 1}\n\n")
+        #expect(try xpb(["copy", "-t", "text/markdown"], x, input: Data("# Title\n".utf8)).status == 0)
+        #expect(try xclipOut(x, ["-t", "STRING"]).output == Data("# Title\n".utf8))
+        // With a plain-text representation, the text targets stay the plain text's.
+        let html = try scratchFile("p.html", Data("<b>bold</b>".utf8))
+        let text = try scratchFile("p.txt", Data("bold".utf8))
+        #expect(try xpb(["copy", "-t", "html=\(html)", "-t", "text=\(text)"], x).status == 0)
+        #expect(try xclipOut(x).output == Data("bold".utf8))
+    }
+
     @Test("an unknown bare type name is used as given, with a warning naming the nearest known one")
     func typoWarning() throws {
         let x = try Xvfb()
