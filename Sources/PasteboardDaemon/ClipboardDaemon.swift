@@ -30,6 +30,13 @@ public final class ClipboardDaemon: Sendable {
         var inProgress: [Pasteboard.Name: (owner: X11Window, targets: [CapturedTarget])] = [:]
         /// The owner a target is being read from right now, per selection.
         var capturing: [Pasteboard.Name: X11Window] = [:]
+
+        /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
+        /// in its place).
+        func kept(_ name: Pasteboard.Name, from owner: X11Window) -> Snapshot? {
+            guard !owner.isNone, let snapshot = current[name], snapshot.owner == owner || snapshot.capturedFrom == owner else { return nil }
+            return snapshot
+        }
     }
 
     public let configuration: DaemonConfiguration
@@ -72,21 +79,12 @@ public final class ClipboardDaemon: Sendable {
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
         hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName, logger: logger)
         hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
-            self?.state.withLock { state in
-                guard let snapshot = state.current[name], !owner.isNone,
-                      snapshot.owner == owner || snapshot.capturedFrom == owner else { return nil }
-                return snapshot
-            }
+            self?.state.withLock { $0.kept(name, from: owner) }
         }, keptTarget: { [weak self] name, owner, target in
             self?.state.withLock { state -> CapturedTarget? in
-                guard !owner.isNone else { return nil }
-                if let snapshot = state.current[name], snapshot.owner == owner || snapshot.capturedFrom == owner {
-                    return snapshot.targets.first { $0.target == target }?.captured
-                }
-                if let partial = state.inProgress[name], partial.owner == owner {
-                    return partial.targets.first { $0.target == target }
-                }
-                return nil
+                if let snapshot = state.kept(name, from: owner) { return snapshot.targets.first { $0.target == target }?.captured }
+                guard !owner.isNone, let partial = state.inProgress[name], partial.owner == owner else { return nil }
+                return partial.targets.first { $0.target == target }
             }
         }, isKeeping: { [weak self] name, owner in
             self?.state.withLock { $0.capturing[name] == owner } ?? false

@@ -1,5 +1,6 @@
 import Foundation
 import PasteboardKit
+import PasteboardWire
 
 /// One sync link this daemon dials: another display's daemon on this machine, or a daemon on
 /// another machine reached with `ssh`, each optionally one-way or limited to CLIPBOARD.
@@ -34,7 +35,7 @@ public struct SyncLinkSpec: Sendable, Equatable {
     }
 
     /// `both`, `send-only` or `receive-only`.
-    public var direction: String { sends && receives ? "both" : sends ? "send-only" : "receive-only" }
+    public var direction: String { PeerStatus.direction(sends: sends, receives: receives) }
 
     /// Parses `TARGET[,OPTION…]` for `--sync-display` (`ssh: false`) or `--peer` (`ssh: true`).
     /// Options: `send-only`, `receive-only`, `clipboard-only`, and for peers `display=D`.

@@ -241,8 +241,10 @@ final class SyncHub: Sendable {
 
     /// A link dialed by another daemon, handed over by the control server after its hello.
     func accept(fd: Int32, hello payload: Data) {
+        // The control server's socket: its channel writes the answer.
+        let channel = FrameChannel(fd: fd)
         guard let theirs = try? ControlCoding.decode(SyncHello.self, from: payload) else {
-            try? writeFrame(Frame(kind: .error, payload: (try? ControlCoding.encode(ControlFailure("malformed sync hello"))) ?? Data()), to: fd)
+            try? channel.send(.error, ControlFailure("malformed sync hello"))
             close(fd)
             return
         }
@@ -250,12 +252,12 @@ final class SyncHub: Sendable {
                              selections: synced.map(X11PasteboardBackend.selectionName(for:)))
         if let refusal = refusal(of: theirs, ours: ours) ?? (state.withLock { $0.isStopped } ? "the daemon is stopping" : nil) {
             logger.warning("sync: refused a link from \(theirs.name): \(refusal)")
-            try? writeFrame(Frame(kind: .error, payload: (try? ControlCoding.encode(ControlFailure(refusal))) ?? Data()), to: fd)
+            try? channel.send(.error, ControlFailure(refusal))
             close(fd)
             return
         }
         do {
-            try writeFrame(Frame(kind: .hello, payload: try ControlCoding.encode(ours)), to: fd)
+            try channel.send(.hello, ours)
         } catch {
             close(fd)
             return
@@ -884,7 +886,7 @@ final class SyncHub: Sendable {
         var statuses = dialed.map { $0.status() }
         for link in links.sorted(by: { $0.id < $1.id }) where link.label.hasPrefix("incoming") {
             var status = PeerStatus(name: link.label, state: "connected",
-                                    direction: link.sends && link.receives ? "both" : link.sends ? "send-only" : "receive-only",
+                                    direction: PeerStatus.direction(sends: link.sends, receives: link.receives),
                                     selections: link.selections.map { X11PasteboardBackend.selectionName(for: $0) }.sorted(),
                                     remote: link.theirs.name, since: Date())
             Self.merge(link, into: &status)

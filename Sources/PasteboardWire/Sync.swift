@@ -165,6 +165,11 @@ public struct PeerStatus: Codable, Sendable, Equatable {
     /// The transport's process (ssh), while it runs.
     public var transportPID: Int?
 
+    /// `both`, `send-only` or `receive-only`, for a link that sends and receives as said.
+    public static func direction(sends: Bool, receives: Bool) -> String {
+        sends && receives ? "both" : sends ? "send-only" : "receive-only"
+    }
+
     public init(name: String, state: String, direction: String, selections: [String], remote: String? = nil, since: Date,
                 roundTripMilliseconds: Double? = nil, lastAnnounce: Date? = nil, announcesSent: Int = 0, announcesReceived: Int = 0,
                 bytesSent: Int = 0, bytesReceived: Int = 0, lastError: String? = nil, transportPID: Int? = nil) {

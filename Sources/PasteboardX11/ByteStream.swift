@@ -79,8 +79,6 @@ package final class ByteStream: Sendable {
         }
     }
 
-    package var isCancelled: Bool { state.withLock { $0.isCancelled } }
-
     private func update(_ change: (inout State) -> Void) {
         let observer = state.withLock { state -> (@Sendable () -> Void)? in
             change(&state)
