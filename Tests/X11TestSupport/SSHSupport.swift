@@ -125,9 +125,6 @@ public final class LoopbackSSHD: Sendable {
         }
     }
 
-    /// What sshd logged.
-    public var log: String { server.errorSoFar }
-
     public func stop() {
         Self.end(server)
     }

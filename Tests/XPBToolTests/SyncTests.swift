@@ -359,7 +359,7 @@ extension SyncTests {
         try a.daemon.stop()
     }
 
-    @Test("copies made while no link is up are ordered by when they were made once one comes")
+    @Test("copies made while no link is up keep the order their daemons saw them in once a link comes")
     func copiesBeforeTheLink() throws {
         let runtime = try DaemonHome()
         let xA = try Xvfb()
@@ -369,7 +369,9 @@ extension SyncTests {
                                                                "--sync-display", xA.display])
         let a = try DaemonProcess(xA, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-a").path])
         let older = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: xA, input: Data("older, on A".utf8))
-        Thread.sleep(forTimeInterval: 0.3)
+        // A copy is stamped when its daemon sees it: B's copy comes after A's daemon saw A's (its
+        // keeper fetched it), however loaded the machine is.
+        try a.waitForLog("kept CLIPBOARD from")
         let newer = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: xB, input: Data("newer, on B".utf8))
         try b.waitForLog("connected to", timeout: 15)
         let settled = eventually(timeout: 10) {
