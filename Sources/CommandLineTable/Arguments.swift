@@ -75,9 +75,15 @@ public struct ParsedArguments {
     public private(set) var flags: Set<String> = []
     public private(set) var positionals: [String] = []
     public private(set) var helpRequested = false
+    /// The arguments as given (after the command name).
+    public let raw: [String]
+    /// The long names the command declares: a lookup of any other name is a programming error.
+    private let declared: Set<String>
 
     /// Parses `arguments` (after the command name) against `spec`.
     public init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
+        declared = Set(spec.options.map(\.long))
+        raw = arguments
         var index = 0
         var optionsEnded = false
         func option(long: String) throws(UsageError) -> OptionSpec {
@@ -141,13 +147,33 @@ public struct ParsedArguments {
         }
     }
 
-    public func flag(_ long: String) -> Bool { flags.contains(long) }
+    /// Stops a debug build that looks up an option its command never declared (a typo would
+    /// otherwise read as "not given" for ever).
+    private func checkDeclared(_ long: String) {
+        assert(declared.contains(long), "option '--\(long)' is looked up but not declared by the command")
+    }
+
+    public func flag(_ long: String) -> Bool {
+        checkDeclared(long)
+        return flags.contains(long)
+    }
 
     /// The last value given for an option (a repeated option's last one wins).
-    public func value(_ long: String) -> String? { values[long]?.last }
+    public func value(_ long: String) -> String? {
+        checkDeclared(long)
+        return values[long]?.last
+    }
 
     /// Every value given for a repeatable option, in order.
-    public func all(_ long: String) -> [String] { values[long] ?? [] }
+    public func all(_ long: String) -> [String] {
+        checkDeclared(long)
+        return values[long] ?? []
+    }
+
+    /// Look-ups by the declared spec itself: the way commands should read their options.
+    public func flag(_ option: OptionSpec) -> Bool { flag(option.long) }
+    public func value(_ option: OptionSpec) -> String? { value(option.long) }
+    public func all(_ option: OptionSpec) -> [String] { all(option.long) }
 
     /// An integer option's value, nil when absent.
     public func integer(_ long: String) throws(UsageError) -> Int? {

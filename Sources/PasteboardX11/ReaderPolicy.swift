@@ -100,8 +100,23 @@ extension X11PasteboardBackend {
     ///   or `bytes` throw ends the read.
     public func stream(of name: Pasteboard.Name, item: Int, type: PasteboardType, limit: Int? = nil,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
+        try stream(of: name, item: item, limit: limit, choosing: { items in
+            guard let items, !items.isEmpty else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
+            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
+            return type
+        }, file: file, bytes: bytes)
+    }
+
+    /// Streams one representation of an item, chosen by `choose` from the types of every item
+    /// (nil: nobody owns the pasteboard), in the same round trips as ``itemTypesIfOwned(of:)``:
+    /// the owner's offer is read once for both. `choose` throws to end the read (no such item,
+    /// no acceptable type); `item` must then be an index of the list it was given.
+    public func stream(of name: Pasteboard.Name, item: Int, limit: Int? = nil,
+                       choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
+                       file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
         let limit = limit ?? configuration.maxReadSize
         if let items = ownedItems(name) {
+            let type = try choose(items.map(\.types))
             guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
             guard let representation = items[item].representation(for: type) else { return false }
             if case let .file(contents) = representation {
@@ -114,9 +129,11 @@ extension X11PasteboardBackend {
             }
             return true
         }
-        guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
-        let itemCount = offer.itemTypes(registry).count
-        guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
+        let offer = try foreignOffer(name)
+        let offered = offer?.itemTypes(registry)
+        let type = try choose(offered)
+        guard let offer, let offered else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
+        guard item < offered.count, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: offered.count) }
         if let contents = try overFastPath(name, item: item, type: type, offer: offer, limit: .max, FastPathClient.open) {
             try Self.check(contents.size, limit)
             try file(contents)

@@ -43,6 +43,9 @@ final class X11Connection: Sendable {
     /// The display name connected to.
     let displayName: String
 
+    /// Tells Xlib, once per process and before any display opens, not to set up XKB.
+    private static let ignoreKeyboardExtension: Void = { _ = XkbIgnoreExtension(1) }()
+
     /// Opens the display (nil: `$DISPLAY`) and starts the X thread.
     init(displayName: String?, configuration: X11Configuration) throws {
         // getenv, not ProcessInfo.environment: that builds a dictionary of the whole environment.
@@ -51,6 +54,9 @@ final class X11Connection: Sendable {
         }
         self.displayName = name
         XErrorSink.install()
+        // Xlib would otherwise negotiate XKEYBOARD while opening (two round trips per start); no
+        // keyboard is read here.
+        _ = Self.ignoreKeyboardExtension
         guard let display = XOpenDisplay(name) else { throw X11BackendError.cannotOpenDisplay(name) }
         XErrorSink.guardExit(of: display)
         var fds: [Int32] = [0, 0]

@@ -90,11 +90,13 @@ public final class X11PasteboardBackend: PasteboardBackend {
         WellKnown.protocolTargetNames.contains(name) || WellKnown.basicTypeNames.contains(name) || name.hasPrefix("XPB_")
     }
 
-    /// The X selection that holds a pasteboard: `CLIPBOARD`, `PRIMARY`, or `XPB_PASTEBOARD:<name>`.
+    /// The X selection that holds a pasteboard: `CLIPBOARD`, `PRIMARY`, `SECONDARY`, or
+    /// `XPB_PASTEBOARD:<name>`.
     public static func selectionName(for name: Pasteboard.Name) -> String {
         switch name {
         case .general: return "CLIPBOARD"
         case .find: return "PRIMARY"
+        case .secondary: return "SECONDARY"
         default: return "XPB_PASTEBOARD:" + name.rawValue
         }
     }
@@ -426,6 +428,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
         let change = PasteboardChange(name: name, changeCount: state.changeCounts[name]!, typesBefore: before, typesAfter: typesAfter)
         return (change, changeCenter.reserve())
     }
+}
+
+extension Pasteboard.Name {
+    /// X11's third selection, `SECONDARY` (xsel -s, xclip -selection secondary); UIPasteboard
+    /// has no counterpart.
+    public static let secondary = Pasteboard.Name(rawValue: "org.x.secondary")
 }
 
 extension X11PasteboardBackend: X11SessionDelegate {

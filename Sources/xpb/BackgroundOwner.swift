@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import PasteboardKit
 import PasteboardX11
+import Synchronization
 
 /// What the background owner tells `xpb copy` over the ready pipe, as one line: it owns the
 /// selection, or it failed with an exit status and a message.
@@ -39,15 +40,24 @@ extension CopyCommand {
     func serve() async throws {
         let ready = readyFD.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
         do {
-            let items = try makeItems()
             let backend = try selection.connect()
+            var items = try makeItems()
+            if append { items = try appended(to: items, on: backend) }
+            if filter, readyFD == nil { try echo(items) }
             let board = selection.pasteboard(on: backend)
             let changes = board.changes
             let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
             let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
-            if pasteOnce {
+            if let loops {
                 let name = selection.name
-                backend.onServed { _, _ in try? backend.clear(name) }
+                let served = Mutex(0)
+                backend.onServed { _, _ in
+                    let count = served.withLock { count in
+                        count += 1
+                        return count
+                    }
+                    if count == loops { try? backend.clear(name) }
+                }
             }
             try await board.setItems(items, options: options)
             ready?.write(Data(ReadyMessage.ready.line.utf8))
@@ -75,12 +85,14 @@ extension CopyCommand {
         // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
         var extraFDs: [Int32] = []
         var savedArguments: [String] = []
+        var savedInputs: [String: Int32] = [:]
         for input in Set(inputs) where input == "-" || !isRegularFile(input) {
             if input == "-", StandardDescriptors.wasClosed(STDIN_FILENO) { throw Failure("standard input is closed: nothing to copy") }
             let source = input == "-" ? 0 : open(input, O_RDONLY | O_CLOEXEC)
             guard source >= 0 else { throw Failure("cannot read \(input): \(String(cString: strerror(errno)))") }
             defer { if source != 0 { Glibc.close(source) } }
             extraFDs.append(try Inputs.save(source, named: input == "-" ? "standard input" : input, limit: maxSize, secret: sensitive))
+            savedInputs[input] = extraFDs[extraFDs.count - 1]
             // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
             savedArguments.append("--saved-fd=\(input)=\(3 + extraFDs.count)")
         }
@@ -91,15 +103,17 @@ extension CopyCommand {
         for fd in readyPipe + extraFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         // The owner's own options go right after the command name: after a `--` they would be
         // taken for file names.
-        var arguments = Array(CommandLine.arguments.dropFirst())
+        var arguments = commandLine
         arguments.insert(contentsOf: ["--ready-fd", "3"] + savedArguments, at: min(1, arguments.count))
-        let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs)
+        let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log)
         Glibc.close(readyPipe[1])
-        extraFDs.forEach { _ = Glibc.close($0) }
+        defer { extraFDs.forEach { _ = Glibc.close($0) } }
         let reply = readAll(readyPipe[0], timeout: 30)
         Glibc.close(readyPipe[0])
         switch ReadyMessage(line: reply.split(separator: "\n").first.map(String.init) ?? "") {
         case .ready?:
+            // --filter: what the owner serves, from the same saved inputs it read.
+            if filter { try inputs.forEach { try echoInput($0, savedFD: savedInputs[$0]) } }
             return
         case let .failed(status, message)?:
             XPB.printError("xpb: \(message)\n")
@@ -109,6 +123,47 @@ extension CopyCommand {
         }
         kill(pid, SIGKILL)
         throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
+    }
+
+    /// `--filter` in the foreground: the items' bytes, in order, to standard output.
+    func echo(_ items: [PasteboardItem]) throws {
+        for item in items {
+            guard let type = item.types.first, let representation = item.representation(for: type) else { continue }
+            switch representation {
+            case let .file(contents): try write(.file(contents), to: STDOUT_FILENO)
+            default: try writeAll(try representation.resolve(), to: STDOUT_FILENO)
+            }
+        }
+    }
+
+    /// `--filter` from `xpb copy`'s own process: an input's bytes (its saved copy, or the file).
+    func echoInput(_ input: String, savedFD: Int32?) throws {
+        let fd = savedFD.map { dup($0) } ?? open(input, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot read \(input) again for --filter: \(String(cString: strerror(errno)))") }
+        defer { Glibc.close(fd) }
+        var offset: off_t = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            offset += off_t(count)
+            try buffer.withUnsafeBytes { try writeAll(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: STDOUT_FILENO) }
+        }
+    }
+
+    /// `--append`: the pasteboard's current text, then the new data, as one text item.
+    func appended(to items: [PasteboardItem], on backend: X11PasteboardBackend) throws -> [PasteboardItem] {
+        guard let item = items.first, let type = item.types.first else { return items }
+        // Nobody owns it (or nothing is text): the new data alone, as a plain copy would be.
+        let old = (try? backend.data(of: selection.name, item: 0, type: .utf8PlainText))
+            ?? (try? backend.data(of: selection.name, item: 0, type: .plainText)) ?? nil
+        guard let old else { return items }
+        let new = try item.representation(for: type)?.resolve() ?? Data()
+        let textType = TypeRegistry.standard.conforms(type, to: .text) ? type : .utf8PlainText
+        var joined = PasteboardItem()
+        joined.setData(old + new, for: textType)
+        return [joined]
     }
 
     /// What a descriptor yields up to the first newline or end of file, or until `timeout` seconds pass.
@@ -133,13 +188,14 @@ extension CopyCommand {
 enum Detach {
     /// Runs this program's binary with `arguments` in a new session, standard streams on /dev/null,
     /// and `fds` as descriptors 3, 4, …
-    static func spawn(arguments: [String], fds: [Int32]) throws -> pid_t {
+    static func spawn(arguments: [String], fds: [Int32], log: String? = nil) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // --log FILE: the owner's errors are appended there instead of lost.
+        posix_spawn_file_actions_addopen(&actions, 2, log ?? "/dev/null", log == nil ? O_WRONLY : O_WRONLY | O_CREAT | O_APPEND, 0o600)
         // Staged above the targets first: a source that is itself 3 or 4 (a saved file opened
         // early) would otherwise be overwritten by an earlier dup2 before it is copied.
         let staged = fds.map { fcntl($0, F_DUPFD_CLOEXEC, Int32(3 + fds.count)) }
@@ -165,7 +221,8 @@ enum Detach {
             let path = String(decoding: resolved[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if !path.hasSuffix(" (deleted)"), access(path, X_OK) == 0 { executable = path }
         }
-        let argv = ([CommandLine.arguments.first ?? "xpb"] + arguments).map { strdup($0) } + [nil]
+        // argv[0] is xpb's own name even when run as a stand-in (`xclip`): the owner runs xpb's grammar.
+        let argv = (["xpb"] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)

@@ -7,7 +7,7 @@ import PasteboardKit
 import PasteboardX11
 
 /// The exit statuses xpb documents.
-enum Status: Int32 {
+enum Status: Int32, CaseIterable {
     case success = 0
     case failure = 1
     case empty = 2
@@ -15,6 +15,19 @@ enum Status: Int32 {
     case timedOut = 4
     case noDisplay = 5
     case usage = 64
+
+    /// What the status means, as help and the man page say it.
+    var meaning: String {
+        switch self {
+        case .success: "success"
+        case .failure: "other failure"
+        case .empty: "nothing on that pasteboard"
+        case .typeUnavailable: "type not available"
+        case .timedOut: "timed out"
+        case .noDisplay: "no X display"
+        case .usage: "usage error"
+        }
+    }
 }
 
 /// A failure with the message to print and the status to exit with.
@@ -111,23 +124,27 @@ struct ReportOptions: Sendable {
 struct SelectionOptions: Sendable {
     let primary: Bool
     let find: Bool
+    let secondary: Bool
     let pasteboard: String?
     let display: String?
 
     static let specs: [OptionSpec] = [
         .flag("p", "primary", "Use the primary selection (PRIMARY) instead of the clipboard."),
         .flag(nil, "find", "Use the find pasteboard: the same selection as --primary."),
-        .value("n", "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>)."),
+        .flag(nil, "secondary", "Use the secondary selection (SECONDARY)."),
+        // No short form: -n trims the newline in wl-copy, and users carry that habit here.
+        .value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>)."),
         .value(nil, "display", "display", "The X display to use (default: $DISPLAY)."),
     ]
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         primary = arguments.flag("primary")
         find = arguments.flag("find")
+        secondary = arguments.flag("secondary")
         pasteboard = arguments.value("pasteboard")
         display = arguments.value("display")
-        if (primary || find) && pasteboard != nil {
-            throw UsageError("choose either --primary/--find or --pasteboard, not both")
+        if [primary || find, secondary, pasteboard != nil].filter({ $0 }).count > 1 {
+            throw UsageError("choose one of --primary/--find, --secondary and --pasteboard")
         }
         if let pasteboard {
             do { _ = try Pasteboard.Name.validated(pasteboard) } catch { throw UsageError(String(describing: error)) }
@@ -137,6 +154,7 @@ struct SelectionOptions: Sendable {
     /// The model's name for the chosen pasteboard.
     var name: Pasteboard.Name {
         if let pasteboard { return Pasteboard.Name(rawValue: pasteboard) }
+        if secondary { return .secondary }
         return primary || find ? .find : .general
     }
 
@@ -145,6 +163,7 @@ struct SelectionOptions: Sendable {
         switch name {
         case .general: return "the clipboard"
         case .find: return "the primary selection"
+        case .secondary: return "the secondary selection"
         default: return "the pasteboard \"\(name.rawValue)\""
         }
     }

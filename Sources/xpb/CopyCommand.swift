@@ -30,11 +30,15 @@ struct CopyCommand: Command {
         options: SelectionOptions.specs + [
             .value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item."),
             .flag(nil, "foreground", "Stay attached and serve until another client takes the selection."),
-            .flag(nil, "paste-once", "Give the selection up after the first paste."),
+            .flag(nil, "paste-once", "Give the selection up after the first paste (--loops 1)."),
+            .value(nil, "loops", "n", "Give the selection up after n pastes (xclip -loops)."),
+            .flag(nil, "append", "Add to the text the pasteboard holds now instead of replacing it (xsel -a)."),
+            .flag(nil, "filter", "Also write the copied data to standard output, as xclip -f does (for pipelines)."),
+            .value(nil, "log", "file", "Where the background owner writes its errors (appended; default: nowhere)."),
             .value(nil, "expire", "seconds", "Give the selection up after this many seconds."),
             .flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise."),
             .flag(nil, "local-only", "Never sync the data to another display or machine."),
-            .flag("x", "trim-newline", "Remove one trailing newline from text."),
+            .flag("n", "trim-newline", "Remove one trailing newline from text (as wl-copy -n)."),
             .value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default 1G); the clipboard keeps what it had."),
             .value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true),
             .value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true),
@@ -45,7 +49,13 @@ struct CopyCommand: Command {
     let files: [String]
     let types: [String]
     let foreground: Bool
-    let pasteOnce: Bool
+    /// Pastes served before the selection is given up (nil: no limit).
+    let loops: Int?
+    let append: Bool
+    let filter: Bool
+    let log: String?
+    /// This command line (`copy` and its arguments), which the background owner runs again.
+    let commandLine: [String]
     let expire: Double?
     let sensitive: Bool
     let localOnly: Bool
@@ -61,7 +71,14 @@ struct CopyCommand: Command {
         files = arguments.positionals
         types = arguments.all("type")
         foreground = arguments.flag("foreground")
-        pasteOnce = arguments.flag("paste-once")
+        let loops = try arguments.integer("loops")
+        if let loops, loops < 1 { throw UsageError("--loops takes 1 or more") }
+        if loops != nil && arguments.flag("paste-once") { throw UsageError("--paste-once is --loops 1: give one of them") }
+        self.loops = arguments.flag("paste-once") ? 1 : loops
+        append = arguments.flag("append")
+        filter = arguments.flag("filter")
+        log = arguments.value("log")
+        commandLine = ["copy"] + arguments.raw
         expire = try arguments.seconds("expire")
         sensitive = arguments.flag("sensitive")
         localOnly = arguments.flag("local-only")
@@ -92,6 +109,9 @@ struct CopyCommand: Command {
             if !plainTypes.isEmpty { throw UsageError("mix of -t TYPE and -t TYPE=FILE: use TYPE=FILE for every representation") }
             if !files.isEmpty { throw UsageError("files cannot be given with -t TYPE=FILE pairs; put each file in a pair") }
             if pairs.contains(where: { $0.type.isEmpty || $0.file.isEmpty }) { throw UsageError("-t needs TYPE=FILE with both parts") }
+        }
+        if append && (!pairs.isEmpty || files.count > 1) {
+            throw UsageError("--append adds text to the pasteboard's text: give standard input or one file")
         }
         if plainTypes.count > 1 { throw UsageError("give one -t TYPE, or TYPE=FILE pairs for several representations") }
         for type in plainTypes + pairs.map(\.type) {

@@ -19,6 +19,7 @@ struct PasteCommand: Command {
             CommonOptions.maxTime,
             .value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default 1G)."),
             .value("o", "output", "file", "Write to this file instead of standard output."),
+            .flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim)."),
         ])
 
     let selection: SelectionOptions
@@ -28,6 +29,7 @@ struct PasteCommand: Command {
     let maxTime: Double
     let maxSize: Int
     let output: String?
+    let trimNewline: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
@@ -37,6 +39,7 @@ struct PasteCommand: Command {
         maxTime = try CommonOptions.maxTime(in: arguments)
         maxSize = try arguments.size("max-size") ?? CommonOptions.defaultMaxSize
         output = arguments.value("output")
+        trimNewline = arguments.flag("trim-newline")
         if item < 0 { throw UsageError("--item must be 0 or more") }
         if let types, types.split(separator: ",").isEmpty { throw UsageError("--type needs at least one type") }
     }
@@ -47,30 +50,34 @@ struct PasteCommand: Command {
         }
         let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
         defer { backend.close(handOff: false) }
-        guard let items = try backend.itemTypesIfOwned(of: selection.name) else {
-            throw selection.emptyFailure
-        }
-        guard !items.isEmpty else {
-            throw Failure("\(selection.label) holds no data its owner will convert", .empty)
-        }
-        guard item < items.count else {
-            throw Failure("item \(item) does not exist: \(selection.label) holds \(items.count) item\(items.count == 1 ? "" : "s")", .typeUnavailable)
-        }
-        let offered = items[item]
         let registry = backend.registry
-        let chosen: PasteboardType?
-        if let types {
+        let wanted: [PasteboardType]? = try types.map { types in
             let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
             names.forEach { warnIfUnknownType($0, registry: registry) }
-            let wanted = try names.map { try registry.resolve($0) }
-            chosen = registry.bestType(among: offered, accepting: wanted)
-            guard chosen != nil else {
-                throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
-            }
-        } else {
-            chosen = registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first
+            return try names.map { try registry.resolve($0) }
         }
-        guard let chosen else { throw Failure("\(selection.label) offers no type", .typeUnavailable) }
+        // The type is chosen from the owner's offer as read for the transfer itself: one read of
+        // the offer, no second round trip to confirm it.
+        let choose = { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
+            guard let items else { throw selection.emptyFailure }
+            guard !items.isEmpty else {
+                throw Failure("\(selection.label) holds no data its owner will convert", .empty)
+            }
+            guard item < items.count else {
+                throw Failure("item \(item) does not exist: \(selection.label) holds \(items.count) item\(items.count == 1 ? "" : "s")", .typeUnavailable)
+            }
+            let offered = items[item]
+            if let wanted {
+                guard let chosen = registry.bestType(among: offered, accepting: wanted) else {
+                    throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
+                }
+                return chosen
+            }
+            guard let chosen = registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first else {
+                throw Failure("\(selection.label) offers no type", .typeUnavailable)
+            }
+            return chosen
+        }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
         var destination: Int32? = output == nil ? STDOUT_FILENO : nil
@@ -82,9 +89,26 @@ struct PasteCommand: Command {
             return fd
         }
         // A file passed over the fast path is streamed by the kernel, never copied through here.
-        let found = try backend.stream(of: selection.name, item: item, type: chosen, limit: maxSize,
-                                       file: { try write(.file($0), to: open()) },
-                                       bytes: { try writeAll($0, to: open()) })
+        // --trim-newline holds a final newline back until more data shows it was not the last.
+        var heldNewline = false
+        let bytes = { (data: Data) throws in
+            guard trimNewline else { return try writeAll(data, to: open()) }
+            guard !data.isEmpty else { return }
+            if heldNewline { try writeAll(Data([UInt8(ascii: "\n")]), to: open()) }
+            heldNewline = data.last == UInt8(ascii: "\n")
+            try writeAll(heldNewline ? data.dropLast() : data, to: open())
+        }
+        let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
+                                       file: { file in
+                                           guard trimNewline else { return try write(.file(file), to: open()) }
+                                           var offset = 0
+                                           while offset < file.size {
+                                               let length = min(file.size - offset, 1 << 20)
+                                               try bytes(file.read(offset: offset, length: length))
+                                               offset += length
+                                           }
+                                       },
+                                       bytes: bytes)
         guard found else {
             throw Failure("the owner of \(selection.selection) refused to convert it", .typeUnavailable)
         }

@@ -5,24 +5,45 @@ import Foundation
 enum XPB {
     static let version = "0.2.0"
 
+    /// The release date the man page carries.
+    static let releaseDate = "2026-11-22"
+
     static let commands: [any Command.Type] = [
         CopyCommand.self, PasteCommand.self, TypesCommand.self, WatchCommand.self,
         ClearCommand.self, InfoCommand.self, DetectCommand.self, HistoryCommand.self, DaemonCommand.self,
+        CompletionsCommand.self, ManualCommand.self,
     ]
 
     static let abstract = "Read and write typed data on the X11 clipboard, primary selection and named pasteboards."
-    static let discussion = """
-        Exit status: 0 success, 1 other failure, 2 nothing on that pasteboard, 3 type not \
-        available, 4 timed out, 5 no X display, 64 usage error.
-        """
+
+    /// The whole program as the man page and the completions describe it.
+    static let program = ProgramSpec(
+        name: "xpb", version: version, abstract: abstract,
+        discussion: "xpb copies and pastes typed data through X11 selections: the clipboard (CLIPBOARD), the primary selection (PRIMARY), the secondary selection (SECONDARY) and named pasteboards. A copy returns at once while a background owner serves the data; a paste never hangs. Installed under the name xclip or xsel (a symbolic link), it takes that tool's options instead; see 'xpb help copy' for the rest.",
+        commands: commands.map { $0.spec },
+        exitStatuses: Status.allCases.map { ($0.rawValue, $0.meaning) },
+        sections: [
+            ("Environment", "DISPLAY: the X display (or --display). XAUTHORITY: the X authority file (default ~/.Xauthority). XDG_RUNTIME_DIR: where the clipboard manager's socket is."),
+            ("Stand-ins", StandIn.manualText),
+        ],
+        seeAlso: ["xpbd(1)", "xclip(1)", "xsel(1)"])
+
+    static var discussion: String { program.exitStatusSentence }
 
     static func main() {
         StandardDescriptors.ensureOpen()
-        exit(run(Array(CommandLine.arguments.dropFirst())))
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        // Multi-call: run as `xclip` or `xsel` through a link of that name.
+        if let standIn = CommandLine.arguments.first.flatMap(StandIn.init(programName:)) {
+            exit(standIn.run(arguments))
+        }
+        exit(run(arguments))
     }
 
     /// Runs one command line and returns the exit status.
-    static func run(_ arguments: [String]) -> Int32 {
+    /// `program` names the program in messages (a stand-in's own name); statuses in `silencing`
+    /// end the command without a message.
+    static func run(_ arguments: [String], program: String = "xpb", silencing: Set<Int32> = []) -> Int32 {
         let rootHelp = { HelpText.root(commands.map { $0.spec }, abstract: abstract, discussion: discussion) }
         guard let name = arguments.first else {
             printError(rootHelp())
@@ -72,7 +93,7 @@ enum XPB {
             return exit.status
         } catch {
             let failure = Failure(error)
-            printError("xpb: \(failure.message)\n")
+            if !silencing.contains(failure.status.rawValue) { printError("\(program): \(failure.message)\n") }
             return failure.status.rawValue
         }
     }

@@ -1,0 +1,41 @@
+import CommandLineTable
+import Foundation
+
+/// `xpb completions SHELL`: the completion script, generated from the option tables.
+struct CompletionsCommand: Command {
+    static let spec = CommandSpec(
+        name: "completions",
+        abstract: "Print the completion script for bash, zsh or fish.",
+        discussion: "Generated from the same option tables as --help. Load it for this shell with: source <(xpb completions bash) (bash), xpb completions zsh > ~/.zfunc/_xpb with ~/.zfunc in $fpath (zsh), xpb completions fish | source (fish). 'make install' installs all three.",
+        positional: PositionalSpec(valueName: "shell", help: "bash, zsh or fish."))
+
+    let script: String
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        guard arguments.positionals.count == 1, let shell = arguments.positionals.first else {
+            throw UsageError("name one shell: \(Completions.shells.joined(separator: ", "))")
+        }
+        guard let script = Completions.script(for: shell, XPB.program) else {
+            throw UsageError("no completions for '\(shell)': \(Completions.shells.joined(separator: ", ")) are supported")
+        }
+        self.script = script
+    }
+
+    func run() throws {
+        try writeAll(Data(script.utf8), to: STDOUT_FILENO)
+    }
+}
+
+/// `xpb manual`: the man page in roff, generated from the option tables.
+struct ManualCommand: Command {
+    static let spec = CommandSpec(
+        name: "manual",
+        abstract: "Print xpb's man page (roff; read it with: xpb manual | man -l -).",
+        discussion: "Generated from the same option tables as --help. 'make install' installs it as xpb.1.")
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {}
+
+    func run() throws {
+        try writeAll(Data(ManualPage.render(XPB.program, date: XPB.releaseDate).utf8), to: STDOUT_FILENO)
+    }
+}
