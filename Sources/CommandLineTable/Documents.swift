@@ -32,8 +32,10 @@ public struct ProgramSpec: Sendable {
     var hasCommands: Bool { commands.contains { !$0.name.isEmpty } }
 
     /// "0 success, 1 other failure, …": the exit statuses in one sentence, for help texts.
-    public var exitStatusSentence: String {
-        "Exit status: " + exitStatuses.map { "\($0.status) \($0.meaning)" }.joined(separator: ", ") + "."
+    public var exitStatusSentence: String { Self.exitSentence(exitStatuses) }
+
+    public static func exitSentence(_ statuses: [(status: Int32, meaning: String)]) -> String {
+        "Exit status: " + statuses.map { "\($0.status) \($0.meaning)" }.joined(separator: ", ") + "."
     }
 }
 
@@ -107,11 +109,15 @@ public enum ManualPage {
     /// control character.
     static func escape(_ text: String) -> String {
         var out = ""
-        for character in text {
-            switch character {
+        for scalar in text.unicodeScalars {
+            switch scalar {
             case "\\": out += "\\e"
             case "-": out += "\\-"
-            default: out.append(character)
+            case _ where scalar.value > 127:
+                // Named by code point: the page renders the same with or without preconv.
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\[u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "]"
+            default: out.unicodeScalars.append(scalar)
             }
         }
         if out.hasPrefix(".") || out.hasPrefix("'") { out = "\\&" + out }

@@ -23,8 +23,7 @@ enum XPBD {
             copies never leave this machine. A link is TARGET[,OPTION...] with options send-only, receive-only, \
             clipboard-only, and for --peer display=D (the remote display; default: the only xpbd running there). A peer \
             is reached with '<ssh> -T -x -o BatchMode=yes HOST <remote-xpb> daemon link [--display D]': xpb must be on the \
-            remote PATH (or name it with --remote-xpb) and xpbd must run there.\nExit status: 0 stopped cleanly, 1 failure (another manager, no display, \
-            lost X server), 64 usage error.
+            remote PATH (or name it with --remote-xpb) and xpbd must run there.
             """,
         options: [
             .value(nil, "display", "display", "The X display (default: $DISPLAY)."),
@@ -45,8 +44,23 @@ enum XPBD {
             .value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default 512M)."),
             .value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical."),
             .flag(nil, "version", "Show the version."),
+            .flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -)."),
+            .value(nil, "completions", "shell", "Print the completion script for bash, zsh or fish."),
         ],
         program: "xpbd")
+
+    /// The exit statuses, as help and the man page give them.
+    static let exitStatuses: [(status: Int32, meaning: String)] = [
+        (0, "stopped cleanly"), (1, "failure (another manager, no display, lost X server)"), (64, "usage error"),
+    ]
+
+    /// The daemon as its man page and completions describe it.
+    static var program: ProgramSpec {
+        ProgramSpec(name: "xpbd", version: ClipboardDaemon.version, abstract: spec.abstract, discussion: spec.discussion,
+                    commands: [spec], exitStatuses: exitStatuses,
+                    sections: [("Files", "$XDG_STATE_HOME/xpb (default ~/.local/state/xpb): the history. $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket: the control socket.")],
+                    seeAlso: ["xpb(1)"])
+    }
 
     static func main() -> Int32 {
         let arguments: ParsedArguments
@@ -55,7 +69,18 @@ enum XPBD {
         do {
             arguments = try ParsedArguments(Array(CommandLine.arguments.dropFirst()), spec: spec)
             if arguments.helpRequested {
-                print(HelpText.command(spec), terminator: "")
+                print(HelpText.command(spec) + "\n" + HelpText.wrap(ProgramSpec.exitSentence(exitStatuses), indent: 0))
+                return 0
+            }
+            if arguments.flag("manual") {
+                print(ManualPage.render(program, date: "2026-11-22"), terminator: "")
+                return 0
+            }
+            if let shell = arguments.value("completions") {
+                guard let script = Completions.script(for: shell, program) else {
+                    throw UsageError("no completions for '\(shell)': \(Completions.shells.joined(separator: ", ")) are supported")
+                }
+                print(script, terminator: "")
                 return 0
             }
             if arguments.flag("version") {

@@ -73,12 +73,16 @@ public final class Xvfb: Sendable {
     public let display: String
     public let serverPID: Int32
 
-    public init() throws {
+    /// - Parameters:
+    ///   - number: the display number (default: the first free one, which Xvfb picks).
+    ///   - serverArguments: the server's access options (default: no TCP listener; e.g.
+    ///     `-listen tcp -auth FILE` for a server reached over TCP with a cookie).
+    public init(number: Int? = nil, serverArguments: [String] = ["-nolisten", "tcp"]) throws {
         let path = try which("Xvfb")
         // Xvfb writes the display number it picked to fd 3, here our pipe; the shell reports the
         // server's pid and then watches both the test process and the server.
         let script = """
-            "$0" -displayfd 3 -screen 0 320x240x24 -nolisten tcp -noreset 3>&1 >/dev/null 2>&1 &
+            "$0" $XVFB_DISPLAY -displayfd 3 -screen 0 320x240x24 $XVFB_ACCESS -noreset 3>&1 >/dev/null 2>&1 &
             x=$!
             echo "pid $x"
             while kill -0 "$1" 2>/dev/null && kill -0 "$x" 2>/dev/null; do sleep 0.3; done
@@ -88,7 +92,8 @@ public final class Xvfb: Sendable {
         let null = Spawner.devNull(O_RDWR)
         defer { close(null) }
         let shell = try Spawner.spawn("/bin/sh", ["-c", script, path, String(getpid())],
-                                      environment: ProcessInfo.processInfo.environment,
+                                      environment: ProcessInfo.processInfo.environment.merging(
+                                          ["XVFB_DISPLAY": number.map { ":\($0)" } ?? "", "XVFB_ACCESS": serverArguments.joined(separator: " ")]) { $1 },
                                       files: [0: null, 1: output.write, 2: null])
         close(output.write)
         defer { close(output.read) }

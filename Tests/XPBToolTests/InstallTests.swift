@@ -1,0 +1,152 @@
+import Foundation
+import Synchronization
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `make install` into a scratch prefix: the README's build (fully static executables), the man
+/// pages and completions generated from the option tables, the unit, the stand-in links; then
+/// `make uninstall` removes all of it.
+@Suite("make install", .serialized)
+struct InstallTests {
+    private static let installed = Mutex<String?>(nil)
+    private static let built = Mutex(false)
+
+    /// The README's build (`make`), once per test process; returns the static xpb. Its own
+    /// lock: the install test removes what it installed, never the build.
+    static func staticBinary() throws -> String {
+        try built.withLock { built in
+            if !built {
+                let outcome = try Peer("/usr/bin/nice", ["-n", "19", "make", "-C", packageRoot.path, "build"],
+                                       display: try Xvfb()).finish(timeout: 1500)
+                guard outcome.status == 0 else { throw TestFailure("make failed:\n\(outcome.text)\n\(outcome.error)") }
+                built = true
+            }
+            return packageRoot.appendingPathComponent(".build-static/release/xpb").path
+        }
+    }
+
+    /// Installs once per test process (the static release build takes a few minutes on a new
+    /// clone) and returns the prefix.
+    static func prefix() throws -> String {
+        try installed.withLock { installed in
+            if let installed { return installed }
+            _ = try staticBinary()
+            let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-install-\(getpid())").path
+            let outcome = try Peer("/usr/bin/nice", ["-n", "19", "make", "-C", packageRoot.path, "install", "PREFIX=\(prefix)", "LINKS=1"],
+                                   display: try Xvfb()).finish(timeout: 1500)
+            guard outcome.status == 0 else { throw TestFailure("make install failed:\n\(outcome.text)\n\(outcome.error)") }
+            installed = prefix
+            return prefix
+        }
+    }
+
+    private static let expectedFiles = [
+        "bin/xpb", "bin/xpbd", "bin/xclip", "bin/xsel", "share/man/man1/xpb.1", "share/man/man1/xpbd.1",
+        "share/bash-completion/completions/xpb", "share/bash-completion/completions/xpbd",
+        "share/zsh/site-functions/_xpb", "share/zsh/site-functions/_xpbd",
+        "share/fish/vendor_completions.d/xpb.fish", "share/fish/vendor_completions.d/xpbd.fish",
+        "share/systemd/user/xpbd.service", "share/xpb/xpbd.desktop",
+    ]
+
+    @Test("installs static binaries, pages, completions, unit and links; they work; uninstall removes them")
+    func installAndUninstall() throws {
+        let prefix = try Self.prefix()
+        for file in Self.expectedFiles {
+            #expect(FileManager.default.fileExists(atPath: "\(prefix)/\(file)"), "\(file) not installed")
+        }
+        // Fully static: no program interpreter (dynamic loader) in the program headers.
+        for binary in ["xpb", "xpbd"] {
+            let headers = try run("/usr/bin/readelf", ["-lW", "\(prefix)/bin/\(binary)"], display: try Xvfb())
+            #expect(headers.status == 0)
+            #expect(!headers.text.contains("INTERP"), "\(binary) is dynamically linked")
+        }
+        let unit = try String(contentsOfFile: "\(prefix)/share/systemd/user/xpbd.service", encoding: .utf8)
+        #expect(unit.contains("ExecStart=\(prefix)/bin/xpbd\n"))
+
+        let x = try Xvfb()
+        // The stand-in links and the binary itself, on a display.
+        #expect(try run("\(prefix)/bin/xpb", ["copy"], display: x, input: Data("installed".utf8)).status == 0)
+        #expect(try run("\(prefix)/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "installed")
+        #expect(try run("\(prefix)/bin/xsel", ["-o", "-b"], display: x).text == "installed")
+
+        // man -l renders both pages; their option lists are the help's.
+        for page in ["xpb", "xpbd"] {
+            let rendered = try run("/usr/bin/man", ["-l", "\(prefix)/share/man/man1/\(page).1"], display: x, environment: ["MANPAGER": "cat", "PAGER": "cat", "MANWIDTH": "100"])
+            #expect(rendered.status == 0, "\(rendered.error)")
+            #expect(rendered.text.contains("EXIT STATUS"))
+            #expect(rendered.error.isEmpty, "man -l \(page).1 warned: \(rendered.error)")
+        }
+        let page = try run("/usr/bin/man", ["-l", "\(prefix)/share/man/man1/xpb.1"], display: x, environment: ["MANPAGER": "cat", "MANWIDTH": "200"]).text
+        for option in ["--trim-newline", "--loops", "--secondary", "--max-size", "--foreground"] {
+            #expect(page.contains(option), "the man page lacks \(option)")
+        }
+
+        // Each shell loads its completion script and completes from it.
+        let bash = try run("/bin/bash", ["-c", "source \"$0\"; COMP_WORDS=(xpb co); COMP_CWORD=1; _xpb; echo \"${COMPREPLY[*]}\"; COMP_WORDS=(xpb paste --tr); COMP_CWORD=2; _xpb; echo \"${COMPREPLY[*]}\"",
+                                            "\(prefix)/share/bash-completion/completions/xpb"], display: x)
+        #expect(bash.text == "copy completions\n--trim-newline\n", "\(bash.text) \(bash.error)")
+        let fish = try run("/usr/bin/fish", ["--no-config", "-c", "source $argv[1]; complete -C 'xpb cop'; complete -C 'xpb paste --tri'; complete -C 'xpbd --sync-pri'",
+                                             "\(prefix)/share/fish/vendor_completions.d/xpb.fish"], display: x)
+        #expect(fish.status == 0, "\(fish.error)")
+        let fishXpbd = try run("/usr/bin/fish", ["--no-config", "-c", "source $argv[1]; complete -C 'xpbd --sync-pri'",
+                                                 "\(prefix)/share/fish/vendor_completions.d/xpbd.fish"], display: x)
+        #expect(fish.text.hasPrefix("copy\t"), "\(fish.text)")
+        #expect(fish.text.contains("--trim-newline\t"), "\(fish.text)")
+        #expect(fishXpbd.text.hasPrefix("--sync-primary\t"), "\(fishXpbd.text)")
+        // zsh: compinit takes the function from $fpath; the function is registered for xpb and
+        // xpbd, and a syntax error would fail here.
+        let zsh = try run("/usr/bin/zsh", ["-f", "-c", "fpath=($0 $fpath); autoload -U compinit && compinit -u -d $1/zcompdump; print -r -- ${_comps[xpb]} ${_comps[xpbd]}; zsh -n $0/_xpb && zsh -n $0/_xpbd && print ok",
+                                           "\(prefix)/share/zsh/site-functions", prefix], display: x)
+        #expect(zsh.text == "_xpb _xpbd\nok\n", "\(zsh.text) \(zsh.error)")
+
+        let uninstall = try run("/usr/bin/make", ["-C", packageRoot.path, "uninstall", "PREFIX=\(prefix)"], display: x, timeout: 60)
+        #expect(uninstall.status == 0, "\(uninstall.error)")
+        for file in Self.expectedFiles {
+            #expect(!FileManager.default.fileExists(atPath: "\(prefix)/\(file)"), "\(file) left after uninstall")
+        }
+        Self.installed.withLock { $0 = nil }
+    }
+}
+
+/// What a fully static glibc binary must still do at run time: reach X over TCP (as `ssh -X`
+/// sets DISPLAY=localhost:N) and find the X authority cookie through $XAUTHORITY or ~.
+@Suite("the static build's run time")
+struct StaticRuntimeTests {
+    @Test("DISPLAY=127.0.0.1:N and localhost:N over TCP, cookie from $XAUTHORITY and from ~/.Xauthority; a wrong cookie is refused")
+    func tcpAndAuthority() throws {
+        let xpb = try InstallTests.staticBinary()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-auth-\(getpid())")
+        let home = directory.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        let authority = directory.appendingPathComponent("authority").path
+        // A display number of our own: the cookie must name it before the server starts.
+        var number = 300 + Int(getpid() % 300)
+        while FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") { number += 1 }
+        let cookie = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let helper = try Xvfb()
+        for name in [":\(number)", "127.0.0.1:\(number)", "localhost:\(number)"] {
+            let added = try run("/usr/bin/xauth", ["-f", authority, "add", name, ".", cookie], display: helper)
+            #expect(added.status == 0, "\(added.error)")
+        }
+        let x = try Xvfb(number: number, serverArguments: ["-listen", "tcp", "-auth", authority])
+        #expect(x.display == ":\(number)")
+
+        for display in ["127.0.0.1:\(number)", "localhost:\(number)"] {
+            let environment = ["DISPLAY": display, "XAUTHORITY": authority, "HOME": home.path]
+            #expect(try run(xpb, ["copy"], display: x, input: Data("over tcp".utf8), environment: environment).status == 0)
+            let pasted = try run(xpb, ["paste"], display: x, environment: environment)
+            #expect(pasted.text == "over tcp", "\(display): \(pasted.error)")
+        }
+        // Without $XAUTHORITY the cookie is read from ~/.Xauthority.
+        try FileManager.default.copyItem(atPath: authority, toPath: home.appendingPathComponent(".Xauthority").path)
+        let fromHome = try run("/usr/bin/env", ["-u", "XAUTHORITY", "DISPLAY=127.0.0.1:\(number)", "HOME=\(home.path)", xpb, "paste"], display: x)
+        #expect(fromHome.text == "over tcp", "\(fromHome.error)")
+        // The control: no cookie, no connection (so the two above really used theirs).
+        let refused = try run(xpb, ["paste"], display: x, environment: ["DISPLAY": "127.0.0.1:\(number)", "XAUTHORITY": "/nonexistent", "HOME": "/nonexistent"])
+        #expect(refused.status == 5, "\(refused.status) \(refused.error)")
+    }
+}

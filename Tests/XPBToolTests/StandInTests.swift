@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The tools a scenario runs: the real xclip and xsel, or xpb under those names.
+struct ClipboardTools: Sendable, CustomStringConvertible {
+    let xclip: String
+    let xsel: String
+    let description: String
+
+    static let real = ClipboardTools(xclip: "/usr/bin/xclip", xsel: "/usr/bin/xsel", description: "real xclip/xsel")
+
+    /// xpb reached through links named xclip and xsel (multi-call by argv[0]).
+    static func standIns() throws -> ClipboardTools {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-standins-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for name in ["xclip", "xsel"] {
+            let link = directory.appendingPathComponent(name).path
+            try? FileManager.default.removeItem(atPath: link)
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: try xpbPath())
+        }
+        return ClipboardTools(xclip: directory.appendingPathComponent("xclip").path,
+                              xsel: directory.appendingPathComponent("xsel").path, description: "xpb as xclip/xsel")
+    }
+}
+
+/// Runs a shell command line with `$XCLIP` and `$XSEL` set to the tools (stdout captured; a
+/// backgrounding tool's stdout is the caller's business, as in real scripts).
+private func shell(_ command: String, _ tools: ClipboardTools, _ x: Xvfb, input: Data? = nil, timeout: Double = 20) throws -> Outcome {
+    try run("/bin/sh", ["-c", command], display: x, input: input,
+            environment: ["XCLIP": tools.xclip, "XSEL": tools.xsel], timeout: timeout)
+}
+
+/// Runs `scenario` with the real tools and with the stand-ins, each on its own display, and
+/// expects the same observations.
+private func compare(_ scenario: (ClipboardTools, Xvfb) throws -> [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let real = try scenario(.real, try Xvfb())
+    let standIn = try scenario(try .standIns(), try Xvfb())
+    #expect(standIn == real, "stand-ins differ from the real tools", sourceLocation: sourceLocation)
+}
+
+@Suite("xclip and xsel stand-ins")
+struct StandInTests {
+    @Test("Neovim's provider: xclip -quiet -i -selection clipboard stays in the foreground, xclip -o reads")
+    func neovimXclip() throws {
+        try compare { tools, x in
+            let owner = try Peer(tools.xclip, ["-quiet", "-i", "-selection", "clipboard"], display: x, input: Data("from nvim\nline 2\n".utf8))
+            defer { owner.stop() }
+            var seen: [String] = []
+            #expect(eventually(timeout: 10) { (try? run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text) == "from nvim\nline 2\n" })
+            seen.append(try shell("$XCLIP -o -selection clipboard", tools, x).text)
+            seen.append(try run("/usr/bin/xsel", ["-o", "-b"], display: x).text)
+            seen.append("running: \(owner.isRunning)")
+            // The foreground owner leaves when another client takes the clipboard.
+            _ = try shell("printf other | /usr/bin/xclip -i -selection clipboard >/dev/null", tools, x)
+            seen.append("left: \(eventually(timeout: 10) { !owner.isRunning })")
+            return seen
+        }
+    }
+
+    @Test("Neovim's provider: xsel --nodetach -i -b and xsel -o -b")
+    func neovimXsel() throws {
+        try compare { tools, x in
+            let owner = try Peer(tools.xsel, ["--nodetach", "-i", "-b"], display: x, input: Data("héllo ✓".utf8))
+            defer { owner.stop() }
+            #expect(eventually(timeout: 10) { (try? run("/usr/bin/xsel", ["-o", "-b"], display: x).text) == "héllo ✓" })
+            return [try shell("$XSEL -o -b", tools, x).text,
+                    try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text,
+                    "running: \(owner.isRunning)"]
+        }
+    }
+
+    @Test("tmux-yank: xsel -i --clipboard and xclip -selection clipboard return and serve; reads of the other's")
+    func tmuxYank() throws {
+        try compare { tools, x in
+            var seen: [String] = []
+            let first = try shell("printf 'yanked' | $XSEL -i --clipboard >/dev/null 2>&1; echo $?", tools, x)
+            seen.append(first.text)
+            seen.append(try shell("$XCLIP -o -selection clipboard", tools, x).text)
+            seen.append(try run("/usr/bin/xsel", ["-o", "--clipboard"], display: x).text)
+            let second = try shell("printf 'second\\n' | $XCLIP -selection clipboard >/dev/null 2>&1; echo $?", tools, x)
+            seen.append(second.text)
+            seen.append(try shell("$XSEL -o --clipboard", tools, x).text)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
+            // PRIMARY is xsel's and xclip's default.
+            _ = try shell("printf 'prime' | $XCLIP >/dev/null 2>&1", tools, x)
+            seen.append(try shell("$XSEL", tools, x, input: Data()).text)
+            seen.append(try run("/usr/bin/xclip", ["-o"], display: x).text)
+            return seen
+        }
+    }
+
+    @Test("pass: xclip -selection clipboard -l 2 serves two pastes, then gives the clipboard up")
+    func passLoops() throws {
+        try compare { tools, x in
+            var seen: [String] = []
+            _ = try shell("printf 'hunter2' | $XCLIP -selection clipboard -l 2 >/dev/null 2>&1", tools, x)
+            for _ in 0..<2 {
+                seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
+            }
+            // After its two pastes the owner is gone: nothing is left to read.
+            let gone = eventually(timeout: 10) {
+                (try? run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).status) == 1
+            }
+            seen.append("gone: \(gone)")
+            return seen
+        }
+    }
+
+    @Test("xclip -f echoes, -rmlastnl trims, -t TARGETS lists, -o of an empty selection fails")
+    func xclipOptions() throws {
+        try compare { tools, x in
+            var seen: [String] = []
+            seen.append(try shell("printf 'tee me\\n' | $XCLIP -f -selection clipboard", tools, x).text)
+            seen.append(try shell("$XCLIP -o -sel clip", tools, x).text)
+            _ = try shell("printf 'trim me\\n' | $XCLIP -rmlastnl -selection clipboard >/dev/null", tools, x)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
+            _ = try shell("printf 'keep\\n' | /usr/bin/xclip -selection clipboard >/dev/null", tools, x)
+            seen.append(try shell("$XCLIP -o -rmlastnl -selection clipboard", tools, x).text)
+            // The same owner's targets, as each reader lists them.
+            let targets = try shell("$XCLIP -o -selection clipboard -t TARGETS", tools, x).text
+            seen.append("UTF8_STRING listed: \(targets.split(separator: "\n").contains("UTF8_STRING"))")
+            let empty = try shell("$XCLIP -o -selection secondary >/dev/null 2>&1; echo $?", tools, x)
+            seen.append(empty.text)
+            // A file argument is what is copied.
+            let file = try scratchFile("note.txt", Data("from a file".utf8))
+            _ = try run("/bin/sh", ["-c", "\"$0\" -selection clipboard \"$1\" >/dev/null 2>&1", tools.xclip, file], display: x)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
+            return seen
+        }
+    }
+
+    @Test("xsel -a appends, -c clears, -o of an empty selection prints nothing and succeeds, -s is SECONDARY")
+    func xselOptions() throws {
+        try compare { tools, x in
+            var seen: [String] = []
+            _ = try shell("printf 'one\\n' | $XSEL -i -b", tools, x)
+            _ = try shell("printf 'two' | $XSEL -a -b", tools, x)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
+            seen.append(try shell("$XSEL -ob", tools, x).text)
+            _ = try shell("printf 'three\\n' | $XSEL -b -i", tools, x)
+            seen.append(try shell("$XSEL -o -b", tools, x).text)
+            _ = try shell("$XSEL -c -b", tools, x)
+            let afterClear = try shell("$XSEL -o -b; echo \"[$?]\"", tools, x)
+            seen.append(afterClear.text)
+            _ = try shell("printf 'second sel' | $XSEL -s -i", tools, x)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "secondary"], display: x).text)
+            seen.append(try shell("$XSEL -s -o", tools, x).text)
+            return seen
+        }
+    }
+
+    @Test("xsel -x exchanges PRIMARY and SECONDARY; -k keeps them after their owners leave")
+    func xselExchangeAndKeep() throws {
+        try compare { tools, x in
+            var seen: [String] = []
+            let primary = try Peer("/usr/bin/xclip", ["-quiet", "-i", "-selection", "primary"], display: x, input: Data("P".utf8))
+            let secondary = try Peer("/usr/bin/xclip", ["-quiet", "-i", "-selection", "secondary"], display: x, input: Data("S".utf8))
+            #expect(eventually(timeout: 10) {
+                (try? run("/usr/bin/xclip", ["-o", "-selection", "secondary"], display: x).text) == "S"
+                    && (try? run("/usr/bin/xclip", ["-o", "-selection", "primary"], display: x).text) == "P"
+            })
+            _ = try shell("$XSEL -k </dev/null >/dev/null 2>&1", tools, x)
+            primary.stop()
+            secondary.stop()
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "primary"], display: x).text)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "secondary"], display: x).text)
+            _ = try shell("$XSEL -x </dev/null >/dev/null 2>&1", tools, x)
+            #expect(eventually(timeout: 10) { (try? run("/usr/bin/xclip", ["-o", "-selection", "primary"], display: x).text) == "S" })
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "primary"], display: x).text)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "secondary"], display: x).text)
+            return seen
+        }
+    }
+
+    @Test("the stand-ins never hang $(…), unlike the originals' background child holding the pipe")
+    func neverHangs() throws {
+        let x = try Xvfb()
+        let tools = try ClipboardTools.standIns()
+        let started = Date()
+        let out = try shell("a=$(printf x | $XCLIP -selection clipboard); b=$(printf y | $XSEL -i -p); echo \"[$a$b]\"", tools, x, timeout: 10)
+        #expect(out.text == "[]\n")
+        #expect(Date().timeIntervalSince(started) < 8)
+        #expect(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "x")
+        #expect(try run("/usr/bin/xsel", ["-o", "-p"], display: x).text == "y")
+    }
+
+    @Test("xsel --trim (newer xsel than Debian's 1.2.0) trims the last newline on output and input")
+    func xselTrim() throws {
+        let x = try Xvfb()
+        let tools = try ClipboardTools.standIns()
+        _ = try shell("printf 'three\\n' | $XSEL -b -i", tools, x)
+        #expect(try shell("$XSEL -o -b --trim", tools, x).text == "three")
+        #expect(try shell("$XSEL -o -b", tools, x).text == "three\n")
+        _ = try shell("printf 'four\\n' | $XSEL -b -i --trim", tools, x)
+        #expect(try run("/usr/bin/xsel", ["-o", "-b"], display: x).text == "four")
+    }
+
+    @Test("unsupported options are refused with a clear error, never done differently")
+    func unsupported() throws {
+        let x = try Xvfb()
+        let tools = try ClipboardTools.standIns()
+        for (command, expected) in [("$XCLIP -i -wait 100 </dev/null", "-wait is not supported"),
+                                    ("$XCLIP -o -selection buffer-cut", "cut buffer"),
+                                    ("$XCLIP -s", "ambiguous"),
+                                    ("$XSEL --follow </dev/null", "not supported by xpb's xsel"),
+                                    ("$XSEL -d -b", "not supported by xpb's xsel"),
+                                    ("$XSEL --bogus", "unknown option")] {
+            let outcome = try shell(command, tools, x)
+            #expect(outcome.status == 1, "\(command)")
+            #expect(outcome.error.contains(expected), "\(command): \(outcome.error)")
+        }
+    }
+}
