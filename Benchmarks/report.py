@@ -176,12 +176,11 @@ def instructions_note():
 # Where the 13-byte paste goes: a process start, then the X work.
 cfloor = paste["C floor"]["median"]
 notes = [
-    f"**paste 13 bytes.** A Swift program linked like xpb that does nothing takes {ms(floor['median'])} to run; "
-    f"a C program (`/bin/true`) {ms(cfloor)}. xclip's X work (connect, convert, read) is then about "
-    f"{ms(xclip['median'] - cfloor)}, xpb's {ms(xpb['median'] - floor['median'])} (its own connection thread, a TARGETS "
-    f"conversion before the data one, the type registry). Even with X work as cheap as xclip's, a Swift process would need "
-    f"{ms(floor['median'] + xclip['median'] - cfloor)}, {(floor['median'] + xclip['median'] - cfloor) / xclip['median']:.2f} × xclip: "
-    "the target is out of reach of a Swift process on this machine." + instructions_note(),
+    f"**paste 13 bytes.** xpb is the README's build (`make`: a fully static executable, no dynamic loader). A Swift "
+    f"program linked the same way that does nothing takes {ms(floor['median'])} to run; a C program (`/bin/true`) "
+    f"{ms(cfloor)}. xclip's X work (connect, convert, read) is then about {ms(xclip['median'] - cfloor)}, xsel's "
+    f"{ms(xsel['median'] - cfloor)}, xpb's {ms(xpb['median'] - floor['median'])} (its connection thread, a TARGETS "
+    f"conversion before the data one: xpb picks the type from what the owner offers)." + instructions_note(),
     "**serve 13 bytes.** The whole `xclip -o` process is timed, so the row moves with xclip's own start-up (compare its "
     "min and max); the owner's answer alone is the figure in brackets. Per conversion both owners make the same Xlib calls and "
     "wake one thread; xpb adds its Swift dispatch (about 16 k instructions, callgrind). Timed by hand on this machine the "

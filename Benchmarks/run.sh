@@ -21,10 +21,10 @@ if ((${#need[@]})); then
     $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
 
-echo "bench: building release binaries (Swift runtime linked statically, not position-independent: no start-up relocations)"
-(cd "$root" && swift build -c release --static-swift-stdlib -Xswiftc -Xclang-linker -Xswiftc -no-pie --scratch-path "$root/.build-bench" >/dev/null)
+echo "bench: building the README's build (make: fully static executables)"
+(cd "$root" && make build SCRATCH="$root/.build-bench" >/dev/null 2>&1)
 xpb="$root/.build-bench/release/xpb"
-swiftc -O -static-stdlib -Xclang-linker -no-pie -o "$work/floor" "$here/floor.swift" 2>/dev/null
+swiftc -O -static-executable -o "$work/floor" "$here/floor.swift" 2>/dev/null
 cc -O2 -o "$work/ceiling" "$here/ceiling.c" -lX11
 cc -O2 -o "$work/answer" "$here/answer.c" -lX11
 cc -O2 -o "$work/latency" "$here/latency.c" -lX11

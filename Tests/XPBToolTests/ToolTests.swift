@@ -203,11 +203,16 @@ struct CopyTests {
         #expect(Date().timeIntervalSince(start) < 3)
     }
 
-    @Test("-x trims one trailing newline; -t sets the type; --local-only and --sensitive reach the manifest")
+    @Test("-n trims one trailing newline (as wl-copy -n); -t sets the type; --local-only and --sensitive reach the manifest")
     func options() throws {
         let x = try Xvfb()
-        #expect(try xpb(["copy", "-x"], x, input: Data("line\n".utf8)).status == 0)
+        #expect(try xpb(["copy", "-n"], x, input: Data("line\n".utf8)).status == 0)
         #expect(try xclipOut(x).text == "line")
+        // The wl-copy habit: `-n FILE` trims and copies FILE, never names a pasteboard "FILE".
+        let notes = try scratchFile("notes.txt", Data("from notes\n".utf8))
+        #expect(try xpb(["copy", "-n", notes], x).status == 0)
+        #expect(try xclipOut(x).text == "from notes")
+        #expect(try xpb(["paste", "--trim-newline"], x).text == "from notes")
         #expect(try xpb(["copy", "-t", "application/x-xpb-test"], x, input: Data([0, 1, 2])).status == 0)
         #expect(try xclipOut(x, ["-t", "application/x-xpb-test"]).output == Data([0, 1, 2]))
         #expect(try xpb(["copy", "--local-only"], x, input: Data("local".utf8)).status == 0)
@@ -236,7 +241,8 @@ struct CopyTests {
         #expect(mixed.status == 64)
         #expect(mixed.error.contains("TYPE=FILE"))
         #expect(try xpb(["paste", "--item", "-1"], x).status == 64)
-        #expect(try xpb(["paste", "-p", "-n", "notes"], x).status == 64)
+        #expect(try xpb(["paste", "-p", "--pasteboard", "notes"], x).status == 64)
+        #expect(try xpb(["paste", "--secondary", "-p"], x).status == 64)
         #expect(try xpb(["copy", "--expire", "soon"], x).status == 64)
         let missing = try xpb(["copy", "/nonexistent/file"], x)
         #expect(missing.status == 1)
@@ -257,13 +263,13 @@ struct CopyTests {
     func grammar() throws {
         let x = try Xvfb()
         let file = try scratchFile("notes.txt", Data("grouped\n".utf8))
-        // -px: the primary selection and trimming, grouped.
-        #expect(try xpb(["copy", "-px", file], x).status == 0)
+        // -pn: the primary selection and trimming, grouped.
+        #expect(try xpb(["copy", "-pn", file], x).status == 0)
         #expect(try run("xclip", ["-o", "-selection", "primary"], display: x).text == "grouped")
-        // After --, '-x' is a file name, not an option.
-        let dashed = try xpb(["copy", "--", "-x"], x)
+        // After --, '-n' is a file name, not an option.
+        let dashed = try xpb(["copy", "--", "-n"], x)
         #expect(dashed.status == 1)
-        #expect(dashed.error.contains("cannot read -x"))
+        #expect(dashed.error.contains("cannot read -n"))
         // The background owner's own options go before a `--`, so `copy --` still starts it.
         #expect(try xpb(["copy", "--"], x, input: Data("after dashes".utf8)).status == 0)
         #expect(try xclipOut(x).text == "after dashes")
@@ -353,13 +359,13 @@ struct ReadTests {
         #expect(try run("xclip", ["-o", "-selection", "primary"], display: x).text == "prim")
         #expect(try xpb(["paste", "--find"], x).text == "prim")
         #expect(try xpb(["paste"], x).status == 2)
-        #expect(try xpb(["copy", "-n", "notes"], x, input: Data("named".utf8)).status == 0)
+        #expect(try xpb(["copy", "--pasteboard", "notes"], x, input: Data("named".utf8)).status == 0)
         #expect(try xpb(["copy", "--pasteboard", "other"], x, input: Data("other".utf8)).status == 0)
-        #expect(try xpb(["paste", "-n", "notes"], x).text == "named")
-        #expect(try xpb(["paste", "-n", "other"], x).text == "other")
-        #expect(try xpb(["clear", "-n", "notes"], x).status == 0)
-        #expect(try xpb(["paste", "-n", "notes"], x).status == 2)
-        #expect(try xpb(["paste", "-n", "other"], x).text == "other")
+        #expect(try xpb(["paste", "--pasteboard", "notes"], x).text == "named")
+        #expect(try xpb(["paste", "--pasteboard", "other"], x).text == "other")
+        #expect(try xpb(["clear", "--pasteboard", "notes"], x).status == 0)
+        #expect(try xpb(["paste", "--pasteboard", "notes"], x).status == 2)
+        #expect(try xpb(["paste", "--pasteboard", "other"], x).text == "other")
     }
 
     @Test("info names the owner; --json too")
