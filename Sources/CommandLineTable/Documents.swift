@@ -249,14 +249,14 @@ public enum Completions {
                 script += "        '\(command.name):\(zshText(command.abstract))'\n"
             }
             script += "        'help:Show help for a command'\n    )\n"
-            script += "    if (( CURRENT == 2 )); then\n        _describe -t commands 'xpb command' commands\n        return\n    fi\n"
+            script += "    if (( CURRENT == 2 )); then\n        _describe -t commands '\(program.name) command' commands\n        return\n    fi\n"
             script += "    local command=$words[2]\n    shift words\n    (( CURRENT-- ))\n"
             script += "    case $command in\n"
             for command in program.commands {
                 script += "        \(command.name))\n            _arguments -s \\\n"
                 script += zshSpecs(command).map { "                \($0)" }.joined(separator: " \\\n") + " ;;\n"
             }
-            script += "        help) _describe -t commands 'xpb command' commands ;;\n"
+            script += "        help) _describe -t commands '\(program.name) command' commands ;;\n"
             script += "    esac\n"
         } else if let only = program.commands.first {
             script += "    _arguments -s \\\n"
