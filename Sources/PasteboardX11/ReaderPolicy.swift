@@ -100,11 +100,8 @@ extension X11PasteboardBackend {
     ///   or `bytes` throw ends the read.
     public func stream(of name: Pasteboard.Name, item: Int, type: PasteboardType, limit: Int? = nil,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
-        try stream(of: name, item: item, limit: limit, choosing: { items in
-            guard let items, !items.isEmpty else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
-            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
-            return type
-        }, file: file, bytes: bytes)
+        // The item is checked by the general form, after the choice.
+        try stream(of: name, item: item, limit: limit, choosing: { _ in type }, file: file, bytes: bytes)
     }
 
     /// Streams one representation of an item, chosen by `choose` from the types of every item

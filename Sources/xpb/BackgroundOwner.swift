@@ -138,18 +138,8 @@ extension CopyCommand {
 
     /// `--filter` from `xpb copy`'s own process: an input's bytes (its saved copy, or the file).
     func echoInput(_ input: String, savedFD: Int32?) throws {
-        let fd = savedFD.map { dup($0) } ?? open(input, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure("cannot read \(input) again for --filter: \(String(cString: strerror(errno)))") }
-        defer { Glibc.close(fd) }
-        var offset: off_t = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            offset += off_t(count)
-            try buffer.withUnsafeBytes { try writeAll(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: STDOUT_FILENO) }
-        }
+        // The saved copy by its /proc path, as the owner reads it; written as any file representation.
+        try write(.file(FileContents(path: savedFD.map { "/proc/self/fd/\($0)" } ?? input)), to: STDOUT_FILENO)
     }
 
     /// `--append`: the pasteboard's current text, then the new data, as one text item.

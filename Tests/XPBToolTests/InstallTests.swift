@@ -89,7 +89,7 @@ struct InstallTests {
         let bash = try run("/bin/bash", ["-c", "source \"$0\"; COMP_WORDS=(xpb co); COMP_CWORD=1; _xpb; echo \"${COMPREPLY[*]}\"; COMP_WORDS=(xpb paste --tr); COMP_CWORD=2; _xpb; echo \"${COMPREPLY[*]}\"",
                                             "\(prefix)/share/bash-completion/completions/xpb"], display: x)
         #expect(bash.text == "copy completions\n--trim-newline\n", "\(bash.text) \(bash.error)")
-        let fish = try run("/usr/bin/fish", ["--no-config", "-c", "source $argv[1]; complete -C 'xpb cop'; complete -C 'xpb paste --tri'; complete -C 'xpbd --sync-pri'",
+        let fish = try run("/usr/bin/fish", ["--no-config", "-c", "source $argv[1]; complete -C 'xpb cop'; complete -C 'xpb paste --tri'",
                                              "\(prefix)/share/fish/vendor_completions.d/xpb.fish"], display: x)
         #expect(fish.status == 0, "\(fish.error)")
         let fishXpbd = try run("/usr/bin/fish", ["--no-config", "-c", "source $argv[1]; complete -C 'xpbd --sync-pri'",
