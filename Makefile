@@ -16,9 +16,15 @@ DESTDIR ?=
 LINKS ?= 0
 SWIFT ?= swift
 SCRATCH ?= .build-static
+# -disable-concrete-type-metadata-mangled-name-accessors: our code gets each generic type's
+# metadata from its accessor, given the conformances it needs, instead of decoding a mangled
+# name at run time. Decoding one has the runtime look each conformance up (X11Atom: Hashable,
+# String: Hashable …) by scanning every conformance record of the binary, Foundation's
+# included: about 250,000 instructions a first look-up, 70 % of a 13-byte paste (4.1 M
+# instructions before, 1.3 M after; callgrind). The binary grows by less than 0.1 %.
 STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xswiftc -static-executable \
-	-Xswiftc -Xfrontend -Xswiftc -prespecialize-generic-metadata \
+	-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors \
 	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp
 
 BIN = $(SCRATCH)/release

@@ -39,7 +39,9 @@ def stats(r):
 
 def version(command):
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        # xclip prints its version on standard error.
+        run = subprocess.run(command, capture_output=True, text=True, timeout=10)
+        return (run.stdout.strip() or run.stderr.strip()).splitlines()[0]
     except Exception:
         return "?"
 

@@ -195,7 +195,9 @@ for round in 1 2 3 4 5; do
     flood=$!
     until grep -q flooding "$work/flood.out" 2>/dev/null; do sleep 0.01; done
     hf attack_during "$round" -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard"
-    kill "$flood" 2>/dev/null; wait "$flood" 2>/dev/null || true
+    # The flood may have ended by itself: a failed kill must not end the script (set -e).
+    kill "$flood" 2>/dev/null || true
+    wait "$flood" 2>/dev/null || true
 done
 attack_owner=$(pgrep -n -f "xpb copy.*--ready-fd")
 grep VmHWM "/proc/$attack_owner/status" | awk '{print $2}' > "$results/attack_owner_kb.txt"

@@ -99,6 +99,6 @@ enum XPB {
     }
 
     static func printError(_ text: String) {
-        FileHandle.standardError.write(Data(printable(text, keepNewlines: true).utf8))
+        writeText(printable(text, keepNewlines: true), to: STDERR_FILENO)
     }
 }
