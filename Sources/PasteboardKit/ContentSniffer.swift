@@ -33,9 +33,26 @@ public enum ContentSniffer {
         "<h1", "<h2", "<h3", "<h4", "<h5", "<h6", "<!--",
     ]
 
+    /// Whether bytes read as ISO 8859-1 (Latin-1) text, the encoding of X11's `STRING` and of
+    /// older files: some byte of 0xA0 or above (else they are ASCII, which is UTF-8), no NUL, no
+    /// control character but tab, line feed, form feed and carriage return, and nothing in
+    /// 0x7F–0x9F, which Latin-1 text does not use and binary data nearly always has. Meant for
+    /// bytes that are not valid UTF-8.
+    public static func isLatin1Text(_ data: Data) -> Bool {
+        var hasHighByte = false
+        for byte in data {
+            switch byte {
+            case 0x09, 0x0A, 0x0C, 0x0D, 0x20...0x7E: continue
+            case 0xA0...0xFF: hasHighByte = true
+            default: return false
+            }
+        }
+        return hasHighByte
+    }
+
     /// The text of `head` if it is valid UTF-8; a head cut from longer data may end inside a
     /// character, whose first bytes are then ignored.
-    static func validUTF8Prefix(_ head: Data, isWhole: Bool) -> String? {
+    public static func validUTF8Prefix(_ head: Data, isWhole: Bool) -> String? {
         for cut in 0...(isWhole ? 0 : 3) where cut <= head.count {
             if let text = String(validating: head.dropLast(cut), as: UTF8.self) { return text }
         }

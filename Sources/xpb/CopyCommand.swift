@@ -187,9 +187,12 @@ struct CopyCommand: Command {
             if contents.size > Self.inMemoryLimit {
                 // A saved input (standard input, a pipe) is already a private copy.
                 if saved[file] == nil { contents = Inputs.snapshot(contents, path: path) }
-                let type = try given ?? inferType(file: file, head: contents.read(offset: 0, length: ContentSniffer.window), size: contents.size)
-                guard trimNewline && TypeRegistry.standard.conforms(type, to: .text) else { return (type, .file(contents)) }
-                return (type, .data(trimmed(try contents.read(offset: 0, length: contents.size), type)))
+                let head = try contents.read(offset: 0, length: ContentSniffer.window)
+                let type = given ?? inferType(file: file, head: head, size: contents.size)
+                let isLatin1 = Self.isLatin1(head, type, isWhole: head.count == contents.size)
+                guard (trimNewline && TypeRegistry.standard.conforms(type, to: .text)) || isLatin1 else { return (type, .file(contents)) }
+                let whole = try contents.read(offset: 0, length: contents.size)
+                return (type, .data(trimmed(isLatin1 ? TargetCodec.latin1.decode(whole) : whole, type)))
             }
             // Read once: the type is inferred from the same bytes.
             data = try contents.read(offset: 0, length: contents.size)
@@ -203,7 +206,7 @@ struct CopyCommand: Command {
             data = try Inputs.read(STDIN_FILENO, named: "standard input", limit: maxSize)
         }
         let type = given ?? inferType(file: file, head: data, size: data.count)
-        return (type, .data(trimmed(data, type)))
+        return (type, .data(trimmed(Self.isLatin1(data, type, isWhole: true) ? TargetCodec.latin1.decode(data) : data, type)))
     }
 
     func isRegularFile(_ path: String) -> Bool {
@@ -214,7 +217,14 @@ struct CopyCommand: Command {
     private func inferType(file: String, head: Data, size: Int) -> PasteboardType {
         let registry = TypeRegistry.standard
         if file != "-", let type = registry.type(forFileExtension: URL(fileURLWithPath: file).pathExtension) { return type }
-        return ContentSniffer.sniff(head, totalSize: size) ?? ((try? PasteboardType("application/octet-stream")) ?? .data)
+        if let type = ContentSniffer.sniff(head, totalSize: size) { return type }
+        return ContentSniffer.isLatin1Text(head) ? .utf8PlainText : ((try? PasteboardType("application/octet-stream")) ?? .data)
+    }
+
+    /// Whether text bytes are Latin-1, not UTF-8 (`printf 'caf\xe9'`, an old file): they are
+    /// converted to UTF-8, the model's text, and served as text (as Latin-1 again under STRING).
+    private static func isLatin1(_ head: Data, _ type: PasteboardType, isWhole: Bool) -> Bool {
+        type == .utf8PlainText && ContentSniffer.validUTF8Prefix(head, isWhole: isWhole) == nil && ContentSniffer.isLatin1Text(head)
     }
 
     private func trimmed(_ data: Data, _ type: PasteboardType) -> Data {
@@ -242,6 +252,16 @@ struct CopyCommand: Command {
                 var item = PasteboardItem()
                 item.set(representation, for: type)
                 items.append(item)
+            }
+            // Several files: each item also carries its file's URL, so that the first item's
+            // targets include text/uri-list and x-special/gnome-copied-files listing every file
+            // (served from all items at once), and a file manager pastes them all, as it pastes
+            // files another file manager copied. Text readers still get the first file's text.
+            let named = files.filter { $0 != "-" && saved[$0] == nil }
+            if named.count >= 2, named.count == files.count {
+                for (index, file) in files.enumerated() {
+                    items[index].setData(Data(URL(fileURLWithPath: file).standardizedFileURL.absoluteString.utf8), for: .fileURL)
+                }
             }
         }
         if sensitive {
