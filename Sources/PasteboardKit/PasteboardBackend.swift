@@ -70,14 +70,19 @@ public struct PasteboardChange: Sendable, Equatable {
     public let typesAdded: [PasteboardType]
     /// Types present before the change that are not after.
     public let typesRemoved: [PasteboardType]
+    /// Every type present after the change, item by item in the owner's order (each once):
+    /// what ``Pasteboard/types`` and `xpb types` list; empty after a removal.
+    public let types: [PasteboardType]
 
-    /// Describes one change.
-    public init(name: Pasteboard.Name, kind: Kind, changeCount: Int, typesAdded: [PasteboardType], typesRemoved: [PasteboardType]) {
+    /// Describes one change; `types` defaults to `typesAdded` (a change from nothing).
+    public init(name: Pasteboard.Name, kind: Kind, changeCount: Int, typesAdded: [PasteboardType], typesRemoved: [PasteboardType],
+                types: [PasteboardType]? = nil) {
         self.name = name
         self.kind = kind
         self.changeCount = changeCount
         self.typesAdded = typesAdded
         self.typesRemoved = typesRemoved
+        self.types = kind == .removed ? [] : types ?? typesAdded
     }
 
     /// A contents change computed from the types before and after.
@@ -87,7 +92,8 @@ public struct PasteboardChange: Sendable, Equatable {
         self.init(
             name: name, kind: .contentsChanged, changeCount: changeCount,
             typesAdded: Self.unique(typesAfter).filter { !before.contains($0) },
-            typesRemoved: Self.unique(typesBefore).filter { !after.contains($0) })
+            typesRemoved: Self.unique(typesBefore).filter { !after.contains($0) },
+            types: Self.unique(typesAfter))
     }
 
     static func unique(_ types: [PasteboardType]) -> [PasteboardType] {

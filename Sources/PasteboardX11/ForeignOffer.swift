@@ -45,22 +45,32 @@ extension X11PasteboardBackend {
             if session.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
                 return done(.success(cached.offer))
             }
-            let finish: @Sendable (ForeignOffer) -> Void = { offer in
-                self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
-                done(.success(offer))
+            session.readOffer(of: selection, owner: owner) { result in
+                if case let .success(offer) = result {
+                    self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
+                }
+                done(result.map { $0 })
             }
-            session.targets(of: selection) { result in
-                switch result {
-                case let .failure(error): done(.failure(error))
-                case .success(nil): finish(ForeignOffer(owner: owner, targets: [], manifest: nil))
-                case let .success(targets?):
-                    guard targets.contains(Manifest.target) else {
-                        return finish(ForeignOffer(owner: owner, targets: targets, manifest: nil))
-                    }
-                    session.convert(selection, to: session.known[.manifest]) { result in
-                        let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
-                        finish(ForeignOffer(owner: owner, targets: targets, manifest: manifest))
-                    }
+        }
+    }
+}
+
+extension X11Session {
+    /// Reads what `owner` offers for `selection`: its targets, and its manifest when it lists one
+    /// (an xpb owner). The one way an offer is read, for reads and for describing a change alike,
+    /// so both list the same types in the same order.
+    func readOffer(of selection: X11Atom, owner: X11Window, completion: @escaping @Sendable (Result<ForeignOffer, any Error>) -> Void) {
+        targets(of: selection) { result in
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case .success(nil): completion(.success(ForeignOffer(owner: owner, targets: [], manifest: nil)))
+            case let .success(targets?):
+                guard targets.contains(Manifest.target) else {
+                    return completion(.success(ForeignOffer(owner: owner, targets: targets, manifest: nil)))
+                }
+                self.convert(selection, to: self.known[.manifest]) { result in
+                    let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
+                    completion(.success(ForeignOffer(owner: owner, targets: targets, manifest: manifest)))
                 }
             }
         }

@@ -452,10 +452,10 @@ extension X11PasteboardBackend: X11SessionDelegate {
         guard !isOurs, let name else { return }
         // Count now, so changeCount is right as soon as the event is in; describe the change once
         // the new owner's types are known.
-        let (count, slot) = state.withLock { state -> (Int, ChangeCenter.Slot) in
+        let (count, slot, epoch) = state.withLock { state -> (Int, ChangeCenter.Slot, Int) in
             state.changeCounts[name, default: 0] += 1
             if owner != session.window { state.owned.removeValue(forKey: name) }
-            return (state.changeCounts[name]!, changeCenter.reserve())
+            return (state.changeCounts[name]!, changeCenter.reserve(), state.ownershipEpochs[name] ?? 0)
         }
         let publish: @Sendable ([PasteboardType]) -> Void = { [self] types in
             let before = self.state.withLock { state -> [PasteboardType] in
@@ -467,9 +467,13 @@ extension X11PasteboardBackend: X11SessionDelegate {
         }
         guard !owner.isNone else { return publish([]) }
         let registry = self.registry
-        session.targets(of: selection) { result in
-            let targets = (try? result.get()) ?? nil
-            publish(ForeignOffer(owner: owner, targets: targets ?? [], manifest: nil).itemTypes(registry).flatMap { $0 })
+        // Read as a paste reads it (the manifest too), and kept for the reads that follow.
+        session.readOffer(of: selection, owner: owner) { result in
+            guard case let .success(offer) = result else { return publish([]) }
+            self.state.withLock { state in
+                if state.ownershipEpochs[name] == epoch { state.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
+            }
+            publish(offer.itemTypes(registry).flatMap { $0 })
         }
     }
 

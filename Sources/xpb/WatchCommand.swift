@@ -1,5 +1,7 @@
+internal import CLinux
 import CommandLineTable
 import Foundation
+import Glibc
 import PasteboardKit
 import PasteboardX11
 
@@ -10,7 +12,7 @@ struct WatchCommand: Command {
         discussion: "Driven by XFixes events: no polling. Lines are tab-separated: count, selection, comma-separated types.",
         options: SelectionOptions.specs + [
             .flag(nil, "json", "Print one JSON object per change."),
-            .value(nil, "exec", "command", "Run this shell command for each change, with XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set."),
+            .value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set."),
             .value(nil, "count", "n", "Stop after this many changes."),
         ])
 
@@ -45,22 +47,48 @@ struct WatchCommand: Command {
         defer { backend.close(handOff: false) }
         let board = selection.pasteboard(on: backend)
         var seen = 0
-        var current: [String] = []
         for await change in board.changes {
-            // The change says what was added and removed: the types now follow from that.
-            current = current.filter { !change.typesRemoved.map(\.identifier).contains($0) } + change.typesAdded.map(\.identifier)
+            // The types as the owner lists them, in the order `xpb types` prints them.
             let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
-                            types: current, added: change.typesAdded.map(\.identifier), removed: change.typesRemoved.map(\.identifier))
+                            types: change.types.map(\.identifier), added: change.typesAdded.map(\.identifier),
+                            removed: change.typesRemoved.map(\.identifier))
             writeLine(asJSON ? json(line) : "\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
-            if let command { runHook(command, line) }
+            if let command { runHook(command, line, input: contents(on: backend, types: change.types)) }
             seen += 1
             if let count, seen >= count { break }
         }
         if !backend.isConnected { throw X11BackendError.connectionLost }
     }
 
-    private func runHook(_ command: String, _ line: Line) {
+    /// The first item as `xpb paste` would write it (plain text if it has it, else its first
+    /// type), in a memory file for the command's standard input: the command may read it or not,
+    /// and nothing waits on a pipe. nil when there is nothing to give: no owner, an owner that
+    /// fails to answer, or secret data (`x-kde-passwordManagerHint`), which no hook is handed.
+    private func contents(on backend: X11PasteboardBackend, types: [PasteboardType]) -> Int32? {
+        guard !types.isEmpty, !types.contains(.passwordManagerHint) else { return nil }
+        let fd = clinux_memfd("xpb-watch")
+        guard fd >= 0 else { return nil }
+        let choose = { (items: [[PasteboardType]]?) throws -> PasteboardType in
+            guard let offered = items?.first, !offered.contains(.passwordManagerHint),
+                  let type = backend.registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first
+            else { throw Failure("nothing to read", .empty) }
+            return type
+        }
+        do {
+            _ = try backend.stream(of: selection.name, item: 0, limit: CommonOptions.defaultMaxSize, choosing: choose,
+                                   file: { try write(.file($0), to: fd) }, bytes: { try writeAll($0, to: fd) })
+        } catch {
+            // The command still runs, with nothing on its standard input.
+            _ = ftruncate(fd, 0)
+        }
+        _ = lseek(fd, 0, SEEK_SET)
+        return fd
+    }
+
+    private func runHook(_ command: String, _ line: Line, input: Int32?) {
         let process = Process()
+        let stdin = input.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        process.standardInput = stdin ?? FileHandle.nullDevice
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command]
         var environment = ProcessInfo.processInfo.environment
@@ -72,7 +100,7 @@ struct WatchCommand: Command {
             try process.run()
             process.waitUntilExit()
         } catch {
-            FileHandle.standardError.write(Data("xpb: cannot run --exec command: \(error.localizedDescription)\n".utf8))
+            XPB.printError("xpb: cannot run --exec command: \(error.localizedDescription)\n")
         }
     }
 }
