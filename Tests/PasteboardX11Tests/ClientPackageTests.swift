@@ -55,6 +55,59 @@ struct ClientPackageTests {
         }
     }
 
+    @Test("a package depending on xpb by git URL and version tag resolves and builds it (no unsafe flags) and reaches X")
+    func gitDependency() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-git-client-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        // The library as a repository of its own, as a user's package fetches it: this tree's
+        // manifest and sources, committed and tagged.
+        let repository = work.appendingPathComponent("xpb")
+        try FileManager.default.createDirectory(at: repository, withIntermediateDirectories: true)
+        for entry in ["Package.swift", "Sources", "Modules"] {
+            try FileManager.default.copyItem(at: packageRoot.appendingPathComponent(entry), to: repository.appendingPathComponent(entry))
+        }
+        let x = try Xvfb()
+        let git = ["-c", "user.name=test", "-c", "user.email=test@localhost", "-C", repository.path]
+        for command in [["init", "-q"], ["add", "-A"], ["commit", "-qm", "release"], ["tag", "1.0.0"]] {
+            let outcome = try run(try which("git"), git + command, display: x)
+            #expect(outcome.status == 0, "git \(command): \(outcome.error)")
+        }
+        let client = work.appendingPathComponent("client")
+        try FileManager.default.createDirectory(at: client.appendingPathComponent("Sources/app"), withIntermediateDirectories: true)
+        try """
+            // swift-tools-version:6.0
+            import PackageDescription
+            let package = Package(
+                name: "app",
+                dependencies: [.package(url: "\(repository.absoluteString)", from: "1.0.0")],
+                targets: [.executableTarget(name: "app", dependencies: [
+                    .product(name: "PasteboardKit", package: "xpb"),
+                    .product(name: "PasteboardX11", package: "xpb"),
+                ])],
+                swiftLanguageModes: [.v6]
+            )
+
+            """.write(to: client.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        try """
+            import Foundation
+            import PasteboardKit
+            import PasteboardX11
+
+            // Owns the clipboard until the test stops it.
+            Pasteboard.general.string = "from a git dependency"
+            while true { Thread.sleep(forTimeInterval: 60) }
+
+            """.write(to: client.appendingPathComponent("Sources/app/main.swift"), atomically: true, encoding: .utf8)
+        let build = try Peer("/usr/bin/nice", ["-n", "19", try which("swift"), "build", "-j", "1", "--package-path", client.path,
+                                               "--scratch-path", packageRoot.appendingPathComponent(".build-git-client").path],
+                             display: x).finish(timeout: 1200)
+        #expect(build.status == 0, "\(build.text)\n\(build.error)")
+        #expect(!(build.text + build.error).contains("unsafe"))
+        let app = try Peer(packageRoot.appendingPathComponent(".build-git-client/debug/app").path, [], display: x)
+        defer { app.stop() }
+        #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "from a git dependency" })
+    }
+
     @Test("the README's library example is the client package's readme-example, word for word, and it runs")
     func readmeExample() throws {
         let source = try String(contentsOf: packageRoot.appendingPathComponent("Tests/ClientPackage/Sources/readme-example/main.swift"), encoding: .utf8)

@@ -112,6 +112,22 @@ struct CopyTests {
         #expect(try xpb(["paste"], x).text == "fifo")
     }
 
+    @Test("Latin-1 text (not UTF-8) is text: converted to UTF-8, served as Latin-1 under STRING")
+    func latin1() throws {
+        let x = try Xvfb()
+        let latin1 = Data([0x63, 0x61, 0x66, 0xE9]) // "café" in ISO 8859-1
+        #expect(try xpb(["copy"], x, input: latin1).status == 0)
+        #expect(try xpb(["types"], x).text == "public.utf8-plain-text\n")
+        #expect(try xpb(["paste"], x).text == "café")
+        #expect(try xclipOut(x).text == "café")
+        #expect(try xclipOut(x, ["-t", "STRING"]).output == latin1)
+        // The same from a file; binary data (control bytes) stays binary.
+        #expect(try xpb(["copy", try scratchFile("old.txt", latin1)], x).status == 0)
+        #expect(try xpb(["paste"], x).text == "café")
+        #expect(try xpb(["copy"], x, input: Data([0x00, 0xE9, 0x01, 0xFF])).status == 0)
+        #expect(try xpb(["types"], x).text == "application/octet-stream\n")
+    }
+
     @Test("a PNG file: inferred type, xclip -o -t image/png byte-exact")
     func png() throws {
         let x = try Xvfb()
@@ -143,9 +159,14 @@ struct CopyTests {
         let first = try scratchFile("one.txt", Data("one".utf8))
         let second = try scratchFile("two.html", Data("<i>two</i>".utf8))
         #expect(try xpb(["copy", first, second], x).status == 0)
-        #expect(try xpb(["types", "--items"], x).text == "0\tpublic.utf8-plain-text\n1\tpublic.html\n")
+        #expect(try xpb(["types", "--items"], x).text == "0\tpublic.utf8-plain-text\n0\tpublic.file-url\n1\tpublic.html\n1\tpublic.file-url\n")
         #expect(try xpb(["paste", "--item", "1"], x).text == "<i>two</i>")
         #expect(try xpb(["paste"], x).text == "one")
+        // Plain X clients: text readers get the first file, file managers every file.
+        #expect(try xclipOut(x).text == "one")
+        let urls = [first, second].map { URL(fileURLWithPath: $0).absoluteString }
+        #expect(try xclipOut(x, ["-t", "text/uri-list"]).text == urls.map { $0 + "\r\n" }.joined())
+        #expect(try xclipOut(x, ["-t", "x-special/gnome-copied-files"]).text == "copy\n" + urls.joined(separator: "\n"))
         let missing = try xpb(["paste", "--item", "5"], x)
         #expect(missing.status == 3)
         #expect(missing.error.contains("item 5 does not exist"))
@@ -437,6 +458,38 @@ struct ReadTests {
         let object = try JSONSerialization.jsonObject(with: try jsonWatcher.finish(timeout: 10).output) as? [String: Any]
         #expect(object?["changeCount"] as? Int == 1)
         #expect(object?["selection"] as? String == "CLIPBOARD")
+    }
+
+    @Test("watch --exec gets the new contents on its standard input; secret data is not handed over")
+    func watchInput() throws {
+        let x = try Xvfb()
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-watch-\(UUID().uuidString)").path
+        let watcher = try Peer(try xpbPath(), ["watch", "--count", "2", "--exec", "{ cat; echo \"|$XPB_TYPES\"; } >> \(marker)"], display: x)
+        Thread.sleep(forTimeInterval: 0.5)
+        _ = try run("/bin/sh", ["-c", "printf 'from xclip' | xclip -i -selection clipboard >/dev/null 2>&1"], display: x)
+        #expect(eventually { ((try? String(contentsOfFile: marker, encoding: .utf8)) ?? "").contains("\n") })
+        #expect(try xpb(["copy", "--sensitive"], x, input: Data("hunter2".utf8)).status == 0)
+        #expect(try watcher.finish(timeout: 10).status == 0)
+        let hooks = try String(contentsOfFile: marker, encoding: .utf8)
+        #expect(hooks.hasPrefix("from xclip|public.utf8-plain-text\n"))
+        #expect(!hooks.contains("hunter2"))
+        #expect(hooks.split(separator: "\n").count == 2)
+    }
+
+    @Test("watch lists the types as xpb types does, in the same order")
+    func watchOrder() throws {
+        let x = try Xvfb()
+        let json = try scratchFile("conf.json", Data("{\"a\": 1}".utf8))
+        let html = try scratchFile("page.html", Data("<b>x</b>".utf8))
+        let text = try scratchFile("page.txt", Data("x".utf8))
+        for copy in [["copy", json], ["copy", "-t", "html=\(html)", "-t", "text=\(text)"], ["copy", "-t", "text=\(text)", "-t", "html=\(html)"]] {
+            let watcher = try Peer(try xpbPath(), ["watch", "--count", "1"], display: x)
+            Thread.sleep(forTimeInterval: 0.4)
+            #expect(try xpb(copy, x).status == 0)
+            let line = try watcher.finish(timeout: 10).text
+            let types = try xpb(["types"], x).text.split(separator: "\n").joined(separator: ",")
+            #expect(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .newlines) } == types, "\(copy)")
+        }
     }
 
     @Test("every command has --help")
