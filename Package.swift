@@ -27,10 +27,12 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Modules/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // SHA-256 from libcrypto (Debian's libssl-dev), for the daemon's content-addressed files.
         .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
+        // Frees Xlib's spare event-queue nodes after a flood (Xlib internals, apart from CX11).
+        .target(name: "CXlibQueue", dependencies: ["CX11"]),
         // The platform-neutral pasteboard model: no X11 here.
         .target(name: "PasteboardKit"),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
-        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11", "CLinux"]),
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11", "CXlibQueue", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux"]),

@@ -614,6 +614,7 @@ extension X11Session {
             requestOrder.removeAll { $0 == requestor }
         }
         watchedRequestors.removeValue(forKey: requestor)
+        floodingRequestors.removeValue(forKey: requestor)
     }
 }
 

@@ -1,4 +1,5 @@
 internal import CX11
+internal import CXlibQueue
 import Foundation
 import PasteboardKit
 
@@ -36,6 +37,8 @@ extension X11Session {
 
     /// The most events one turn of the loop handles before it looks at its jobs again.
     static let eventsPerTurn: Int32 = 64
+    /// How many events are read between two releases of Xlib's spare queue nodes.
+    static let eventsBeforeRelease = 1 << 16
 
     /// Handles what the server sent (a batch at most), routes errors, fires due timers, flushes
     /// requests.
@@ -49,18 +52,30 @@ extension X11Session {
         // At most a batch of events per turn: a transfer whose every chunk brings the next event
         // would otherwise keep the loop here, and jobs (other readers, writes) would starve. The
         // loop comes back at once while events remain queued.
+        // Conversion requests do not count against the batch: one only joins its requestor's
+        // queue or is dropped (queueRequest), which costs less than the server's work to send
+        // it, so every request read is handled in the same turn. Counted, a flood piled up in
+        // Xlib's queue faster than the loop took it out (1.7 GB after a 4-second flood of
+        // MULTIPLE requests, each read whole into memory as the handlers' round trips waited).
         var queued = XPending(display)
         var budget = Self.eventsPerTurn
         while queued > 0, budget > 0 {
-            for _ in 0..<min(queued, budget) {
+            for _ in 0..<queued where budget > 0 {
                 var event = XEvent()
                 XNextEvent(display, &event)
+                if event.type != SelectionRequest { budget -= 1 }
+                eventsSinceRelease &+= 1
                 dispatch(&event)
                 collectErrors()
                 if checkDead() { return }
             }
-            budget -= min(queued, budget)
             queued = XQLength(display)
+        }
+        // Many events since the last look (a flood): once they are all handled, the queue's
+        // spare nodes go back to the system instead of holding the flood's peak for good.
+        if eventsSinceRelease >= Self.eventsBeforeRelease, XQLength(display) == 0 {
+            eventsSinceRelease = 0
+            _ = cxlibqueue_release_free_list(UnsafeMutableRawPointer(display))
         }
         collectErrors()
         serveQueuedRequests()
@@ -80,13 +95,50 @@ extension X11Session {
     static let maxQueuedRequests = 512
     /// The most requests answered per turn of the loop.
     static let requestsPerTurn = 16
+    /// How long a requestor caught flooding is ignored, from its last request (nanoseconds).
+    static let floodCooldown: UInt64 = 1_000_000_000
 
     /// A request waits its turn: requestors are served in rotation, one request each, so a
     /// client that floods the owner delays the others by one request at most per round.
+    ///
+    /// A requestor whose queue is full is flooding: its queued requests are dropped with the
+    /// new one, and so is every request it makes until it has been quiet for ``floodCooldown``.
+    /// Serving a flooder's requests would cost round trips (a MULTIPLE's property is read), and
+    /// the reply to a round trip comes after everything the server queued for us before it:
+    /// each one would pull the flood's backlog into memory at once.
     private func queueRequest(_ request: ConversionRequest) {
         guard !isForgedRequestor(request) else { return notify(request, succeeded: false) }
+        if let until = floodingRequestors[request.requestor] {
+            let now = configuration.clock()
+            if now < until {
+                floodingRequestors[request.requestor] = now + Self.floodCooldown
+                return
+            }
+            floodingRequestors.removeValue(forKey: request.requestor)
+            releaseRequestor(request.requestor)
+        }
         let waiting = requestQueues[request.requestor]?.count ?? 0
-        guard waiting < Self.maxQueuedPerRequestor, queuedRequestCount < Self.maxQueuedRequests else { return }
+        if waiting >= Self.maxQueuedPerRequestor {
+            let now = configuration.clock()
+            // Many windows flooding in turn: forget the ones that have gone quiet.
+            if floodingRequestors.count >= 64 {
+                for (window, until) in floodingRequestors where until <= now {
+                    floodingRequestors.removeValue(forKey: window)
+                    releaseRequestor(window)
+                }
+            }
+            // Watched while marked: once the window is destroyed (handleRequestorGone) its id may
+            // be given to another client's window, which must not inherit the mark.
+            floodingRequestors[request.requestor] = now + Self.floodCooldown
+            _ = watchRequestor(request.requestor)
+            if let queued = requestQueues.removeValue(forKey: request.requestor) {
+                queuedRequestCount -= queued.count
+                requestOrder.removeAll { $0 == request.requestor }
+                releaseRequestor(request.requestor)
+            }
+            return
+        }
+        guard queuedRequestCount < Self.maxQueuedRequests else { return }
         if waiting == 0 {
             // Watched while it waits: if the window is destroyed its requests go with it (its id
             // may come back as another client's window).

@@ -91,6 +91,11 @@ final class X11Session {
     var requestQueues: [X11Window: [ConversionRequest]] = [:]
     var requestOrder: [X11Window] = []
     var queuedRequestCount = 0
+    /// Requestors caught flooding (a request dropped for a full queue), until when (the clock's
+    /// nanoseconds): every request of theirs is dropped meanwhile.
+    var floodingRequestors: [X11Window: UInt64] = [:]
+    /// Events read since Xlib's spare queue nodes were last released.
+    var eventsSinceRelease = 0
     /// The work under way per target: the requests waiting for it, and its deadline timer.
     var preparations: [PreparationKey: (waiters: [Int], timer: Int)] = [:]
 
