@@ -29,7 +29,8 @@ cc -O2 -o "$work/ceiling" "$here/ceiling.c" -lX11
 cc -O2 -o "$work/answer" "$here/answer.c" -lX11
 cc -O2 -o "$work/latency" "$here/latency.c" -lX11
 echo "bench: building the library client (Tests/ClientPackage: a program that uses PasteboardX11 as any package would)"
-(cd "$root" && swift build -c release --package-path Tests/ClientPackage --scratch-path "$root/.build-bench-client" >/dev/null)
+(cd "$root" && swift build -c release --package-path Tests/ClientPackage --scratch-path "$root/.build-bench-client" > "$work/client-build.log" 2>&1) \
+    || { cat "$work/client-build.log" >&2; echo "bench: the library client did not build" >&2; exit 1; }
 client="$root/.build-bench-client/release/xpb-client"
 
 # A private display: never the user's.
@@ -51,6 +52,11 @@ head -c 1000000 /dev/urandom > "$work/1mb"
 head -c 104857600 /dev/urandom > "$work/100mb"
 results="$work/results"
 mkdir -p "$results"
+
+# The process that owns the clipboard of this display (never another display's xpb owner).
+owner_pid() {
+    "$xpb" info --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["ownerPID"])'
+}
 
 hf() { # name (report.py merges name.*.json), round, then commands
     local name=$1 round=$2; shift 2
@@ -157,7 +163,7 @@ wait "$watcher" 2>/dev/null || true
 echo "bench: 10 idle wake-ups over 10 s"
 switches() { awk '/ctxt_switches/ { total += $2 } END { print total }' "/proc/$1/status"; }
 "$xpb" copy "$work/small"
-owner=$(pgrep -n -f "xpb copy.*--ready-fd")
+owner=$(owner_pid)
 "$xpb" watch > /dev/null &
 watcher=$!
 sleep 1
@@ -189,6 +195,7 @@ done
 echo "bench: 12 xclip -o of 13 bytes while a hostile requestor floods MULTIPLE and STRING requests"
 cc -O2 -o "$work/xhostile" "$root/Tests/Attackers/xhostile.c" -lX11
 printf 'hello, world\n' | head -c 13 | "$xpb" copy
+attack_owner=$(owner_pid)
 for round in 1 2 3 4 5; do
     hf attack_idle "$round" -n "xclip -o, owner idle" "xclip -o -selection clipboard"
     "$work/xhostile" flood 8 100 > "$work/flood.out" &
@@ -199,8 +206,9 @@ for round in 1 2 3 4 5; do
     kill "$flood" 2>/dev/null || true
     wait "$flood" 2>/dev/null || true
 done
-attack_owner=$(pgrep -n -f "xpb copy.*--ready-fd")
 grep VmHWM "/proc/$attack_owner/status" | awk '{print $2}' > "$results/attack_owner_kb.txt"
+sleep 1
+grep VmRSS "/proc/$attack_owner/status" | awk '{print $2}' > "$results/attack_owner_after_kb.txt"
 
 python3 "$here/report.py" "$results" "$root/Benchmarks/RESULTS.md"
 echo "bench: wrote Benchmarks/RESULTS.md"

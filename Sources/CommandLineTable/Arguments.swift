@@ -174,6 +174,9 @@ public struct ParsedArguments {
     public func flag(_ option: OptionSpec) -> Bool { flag(option.long) }
     public func value(_ option: OptionSpec) -> String? { value(option.long) }
     public func all(_ option: OptionSpec) -> [String] { all(option.long) }
+    public func integer(_ option: OptionSpec) throws(UsageError) -> Int? { try integer(option.long) }
+    public func seconds(_ option: OptionSpec) throws(UsageError) -> Double? { try seconds(option.long) }
+    public func size(_ option: OptionSpec) throws(UsageError) -> Int? { try size(option.long) }
 
     /// An integer option's value, nil when absent.
     public func integer(_ long: String) throws(UsageError) -> Int? {
@@ -213,6 +216,17 @@ public struct ParsedArguments {
         let (bytes, overflow) = number.multipliedReportingOverflow(by: unit)
         guard !overflow else { throw UsageError("'\(text)' is too large (--\(long))") }
         return bytes
+    }
+}
+
+/// Sizes as the size options take them: `1G`, `256M`, `4096`.
+public enum SizeText {
+    /// `bytes` with the largest of T, G, M and K that divides it (powers of 1024).
+    public static func suffixed(_ bytes: Int) -> String {
+        for (suffix, unit) in [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] where bytes > 0 && bytes % unit == 0 {
+            return "\(bytes / unit)\(suffix)"
+        }
+        return String(bytes)
     }
 }
 

@@ -89,19 +89,26 @@ func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
 
 /// Options several commands take.
 enum CommonOptions {
-    static let timeout = OptionSpec.value(nil, "timeout", "seconds", "Give up after this many seconds without progress (default 5).")
-    static let json = OptionSpec.flag(nil, "json", "Print one JSON object.")
-    static let maxTime = OptionSpec.value(nil, "max-time", "seconds", "Give up after this many seconds in all, however the transfer progresses (default 300).")
+    /// The defaults, which the help texts quote.
+    static let defaultTimeout: Double = 5
+    static let defaultMaxTime: Double = 300
     static let defaultMaxSize = 1 << 30
 
-    /// The `--timeout` given, or the default of 5 seconds.
+    static let timeout = OptionSpec.value(nil, "timeout", "seconds", "Give up after this many seconds without progress (default \(Int(defaultTimeout))).")
+    static let json = OptionSpec.flag(nil, "json", "Print one JSON object.")
+    static let maxTime = OptionSpec.value(nil, "max-time", "seconds", "Give up after this many seconds in all, however the transfer progresses (default \(Int(defaultMaxTime))).")
+
+    /// How the default of `--max-size` reads in help: `1G`.
+    static var defaultMaxSizeText: String { SizeText.suffixed(defaultMaxSize) }
+
+    /// The `--timeout` given, or the default.
     static func timeout(in arguments: ParsedArguments) throws(UsageError) -> Double {
-        try arguments.seconds("timeout") ?? 5
+        try arguments.seconds(timeout) ?? defaultTimeout
     }
 
-    /// The `--max-time` given, or the default of 300 seconds.
+    /// The `--max-time` given, or the default.
     static func maxTime(in arguments: ParsedArguments) throws(UsageError) -> Double {
-        try arguments.seconds("max-time") ?? 300
+        try arguments.seconds(maxTime) ?? defaultMaxTime
     }
 }
 

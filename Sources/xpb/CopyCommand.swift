@@ -39,7 +39,7 @@ struct CopyCommand: Command {
             .flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise."),
             .flag(nil, "local-only", "Never sync the data to another display or machine."),
             .flag("n", "trim-newline", "Remove one trailing newline from text (as wl-copy -n)."),
-            .value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default 1G); the clipboard keeps what it had."),
+            .value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)); the clipboard keeps what it had."),
             .value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true),
             .value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true),
         ],

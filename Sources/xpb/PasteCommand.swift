@@ -17,7 +17,7 @@ struct PasteCommand: Command {
             .value(nil, "item", "n", "The item to read (0 is the first)."),
             CommonOptions.timeout,
             CommonOptions.maxTime,
-            .value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default 1G)."),
+            .value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText))."),
             .value("o", "output", "file", "Write to this file instead of standard output."),
             .flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim)."),
         ])

@@ -9,6 +9,9 @@ import PasteboardX11
 /// xpbd: the clipboard manager of one X display. Thin: parses, sets up logging and signals,
 /// runs ``ClipboardDaemon``.
 enum XPBD {
+    /// The defaults, which the help texts quote.
+    static let defaults = DaemonConfiguration(stateDirectory: URL(fileURLWithPath: "/"))
+
     static let spec = CommandSpec(
         name: "",
         abstract: "The xpb clipboard manager: keeps the clipboard when the app that owned it exits, keeps a history, and publishes one change count per display.",
@@ -30,9 +33,9 @@ enum XPBD {
             .flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement)."),
             .flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged."),
             .value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable)."),
-            .value(nil, "max-entries", "n", "History entries kept (default 200)."),
-            .value(nil, "max-size", "size", "History bytes kept in all (default 256M; K, M, G suffixes)."),
-            .value(nil, "max-target-size", "size", "The most bytes kept of one target (default 128M)."),
+            .value(nil, "max-entries", "n", "History entries kept (default \(defaults.maxEntries))."),
+            .value(nil, "max-size", "size", "History bytes kept in all (default \(SizeText.suffixed(defaults.maxBytes)); K, M, G suffixes)."),
+            .value(nil, "max-target-size", "size", "The most bytes kept of one target (default \(SizeText.suffixed(defaults.maxTargetBytes)))."),
             .value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb)."),
             .flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard."),
             .value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable)."),
@@ -40,8 +43,8 @@ enum XPBD {
             .flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted)."),
             .value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config')."),
             .value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb)."),
-            .value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default 256M)."),
-            .value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default 512M)."),
+            .value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default \(SizeText.suffixed(defaults.sync.maxTransferBytes)))."),
+            .value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default \(SizeText.suffixed(defaults.sync.maxTotalBytes)))."),
             .value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical."),
             .flag(nil, "version", "Show the version."),
             .flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -)."),
