@@ -1,6 +1,7 @@
 import CommandLineTable
 import Foundation
 import PasteboardKit
+import PasteboardX11
 
 struct PasteCommand: Command {
     static let spec = CommandSpec(
@@ -20,6 +21,7 @@ struct PasteCommand: Command {
             .value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText))."),
             .value("o", "output", "file", "Write to this file instead of standard output."),
             .flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim)."),
+            .flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does."),
         ])
 
     let selection: SelectionOptions
@@ -30,6 +32,7 @@ struct PasteCommand: Command {
     let maxSize: Int
     let output: String?
     let trimNewline: Bool
+    let follow: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
@@ -40,7 +43,9 @@ struct PasteCommand: Command {
         maxSize = try arguments.size("max-size") ?? CommonOptions.defaultMaxSize
         output = arguments.value("output")
         trimNewline = arguments.flag("trim-newline")
+        follow = arguments.flag("follow")
         if item < 0 { throw UsageError("--item must be 0 or more") }
+        if follow, output != nil || trimNewline { throw UsageError("--follow writes to standard output as the data grows: it takes neither --output nor --trim-newline") }
         if let types, types.split(separator: ",").isEmpty { throw UsageError("--type needs at least one type") }
     }
 
@@ -50,37 +55,12 @@ struct PasteCommand: Command {
         }
         let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
         defer { backend.close(handOff: false) }
-        let registry = backend.registry
-        let wanted: [PasteboardType]? = try types.map { types in
-            let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
-            names.forEach { warnIfUnknownType($0, registry: registry) }
-            return try names.map { try registry.resolve($0) }
-        }
-        // The type is chosen from the owner's offer as read for the transfer itself: one read of
-        // the offer, no second round trip to confirm it.
-        let choose = { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
-            guard let items else { throw selection.emptyFailure }
-            guard !items.isEmpty else {
-                throw Failure("\(selection.label) holds no data its owner will convert", .empty)
-            }
-            guard item < items.count else {
-                throw Failure("item \(item) does not exist: \(selection.label) holds \(items.count) item\(items.count == 1 ? "" : "s")", .typeUnavailable)
-            }
-            let offered = items[item]
-            if let wanted {
-                guard let chosen = registry.bestType(among: offered, accepting: wanted) else {
-                    throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
-                }
-                return chosen
-            }
-            guard let chosen = registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first else {
-                throw Failure("\(selection.label) offers no type", .typeUnavailable)
-            }
-            return chosen
-        }
+        let choose = try chooser(backend.registry)
+        if follow { return try blocking { try await self.followChanges(backend, choose) } }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
         var destination: Int32? = output == nil ? STDOUT_FILENO : nil
+
         defer { if let destination, output != nil { close(destination) } }
         let open = { () throws -> Int32 in
             if let destination { return destination }
@@ -113,5 +93,74 @@ struct PasteCommand: Command {
             throw Failure("the owner of \(selection.selection) refused to convert it", .typeUnavailable)
         }
         _ = try open()
+    }
+
+    /// How the type is chosen from the owner's offer, as read for the transfer itself: one read
+    /// of the offer, no second round trip to confirm it. The accepted types of --type, best
+    /// first; else plain text if the item has it, else its first type.
+    private func chooser(_ registry: TypeRegistry) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
+        let wanted: [PasteboardType]? = try types.map { types in
+            let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+            names.forEach { warnIfUnknownType($0, registry: registry) }
+            return try names.map { try registry.resolve($0) }
+        }
+        return { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
+            guard let items else { throw selection.emptyFailure }
+            guard !items.isEmpty else {
+                throw Failure("\(selection.label) holds no data its owner will convert", .empty)
+            }
+            guard item < items.count else {
+                throw Failure("item \(item) does not exist: \(selection.label) holds \(items.count) item\(items.count == 1 ? "" : "s")", .typeUnavailable)
+            }
+            let offered = items[item]
+            if let wanted {
+                guard let chosen = registry.bestType(among: offered, accepting: wanted) else {
+                    throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
+                }
+                return chosen
+            }
+            guard let chosen = registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first else {
+                throw Failure("\(selection.label) offers no type", .typeUnavailable)
+            }
+            return chosen
+        }
+    }
+
+    /// --follow: the contents, then what each change adds to them. A change that does not extend
+    /// what was written (a new copy) is written whole; an empty pasteboard writes nothing and
+    /// waits for the next change.
+    private func followChanges(_ backend: X11PasteboardBackend, _ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) async throws {
+        let changes = selection.pasteboard(on: backend).changes
+        var written = Data()
+        let readNow = { () throws -> Data? in
+            var data = Data()
+            let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
+                                           file: { data.append(try $0.read(offset: 0, length: $0.size)) }, bytes: { data.append($0) })
+            return found ? data : nil
+        }
+        let show = { (data: Data) throws in
+            if data.starts(with: written) {
+                try writeAll(data.dropFirst(written.count), to: STDOUT_FILENO)
+            } else {
+                try writeAll(data, to: STDOUT_FILENO)
+            }
+            written = data
+        }
+        do {
+            if let data = try readNow() { try show(data) }
+        } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
+            // Nothing to write yet: the next change may bring it.
+        }
+        for await _ in changes {
+            do {
+                if let data = try readNow() { try show(data) }
+            } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
+                continue
+            } catch let error as PasteboardError {
+                // An owner that went away or stalled: its successor is the next change.
+                writeText("xpb: \(Failure(error).message)\n", to: STDERR_FILENO)
+            }
+        }
+        if !backend.isConnected { throw X11BackendError.connectionLost }
     }
 }

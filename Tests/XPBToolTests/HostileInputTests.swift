@@ -90,9 +90,11 @@ struct HostileRequestorTests {
         defer { flood.stop() }
         try flood.waitForOutput("flooding", timeout: 10)
         Thread.sleep(forTimeInterval: 0.3)
+        // Served, not dropped; on a loaded machine perhaps only as the flood ends (the flood
+        // lasts 3 s, and before the fix the owner took minutes to work through it).
         let during = try timedXclip(x)
         #expect(during.text == "small")
-        #expect(during.seconds < 3, "the owner was frozen for \(during.seconds) s")
+        #expect(during.seconds < 10, "the owner was frozen for \(during.seconds) s")
         try flood.waitForOutput("sent", timeout: 30)
         // The flooder is gone: its window's id may now be the next reader's.
         let after = try timedXclip(x)

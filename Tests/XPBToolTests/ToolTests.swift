@@ -460,6 +460,23 @@ struct ReadTests {
         #expect(object?["selection"] as? String == "CLIPBOARD")
     }
 
+    @Test("paste --follow writes the contents, then what each change adds; a new copy whole; an empty clipboard waits")
+    func follow() throws {
+        let x = try Xvfb()
+        let follower = try Peer(try xpbPath(), ["paste", "--follow"], display: x)
+        defer { follower.stop() }
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(follower.isRunning, "paste --follow ended on an empty clipboard")
+        #expect(try xpb(["copy"], x, input: Data("one".utf8)).status == 0)
+        try follower.waitForOutput("one", timeout: 10)
+        // xsel -a grows the selection: only the addition is written.
+        _ = try run("/bin/sh", ["-c", "printf ' two' | xsel -a -b"], display: x)
+        try follower.waitForOutput("one two", timeout: 10)
+        #expect(try xpb(["copy"], x, input: Data("|new".utf8)).status == 0)
+        try follower.waitForOutput("one two|new", timeout: 10)
+        #expect(try xpb(["paste", "--follow", "-o", "/dev/null"], x).status == 64)
+    }
+
     @Test("watch --exec gets the new contents on its standard input; secret data is not handed over")
     func watchInput() throws {
         let x = try Xvfb()
