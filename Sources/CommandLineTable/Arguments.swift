@@ -153,24 +153,25 @@ public struct ParsedArguments {
         assert(declared.contains(long), "option '--\(long)' is looked up but not declared by the command")
     }
 
-    public func flag(_ long: String) -> Bool {
+    func flag(_ long: String) -> Bool {
         checkDeclared(long)
         return flags.contains(long)
     }
 
     /// The last value given for an option (a repeated option's last one wins).
-    public func value(_ long: String) -> String? {
+    func value(_ long: String) -> String? {
         checkDeclared(long)
         return values[long]?.last
     }
 
     /// Every value given for a repeatable option, in order.
-    public func all(_ long: String) -> [String] {
+    func all(_ long: String) -> [String] {
         checkDeclared(long)
         return values[long] ?? []
     }
 
-    /// Look-ups by the declared spec itself: the way commands should read their options.
+    /// Look-ups by the declared spec itself, the only ones commands have: a command can only name
+    /// an option it declared (the look-ups by name are this module's own).
     public func flag(_ option: OptionSpec) -> Bool { flag(option.long) }
     public func value(_ option: OptionSpec) -> String? { value(option.long) }
     public func all(_ option: OptionSpec) -> [String] { all(option.long) }
@@ -179,14 +180,14 @@ public struct ParsedArguments {
     public func size(_ option: OptionSpec) throws(UsageError) -> Int? { try size(option.long) }
 
     /// An integer option's value, nil when absent.
-    public func integer(_ long: String) throws(UsageError) -> Int? {
+    func integer(_ long: String) throws(UsageError) -> Int? {
         guard let text = value(long) else { return nil }
         guard let number = Int(text) else { throw UsageError("'\(text)' is not a whole number (--\(long))") }
         return number
     }
 
     /// A duration in seconds, nil when absent.
-    public func seconds(_ long: String) throws(UsageError) -> Double? {
+    func seconds(_ long: String) throws(UsageError) -> Double? {
         guard let text = value(long) else { return nil }
         guard let number = Double(text), number.isFinite, number > 0 else {
             throw UsageError("'\(text)' is not a positive number of seconds (--\(long))")
@@ -201,7 +202,7 @@ public struct ParsedArguments {
     public static let maxSeconds: Double = 1_000_000_000
 
     /// A size in bytes (`4096`, `512K`, `10M`, `2G`: powers of 1024), nil when absent.
-    public func size(_ long: String) throws(UsageError) -> Int? {
+    func size(_ long: String) throws(UsageError) -> Int? {
         guard let text = value(long) else { return nil }
         let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
         var digits = Substring(text)

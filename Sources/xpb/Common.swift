@@ -122,13 +122,23 @@ struct ReportOptions: Sendable {
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
-        asJSON = arguments.flag("json")
+        asJSON = arguments.flag(CommonOptions.json)
         timeout = try CommonOptions.timeout(in: arguments)
     }
 }
 
 /// Which pasteboard a command works on, and how to reach the display.
 struct SelectionOptions: Sendable {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let primary = OptionSpec.flag("p", "primary", "Use the primary selection (PRIMARY) instead of the clipboard.")
+        static let find = OptionSpec.flag(nil, "find", "Use the find pasteboard: the same selection as --primary.")
+        static let secondary = OptionSpec.flag(nil, "secondary", "Use the secondary selection (SECONDARY).")
+        static let pasteboard = OptionSpec.value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>).")
+        static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY).")
+    }
+
     let primary: Bool
     let find: Bool
     let secondary: Bool
@@ -136,20 +146,20 @@ struct SelectionOptions: Sendable {
     let display: String?
 
     static let specs: [OptionSpec] = [
-        .flag("p", "primary", "Use the primary selection (PRIMARY) instead of the clipboard."),
-        .flag(nil, "find", "Use the find pasteboard: the same selection as --primary."),
-        .flag(nil, "secondary", "Use the secondary selection (SECONDARY)."),
+        Option.primary,
+        Option.find,
+        Option.secondary,
         // No short form: -n trims the newline in wl-copy, and users carry that habit here.
-        .value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>)."),
-        .value(nil, "display", "display", "The X display to use (default: $DISPLAY)."),
+        Option.pasteboard,
+        Option.display,
     ]
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
-        primary = arguments.flag("primary")
-        find = arguments.flag("find")
-        secondary = arguments.flag("secondary")
-        pasteboard = arguments.value("pasteboard")
-        display = arguments.value("display")
+        primary = arguments.flag(Option.primary)
+        find = arguments.flag(Option.find)
+        secondary = arguments.flag(Option.secondary)
+        pasteboard = arguments.value(Option.pasteboard)
+        display = arguments.value(Option.display)
         if [primary || find, secondary, pasteboard != nil].filter({ $0 }).count > 1 {
             throw UsageError("choose one of --primary/--find, --secondary and --pasteboard")
         }

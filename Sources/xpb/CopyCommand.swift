@@ -8,6 +8,25 @@ import Glibc
 #endif
 
 struct CopyCommand: Command {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let type = OptionSpec.value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item.")
+        static let foreground = OptionSpec.flag(nil, "foreground", "Stay attached and serve until another client takes the selection.")
+        static let pasteOnce = OptionSpec.flag(nil, "paste-once", "Give the selection up after the first paste (--loops 1).")
+        static let loops = OptionSpec.value(nil, "loops", "n", "Give the selection up after n pastes (xclip -loops).")
+        static let append = OptionSpec.flag(nil, "append", "Add to the text the pasteboard holds now instead of replacing it (xsel -a).")
+        static let filter = OptionSpec.flag(nil, "filter", "Also write the copied data to standard output, as xclip -f does (for pipelines).")
+        static let log = OptionSpec.value(nil, "log", "file", "Where the background owner writes its errors (appended; default: nowhere).")
+        static let expire = OptionSpec.value(nil, "expire", "seconds", "Give the selection up after this many seconds.")
+        static let sensitive = OptionSpec.flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise.")
+        static let localOnly = OptionSpec.flag(nil, "local-only", "Never sync the data to another display or machine.")
+        static let trimNewline = OptionSpec.flag("n", "trim-newline", "Remove one trailing newline from text (as wl-copy -n).")
+        static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)); the clipboard keeps what it had.")
+        static let readyFd = OptionSpec.value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true)
+        static let savedFd = OptionSpec.value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true)
+    }
+
     static let spec = CommandSpec(
         name: "copy",
         abstract: "Put data on a pasteboard: standard input, files, or several types of one item.",
@@ -28,20 +47,20 @@ struct CopyCommand: Command {
             pieces, never held in memory whole.
             """,
         options: SelectionOptions.specs + [
-            .value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item."),
-            .flag(nil, "foreground", "Stay attached and serve until another client takes the selection."),
-            .flag(nil, "paste-once", "Give the selection up after the first paste (--loops 1)."),
-            .value(nil, "loops", "n", "Give the selection up after n pastes (xclip -loops)."),
-            .flag(nil, "append", "Add to the text the pasteboard holds now instead of replacing it (xsel -a)."),
-            .flag(nil, "filter", "Also write the copied data to standard output, as xclip -f does (for pipelines)."),
-            .value(nil, "log", "file", "Where the background owner writes its errors (appended; default: nowhere)."),
-            .value(nil, "expire", "seconds", "Give the selection up after this many seconds."),
-            .flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise."),
-            .flag(nil, "local-only", "Never sync the data to another display or machine."),
-            .flag("n", "trim-newline", "Remove one trailing newline from text (as wl-copy -n)."),
-            .value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)); the clipboard keeps what it had."),
-            .value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true),
-            .value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true),
+            Option.type,
+            Option.foreground,
+            Option.pasteOnce,
+            Option.loops,
+            Option.append,
+            Option.filter,
+            Option.log,
+            Option.expire,
+            Option.sensitive,
+            Option.localOnly,
+            Option.trimNewline,
+            Option.maxSize,
+            Option.readyFd,
+            Option.savedFd,
         ],
         positional: PositionalSpec(valueName: "file", help: "Files to copy, one item each; none or `-` for standard input."))
 
@@ -69,23 +88,23 @@ struct CopyCommand: Command {
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
         files = arguments.positionals
-        types = arguments.all("type")
-        foreground = arguments.flag("foreground")
-        let loops = try arguments.integer("loops")
+        types = arguments.all(Option.type)
+        foreground = arguments.flag(Option.foreground)
+        let loops = try arguments.integer(Option.loops)
         if let loops, loops < 1 { throw UsageError("--loops takes 1 or more") }
-        if loops != nil && arguments.flag("paste-once") { throw UsageError("--paste-once is --loops 1: give one of them") }
-        self.loops = arguments.flag("paste-once") ? 1 : loops
-        append = arguments.flag("append")
-        filter = arguments.flag("filter")
-        log = arguments.value("log")
+        if loops != nil && arguments.flag(Option.pasteOnce) { throw UsageError("--paste-once is --loops 1: give one of them") }
+        self.loops = arguments.flag(Option.pasteOnce) ? 1 : loops
+        append = arguments.flag(Option.append)
+        filter = arguments.flag(Option.filter)
+        log = arguments.value(Option.log)
         commandLine = ["copy"] + arguments.raw
-        expire = try arguments.seconds("expire")
-        sensitive = arguments.flag("sensitive")
-        localOnly = arguments.flag("local-only")
-        trimNewline = arguments.flag("trim-newline")
-        maxSize = try arguments.size("max-size") ?? CommonOptions.defaultMaxSize
-        readyFD = try arguments.integer("ready-fd").map { Int32(clamping: $0) }
-        savedFDs = arguments.all("saved-fd")
+        expire = try arguments.seconds(Option.expire)
+        sensitive = arguments.flag(Option.sensitive)
+        localOnly = arguments.flag(Option.localOnly)
+        trimNewline = arguments.flag(Option.trimNewline)
+        maxSize = try arguments.size(Option.maxSize) ?? CommonOptions.defaultMaxSize
+        readyFD = try arguments.integer(Option.readyFd).map { Int32(clamping: $0) }
+        savedFDs = arguments.all(Option.savedFd)
         try validate()
     }
 

@@ -3,11 +3,17 @@ import Foundation
 import PasteboardWire
 
 struct DaemonCommand: Command {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).")
+    }
+
     static let spec = CommandSpec(
         name: "daemon",
         abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
         discussion: "'xpb daemon status': running or not, pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user. Exit status 0 when the link ends, 1 when no daemon can be reached.",
-        options: [CommonOptions.json, .value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).")],
+        options: [CommonOptions.json, Option.display],
         positional: PositionalSpec(valueName: "action", help: "status (the default) or link."))
 
     let asJSON: Bool
@@ -15,8 +21,8 @@ struct DaemonCommand: Command {
     let isLink: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
-        asJSON = arguments.flag("json")
-        display = arguments.value("display")
+        asJSON = arguments.flag(CommonOptions.json)
+        display = arguments.value(Option.display)
         let action = arguments.positionals.first ?? "status"
         guard arguments.positionals.count <= 1, ["status", "link"].contains(action) else {
             throw UsageError("unknown daemon action '\(arguments.positionals.joined(separator: " "))' (status, link)")

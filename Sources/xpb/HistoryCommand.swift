@@ -3,6 +3,13 @@ import Foundation
 import PasteboardWire
 
 struct HistoryCommand: Command {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let menu = OptionSpec.value(nil, "menu", "command", "The menu program for 'menu', run by /bin/sh: reads one entry per line, prints the chosen line.")
+        static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).")
+    }
+
     static let spec = CommandSpec(
         name: "history",
         abstract: "List, search, select and delete what the clipboard manager (xpbd) kept.",
@@ -16,8 +23,8 @@ struct HistoryCommand: Command {
             """,
         options: [
             CommonOptions.json,
-            .value(nil, "menu", "command", "The menu program for 'menu', run by /bin/sh: reads one entry per line, prints the chosen line."),
-            .value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY)."),
+            Option.menu,
+            Option.display,
         ],
         positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, clear or menu."))
 
@@ -36,9 +43,9 @@ struct HistoryCommand: Command {
     let display: String?
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
-        asJSON = arguments.flag("json")
-        menu = arguments.value("menu")
-        display = arguments.value("display")
+        asJSON = arguments.flag(CommonOptions.json)
+        menu = arguments.value(Option.menu)
+        display = arguments.value(Option.display)
         var words = arguments.positionals
         let verb = words.isEmpty ? "list" : words.removeFirst()
         func index() throws(UsageError) -> Int {

@@ -4,6 +4,17 @@ import PasteboardKit
 import PasteboardX11
 
 struct PasteCommand: Command {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let type = OptionSpec.value("t", "type", "type[,type…]", "Accepted types, best first, comma-separated (UTI, MIME type, X target or short name such as text, html, png).")
+        static let item = OptionSpec.value(nil, "item", "n", "The item to read (0 is the first).")
+        static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)).")
+        static let output = OptionSpec.value("o", "output", "file", "Write to this file instead of standard output.")
+        static let trimNewline = OptionSpec.flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim).")
+        static let follow = OptionSpec.flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does.")
+    }
+
     static let spec = CommandSpec(
         name: "paste",
         abstract: "Write the best available representation to standard output, byte-exact.",
@@ -14,14 +25,14 @@ struct PasteCommand: Command {
             links kept), and only once the data is known to be there.
             """,
         options: SelectionOptions.specs + [
-            .value("t", "type", "type[,type…]", "Accepted types, best first, comma-separated (UTI, MIME type, X target or short name such as text, html, png)."),
-            .value(nil, "item", "n", "The item to read (0 is the first)."),
+            Option.type,
+            Option.item,
             CommonOptions.timeout,
             CommonOptions.maxTime,
-            .value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText))."),
-            .value("o", "output", "file", "Write to this file instead of standard output."),
-            .flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim)."),
-            .flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does."),
+            Option.maxSize,
+            Option.output,
+            Option.trimNewline,
+            Option.follow,
         ])
 
     let selection: SelectionOptions
@@ -36,14 +47,14 @@ struct PasteCommand: Command {
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
-        types = arguments.value("type")
-        item = try arguments.integer("item") ?? 0
+        types = arguments.value(Option.type)
+        item = try arguments.integer(Option.item) ?? 0
         timeout = try CommonOptions.timeout(in: arguments)
         maxTime = try CommonOptions.maxTime(in: arguments)
-        maxSize = try arguments.size("max-size") ?? CommonOptions.defaultMaxSize
-        output = arguments.value("output")
-        trimNewline = arguments.flag("trim-newline")
-        follow = arguments.flag("follow")
+        maxSize = try arguments.size(Option.maxSize) ?? CommonOptions.defaultMaxSize
+        output = arguments.value(Option.output)
+        trimNewline = arguments.flag(Option.trimNewline)
+        follow = arguments.flag(Option.follow)
         if item < 0 { throw UsageError("--item must be 0 or more") }
         if follow, output != nil || trimNewline { throw UsageError("--follow writes to standard output as the data grows: it takes neither --output nor --trim-newline") }
         if let types, types.split(separator: ",").isEmpty { throw UsageError("--type needs at least one type") }

@@ -3,13 +3,20 @@ import Foundation
 import PasteboardKit
 
 struct TypesCommand: Command {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let targets = OptionSpec.flag(nil, "targets", "List the raw X target names the owner advertises instead.")
+        static let items = OptionSpec.flag(nil, "items", "List the types of every item: 'item<TAB>type' lines.")
+    }
+
     static let spec = CommandSpec(
         name: "types",
         abstract: "List the representation types on a pasteboard, without moving any data.",
         discussion: "By default the first item's types, one per line.",
         options: SelectionOptions.specs + [
-            .flag(nil, "targets", "List the raw X target names the owner advertises instead."),
-            .flag(nil, "items", "List the types of every item: 'item<TAB>type' lines."),
+            Option.targets,
+            Option.items,
             CommonOptions.timeout,
         ])
 
@@ -20,8 +27,8 @@ struct TypesCommand: Command {
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
-        targets = arguments.flag("targets")
-        items = arguments.flag("items")
+        targets = arguments.flag(Option.targets)
+        items = arguments.flag(Option.items)
         timeout = try CommonOptions.timeout(in: arguments)
         if targets && items { throw UsageError("choose either --targets or --items") }
     }

@@ -6,14 +6,22 @@ import PasteboardKit
 import PasteboardX11
 
 struct WatchCommand: Command {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let json = OptionSpec.flag(nil, "json", "Print one JSON object per change.")
+        static let exec = OptionSpec.value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set.")
+        static let count = OptionSpec.value(nil, "count", "n", "Stop after this many changes.")
+    }
+
     static let spec = CommandSpec(
         name: "watch",
         abstract: "Print one line per change of a pasteboard: change count, selection, types.",
         discussion: "Driven by XFixes events: no polling. Lines are tab-separated: count, selection, comma-separated types.",
         options: SelectionOptions.specs + [
-            .flag(nil, "json", "Print one JSON object per change."),
-            .value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set."),
-            .value(nil, "count", "n", "Stop after this many changes."),
+            Option.json,
+            Option.exec,
+            Option.count,
         ])
 
     let selection: SelectionOptions
@@ -23,9 +31,9 @@ struct WatchCommand: Command {
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
-        asJSON = arguments.flag("json")
-        command = arguments.value("exec")
-        count = try arguments.integer("count")
+        asJSON = arguments.flag(Option.json)
+        command = arguments.value(Option.exec)
+        count = try arguments.integer(Option.count)
         if let count, count < 1 { throw UsageError("--count must be 1 or more") }
     }
 

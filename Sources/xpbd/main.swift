@@ -9,6 +9,31 @@ import PasteboardX11
 /// xpbd: the clipboard manager of one X display. Thin: parses, sets up logging and signals,
 /// runs ``ClipboardDaemon``.
 enum XPBD {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).")
+        static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
+        static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")
+        static let keep = OptionSpec.value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable).")
+        static let maxEntries = OptionSpec.value(nil, "max-entries", "n", "History entries kept (default \(defaults.maxEntries)).")
+        static let maxSize = OptionSpec.value(nil, "max-size", "size", "History bytes kept in all (default \(SizeText.suffixed(defaults.maxBytes)); K, M, G suffixes).")
+        static let maxTargetSize = OptionSpec.value(nil, "max-target-size", "size", "The most bytes kept of one target (default \(SizeText.suffixed(defaults.maxTargetBytes))).")
+        static let stateDir = OptionSpec.value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb).")
+        static let noRestore = OptionSpec.flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard.")
+        static let syncDisplay = OptionSpec.value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable).")
+        static let peer = OptionSpec.value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable).")
+        static let syncPrimary = OptionSpec.flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted).")
+        static let ssh = OptionSpec.value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config').")
+        static let remoteXpb = OptionSpec.value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb).")
+        static let syncMaxTransfer = OptionSpec.value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default \(SizeText.suffixed(defaults.sync.maxTransferBytes))).")
+        static let syncMaxTotal = OptionSpec.value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default \(SizeText.suffixed(defaults.sync.maxTotalBytes))).")
+        static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
+        static let version = OptionSpec.flag(nil, "version", "Show the version.")
+        static let manual = OptionSpec.flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -).")
+        static let completions = OptionSpec.value(nil, "completions", "shell", "Print the completion script for bash, zsh or fish.")
+    }
+
     /// The defaults, which the help texts quote.
     static let defaults = DaemonConfiguration(stateDirectory: URL(fileURLWithPath: "/"))
 
@@ -29,26 +54,26 @@ enum XPBD {
             remote PATH (or name it with --remote-xpb) and xpbd must run there.
             """,
         options: [
-            .value(nil, "display", "display", "The X display (default: $DISPLAY)."),
-            .flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement)."),
-            .flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged."),
-            .value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable)."),
-            .value(nil, "max-entries", "n", "History entries kept (default \(defaults.maxEntries))."),
-            .value(nil, "max-size", "size", "History bytes kept in all (default \(SizeText.suffixed(defaults.maxBytes)); K, M, G suffixes)."),
-            .value(nil, "max-target-size", "size", "The most bytes kept of one target (default \(SizeText.suffixed(defaults.maxTargetBytes)))."),
-            .value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb)."),
-            .flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard."),
-            .value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable)."),
-            .value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable)."),
-            .flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted)."),
-            .value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config')."),
-            .value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb)."),
-            .value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default \(SizeText.suffixed(defaults.sync.maxTransferBytes)))."),
-            .value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default \(SizeText.suffixed(defaults.sync.maxTotalBytes)))."),
-            .value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical."),
-            .flag(nil, "version", "Show the version."),
-            .flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -)."),
-            .value(nil, "completions", "shell", "Print the completion script for bash, zsh or fish."),
+            Option.display,
+            Option.replace,
+            Option.primary,
+            Option.keep,
+            Option.maxEntries,
+            Option.maxSize,
+            Option.maxTargetSize,
+            Option.stateDir,
+            Option.noRestore,
+            Option.syncDisplay,
+            Option.peer,
+            Option.syncPrimary,
+            Option.ssh,
+            Option.remoteXpb,
+            Option.syncMaxTransfer,
+            Option.syncMaxTotal,
+            Option.logLevel,
+            Option.version,
+            Option.manual,
+            Option.completions,
         ],
         program: "xpbd")
 
@@ -75,61 +100,61 @@ enum XPBD {
                 print(HelpText.command(spec) + "\n" + HelpText.wrap(ProgramSpec.exitSentence(exitStatuses), indent: 0))
                 return 0
             }
-            if arguments.flag("manual") {
+            if arguments.flag(Option.manual) {
                 print(ManualPage.render(program, date: "2026-11-22"), terminator: "")
                 return 0
             }
-            if let shell = arguments.value("completions") {
+            if let shell = arguments.value(Option.completions) {
                 guard let script = Completions.script(for: shell, program) else {
                     throw UsageError("no completions for '\(shell)': \(Completions.shells.joined(separator: ", ")) are supported")
                 }
                 print(script, terminator: "")
                 return 0
             }
-            if arguments.flag("version") {
+            if arguments.flag(Option.version) {
                 print(ClipboardDaemon.version)
                 return 0
             }
-            configuration = DaemonConfiguration(stateDirectory: arguments.value("state-dir").map { URL(fileURLWithPath: $0) }
+            configuration = DaemonConfiguration(stateDirectory: arguments.value(Option.stateDir).map { URL(fileURLWithPath: $0) }
                                                 ?? DaemonConfiguration.defaultStateDirectory())
-            configuration.display = arguments.value("display")
-            configuration.replace = arguments.flag("replace")
-            configuration.keepsPrimary = arguments.flag("primary")
-            configuration.keptNames = try arguments.all("keep").map { name throws(UsageError) in
+            configuration.display = arguments.value(Option.display)
+            configuration.replace = arguments.flag(Option.replace)
+            configuration.keepsPrimary = arguments.flag(Option.primary)
+            configuration.keptNames = try arguments.all(Option.keep).map { name throws(UsageError) in
                 guard !name.isEmpty, name != "general", name != "find" else { throw UsageError("'\(name)' is not a named pasteboard (--keep)") }
                 return Pasteboard.Name(rawValue: name)
             }
-            if let entries = try arguments.integer("max-entries") {
+            if let entries = try arguments.integer(Option.maxEntries) {
                 guard entries > 0 else { throw UsageError("--max-entries takes a positive number") }
                 configuration.maxEntries = entries
             }
-            if let size = try arguments.size("max-size") { configuration.maxBytes = size }
-            if let size = try arguments.size("max-target-size") {
+            if let size = try arguments.size(Option.maxSize) { configuration.maxBytes = size }
+            if let size = try arguments.size(Option.maxTargetSize) {
                 configuration.maxTargetBytes = size
                 configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
             }
-            configuration.restoresAtStart = !arguments.flag("no-restore")
+            configuration.restoresAtStart = !arguments.flag(Option.noRestore)
             do {
-                configuration.sync.links = try arguments.all("sync-display").map { try SyncLinkSpec.parse($0, ssh: false) }
-                    + arguments.all("peer").map { try SyncLinkSpec.parse($0, ssh: true) }
+                configuration.sync.links = try arguments.all(Option.syncDisplay).map { try SyncLinkSpec.parse($0, ssh: false) }
+                    + arguments.all(Option.peer).map { try SyncLinkSpec.parse($0, ssh: true) }
             } catch let error as SyncSpecError {
                 throw UsageError(error.description)
             }
-            configuration.sync.syncsPrimary = arguments.flag("sync-primary")
-            if let command = arguments.value("ssh") {
+            configuration.sync.syncsPrimary = arguments.flag(Option.syncPrimary)
+            if let command = arguments.value(Option.ssh) {
                 guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--ssh takes a command") }
                 configuration.sync.sshCommand = command
             }
-            if let command = arguments.value("remote-xpb") {
+            if let command = arguments.value(Option.remoteXpb) {
                 guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--remote-xpb takes a command") }
                 configuration.sync.remoteXPB = command
             }
-            if let size = try arguments.size("sync-max-transfer") { configuration.sync.maxTransferBytes = size }
-            if let size = try arguments.size("sync-max-total") { configuration.sync.maxTotalBytes = size }
+            if let size = try arguments.size(Option.syncMaxTransfer) { configuration.sync.maxTransferBytes = size }
+            if let size = try arguments.size(Option.syncMaxTotal) { configuration.sync.maxTotalBytes = size }
             guard configuration.sync.maxTotalBytes >= configuration.sync.maxTransferBytes else {
                 throw UsageError("--sync-max-total must be at least --sync-max-transfer")
             }
-            let name = arguments.value("log-level") ?? "info"
+            let name = arguments.value(Option.logLevel) ?? "info"
             guard let parsed = Logger.Level(rawValue: name) else {
                 throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")
             }
