@@ -473,7 +473,7 @@ extension X11Session {
         }
         // A clipboard manager keeping a copy is not a paste (`xpb copy --paste-once` must not be
         // used up by it).
-        if succeeded, let served = content.served, selectionOwner(known[.clipboardManager]) != requestor {
+        if succeeded, reportsServed, let served = content.served, selectionOwner(known[.clipboardManager]) != requestor {
             delegate?.served(selection: selection, type: served)
         }
         return succeeded
@@ -614,6 +614,7 @@ extension X11Session {
             requestOrder.removeAll { $0 == requestor }
         }
         watchedRequestors.removeValue(forKey: requestor)
+        queueWatched.remove(requestor)
         floodingRequestors.removeValue(forKey: requestor)
     }
 }

@@ -134,19 +134,25 @@ extension X11Session {
             if let queued = requestQueues.removeValue(forKey: request.requestor) {
                 queuedRequestCount -= queued.count
                 requestOrder.removeAll { $0 == request.requestor }
-                releaseRequestor(request.requestor)
+                if queueWatched.remove(request.requestor) != nil { releaseRequestor(request.requestor) }
             }
             return
         }
         guard queuedRequestCount < Self.maxQueuedRequests else { return }
-        if waiting == 0 {
-            // Watched while it waits: if the window is destroyed its requests go with it (its id
-            // may come back as another client's window).
-            guard watchRequestor(request.requestor) else { return }
-            requestOrder.append(request.requestor)
-        }
+        if waiting == 0 { requestOrder.append(request.requestor) }
         requestQueues[request.requestor, default: []].append(request)
         queuedRequestCount += 1
+    }
+
+    /// Requestors whose requests wait past this turn are watched: if the window is destroyed its
+    /// requests go with it (its id may come back as another client's window). A request answered
+    /// in the turn that read it needs no watch, which saves selecting input on the requestor's
+    /// window and deselecting it again: two requests to the server per conversion.
+    private func watchWaitingRequestors() {
+        for requestor in requestOrder where !queueWatched.contains(requestor) {
+            queueWatched.insert(requestor)
+            _ = watchRequestor(requestor)
+        }
     }
 
     private func serveQueuedRequests() {
@@ -161,9 +167,10 @@ extension X11Session {
                 requestOrder.append(requestor)
             }
             handleSelectionRequest(request)
-            if queue.isEmpty { releaseRequestor(requestor) }
+            if queue.isEmpty, queueWatched.remove(requestor) != nil { releaseRequestor(requestor) }
             budget -= 1
         }
+        watchWaitingRequestors()
     }
 
     private func checkDead() -> Bool {

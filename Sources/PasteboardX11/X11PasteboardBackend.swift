@@ -152,6 +152,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// pasteboard this process owns; `xpb copy --paste-once` gives the selection up on the first.
     public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
         state.withLock { $0.servedHandler = handler }
+        // Counting pastes costs a round trip per conversion (is the requestor the clipboard
+        // manager?): the X thread makes it only while someone counts.
+        let counts = handler != nil
+        _ = connection.submit { session in session.reportsServed = counts }
     }
 
     /// How many reads came over the same-host fast path (``X11Configuration/fastPath``) instead

@@ -91,6 +91,11 @@ final class X11Session {
     var requestQueues: [X11Window: [ConversionRequest]] = [:]
     var requestOrder: [X11Window] = []
     var queuedRequestCount = 0
+    /// Whether conversions are reported to the delegate (``X11SessionDelegate/served(selection:type:)``):
+    /// only while the backend has a handler for them.
+    var reportsServed = false
+    /// Requestors watched because their requests wait past a turn (``watchRequestor``).
+    var queueWatched: Set<X11Window> = []
     /// Requestors caught flooding (a request dropped for a full queue), until when (the clock's
     /// nanoseconds): every request of theirs is dropped meanwhile.
     var floodingRequestors: [X11Window: UInt64] = [:]
