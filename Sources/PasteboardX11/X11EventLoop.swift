@@ -63,9 +63,14 @@ extension X11Session {
             for _ in 0..<queued where budget > 0 {
                 var event = XEvent()
                 XNextEvent(display, &event)
-                if event.type != SelectionRequest { budget -= 1 }
+                let isRequest = event.type == SelectionRequest
+                if !isRequest { budget -= 1 }
                 eventsSinceRelease &+= 1
                 dispatch(&event)
+                // A request only joined a queue or was dropped: no request of ours whose errors
+                // to collect yet (the turn collects them after the batch), and it costs a flood's
+                // every event two locks less.
+                if isRequest { continue }
                 collectErrors()
                 if checkDead() { return }
             }
