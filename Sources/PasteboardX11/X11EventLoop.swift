@@ -59,6 +59,7 @@ extension X11Session {
         // MULTIPLE requests, each read whole into memory as the handlers' round trips waited).
         var queued = XPending(display)
         var budget = Self.eventsPerTurn
+        turnClock = configuration.clock()
         while queued > 0, budget > 0 {
             for _ in 0..<queued where budget > 0 {
                 var event = XEvent()
@@ -111,22 +112,32 @@ extension X11Session {
     /// Serving a flooder's requests would cost round trips (a MULTIPLE's property is read), and
     /// the reply to a round trip comes after everything the server queued for us before it:
     /// each one would pull the flood's backlog into memory at once.
+    ///
+    /// A flood's every event passes here, so the common case costs no hashing and no clock: the
+    /// last flooder seen is compared directly, against the clock read once per turn.
     private func queueRequest(_ request: ConversionRequest) {
-        guard !isForgedRequestor(request) else { return notify(request, succeeded: false) }
-        if let until = floodingRequestors[request.requestor] {
-            let now = configuration.clock()
-            if now < until {
-                floodingRequestors[request.requestor] = now + Self.floodCooldown
+        let now = turnClock
+        if request.requestor == recentFlooder.window, !recentFlooder.window.isNone {
+            if now < recentFlooder.until {
+                recentFlooder.until = now + Self.floodCooldown
                 return
             }
-            floodingRequestors.removeValue(forKey: request.requestor)
-            releaseRequestor(request.requestor)
+            forgetFlooder(request.requestor)
+        }
+        guard !isForgedRequestor(request) else { return notify(request, succeeded: false) }
+        if let until = floodingRequestors[request.requestor] {
+            if now < until {
+                floodingRequestors[request.requestor] = now + Self.floodCooldown
+                makeRecentFlooder(request.requestor)
+                return
+            }
+            forgetFlooder(request.requestor)
         }
         let waiting = requestQueues[request.requestor]?.count ?? 0
         if waiting >= Self.maxQueuedPerRequestor {
-            let now = configuration.clock()
             // Many windows flooding in turn: forget the ones that have gone quiet.
             if floodingRequestors.count >= 64 {
+                makeRecentFlooder(.none)
                 for (window, until) in floodingRequestors where until <= now {
                     floodingRequestors.removeValue(forKey: window)
                     releaseRequestor(window)
@@ -135,6 +146,7 @@ extension X11Session {
             // Watched while marked: once the window is destroyed (handleRequestorGone) its id may
             // be given to another client's window, which must not inherit the mark.
             floodingRequestors[request.requestor] = now + Self.floodCooldown
+            makeRecentFlooder(request.requestor)
             _ = watchRequestor(request.requestor)
             if let queued = requestQueues.removeValue(forKey: request.requestor) {
                 queuedRequestCount -= queued.count
@@ -147,6 +159,21 @@ extension X11Session {
         if waiting == 0 { requestOrder.append(request.requestor) }
         requestQueues[request.requestor, default: []].append(request)
         queuedRequestCount += 1
+    }
+
+    /// Makes `window` (a marked flooder, or none) the one compared first, after writing the
+    /// previous one's deadline back to the table.
+    private func makeRecentFlooder(_ window: X11Window) {
+        if !recentFlooder.window.isNone, floodingRequestors[recentFlooder.window] != nil {
+            floodingRequestors[recentFlooder.window] = recentFlooder.until
+        }
+        recentFlooder = (window, window.isNone ? 0 : floodingRequestors[window] ?? 0)
+    }
+
+    /// A flooder that has been quiet for the cool-down is served again.
+    private func forgetFlooder(_ window: X11Window) {
+        if recentFlooder.window == window { recentFlooder = (.none, 0) }
+        if floodingRequestors.removeValue(forKey: window) != nil { releaseRequestor(window) }
     }
 
     /// Requestors whose requests wait past this turn are watched: if the window is destroyed its

@@ -99,6 +99,10 @@ final class X11Session {
     /// Requestors caught flooding (a request dropped for a full queue), until when (the clock's
     /// nanoseconds): every request of theirs is dropped meanwhile.
     var floodingRequestors: [X11Window: UInt64] = [:]
+    /// The flooder compared first, and its deadline (kept here, not in the table, while it is).
+    var recentFlooder: (window: X11Window, until: UInt64) = (.none, 0)
+    /// The clock as read at the start of the loop's turn (nanoseconds).
+    var turnClock: UInt64 = 0
     /// Events read since Xlib's spare queue nodes were last released.
     var eventsSinceRelease = 0
     /// The work under way per target: the requests waiting for it, and its deadline timer.
