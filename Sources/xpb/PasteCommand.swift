@@ -130,11 +130,17 @@ struct PasteCommand: Command {
                 }
                 return chosen
             }
-            guard let chosen = registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first else {
+            guard let chosen = Self.defaultType(among: offered, registry) else {
                 throw Failure("\(selection.label) offers no type", .typeUnavailable)
             }
             return chosen
         }
+    }
+
+    /// What paste writes when no --type is given: plain text if the item has it, else its first
+    /// type (`watch --exec` gives its command the same).
+    static func defaultType(among offered: [PasteboardType], _ registry: TypeRegistry) -> PasteboardType? {
+        registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first
     }
 
     /// --follow: the contents, then what each change adds to them. A change that does not extend

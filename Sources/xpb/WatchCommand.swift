@@ -78,7 +78,7 @@ struct WatchCommand: Command {
         guard fd >= 0 else { return nil }
         let choose = { (items: [[PasteboardType]]?) throws -> PasteboardType in
             guard let offered = items?.first, !offered.contains(.passwordManagerHint),
-                  let type = backend.registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first
+                  let type = PasteCommand.defaultType(among: offered, backend.registry)
             else { throw Failure("nothing to read", .empty) }
             return type
         }
