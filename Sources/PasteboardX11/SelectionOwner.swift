@@ -572,11 +572,19 @@ extension X11Session {
     }
 
     /// Asks for a requestor window's property changes and destruction while something of ours
-    /// concerns it (counted); false when the window is already gone.
+    /// concerns it (counted). A window destroyed before the server took the request sends no
+    /// DestroyNotify: the server answers BadWindow instead, and that answer drops what concerns
+    /// the window as its destruction would (a reader killed as its INCR transfer started, whose
+    /// transfer otherwise waited out the serve timeout). The answer comes later, so this returns
+    /// true unless an earlier answer is already in.
     func watchRequestor(_ requestor: X11Window) -> Bool {
         var alive = true
         if watchedRequestors[requestor, default: 0] == 0 {
-            alive = selectInput(requestor, PropertyChangeMask | StructureNotifyMask)
+            routeErrors({ XSelectInput(display, requestor.rawValue, PropertyChangeMask | StructureNotifyMask) },
+                        onError: { [weak self] record in
+                            alive = false
+                            if record.errorCode == UInt8(BadWindow) { self?.handleRequestorGone(requestor) }
+                        })
         }
         watchedRequestors[requestor, default: 0] += 1
         return alive

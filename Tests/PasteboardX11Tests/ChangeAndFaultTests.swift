@@ -118,6 +118,18 @@ struct FaultTests {
         #expect(again.output == data)
     }
 
+    @Test("a requestor gone before its INCR transfer starts: the transfer is dropped at once, not after the serve timeout")
+    func requestorGoneFirst() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        try Pasteboard.general(of: backend).setData(payload(8 << 20, seed: 4), forPasteboardType: .blob)
+        // Asks for the blob and disconnects at once: its window is gone before the owner watches it.
+        let gone = try run(try attacker(), ["string", "1", "com.example.blob"], display: x)
+        #expect(gone.status == 0, "\(gone.error)")
+        #expect(eventually { (try? backend.activeTransferCount()) == 0 }, "the transfer to a vanished window was kept")
+    }
+
     @Test("an owner stopped with SIGSTOP: reads time out with a clear error, then work again")
     func ownerStopped() throws {
         let x = try Xvfb()
