@@ -21,10 +21,14 @@ struct ChangeCountTests {
 
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home, arguments: ["--no-restore"])
-        for word in ["two", "three"] {
+        for (index, word) in ["two", "three"].enumerated() {
             let peer = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(word.utf8))
             #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x))?.text == word })
+            // Kept before its owner goes, and served by the daemon after: the daemon's taking over
+            // is a change too, and it must not land after `before` below (on a loaded machine it did).
+            #expect(eventually { daemon.log.components(separatedBy: "kept CLIPBOARD from").count - 1 >= index + 1 })
             peer.stop()
+            #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x))?.text == word })
         }
         #expect(eventually { early.changeCount(of: .general) == late.changeCount(of: .general) && early.changeCount(of: .general) > 0 })
         // A write by one process is counted before its call returns, for both.
