@@ -624,6 +624,7 @@ extension X11Session {
         watchedRequestors.removeValue(forKey: requestor)
         queueWatched.remove(requestor)
         floodingRequestors.removeValue(forKey: requestor)
+        overflowDrops.removeValue(forKey: requestor)
         if recentFlooder.window == requestor { recentFlooder = (.none, 0) }
     }
 }

@@ -103,12 +103,16 @@ extension X11Session {
     static let requestsPerTurn = 16
     /// How long a requestor caught flooding is ignored, from its last request (nanoseconds).
     static let floodCooldown: UInt64 = 1_000_000_000
+    /// How many requests a requestor may have dropped for a full queue (since it was last
+    /// empty) before it counts as flooding: a burst of a few is an eager reader, not an attack.
+    static let dropsBeforeFlooding = 64
 
     /// A request waits its turn: requestors are served in rotation, one request each, so a
     /// client that floods the owner delays the others by one request at most per round.
     ///
-    /// A requestor whose queue is full is flooding: its queued requests are dropped with the
-    /// new one, and so is every request it makes until it has been quiet for ``floodCooldown``.
+    /// A requestor whose queue is full has further requests dropped; once ``dropsBeforeFlooding``
+    /// of them were, it is flooding: its queued requests are dropped too, and so is every request
+    /// it makes until it has been quiet for ``floodCooldown``.
     /// Serving a flooder's requests would cost round trips (a MULTIPLE's property is read), and
     /// the reply to a round trip comes after everything the server queued for us before it:
     /// each one would pull the flood's backlog into memory at once.
@@ -135,6 +139,14 @@ extension X11Session {
         }
         let waiting = requestQueues[request.requestor]?.count ?? 0
         if waiting >= Self.maxQueuedPerRequestor {
+            // A burst past the queue loses its excess, as before; only a requestor that keeps
+            // asking while its queue is full is flooding.
+            let dropped = (overflowDrops[request.requestor] ?? 0) + 1
+            guard dropped >= Self.dropsBeforeFlooding else {
+                overflowDrops[request.requestor] = dropped
+                return
+            }
+            overflowDrops.removeValue(forKey: request.requestor)
             // Many windows flooding in turn: forget the ones that have gone quiet.
             if floodingRequestors.count >= 64 {
                 makeRecentFlooder(.none)
@@ -199,7 +211,10 @@ extension X11Session {
                 requestOrder.append(requestor)
             }
             handleSelectionRequest(request)
-            if queue.isEmpty, queueWatched.remove(requestor) != nil { releaseRequestor(requestor) }
+            if queue.isEmpty {
+                overflowDrops.removeValue(forKey: requestor)
+                if queueWatched.remove(requestor) != nil { releaseRequestor(requestor) }
+            }
             budget -= 1
         }
         watchWaitingRequestors()

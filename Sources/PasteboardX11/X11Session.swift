@@ -99,6 +99,8 @@ final class X11Session {
     /// Requestors caught flooding (a request dropped for a full queue), until when (the clock's
     /// nanoseconds): every request of theirs is dropped meanwhile.
     var floodingRequestors: [X11Window: UInt64] = [:]
+    /// Requests dropped for a full queue, per requestor, since its queue was last empty.
+    var overflowDrops: [X11Window: Int] = [:]
     /// The flooder compared first, and its deadline (kept here, not in the table, while it is).
     var recentFlooder: (window: X11Window, until: UInt64) = (.none, 0)
     /// The clock as read at the start of the loop's turn (nanoseconds).
