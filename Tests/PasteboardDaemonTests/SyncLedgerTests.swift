@@ -1,0 +1,140 @@
+import Foundation
+import PasteboardWire
+import Testing
+@testable import PasteboardDaemon
+
+@Suite("sync ordering (SyncLedger)")
+struct SyncLedgerTests {
+    static let all: Set<String> = ["CLIPBOARD"]
+
+    func announce(_ clock: UInt64, _ node: String, _ target: String = "UTF8_STRING") -> SyncAnnounce {
+        SyncAnnounce(selection: "CLIPBOARD", stamp: SyncStamp(clock: clock, node: node), origin: node, targets: [SyncTarget(target: target)])
+    }
+
+    @Test("a local copy is stamped when its event is read: an older announce that comes before its offer is read is relayed, never owned")
+    func localCopyBeatsOlderAnnounce() {
+        var ledger = SyncLedger(node: "a")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.linkUp(2, sends: Self.all, receives: Self.all, now: Date())
+        let effects = ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 1000)
+        let stamp = SyncStamp(clock: 1000, node: "a")
+        #expect(effects == [.readOffer(selection: "CLIPBOARD", stamp: stamp, owner: 50)])
+        // Made elsewhere before ours, arriving before our offer is read.
+        let older = announce(990, "b")
+        #expect(ledger.announced(older, from: 1, now: 1001, wall: Date()) == [.send(.announce(older), to: [2])])
+        #expect(!ledger.mayOwn("CLIPBOARD", stamp: older.stamp, actualOwner: 50, ours: 1))
+        // Ours is read: announced to both links, over the older one.
+        let ours = SyncLedger.Verdict.shareable(targets: [SyncTarget(target: "UTF8_STRING")], expires: nil, origin: "a")
+        let sent = ledger.offerRead("CLIPBOARD", stamp: stamp, verdict: ours)
+        #expect(sent == [.send(.announce(SyncAnnounce(selection: "CLIPBOARD", stamp: stamp, origin: "a", targets: [SyncTarget(target: "UTF8_STRING")])), to: [1, 2])])
+    }
+
+    @Test("compare-and-own: an owner the ledger has not seen yet (a newer copy whose event is unread) is never replaced")
+    func compareAndOwn() {
+        var ledger = SyncLedger(node: "a")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 1000)
+        let newer = announce(2000, "b")
+        #expect(ledger.announced(newer, from: 1, now: 1001, wall: Date()).first == .own(newer))
+        #expect(ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 50, ours: 1), "the seen owner's copy is older")
+        #expect(ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 0, ours: 1))
+        #expect(ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 1, ours: 1))
+        #expect(!ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 77, ours: 1), "window 77's copy is not stamped yet")
+        // Its event is read: stamped after the announce (the clock saw 2000), so it wins.
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 77, event: .copied, now: 1002)
+        #expect(ledger.slots["CLIPBOARD"]?.local?.stamp == SyncStamp(clock: 2001, node: "a"))
+        #expect(!ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 77, ours: 1))
+    }
+
+    @Test("a secret stays here and keeps older copies off this display, but the shared value still moves on and is relayed")
+    func secretStaysHere() {
+        var ledger = SyncLedger(node: "a")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.linkUp(2, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 1000)
+        let stamp = SyncStamp(clock: 1000, node: "a")
+        #expect(ledger.offerRead("CLIPBOARD", stamp: stamp, verdict: .notShared("marked secret")) == [])
+        let older = announce(900, "b")
+        #expect(ledger.announced(older, from: 1, now: 1001, wall: Date()) == [.send(.announce(older), to: [2])])
+        let newer = announce(1100, "b")
+        #expect(ledger.announced(newer, from: 1, now: 1101, wall: Date()) == [.own(newer), .send(.announce(newer), to: [2])])
+    }
+
+    @Test("a clear is a newer value: withdrawn everywhere, and a link that comes up later is told")
+    func clearsPropagate() {
+        var ledger = SyncLedger(node: "a")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.announced(announce(900, "b"), from: 1, now: 1000, wall: Date())
+        let effects = ledger.ownerChanged("CLIPBOARD", owner: 0, event: .cleared, now: 1000)
+        let clear = SyncStamp(clock: 1000, node: "a")
+        #expect(effects == [.clear(selection: "CLIPBOARD", stamp: clear), .send(.withdraw(selection: "CLIPBOARD", stamp: clear), to: [1])])
+        #expect(ledger.mayClear("CLIPBOARD", stamp: clear, actualOwner: 1, ours: 1), "a proxy taken after the clear is dropped")
+        #expect(ledger.linkUp(2, sends: Self.all, receives: Self.all, now: Date())
+            == [.send(.withdraw(selection: "CLIPBOARD", stamp: SyncStamp(clock: 1000, node: "a")), to: [2])])
+        // An older copy that arrives later changes nothing.
+        #expect(ledger.announced(announce(950, "c"), from: 2, now: 1001, wall: Date()) == [])
+    }
+
+    @Test("a change made while no link is up is read and announced when one comes; an equal stamp again is not relayed")
+    func deferredAndEcho() {
+        var ledger = SyncLedger(node: "a")
+        #expect(ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 1000) == [])
+        let stamp = SyncStamp(clock: 1000, node: "a")
+        #expect(ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date()) == [.readOffer(selection: "CLIPBOARD", stamp: stamp, owner: 50)])
+        let verdict = SyncLedger.Verdict.shareable(targets: [SyncTarget(target: "UTF8_STRING")], expires: nil, origin: "a")
+        guard case let .send(.announce(sent), _)? = ledger.offerRead("CLIPBOARD", stamp: stamp, verdict: verdict).first else {
+            Issue.record("not announced")
+            return
+        }
+        #expect(ledger.announced(sent, from: 1, now: 1001, wall: Date()) == [], "our own copy came back: nothing")
+    }
+
+    @Test("announces with no targets, bad names or stamps a day ahead are refused")
+    func malformed() {
+        var empty = announce(1000, "b")
+        empty.targets = []
+        #expect(SyncLedger.malformation(of: empty, maxTargets: 10, maxTargetName: 10) != nil)
+        #expect(SyncLedger.malformation(of: announce(1000, "b", "bad\u{1}name"), maxTargets: 10, maxTargetName: 20) != nil)
+        #expect(SyncLedger.malformation(of: announce(1000, "b"), maxTargets: 10, maxTargetName: 20) == nil)
+        var ledger = SyncLedger(node: "a")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        #expect(ledger.announced(announce(1000 + SyncLedger.maxClockSkew + 1, "b"), from: 1, now: 1000, wall: Date()) == [])
+        #expect(ledger.clock < 1000 + SyncLedger.maxClockSkew)
+    }
+
+    @Test("seeded simulation: star, chain and mesh of 3 to 8 nodes, delays, partitions, simultaneous copies, clears, secrets, expiry",
+          arguments: SyncSimulation.Topology.allCases)
+    func simulation(topology: SyncSimulation.Topology) {
+        var failures: [String] = []
+        for seed in UInt64(1) ... 400 {
+            var simulation = SyncSimulation(seed: seed &* 7919 &+ UInt64(topology.hashValue & 0xff), nodeCount: 3 + Int(seed % 6), topology: topology)
+            failures += simulation.run(actions: 40)
+            if failures.count > 5 { break }
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(5).joined(separator: "\n"))")
+    }
+
+    @Test("seeded simulation: meshes of 50 nodes settle")
+    func largeMesh() {
+        var failures: [String] = []
+        for seed in UInt64(1) ... 6 {
+            var simulation = SyncSimulation(seed: seed, nodeCount: 50, topology: .mesh)
+            failures += simulation.run(actions: 60).prefix(3)
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(5).joined(separator: "\n"))")
+    }
+}
+
+extension SyncLedgerTests {
+    /// Replays one seed with its trace: `XPB_SIM_SEED=N XPB_SIM_NODES=N XPB_SIM_TOPOLOGY=mesh swift test --filter replay`.
+    @Test("replay of one simulation seed (XPB_SIM_SEED), with its trace")
+    func replay() {
+        let environment = ProcessInfo.processInfo.environment
+        guard let seed = environment["XPB_SIM_SEED"].flatMap(UInt64.init) else { return }
+        var simulation = SyncSimulation(seed: seed, nodeCount: environment["XPB_SIM_NODES"].flatMap(Int.init) ?? 3,
+                                        topology: environment["XPB_SIM_TOPOLOGY"].flatMap(SyncSimulation.Topology.init) ?? .mesh)
+        simulation.isTracing = true
+        let failures = simulation.run(actions: Int(environment["XPB_SIM_ACTIONS"] ?? "") ?? 40)
+        #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))\n\(simulation.trace.joined(separator: "\n"))")
+    }
+}
