@@ -187,7 +187,6 @@ public final class ClipboardDaemon: Sendable {
                 return state.counts
             }
             if let counts { backend.publishChangeCounts(counts) }
-            hub.ownerChanged(change)
             guard configuration.keptSelections.contains(change.name) else { return }
             let selection = X11PasteboardBackend.selectionName(for: change.name)
             if change.isOurs || change.owner == ourWindow {
@@ -220,7 +219,10 @@ public final class ClipboardDaemon: Sendable {
             }
             captures.async { [self] in
                 do {
-                    try serve(kept)
+                    guard try serve(kept, ifUnowned: true) else {
+                        logger.info("the owner of \(selection) went away; a newer copy took \(selection) meanwhile: its kept contents stay in the history")
+                        return
+                    }
                     logger.info("the owner of \(selection) went away; serving its \(kept.targets.count) kept targets (\(ByteCount.format(kept.size)))")
                 } catch {
                     logger.warning("the owner of \(selection) went away; could not serve its kept contents: \(error)")
@@ -383,8 +385,15 @@ public final class ClipboardDaemon: Sendable {
     }
 
     /// Serves kept contents on their selection (from this process, through the X server).
-    private func serve(_ snapshot: Snapshot, timestamp: UInt? = nil) throws {
-        try backend.keep(snapshot.selection, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured), timestamp: timestamp)
+    /// `ifUnowned`: only if nobody owns the selection at that moment on the X thread
+    /// (compare-and-own: a copy that came since, from this display or through sync, is never
+    /// replaced by older kept contents). Returns whether it serves them.
+    @discardableResult
+    private func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false) throws -> Bool {
+        let unowned: @Sendable (X11Window) -> Bool = { owner in owner.isNone }
+        let precondition = ifUnowned ? unowned : nil
+        guard try backend.keep(snapshot.selection, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
+                               timestamp: timestamp, if: precondition) else { return false }
         var served = snapshot
         served.owner = ourWindow
         state.withLock {
@@ -392,6 +401,7 @@ public final class ClipboardDaemon: Sendable {
             $0.owners[snapshot.selection] = ourWindow
         }
         scheduleExpiry(served)
+        return true
     }
 
     /// Writes a snapshot to the history (on `storage`); a failed write is logged and the
@@ -436,8 +446,7 @@ public final class ClipboardDaemon: Sendable {
         guard (try? backend.owner(of: name)) == nil else { return }
         do {
             guard let snapshot = try store.withLock({ try $0.latest(selection: name, display: displayName) }) else { return }
-            guard !snapshot.targets.isEmpty else { return }
-            try serve(snapshot)
+            guard !snapshot.targets.isEmpty, try serve(snapshot, ifUnowned: true) else { return }
             logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) targets" : "“\(snapshot.preview)”")")
         } catch {
             logger.warning("could not restore \(selection) from the history: \(error)")

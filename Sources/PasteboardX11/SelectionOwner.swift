@@ -209,10 +209,19 @@ extension X11Session {
     /// Becomes owner of `selection`, serving what `making` builds, at `time` (a timestamp a
     /// client gave us, such as a `SAVE_TARGETS` request's) or else at a fresh server timestamp;
     /// checks that it won.
-    func own(_ selection: X11Atom, at time: X11Timestamp?, making: @escaping (X11Session, X11Timestamp) -> OwnedSelection,
+    ///
+    /// With `precondition`, it is asked (here, on the X thread, after the timestamp is taken)
+    /// with the selection's owner at that moment: false declines (``OwnDeclined``), so that a
+    /// caller can take the selection only from an owner it knows (compare-and-own).
+    func own(_ selection: X11Atom, at time: X11Timestamp?, if precondition: ((X11Window) -> Bool)? = nil,
+             making: @escaping (X11Session, X11Timestamp) -> OwnedSelection,
              completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
         let acquire: (X11Timestamp) -> Void = { [weak self] time in
             guard let self else { return }
+            if let precondition, !precondition(self.selectionOwner(selection)) {
+                completion(.failure(OwnDeclined()))
+                return
+            }
             let state = making(self, time)
             // Record first: the XFixes event for our own change must be recognised as ours.
             let previous = self.owned[selection]
@@ -660,6 +669,31 @@ extension X11Session {
 
 extension X11Session {
     /// Makes a selection unowned, whoever owns it (any client may set the owner to None).
+    /// Empties `selection` if `precondition` holds for its owner at this moment (compare-and-clear):
+    /// relinquished if ours, else set to None at a server timestamp, recorded as our change so
+    /// that its XFixes event is known as ours. Completes with whether it was cleared (true when
+    /// nobody owned it).
+    func clear(_ selection: X11Atom, if precondition: @escaping (X11Window) -> Bool, completion: @escaping (Result<Bool, any Error>) -> Void) {
+        let owner = selectionOwner(selection)
+        guard precondition(owner) else { return completion(.success(false)) }
+        if owner.isNone { return completion(.success(true)) }
+        if owner == window, owned[selection] != nil {
+            relinquish(selection)
+            return completion(.success(true))
+        }
+        serverTime { [weak self] result in
+            guard let self else { return }
+            completion(result.map { time in
+                guard precondition(self.selectionOwner(selection)) else { return false }
+                self.owned.removeValue(forKey: selection)
+                self.ourChangeTimes[selection, default: []].append(time)
+                self.setSelectionOwner(selection, .none, at: time)
+                XFlush(self.display)
+                return true
+            })
+        }
+    }
+
     func clear(_ selection: X11Atom, completion: @escaping (Result<Void, any Error>) -> Void) {
         if owned[selection] != nil {
             relinquish(selection)

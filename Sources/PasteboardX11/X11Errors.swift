@@ -72,6 +72,10 @@ enum XErrorSink {
     }
 }
 
+/// A compare-and-own (or compare-and-clear) whose precondition did not hold: the selection's
+/// owner was not one the caller knew.
+struct OwnDeclined: Error {}
+
 /// Errors of the X11 backend.
 public enum X11BackendError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No display name was given and `$DISPLAY` is not set.

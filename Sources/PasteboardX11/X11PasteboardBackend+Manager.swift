@@ -91,15 +91,25 @@ extension X11PasteboardBackend {
     /// Owns the pasteboard's selection serving exactly `targets` (as captured), listing those of
     /// `advertised` that are served or answered by the protocol, in that order. `timestamp` is a
     /// client's (a `SAVE_TARGETS` request's), or nil for a fresh server timestamp.
-    package func keep(_ name: Pasteboard.Name, advertised: [String], targets: [CapturedTarget], timestamp: UInt? = nil) throws {
-        let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-            session.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), making: { session, time in
-                session.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time)
-            }) { done($0) }
+    /// With `precondition` (compare-and-own), the selection is taken only if it holds for the
+    /// owner at that moment; false is returned otherwise.
+    @discardableResult
+    package func keep(_ name: Pasteboard.Name, advertised: [String], targets: [CapturedTarget], timestamp: UInt? = nil,
+                      if precondition: (@Sendable (X11Window) -> Bool)? = nil) throws -> Bool {
+        do {
+            let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
+                session.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
+                            making: { session, time in
+                                session.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time)
+                            }) { done($0) }
+            }
+        } catch is OwnDeclined {
+            return false
         }
         // The kept contents are not items of this process: reads go through the X server like
         // anybody's, and the change is counted from its XFixes event.
         state.withLock { _ = $0.owned.removeValue(forKey: name) }
+        return true
     }
 
     /// Takes `CLIPBOARD_MANAGER` and announces it (``X11Session/becomeClipboardManager``).

@@ -6,14 +6,40 @@ import PasteboardKit
 extension X11PasteboardBackend {
     /// Owns the pasteboard's selection listing `targets` (after `TARGETS` and `TIMESTAMP`), each
     /// served from the stream its `open` starts when a requestor converts it.
-    package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget]) throws {
-        let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-            session.own(self.selectionAtom(name, in: session), at: nil, making: { session, time in
-                session.makeRemoteSelection(targets, timestamp: time)
-            }) { done($0) }
+    ///
+    /// Compare-and-own: `precondition` is asked on the X thread, after the server timestamp is
+    /// taken, with the selection's owner at that moment; false leaves the selection alone and
+    /// returns false.
+    package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget], if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
+        do {
+            let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
+                session.own(self.selectionAtom(name, in: session), at: nil, if: precondition, making: { session, time in
+                    session.makeRemoteSelection(targets, timestamp: time)
+                }) { done($0) }
+            }
+        } catch is OwnDeclined {
+            return false
         }
         // Not items of this process: the change is counted from its XFixes event.
         state.withLock { _ = $0.owned.removeValue(forKey: name) }
+        return true
+    }
+
+    /// Compare-and-clear: empties the pasteboard's selection if `precondition` holds for its
+    /// owner on the X thread at that moment. Returns whether it is empty now by this call.
+    package func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
+        let cleared: Bool = try connection.sync(timeout: timeout) { [self] session, done in
+            session.clear(self.selectionAtom(name, in: session), if: precondition) { done($0) }
+        }
+        if cleared { state.withLock { _ = $0.owned.removeValue(forKey: name) } }
+        return cleared
+    }
+
+    /// Calls `handler` on the X thread itself for every ownership change of a watched selection,
+    /// as its XFixes event is read, before any other work: what it decides is ordered against
+    /// everything the X thread does after. It must be quick and never wait on the connection.
+    package func onOwnerChangeRead(_ handler: (@Sendable (SelectionOwnerChange) -> Void)?) {
+        state.withLock { $0.ownerChangeReadHandler = handler }
     }
 
     /// Converts the selection to `target` and hands its bytes to `chunk` as they arrive (INCR

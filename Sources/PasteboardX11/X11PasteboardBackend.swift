@@ -34,6 +34,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
         /// The clipboard manager's hooks (the daemon's): every ownership change, save requests,
         /// and the loss of `CLIPBOARD_MANAGER`.
         var ownerChangeHandler: (@Sendable (SelectionOwnerChange) -> Void)?
+        /// Called on the X thread as an ownership change is read (sync stamps it there).
+        var ownerChangeReadHandler: (@Sendable (SelectionOwnerChange) -> Void)?
         var saveHandler: (@Sendable ([String], UInt) -> Void)?
         var managerLostHandler: (@Sendable () -> Void)?
         var stopHandler: (@Sendable (X11BackendError) -> Void)?
@@ -443,15 +445,16 @@ extension Pasteboard.Name {
 extension X11PasteboardBackend: X11SessionDelegate {
     func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, reason: OwnerChangeReason, isOurs: Bool,
                                session: X11Session) {
-        let (name, handler) = state.withLock { state -> (Pasteboard.Name?, (@Sendable (SelectionOwnerChange) -> Void)?) in
-            guard let name = state.selectionNames[selection] else { return (nil, nil) }
+        let (name, handler, readHandler) = state.withLock { state -> (Pasteboard.Name?, (@Sendable (SelectionOwnerChange) -> Void)?, (@Sendable (SelectionOwnerChange) -> Void)?) in
+            guard let name = state.selectionNames[selection] else { return (nil, nil, nil) }
             state.ownershipEpochs[name, default: 0] += 1
             state.offers.removeValue(forKey: name)
-            return (name, state.ownerChangeHandler)
+            return (name, state.ownerChangeHandler, state.ownerChangeReadHandler)
         }
-        if let name, let handler {
+        if let name, handler != nil || readHandler != nil {
             let change = SelectionOwnerChange(name: name, owner: owner, timestamp: timestamp.rawValue, reason: reason, isOurs: isOurs)
-            publisher.async { handler(change) }
+            readHandler?(change)
+            if let handler { publisher.async { handler(change) } }
         }
         guard !isOurs, let name else { return }
         // Count now, so changeCount is right as soon as the event is in; describe the change once

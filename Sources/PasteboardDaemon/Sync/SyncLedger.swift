@@ -14,7 +14,8 @@ import PasteboardWire
 ///   once, so all nodes settle on the same value;
 /// - **local**: this display's newest change of its own, stamped when the X thread read its
 ///   XFixes event. Secret and local-only copies live only here: they never reach `shared`, never
-///   leave the node, and keep older copies from elsewhere off this display.
+///   leave the node, and keep older copies from elsewhere off this display (this node's own
+///   earlier copy, whose bytes its display no longer holds, is withdrawn).
 ///
 /// The display shows whichever of the two is newer.
 struct SyncLedger {
@@ -148,7 +149,12 @@ struct SyncLedger {
         case let .notShared(reason):
             local.state = .notShared(reason)
             slots[selection]!.local = local
-            return []
+            // This node's own copy, if it is the shared value, was replaced here: its bytes are
+            // no longer this display's to serve, so it is withdrawn everywhere.
+            guard var shared = slots[selection]!.shared, shared.source == nil, shared.announce != nil, shared.stamp < stamp else { return [] }
+            shared.announce = nil
+            slots[selection]!.shared = shared
+            return send(.withdraw(selection: selection, stamp: shared.stamp), except: nil, selection: selection)
         case let .shareable(targets, expires, origin):
             local.state = .shared
             slots[selection]!.local = local
