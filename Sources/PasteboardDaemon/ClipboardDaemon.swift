@@ -553,12 +553,13 @@ public final class ClipboardDaemon: Sendable {
     func status() -> DaemonStatus {
         let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
         let counts = state.withLock { $0.counts }
+        let peers = hub.peerStatuses()
         return DaemonStatus(
             pid: Int(getpid()), version: Self.version, display: displayName,
             keeps: configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }, entryCount: totals.count,
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
             database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]],
-            peers: hub.peerStatuses())
+            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
     }
 
     /// The version `xpbd --version` prints (the same as xpb's).

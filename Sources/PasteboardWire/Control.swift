@@ -65,10 +65,12 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var changeCounts: [String: Int]
     /// The sync links (absent from daemons before sync).
     public var peers: [PeerStatus]?
+    /// Per synced selection, the value sync holds and why it won (absent from older daemons).
+    public var syncValues: [SyncValueStatus]?
 
     public init(pid: Int, version: String, display: String, keeps: [String], entryCount: Int, bytes: Int, maxEntries: Int,
                 maxBytes: Int, stateDirectory: String, database: String, socket: String, startedAt: Date, changeCounts: [String: Int],
-                peers: [PeerStatus]? = nil) {
+                peers: [PeerStatus]? = nil, syncValues: [SyncValueStatus]? = nil) {
         self.pid = pid
         self.version = version
         self.display = display
@@ -83,6 +85,34 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.startedAt = startedAt
         self.changeCounts = changeCounts
         self.peers = peers
+        self.syncValues = syncValues
+    }
+}
+
+/// What sync holds for one selection: the newest shared value (its stamp orders it against
+/// every other copy: the greater stamp won) and this display's own newest change.
+public struct SyncValueStatus: Codable, Sendable, Equatable {
+    public var selection: String
+    /// The shared value's stamp (`clock@node`), its origin (host, display, owner), and whether it
+    /// is a copy or a tombstone (`copy`, `cleared`); nil stamp when nothing was shared yet.
+    public var stamp: String?
+    public var origin: String?
+    public var state: String
+    /// The link it came on (nil: this display's own).
+    public var via: String?
+    /// This display's newest change: its stamp and whether it is shared (`shared`, `pending`,
+    /// `not shared: WHY`, `cleared`).
+    public var localStamp: String?
+    public var localState: String?
+
+    public init(selection: String, stamp: String?, origin: String?, state: String, via: String?, localStamp: String?, localState: String?) {
+        self.selection = selection
+        self.stamp = stamp
+        self.origin = origin
+        self.state = state
+        self.via = via
+        self.localStamp = localStamp
+        self.localState = localState
     }
 }
 

@@ -87,5 +87,17 @@ struct DaemonCommand: Command {
             writeLine(details)
             if let error = peer.lastError, peer.state != "connected" { writeLine("      last error: \(error)") }
         }
+        for value in status.syncValues ?? [] {
+            var line = "  sync \(value.selection):"
+            if let stamp = value.stamp {
+                line += " \(value.state) \(stamp)"
+                if let origin = value.origin { line += " from \(origin)" }
+                line += value.via.map { " via \($0)" } ?? " (this display's)"
+            } else {
+                line += " nothing shared yet"
+            }
+            if let local = value.localStamp, local != value.stamp { line += "; this display: \(local), \(value.localState ?? "")" }
+            writeLine(line)
+        }
     }
 }

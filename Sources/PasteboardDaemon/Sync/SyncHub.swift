@@ -536,6 +536,29 @@ final class SyncHub: Sendable {
 
     // MARK: Status
 
+    /// Per synced selection: the shared value (stamp, origin, link) and this display's own change.
+    func valueStatuses() -> [SyncValueStatus] {
+        state.withLock { state in
+            synced.map { name in
+                let selection = X11PasteboardBackend.selectionName(for: name)
+                let slot = state.ledger.slots[selection]
+                let shared = slot?.shared
+                let via = shared?.source.flatMap { state.links[$0]?.label } ?? shared?.source.map { "link \($0) (closed)" }
+                let localState: String? = slot?.local.map { local in
+                    switch local.state {
+                    case .pending: return "pending"
+                    case .shared: return "shared"
+                    case let .notShared(reason): return "not shared: \(reason)"
+                    case .cleared: return "cleared"
+                    }
+                }
+                return SyncValueStatus(selection: selection, stamp: shared.map { "\($0.stamp)" }, origin: shared?.announce?.origin,
+                                       state: shared == nil ? "none" : shared?.announce == nil ? "cleared" : "copy", via: via,
+                                       localStamp: slot?.local.map { "\($0.stamp)" }, localState: localState)
+            }
+        }
+    }
+
     func peerStatuses() -> [PeerStatus] {
         let (links, dialed) = state.withLock { state in (Array(state.links.values), dialers.withLock { $0 }) }
         var statuses = dialed.map { $0.status() }
