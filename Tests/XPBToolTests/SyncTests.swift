@@ -213,6 +213,14 @@ struct SyncTests {
             return Set(settled).count == 1 && !settled[0].isEmpty
         }
         #expect(agreed, "the displays hold \(settled.map { String(decoding: $0, as: UTF8.self) })")
+        // The status says which copy won, with the same stamp on every display.
+        let values = try nodes.map { node -> String in
+            let value = (try node.status()["syncValues"] as? [[String: Any]])?.first { $0["selection"] as? String == "CLIPBOARD" }
+            return (value?["stamp"] as? String) ?? "none"
+        }
+        #expect(Set(values).count == 1 && values[0] != "none", "the displays' statuses name \(values)")
+        let line = try xpb(["daemon", "status"], a.x, environment: a.daemon.home.environment).text
+        #expect(line.contains("sync CLIPBOARD: copy \(values[0])"), "\(line)")
         first.stop()
         second.stop()
         for node in nodes { try node.daemon.stop() }
