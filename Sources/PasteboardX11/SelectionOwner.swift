@@ -668,7 +668,6 @@ extension X11Session {
 }
 
 extension X11Session {
-    /// Makes a selection unowned, whoever owns it (any client may set the owner to None).
     /// Empties `selection` if `precondition` holds for its owner at this moment (compare-and-clear):
     /// relinquished if ours, else set to None at a server timestamp, recorded as our change so
     /// that its XFixes event is known as ours. Completes with whether it was cleared (true when
@@ -694,6 +693,7 @@ extension X11Session {
         }
     }
 
+    /// Makes a selection unowned, whoever owns it (any client may set the owner to None).
     func clear(_ selection: X11Atom, completion: @escaping (Result<Void, any Error>) -> Void) {
         if owned[selection] != nil {
             relinquish(selection)
