@@ -28,8 +28,6 @@ public final class ClipboardDaemon: Sendable {
         /// The keeper's fetch under way per selection: its owner and the targets fetched so far
         /// (a save request for the same owner takes them instead of asking the owner again).
         var inProgress: [Pasteboard.Name: (owner: X11Window, targets: [CapturedTarget])] = [:]
-        /// The owner a target is being read from right now, per selection.
-        var capturing: [Pasteboard.Name: X11Window] = [:]
 
         /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
         /// in its place).
@@ -48,10 +46,14 @@ public final class ClipboardDaemon: Sendable {
     let displayName: String
     let socketPath: String
     let startedAt = Date()
-    private let events = DispatchQueue(label: "xpbd.events")
-    private let captures = DispatchQueue(label: "xpbd.captures")
-    private let saves = DispatchQueue(label: "xpbd.saves")
-    private let storage = DispatchQueue(label: "xpbd.storage")
+    let events = DispatchQueue(label: "xpbd.events")
+    let captures = DispatchQueue(label: "xpbd.captures")
+    let saves = DispatchQueue(label: "xpbd.saves")
+    let storage = DispatchQueue(label: "xpbd.storage")
+    /// Turns at each owner: the keeper, a peer's fetch and a save request read one at a time.
+    let gate = OwnerGate()
+    /// What each new owner offers, read once for the keeper and sync.
+    let offers: OwnerOffers
     private let control = Mutex<ControlServer?>(nil)
     /// Sync with other displays and machines (links dialed by us or by them).
     let hub: SyncHub
@@ -77,7 +79,9 @@ public final class ClipboardDaemon: Sendable {
                                        maxBytes: configuration.maxBytes, logger: logger))
         socketPath = configuration.socketPath ?? ControlEndpoint.socketPath(
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
-        hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName, logger: logger)
+        offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline)
+        hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName,
+                      offers: offers, logger: logger)
         hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
             self?.state.withLock { $0.kept(name, from: owner) }
         }, keptTarget: { [weak self] name, owner, target in
@@ -86,8 +90,6 @@ public final class ClipboardDaemon: Sendable {
                 guard !owner.isNone, let partial = state.inProgress[name], partial.owner == owner else { return nil }
                 return partial.targets.first { $0.target == target }
             }
-        }, isKeeping: { [weak self] name, owner in
-            self?.state.withLock { $0.capturing[name] == owner } ?? false
         }))
     }
 
@@ -128,6 +130,12 @@ public final class ClipboardDaemon: Sendable {
         })
         control.withLock { $0 = server }
         logger.info("listening on \(socketPath)")
+        // On the X thread, as each ownership change's event is read: the previous owner's offer
+        // is forgotten, and sync stamps the change before the X thread does anything else.
+        backend.onOwnerChangeRead { [weak self] change in
+            self?.offers.ownerChanged(change.name)
+            self?.hub.ownerChangeRead(change)
+        }
         hub.start()
         // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
         backend.onConnectionStop { [weak self] reason in
@@ -231,165 +239,13 @@ public final class ClipboardDaemon: Sendable {
         }
     }
 
-    /// Fetches a selection's contents after the debounce, unless its owner changes meanwhile.
-    private func schedule(_ name: Pasteboard.Name) {
-        let generation = state.withLock { state -> Int in
-            state.generations[name, default: 0] += 1
-            return state.generations[name]!
-        }
-        captures.asyncAfter(deadline: .now() + configuration.debounce) { [self] in
-            guard isCurrent(name, generation) else { return }
-            capture(name, generation: generation)
-        }
-    }
-
-    private func isCurrent(_ name: Pasteboard.Name, _ generation: Int) -> Bool {
-        state.withLock { !$0.isStopped && $0.generations[name] == generation }
-    }
-
-    /// Fetches what the owner of `name` offers (on `captures`) and keeps it, unless it is secret.
-    private func capture(_ name: Pasteboard.Name, generation: Int) {
-        let selection = X11PasteboardBackend.selectionName(for: name)
-        if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
-        guard let owner = try? backend.owner(of: name), owner.window != ourWindow,
-              state.withLock({ $0.owners[name] }) == owner.window else { return }
-        // From here a save request of this owner waits for this fetch instead of starting its own.
-        state.withLock { $0.inProgress[name] = (owner.window, []) }
-        defer { state.withLock { _ = $0.inProgress.removeValue(forKey: name) } }
-        let started = Date()
-        let advertised: [String]
-        do {
-            advertised = try backend.targets(of: name)
-        } catch {
-            logger.debug("\(selection): could not read TARGETS: \(error)")
-            return
-        }
-        if KeepPolicy.isSecret(advertised) {
-            state.withLock { _ = $0.current.removeValue(forKey: name) }
-            logger.info("\(selection) holds data marked secret (\(describe(owner))): not fetched, not kept")
-            return
-        }
-        let fetched = fetch(name, advertised: advertised, owner: owner, isCurrent: { self.isCurrent(name, generation) },
-                            progress: { target in
-                                self.state.withLock { state in
-                                    if state.inProgress[name]?.owner == owner.window { state.inProgress[name]?.targets.append(target) }
-                                }
-                            })
-        guard let snapshot = fetched else { return }
-        guard isCurrent(name, generation) else { return }
-        if snapshot.isExpired() { return }
-        state.withLock { $0.current[name] = snapshot }
-        let elapsed = Int(Date().timeIntervalSince(started) * 1000)
-        logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
-        record(snapshot)
-    }
-
-    /// Fetches the kept targets of `advertised`, one at a time, within the caps (and the
-    /// `TARGET_SIZES` the owner announces); identical bytes are kept once. Nil when nothing
-    /// could be fetched or the owner changed.
-    ///
-    /// With `deadline` (a save request, whose app waits), targets not fetched by then are left out.
-    private func fetch(_ name: Pasteboard.Name, advertised: [String], owner: SelectionOwnerInfo, isCurrent: () -> Bool,
-                       useMultiple: Bool = false, deadline: Date? = nil, progress: ((CapturedTarget) -> Void)? = nil) -> Snapshot? {
-        let wanted = KeepPolicy.keptTargets(advertised)
-        let sizes = advertised.contains("TARGET_SIZES") ? (try? backend.targetSizes(of: name)) ?? [:] : [:]
-        var complete = true
-        var planned: [String] = []
-        var announced = 0
-        for target in wanted {
-            if let size = sizes[target], size > configuration.maxTargetBytes || announced + size > configuration.maxSnapshotBytes {
-                complete = false
-                continue
-            }
-            announced += sizes[target] ?? 0
-            planned.append(target)
-        }
-        var captured: [CapturedTarget?] = []
-        if useMultiple, advertised.contains("MULTIPLE"),
-           let values = try? backend.captureMultiple(name, targets: planned, limit: configuration.maxTargetBytes,
-                                                     deadline: deadline.map { max(0.1, $0.timeIntervalSinceNow / 2) }) {
-            captured = values
-            // Replies that did not finish in half the budget (all of them streaming at once from
-            // an owner of huge data): one at a time, in the owner's order, with what is left.
-            for (index, value) in values.enumerated() where value == nil {
-                guard let deadline, Date() < deadline else { break }
-                captured[index] = try? backend.capture(name, target: planned[index], limit: configuration.maxTargetBytes)
-            }
-            logger.debug("\(X11PasteboardBackend.selectionName(for: name)): fetched \(planned.count) targets with one MULTIPLE request")
-        } else {
-            for target in planned {
-                guard isCurrent() else { return nil }
-                // A peer's fetch reading from this owner goes first (one INCR at a time, for many owners).
-                let waitEnd = Date().addingTimeInterval(configuration.targetDeadline)
-                while deadline == nil, hub.isServing(name), isCurrent(), Date() < waitEnd { usleep(5_000) }
-                if let deadline, Date() >= deadline {
-                    captured.append(nil)
-                    continue
-                }
-                do {
-                    state.withLock { $0.capturing[name] = owner.window }
-                    defer { state.withLock { _ = $0.capturing.removeValue(forKey: name) } }
-                    let value = try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
-                    if let value { progress?(value) }
-                    captured.append(value)
-                } catch {
-                    logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: \(error)")
-                    captured.append(nil)
-                }
-            }
-        }
-        return makeSnapshot(name, advertised: advertised, owner: owner, captured: captured, complete: complete)
-    }
-
-    /// A snapshot of fetched targets (nil entries: not fetched): identical bytes shared, the
-    /// per-clipboard cap applied, the xpb manifest's options read and its fast-path field dropped.
-    private func makeSnapshot(_ name: Pasteboard.Name, advertised: [String], owner: SelectionOwnerInfo, captured: [CapturedTarget?],
-                              complete: Bool) -> Snapshot? {
-        var complete = complete
-        var kept: [KeptTarget] = []
-        var total = 0
-        var seen: [Digest: Data] = [:]
-        for value in captured {
-            guard let value else {
-                complete = false
-                continue
-            }
-            var target = KeptTarget(target: value.target, type: value.type, data: value.data)
-            if let data = seen[target.digest] {
-                target.data = data
-            } else {
-                guard total + value.data.count <= configuration.maxSnapshotBytes else {
-                    complete = false
-                    continue
-                }
-                total += value.data.count
-                seen[target.digest] = value.data
-            }
-            kept.append(target)
-        }
-        guard !kept.isEmpty else { return nil }
-        var snapshot = Snapshot(selection: name, advertised: advertised, targets: kept, source: owner.name, pid: owner.processID)
-        snapshot.isComplete = complete
-        snapshot.owner = owner.window
-        snapshot.capturedFrom = owner.window
-        if let index = kept.firstIndex(where: { $0.target == "XPB_MANIFEST" }) {
-            if let manifest = X11PasteboardBackend.keptManifest(kept[index].data) {
-                snapshot.expires = manifest.options.expirationDate
-                snapshot.isLocalOnly = manifest.options.isLocalOnly
-                snapshot.targets[index] = KeptTarget(target: "XPB_MANIFEST", type: kept[index].type, data: manifest.manifest)
-            } else {
-                snapshot.targets.remove(at: index)
-            }
-        }
-        return snapshot
-    }
 
     /// Serves kept contents on their selection (from this process, through the X server).
     /// `ifUnowned`: only if nobody owns the selection at that moment on the X thread
     /// (compare-and-own: a copy that came since, from this display or through sync, is never
     /// replaced by older kept contents). Returns whether it serves them.
     @discardableResult
-    private func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false) throws -> Bool {
+    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false) throws -> Bool {
         let unowned: @Sendable (X11Window) -> Bool = { owner in owner.isNone }
         let precondition = ifUnowned ? unowned : nil
         guard try backend.keep(snapshot.selection, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
@@ -406,7 +262,7 @@ public final class ClipboardDaemon: Sendable {
 
     /// Writes a snapshot to the history (on `storage`); a failed write is logged and the
     /// daemon goes on serving from memory.
-    private func record(_ snapshot: Snapshot) {
+    func record(_ snapshot: Snapshot) {
         scheduleExpiry(snapshot)
         storage.async { [self] in
             do {
@@ -425,7 +281,7 @@ public final class ClipboardDaemon: Sendable {
     }
 
     /// At a snapshot's expiration date: stop serving it, and forget it everywhere.
-    private func scheduleExpiry(_ snapshot: Snapshot) {
+    func scheduleExpiry(_ snapshot: Snapshot) {
         guard let expires = snapshot.expires else { return }
         let delay = min(max(0, expires.timeIntervalSinceNow), 1e9)
         events.asyncAfter(deadline: .now() + delay) { [self] in
@@ -453,115 +309,9 @@ public final class ClipboardDaemon: Sendable {
         }
     }
 
-    // MARK: SAVE_TARGETS
-
-    /// A client asks us to save the clipboard (it is about to exit): fetch what it listed (or
-    /// what it offers), take CLIPBOARD with its request's timestamp, then reply.
-    private func save(listed: [String], time: UInt) {
-        let started = Date()
-        guard let owner = try? backend.owner(of: .general), owner.window != ourWindow else {
-            // Nothing to save, or we hold it already: nothing is lost either way.
-            backend.answerSave(saved: true)
-            return
-        }
-        let advertised = (try? backend.targets(of: .general)) ?? listed
-        let requested = listed.isEmpty ? advertised : listed
-        if KeepPolicy.isSecret(advertised + requested) {
-            backend.answerSave(saved: false)
-            logger.info("\(describe(owner)) asked to save CLIPBOARD, which holds data marked secret: refused")
-            return
-        }
-        let wanted = Set(KeepPolicy.keptTargets(requested))
-        let deadline = started.addingTimeInterval(configuration.saveBudget)
-        // The keeper is fetching this owner already: wait for it (within the budget) rather than
-        // make the owner send everything twice, then take what it has.
-        while state.withLock({ $0.inProgress[.general]?.owner == owner.window }), Date() < deadline { usleep(10_000) }
-        var snapshot = state.withLock { state -> Snapshot? in
-            if let current = state.current[.general], current.owner == owner.window, current.isComplete,
-               wanted.isSubset(of: Set(current.targets.map(\.target))) {
-                return current
-            }
-            return nil
-        }
-        if snapshot == nil, let partial = state.withLock({ $0.inProgress[.general] }), partial.owner == owner.window, !partial.targets.isEmpty {
-            snapshot = makeSnapshot(.general, advertised: advertised, owner: owner, captured: partial.targets, complete: false)
-        }
-        if snapshot == nil {
-            // The keeper's own fetch of this owner stops after its current target: the owner's
-            // bytes move once, for the save. The app waits (Qt 5 s, GTK 10 s): what is not fetched
-            // within the budget is left out rather than the reply late.
-            state.withLock { $0.generations[.general, default: 0] += 1 }
-            snapshot = fetch(.general, advertised: advertised.isEmpty ? ["TARGETS"] + requested : advertised, owner: owner,
-                             isCurrent: { true }, useMultiple: true, deadline: deadline)
-        }
-        guard let snapshot, !snapshot.isExpired() else {
-            backend.answerSave(saved: false)
-            logger.warning("\(describe(owner)) asked to save CLIPBOARD; nothing could be fetched")
-            return
-        }
-        do {
-            try serve(snapshot, timestamp: time)
-            backend.answerSave(saved: true)
-            // A keeper fetch still under way would now ask us.
-            state.withLock { $0.generations[.general, default: 0] += 1 }
-        } catch {
-            backend.answerSave(saved: false)
-            logger.warning("\(describe(owner)) asked to save CLIPBOARD; could not take it: \(error)")
-            return
-        }
-        let elapsed = Int(Date().timeIntervalSince(started) * 1000)
-        logger.info("saved CLIPBOARD for \(describe(owner)) as it exits: \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)), answered in \(elapsed) ms")
-        if snapshot.id == nil { record(snapshot) }
-    }
-
-    private func describe(_ owner: SelectionOwnerInfo) -> String {
+    func describe(_ owner: SelectionOwnerInfo) -> String {
         var text = owner.name.map { "'\($0)'" } ?? "window \(owner.window)"
         if let pid = owner.processID { text += " (pid \(pid))" }
         return text
     }
-
-    // MARK: Control
-
-    func answer(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {
-        do {
-            switch request {
-            case .status:
-                return .success(.status(status()))
-            case let .history(search):
-                return .success(.history(try store.withLock { try $0.summaries(search: search) }))
-            case let .select(index):
-                guard let snapshot = try store.withLock({ try $0.snapshot(at: index) }) else {
-                    return .failure(ControlFailure("no history entry \(index)"))
-                }
-                guard !snapshot.targets.isEmpty else { return .failure(ControlFailure("history entry \(index) has no payload left")) }
-                try serve(snapshot)
-                hub.selectedFromHistory(snapshot.selection)
-                if let id = snapshot.id { try store.withLock { try $0.touch(id) } }
-                return .success(.done("entry \(index) is now \(X11PasteboardBackend.selectionName(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
-            case let .delete(index):
-                guard try store.withLock({ try $0.delete(index: index) }) else { return .failure(ControlFailure("no history entry \(index)")) }
-                return .success(.done("deleted entry \(index)"))
-            case .clear:
-                try store.withLock { try $0.clear() }
-                return .success(.done("history cleared"))
-            }
-        } catch {
-            return .failure(ControlFailure("\(error)"))
-        }
-    }
-
-    func status() -> DaemonStatus {
-        let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
-        let counts = state.withLock { $0.counts }
-        let peers = hub.peerStatuses()
-        return DaemonStatus(
-            pid: Int(getpid()), version: Self.version, display: displayName,
-            keeps: configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }, entryCount: totals.count,
-            bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
-            database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]],
-            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
-    }
-
-    /// The version `xpbd --version` prints (the same as xpb's).
-    public static let version = "0.3.0"
 }

@@ -515,4 +515,10 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
     public let name: String?
     /// The owner's process id, if its window says (`_NET_WM_PID`).
     public let processID: Int?
+
+    package init(window: X11Window, name: String?, processID: Int?) {
+        self.window = window
+        self.name = name
+        self.processID = processID
+    }
 }

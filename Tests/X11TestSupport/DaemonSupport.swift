@@ -58,10 +58,10 @@ public final class DaemonProcess: Sendable {
     /// What the daemon logged so far.
     public var log: String { peer.errorSoFar }
 
-    /// Waits until the log contains `marker`.
-    public func waitForLog(_ marker: String, timeout: Double = 10) throws {
-        guard eventually(timeout: timeout, { log.contains(marker) }) else {
-            throw TestFailure("xpbd did not log '\(marker)'; its log:\n\(log)")
+    /// Waits until the log contains `marker` (at least `count` times).
+    public func waitForLog(_ marker: String, count: Int = 1, timeout: Double = 10) throws {
+        guard eventually(timeout: timeout, { log.components(separatedBy: marker).count - 1 >= count }) else {
+            throw TestFailure("xpbd did not log '\(marker)'\(count > 1 ? " \(count) times" : ""); its log:\n\(log)")
         }
     }
 

@@ -12,8 +12,6 @@ struct SyncHooks: Sendable {
     let kept: @Sendable (Pasteboard.Name, X11Window) -> Snapshot?
     /// One target of `owner`'s contents, if the keeper has it (kept, or fetched so far).
     let keptTarget: @Sendable (Pasteboard.Name, X11Window, String) -> CapturedTarget?
-    /// Whether the keeper is reading a target from `owner` right now.
-    let isKeeping: @Sendable (Pasteboard.Name, X11Window) -> Bool
 }
 
 /// One node of the sync mesh: announces this display's copies to the links, owns the display's
@@ -30,53 +28,17 @@ struct SyncHooks: Sendable {
 /// local changes run on `queue`, which does the X work; each served fetch runs on a worker.
 /// Nothing here waits on a peer while holding anything another link or the X thread needs.
 final class SyncHub: Sendable {
-    enum Sink {
-        /// A reader on this display.
-        case local(ByteStream)
-        /// Another link's fetch, relayed: its link and id.
-        case relay(link: Int, id: UInt64)
-    }
-
-    struct Request {
-        let link: Int
-        let sink: Sink
-        let limit: Int
-        let what: String
-        var received = 0
-        var pendingCredit = 0
-        var lastProgress = Date()
-    }
-
-    enum Served {
-        case local(ServeTask)
-        case relay(link: Int, id: UInt64)
-    }
-
-    /// How a fetch is answered.
-    enum Plan {
-        case refuse(String)
-        /// From this display's owner of the change `stamp` (or what the keeper kept of it).
-        case local(ServeTask, stamp: SyncStamp, owner: X11Window, Pasteboard.Name)
-        case relay(SyncLink, UInt64)
-    }
-
-    struct ServedKey: Hashable {
-        let link: Int
-        let id: UInt64
-    }
-
     struct State {
         /// The ordering: stamps, the shared value and this display's own change per selection.
         var ledger: SyncLedger
         var links: [Int: SyncLink] = [:]
         var nextLink = 1
-        var nextFetch: UInt64 = 1
-        var requests: [UInt64: Request] = [:]
-        var served: [ServedKey: Served] = [:]
-        /// Bytes received by this display's transfers under way (the total cap).
-        var inFlight = 0
-        /// Fetches being served from this display's owners, per selection.
-        var servingLocal: [Pasteboard.Name: Int] = [:]
+        /// Fetches asked for and served: credit, caps, cancels.
+        var transfers: TransferTable
+        /// The streams of this display's readers, by fetch id.
+        var streams: [UInt64: ByteStream] = [:]
+        /// The senders of fetches served from this display.
+        var senders: [TransferTable.ServedKey: ServeTask] = [:]
         var isStopped = false
     }
 
@@ -86,6 +48,9 @@ final class SyncHub: Sendable {
     let ourWindow: X11Window
     let synced: [Pasteboard.Name]
     let backend: X11PasteboardBackend
+    /// What this display's new owners offer (read once, for the keeper and sync), and the turns
+    /// at each owner that a served fetch takes like the keeper's capture.
+    let offers: OwnerOffers
     let logger: Logger
     private let hookSlot = Mutex<SyncHooks?>(nil)
     let state: Mutex<State>
@@ -97,14 +62,17 @@ final class SyncHub: Sendable {
     let workers = DispatchQueue(label: "xpbd.sync.serve", attributes: .concurrent)
     private let dialers = Mutex<[PeerDialer]>([])
 
-    init(configuration: SyncConfiguration, backend: X11PasteboardBackend, ourWindow: X11Window, displayName: String, logger: Logger) {
+    init(configuration: SyncConfiguration, backend: X11PasteboardBackend, ourWindow: X11Window, displayName: String, offers: OwnerOffers,
+         logger: Logger) {
         self.configuration = configuration
         self.backend = backend
+        self.offers = offers
         self.ourWindow = ourWindow
         self.logger = logger
         var random = SystemRandomNumberGenerator()
         node = String(random.next(), radix: 16)
-        state = Mutex(State(ledger: SyncLedger(node: node)))
+        state = Mutex(State(ledger: SyncLedger(node: node), transfers: TransferTable(caps: TransferTable.Caps(
+            maxTransfer: configuration.maxTransferBytes, maxTotal: configuration.maxTotalBytes, window: configuration.window))))
         // gethostname, not ProcessInfo.hostName (which may ask DNS and wait).
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, host.count - 1)
@@ -121,14 +89,8 @@ final class SyncHub: Sendable {
         hookSlot.withLock { $0 }?.kept(name, owner)
     }
 
-    /// The kept contents of `owner`, after waiting (at most `timeout` seconds) for a fetch of the
-    /// keeper's under way: many owners (xclip) serve one INCR transfer at a time, and the keeper
-    /// and a peer's fetch asking at once would stall each other.
-    func keptAfterKeeper(_ name: Pasteboard.Name, _ owner: X11Window, target: String, timeout: Double) -> CapturedTarget? {
-        guard let hooks = hookSlot.withLock({ $0 }) else { return nil }
-        let end = Date().addingTimeInterval(timeout)
-        while hooks.isKeeping(name, owner), Date() < end { usleep(5_000) }
-        return hooks.keptTarget(name, owner, target)
+    func keptTarget(_ name: Pasteboard.Name, _ owner: X11Window, target: String) -> CapturedTarget? {
+        hookSlot.withLock { $0 }?.keptTarget(name, owner, target)
     }
 
     /// Dials the configured links, starts the heartbeat, and announces what this display holds.
@@ -143,8 +105,6 @@ final class SyncHub: Sendable {
         }
         heartbeat.name = "xpbd.sync.tick"
         heartbeat.start()
-        // This display's changes are stamped on the X thread as their events are read.
-        backend.onOwnerChangeRead { [weak self] change in self?.ownerChangeRead(change) }
         for name in synced {
             if let owner = try? backend.owner(of: name), owner.window != ourWindow {
                 let selection = X11PasteboardBackend.selectionName(for: name)
@@ -240,38 +200,11 @@ final class SyncHub: Sendable {
     }
 
     private func linkClosed(_ link: SyncLink, reason: String) {
-        var streams: [(ByteStream, String)] = []
-        var downstream: [(SyncLink, UInt64)] = []
-        var upstream: [(SyncLink, UInt64)] = []
-        var tasks: [ServeTask] = []
-        state.withLock { state in
+        perform(state.withLock { state -> [TransferTable.Effect] in
             state.links.removeValue(forKey: link.id)
             state.ledger.linkDown(link.id)
-            for (id, request) in state.requests where request.link == link.id {
-                state.requests.removeValue(forKey: id)
-                switch request.sink {
-                case let .local(stream):
-                    state.inFlight -= request.received
-                    streams.append((stream, "the link to \(link.label) closed: \(reason)"))
-                case let .relay(linkID, fetchID):
-                    state.served.removeValue(forKey: ServedKey(link: linkID, id: fetchID))
-                    if let other = state.links[linkID] { downstream.append((other, fetchID)) }
-                }
-            }
-            for (key, served) in state.served where key.link == link.id {
-                state.served.removeValue(forKey: key)
-                switch served {
-                case let .local(task): tasks.append(task)
-                case let .relay(linkID, fetchID):
-                    state.requests.removeValue(forKey: fetchID)
-                    if let other = state.links[linkID] { upstream.append((other, fetchID)) }
-                }
-            }
-        }
-        for (stream, message) in streams { stream.fail(message) }
-        for (other, id) in downstream { other.send(.failed(id: id, message: "the link that holds the data closed")) }
-        for (other, id) in upstream { other.send(.cancel(id: id)) }
-        for task in tasks { task.cancel() }
+            return state.transfers.linkDown(link.id, message: "the link to \(link.label) closed: \(reason)")
+        })
         if link.label.hasPrefix("incoming") {
             logger.info("sync: \(link.theirs.name) left: \(reason)")
         }
@@ -280,14 +213,7 @@ final class SyncHub: Sendable {
     /// Every 0.25 s: pings, silent links dropped, transfers without progress failed.
     private func tick() {
         let now = Date()
-        let (links, stalled) = state.withLock { state -> ([SyncLink], [(UInt64, Request)]) in
-            let stalled = state.requests.filter { _, request in
-                guard case let .local(stream) = request.sink else { return false }
-                let snapshot = stream.snapshot()
-                return snapshot.buffered == 0 && !snapshot.isEnded && now.timeIntervalSince(request.lastProgress) > configuration.fetchTimeout
-            }
-            return (Array(state.links.values), stalled.map { ($0.key, $0.value) })
-        }
+        let links = state.withLock { Array($0.links.values) }
         for link in links {
             let (silent, ping) = link.stats.withLock { stats -> (Bool, Int?) in
                 if now.timeIntervalSince(stats.lastReceived) > configuration.deadAfter { return (true, nil) }
@@ -304,9 +230,7 @@ final class SyncHub: Sendable {
                 link.send(.ping(seq: ping))
             }
         }
-        for (id, request) in stalled {
-            failRequest(id, "no data from \(request.what) for \(configuration.fetchTimeout) s: the peer is stalled or gone")
-        }
+        failStalled(now: now)
     }
 
     // MARK: Frames from a link
@@ -362,9 +286,10 @@ final class SyncHub: Sendable {
     static let maxTargets = 1024
     static let maxTargetName = 1024
 
-    /// On the X thread, as an ownership change's event is read: stamped now, before anything the
-    /// X thread does next (such as taking the selection for another node's copy).
-    private func ownerChangeRead(_ change: SelectionOwnerChange) {
+    /// On the X thread, as an ownership change's event is read (the daemon's hook calls it):
+    /// stamped now, before anything the X thread does next (such as taking the selection for
+    /// another node's copy).
+    func ownerChangeRead(_ change: SelectionOwnerChange) {
         guard synced.contains(change.name) else { return }
         let event: SyncLedger.OwnerEvent
         if change.isOurs || change.owner == ourWindow {
@@ -495,43 +420,22 @@ final class SyncHub: Sendable {
     }
 
     private func offerVerdict(_ name: Pasteboard.Name, owner: X11Window) -> SyncLedger.Verdict {
-        let selection = X11PasteboardBackend.selectionName(for: name)
-        var advertised: [String]
-        var sizes: [String: Int] = [:]
-        var expires: Date?
-        var isLocalOnly = false
-        var ownerName = "history"
+        let offer: OwnerOffer
         if owner == ourWindow {
+            // Kept contents this daemon serves (a history entry selected again).
             guard let kept = kept(name, owner) else { return .notShared("no longer kept") }
-            advertised = kept.targets.map(\.target)
-            for target in kept.targets { sizes[target.target] = target.data.count }
-            expires = kept.expires
-            isLocalOnly = kept.isLocalOnly
-            if KeepPolicy.isSecret(kept.advertised) { advertised += kept.advertised }
+            offer = OwnerOffer(kept: kept, servedBy: ourWindow)
         } else {
-            // The owner read must be the one whose change this is.
-            guard let current = try? backend.owner(of: name), current.window == owner else { return .notShared("replaced before it was read") }
-            ownerName = current.name ?? "window \(owner)"
-            do {
-                advertised = try backend.targets(of: name)
-            } catch {
-                logger.debug("sync: \(selection): could not read TARGETS: \(error)")
-                return .notShared("unreadable (\(error))")
-            }
-            if !KeepPolicy.isSecret(advertised), advertised.contains("XPB_MANIFEST") {
-                guard let manifest = try? backend.capture(name, target: "XPB_MANIFEST", limit: 1 << 20),
-                      let kept = X11PasteboardBackend.keptManifest(manifest.data) else { return .notShared("unreadable (its manifest)") }
-                isLocalOnly = kept.options.isLocalOnly
-                expires = kept.options.expirationDate
-            }
-            if advertised.contains("TARGET_SIZES") { sizes = (try? backend.targetSizes(of: name)) ?? [:] }
+            // Read once for the keeper and sync; nil when the owner is no longer the one whose
+            // change this is.
+            guard let read = offers.offer(name, owner: owner) else { return .notShared("replaced before it was read") }
+            offer = read
         }
-        if KeepPolicy.isSecret(advertised) { return .notShared("marked secret") }
-        if isLocalOnly { return .notShared("local-only") }
-        if let expires, expires <= Date() { return .notShared("expired") }
-        let targets = KeepPolicy.keptTargets(advertised).prefix(Self.maxTargets).map { SyncTarget(target: $0, size: sizes[$0]) }
+        if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
+        let targets = offer.dataTargets.prefix(Self.maxTargets).map { SyncTarget(target: $0, size: offer.sizes[$0]) }
         guard !targets.isEmpty else { return .notShared("without data targets") }
-        return .shareable(targets: Array(targets), expires: expires, origin: "\(nodeName) (\(ownerName))")
+        let ownerName = owner == ourWindow ? "history" : offer.owner.name ?? "window \(owner)"
+        return .shareable(targets: Array(targets), expires: offer.expires, origin: "\(nodeName) (\(ownerName))")
     }
 
     // MARK: Status

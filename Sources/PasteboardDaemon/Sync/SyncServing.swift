@@ -12,15 +12,19 @@ final class ChunkSender {
     let limit: Int
     let what: String
     let isCurrent: () -> Bool
+    /// Takes credit from the transfer table (nil: the reading side gave up).
+    let take: (Int) -> Bool?
     private(set) var total = 0
 
-    init(id: UInt64, link: SyncLink, task: ServeTask, limit: Int, what: String, isCurrent: @escaping () -> Bool) {
+    init(id: UInt64, link: SyncLink, task: ServeTask, limit: Int, what: String, isCurrent: @escaping () -> Bool,
+         take: @escaping (Int) -> Bool?) {
         self.id = id
         self.link = link
         self.task = task
         self.limit = limit
         self.what = what
         self.isCurrent = isCurrent
+        self.take = take
     }
 
     func send(_ data: Data) throws {
@@ -31,7 +35,7 @@ final class ChunkSender {
             guard total + piece <= limit else {
                 throw SyncHub.Failure("\(what) is larger than the \(ByteCount.format(limit)) cap per transfer (--sync-max-transfer)")
             }
-            try task.acquire(piece, timeout: 60)
+            try task.acquire(piece, timeout: 60, take: take)
             link.sendData(id: id, data.subdata(in: data.startIndex + offset ..< data.startIndex + offset + piece))
             offset += piece
             total += piece
@@ -39,42 +43,41 @@ final class ChunkSender {
     }
 }
 
-/// One fetch served from this display: the credit the reading side granted, and whether it gave up.
+/// The sender of one fetch served from this display: it waits for credit (kept by the
+/// ``TransferTable``) and is woken by grants and by the reading side giving up.
 final class ServeTask: Sendable {
-    private let state: Mutex<(credit: Int, cancelled: Bool)>
+    let key: TransferTable.ServedKey
+    private let cancelled = Mutex(false)
     private let signal = DispatchSemaphore(value: 0)
 
-    init(credit: Int) {
-        state = Mutex((credit, false))
+    init(key: TransferTable.ServedKey) {
+        self.key = key
     }
 
-    func grant(_ bytes: Int) {
-        state.withLock { $0.credit += max(0, bytes) }
+    func wake() {
         signal.signal()
     }
 
     func cancel() {
-        state.withLock { $0.cancelled = true }
+        cancelled.withLock { $0 = true }
         signal.signal()
     }
 
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
+    var isCancelled: Bool { cancelled.withLock { $0 } }
 
-    /// Takes `bytes` of credit, waiting for grants; throws when cancelled or after `timeout`
-    /// seconds without enough.
-    func acquire(_ bytes: Int, timeout: Double) throws {
+    /// Takes `bytes` of credit through `take`, waiting for grants; throws when the reading side
+    /// gave up, or after `timeout` seconds without enough.
+    func acquire(_ bytes: Int, timeout: Double, take: (Int) -> Bool?) throws {
         let end = DispatchTime.now() + timeout
         while true {
-            let outcome = state.withLock { state -> Bool? in
-                if state.cancelled { return false }
-                guard state.credit >= bytes else { return nil }
-                state.credit -= bytes
-                return true
-            }
-            if outcome == false { throw SyncHub.Failure("the reading side gave the transfer up") }
-            if outcome == true { return }
-            if signal.wait(timeout: end) == .timedOut {
-                throw SyncHub.Failure("the reading side took nothing for \(Int(timeout)) s")
+            if isCancelled { throw SyncHub.Failure("the reading side gave the transfer up") }
+            switch take(bytes) {
+            case true?: return
+            case nil: throw SyncHub.Failure("the reading side gave the transfer up")
+            case false?:
+                if signal.wait(timeout: end) == .timedOut {
+                    throw SyncHub.Failure("the reading side took nothing for \(Int(timeout)) s")
+                }
             }
         }
     }

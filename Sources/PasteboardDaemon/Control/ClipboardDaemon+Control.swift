@@ -1,0 +1,54 @@
+import Dispatch
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+
+/// Answers to `xpb` on the control socket.
+extension ClipboardDaemon {
+    // MARK: Control
+
+    func answer(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {
+        do {
+            switch request {
+            case .status:
+                return .success(.status(status()))
+            case let .history(search):
+                return .success(.history(try store.withLock { try $0.summaries(search: search) }))
+            case let .select(index):
+                guard let snapshot = try store.withLock({ try $0.snapshot(at: index) }) else {
+                    return .failure(ControlFailure("no history entry \(index)"))
+                }
+                guard !snapshot.targets.isEmpty else { return .failure(ControlFailure("history entry \(index) has no payload left")) }
+                try serve(snapshot)
+                hub.selectedFromHistory(snapshot.selection)
+                if let id = snapshot.id { try store.withLock { try $0.touch(id) } }
+                return .success(.done("entry \(index) is now \(X11PasteboardBackend.selectionName(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
+            case let .delete(index):
+                guard try store.withLock({ try $0.delete(index: index) }) else { return .failure(ControlFailure("no history entry \(index)")) }
+                return .success(.done("deleted entry \(index)"))
+            case .clear:
+                try store.withLock { try $0.clear() }
+                return .success(.done("history cleared"))
+            }
+        } catch {
+            return .failure(ControlFailure("\(error)"))
+        }
+    }
+
+    func status() -> DaemonStatus {
+        let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
+        let counts = state.withLock { $0.counts }
+        let peers = hub.peerStatuses()
+        return DaemonStatus(
+            pid: Int(getpid()), version: Self.version, display: displayName,
+            keeps: configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }, entryCount: totals.count,
+            bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
+            database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]],
+            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
+    }
+
+    /// The version `xpbd --version` prints (the same as xpb's).
+    public static let version = "0.3.0"
+}

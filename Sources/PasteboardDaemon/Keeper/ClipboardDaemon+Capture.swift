@@ -1,0 +1,195 @@
+import Dispatch
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+
+/// The keeper's capture: after an ownership change and its debounce, what the new owner offers
+/// is read once (``OwnerOffer``) and its kept targets fetched, one conversion per turn at the
+/// owner's ``OwnerGate``.
+extension ClipboardDaemon {
+    /// Fetches a selection's contents after the debounce, unless its owner changes meanwhile.
+    func schedule(_ name: Pasteboard.Name) {
+        let generation = state.withLock { state -> Int in
+            state.generations[name, default: 0] += 1
+            return state.generations[name]!
+        }
+        captures.asyncAfter(deadline: .now() + configuration.debounce) { [self] in
+            guard isCurrent(name, generation) else { return }
+            capture(name, generation: generation)
+        }
+    }
+
+    func isCurrent(_ name: Pasteboard.Name, _ generation: Int) -> Bool {
+        state.withLock { !$0.isStopped && $0.generations[name] == generation }
+    }
+
+    /// Fetches what the owner of `name` offers (on `captures`) and keeps it, unless its offer
+    /// says it must not be (secret, expired, unreadable).
+    func capture(_ name: Pasteboard.Name, generation: Int) {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
+        guard let owner = try? backend.owner(of: name), owner.window != ourWindow,
+              state.withLock({ $0.owners[name] }) == owner.window else { return }
+        // From here a save request of this owner waits for this fetch instead of starting its own.
+        gate.capturing(name, owner.window) {
+            state.withLock { $0.inProgress[name] = (owner.window, []) }
+            defer { state.withLock { _ = $0.inProgress.removeValue(forKey: name) } }
+            let started = Date()
+            guard let offer = offers.offer(name, owner: owner.window) else { return }
+            switch offer.verdict {
+            case .secret:
+                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                logger.info("\(selection) holds data marked secret (\(describe(owner))): not fetched, not kept")
+                return
+            case let .unreadable(why):
+                logger.debug("\(selection): could not read what \(describe(owner)) offers: \(why)")
+                return
+            case .expired:
+                logger.debug("\(selection): the copy of \(describe(owner)) has expired already: not kept")
+                return
+            case .shareable, .localOnly:
+                break
+            }
+            let fetched = fetch(name, offer: offer, isCurrent: { self.isCurrent(name, generation) },
+                                progress: { target in
+                                    self.state.withLock { state in
+                                        if state.inProgress[name]?.owner == owner.window { state.inProgress[name]?.targets.append(target) }
+                                    }
+                                })
+            guard let snapshot = fetched else { return }
+            guard isCurrent(name, generation) else { return }
+            if snapshot.isExpired() { return }
+            state.withLock { $0.current[name] = snapshot }
+            let elapsed = Int(Date().timeIntervalSince(started) * 1000)
+            logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
+            record(snapshot)
+        }
+    }
+
+    /// Fetches the kept targets of an offer, one at a time (each in its turn at the owner's gate),
+    /// within the caps and the sizes the owner announced; identical bytes are kept once. Nil when
+    /// nothing could be fetched or the owner changed.
+    ///
+    /// With `deadline` (a save request, whose app waits), targets not fetched by then are left out,
+    /// and `useMultiple` asks for all of them with one MULTIPLE request where the owner has it.
+    func fetch(_ name: Pasteboard.Name, offer: OwnerOffer, extra: [String] = [], isCurrent: () -> Bool,
+               useMultiple: Bool = false, deadline: Date? = nil, progress: ((CapturedTarget) -> Void)? = nil) -> Snapshot? {
+        let owner = offer.owner
+        let advertised = offer.advertised.isEmpty ? ["TARGETS"] + extra : offer.advertised
+        let wanted = KeepPolicy.keptTargets(offer.advertised.isEmpty ? extra : offer.dataTargets)
+        var complete = true
+        var planned: [String] = []
+        var announced = 0
+        for target in wanted {
+            if let size = offer.sizes[target], size > configuration.maxTargetBytes || announced + size > configuration.maxSnapshotBytes {
+                complete = false
+                continue
+            }
+            announced += offer.sizes[target] ?? 0
+            planned.append(target)
+        }
+        // What the offer's reading took already (the manifest) is not asked for again.
+        let prefetched = offer.manifest.map { [$0.target: $0] } ?? [:]
+        /// One conversion in its turn at the gate, within `until`; nil when refused, failed or
+        /// the turn did not come.
+        func read(_ target: String, until: Date) -> CapturedTarget? {
+            do {
+                let value = try gate.withTurn(name, owner.window, until: until) {
+                    try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
+                }
+                guard let value else {
+                    logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: the owner was busy with another transfer")
+                    return nil
+                }
+                return value
+            } catch {
+                logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: \(error)")
+                return nil
+            }
+        }
+        var captured: [CapturedTarget?] = []
+        let remaining = planned.filter { prefetched[$0] == nil }
+        if useMultiple, advertised.contains("MULTIPLE"), let deadline, !remaining.isEmpty,
+           let values = (try? gate.withTurn(name, owner.window, until: deadline, {
+               try backend.captureMultiple(name, targets: remaining, limit: configuration.maxTargetBytes,
+                                           deadline: max(0.1, deadline.timeIntervalSinceNow / 2))
+           })) ?? nil {
+            var byTarget: [String: CapturedTarget] = prefetched
+            // Replies that did not finish in half the budget (all of them streaming at once from
+            // an owner of huge data): one at a time, in the owner's order, with what is left.
+            for (target, value) in zip(remaining, values) {
+                if let value {
+                    byTarget[target] = value
+                } else if Date() < deadline, let value = read(target, until: deadline) {
+                    byTarget[target] = value
+                }
+            }
+            captured = planned.map { byTarget[$0] }
+            logger.debug("\(X11PasteboardBackend.selectionName(for: name)): fetched \(remaining.count) targets with one MULTIPLE request")
+        } else {
+            for target in planned {
+                guard isCurrent() else { return nil }
+                if let value = prefetched[target] {
+                    progress?(value)
+                    captured.append(value)
+                    continue
+                }
+                if let deadline, Date() >= deadline {
+                    captured.append(nil)
+                    continue
+                }
+                // A peer's fetch reading from this owner has its turn first (one INCR at a time,
+                // for many owners); past the target deadline this target is left out.
+                let value = read(target, until: min(deadline ?? .distantFuture, Date().addingTimeInterval(configuration.targetDeadline)))
+                if let value { progress?(value) }
+                captured.append(value)
+            }
+        }
+        return makeSnapshot(name, advertised: advertised, owner: owner, captured: captured, complete: complete)
+    }
+
+    /// A snapshot of fetched targets (nil entries: not fetched): identical bytes shared, the
+    /// per-clipboard cap applied, the xpb manifest's options read and its fast-path field dropped.
+    func makeSnapshot(_ name: Pasteboard.Name, advertised: [String], owner: SelectionOwnerInfo, captured: [CapturedTarget?],
+                              complete: Bool) -> Snapshot? {
+        var complete = complete
+        var kept: [KeptTarget] = []
+        var total = 0
+        var seen: [Digest: Data] = [:]
+        for value in captured {
+            guard let value else {
+                complete = false
+                continue
+            }
+            var target = KeptTarget(target: value.target, type: value.type, data: value.data)
+            if let data = seen[target.digest] {
+                target.data = data
+            } else {
+                guard total + value.data.count <= configuration.maxSnapshotBytes else {
+                    complete = false
+                    continue
+                }
+                total += value.data.count
+                seen[target.digest] = value.data
+            }
+            kept.append(target)
+        }
+        guard !kept.isEmpty else { return nil }
+        var snapshot = Snapshot(selection: name, advertised: advertised, targets: kept, source: owner.name, pid: owner.processID)
+        snapshot.isComplete = complete
+        snapshot.owner = owner.window
+        snapshot.capturedFrom = owner.window
+        if let index = kept.firstIndex(where: { $0.target == "XPB_MANIFEST" }) {
+            if let manifest = X11PasteboardBackend.keptManifest(kept[index].data) {
+                snapshot.expires = manifest.options.expirationDate
+                snapshot.isLocalOnly = manifest.options.isLocalOnly
+                snapshot.targets[index] = KeptTarget(target: "XPB_MANIFEST", type: kept[index].type, data: manifest.manifest)
+            } else {
+                snapshot.targets.remove(at: index)
+            }
+        }
+        return snapshot
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+
+/// What a new owner of a selection offers, read once per ownership change: its targets, the
+/// sizes it announces, xpb's manifest, and one verdict on what may be done with it. The keeper
+/// (what may be kept) and sync (what may leave the machine) both decide from it, so the secret,
+/// local-only and expiry rules live here alone.
+struct OwnerOffer: Sendable {
+    enum Verdict: Equatable, Sendable {
+        /// May be kept, and may leave the machine.
+        case shareable
+        /// Kept on this machine (its history too), never synced (`xpb copy --local-only`).
+        case localOnly
+        /// Marked secret by its owner (a password manager's hint, nspasteboard.org's markers):
+        /// served by its owner only, never fetched, kept or synced.
+        case secret
+        /// Its expiration date has passed: neither kept nor synced.
+        case expired
+        /// TARGETS (or the manifest) could not be read; why.
+        case unreadable(String)
+
+        /// Whether the keeper may fetch and keep the contents.
+        var mayKeep: Bool { self == .shareable || self == .localOnly }
+
+        /// Why it stays on this machine, or nil when it may be shared.
+        var notSharedReason: String? {
+            switch self {
+            case .shareable: return nil
+            case .localOnly: return "local-only"
+            case .secret: return "marked secret"
+            case .expired: return "expired"
+            case let .unreadable(why): return "unreadable (\(why))"
+            }
+        }
+    }
+
+    let owner: SelectionOwnerInfo
+    /// TARGETS as the owner listed them.
+    let advertised: [String]
+    /// What the owner's `TARGET_SIZES` announced, by target.
+    let sizes: [String: Int]
+    /// xpb's manifest as read (fast-path field still in), with its options; nil when none.
+    let manifest: CapturedTarget?
+    let expires: Date?
+    let verdict: Verdict
+
+    /// The targets a manager fetches and a peer may ask for, in the owner's order.
+    var dataTargets: [String] { KeepPolicy.keptTargets(advertised) }
+
+    /// Reads what `owner` offers on `name` (TARGETS, then TARGET_SIZES and XPB_MANIFEST when
+    /// listed), each conversion in its turn at `gate`.
+    static func read(_ name: Pasteboard.Name, owner: SelectionOwnerInfo, backend: X11PasteboardBackend, gate: OwnerGate,
+                     turnDeadline: Double) -> OwnerOffer {
+        func turn<T>(_ body: () throws -> T) throws -> T {
+            guard let value = try gate.withTurn(name, owner.window, until: Date().addingTimeInterval(turnDeadline), body) else {
+                throw OfferError("the owner was busy with another transfer for \(Int(turnDeadline)) s")
+            }
+            return value
+        }
+        let unreadable = { (why: String) in
+            OwnerOffer(owner: owner, advertised: [], sizes: [:], manifest: nil, expires: nil, verdict: .unreadable(why))
+        }
+        let advertised: [String]
+        do {
+            advertised = try turn { try backend.targets(of: name) }
+        } catch {
+            return unreadable("\(error)")
+        }
+        if KeepPolicy.isSecret(advertised) {
+            return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .secret)
+        }
+        var sizes: [String: Int] = [:]
+        if advertised.contains("TARGET_SIZES") { sizes = (try? turn { try backend.targetSizes(of: name) }) ?? [:] }
+        var manifest: CapturedTarget?
+        var options = PasteboardOptions()
+        if advertised.contains("XPB_MANIFEST") {
+            guard let value = try? turn({ try backend.capture(name, target: "XPB_MANIFEST", limit: 1 << 20) }) ?? nil,
+                  let kept = X11PasteboardBackend.keptManifest(value.data) else {
+                return unreadable("its manifest")
+            }
+            manifest = value
+            options = kept.options
+        }
+        return OwnerOffer(owner: owner, advertised: advertised, sizes: sizes, manifest: manifest, expires: options.expirationDate,
+                          verdict: verdict(advertised: advertised, expires: options.expirationDate, isLocalOnly: options.isLocalOnly))
+    }
+
+    /// What contents kept by the daemon offer when it serves them (a history entry selected
+    /// again, an owner gone): the same rule as for any owner.
+    init(kept: Snapshot, servedBy window: X11Window) {
+        owner = SelectionOwnerInfo(window: window, name: kept.source, processID: kept.pid)
+        advertised = kept.targets.map(\.target) + kept.advertised.filter { X11PasteboardBackend.secretMarkers.contains($0) }
+        sizes = Dictionary(kept.targets.map { ($0.target, $0.data.count) }, uniquingKeysWith: { first, _ in first })
+        manifest = nil
+        expires = kept.expires
+        verdict = Self.verdict(advertised: advertised, expires: kept.expires, isLocalOnly: kept.isLocalOnly)
+    }
+
+    init(owner: SelectionOwnerInfo, advertised: [String], sizes: [String: Int], manifest: CapturedTarget?, expires: Date?, verdict: Verdict) {
+        self.owner = owner
+        self.advertised = advertised
+        self.sizes = sizes
+        self.manifest = manifest
+        self.expires = expires
+        self.verdict = verdict
+    }
+
+    /// The one rule: secret first, then expired, then local-only.
+    static func verdict(advertised: [String], expires: Date?, isLocalOnly: Bool, now: Date = Date()) -> Verdict {
+        if KeepPolicy.isSecret(advertised) { return .secret }
+        if let expires, expires <= now { return .expired }
+        return isLocalOnly ? .localOnly : .shareable
+    }
+}
+
+struct OfferError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The offer of each selection's current owner, read at most once per ownership change however
+/// many ask (the keeper after its debounce, sync as soon as a link wants it): the second asker
+/// waits for the first one's reading. An ownership change read on the X thread forgets the
+/// previous owner's offer, so a window id used again is read again.
+final class OwnerOffers: @unchecked Sendable {
+    private struct Entry {
+        let owner: X11Window
+        /// Nil while it is being read.
+        var offer: OwnerOffer?
+    }
+
+    let backend: X11PasteboardBackend
+    let gate: OwnerGate
+    let turnDeadline: Double
+    // Guards `entries` and `changes`; broadcast when a reading ends or an owner changes.
+    private let condition = NSCondition()
+    private var entries: [Pasteboard.Name: Entry] = [:]
+    /// Moves on every ownership change of a selection: a reading of an earlier owner is not kept.
+    private var changes: [Pasteboard.Name: Int] = [:]
+
+    init(backend: X11PasteboardBackend, gate: OwnerGate, turnDeadline: Double) {
+        self.backend = backend
+        self.gate = gate
+        self.turnDeadline = turnDeadline
+    }
+
+    /// On the X thread, as an ownership change of `name` is read.
+    func ownerChanged(_ name: Pasteboard.Name) {
+        condition.lock()
+        entries.removeValue(forKey: name)
+        changes[name, default: 0] += 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// What `owner` offers on `name`: read now, or the reading another asker made (or is making)
+    /// since the ownership change. Nil when `owner` no longer owns `name`.
+    func offer(_ name: Pasteboard.Name, owner: X11Window) -> OwnerOffer? {
+        condition.lock()
+        while let entry = entries[name], entry.owner == owner, entry.offer == nil { condition.wait() }
+        if let entry = entries[name], entry.owner == owner, let offer = entry.offer {
+            condition.unlock()
+            return offer
+        }
+        let change = changes[name, default: 0]
+        entries[name] = Entry(owner: owner, offer: nil)
+        condition.unlock()
+
+        // The owner read must be the one asked about (the selection may have moved on).
+        var offer: OwnerOffer?
+        if let info = try? backend.owner(of: name), info.window == owner {
+            offer = OwnerOffer.read(name, owner: info, backend: backend, gate: gate, turnDeadline: turnDeadline)
+        }
+        condition.lock()
+        if changes[name, default: 0] == change, entries[name]?.owner == owner {
+            if let offer { entries[name]?.offer = offer } else { entries.removeValue(forKey: name) }
+        }
+        condition.broadcast()
+        condition.unlock()
+        return offer
+    }
+}
