@@ -152,22 +152,24 @@ final class SyncHub: Sendable {
     @discardableResult
     func register(transport: SyncTransport, reader: FrameReader, label: String, ours: SyncHello, theirs: SyncHello) -> SyncLink {
         let selections = Set(ours.selections).intersection(theirs.selections).compactMap(Self.name(ofSelection:))
-        let link = state.withLock { state -> SyncLink in
+        let names = { (names: Set<Pasteboard.Name>) in Set(names.map(X11PasteboardBackend.selectionName(for:))) }
+        // The ledger knows the link before its reader starts: an announce the peer sends at once
+        // is weighed, never dropped as coming from an unknown link (seen under load). Changes of
+        // this display made while no link was up are read now; the other side is caught up with
+        // what this node holds (queued on the link until its writer starts).
+        let (link, effects) = state.withLock { state -> (SyncLink, [SyncLedger.Effect]) in
             let link = SyncLink(id: state.nextLink, transport: transport, label: label, theirs: theirs,
                                 sends: ours.sends && theirs.receives, receives: ours.receives && theirs.sends,
                                 selections: Set(selections).intersection(synced))
             state.nextLink += 1
             state.links[link.id] = link
-            return link
+            let sends = link.sends ? names(link.selections) : []
+            let receives = link.receives ? names(link.selections) : []
+            return (link, state.ledger.linkUp(link.id, sends: sends, receives: receives, now: Date()))
         }
+        perform(effects)
         link.start(reader: reader, handler: { [weak self] link, frame in self?.handle(frame, from: link) },
                    onClose: { [weak self] link, reason in self?.linkClosed(link, reason: reason) })
-        // Changes of this display made while no link was up are read now; the other side is
-        // caught up with what this node holds.
-        let names = { (names: Set<Pasteboard.Name>) in Set(names.map(X11PasteboardBackend.selectionName(for:))) }
-        let sends = link.sends ? names(link.selections) : []
-        let receives = link.receives ? names(link.selections) : []
-        perform(state.withLock { $0.ledger.linkUp(link.id, sends: sends, receives: receives, now: Date()) })
         return link
     }
 
