@@ -32,6 +32,11 @@ private struct Node {
         try run("xclip", ["-o", "-selection", "clipboard", "-t", target], display: x, timeout: 30)
     }
 
+    /// This display's sync value of `selection` in the status (`syncValues`).
+    func syncValue(_ selection: String) throws -> [String: Any]? {
+        (try status()["syncValues"] as? [[String: Any]])?.first { $0["selection"] as? String == selection }
+    }
+
     func status() throws -> [String: Any] {
         let outcome = try xpb(["daemon", "status", "--json"], x, environment: daemon.home.environment)
         guard outcome.status == 0, let object = try JSONSerialization.jsonObject(with: outcome.output) as? [String: Any],
@@ -187,21 +192,24 @@ struct SyncTests {
         try hub.daemon.waitForLog("connected to", count: 2, timeout: 15)
         let nodes = [a, hub, c]
         var owners: [Peer] = []
-        for (index, origin) in nodes.enumerated() {
+        // A copy on each in turn, then on A again: the last round is the barrier for the one before.
+        var expected = [0, 0, 0]
+        for (index, origin) in (nodes + [a]).enumerated() {
             let others = nodes.filter { $0.x.display != origin.x.display }
-            let counts = others.map(\.taken)
-            let originTook = origin.taken
             let text = Data("copy \(index) on \(origin.x.display)".utf8)
             owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: origin.x, input: text))
-            for (other, count) in zip(others, counts) {
-                try other.waitForTaken(count + 1)
+            for (position, node) in nodes.enumerated() where node.x.display != origin.x.display { expected[position] += 1 }
+            for other in others {
+                try other.waitForTaken(expected[nodes.firstIndex { $0.x.display == other.x.display }!])
                 #expect(try other.read("UTF8_STRING").output == text)
             }
-            // No echo: the origin's own xclip still owns its clipboard, and nobody took the copy twice.
-            Thread.sleep(forTimeInterval: 0.5)
+            // No echo, nothing taken twice: each display took exactly the copies made elsewhere.
+            // An echo (or a second take) of an earlier round would have travelled ahead of this
+            // round's copy on the same links (each is an ordered stream), so it has been seen.
+            for (position, node) in nodes.enumerated() {
+                #expect(node.taken == expected[position], "\(node.x.display) took \(node.taken) copies, not \(expected[position]): an echo or a copy taken twice")
+            }
             #expect(owners.last!.isRunning, "the copy came back to \(origin.x.display) and took its clipboard")
-            #expect(origin.taken == originTook, "\(origin.x.display) took its own copy back")
-            for (other, count) in zip(others, counts) { #expect(other.taken == count + 1, "\(other.x.display) took a copy twice") }
         }
         owners.forEach { $0.stop() }
         // Simultaneous copies on the two leaves: all three settle on the same contents.
@@ -314,7 +322,13 @@ extension SyncTests {
         #expect(try b.read("UTF8_STRING").output == Data("A to B".utf8))
         let primary = try Peer("xclip", ["-i", "-selection", "primary", "-quiet"], display: a.x, input: Data("A's PRIMARY".utf8))
         let fromB = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: b.x, input: Data("B to A".utf8))
-        Thread.sleep(forTimeInterval: 1)
+        // Barrier: each daemon has read its display's new copy and decided to keep it to itself
+        // (no link sends it: its offer is not even read). Nothing was sent, so nothing can arrive.
+        let decided = eventually(timeout: 10) {
+            (try? b.syncValue("CLIPBOARD")?["localState"] as? String) == "pending"
+                && (try? a.syncValue("PRIMARY")?["localState"] as? String) == "pending"
+        }
+        #expect(decided, "B: \(String(describing: try? b.syncValue("CLIPBOARD"))); A: \(String(describing: try? a.syncValue("PRIMARY")))")
         #expect(a.taken == 0, "B's copy reached A over a receive-only link")
         #expect(b.taken == 1, "A's PRIMARY reached B over a CLIPBOARD-only link")
         #expect(try a.read("UTF8_STRING").output == Data("A to B".utf8))
@@ -402,7 +416,8 @@ extension SyncTests {
     func retries() throws {
         let runtime = try DaemonHome()
         let b = try Node(runtime: runtime, arguments: ["--sync-display", ":4242"])
-        Thread.sleep(forTimeInterval: 2.5) // attempts at 0, 0.5 and 1.5 s
+        // Three attempts (at 0, 0.5 and 1.5 s): the first logged as a warning, the others at debug.
+        try b.daemon.waitForLog("sync with display :4242: no xpbd runs", count: 3)
         let peer = try #require(try b.peers().first)
         #expect(peer["state"] as? String == "retrying", "\(peer)")
         #expect((peer["lastError"] as? String)?.contains("no xpbd runs for display :4242") == true, "\(peer)")

@@ -14,19 +14,19 @@ struct SyncHooks: Sendable {
     let keptTarget: @Sendable (Pasteboard.Name, X11Window, String) -> CapturedTarget?
 }
 
-/// One node of the sync mesh: announces this display's copies to the links, owns the display's
-/// selections for copies made elsewhere (their bytes fetched only when a reader converts a
-/// target), serves and relays fetches, and keeps every node on the newest change.
+/// One node of the sync mesh: a thin driver over two pure values kept under one lock,
+/// ``SyncLedger`` (the ordering: which copy is newest, what to announce, own, clear) and
+/// ``TransferTable`` (fetches asked and served: credit, caps, cancels). Events go in, effects
+/// come out and are performed here: frames queued on links, offers read (through the daemon's
+/// ``OwnerOffers``), the display's selections owned or cleared by compare-and-own on the X thread.
 ///
-/// Ordering: every change carries a ``SyncStamp`` (hybrid logical clock and origin node). A node
-/// takes an announce only if its stamp is newer than what it has, and forwards only what it
-/// took: nothing echoes, nothing loops, and simultaneous copies settle on the greater stamp
-/// everywhere. Copies that must not leave the machine (secret, local-only) get a local stamp
-/// (so that older contents do not come back over them) and are never announced.
+/// Files: this one holds the links (registry, hellos, heartbeat, frames in); `+Ordering` drives
+/// the ledger, `+Transfers` the table and the served fetches, `+Status` answers `xpb daemon status`.
 ///
-/// Threads: link readers route transfer messages at once (no X work); announces, withdraws and
-/// local changes run on `queue`, which does the X work; each served fetch runs on a worker.
-/// Nothing here waits on a peer while holding anything another link or the X thread needs.
+/// Threads: link readers route messages at once (no X work); owning and clearing run on `queue`,
+/// reading offers on `localQueue`, each served fetch on a worker (in its turn at the owner's
+/// ``OwnerGate``, like the keeper's capture). Nothing here waits on a peer while holding anything
+/// another link or the X thread needs.
 final class SyncHub: Sendable {
     struct State {
         /// The ordering: stamps, the shared value and this display's own change per selection.
@@ -55,12 +55,12 @@ final class SyncHub: Sendable {
     private let hookSlot = Mutex<SyncHooks?>(nil)
     let state: Mutex<State>
     /// Owning and clearing this display's selections for other nodes' changes (X round trips).
-    private let queue = DispatchQueue(label: "xpbd.sync")
+    let queue = DispatchQueue(label: "xpbd.sync")
     /// Reading what this display's new owners offer: an owner slow to answer delays only its own
     /// announce, not what comes from elsewhere.
-    private let localQueue = DispatchQueue(label: "xpbd.sync.local")
+    let localQueue = DispatchQueue(label: "xpbd.sync.local")
     let workers = DispatchQueue(label: "xpbd.sync.serve", attributes: .concurrent)
-    private let dialers = Mutex<[PeerDialer]>([])
+    let dialers = Mutex<[PeerDialer]>([])
 
     init(configuration: SyncConfiguration, backend: X11PasteboardBackend, ourWindow: X11Window, displayName: String, offers: OwnerOffers,
          logger: Logger) {
@@ -276,217 +276,5 @@ final class SyncHub: Sendable {
                 if let sent = stats.pingSentAt.removeValue(forKey: seq) { stats.roundTrip = Date().timeIntervalSince(sent) }
             }
         }
-    }
-
-    // MARK: Ordering (the driver of SyncLedger)
-
-    /// Now, in the clock's unit (ms since 1970).
-    static var wallClock: UInt64 { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
-
-    /// The most targets an announce may list, and the longest target name (an owner's TARGETS is
-    /// read with the same bound): each becomes an atom of this display.
-    static let maxTargets = 1024
-    static let maxTargetName = 1024
-
-    /// On the X thread, as an ownership change's event is read (the daemon's hook calls it):
-    /// stamped now, before anything the X thread does next (such as taking the selection for
-    /// another node's copy).
-    func ownerChangeRead(_ change: SelectionOwnerChange) {
-        guard synced.contains(change.name) else { return }
-        let event: SyncLedger.OwnerEvent
-        if change.isOurs || change.owner == ourWindow {
-            event = .ours
-        } else if change.owner.isNone {
-            event = change.reason == .setOwner ? .cleared : .gone
-        } else {
-            event = .copied
-        }
-        let selection = X11PasteboardBackend.selectionName(for: change.name)
-        let effects = state.withLock { state -> [SyncLedger.Effect] in
-            guard !state.isStopped else { return [] }
-            return state.ledger.ownerChanged(selection, owner: change.owner.rawValue, event: event, now: Self.wallClock)
-        }
-        if event == .cleared { logger.debug("sync: \(selection) was cleared by its owner") }
-        perform(effects)
-    }
-
-    /// A history entry became the selection (`xpb history select`): announced like a copy.
-    func selectedFromHistory(_ name: Pasteboard.Name) {
-        guard synced.contains(name) else { return }
-        let selection = X11PasteboardBackend.selectionName(for: name)
-        perform(state.withLock { $0.ledger.selectedAgain(selection, owner: ourWindow.rawValue, now: Self.wallClock) })
-    }
-
-    private func remoteAnnounce(_ announce: SyncAnnounce, from link: SyncLink) {
-        if let problem = SyncLedger.malformation(of: announce, maxTargets: Self.maxTargets, maxTargetName: Self.maxTargetName) {
-            logger.warning("sync: ignored a malformed announce from \(link.label): \(problem)")
-            return
-        }
-        if announce.stamp.clock > Self.wallClock + SyncLedger.maxClockSkew {
-            logger.warning("sync: ignored an announce from \(link.label) stamped more than a day ahead of this machine's clock (\(announce.stamp)); check the clocks")
-            return
-        }
-        perform(state.withLock { state -> [SyncLedger.Effect] in
-            guard !state.isStopped else { return [] }
-            return state.ledger.announced(announce, from: link.id, now: Self.wallClock, wall: Date())
-        }, via: link)
-    }
-
-    private func remoteWithdraw(selection: String, stamp: SyncStamp, from link: SyncLink) {
-        perform(state.withLock { state -> [SyncLedger.Effect] in
-            guard !state.isStopped else { return [] }
-            return state.ledger.withdrawn(selection, stamp: stamp, from: link.id, now: Self.wallClock)
-        }, via: link)
-    }
-
-    /// Carries out what the ledger decided. Nothing here waits: X work goes to `queue`, offers are
-    /// read on `localQueue`, frames are queued on their links.
-    private func perform(_ effects: [SyncLedger.Effect], via source: SyncLink? = nil) {
-        for effect in effects {
-            switch effect {
-            case let .send(message, ids):
-                let links = state.withLock { state in ids.compactMap { state.links[$0] } }
-                for link in links {
-                    if case .announce = message { link.stats.withLock { $0.announcesSent += 1 } }
-                    link.send(message)
-                }
-            case let .readOffer(selection, stamp, owner):
-                localQueue.async { [self] in readOffer(selection, stamp: stamp, owner: X11Window(rawValue: owner)) }
-            case let .own(announce):
-                queue.async { [self] in own(announce, via: source?.label ?? "a link") }
-            case let .clear(selection, stamp):
-                queue.async { [self] in clear(selection, stamp: stamp) }
-            case let .expireAt(date, selection, stamp):
-                queue.asyncAfter(deadline: .now() + min(max(0, date.timeIntervalSinceNow), 1e9)) { [self] in
-                    perform(state.withLock { $0.ledger.expired(selection, stamp: stamp) })
-                }
-            }
-        }
-    }
-
-    /// Compare-and-own: takes the selection for another node's copy only if, on the X thread at
-    /// that moment, the ledger still holds that copy as the newest and the selection's owner is
-    /// one it has seen (a newer copy whose event is not read yet is never replaced).
-    private func own(_ announce: SyncAnnounce, via label: String) {
-        guard let name = Self.name(ofSelection: announce.selection) else { return }
-        let stamp = announce.stamp
-        let ours = ourWindow.rawValue
-        let targets = announce.targets.map { target in
-            RemoteTarget(target: target.target, size: target.size) { [weak self] in
-                self?.openRemote(name, stamp: stamp, target: target)
-            }
-        }
-        do {
-            let owned = try backend.proxy(name, targets: targets, if: { [weak self] actual in
-                self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual.rawValue, ours: ours) } ?? false
-            })
-            if owned {
-                logger.info("sync: \(announce.selection) is now the copy from \(announce.origin) (\(announce.targets.count) targets, via \(label))")
-            } else {
-                logger.debug("sync: \(announce.selection): the copy from \(announce.origin) (\(stamp)) is no longer the newest here: not taken")
-            }
-        } catch {
-            logger.warning("sync: could not take \(announce.selection) for the copy from \(announce.origin): \(error)")
-        }
-    }
-
-    /// Compare-and-clear, for a newer clear (or a withdrawn copy) from elsewhere, or a proxy
-    /// taken after this display's own clear.
-    private func clear(_ selection: String, stamp: SyncStamp) {
-        guard let name = Self.name(ofSelection: selection) else { return }
-        let ours = ourWindow.rawValue
-        do {
-            let cleared = try backend.clear(name, if: { [weak self] actual in
-                self?.state.withLock { $0.ledger.mayClear(selection, stamp: stamp, actualOwner: actual.rawValue, ours: ours) } ?? false
-            })
-            if cleared { logger.info("sync: \(selection) was cleared or withdrawn elsewhere (\(stamp)): dropped") }
-        } catch {
-            logger.warning("sync: could not clear \(selection): \(error)")
-        }
-    }
-
-    /// Reads what the owner of this display's change `stamp` offers, and tells the ledger whether
-    /// it may leave the machine (secret, local-only and expired contents stay).
-    private func readOffer(_ selection: String, stamp: SyncStamp, owner: X11Window) {
-        guard let name = Self.name(ofSelection: selection) else { return }
-        let isCurrent = { [self] in state.withLock { !$0.isStopped && $0.ledger.isCurrentLocal(selection, stamp: stamp) } }
-        if name == .find, !backend.waitForPointerRelease(while: isCurrent) { return }
-        guard isCurrent() else { return }
-        let verdict = offerVerdict(name, owner: owner)
-        if case let .notShared(reason) = verdict { logger.log(level: reason.hasPrefix("marked") || reason == "local-only" ? .info : .debug, "sync: \(selection) is \(reason): not shared") }
-        let effects = state.withLock { $0.ledger.offerRead(selection, stamp: stamp, verdict: verdict) }
-        perform(effects)
-        if case let .send(.announce(announce), links)? = effects.first {
-            logger.debug("sync: announced \(selection) (\(announce.targets.count) targets, stamp \(announce.stamp)) to \(links.count) links")
-        }
-    }
-
-    private func offerVerdict(_ name: Pasteboard.Name, owner: X11Window) -> SyncLedger.Verdict {
-        let offer: OwnerOffer
-        if owner == ourWindow {
-            // Kept contents this daemon serves (a history entry selected again).
-            guard let kept = kept(name, owner) else { return .notShared("no longer kept") }
-            offer = OwnerOffer(kept: kept, servedBy: ourWindow)
-        } else {
-            // Read once for the keeper and sync; nil when the owner is no longer the one whose
-            // change this is.
-            guard let read = offers.offer(name, owner: owner) else { return .notShared("replaced before it was read") }
-            offer = read
-        }
-        if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
-        let targets = offer.dataTargets.prefix(Self.maxTargets).map { SyncTarget(target: $0, size: offer.sizes[$0]) }
-        guard !targets.isEmpty else { return .notShared("without data targets") }
-        let ownerName = owner == ourWindow ? "history" : offer.owner.name ?? "window \(owner)"
-        return .shareable(targets: Array(targets), expires: offer.expires, origin: "\(nodeName) (\(ownerName))")
-    }
-
-    // MARK: Status
-
-    /// Per synced selection: the shared value (stamp, origin, link) and this display's own change.
-    func valueStatuses() -> [SyncValueStatus] {
-        state.withLock { state in
-            synced.map { name in
-                let selection = X11PasteboardBackend.selectionName(for: name)
-                let slot = state.ledger.slots[selection]
-                let shared = slot?.shared
-                let via = shared?.source.flatMap { state.links[$0]?.label } ?? shared?.source.map { "link \($0) (closed)" }
-                let localState: String? = slot?.local.map { local in
-                    switch local.state {
-                    case .pending: return "pending"
-                    case .shared: return "shared"
-                    case let .notShared(reason): return "not shared: \(reason)"
-                    case .cleared: return "cleared"
-                    }
-                }
-                return SyncValueStatus(selection: selection, stamp: shared.map { "\($0.stamp)" }, origin: shared?.announce?.origin,
-                                       state: shared == nil ? "none" : shared?.announce == nil ? "cleared" : "copy", via: via,
-                                       localStamp: slot?.local.map { "\($0.stamp)" }, localState: localState)
-            }
-        }
-    }
-
-    func peerStatuses() -> [PeerStatus] {
-        let (links, dialed) = state.withLock { state in (Array(state.links.values), dialers.withLock { $0 }) }
-        var statuses = dialed.map { $0.status() }
-        for link in links.sorted(by: { $0.id < $1.id }) where link.label.hasPrefix("incoming") {
-            var status = PeerStatus(name: link.label, state: "connected",
-                                    direction: PeerStatus.direction(sends: link.sends, receives: link.receives),
-                                    selections: link.selections.map { X11PasteboardBackend.selectionName(for: $0) }.sorted(),
-                                    remote: link.theirs.name, since: Date())
-            Self.merge(link, into: &status)
-            statuses.append(status)
-        }
-        return statuses
-    }
-
-    /// A link's counters in a status.
-    static func merge(_ link: SyncLink, into status: inout PeerStatus) {
-        let stats = link.stats.withLock { $0 }
-        status.roundTripMilliseconds = stats.roundTrip.map { ($0 * 10_000).rounded() / 10 }
-        status.lastAnnounce = stats.lastAnnounce
-        status.announcesSent = stats.announcesSent
-        status.announcesReceived = stats.announcesReceived
-        status.bytesSent = stats.bytesSent
-        status.bytesReceived = stats.bytesReceived
     }
 }

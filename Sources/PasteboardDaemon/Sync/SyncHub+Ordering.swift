@@ -1,0 +1,172 @@
+import Dispatch
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+
+/// The driver of ``SyncLedger``: this display's ownership changes (stamped on the X thread),
+/// other nodes' announces and withdraws go in; the ledger's effects are performed here: offers
+/// read, messages queued on links, and the display's selections owned or cleared by
+/// compare-and-own on the X thread.
+extension SyncHub {
+    /// Now, in the clock's unit (ms since 1970).
+    static var wallClock: UInt64 { UInt64(max(0, Date().timeIntervalSince1970 * 1000)) }
+
+    /// The most targets an announce may list, and the longest target name (an owner's TARGETS is
+    /// read with the same bound): each becomes an atom of this display.
+    static let maxTargets = 1024
+    static let maxTargetName = 1024
+
+    /// On the X thread, as an ownership change's event is read (the daemon's hook calls it):
+    /// stamped now, before anything the X thread does next (such as taking the selection for
+    /// another node's copy).
+    func ownerChangeRead(_ change: SelectionOwnerChange) {
+        guard synced.contains(change.name) else { return }
+        let event: SyncLedger.OwnerEvent
+        if change.isOurs || change.owner == ourWindow {
+            event = .ours
+        } else if change.owner.isNone {
+            event = change.reason == .setOwner ? .cleared : .gone
+        } else {
+            event = .copied
+        }
+        let selection = X11PasteboardBackend.selectionName(for: change.name)
+        let effects = state.withLock { state -> [SyncLedger.Effect] in
+            guard !state.isStopped else { return [] }
+            return state.ledger.ownerChanged(selection, owner: change.owner.rawValue, event: event, now: Self.wallClock)
+        }
+        if event == .cleared { logger.debug("sync: \(selection) was cleared by its owner") }
+        perform(effects)
+    }
+
+    /// A history entry became the selection (`xpb history select`): announced like a copy.
+    func selectedFromHistory(_ name: Pasteboard.Name) {
+        guard synced.contains(name) else { return }
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        perform(state.withLock { $0.ledger.selectedAgain(selection, owner: ourWindow.rawValue, now: Self.wallClock) })
+    }
+
+    func remoteAnnounce(_ announce: SyncAnnounce, from link: SyncLink) {
+        if let problem = SyncLedger.malformation(of: announce, maxTargets: Self.maxTargets, maxTargetName: Self.maxTargetName) {
+            logger.warning("sync: ignored a malformed announce from \(link.label): \(problem)")
+            return
+        }
+        if announce.stamp.clock > Self.wallClock + SyncLedger.maxClockSkew {
+            logger.warning("sync: ignored an announce from \(link.label) stamped more than a day ahead of this machine's clock (\(announce.stamp)); check the clocks")
+            return
+        }
+        perform(state.withLock { state -> [SyncLedger.Effect] in
+            guard !state.isStopped else { return [] }
+            return state.ledger.announced(announce, from: link.id, now: Self.wallClock, wall: Date())
+        }, via: link)
+    }
+
+    func remoteWithdraw(selection: String, stamp: SyncStamp, from link: SyncLink) {
+        perform(state.withLock { state -> [SyncLedger.Effect] in
+            guard !state.isStopped else { return [] }
+            return state.ledger.withdrawn(selection, stamp: stamp, from: link.id, now: Self.wallClock)
+        }, via: link)
+    }
+
+    /// Carries out what the ledger decided. Nothing here waits: X work goes to `queue`, offers are
+    /// read on `localQueue`, frames are queued on their links.
+    func perform(_ effects: [SyncLedger.Effect], via source: SyncLink? = nil) {
+        for effect in effects {
+            switch effect {
+            case let .send(message, ids):
+                let links = state.withLock { state in ids.compactMap { state.links[$0] } }
+                for link in links {
+                    if case .announce = message { link.stats.withLock { $0.announcesSent += 1 } }
+                    link.send(message)
+                }
+            case let .readOffer(selection, stamp, owner):
+                localQueue.async { [self] in readOffer(selection, stamp: stamp, owner: X11Window(rawValue: owner)) }
+            case let .own(announce):
+                queue.async { [self] in own(announce, via: source?.label ?? "a link") }
+            case let .clear(selection, stamp):
+                queue.async { [self] in clear(selection, stamp: stamp) }
+            case let .expireAt(date, selection, stamp):
+                queue.asyncAfter(deadline: .now() + min(max(0, date.timeIntervalSinceNow), 1e9)) { [self] in
+                    perform(state.withLock { $0.ledger.expired(selection, stamp: stamp) })
+                }
+            }
+        }
+    }
+
+    /// Compare-and-own: takes the selection for another node's copy only if, on the X thread at
+    /// that moment, the ledger still holds that copy as the newest and the selection's owner is
+    /// one it has seen (a newer copy whose event is not read yet is never replaced).
+    func own(_ announce: SyncAnnounce, via label: String) {
+        guard let name = Self.name(ofSelection: announce.selection) else { return }
+        let stamp = announce.stamp
+        let ours = ourWindow.rawValue
+        let targets = announce.targets.map { target in
+            RemoteTarget(target: target.target, size: target.size) { [weak self] in
+                self?.openRemote(name, stamp: stamp, target: target)
+            }
+        }
+        do {
+            let owned = try backend.proxy(name, targets: targets, if: { [weak self] actual in
+                self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual.rawValue, ours: ours) } ?? false
+            })
+            if owned {
+                logger.info("sync: \(announce.selection) is now the copy from \(announce.origin) (\(announce.targets.count) targets, via \(label))")
+            } else {
+                logger.debug("sync: \(announce.selection): the copy from \(announce.origin) (\(stamp)) is no longer the newest here: not taken")
+            }
+        } catch {
+            logger.warning("sync: could not take \(announce.selection) for the copy from \(announce.origin): \(error)")
+        }
+    }
+
+    /// Compare-and-clear, for a newer clear (or a withdrawn copy) from elsewhere, or a proxy
+    /// taken after this display's own clear.
+    func clear(_ selection: String, stamp: SyncStamp) {
+        guard let name = Self.name(ofSelection: selection) else { return }
+        let ours = ourWindow.rawValue
+        do {
+            let cleared = try backend.clear(name, if: { [weak self] actual in
+                self?.state.withLock { $0.ledger.mayClear(selection, stamp: stamp, actualOwner: actual.rawValue, ours: ours) } ?? false
+            })
+            if cleared { logger.info("sync: \(selection) was cleared or withdrawn elsewhere (\(stamp)): dropped") }
+        } catch {
+            logger.warning("sync: could not clear \(selection): \(error)")
+        }
+    }
+
+    /// Reads what the owner of this display's change `stamp` offers, and tells the ledger whether
+    /// it may leave the machine (secret, local-only and expired contents stay).
+    func readOffer(_ selection: String, stamp: SyncStamp, owner: X11Window) {
+        guard let name = Self.name(ofSelection: selection) else { return }
+        let isCurrent = { [self] in state.withLock { !$0.isStopped && $0.ledger.isCurrentLocal(selection, stamp: stamp) } }
+        if name == .find, !backend.waitForPointerRelease(while: isCurrent) { return }
+        guard isCurrent() else { return }
+        let verdict = offerVerdict(name, owner: owner)
+        if case let .notShared(reason) = verdict { logger.log(level: reason.hasPrefix("marked") || reason == "local-only" ? .info : .debug, "sync: \(selection) is \(reason): not shared") }
+        let effects = state.withLock { $0.ledger.offerRead(selection, stamp: stamp, verdict: verdict) }
+        perform(effects)
+        if case let .send(.announce(announce), links)? = effects.first {
+            logger.debug("sync: announced \(selection) (\(announce.targets.count) targets, stamp \(announce.stamp)) to \(links.count) links")
+        }
+    }
+
+    func offerVerdict(_ name: Pasteboard.Name, owner: X11Window) -> SyncLedger.Verdict {
+        let offer: OwnerOffer
+        if owner == ourWindow {
+            // Kept contents this daemon serves (a history entry selected again).
+            guard let kept = kept(name, owner) else { return .notShared("no longer kept") }
+            offer = OwnerOffer(kept: kept, servedBy: ourWindow)
+        } else {
+            // Read once for the keeper and sync; nil when the owner is no longer the one whose
+            // change this is.
+            guard let read = offers.offer(name, owner: owner) else { return .notShared("replaced before it was read") }
+            offer = read
+        }
+        if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
+        let targets = offer.dataTargets.prefix(Self.maxTargets).map { SyncTarget(target: $0, size: offer.sizes[$0]) }
+        guard !targets.isEmpty else { return .notShared("without data targets") }
+        let ownerName = owner == ourWindow ? "history" : offer.owner.name ?? "window \(owner)"
+        return .shareable(targets: Array(targets), expires: offer.expires, origin: "\(nodeName) (\(ownerName))")
+    }
+}
