@@ -27,7 +27,10 @@ public final class ClipboardDaemon: Sendable {
         var isStopped = false
         /// The keeper's fetch under way per selection: its owner and the targets fetched so far
         /// (a save request for the same owner takes them instead of asking the owner again).
-        var inProgress: [Pasteboard.Name: (owner: X11Window, targets: [CapturedTarget])] = [:]
+        var inProgress: [Pasteboard.Name: (owner: X11Window, epoch: Int, targets: [CapturedTarget])] = [:]
+        /// Moves (on the X thread) whenever another client takes a selection or clears it: an
+        /// ownership is told apart by it, since the X server reuses window ids of clients gone.
+        var epochs: [Pasteboard.Name: Int] = [:]
 
         /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
         /// in its place).
@@ -133,6 +136,7 @@ public final class ClipboardDaemon: Sendable {
         // On the X thread, as each ownership change's event is read: the previous owner's offer
         // is forgotten, and sync stamps the change before the X thread does anything else.
         backend.onOwnerChangeRead { [weak self] change in
+            self?.ownershipRead(change)
             self?.offers.ownerChanged(change.name)
             self?.hub.ownerChangeRead(change)
         }
@@ -183,6 +187,22 @@ public final class ClipboardDaemon: Sendable {
     }
 
     // MARK: Ownership changes
+
+    /// On the X thread, as an ownership change's event is read: a copy of another client, or a
+    /// clear, begins a new ownership. What the keeper kept or is fetching is no longer any
+    /// window's contents (the new owner may have a window id an earlier, gone owner had).
+    private func ownershipRead(_ change: SelectionOwnerChange) {
+        guard !change.isOurs, change.owner != ourWindow, !change.owner.isNone || change.reason == .setOwner else { return }
+        state.withLock { state in
+            state.epochs[change.name, default: 0] += 1
+            state.inProgress.removeValue(forKey: change.name)
+            if var snapshot = state.current[change.name] {
+                snapshot.owner = .none
+                snapshot.capturedFrom = .none
+                state.current[change.name] = snapshot
+            }
+        }
+    }
 
     private func ownerChanged(_ change: SelectionOwnerChange) {
         events.async { [self] in

@@ -218,7 +218,7 @@ extension X11Session {
              completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
         let acquire: (X11Timestamp) -> Void = { [weak self] time in
             guard let self else { return }
-            if let precondition, !precondition(self.selectionOwner(selection)) {
+            if let precondition, !precondition(self.currentOwnerAfterQueuedChanges(selection)) {
                 completion(.failure(OwnDeclined()))
                 return
             }
@@ -276,8 +276,11 @@ extension X11Session {
 
     func handleSelectionClear(window: X11Window, selection: X11Atom, time: X11Timestamp) {
         guard window == self.window, let state = owned[selection] else { return }
-        // A clear older than our latest acquisition belongs to an earlier ownership.
+        // A clear older than our latest acquisition belongs to an earlier ownership. So does one
+        // of the same millisecond (the server takes an owner change at the selection's own time)
+        // if the server still names us: the server's word decides.
         if !time.isCurrentTime, time.isBefore(state.timestamp) { return }
+        if !time.isCurrentTime, !state.timestamp.isBefore(time), selectionOwner(selection) == window { return }
         owned.removeValue(forKey: selection)
         if selection == known[.clipboardManager], isClipboardManager {
             isClipboardManager = false
@@ -673,7 +676,7 @@ extension X11Session {
     /// that its XFixes event is known as ours. Completes with whether it was cleared (true when
     /// nobody owned it).
     func clear(_ selection: X11Atom, if precondition: @escaping (X11Window) -> Bool, completion: @escaping (Result<Bool, any Error>) -> Void) {
-        let owner = selectionOwner(selection)
+        let owner = currentOwnerAfterQueuedChanges(selection)
         guard precondition(owner) else { return completion(.success(false)) }
         if owner.isNone { return completion(.success(true)) }
         if owner == window, owned[selection] != nil {
@@ -683,7 +686,7 @@ extension X11Session {
         serverTime { [weak self] result in
             guard let self else { return }
             completion(result.map { time in
-                guard precondition(self.selectionOwner(selection)) else { return false }
+                guard precondition(self.currentOwnerAfterQueuedChanges(selection)) else { return false }
                 self.owned.removeValue(forKey: selection)
                 self.ourChangeTimes[selection, default: []].append(time)
                 self.setSelectionOwner(selection, .none, at: time)

@@ -264,6 +264,23 @@ extension X11Session {
         }
     }
 
+    /// The owner of `selection` now, for a compare-and-own or compare-and-clear: the round trip
+    /// that asks puts every event the server sent before its answer in Xlib's queue, and the
+    /// ownership changes among them are handled here first. So whoever decides knows of every
+    /// change up to that owner, even when the X server gave its window id to an earlier owner
+    /// that is gone (a check of the id alone would take that for a change already seen).
+    func currentOwnerAfterQueuedChanges(_ selection: X11Atom) -> X11Window {
+        let owner = selectionOwner(selection)
+        guard fixesEventBase >= 0 else { return owner }
+        var event = XEvent()
+        while XCheckTypedEvent(display, fixesEventBase + XFixesSelectionNotify, &event) != 0 {
+            let fixes = cx11_fixes_selection_event(&event)
+            handleFixesSelection(selection: X11Atom(rawValue: fixes.selection), owner: X11Window(rawValue: fixes.owner),
+                                 time: X11Timestamp(rawValue: fixes.selection_timestamp), reason: OwnerChangeReason(subtype: fixes.subtype))
+        }
+        return owner
+    }
+
     private func handleFixesSelection(selection: X11Atom, owner: X11Window, time: X11Timestamp, reason: OwnerChangeReason) {
         let isOurs = (owner == window || owner.isNone) && reason == .setOwner && consumeOurChange(selection, at: time)
         if reason != .setOwner { failConversionsOfVanishedOwner(selection) }

@@ -81,6 +81,27 @@ struct SyncLedgerTests {
         #expect(ledger.announced(announce(950, "c"), from: 2, now: 1001, wall: Date()) == [])
     }
 
+    @Test("a change whose owner lost the selection before its offer was read keeps nothing older off the display (seen: a display left empty)")
+    func replacedBeforeRead() {
+        // The hub took A's copy in the same millisecond as its own client copied (the X server
+        // takes an owner change at the selection's own time): the client lost at once, but its
+        // event was read after the proxy was taken, and stamped newer than what came next.
+        var ledger = SyncLedger(node: "b")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.linkUp(2, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.announced(announce(1000, "a"), from: 1, now: 1000, wall: Date())
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 1, event: .ours, now: 1001)
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 1003)
+        let local = SyncStamp(clock: 1003, node: "b")
+        let newer = announce(1002, "c")
+        // C's copy is newer than A's but older than the client's change: not taken yet.
+        #expect(ledger.announced(newer, from: 2, now: 1003, wall: Date()) == [.send(.announce(newer), to: [1])])
+        // The client's offer: its owner is gone (the proxy of A's copy holds the selection).
+        #expect(ledger.offerRead("CLIPBOARD", stamp: local, verdict: .replaced) == [.own(newer)])
+        #expect(ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 1, ours: 1), "the proxy of the older copy is replaced by the newest")
+        #expect(!ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 77, ours: 1), "an owner not seen yet keeps the selection")
+    }
+
     @Test("a change made while no link is up is read and announced when one comes; an equal stamp again is not relayed")
     func deferredAndEcho() {
         var ledger = SyncLedger(node: "a")
@@ -142,5 +163,26 @@ extension SyncLedgerTests {
         simulation.isTracing = true
         let failures = simulation.run(actions: Int(environment["XPB_SIM_ACTIONS"] ?? "") ?? 40)
         #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))\n\(simulation.trace.joined(separator: "\n"))")
+    }
+
+    /// For `Benchmarks/sync.sh`: `XPB_SIM_MEASURE=SEEDS swift test --filter simulationMeasure`
+    /// prints messages per change and the simulated time to quiescence on 50-node meshes.
+    @Test("measure: messages per change and time to quiescence on 50-node meshes (XPB_SIM_MEASURE)")
+    func simulationMeasure() {
+        guard let seeds = ProcessInfo.processInfo.environment["XPB_SIM_MEASURE"].flatMap(UInt64.init), seeds > 0 else { return }
+        var perCopy: [(messages: Int, settleMilliseconds: UInt64)] = []
+        var edges = 0
+        let started = Date()
+        for seed in 1 ... seeds {
+            var simulation = SyncSimulation(seed: seed, nodeCount: 50, topology: .mesh)
+            edges += simulation.edges.count
+            perCopy += simulation.measureCopies(20)
+            #expect(simulation.violations.isEmpty, "\(simulation.violations.prefix(3).joined(separator: "\n"))")
+        }
+        let messages = perCopy.map(\.messages).sorted()
+        let settle = perCopy.map(\.settleMilliseconds).sorted()
+        let at = { (values: [UInt64], p: Double) in values[min(values.count - 1, Int((p / 100 * Double(values.count - 1)).rounded()))] }
+        let mean = Double(messages.reduce(0, +)) / Double(messages.count)
+        print("XPB_SIM_MEASURE copies=\(perCopy.count) links=\(Double(edges) / Double(seeds)) messagesPerChange=\(String(format: "%.1f", mean)) messagesMax=\(messages.last ?? 0) settleP50=\(at(settle, 50)) settleP99=\(at(settle, 99)) settleMax=\(settle.last ?? 0) wallSeconds=\(String(format: "%.2f", Date().timeIntervalSince(started)))")
     }
 }

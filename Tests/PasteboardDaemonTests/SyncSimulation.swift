@@ -150,6 +150,25 @@ struct SyncSimulation {
         return violations
     }
 
+    /// For the benchmark: every link up, then `count` plain copies (shareable, not expiring) one
+    /// at a time on random nodes, each left to settle. Per copy: the messages it took and the simulated ms until the last one
+    /// was delivered (each hop 1–60 ms). Invariants are checked after each.
+    mutating func measureCopies(_ count: Int) -> [(messages: Int, settleMilliseconds: UInt64)] {
+        for (a, b) in edges where isUp[Self.key(a, b)] != true { setLink(a, b, up: true) }
+        drain(until: .max)
+        var results: [(Int, UInt64)] = []
+        for _ in 0 ..< count {
+            time += 1000
+            let (messagesBefore, start) = (messages, time)
+            let selection = "CLIPBOARD"
+            userCopies(Int.random(in: 0 ..< nodes.count, using: &random), selection, plain: true)
+            drain(until: .max)
+            results.append((messages - messagesBefore, time - start))
+            checkQuiescence()
+        }
+        return results
+    }
+
     private mutating func act() {
         if isTracing { trace.append("\(time) act; displays \(nodes.map { $0.displays.mapValues(\.content) })") }
         let roll = Int.random(in: 0 ..< 100, using: &random)
@@ -171,10 +190,10 @@ struct SyncSimulation {
         }
     }
 
-    private mutating func userCopies(_ node: Int, _ selection: String) {
+    private mutating func userCopies(_ node: Int, _ selection: String, plain: Bool = false) {
         let id = copies.count + 1
-        let isShareable = Int.random(in: 0 ..< 7, using: &random) != 0
-        let expires: UInt64? = Int.random(in: 0 ..< 12, using: &random) == 0 ? time + UInt64.random(in: 5 ... 400, using: &random) : nil
+        let isShareable = plain || Int.random(in: 0 ..< 7, using: &random) != 0
+        let expires: UInt64? = !plain && Int.random(in: 0 ..< 12, using: &random) == 0 ? time + UInt64.random(in: 5 ... 400, using: &random) : nil
         copies[id] = Copy(node: node, isShareable: isShareable, expires: expires)
         let window = nodes[node].nextWindow
         nodes[node].nextWindow += 1
@@ -244,7 +263,7 @@ struct SyncSimulation {
                     ? .shareable(targets: [SyncTarget(target: "copy-\(id)")], expires: copy.expires.map(date), origin: "node \(node)")
                     : .notShared("marked secret")
             } else {
-                verdict = .notShared("its owner changed before it was read")
+                verdict = .replaced
             }
             perform(node, checked(node) { $0.offerRead(selection, stamp: stamp, verdict: verdict) })
         case let .expire(node, selection, stamp):
@@ -269,6 +288,16 @@ struct SyncSimulation {
         }
     }
 
+    /// Before a compare-and-own or compare-and-clear, the X thread asks the server for the owner:
+    /// every ownership change the server made before its answer is read first (as
+    /// `X11Session.currentOwnerAfterQueuedChanges` does).
+    private mutating func readQueuedEvents(_ node: Int) {
+        while let index = nodes[node].xQueue.firstIndex(where: { if case .event = $0 { return true } else { return false } }) {
+            let item = nodes[node].xQueue.remove(at: index)
+            xThread(node, item)
+        }
+    }
+
     /// The X thread of a node: reads owner changes (stamping them in the ledger), and takes or
     /// clears the selection only if the ledger still agrees, against the display's real owner.
     private mutating func xThread(_ node: Int, _ item: XItem) {
@@ -284,6 +313,7 @@ struct SyncSimulation {
             perform(node, effects)
         case let .own(announce):
             let selection = announce.selection
+            readQueuedEvents(node)
             let display = nodes[node].displays[selection] ?? Display()
             guard nodes[node].ledger.mayOwn(selection, stamp: announce.stamp, actualOwner: display.owner, ours: Self.ours) else { return }
             if display.owner != 0, display.owner != Self.ours {
@@ -292,7 +322,7 @@ struct SyncSimulation {
                     return
                 }
             }
-            if let shown = nodes[node].shownStamp[selection], announce.stamp <= shown {
+            if let shown = nodes[node].shownStamp[selection], announce.stamp < shown {
                 violations.append("\(description): node \(node) took \(announce.stamp) over the newer \(shown) it showed")
             }
             guard let id = Int(announce.targets.first?.target.dropFirst("copy-".count) ?? ""), let copy = copies[id] else {
@@ -304,6 +334,7 @@ struct SyncSimulation {
             nodes[node].shownStamp[selection] = announce.stamp
             xEnqueue(node, .event(selection: selection, owner: Self.ours, event: .ours))
         case let .clear(selection, stamp):
+            readQueuedEvents(node)
             let display = nodes[node].displays[selection] ?? Display()
             guard nodes[node].ledger.mayClear(selection, stamp: stamp, actualOwner: display.owner, ours: Self.ours) else { return }
             if let shown = nodes[node].shownStamp[selection], stamp < shown {
@@ -385,7 +416,7 @@ struct SyncSimulation {
             }
             for (index, node) in nodes.enumerated() {
                 guard let shared = node.ledger.slots[selection]?.shared else { continue }
-                if let local = node.ledger.slots[selection]?.local, local.stamp > shared.stamp { continue }
+                if let local = node.ledger.slots[selection]?.local, local.stamp > shared.stamp, local.state != .replaced { continue }
                 let shown = node.displays[selection] ?? Display()
                 let expected: Content
                 if let announce = shared.announce, let id = Int(announce.targets.first?.target.dropFirst("copy-".count) ?? "") {

@@ -32,10 +32,16 @@ extension ClipboardDaemon {
         if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
         guard let owner = try? backend.owner(of: name), owner.window != ourWindow,
               state.withLock({ $0.owners[name] }) == owner.window else { return }
+        // The ownership this capture is of: after the owner read, every event before it was read.
+        let epoch = state.withLock { $0.epochs[name, default: 0] }
         // From here a save request of this owner waits for this fetch instead of starting its own.
         gate.capturing(name, owner.window) {
-            state.withLock { $0.inProgress[name] = (owner.window, []) }
-            defer { state.withLock { _ = $0.inProgress.removeValue(forKey: name) } }
+            state.withLock { $0.inProgress[name] = (owner.window, epoch, []) }
+            defer {
+                state.withLock { state in
+                    if state.inProgress[name]?.epoch == epoch { state.inProgress.removeValue(forKey: name) }
+                }
+            }
             let started = Date()
             guard let offer = offers.offer(name, owner: owner.window) else { return }
             switch offer.verdict {
@@ -55,13 +61,17 @@ extension ClipboardDaemon {
             let fetched = fetch(name, offer: offer, isCurrent: { self.isCurrent(name, generation) },
                                 progress: { target in
                                     self.state.withLock { state in
-                                        if state.inProgress[name]?.owner == owner.window { state.inProgress[name]?.targets.append(target) }
+                                        if state.inProgress[name]?.epoch == epoch { state.inProgress[name]?.targets.append(target) }
                                     }
                                 })
             guard let snapshot = fetched else { return }
-            guard isCurrent(name, generation) else { return }
-            if snapshot.isExpired() { return }
-            state.withLock { $0.current[name] = snapshot }
+            guard isCurrent(name, generation), !snapshot.isExpired() else { return }
+            // Kept only if no other ownership began meanwhile (checked where the X thread moves it).
+            guard state.withLock({ state -> Bool in
+                guard state.epochs[name, default: 0] == epoch else { return false }
+                state.current[name] = snapshot
+                return true
+            }) else { return }
             let elapsed = Int(Date().timeIntervalSince(started) * 1000)
             logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
             record(snapshot)

@@ -143,6 +143,7 @@ extension SyncHub {
         if name == .find, !backend.waitForPointerRelease(while: isCurrent) { return }
         guard isCurrent() else { return }
         let verdict = offerVerdict(name, owner: owner)
+        if verdict == .replaced { logger.debug("sync: \(selection): its owner lost it before its offer was read: not shared") }
         if case let .notShared(reason) = verdict { logger.log(level: reason.hasPrefix("marked") || reason == "local-only" ? .info : .debug, "sync: \(selection) is \(reason): not shared") }
         let effects = state.withLock { $0.ledger.offerRead(selection, stamp: stamp, verdict: verdict) }
         perform(effects)
@@ -160,7 +161,7 @@ extension SyncHub {
         } else {
             // Read once for the keeper and sync; nil when the owner is no longer the one whose
             // change this is.
-            guard let read = offers.offer(name, owner: owner) else { return .notShared("replaced before it was read") }
+            guard let read = offers.offer(name, owner: owner) else { return .replaced }
             offer = read
         }
         if let reason = offer.verdict.notSharedReason { return .notShared(reason) }

@@ -20,6 +20,7 @@ extension SyncHub {
                     case .pending: return "pending"
                     case .shared: return "shared"
                     case let .notShared(reason): return "not shared: \(reason)"
+                    case .replaced: return "replaced before it was read"
                     case .cleared: return "cleared"
                     }
                 }

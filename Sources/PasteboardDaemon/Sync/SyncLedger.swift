@@ -42,6 +42,10 @@ struct SyncLedger {
         case shareable(targets: [SyncTarget], expires: Date?, origin: String)
         /// Stays here: secret, local-only, expired, no data targets, or unreadable; why.
         case notShared(String)
+        /// Its owner no longer owned the selection when the offer was read: the display does not
+        /// show this change (this daemon took the selection back in the same instant, or a newer
+        /// owner's event is on its way).
+        case replaced
     }
 
     enum Effect: Equatable {
@@ -77,6 +81,9 @@ struct SyncLedger {
             case shared
             /// It stays on this machine; why.
             case notShared(String)
+            /// Its owner lost the selection before its offer was read: it is not on the display,
+            /// and keeps nothing older off it.
+            case replaced
             case cleared
         }
 
@@ -149,12 +156,17 @@ struct SyncLedger {
         case let .notShared(reason):
             local.state = .notShared(reason)
             slots[selection]!.local = local
-            // This node's own copy, if it is the shared value, was replaced here: its bytes are
-            // no longer this display's to serve, so it is withdrawn everywhere.
-            guard var shared = slots[selection]!.shared, shared.source == nil, shared.announce != nil, shared.stamp < stamp else { return [] }
-            shared.announce = nil
-            slots[selection]!.shared = shared
-            return send(.withdraw(selection: selection, stamp: shared.stamp), except: nil, selection: selection)
+            return withdrawOwnOlder(selection, than: stamp)
+        case .replaced:
+            local.state = .replaced
+            slots[selection]!.local = local
+            var effects = withdrawOwnOlder(selection, than: stamp)
+            // The display shows the newest value from elsewhere again (compare-and-own on the X
+            // thread: an owner whose event is not read yet keeps it).
+            if let shared = slots[selection]!.shared, shared.source != nil {
+                effects.insert(shared.announce.map { .own($0) } ?? .clear(selection: selection, stamp: shared.stamp), at: 0)
+            }
+            return effects
         case let .shareable(targets, expires, origin):
             local.state = .shared
             slots[selection]!.local = local
@@ -300,8 +312,18 @@ struct SyncLedger {
     }
 
     private func isLocalOlder(_ selection: String, than stamp: SyncStamp) -> Bool {
-        guard let local = slots[selection]?.local else { return true }
+        guard let local = slots[selection]?.local, local.state != .replaced else { return true }
         return local.stamp < stamp
+    }
+
+    /// This node's own copy, if it is the shared value and older than this display's change
+    /// `stamp` that stays here: its bytes are no longer this display's to serve, so it is
+    /// withdrawn everywhere.
+    private mutating func withdrawOwnOlder(_ selection: String, than stamp: SyncStamp) -> [Effect] {
+        guard var shared = slots[selection]!.shared, shared.source == nil, shared.announce != nil, shared.stamp < stamp else { return [] }
+        shared.announce = nil
+        slots[selection]!.shared = shared
+        return send(.withdraw(selection: selection, stamp: shared.stamp), except: nil, selection: selection)
     }
 
     private func isKnown(_ selection: String, _ owner: Owner, ours: Owner) -> Bool {
