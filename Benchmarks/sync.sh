@@ -2,13 +2,16 @@
 # xpbd sync measured on private Xvfb displays and a loopback sshd of its own; writes
 # Benchmarks/SYNC.md.
 # Usage: bash Benchmarks/sync.sh   (needs hyperfine, Xvfb, xclip, cc with libx11-dev and
-# libxfixes-dev, openssh-server and openssh-client; XPB_SYNC_RUNS sets the announce count, default 300)
+# libxfixes-dev, openssh-server and openssh-client; XPB_SYNC_RUNS sets the announce count, default 300,
+# XPB_SYNC_ROUNDS the convergence rounds, default 200, XPB_SIM_SEEDS the simulated meshes, default 20)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-sync-bench.XXXXXX)
 out="$here/SYNC.md"
 runs=${XPB_SYNC_RUNS:-300}
+rounds=${XPB_SYNC_ROUNDS:-200}
+seeds=${XPB_SIM_SEEDS:-20}
 python3=/usr/bin/python3
 
 echo "bench: building release binaries"
@@ -31,8 +34,8 @@ xvfb() { # -> display number on fd
     pids+=("$pid")
     echo ":$number" > "$work/display.$1"
 }
-xvfb a; xvfb b
-A=$(cat "$work/display.a"); B=$(cat "$work/display.b")
+xvfb a; xvfb b; xvfb c
+A=$(cat "$work/display.a"); B=$(cat "$work/display.b"); C=$(cat "$work/display.c")
 export XDG_RUNTIME_DIR="$work/run"
 mkdir -p "$XDG_RUNTIME_DIR"; chmod 700 "$XDG_RUNTIME_DIR"
 daemon() { # name display options...
@@ -128,6 +131,24 @@ results = json.load(open(sys.argv[1]))['results']
 print('%.0f %.0f %.0f' % tuple(result['median'] * 1000 for result in results))" "$work/paste.json")
 stop b; stop a
 
+# 4. Convergence: three displays in a star (B dials A and C), simultaneous copies on all three
+# each round (real xclip owners); the time until every display's CLIPBOARD holds the same copy.
+daemon a "$A"
+daemon c "$C"
+daemon b "$B" --sync-display "$A" --sync-display "$C"
+for _ in $(seq 300); do [ "$(grep -c "connected to" "$work/b.log")" -ge 2 ] && break; sleep 0.05; done
+echo "bench: convergence, three displays ($rounds rounds of simultaneous copies)"
+"$python3" "$here/converge.py" "$rounds" "$A" "$B" "$C" > "$work/converge.txt"
+read -r _ conv_rounds _ conv_agreed _ conv_disagree _ conv_empty _ conv_p50 _ conv_p99 _ conv_max < <(tail -1 "$work/converge.txt")
+stop b; stop a; stop c
+
+# 5. A simulated mesh of 50 nodes (the real SyncLedger, a simulated network: each hop 1-60 ms,
+# every link an ordered stream): one copy at a time, each left to settle.
+echo "bench: simulated 50-node meshes ($seeds seeds, 20 copies each)"
+(cd "$root" && swift build --build-tests >/dev/null 2>&1 && XPB_SIM_MEASURE="$seeds" swift test --skip-build --filter simulationMeasure 2>&1) \
+    | grep '^XPB_SIM_MEASURE' > "$work/sim.txt"
+sim() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$work/sim.txt"; }
+
 ratio=$("$python3" -c "print('%.2f' % ($paste_ms / $cat_ms))")
 rss_target=$("$python3" -c "print('%.1f' % ($idle_rss * 1.2 / 1024 + 8))")
 verdict() { "$python3" -c "print('met' if $1 else '**not met**')"; }
@@ -142,6 +163,8 @@ a loopback sshd of the script's own (OpenSSH, ed25519 keys), on this machine ($(
 | announce latency, two displays on one machine: \`XSetSelectionOwner\` on A to B's XFixes event ($local_n copies) | p50 ${local_p50} ms, p99 ${local_p99} ms, max ${local_max} ms | p99 < 10 ms | $(verdict "$local_p99 < 10") |
 | announce latency over loopback ssh ($ssh_n copies) | p50 ${ssh_p50} ms, p99 ${ssh_p99} ms, max ${ssh_max} ms | p99 < 20 ms | $(verdict "$ssh_p99 < 20") |
 | 50 MiB paste on B (\`xclip -o\`) of A's copy across loopback ssh, median of 10 | ${paste_ms} ms, against \`ssh host cat\` of the same bytes over an open master connection ${cat_ms} ms: ${ratio} × (a fresh \`ssh host cat\`, key exchange included: ${fresh_ms} ms) | ≤ 1.3 × | $(verdict "$ratio <= 1.3") |
+| convergence: three displays in a star, $conv_rounds rounds of simultaneous copies on all three (real \`xclip\` owners); time until every display holds the same copy | p50 ${conv_p50} ms, p99 ${conv_p99} ms, max ${conv_max} ms; agreed $conv_agreed, disagreements $conv_disagree, empty displays $conv_empty | 0 disagreements, 0 empty | $(verdict "$conv_disagree == 0 and $conv_empty == 0") |
+| simulated 50-node mesh ($(sim links) links on average), $(sim copies) copies one at a time | $(sim messagesPerChange) messages per change (max $(sim messagesMax)); quiescence p50 $(sim settleP50) ms, p99 $(sim settleP99) ms of simulated time (each hop 1–60 ms); $(sim wallSeconds) s of real time | each value crosses each link at most once each way | $(verdict "$(sim messagesMax) <= 2 * $(sim links)") |
 | B's daemon RSS during those pastes (peak) | $(("$peak_rss" / 1024)) MiB, idle $(("$idle_rss" / 1024)) MiB (target ${rss_target} MiB) | ≤ 1.2 × idle + 8 MiB | $(verdict "$peak_rss / 1024 <= $rss_target") |
 
 The latency helper (\`Benchmarks/announce.c\`) owns A's CLIPBOARD as a minimal client (answers
@@ -150,5 +173,12 @@ announce; between copies it waits 250 ms. The paste is served on A from A's daem
 (the owner is \`xpb copy\`), streamed over the link under a 4 MiB credit window and written to
 the reader with INCR as it comes. A's daemon peaked at ${a_peak} MiB (it keeps the 50 MiB copy
 in memory as the clipboard manager).
+
+Convergence (\`Benchmarks/converge.py\`): each round starts an \`xclip -i\` on every display at
+once, then reads all three with \`xclip -o\` every 2 ms until they agree (and still agree 0.2 s
+later), up to 10 s; the owners are killed between rounds (the daemons keep and serve the winner).
+A display left empty, or displays that disagree after 10 s, are counted. The simulated mesh
+runs \`XPB_SIM_MEASURE=N swift test --filter simulationMeasure\`: flooding sends a change once
+over every link but back to where it came from, 2 × links − nodes + 1 messages.
 REPORT
 cat "$out"
