@@ -446,3 +446,54 @@ extension SyncTests {
         try a.daemon.stop()
     }
 }
+
+/// Regression tests of races found by Benchmarks/converge.py (simultaneous copies everywhere).
+extension SyncTests {
+    @Test("a new owner with the window id of one gone (the X server reuses them) is never served the earlier copy's bytes")
+    func reusedWindowID() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        for round in 0 ..< 4 {
+            let text = Data("copy \(round) on A".utf8)
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: text)
+            try b.waitForTaken(round + 1)
+            // Read at once, before A's keeper has fetched this copy (150 ms later): a peer's fetch
+            // is served by this owner, not by what was kept of the previous one.
+            let read = try b.read("UTF8_STRING")
+            #expect(read.output == text, "round \(round): B read \(String(decoding: read.output, as: UTF8.self))")
+            try a.daemon.waitForLog("kept CLIPBOARD from", count: round + 1, timeout: 15)
+            owner.stop()
+            // The next xclip gets this one's client slot, and so its window id.
+            try a.daemon.waitForLog("the owner of CLIPBOARD went away; serving", count: round + 1, timeout: 15)
+        }
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
+    @Test("rounds of simultaneous copies on three displays in a star: every round all agree, and no display is left empty")
+    func simultaneousRounds() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let c = try Node(runtime: runtime)
+        let hub = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-display", c.x.display])
+        try hub.daemon.waitForLog("connected to", count: 2, timeout: 15)
+        let nodes = [a, hub, c]
+        for round in 0 ..< 15 {
+            let texts = nodes.map { Data("round \(round) on \($0.x.display)".utf8) }
+            let owners = try zip(nodes, texts).map { node, text in
+                try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: node.x, input: text)
+            }
+            var shown: [Data] = []
+            let agreed = eventually(timeout: 10) {
+                shown = nodes.map { (try? $0.read("UTF8_STRING").output) ?? Data() }
+                return Set(shown).count == 1 && texts.contains(shown[0])
+            }
+            #expect(agreed, "round \(round): the displays hold \(shown.map { String(decoding: $0, as: UTF8.self) })")
+            for owner in owners { owner.stop() }
+            guard agreed else { break }
+        }
+        for node in nodes { try node.daemon.stop() }
+    }
+}
