@@ -133,14 +133,15 @@ stop b; stop a
 
 # 4. Convergence: three displays in a star (B dials A and C), simultaneous copies on all three
 # each round (real xclip owners); the time until every display's CLIPBOARD holds the same copy.
-daemon a "$A"
-daemon c "$C"
-daemon b "$B" --sync-display "$A" --sync-display "$C"
-for _ in $(seq 300); do [ "$(grep -c "connected to" "$work/b.log")" -ge 2 ] && break; sleep 0.05; done
+# Daemons of their own (fresh histories: nothing restored at start).
+daemon ca "$A"
+daemon cc "$C"
+daemon cb "$B" --sync-display "$A" --sync-display "$C"
+for _ in $(seq 300); do [ "$(grep -c "connected to" "$work/cb.log")" -ge 2 ] && break; sleep 0.05; done
 echo "bench: convergence, three displays ($rounds rounds of simultaneous copies)"
 "$python3" "$here/converge.py" "$rounds" "$A" "$B" "$C" > "$work/converge.txt"
 read -r _ conv_rounds _ conv_agreed _ conv_disagree _ conv_empty _ conv_p50 _ conv_p99 _ conv_max < <(tail -1 "$work/converge.txt")
-stop b; stop a; stop c
+stop cb; stop ca; stop cc
 
 # 5. A simulated mesh of 50 nodes (the real SyncLedger, a simulated network: each hop 1-60 ms,
 # every link an ordered stream): one copy at a time, each left to settle.
