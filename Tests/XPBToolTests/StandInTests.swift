@@ -80,14 +80,19 @@ struct StandInTests {
             var seen: [String] = []
             let first = try shell("printf 'yanked' | $XSEL -i --clipboard >/dev/null 2>&1; echo $?", tools, x)
             seen.append(first.text)
+            // The real xsel returns before its background child owns the clipboard: wait until
+            // it serves (an X round trip), for either tool, before comparing what reads see.
+            seen.append("serves: \(eventually(timeout: 10) { (try? run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text) == "yanked" })")
             seen.append(try shell("$XCLIP -o -selection clipboard", tools, x).text)
             seen.append(try run("/usr/bin/xsel", ["-o", "--clipboard"], display: x).text)
             let second = try shell("printf 'second\\n' | $XCLIP -selection clipboard >/dev/null 2>&1; echo $?", tools, x)
             seen.append(second.text)
+            seen.append("serves: \(eventually(timeout: 10) { (try? run("/usr/bin/xsel", ["-o", "--clipboard"], display: x).text) == "second\n" })")
             seen.append(try shell("$XSEL -o --clipboard", tools, x).text)
             seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
             // PRIMARY is xsel's and xclip's default.
             _ = try shell("printf 'prime' | $XCLIP >/dev/null 2>&1", tools, x)
+            seen.append("serves: \(eventually(timeout: 10) { (try? run("/usr/bin/xclip", ["-o"], display: x).text) == "prime" })")
             seen.append(try shell("$XSEL", tools, x, input: Data()).text)
             seen.append(try run("/usr/bin/xclip", ["-o"], display: x).text)
             return seen
