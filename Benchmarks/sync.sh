@@ -156,7 +156,7 @@ verdict() { "$python3" -c "print('met' if $1 else '**not met**')"; }
 cat > "$out" <<REPORT
 # xpbd sync benchmarks
 
-Written by \`bash Benchmarks/sync.sh\` on $(date -u +%Y-%m-%d): two private Xvfb displays, release build,
+Written by \`bash Benchmarks/sync.sh\` on $(date -u +%Y-%m-%d): three private Xvfb displays, release build,
 a loopback sshd of the script's own (OpenSSH, ed25519 keys), on this machine ($(nproc) cores).
 
 | measure | result | target | |
