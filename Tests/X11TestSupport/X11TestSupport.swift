@@ -241,6 +241,9 @@ public final class Peer: Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while !outputSoFar.contains(marker) {
             guard isRunning, Date() < deadline else {
+                // It may have printed the marker and exited before its output was read from the
+                // pipe (seen under the full suite: "sent" of a flooder that had just ended).
+                if !isRunning, eventually(timeout: 2, { outputSoFar.contains(marker) }) { return }
                 throw TestFailure("\(name) did not print \(marker): \(String(decoding: collectedError.data, as: UTF8.self))")
             }
             Thread.sleep(forTimeInterval: 0.01)
