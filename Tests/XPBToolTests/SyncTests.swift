@@ -18,6 +18,16 @@ private struct Node {
         daemon = try DaemonProcess(x, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-\(UUID().uuidString.prefix(6))").path] + arguments)
     }
 
+    /// Three displays in a star, connected: A and C, and the hub between them that dials both.
+    /// Returns A, the hub, C.
+    static func star(runtime: DaemonHome) throws -> [Node] {
+        let a = try Node(runtime: runtime)
+        let c = try Node(runtime: runtime)
+        let hub = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-display", c.x.display])
+        try hub.daemon.waitForLog("connected to", count: 2, timeout: 15)
+        return [a, hub, c]
+    }
+
     /// How many copies made elsewhere this node took so far.
     var taken: Int { daemon.log.components(separatedBy: "is now the copy from").count - 1 }
 
@@ -185,12 +195,8 @@ struct SyncTests {
 
     @Test("three displays in a star: a copy on each in turn reaches all, nothing loops; simultaneous copies settle on one")
     func star() throws {
-        let runtime = try DaemonHome()
-        let a = try Node(runtime: runtime)
-        let c = try Node(runtime: runtime)
-        let hub = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-display", c.x.display])
-        try hub.daemon.waitForLog("connected to", count: 2, timeout: 15)
-        let nodes = [a, hub, c]
+        let nodes = try Node.star(runtime: try DaemonHome())
+        let (a, c) = (nodes[0], nodes[2])
         var owners: [Peer] = []
         // A copy on each in turn, then on A again: the last round is the barrier for the one before.
         var expected = [0, 0, 0]
@@ -474,12 +480,7 @@ extension SyncTests {
 
     @Test("rounds of simultaneous copies on three displays in a star: every round all agree, and no display is left empty")
     func simultaneousRounds() throws {
-        let runtime = try DaemonHome()
-        let a = try Node(runtime: runtime)
-        let c = try Node(runtime: runtime)
-        let hub = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display, "--sync-display", c.x.display])
-        try hub.daemon.waitForLog("connected to", count: 2, timeout: 15)
-        let nodes = [a, hub, c]
+        let nodes = try Node.star(runtime: try DaemonHome())
         for round in 0 ..< 15 {
             let texts = nodes.map { Data("round \(round) on \($0.x.display)".utf8) }
             let owners = try zip(nodes, texts).map { node, text in

@@ -22,9 +22,6 @@ struct OwnerOffer: Sendable {
         /// TARGETS (or the manifest) could not be read; why.
         case unreadable(String)
 
-        /// Whether the keeper may fetch and keep the contents.
-        var mayKeep: Bool { self == .shareable || self == .localOnly }
-
         /// Why it stays on this machine, or nil when it may be shared.
         var notSharedReason: String? {
             switch self {
