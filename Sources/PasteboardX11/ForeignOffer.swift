@@ -8,6 +8,9 @@ struct ForeignOffer: Sendable {
     let targets: [String]
     let manifest: Manifest?
 
+    /// The offer read as a plain owner's: its targets alone.
+    var withoutManifest: ForeignOffer { ForeignOffer(owner: owner, targets: targets, manifest: nil) }
+
     /// The types of each item: the manifest's, else one item of the types behind the targets.
     func itemTypes(_ registry: TypeRegistry) -> [[PasteboardType]] {
         if let manifest { return manifest.itemTypes }

@@ -27,14 +27,15 @@ extension X11PasteboardBackend {
     }
 
     /// Converts one representation from the foreign owner: through the manifest's item target,
-    /// or for the first item through the best ordinary target for the type.
+    /// or for the first item through the best ordinary target for the type (also when the owner
+    /// refuses the manifest's target: a manifest is a hint, the targets are the contract).
     func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true,
                limit: Int? = nil) throws -> Data? {
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
             if fastPath, let data = try overFastPath(name, item: item, type: type, offer: offer, limit: limit, FastPathClient.read) {
                 return data
             }
-            return try convert(name, target: entry.target, limit: limit)?.data
+            if let data = try convert(name, target: entry.target, limit: limit)?.data { return data }
         }
         guard item == 0 else { return nil }
         for alias in candidateAliases(for: type, offered: offer.targets) {
@@ -136,21 +137,24 @@ extension X11PasteboardBackend {
             try file(contents)
             return true
         }
-        // The target to stream: the manifest's item target, or the best advertised alias whose
-        // bytes are the model's bytes.
-        let target: String
+        // The target to stream: the manifest's item target, or (also when the owner refuses
+        // that one) the best advertised alias whose bytes are the model's bytes.
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
-            target = entry.target
-        } else {
-            guard item == 0, let alias = candidateAliases(for: type, offered: offer.targets).first else { return false }
-            if alias.codec != .identity || alias.replyType != alias.name {
-                // Decoded as a whole (bounded by the limit), then passed on.
-                guard let data = try fetch(name, item: item, type: type, offer: offer, fastPath: false, limit: limit) else { return false }
-                try bytes(data)
-                return true
-            }
-            target = alias.name
+            if try stream(name, target: entry.target, limit: limit, bytes: bytes) { return true }
         }
+        guard item == 0, let alias = candidateAliases(for: type, offered: offer.targets).first else { return false }
+        if alias.codec != .identity || alias.replyType != alias.name {
+            // Decoded as a whole (bounded by the limit), then passed on.
+            guard let data = try fetch(name, item: item, type: type, offer: offer.withoutManifest, fastPath: false, limit: limit) else { return false }
+            try bytes(data)
+            return true
+        }
+        return try stream(name, target: alias.name, limit: limit, bytes: bytes)
+    }
+
+    /// Converts the selection to `target`, passing its bytes to `bytes` as they arrive; false
+    /// when the owner refuses (before any byte).
+    private func stream(_ name: Pasteboard.Name, target: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
         let sink = StreamSink()
         let started = Rendezvous<Bool>()
         let selection = Self.selectionName(for: name)

@@ -247,7 +247,10 @@ extension X11Session {
 
     /// What we serve for contents taken from another owner: exactly the targets listed in
     /// `advertised` that we can answer (protocol targets, and those captured), in that order.
+    /// A captured xpb manifest is served only for the item targets captured with it
+    /// (``Manifest/restricted(to:)``), and not at all when none were.
     func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp) -> OwnedSelection {
+        let targets = Self.withServableManifest(targets)
         let names = advertised + targets.flatMap { [$0.target, $0.type] }
         let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
         var served: [X11Atom: ServedTarget] = [:]
@@ -263,6 +266,17 @@ extension X11Session {
         }
         return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: listed, served: served,
                               manifest: Data(), registry: .standard, hasProviders: false)
+    }
+
+    /// `targets` with their manifest cut down to the targets among them, or without it.
+    static func withServableManifest(_ targets: [CapturedTarget]) -> [CapturedTarget] {
+        guard let index = targets.firstIndex(where: { $0.target == Manifest.target }) else { return targets }
+        let captured = targets[index]
+        // The first of a target is the one served.
+        var rest = targets.filter { $0.target != Manifest.target }
+        guard let manifest = Manifest(decoding: captured.data)?.restricted(to: Set(rest.map(\.target))) else { return rest }
+        rest.insert(CapturedTarget(target: Manifest.target, type: captured.type, data: manifest.encoded()), at: index)
+        return rest
     }
 
     /// Gives a selection up if we own it.

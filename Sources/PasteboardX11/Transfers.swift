@@ -258,6 +258,21 @@ struct Manifest: Equatable {
         self.options = options
     }
 
+    /// The manifest cut down to the representations whose targets `served` holds: an item left
+    /// with none is dropped (later items move up), and nil when nothing is left. A manifest must
+    /// never name a target its owner does not serve: a reader trusts it and asks for that target.
+    func restricted(to served: Set<String>) -> Manifest? {
+        let usable = entries.filter { served.contains($0.target) }
+        guard !usable.isEmpty else { return nil }
+        // Items keep their order; only the emptied ones leave it.
+        let items = Set(usable.map(\.item)).sorted()
+        let renumbered = Dictionary(uniqueKeysWithValues: items.enumerated().map { ($1, $0) })
+        let kept = usable.map { Entry(item: renumbered[$0.item]!, type: $0.type, target: $0.target) }
+        var manifest = Manifest(itemCount: items.count, entries: kept, options: options)
+        manifest.fastPath = fastPath
+        return manifest
+    }
+
     /// The types of each item.
     var itemTypes: [[PasteboardType]] {
         var result = Array(repeating: [PasteboardType](), count: itemCount)

@@ -174,4 +174,9 @@ extension X11PasteboardBackend {
         manifest.fastPath = nil
         return (manifest.options, manifest.encoded())
     }
+
+    /// The targets an xpb manifest names, in its order; empty for a malformed one.
+    package static func manifestTargets(_ data: Data) -> [String] {
+        Manifest(decoding: data)?.entries.map(\.target) ?? []
+    }
 }

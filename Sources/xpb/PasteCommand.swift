@@ -101,7 +101,9 @@ struct PasteCommand: Command {
                                        },
                                        bytes: bytes)
         guard found else {
-            throw Failure("the owner of \(selection.selection) refused to convert it", .typeUnavailable)
+            // Offered, then refused: a failure of the owner (status 1), not a type that is not
+            // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
+            throw Failure("the owner of \(selection.selection) offered the type but refused to convert it", .failure)
         }
         _ = try open()
     }

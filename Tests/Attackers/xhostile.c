@@ -16,6 +16,7 @@
  *   owner-trickle SECONDS          answers with INCR, then one byte every SECONDS
  *   owner-evil-names               window name and a target name carry terminal escapes
  *   owner-manifest SOCKET          a manifest whose fast path names the abstract socket SOCKET
+ *   owner-manifest-refusing        a manifest naming XPB_ITEM_0_0, which it then refuses
  *   owner-bigprop MEGABYTES        answers UTF8_STRING with one property of MEGABYTES MiB
  *   owner-incr-claim BYTES         announces an INCR of BYTES, then sends "hi" and ends
  * Other:
@@ -160,7 +161,7 @@ static void owner_loop(int mode, long argument, const char *text) {
             } else if (mode == 'e') {
                 Atom list[] = {targets_atom, utf8, evil};
                 answer_targets(&req, list, 3);
-            } else if (mode == 'm') {
+            } else if (mode == 'm' || mode == 'M') {
                 Atom list[] = {targets_atom, utf8, manifest};
                 answer_targets(&req, list, 3);
             } else {
@@ -169,7 +170,7 @@ static void owner_loop(int mode, long argument, const char *text) {
             }
             continue;
         }
-        if (mode == 'm' && req.target == manifest) {
+        if ((mode == 'm' || mode == 'M') && req.target == manifest) {
             char line[512];
             snprintf(line, sizeof line, "xpb-manifest\t1\titems=1\tlocal-only=0\texpires=-\tfast-path=%s\n0\tpublic.utf8-plain-text\tXPB_ITEM_0_0\n", text);
             serve_text(&req, line);
@@ -323,6 +324,7 @@ int main(int argc, char **argv) {
         owner_loop('e', 0, NULL);
     }
     if (!strcmp(mode, "owner-manifest")) owner_loop('m', 0, argc > 2 ? argv[2] : "nothing");
+    if (!strcmp(mode, "owner-manifest-refusing")) owner_loop('M', 0, "");
     if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);
     if (!strcmp(mode, "owner-incr-claim")) owner_loop('c', a, NULL);
     fprintf(stderr, "xhostile: unknown mode %s\n", mode);

@@ -89,6 +89,31 @@ struct StateMachineTests {
         #expect(Manifest(decoding: Data(text.utf8)) == nil)
     }
 
+    @Test("a kept manifest names only targets served with it: items emptied leave, the order stays, nothing left is no manifest")
+    func restrictedManifest() throws {
+        let manifest = Manifest(itemCount: 3, entries: [
+            .init(item: 0, type: .utf8PlainText, target: "XPB_ITEM_0_0"), .init(item: 0, type: .html, target: "XPB_ITEM_0_1"),
+            .init(item: 1, type: .png, target: "XPB_ITEM_1_0"), .init(item: 2, type: .rtf, target: "XPB_ITEM_2_0"),
+        ], options: PasteboardOptions(localOnly: true))
+        #expect(manifest.restricted(to: Set(manifest.entries.map(\.target))) == manifest)
+        let cut = try #require(manifest.restricted(to: ["XPB_ITEM_0_1", "XPB_ITEM_2_0", "UTF8_STRING"]))
+        #expect(cut.itemTypes == [[.html], [.rtf]])
+        #expect(cut.entries.map(\.target) == ["XPB_ITEM_0_1", "XPB_ITEM_2_0"])
+        #expect(cut.options.isLocalOnly)
+        #expect(manifest.restricted(to: ["UTF8_STRING"]) == nil)
+
+        // Served captured contents: the manifest cut to the targets kept with it, or left out.
+        let text = CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data("hi".utf8))
+        let item = CapturedTarget(target: "XPB_ITEM_1_0", type: "image/png", data: Data([1, 2]))
+        let kept = CapturedTarget(target: "XPB_MANIFEST", type: "UTF8_STRING", data: manifest.encoded())
+        #expect(X11Session.withServableManifest([text, kept]) == [text])
+        let served = X11Session.withServableManifest([text, kept, item])
+        #expect(served.map(\.target) == ["UTF8_STRING", "XPB_MANIFEST", "XPB_ITEM_1_0"])
+        #expect(Manifest(decoding: served[1].data)?.itemTypes == [[.png]])
+        let malformed = CapturedTarget(target: "XPB_MANIFEST", type: "UTF8_STRING", data: Data("nonsense".utf8))
+        #expect(X11Session.withServableManifest([malformed, text]) == [text])
+    }
+
     @Test("a manifest that is not UTF-8 is refused")
     func manifestNotUTF8() {
         #expect(Manifest(decoding: Data([0x78, 0xff, 0xfe])) == nil)

@@ -139,6 +139,64 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("what xpb copied, xpbd serves and xpb reads: an entry selected again, a --foreground owner gone, an image, a restart")
+    func servesWhatXpbCopied() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        var daemon = try DaemonProcess(x, home: home)
+        let xsel = try ClipboardTools.standIns().xsel
+        /// Every reader gets `expected` (with and without the fast path); the manifest the daemon
+        /// serves names only targets that convert.
+        func expectServed(_ expected: Data, text: Bool, _ path: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            for fastPath in ["1", "0"] {
+                let paste = try xpb(["paste"], x, environment: home.environment.merging(["XPB_FAST_PATH": fastPath]) { $1 })
+                #expect(paste.status == 0 && paste.output == expected, "\(path), fast path \(fastPath): \(paste.status) \(paste.error)",
+                        sourceLocation: sourceLocation)
+            }
+            if text {
+                let standIn = try run(xsel, ["-b", "-o"], display: x)
+                #expect(standIn.status == 0 && standIn.output == expected, "\(path): xsel stand-in \(standIn.status) \(standIn.error)",
+                        sourceLocation: sourceLocation)
+            }
+            let manifest = try xclipOut(x, ["-t", "XPB_MANIFEST"])
+            #expect(manifest.status == 0, "\(path): the daemon serves xpb's manifest", sourceLocation: sourceLocation)
+            for line in manifest.text.split(separator: "\n").dropFirst() {
+                let target = String(line.split(separator: "\t").last ?? "")
+                #expect(try xclipOut(x, ["-t", target]).status == 0, "\(path): the manifest names \(target), which must convert",
+                        sourceLocation: sourceLocation)
+            }
+        }
+
+        // A history entry selected again.
+        #expect(try xpb(["copy"], x, home, input: Data("first entry".utf8)).status == 0)
+        try waitForEntries(1, x, home)
+        #expect(try xpb(["copy"], x, home, input: Data("second entry".utf8)).status == 0)
+        try waitForEntries(2, x, home)
+        #expect(try xpb(["history", "select", "1"], x, home).status == 0)
+        try expectServed(Data("first entry".utf8), text: true, "history select")
+
+        // An image, from a --foreground owner that exits.
+        let png = try Data(contentsOf: URL(fileURLWithPath: pngFile()))
+        let image = try Peer(try xpbPath(), ["copy", "--foreground", pngFile()], display: x, environment: home.environment)
+        try waitForEntries(3, x, home)
+        image.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        try expectServed(png, text: false, "a --foreground owner's image, after it exited")
+
+        // Text kept across a restart of the daemon.
+        let owner = try Peer(try xpbPath(), ["copy", "--foreground"], display: x, input: Data("kept across restarts".utf8),
+                             environment: home.environment)
+        try waitForEntries(4, x, home)
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving", count: 2)
+        try expectServed(Data("kept across restarts".utf8), text: true, "a --foreground owner's text, after it exited")
+        #expect(try daemon.stop().status == 0)
+        daemon = try DaemonProcess(x, home: home)
+        try daemon.waitForLog("restored CLIPBOARD from the history")
+        try expectServed(Data("kept across restarts".utf8), text: true, "restored by a restarted daemon")
+        try daemon.stop()
+    }
+
     @Test("xsel --clear and a secret owner are respected: nothing comes back, no secret byte on disk")
     func respectsClearAndSecrets() throws {
         let x = try Xvfb()

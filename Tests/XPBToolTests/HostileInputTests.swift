@@ -359,6 +359,18 @@ struct HostileOwnerTests {
         #expect(limited.status == 1)
         #expect(limited.error.contains("reply is 268435456 bytes, more than the 104857600-byte limit"))
     }
+
+    @Test("16. a manifest naming a target its owner refuses: readers fall back to the plain targets")
+    func manifestTargetRefused() throws {
+        let x = try Xvfb()
+        let owner = try hostileOwner(["owner-manifest-refusing"], x)
+        defer { owner.stop() }
+        let paste = try xpb(["paste"], x)
+        #expect(paste.status == 0 && paste.text == "hello", "\(paste.status) \(paste.error)")
+        #expect(try xpb(["paste", "-t", "text"], x).text == "hello")
+        let standIn = try run(try ClipboardTools.standIns().xsel, ["-b", "-o"], display: x)
+        #expect(standIn.status == 0 && standIn.text == "hello", "\(standIn.status) \(standIn.error)")
+    }
 }
 }
 
@@ -453,7 +465,9 @@ struct HostileInputFileTests {
         #expect(xclip?.status != 0)
         #expect(xclip?.output.isEmpty == true)
         #expect(elapsed < 5)
-        #expect(try xpb(["paste"], x, environment: ["XPB_FAST_PATH": "0"]).status == 3)
+        let refused = try xpb(["paste"], x, environment: ["XPB_FAST_PATH": "0"])
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("refused to convert"), "\(refused.error)")
     }
 
     @Test("12. unbounded input stops at --max-size with a clear error; the clipboard keeps what it had")

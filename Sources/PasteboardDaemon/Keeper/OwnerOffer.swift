@@ -44,8 +44,16 @@ struct OwnerOffer: Sendable {
     let expires: Date?
     let verdict: Verdict
 
-    /// The targets a manager fetches and a peer may ask for, in the owner's order.
+    /// The targets a peer may ask for, in the owner's order.
     var dataTargets: [String] { KeepPolicy.keptTargets(advertised) }
+
+    /// The targets a manager fetches: the data targets, then the item targets xpb's manifest
+    /// names (an xpb owner serves them without listing them), so that the manifest kept with
+    /// them is served with every target it names.
+    var keptTargets: [String] {
+        guard let data = manifest?.data else { return dataTargets }
+        return KeepPolicy.keptTargets(advertised + X11PasteboardBackend.manifestTargets(data))
+    }
 
     /// Reads what `owner` offers on `name` (TARGETS, then TARGET_SIZES and XPB_MANIFEST when
     /// listed), each conversion in its turn at `gate`.
@@ -89,7 +97,10 @@ struct OwnerOffer: Sendable {
     /// again, an owner gone): the same rule as for any owner.
     init(kept: Snapshot, servedBy window: X11Window) {
         owner = SelectionOwnerInfo(window: window, name: kept.source, processID: kept.pid)
-        advertised = kept.targets.map(\.target) + kept.advertised.filter { X11PasteboardBackend.secretMarkers.contains($0) }
+        // What its owner listed: a manifest's item targets, kept to serve with it, are xpb's own.
+        let listed = Set(kept.advertised)
+        advertised = kept.targets.map(\.target).filter { listed.contains($0) }
+            + kept.advertised.filter { X11PasteboardBackend.secretMarkers.contains($0) }
         sizes = Dictionary(kept.targets.map { ($0.target, $0.data.count) }, uniquingKeysWith: { first, _ in first })
         manifest = nil
         expires = kept.expires
