@@ -405,6 +405,38 @@ extension TypeRegistry {
     ])
 }
 
+extension TypeRegistry {
+    /// What a reader that names no type gets: plain text, else an image, else the first type
+    /// that is data rather than a toolkit's private marker (``isPrivate(_:)``); nil when only
+    /// markers are offered.
+    public func defaultType(among offered: [PasteboardType]) -> PasteboardType? {
+        let data = offered.filter { !Self.isPrivate($0.identifier) }
+        return bestType(among: data, accepting: ReaderPreference.plainText)
+            ?? bestType(among: data, accepting: ReaderPreference.image)
+            ?? data.first
+    }
+
+    /// Whether a type or target name is a toolkit's or protocol's own marker rather than data a
+    /// person copied: Chromium's `chromium/x-…` (its `x-internal-source-rfh-token`), `x-special/…`
+    /// (GNOME's copied-files list is a file list, and kept), Qt's `application/x-qt-…`, the
+    /// desktop portal's `application/vnd.portal.…`, and X names of the selection protocol
+    /// (`SAVE_TARGETS`, `TARGETS` …), private atoms (`_…`) and xpb's own (`XPB_…`).
+    public static func isPrivate(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        if lower.hasPrefix("chromium/x-") || lower.hasPrefix("application/x-qt-") || lower.hasPrefix("application/vnd.portal.") {
+            return true
+        }
+        if lower.hasPrefix("x-special/") { return lower != "x-special/gnome-copied-files" }
+        return name.hasPrefix("_") || name.hasPrefix("XPB_") || protocolNames.contains(name)
+    }
+
+    /// X targets about the selection protocol, not data.
+    static let protocolNames: Set<String> = [
+        "TARGETS", "MULTIPLE", "TIMESTAMP", "DELETE", "INSERT_SELECTION", "INSERT_PROPERTY", "SAVE_TARGETS", "TARGET_SIZES",
+        "LENGTH", "ATOM_PAIR", "INCR", "NULL", "CLIPBOARD_MANAGER",
+    ]
+}
+
 /// The order in which common kinds of reader prefer types, for ``TypeRegistry/bestType(among:accepting:)``.
 public enum ReaderPreference {
     /// A rich-text reader: HTML, then RTF, then plain text.

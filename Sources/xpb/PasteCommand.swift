@@ -110,7 +110,7 @@ struct PasteCommand: Command {
 
     /// How the type is chosen from the owner's offer, as read for the transfer itself: one read
     /// of the offer, no second round trip to confirm it. The accepted types of --type, best
-    /// first; else plain text if the item has it, else its first type.
+    /// first; else plain text, an image or the first type that is data (``TypeRegistry/defaultType(among:)``).
     private func chooser(_ registry: TypeRegistry) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
         let wanted: [PasteboardType]? = try types.map { types in
             let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
@@ -132,17 +132,12 @@ struct PasteCommand: Command {
                 }
                 return chosen
             }
-            guard let chosen = Self.defaultType(among: offered, registry) else {
-                throw Failure("\(selection.label) offers no type", .typeUnavailable)
+            guard let chosen = registry.defaultType(among: offered) else {
+                let named = offered.isEmpty ? "no type" : "only private markers (\(offered.map(\.identifier).joined(separator: ", "))); name one with -t"
+                throw Failure("\(selection.label) offers \(named)", .typeUnavailable)
             }
             return chosen
         }
-    }
-
-    /// What paste writes when no --type is given: plain text if the item has it, else its first
-    /// type (`watch --exec` gives its command the same).
-    static func defaultType(among offered: [PasteboardType], _ registry: TypeRegistry) -> PasteboardType? {
-        registry.bestType(among: offered, accepting: ReaderPreference.plainText) ?? offered.first
     }
 
     /// --follow: the contents, then what each change adds to them. A change that does not extend

@@ -68,8 +68,8 @@ struct WatchCommand: Command {
         if !backend.isConnected { throw X11BackendError.connectionLost }
     }
 
-    /// The first item as `xpb paste` would write it (plain text if it has it, else its first
-    /// type), in a memory file for the command's standard input: the command may read it or not,
+    /// The first item as `xpb paste` would write it (plain text, else an image, else its first
+    /// type that is data), in a memory file for the command's standard input: the command may read it or not,
     /// and nothing waits on a pipe. nil when there is nothing to give: no owner, an owner that
     /// fails to answer, or secret data (`x-kde-passwordManagerHint`), which no hook is handed.
     private func contents(on backend: X11PasteboardBackend, types: [PasteboardType]) -> Int32? {
@@ -78,7 +78,7 @@ struct WatchCommand: Command {
         guard fd >= 0 else { return nil }
         let choose = { (items: [[PasteboardType]]?) throws -> PasteboardType in
             guard let offered = items?.first, !offered.contains(.passwordManagerHint),
-                  let type = PasteCommand.defaultType(among: offered, backend.registry)
+                  let type = backend.registry.defaultType(among: offered)
             else { throw Failure("nothing to read", .empty) }
             return type
         }

@@ -219,4 +219,26 @@ struct ContentSnifferTests {
         #expect(TypeRegistry.standard.targets(for: .url).map(\.name).contains("UTF8_STRING"))
         #expect(TypeRegistry.standard.targets(for: .fileURL).map(\.name).prefix(2) == ["text/uri-list", "x-special/gnome-copied-files"])
     }
+
+    @Test("the default type: plain text, else an image (PNG first), else the first that is data; markers never")
+    func defaultType() throws {
+        let registry = TypeRegistry.standard
+        let token = try PasteboardType("chromium/x-internal-source-rfh-token")
+        let qt = try PasteboardType("application/x-qt-image")
+        let special = try PasteboardType("x-special/nautilus-clipboard")
+        #expect(registry.defaultType(among: [token, .png]) == .png)
+        #expect(registry.defaultType(among: [token, .jpeg, .html, .utf8PlainText]) == .utf8PlainText)
+        #expect(registry.defaultType(among: [qt, .jpeg, .png]) == .png)
+        #expect(registry.defaultType(among: [special, .html, .png]) == .png)
+        #expect(registry.defaultType(among: [token, .pdf, .html]) == .pdf)
+        #expect(registry.defaultType(among: [token, qt, special]) == nil)
+        #expect(registry.defaultType(among: []) == nil)
+        for name in ["chromium/x-source-url", "x-special/gnome-icon-list", "application/x-qt-windows-mime;value=\"x\"",
+                     "SAVE_TARGETS", "TARGETS", "_QT_SELECTION", "XPB_MANIFEST", "application/vnd.portal.filetransfer"] {
+            #expect(TypeRegistry.isPrivate(name), "\(name)")
+        }
+        for name in ["x-special/gnome-copied-files", "text/html", "image/png", "UTF8_STRING", "text/uri-list"] {
+            #expect(!TypeRegistry.isPrivate(name), "\(name)")
+        }
+    }
 }

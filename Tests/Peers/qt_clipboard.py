@@ -8,6 +8,10 @@ qt_clipboard.py set-rich-and-exit TEXT HTML PNG MS
                                    prints "ready", MS milliseconds later prints "exiting" and
                                    exits normally (Qt hands the clipboard to the clipboard
                                    manager as its QApplication is destroyed)
+qt_clipboard.py set-formats FORMAT=FILE...
+                                   owns CLIPBOARD with each file's bytes under its MIME format,
+                                   in that order (as Chromium offers an image after its private
+                                   token), prints "ready", serves until killed
 """
 import sys
 
@@ -43,5 +47,14 @@ elif mode == "set-rich-and-exit":
     app.exec_()
     print("exiting", flush=True)
     del app
+elif mode == "set-formats":
+    data = QMimeData()
+    for argument in sys.argv[2:]:
+        name, path = argument.rsplit("=", 1)
+        with open(path, "rb") as source:
+            data.setData(name, source.read())
+    clipboard.setMimeData(data)
+    print("ready", flush=True)
+    app.exec_()
 else:
     sys.exit("unknown mode " + mode)
