@@ -264,17 +264,28 @@ public final class ClipboardDaemon: Sendable {
     /// `ifUnowned`: only if nobody owns the selection at that moment on the X thread
     /// (compare-and-own: a copy that came since, from this display or through sync, is never
     /// replaced by older kept contents). Returns whether it serves them.
+    ///
+    /// The keeper's state is brought up to date only if no other client's copy was read after
+    /// ours: such a copy owns the selection now, and its event (handled on `events`, perhaps
+    /// before this returns) set the owner the keeper waits for. The owner recorded for our own
+    /// ownership is set by its event too, in order.
     @discardableResult
     func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false) throws -> Bool {
-        let unowned: @Sendable (X11Window) -> Bool = { owner in owner.isNone }
-        let precondition = ifUnowned ? unowned : nil
-        guard try backend.keep(snapshot.selection, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
-                               timestamp: timestamp, if: precondition) else { return false }
+        let name = snapshot.selection
+        // The ownerships read before ours, taken on the X thread as ours begins.
+        let epochAtOwn = Mutex<Int?>(nil)
+        let check: @Sendable (X11Window) -> Bool = { [self] owner in
+            let epoch = state.withLock { $0.epochs[name, default: 0] }
+            epochAtOwn.withLock { $0 = epoch }
+            return !ifUnowned || owner.isNone
+        }
+        guard try backend.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
+                               timestamp: timestamp, if: check) else { return false }
         var served = snapshot
         served.owner = ourWindow
-        state.withLock {
-            $0.current[snapshot.selection] = served
-            $0.owners[snapshot.selection] = ourWindow
+        let epoch = epochAtOwn.withLock { $0 }
+        state.withLock { state in
+            if state.epochs[name, default: 0] == epoch { state.current[name] = served }
         }
         scheduleExpiry(served)
         return true

@@ -218,23 +218,21 @@ extension X11Session {
              completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
         let acquire: (X11Timestamp) -> Void = { [weak self] time in
             guard let self else { return }
-            if let precondition, !precondition(self.currentOwnerAfterQueuedChanges(selection)) {
-                completion(.failure(OwnDeclined()))
-                return
-            }
+            // Built before: the server is grabbed only for the look and the change.
             let state = making(self, time)
-            // Record first: the XFixes event for our own change must be recognised as ours.
-            let previous = self.owned[selection]
-            self.owned[selection] = state
-            self.ourChangeTimes[selection, default: []].append(time)
-            self.setSelectionOwner(selection, self.window, at: time)
-            guard self.selectionOwner(selection) == self.window else {
-                self.owned[selection] = previous
-                _ = self.consumeOurChange(selection, at: time)
-                completion(.failure(X11BackendError.ownershipRefused(selection: self.name(of: selection) ?? "the selection")))
-                return
+            let result: Result<X11Timestamp, any Error>
+            if let precondition {
+                // One step: with the server grabbed, no client can own the selection between the
+                // look at its owner and our change (a copy made in the same millisecond as our
+                // timestamp would otherwise lose to older contents).
+                result = self.withServerGrabbed {
+                    guard precondition(self.currentOwnerAfterQueuedChanges(selection)) else { return .failure(OwnDeclined()) }
+                    return self.becomeOwner(selection, state, at: time)
+                }
+            } else {
+                result = self.becomeOwner(selection, state, at: time)
             }
-            completion(.success(time))
+            completion(result)
         }
         if let time, !time.isCurrentTime { return acquire(time) }
         serverTime { result in
@@ -243,6 +241,21 @@ extension X11Session {
             case let .success(time): acquire(time)
             }
         }
+    }
+
+    /// Sets us as owner of `selection` serving `state`, and checks that it won.
+    private func becomeOwner(_ selection: X11Atom, _ state: OwnedSelection, at time: X11Timestamp) -> Result<X11Timestamp, any Error> {
+        // Record first: the XFixes event for our own change must be recognised as ours.
+        let previous = owned[selection]
+        owned[selection] = state
+        ourChangeTimes[selection, default: []].append(time)
+        setSelectionOwner(selection, window, at: time)
+        guard selectionOwner(selection) == window else {
+            owned[selection] = previous
+            _ = consumeOurChange(selection, at: time)
+            return .failure(X11BackendError.ownershipRefused(selection: name(of: selection) ?? "the selection"))
+        }
+        return .success(time)
     }
 
     /// What we serve for contents taken from another owner: exactly the targets listed in
@@ -700,12 +713,14 @@ extension X11Session {
         serverTime { [weak self] result in
             guard let self else { return }
             completion(result.map { time in
-                guard precondition(self.currentOwnerAfterQueuedChanges(selection)) else { return false }
-                self.owned.removeValue(forKey: selection)
-                self.ourChangeTimes[selection, default: []].append(time)
-                self.setSelectionOwner(selection, .none, at: time)
-                XFlush(self.display)
-                return true
+                // One step, as for compare-and-own.
+                self.withServerGrabbed {
+                    guard precondition(self.currentOwnerAfterQueuedChanges(selection)) else { return false }
+                    self.owned.removeValue(forKey: selection)
+                    self.ourChangeTimes[selection, default: []].append(time)
+                    self.setSelectionOwner(selection, .none, at: time)
+                    return true
+                }
             })
         }
     }

@@ -146,6 +146,18 @@ extension X11Session {
         XSetSelectionOwner(display, selection.rawValue, owner.rawValue, time.rawValue)
     }
 
+    /// Runs `body` with the server grabbed: no other client's request is processed meanwhile,
+    /// so a look at a selection's owner and a change of it are one step (compare-and-own). The
+    /// body must only talk to the server, never wait for another client.
+    func withServerGrabbed<T>(_ body: () -> T) -> T {
+        XGrabServer(display)
+        defer {
+            XUngrabServer(display)
+            XFlush(display)
+        }
+        return body()
+    }
+
     /// Asks the owner of `selection` to convert it to `target` into `property` of our window.
     func requestConversion(_ selection: X11Atom, to target: X11Atom, property: X11Atom, at time: X11Timestamp) {
         XConvertSelection(display, selection.rawValue, target.rawValue, property.rawValue, window.rawValue, time.rawValue)

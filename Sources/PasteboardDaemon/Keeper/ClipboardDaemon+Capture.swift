@@ -16,7 +16,10 @@ extension ClipboardDaemon {
             return state.generations[name]!
         }
         captures.asyncAfter(deadline: .now() + configuration.debounce) { [self] in
-            guard isCurrent(name, generation) else { return }
+            guard isCurrent(name, generation) else {
+                logger.debug("\(X11PasteboardBackend.selectionName(for: name)) changed again within the debounce")
+                return
+            }
             capture(name, generation: generation)
         }
     }
@@ -30,8 +33,12 @@ extension ClipboardDaemon {
     func capture(_ name: Pasteboard.Name, generation: Int) {
         let selection = X11PasteboardBackend.selectionName(for: name)
         if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
-        guard let owner = try? backend.owner(of: name), owner.window != ourWindow,
-              state.withLock({ $0.owners[name] }) == owner.window else { return }
+        let owner = try? backend.owner(of: name)
+        let recorded = state.withLock { $0.owners[name] }
+        guard let owner, owner.window != ourWindow, recorded == owner.window else {
+            logger.debug("\(selection): its owner changed before the capture began (now \(owner?.window ?? .none), last change \(recorded ?? .none))")
+            return
+        }
         // The ownership this capture is of: after the owner read, every event before it was read.
         let epoch = state.withLock { $0.epochs[name, default: 0] }
         // From here a save request of this owner waits for this fetch instead of starting its own.
@@ -43,7 +50,10 @@ extension ClipboardDaemon {
                 }
             }
             let started = Date()
-            guard let offer = offers.offer(name, owner: owner.window) else { return }
+            guard let offer = offers.offer(name, owner: owner.window) else {
+                logger.debug("\(selection): its owner changed while its offer was read")
+                return
+            }
             switch offer.verdict {
             case .secret:
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
@@ -64,14 +74,19 @@ extension ClipboardDaemon {
                                         if state.inProgress[name]?.epoch == epoch { state.inProgress[name]?.targets.append(target) }
                                     }
                                 })
-            guard let snapshot = fetched else { return }
-            guard isCurrent(name, generation), !snapshot.isExpired() else { return }
+            guard let snapshot = fetched, isCurrent(name, generation), !snapshot.isExpired() else {
+                logger.debug("\(selection): nothing kept of \(describe(owner)) (nothing fetched, a newer change, or expired)")
+                return
+            }
             // Kept only if no other ownership began meanwhile (checked where the X thread moves it).
             guard state.withLock({ state -> Bool in
                 guard state.epochs[name, default: 0] == epoch else { return false }
                 state.current[name] = snapshot
                 return true
-            }) else { return }
+            }) else {
+                logger.debug("\(selection): not kept: another ownership began during the capture of \(describe(owner))")
+                return
+            }
             let elapsed = Int(Date().timeIntervalSince(started) * 1000)
             logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
             record(snapshot)
