@@ -123,23 +123,41 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
     public var time: Date
     /// The targets kept, in the order the owner advertised them.
     public var targets: [String]
-    /// Bytes kept (identical payloads counted once).
+    /// What a person recognises, in MIME names, the most telling first (`text/html` before
+    /// `text/plain`; toolkit markers and protocol targets left out; an image known only by a
+    /// vendor target named by its bytes, `image/png`).
+    public var types: [String]
+    /// The size of the content: the bytes of the first of `types` (19 characters of text are
+    /// 19 B, however many targets serve them).
     public var size: Int
+    /// Bytes kept for the entry, every target's (identical payloads counted once).
+    public var keptBytes: Int
     /// The owner's window name, if it published one.
     public var source: String?
     public var pid: Int?
-    /// The first line of the text, if the entry has text; else a description like `[image/png 12 kB]`.
+    /// The first non-empty line of the text, if the entry has text; else the first type and its
+    /// size, like `[image/png 12 kB]`.
     public var preview: String
+    /// How many more lines the text has after the preview's.
+    public var moreLines: Int
+    /// The lines after the preview's, joined by " ⏎ " (at most 1,000 characters), for pickers
+    /// and searches that match any line; empty for one line.
+    public var rest: String
 
-    public init(index: Int, selection: String, time: Date, targets: [String], size: Int, source: String?, pid: Int?, preview: String) {
+    public init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
+                source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "") {
         self.index = index
         self.selection = selection
         self.time = time
         self.targets = targets
+        self.types = types
         self.size = size
+        self.keptBytes = keptBytes
         self.source = source
         self.pid = pid
         self.preview = preview
+        self.moreLines = moreLines
+        self.rest = rest
     }
 }
 

@@ -248,6 +248,22 @@ private extension String {
     func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
+/// Writes one line of JSON, safe for a terminal: the encoder escapes C0 controls already; DEL
+/// and the C1 controls, which JSON allows raw, become `\u007F`-style escapes (the same string to
+/// a JSON reader). ``writeLine`` would make them `\x7F`, which is not JSON.
+func writeJSONLine(_ json: String) {
+    var result = ""
+    result.unicodeScalars.reserveCapacity(json.unicodeScalars.count)
+    for scalar in json.unicodeScalars {
+        if scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) {
+            result += "\\u00" + String(scalar.value, radix: 16, uppercase: true)
+        } else {
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    writeText(result + "\n", to: STDOUT_FILENO)
+}
+
 /// JSON text of an encodable value, keys sorted.
 func json<T: Encodable>(_ value: T) -> String {
     let encoder = JSONEncoder()

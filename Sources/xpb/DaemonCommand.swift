@@ -51,7 +51,7 @@ struct DaemonCommand: Command {
         } catch let failure as Failure where failure.status == .failure {
             let (socket, display) = try DaemonClient.socketPath(display: display)
             if asJSON {
-                writeLine(String(decoding: try ControlCoding.encode(NotRunning(display: display, socket: socket, reason: failure.message)), as: UTF8.self))
+                writeJSONLine(String(decoding: try ControlCoding.encode(NotRunning(display: display, socket: socket, reason: failure.message)), as: UTF8.self))
             } else {
                 writeLine("xpbd: not running for display \(display)")
                 writeLine("  \(failure.message)")
@@ -61,7 +61,7 @@ struct DaemonCommand: Command {
         defer { client.close() }
         guard case let .status(status) = try client.send(.status) else { throw Failure("xpbd answered out of turn") }
         if asJSON {
-            writeLine(String(decoding: try ControlCoding.encode(Running(status: status)), as: UTF8.self))
+            writeJSONLine(String(decoding: try ControlCoding.encode(Running(status: status)), as: UTF8.self))
             return
         }
         let uptime = HistoryCommand.age(Date().timeIntervalSince(status.startedAt))

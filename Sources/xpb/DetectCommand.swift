@@ -38,7 +38,7 @@ struct DetectCommand: Command {
             links: values.links.map(\.absoluteString), emailAddresses: values.emailAddresses,
             phoneNumbers: values.phoneNumbers, numbers: values.numbers)
         if options.asJSON {
-            writeLine(json(report))
+            writeJSONLine(json(report))
             return
         }
         writeLine("patterns: \(report.patterns.joined(separator: ", "))")

@@ -84,7 +84,7 @@ struct HistoryCommand: Command {
             if case let .search(text) = action { search = text }
             guard case let .history(entries) = try client.send(.history(search: search)) else { throw Failure("xpbd answered out of turn") }
             if asJSON {
-                writeLine(String(decoding: try ControlCoding.encode(entries), as: UTF8.self))
+                writeJSONLine(String(decoding: try ControlCoding.encode(entries), as: UTF8.self))
             } else {
                 let now = Date()
                 for entry in entries { writeLine(Self.line(entry, now: now)) }
@@ -106,21 +106,27 @@ struct HistoryCommand: Command {
     private func report(_ reply: ControlReply) throws {
         guard case let .done(message) = reply else { throw Failure("xpbd answered out of turn") }
         if asJSON {
-            writeLine(json(["result": message]))
+            writeJSONLine(json(["result": message]))
         } else {
             writeLine(message)
         }
     }
 
-    /// `  3  2m  12 B  xclip (4711)  UTF8_STRING,TEXT  the preview`
+    /// `3    2m    12 B       xclip (4711)  text/html,text/plain  the first line … (+2 lines)`
     static func line(_ entry: HistoryEntrySummary, now: Date) -> String {
         var source = entry.source ?? "?"
         if let pid = entry.pid { source += " (\(pid))" }
-        let shown = entry.targets.filter { !$0.hasPrefix("XPB_") }
+        let shown = entry.types.isEmpty ? entry.targets.filter { !$0.hasPrefix("XPB_") } : entry.types
         var types = shown.prefix(3).joined(separator: ",")
         if shown.count > 3 { types += ",+\(shown.count - 3)" }
         let selection = entry.selection == "CLIPBOARD" ? "" : "[\(entry.selection)] "
-        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(ByteCount.format(entry.size).leftAligned(9))  \(source)  \(types)  \(selection)\(entry.preview)"
+        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(ByteCount.format(entry.size).leftAligned(9))  \(source)  \(types.isEmpty ? "-" : types)  \(selection)\(preview(entry))"
+    }
+
+    /// The preview with the number of lines it leaves out: `first line … (+2 lines)`.
+    static func preview(_ entry: HistoryEntrySummary) -> String {
+        guard entry.moreLines > 0 else { return entry.preview }
+        return "\(entry.preview) … (+\(entry.moreLines) line\(entry.moreLines == 1 ? "" : "s"))"
     }
 
     static func age(_ seconds: TimeInterval) -> String {
@@ -143,7 +149,11 @@ struct HistoryCommand: Command {
         process.standardInput = input
         process.standardOutput = output
         do { try process.run() } catch { throw Failure("cannot run the menu '\(command)': \(error)") }
-        let lines = entries.map { "\($0.index)\t\(printable($0.preview.isEmpty ? $0.targets.joined(separator: ",") : $0.preview))" }
+        // The later lines follow the preview, so that typing any line's words finds the entry.
+        let lines = entries.map { entry in
+            let shown = entry.preview.isEmpty ? entry.types.joined(separator: ",") : Self.preview(entry)
+            return "\(entry.index)\t\(printable(shown + (entry.rest.isEmpty ? "" : "  ⏎ " + entry.rest)))"
+        }
         // A menu that exits without reading its input (cancelled) must not kill us with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
         try? input.fileHandleForWriting.write(contentsOf: Data((lines.joined(separator: "\n") + "\n").utf8))

@@ -39,7 +39,7 @@ struct InfoCommand: Command {
         // Nothing on the pasteboard exits 2, as paste, types and watch do; the report still says so.
         let status: Exit? = owner == nil ? Exit(status: Status.empty.rawValue) : nil
         if options.asJSON {
-            writeLine(json(report))
+            writeJSONLine(json(report))
             if let status { throw status }
             return
         }

@@ -60,7 +60,11 @@ struct WatchCommand: Command {
             let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
                             types: change.types.map(\.identifier), added: change.typesAdded.map(\.identifier),
                             removed: change.typesRemoved.map(\.identifier))
-            writeLine(asJSON ? json(line) : "\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
+            if asJSON {
+                writeJSONLine(json(line))
+            } else {
+                writeLine("\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
+            }
             if let command { runHook(command, line, input: contents(on: backend, types: change.types)) }
             seen += 1
             if let count, seen >= count { break }

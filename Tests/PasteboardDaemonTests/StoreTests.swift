@@ -35,7 +35,9 @@ struct StoreTests {
         let summaries = try store.summaries()
         #expect(summaries.map(\.preview) == ["second", "first"])
         #expect(summaries[0].targets == ["UTF8_STRING", "text/plain;charset=utf-8", "image/png", "image/x-copy"])
-        #expect(summaries[0].size == 6 + big.count, "identical bytes counted once")
+        #expect(summaries[0].keptBytes == 6 + big.count, "identical bytes counted once")
+        #expect(summaries[0].types == ["image/png", "image/x-copy", "text/plain"], "what a person recognises, plain text last")
+        #expect(summaries[0].size == big.count, "the size of the content shown first")
         let loaded = try #require(try store.snapshot(at: 0))
         #expect(loaded.targets.map(\.data) == [Data("second".utf8), Data("second".utf8), big, big])
         let blobs = FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? []
@@ -64,6 +66,61 @@ struct StoreTests {
         #expect(try store.summaries().map(\.preview) == ["entry 2"])
         try store.clear()
         #expect(try store.summaries().isEmpty)
+    }
+
+    @Test("copying what an older entry holds moves that entry to the top: one row, whatever the targets that served it")
+    func dedupeOlder() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+        try store.add(snapshot("Grüße"), display: ":1")
+        try store.add(snapshot("other"), display: ":1")
+        try store.add(snapshot("Grüße"), display: ":1")
+        #expect(try store.summaries().map(\.preview) == ["Grüße", "other"])
+        try store.add(snapshot("other"), display: ":1")
+        // The same text from another owner (xpb: Latin-1 STRING, its manifest and item target).
+        let text = Data("Grüße".utf8)
+        let xpb = Snapshot(selection: .general, advertised: ["TARGETS", "UTF8_STRING", "STRING", "XPB_MANIFEST"], targets: [
+            KeptTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: text),
+            KeptTarget(target: "STRING", type: "STRING", data: Data([0x47, 0x72, 0xFC, 0xDF, 0x65])),
+            KeptTarget(target: "XPB_MANIFEST", type: "UTF8_STRING", data: Data("xpb-manifest\t1\titems=1\n0\tpublic.utf8-plain-text\tXPB_ITEM_0_0\n".utf8)),
+            KeptTarget(target: "XPB_ITEM_0_0", type: "UTF8_STRING", data: text),
+        ], source: "xpb", pid: 7)
+        try store.add(xpb, display: ":1")
+        let listed = try store.summaries()
+        #expect(listed.map(\.preview) == ["Grüße", "other"])
+        #expect(listed.first?.source == "xpb", "the newer copy's targets and source replace the older row")
+        #expect(listed.first?.size == text.count && listed.first?.types == ["text/plain"])
+        // Other contents with the same text are another entry.
+        try store.add(snapshot("Grüße", extra: Data([1, 2, 3])), display: ":1")
+        #expect(try store.summaries().count == 3)
+    }
+
+    @Test("a person's listing: 19 characters are 19 B; more lines counted and searchable; an image under a vendor's name alone is an image")
+    func readableListing() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+        try store.add(snapshot("nineteen characters"), display: ":1")
+        var listed = try store.summaries()
+        #expect(listed.first?.size == 19 && listed.first?.moreLines == 0 && listed.first?.rest == "")
+        try store.add(snapshot("\n  first line\nsecond line\n\nfourth line\n"), display: ":1")
+        listed = try store.summaries()
+        #expect(listed.first?.preview == "first line")
+        #expect(listed.first?.moreLines == 3 && listed.first?.rest == "second line ⏎ fourth line")
+        #expect(try store.summaries(search: "FOURTH").map(\.preview) == ["first line"])
+        // Chromium's token first, then a PNG under a vendor's name: the image, by its bytes.
+        let png = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Peers/image.png"))
+        let image = Snapshot(selection: .general, advertised: ["TARGETS", "chromium/x-internal-source-rfh-token", "application/x-qt-image"], targets: [
+            KeptTarget(target: "chromium/x-internal-source-rfh-token", type: "chromium/x-internal-source-rfh-token", data: Data(repeating: 0x41, count: 24)),
+            KeptTarget(target: "application/x-qt-image", type: "application/x-qt-image", data: png),
+        ])
+        try store.add(image, display: ":1")
+        listed = try store.summaries()
+        #expect(listed.first?.types == ["image/png"] && listed.first?.size == png.count)
+        #expect(listed.first?.preview.hasPrefix("[image/png ") == true, "\(listed.first?.preview ?? "")")
+        #expect(try store.summaries(search: "image").count == 1)
     }
 
     @Test("a damaged database is moved aside and a new one opened; leftover files are collected")

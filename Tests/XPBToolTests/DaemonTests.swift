@@ -21,10 +21,10 @@ private func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
     return list
 }
 
-/// Waits until the history has `count` entries.
-private func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, timeout: Double = 10) throws {
+/// Waits until the history has `count` entries; a failure shows `daemon`'s log.
+private func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, daemon: DaemonProcess? = nil, timeout: Double = 10) throws {
     guard try eventually(timeout: timeout, { try history(x, home).count >= count }) else {
-        throw TestFailure("the history did not reach \(count) entries: \(try history(x, home))")
+        throw TestFailure("the history did not reach \(count) entries: \(try history(x, home))\(daemon.map { "\nxpbd's log:\n\($0.log)" } ?? "")")
     }
 }
 
@@ -62,7 +62,7 @@ struct DaemonTests {
             let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", item.target, "-quiet"], display: x, input: item.data)
             // The daemon's copy first: xclip -i serves one INCR reader at a time, and a reader that
             // asks while the daemon reads a large target would get nothing.
-            try waitForEntries(number + 1, x, home)
+            try waitForEntries(number + 1, x, home, daemon: daemon)
             #expect(try xclipOut(x, ["-t", item.target]).output == item.data)
             let targets = try xclipOut(x, ["-t", "TARGETS"]).text
             owner.stop()
@@ -262,6 +262,25 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a copy made just as the daemon brings back a gone owner's contents is kept, and stays the clipboard")
+    func copyDuringTakeOver() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        // Each owner is killed, and the next one copies at once: the daemon's taking over from
+        // the gone one races with the new copy (whose window often has the gone one's id).
+        for round in 0..<12 {
+            let text = "round \(round)"
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(text.utf8))
+            try waitForEntries(round + 1, x, home, daemon: daemon)
+            #expect(try xclipOut(x).text == text)
+            owner.stop()
+        }
+        try daemon.waitForLog("the owner of CLIPBOARD went away", count: 12)
+        #expect(try xclipOut(x).text == "round 11")
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()
@@ -269,7 +288,7 @@ struct DaemonTests {
         var daemon = try DaemonProcess(x, home: home)
         for number in 0..<3 {
             let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("entry \(number) ".utf8) + payload(40_000, seed: UInt8(number)))
-            try waitForEntries(number + 1, x, home)
+            try waitForEntries(number + 1, x, home, daemon: daemon)
             owner.stop()
         }
         try daemon.stop()
@@ -315,7 +334,7 @@ struct DaemonTests {
         }
         let list = try xpb(["history"], x, home).text.split(separator: "\n")
         #expect(list.count == 3)
-        #expect(list[0].hasPrefix("0") && list[0].hasSuffix("gamma three") && list[0].contains("UTF8_STRING"))
+        #expect(list[0].hasPrefix("0") && list[0].hasSuffix("gamma three") && list[0].contains("text/plain") && !list[0].contains("UTF8_STRING"))
         #expect(list[2].hasSuffix("alpha one"))
         let found = try xpb(["history", "search", "BETA"], x, home).text
         #expect(found.contains("beta two") && !found.contains("alpha"))
@@ -347,6 +366,36 @@ struct DaemonTests {
 
         #expect(try xpb(["history", "clear"], x, home).status == 0)
         #expect(try history(x, home).isEmpty)
+        try daemon.stop()
+    }
+
+    @Test("a history a person reads: no repeated rows, content sizes, recognisable types first, more lines shown and matched")
+    func readableHistory() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let html = try scratchFile("rich.html", Data("<b>rich</b>".utf8))
+        let copies: [[String]] = [["copy"], ["copy"], ["copy", "-t", "text/plain=-", "-t", "text/html=\(html)"], ["copy"]]
+        let inputs = ["alpha", "beta one\nbeta two\nbeta three\n", "rich", "alpha"]
+        for (number, (arguments, input)) in zip(copies, inputs).enumerated() {
+            #expect(try xpb(arguments, x, home, input: Data(input.utf8)).status == 0)
+            // Each copy is kept (the last one moves the first entry up instead of adding one).
+            try daemon.waitForLog("kept CLIPBOARD", count: number + 1)
+        }
+        let entries = try history(x, home)
+        #expect(entries.map { $0["preview"] as? String } == ["alpha", "rich", "beta one"], "one row per content: \(entries)")
+        let list = try xpb(["history"], x, home).text.split(separator: "\n").map(String.init)
+        #expect(list.count == 3)
+        #expect(list[0].contains("5 B") && list[0].contains("text/plain") && !list[0].contains("UTF8_STRING"), "\(list[0])")
+        #expect(list[1].contains("text/html,text/plain"), "\(list[1])")
+        #expect(list[2].hasSuffix("beta one … (+2 lines)"), "\(list[2])")
+        // Any line of an entry finds it, in the picker as in search.
+        #expect(try xpb(["history", "search", "beta three"], x, home).text.contains("beta one"))
+        let menu = try xpb(["history", "menu", "--menu", "grep 'beta three'"], x, home)
+        #expect(menu.status == 0, "\(menu.error)")
+        #expect(try xpb(["paste"], x, home).text == "beta one\nbeta two\nbeta three\n")
+        #expect((try history(x, home).first?["preview"] as? String) == "beta one", "a selected entry moves to the top")
+        #expect(try history(x, home).count == 3)
         try daemon.stop()
     }
 

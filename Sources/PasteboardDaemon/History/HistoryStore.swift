@@ -119,18 +119,33 @@ final class HistoryStore {
 
     // MARK: Writing
 
-    /// Stores a snapshot as the newest entry (when it equals the newest entry of its selection,
-    /// that one is moved to the top instead). Returns the entry's id.
+    /// Stores a snapshot as the newest entry. An entry of its selection with the same content
+    /// (``contentKey``) is not repeated: one with the very same targets moves to the top, any
+    /// other is replaced by this one. Returns the entry's id.
     @discardableResult
     func add(_ snapshot: Snapshot, display: String) throws -> Int64 {
         try recovering {
-            let digests = snapshot.targets.map(\.digest.hex).joined(separator: " ")
-            if let newest = try database.query(
-                "SELECT id, (SELECT group_concat(digest, ' ') FROM (SELECT digest FROM targets WHERE entry = entries.id ORDER BY position)) FROM entries WHERE selection = ? ORDER BY used DESC, id DESC LIMIT 1",
-                [.text(snapshot.selection.rawValue)]).first,
-               let id = newest[0].integer, newest[1].text == digests, !digests.isEmpty {
-                try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(snapshot.time.timeIntervalSince1970), .integer(id)])
-                return id
+            let exact = snapshot.targets.map { "\($0.target):\($0.digest.hex)" }.joined(separator: " ")
+            let content = Self.contentKey(snapshot.targets.map { ($0.target, $0.digest.hex) })
+            var replaced: [Int64] = []
+            if !content.isEmpty {
+                let rows = try database.query("""
+                    SELECT id, (SELECT group_concat(pair, ' ') FROM (SELECT name || ':' || digest AS pair FROM targets WHERE entry = entries.id ORDER BY position))
+                    FROM entries WHERE selection = ? ORDER BY used DESC, id DESC
+                    """, [.text(snapshot.selection.rawValue)])
+                for row in rows {
+                    guard let id = row[0].integer else { continue }
+                    let pairs = (row[1].text ?? "").split(separator: " ").compactMap { pair -> (String, String)? in
+                        guard let colon = pair.lastIndex(of: ":") else { return nil }
+                        return (String(pair[..<colon]), String(pair[pair.index(after: colon)...]))
+                    }
+                    guard Self.contentKey(pairs) == content else { continue }
+                    if replaced.isEmpty, row[1].text == exact {
+                        try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(snapshot.time.timeIntervalSince1970), .integer(id)])
+                        return id
+                    }
+                    replaced.append(id)
+                }
             }
             // Files first: a row never names a payload that is not on disk.
             var written: Set<Digest> = []
@@ -138,6 +153,7 @@ final class HistoryStore {
                 try writeBlob(target.data, digest: target.digest)
             }
             let id = try database.transaction { () throws -> Int64 in
+                for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
                 try database.query("""
                     INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -158,9 +174,21 @@ final class HistoryStore {
                 }
                 return id
             }
+            if !replaced.isEmpty { collectGarbage() }
             try prune()
             return id
         }
+    }
+
+    /// What makes two entries the same to a person: the distinct payloads, whatever the targets
+    /// that serve them (xclip's text and xpb's are one entry). Left out: xpb's manifest, which
+    /// names targets and options, not content, and beside a UTF-8 text the legacy encodings of
+    /// the same text (`STRING` is Latin-1, `TEXT` and `COMPOUND_TEXT` the owner's choice). Empty
+    /// for no payload.
+    static func contentKey(_ targets: [(name: String, digest: String)]) -> String {
+        let hasUTF8 = targets.contains { $0.name == "UTF8_STRING" || $0.name == "text/plain;charset=utf-8" }
+        let legacy: Set<String> = hasUTF8 ? ["STRING", "TEXT", "COMPOUND_TEXT"] : []
+        return Set(targets.filter { $0.name != "XPB_MANIFEST" && !legacy.contains($0.name) }.map(\.digest)).sorted().joined(separator: " ")
     }
 
     /// Writes a payload file unless one with its digest exists: to a temporary name, synced,
@@ -265,28 +293,62 @@ final class HistoryStore {
         return (Int(row[0].integer ?? 0), Int(row[1].integer ?? 0))
     }
 
-    /// The entries, newest first; with `search`, only those whose text contains it (ignoring case).
+    /// The entries, newest first, as a person reads them (``EntryDescription``); with `search`,
+    /// only those whose text, types or preview contain it (ignoring case).
     func summaries(search: String? = nil) throws -> [HistoryEntrySummary] {
         try recovering {
-            // The text (up to 64 KiB an entry) is read only to search it.
+            // The text (up to 64 KiB an entry) is read whole only to search it.
             let searching = !(search ?? "").isEmpty
             let rows = try database.query("""
                 SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
-                       (SELECT group_concat(name, '\n') FROM (SELECT name FROM targets WHERE entry = entries.id ORDER BY position))
+                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096)
                 FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
                 """, [.real(Date().timeIntervalSince1970)])
+            var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
+            for row in try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets ORDER BY entry, position") {
+                guard let entry = row[0].integer, let name = row[1].text else { continue }
+                targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
+            }
             var result: [HistoryEntrySummary] = []
             for (index, row) in rows.enumerated() {
+                let id = row[0].integer ?? 0
+                let kept = targets[id] ?? []
+                let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
+                    self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
+                }
+                var preview = row[6].text ?? ""
+                let head = row[10].text
+                if head == nil, let type = description.types.first {
+                    // Kept without text: named by what a person recognises (older entries named
+                    // their first target, perhaps a toolkit's marker).
+                    preview = "[\(type) \(ByteCount.format(description.size))]"
+                }
+                let lines = head.map {
+                    EntryDescription.moreLines(head: $0, lineFeeds: Int(row[8].integer ?? 0), endsWithLineFeed: row[9].integer == 1)
+                } ?? (count: 0, rest: "")
                 if searching, let search {
-                    guard let text = row[7].text, text.range(of: search, options: [.caseInsensitive]) != nil else { continue }
+                    let fields = [row[7].text ?? "", preview] + description.types
+                    guard fields.contains(where: { $0.range(of: search, options: [.caseInsensitive]) != nil }) else { continue }
                 }
                 result.append(HistoryEntrySummary(
-                    index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")), time: Date(timeIntervalSince1970: row[2].real ?? 0),
-                    targets: (row[8].text ?? "").split(separator: "\n").map(String.init), size: Int(row[5].integer ?? 0),
-                    source: row[3].text, pid: row[4].integer.map { Int($0) }, preview: row[6].text ?? ""))
+                    index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
+                    time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
+                    size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
+                    preview: preview, moreLines: lines.count, rest: lines.rest))
             }
             return result
         }
+    }
+
+    /// The first bytes of a kept target, from the database or its payload file.
+    private func head(entry: Int64, position: Int, digest: String, inline: Bool, count: Int = 64) -> Data? {
+        if inline {
+            return try? database.query("SELECT substr(data, 1, ?) FROM targets WHERE entry = ? AND position = ?",
+                                       [.integer(Int64(count)), .integer(entry), .integer(Int64(position))]).first?[0].blob
+        }
+        guard let digest = Digest(hex: digest), let handle = FileHandle(forReadingAtPath: blobPath(digest)) else { return nil }
+        defer { try? handle.close() }
+        return try? handle.read(upToCount: count)
     }
 
     /// Entry `index` (0 = newest) with its payloads (files mapped, not read).
