@@ -47,7 +47,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The daemon executable, thin over PasteboardDaemon.
-        .executableTarget(name: "xpbd", dependencies: ["PasteboardDaemon", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
+        .executableTarget(name: "xpbd", dependencies: ["PasteboardDaemon", "PasteboardWire", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11"]),

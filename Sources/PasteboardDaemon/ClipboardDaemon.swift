@@ -75,6 +75,8 @@ public final class ClipboardDaemon: Sendable {
         // Our own readers never meet our own owner through the fast path; kept contents are served
         // through the X server like any owner's.
         x11.fastPath = false
+        // What `xpb info` and a second manager's refusal name.
+        x11.windowName = "xpbd"
         backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
         displayName = backend.displayName
         ourWindow = backend.window

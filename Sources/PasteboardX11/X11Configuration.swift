@@ -26,6 +26,9 @@ public struct X11Configuration: Sendable {
     /// owner hands the reader a file descriptor over a UNIX socket (see ``FastPath``). Every
     /// other client, and any failure, goes through the X server as usual.
     public var fastPath = true
+    /// The name of this process's window (`WM_NAME`), which `xpb info`, xprop and "another
+    /// clipboard manager runs" messages show for what it owns.
+    public var windowName = "xpb"
     /// The X thread's clock for its deadlines, in nanoseconds of a monotonic clock: tests inject
     /// their own.
     var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }

@@ -167,7 +167,7 @@ final class X11Session {
         known = WellKnownAtoms(Dictionary(uniqueKeysWithValues: zip(WellKnown.allCases, interned)))
         for (name, atom) in zip(names, interned) where !atom.isNone { remember(atom, name) }
         // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
-        XStoreName(display, window.rawValue, "xpb")
+        XStoreName(display, window.rawValue, configuration.windowName)
         writeLongs(window, known[.netWMPID], type: .cardinal, [UInt(getpid())], onError: { _ in })
         XFlush(display)
     }

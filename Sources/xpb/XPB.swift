@@ -1,12 +1,13 @@
 import CommandLineTable
 import Foundation
+import PasteboardWire
 
 @main
 enum XPB {
-    static let version = "0.2.0"
+    static let version = Release.version
 
     /// The release date the man page carries.
-    static let releaseDate = "2026-11-22"
+    static let releaseDate = Release.date
 
     static let commands: [any Command.Type] = [
         CopyCommand.self, PasteCommand.self, TypesCommand.self, WatchCommand.self,

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PasteboardDaemon
 import PasteboardKit
+import PasteboardWire
 import PasteboardX11
 
 /// xpbd: the clipboard manager of one X display. Thin: parses, sets up logging and signals,
@@ -101,7 +102,7 @@ enum XPBD {
                 return 0
             }
             if arguments.flag(Option.manual) {
-                print(ManualPage.render(program, date: "2026-11-22"), terminator: "")
+                print(ManualPage.render(program, date: Release.date), terminator: "")
                 return 0
             }
             if let shell = arguments.value(Option.completions) {

@@ -407,6 +407,16 @@ struct DaemonTests {
         let second = try run(try builtProduct("xpbd"), [], display: x, environment: home.environment, timeout: 15)
         #expect(second.status == 1)
         #expect(second.error.contains("another clipboard manager") && second.error.contains("pid \(first.peer.pid)"), "\(second.error)")
+        #expect(second.error.contains("'xpbd'"), "the running manager is named by its window: \(second.error)")
+        // One version everywhere: xpb, its stand-ins, xpbd and what the running daemon reports.
+        let version = try xpb(["--version"], x, home).text.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(version.split(separator: ".").count == 3)
+        #expect(try run(try builtProduct("xpbd"), ["--version"], display: x).text.trimmingCharacters(in: .whitespacesAndNewlines) == version)
+        let tools = try ClipboardTools.standIns()
+        #expect(try run(tools.xclip, ["-version"], display: x).text.contains("xpb \(version),"))
+        #expect(try run(tools.xsel, ["--version"], display: x).text.contains("xpb \(version),"))
+        let status = try JSONSerialization.jsonObject(with: try xpb(["daemon", "status", "--json"], x, home).output) as? [String: Any]
+        #expect((status?["status"] as? [String: Any])?["version"] as? String == version)
         let replacing = try DaemonProcess(x, home: home, arguments: ["--replace"])
         let ended = try first.peer.finish(timeout: 10)
         #expect(ended.status == 0)

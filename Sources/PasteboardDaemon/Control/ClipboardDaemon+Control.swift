@@ -49,6 +49,6 @@ extension ClipboardDaemon {
             peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
     }
 
-    /// The version `xpbd --version` prints (the same as xpb's).
-    public static let version = "0.3.0"
+    /// The version `xpbd --version` prints (xpb's: ``Release/version``).
+    public static let version = Release.version
 }
