@@ -13,13 +13,16 @@ public struct OptionSpec: Sendable {
     public let help: String
     /// Internal options (the background owner's) are accepted but not shown.
     public var hidden = false
+    /// What the shells complete for the value.
+    public var completion: ValueCompletion = .files
 
     public static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
         OptionSpec(short: short, long: long, valueName: nil, help: help)
     }
 
-    public static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false) -> OptionSpec {
-        OptionSpec(short: short, long: long, valueName: valueName, help: help, hidden: hidden)
+    public static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false,
+                             completion: ValueCompletion = .files) -> OptionSpec {
+        OptionSpec(short: short, long: long, valueName: valueName, help: help, hidden: hidden, completion: completion)
     }
 
     /// `-t, --type <type>` as help shows it.
@@ -35,11 +38,28 @@ public struct OptionSpec: Sendable {
 public struct PositionalSpec: Sendable {
     public let valueName: String
     public let help: String
+    /// What the shells complete for the first one (`.words`: an action or a shell name) or for
+    /// each (`.files`).
+    public let completion: ValueCompletion
 
-    public init(valueName: String, help: String) {
+    public init(valueName: String, help: String, completion: ValueCompletion = .files) {
         self.valueName = valueName
         self.help = help
+        self.completion = completion
     }
+}
+
+/// What a shell completes for a value: file names, fixed words, or the lines a cheap shell
+/// command prints when asked.
+public enum ValueCompletion: Sendable, Equatable {
+    case files
+    /// Fixed words (no spaces, quotes or colons).
+    case words([String])
+    /// The lines of a POSIX shell command line, run at completion time; it must be cheap.
+    case command(String)
+
+    /// The X displays of this machine, from the server sockets in `/tmp/.X11-unix` (`X0` is `:0`).
+    public static let displays = ValueCompletion.command("ls /tmp/.X11-unix 2>/dev/null | sed -n 's/^X\\([0-9][0-9]*\\)$/:\\1/p'")
 }
 
 /// One command: its name, help texts and grammar.

@@ -166,6 +166,29 @@ public enum Completions {
         return (all, valued)
     }
 
+    /// A bash word list or command substitution for a completion, for `compgen -W`; nil for files.
+    private static func bashWords(_ completion: ValueCompletion) -> String? {
+        switch completion {
+        case .files: return nil
+        case let .words(words): return words.joined(separator: " ")
+        case let .command(command): return "$(\(command))"
+        }
+    }
+
+    /// The `case` arms completing option values (`key` is what the case matches: `prev`, or
+    /// the command and `prev`) and first positionals of commands that complete words.
+    private static func bashValueArms(_ commands: [CommandSpec], key: (CommandSpec, String) -> String) -> String {
+        var arms = ""
+        for command in commands {
+            for option in command.options where !option.hidden && option.valueName != nil {
+                guard let words = bashWords(option.completion) else { continue }
+                let names = ["--" + option.long] + (option.short.map { ["-\($0)"] } ?? [])
+                arms += "            \(names.map { "\"\(key(command, $0))\"" }.joined(separator: "|"))) COMPREPLY=($(compgen -W \"\(words)\" -- \"$cur\")); return ;;\n"
+            }
+        }
+        return arms
+    }
+
     static func bash(_ program: ProgramSpec) -> String {
         let function = "_" + identifier(program.name)
         var script = "# bash completion for \(program.name); generated from its option tables.\n"
@@ -185,20 +208,33 @@ public enum Completions {
             }
             script += "        help) COMPREPLY=($(compgen -W \"\(names)\" -- \"$cur\")); return ;;\n"
             script += "        *) return ;;\n    esac\n"
-        } else if let only = program.commands.first {
-            let (all, valued) = words(only)
-            script += "    local options=\"\(all.joined(separator: " ") + " --version")\" valued=\"\(valued.joined(separator: " "))\"\n"
+            script += "    if [[ \" $valued \" == *\" $prev \"* ]]; then\n        case \"${COMP_WORDS[1]} $prev\" in\n"
+            script += bashValueArms(program.commands) { "\($0.name) \($1)" }
+        } else {
+            let only = program.commands.first
+            let (all, valued) = only.map(words) ?? ([], [])
+            script += "    local options=\"\((all + ["--version"]).joined(separator: " "))\" valued=\"\(valued.joined(separator: " "))\"\n"
+            script += "    if [[ \" $valued \" == *\" $prev \"* ]]; then\n        case \"$prev\" in\n"
+            script += bashValueArms(only.map { [$0] } ?? []) { $1 }
+        }
+        script += "        esac\n        COMPREPLY=($(compgen -f -- \"$cur\"))\n        return\n    fi\n"
+        script += "    if [[ \"$cur\" == -* ]]; then\n        COMPREPLY=($(compgen -W \"$options\" -- \"$cur\"))\n        return\n    fi\n"
+        // The first positional of a command that takes words (an action, a shell name).
+        let positionalWords = program.commands.compactMap { command -> (String, String)? in
+            guard let positional = command.positional, let words = bashWords(positional.completion) else { return nil }
+            return (command.name, words)
+        }
+        if program.hasCommands, !positionalWords.isEmpty {
+            script += "    local first=2\n    while (( first < COMP_CWORD )) && [[ \"${COMP_WORDS[first]}\" == -* ]]; do\n"
+            script += "        [[ \" $valued \" == *\" ${COMP_WORDS[first]} \"* ]] && (( first++ ))\n        (( first++ ))\n    done\n"
+            script += "    case \"${COMP_WORDS[1]}\" in\n"
+            for (name, words) in positionalWords {
+                script += "        \(name)) (( COMP_CWORD == first )) && COMPREPLY=($(compgen -W \"\(words)\" -- \"$cur\")); return ;;\n"
+            }
+            script += "    esac\n"
         }
         script += """
-                if [[ " $valued " == *" $prev "* ]]; then
-                    COMPREPLY=($(compgen -f -- "$cur"))
-                    return
-                fi
-                if [[ "$cur" == -* ]]; then
-                    COMPREPLY=($(compgen -W "$options" -- "$cur"))
-                else
-                    COMPREPLY=($(compgen -f -- "$cur"))
-                fi
+                COMPREPLY=($(compgen -f -- "$cur"))
             }
             complete -o filenames -F \(function) \(program.name)
 
@@ -223,11 +259,23 @@ public enum Completions {
         return out
     }
 
+    /// A zsh `_arguments` action: files, a word list, or a state (`->name`) whose arm in
+    /// ``zshStates(_:)`` runs the command.
+    private static func zshAction(_ completion: ValueCompletion, state: String) -> String {
+        switch completion {
+        case .files: return "_files"
+        case let .words(words): return "(\(words.joined(separator: " ")))"
+        case .command: return "->\(state)"
+        }
+    }
+
+    private static func zshState(_ option: OptionSpec) -> String { "value-" + identifier(option.long) }
+
     private static func zshSpecs(_ command: CommandSpec) -> [String] {
         var specs: [String] = []
         for option in command.options where !option.hidden {
             let help = zshText(option.help)
-            let value = option.valueName.map { ":\(zshText($0)):_files" } ?? ""
+            let value = option.valueName.map { ":\(zshText($0)):\(zshAction(option.completion, state: zshState(option)))" } ?? ""
             if let short = option.short {
                 specs.append("'(-\(short) --\(option.long))'{-\(short),--\(option.long)}'[\(help)]\(value)'")
             } else {
@@ -235,14 +283,38 @@ public enum Completions {
             }
         }
         specs.append("'(- *)'{-h,--help}'[Show help information]'")
-        if command.positional != nil { specs.append("'*:file:_files'") }
+        if let positional = command.positional {
+            switch positional.completion {
+            case .files: specs.append("'*:file:_files'")
+            case let .words(words): specs.append("'1:\(zshText(positional.valueName)):(\(words.joined(separator: " ")))'")
+            case .command: specs.append("'1:\(zshText(positional.valueName)):->positional'")
+            }
+        }
         return specs
+    }
+
+    /// The arms that complete the states of commands' values, after `_arguments`.
+    private static func zshStates(_ commands: [CommandSpec]) -> String {
+        var arms: [String: String] = [:]
+        for command in commands {
+            for option in command.options where !option.hidden && option.valueName != nil {
+                if case let .command(line) = option.completion { arms[zshState(option)] = line }
+            }
+            if case let .command(line)? = command.positional?.completion { arms["positional"] = line }
+        }
+        guard !arms.isEmpty else { return "" }
+        var text = "    case $state in\n"
+        for (state, line) in arms.sorted(by: { $0.key < $1.key }) {
+            text += "        (\(state)) local -a values; values=(${(f)\"$(\(line))\"}); compadd -a values ;;\n"
+        }
+        return text + "    esac\n"
     }
 
     static func zsh(_ program: ProgramSpec) -> String {
         let function = "_" + identifier(program.name)
         var script = "#compdef \(program.name)\n# zsh completion for \(program.name); generated from its option tables.\n"
         script += "\(function)() {\n"
+        script += "    local context state state_descr line\n    typeset -A opt_args\n"
         if program.hasCommands {
             script += "    local -a commands\n    commands=(\n"
             for command in program.commands {
@@ -262,13 +334,24 @@ public enum Completions {
             script += "    _arguments -s \\\n"
             script += (zshSpecs(only) + ["'--version[Show the version]'"]).map { "        \($0)" }.joined(separator: " \\\n") + "\n"
         }
+        script += zshStates(program.commands)
         script += "}\n\nif [[ $zsh_eval_context[-1] == loadautofunc ]]; then\n    \(function) \"$@\"\nelse\n    compdef \(function) \(program.name)\nfi\n"
         return script
     }
 
-    private static func fishText(_ text: String) -> String {
-        let sentence = text.split(separator: ".", maxSplits: 1).first.map(String.init) ?? text
+    /// Text in fish's single quotes: the first sentence of a description, or `whole`.
+    private static func fishText(_ text: String, whole: Bool = false) -> String {
+        let sentence = whole ? text : (text.split(separator: ".", maxSplits: 1).first.map(String.init) ?? text)
         return "'" + sentence.replacingAll("\\", with: "\\\\").replacingAll("'", with: "\\'") + "'"
+    }
+
+    /// A fish `complete` argument list for a value: files, or candidates (`-f -a …`).
+    private static func fishValues(_ completion: ValueCompletion) -> String {
+        switch completion {
+        case .files: return " -F"
+        case let .words(words): return " -f -a " + fishText(words.joined(separator: " "), whole: true)
+        case let .command(line): return " -f -a " + fishText("(" + line + ")", whole: true)
+        }
     }
 
     static func fish(_ program: ProgramSpec) -> String {
@@ -280,10 +363,19 @@ public enum Completions {
                 text += "complete -c \(name)\(condition)"
                 if let short = option.short { text += " -s \(short)" }
                 text += " -l \(option.long)"
-                if option.valueName != nil { text += " -r -F" }
+                if option.valueName != nil { text += " -r" + fishValues(option.completion) }
                 text += " -d \(fishText(option.help))\n"
             }
-            if command.positional != nil { text += "complete -c \(name)\(condition) -F\n" }
+            if let positional = command.positional {
+                switch positional.completion {
+                case .files:
+                    text += "complete -c \(name)\(condition) -F\n"
+                default:
+                    // The first positional only: an action, a shell name.
+                    let first = command.name.isEmpty ? condition : " -n '__fish_seen_subcommand_from \(command.name); and test (count (commandline -opc)) -eq 2'"
+                    text += "complete -c \(name)\(first)\(fishValues(positional.completion))\n"
+                }
+            }
             return text
         }
         if program.hasCommands {

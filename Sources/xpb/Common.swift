@@ -136,8 +136,16 @@ struct SelectionOptions: Sendable {
         static let find = OptionSpec.flag(nil, "find", "Use the find pasteboard: the same selection as --primary.")
         static let secondary = OptionSpec.flag(nil, "secondary", "Use the secondary selection (SECONDARY).")
         static let pasteboard = OptionSpec.value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>).")
-        static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY).")
+        static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY).", completion: .displays)
     }
+
+    /// What the shells complete for a type: the registry's short names and MIME types.
+    static let typeCompletion: ValueCompletion = {
+        var seen: Set<String> = []
+        let names = TypeRegistry.standard.descriptors.flatMap { $0.shortNames + $0.mimeTypes }
+        // A `;` (MIME parameters) would end the command line where a shell inserts it.
+        return .words(names.filter { !$0.contains(";") && !$0.contains(" ") && seen.insert($0).inserted })
+    }()
 
     let primary: Bool
     let find: Bool

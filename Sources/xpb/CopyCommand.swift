@@ -11,7 +11,7 @@ struct CopyCommand: Command {
     /// The options, each declared once: the spec lists them and the look-ups name them, so a
     /// look-up can only name a declared option.
     enum Option {
-        static let type = OptionSpec.value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item.")
+        static let type = OptionSpec.value("t", "type", "type[=file]", "The type of the data (UTI, MIME type, X target or short name); repeat TYPE=FILE for several representations of one item.", completion: SelectionOptions.typeCompletion)
         static let foreground = OptionSpec.flag(nil, "foreground", "Stay attached and serve until another client takes the selection.")
         static let pasteOnce = OptionSpec.flag(nil, "paste-once", "Give the selection up after the first paste (--loops 1).")
         static let loops = OptionSpec.value(nil, "loops", "n", "Give the selection up after n pastes (xclip -loops).")

@@ -6,7 +6,7 @@ struct DaemonCommand: Command {
     /// The options, each declared once: the spec lists them and the look-ups name them, so a
     /// look-up can only name a declared option.
     enum Option {
-        static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).")
+        static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).", completion: .displays)
     }
 
     static let spec = CommandSpec(
@@ -14,7 +14,7 @@ struct DaemonCommand: Command {
         abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
         discussion: "'xpb daemon status': running or not, pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user. Exit status 0 when the link ends, 1 when no daemon can be reached.",
         options: [CommonOptions.json, Option.display],
-        positional: PositionalSpec(valueName: "action", help: "status (the default) or link."))
+        positional: PositionalSpec(valueName: "action", help: "status (the default) or link.", completion: .words(["status", "link"])))
 
     let asJSON: Bool
     let display: String?

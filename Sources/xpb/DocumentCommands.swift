@@ -7,7 +7,7 @@ struct CompletionsCommand: Command {
         name: "completions",
         abstract: "Print the completion script for bash, zsh or fish.",
         discussion: "Generated from the same option tables as --help. Load it for this shell with: source <(xpb completions bash) (bash), xpb completions zsh > ~/.zfunc/_xpb with ~/.zfunc in $fpath (zsh), xpb completions fish | source (fish). 'make install' installs all three.",
-        positional: PositionalSpec(valueName: "shell", help: "bash, zsh or fish."))
+        positional: PositionalSpec(valueName: "shell", help: "bash, zsh or fish.", completion: .words(Completions.shells)))
 
     let script: String
 

@@ -7,7 +7,7 @@ struct HistoryCommand: Command {
     /// look-up can only name a declared option.
     enum Option {
         static let menu = OptionSpec.value(nil, "menu", "command", "The menu program for 'menu', run by /bin/sh: reads one entry per line, prints the chosen line.")
-        static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).")
+        static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).", completion: .displays)
     }
 
     static let spec = CommandSpec(
@@ -26,7 +26,8 @@ struct HistoryCommand: Command {
             Option.menu,
             Option.display,
         ],
-        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, clear or menu."))
+        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, clear or menu.",
+                                   completion: .words(["list", "search", "select", "delete", "clear", "menu"])))
 
     enum Action: Equatable {
         case list

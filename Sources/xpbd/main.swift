@@ -13,7 +13,7 @@ enum XPBD {
     /// The options, each declared once: the spec lists them and the look-ups name them, so a
     /// look-up can only name a declared option.
     enum Option {
-        static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).")
+        static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
         static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
         static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")
         static let keep = OptionSpec.value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable).")
@@ -22,7 +22,7 @@ enum XPBD {
         static let maxTargetSize = OptionSpec.value(nil, "max-target-size", "size", "The most bytes kept of one target (default \(SizeText.suffixed(defaults.maxTargetBytes))).")
         static let stateDir = OptionSpec.value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb).")
         static let noRestore = OptionSpec.flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard.")
-        static let syncDisplay = OptionSpec.value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable).")
+        static let syncDisplay = OptionSpec.value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable).", completion: .displays)
         static let peer = OptionSpec.value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable).")
         static let syncPrimary = OptionSpec.flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted).")
         static let ssh = OptionSpec.value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config').")

@@ -535,6 +535,59 @@ struct ReadTests {
         }
     }
 
+    @Test("completions complete values: history and daemon actions, shells, types, displays (bash and fish run them; zsh parses them)")
+    func completionValues() throws {
+        let x = try Xvfb()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-completions-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for shell in ["bash", "zsh", "fish"] {
+            try xpb(["completions", shell], x).output.write(to: directory.appendingPathComponent(shell == "zsh" ? "_xpb" : "xpb.\(shell)"))
+            try run(try builtProduct("xpbd"), ["--completions", shell], display: x).output
+                .write(to: directory.appendingPathComponent(shell == "zsh" ? "_xpbd" : "xpbd.\(shell)"))
+        }
+        let display = ":" + x.display.drop { $0 != ":" }.dropFirst().prefix { $0.isNumber }
+        // bash: the completion function, as bash calls it for `xpb history <TAB>` and the like.
+        let lines = [["xpb", "history", ""], ["xpb", "daemon", ""], ["xpb", "completions", ""], ["xpb", "paste", "-t", "pn"],
+                     ["xpb", "copy", "--type", "image/pn"], ["xpb", "history", "--display", display, "cl"], ["xpb", "paste", "--display", display],
+                     ["xpb", "history", "list", ""], ["xpbd", "--display", display]]
+        let calls = lines.map { words in
+            "COMP_WORDS=(\(words.map { "'\($0)'" }.joined(separator: " "))); COMP_CWORD=\(words.count - 1); COMPREPLY=(); _\(words[0]); echo \"${COMPREPLY[*]}\""
+        }.joined(separator: "; ")
+        let bash = try run("/bin/bash", ["-c", "source \"$0/xpb.bash\"; source \"$0/xpbd.bash\"; " + calls, directory.path], display: x)
+        #expect(bash.status == 0, "\(bash.error)")
+        let replies = bash.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(replies.count >= 9, "\(bash.text)")
+        if replies.count >= 9 {
+            #expect(replies[0] == "list search select delete clear menu")
+            #expect(replies[1] == "status link")
+            #expect(replies[2] == "bash zsh fish")
+            #expect(replies[3] == "png")
+            #expect(replies[4] == "image/png")
+            #expect(replies[5] == "clear", "the action after --display's value")
+            #expect(replies[6].split(separator: " ").contains(Substring(display)), "\(replies[6])")
+            #expect(replies[7] == "", "one action only, then no words: \(replies[7])")
+            #expect(replies[8].split(separator: " ").contains(Substring(display)), "\(replies[8])")
+        }
+        // fish: `complete -C` lists what a <TAB> offers.
+        let fish = try run("/usr/bin/fish", ["--no-config", "-c", "source $argv[1]/xpb.fish; source $argv[1]/xpbd.fish; complete -C 'xpb history '; echo ==; complete -C 'xpb completions z'; echo ==; complete -C 'xpb paste -t htm'; echo ==; complete -C 'xpbd --display \(display)'", directory.path], display: x)
+        #expect(fish.status == 0, "\(fish.error)")
+        let parts = fish.text.components(separatedBy: "==\n").map { $0.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) } }
+        #expect(parts.count == 4, "\(fish.text)")
+        if parts.count == 4 {
+            #expect(Set(parts[0]) == ["list", "search", "select", "delete", "clear", "menu"])
+            #expect(parts[1] == ["zsh"])
+            #expect(parts[2] == ["html"])
+            #expect(parts[3].contains(display), "\(parts[3])")
+        }
+        // zsh: both scripts parse, and they carry the value lists.
+        let zsh = try run("/usr/bin/zsh", ["-f", "-c", "zsh -n $0/_xpb && zsh -n $0/_xpbd && print ok", directory.path], display: x)
+        #expect(zsh.text == "ok\n", "\(zsh.error)")
+        let zshScript = try String(contentsOf: directory.appendingPathComponent("_xpb"), encoding: .utf8)
+        #expect(zshScript.contains("(list search select delete clear menu)") && zshScript.contains("(bash zsh fish)"))
+        #expect(zshScript.contains("/tmp/.X11-unix"))
+    }
+
     @Test("every command has --help")
     func help() throws {
         let x = try Xvfb()
