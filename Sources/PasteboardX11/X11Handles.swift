@@ -12,6 +12,7 @@ struct X11Atom: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// Xatom's predefined atoms (its constants are casts, which Swift does not import).
     static let atom = X11Atom(rawValue: 4)
     static let cardinal = X11Atom(rawValue: 6)
+    static let string = X11Atom(rawValue: 31)
     static let integer = X11Atom(rawValue: 19)
 
     var isNone: Bool { rawValue == 0 }

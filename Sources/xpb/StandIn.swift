@@ -1,6 +1,7 @@
 import CommandLineTable
 import Foundation
 import Glibc
+import PasteboardX11
 
 /// xpb run under the name `xclip` or `xsel` (a symbolic link: multi-call, read from argv[0]):
 /// that tool's common options with the same meaning, carried out by xpb's own commands. What
@@ -50,6 +51,8 @@ enum StandIn: String, CaseIterable {
                     try exchange(display: display)
                 case let .keep(display):
                     try keep(display: display)
+                case let .cutBuffer(write, display, files, filter, trim):
+                    try cutBuffer(write: write, display: display, files: files, filter: filter, trim: trim)
                 }
             }
             return 0
@@ -73,6 +76,9 @@ enum StandIn: String, CaseIterable {
         case exchange(display: String?)
         /// Re-own the text of PRIMARY and SECONDARY so that it outlives their owners (xsel -k).
         case keep(display: String?)
+        /// xclip -selection buffer-cut: write the input to `CUT_BUFFER0` (echoing it with
+        /// `filter`), or print the buffer; `trim` leaves out one final newline.
+        case cutBuffer(write: Bool, display: String?, files: [String], filter: Bool, trim: Bool)
     }
 
     static let version = "xpb \(XPB.version), standing in for"
@@ -121,7 +127,12 @@ enum StandIn: String, CaseIterable {
         case nil, "p": common.append("--primary")
         case "s": common.append("--secondary")
         case "c": break
-        case "b": throw UsageError("the cut buffer (-selection buffer-cut) is not supported by xpb's xclip")
+        case "b":
+            // As xclip: no owner, no loops, no target; the bytes go to the root window at once.
+            let output = flags.contains("out") && !flags.contains("in")
+            if output, !files.isEmpty { throw UsageError("files are read only when copying (-i), not with -o") }
+            return [.cutBuffer(write: !output, display: given["display"], files: files, filter: flags.contains("filter"),
+                               trim: flags.contains("rmlastnl"))]
         default: throw UsageError("unknown selection '\(given["selection"]!)': primary, secondary or clipboard")
         }
         if let display = given["display"] { common += ["--display", display] }
@@ -316,6 +327,27 @@ enum StandIn: String, CaseIterable {
             guard let data = text(of: selection, display: display) else { continue }
             try copyText(data, to: selection, display: display)
         }
+    }
+
+    /// xclip -selection buffer-cut: `CUT_BUFFER0` written from the input, or printed.
+    private func cutBuffer(write: Bool, display: String?, files: [String], filter: Bool, trim: Bool) throws {
+        let backend = try X11PasteboardBackend(display: display)
+        defer { backend.close(handOff: false) }
+        let trimmed = { (data: Data) in trim && data.last == UInt8(ascii: "\n") ? data.dropLast() : data }
+        guard write else {
+            // An unset buffer prints nothing and succeeds, as xclip.
+            try writeAll(trimmed(try backend.cutBuffer() ?? Data()), to: STDOUT_FILENO)
+            return
+        }
+        var data = Data()
+        for file in files.isEmpty ? ["-"] : files {
+            let fd = file == "-" ? STDIN_FILENO : open(file, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw Failure("cannot read \(file): \(String(cString: strerror(errno)))") }
+            defer { if fd != STDIN_FILENO { close(fd) } }
+            data += try Inputs.read(fd, named: file == "-" ? "standard input" : file, limit: CommonOptions.defaultMaxSize - data.count)
+        }
+        if filter { try writeAll(data, to: STDOUT_FILENO) }
+        try backend.setCutBuffer(Data(trimmed(data)))
     }
 
     /// Copies `data` as text (nil: gives the selection up).

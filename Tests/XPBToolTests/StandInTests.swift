@@ -18,10 +18,17 @@ struct ClipboardTools: Sendable, CustomStringConvertible {
     static func standIns() throws -> ClipboardTools {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-standins-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Tests running at once ask for them together: each link is made under its own name and
+        // renamed into place (atomic), never removed and made again under the shared name.
         for name in ["xclip", "xsel"] {
             let link = directory.appendingPathComponent(name).path
-            try? FileManager.default.removeItem(atPath: link)
-            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: try xpbPath())
+            let fresh = directory.appendingPathComponent(".\(name)-\(UUID().uuidString)").path
+            try FileManager.default.createSymbolicLink(atPath: fresh, withDestinationPath: try xpbPath())
+            guard rename(fresh, link) == 0 else {
+                let code = errno
+                unlink(fresh)
+                throw TestFailure("cannot link \(link): \(String(cString: strerror(code)))")
+            }
         }
         return ClipboardTools(xclip: directory.appendingPathComponent("xclip").path,
                               xsel: directory.appendingPathComponent("xsel").path, description: "xpb as xclip/xsel")
@@ -205,12 +212,33 @@ struct StandInTests {
         #expect(try run("/usr/bin/xsel", ["-o", "-b"], display: x).text == "four")
     }
 
+    @Test("xterm's cut buffer: xclip -selection buffer-cut writes and reads CUT_BUFFER0, at once, no owner")
+    func cutBuffer() throws {
+        try compare { tools, x in
+            var seen: [String] = []
+            let unset = try shell("$XCLIP -o -selection buffer-cut; echo \"status $?\"", tools, x)
+            seen.append(unset.text)
+            seen.append("written: \(try shell("printf 'cut one\\nline 2\\n' | $XCLIP -i -selection buffer-cut; echo $?", tools, x).text)")
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "buffer-cut"], display: x).text)
+            seen.append(try shell("$XCLIP -o -sel buffer-cut -rmlastnl", tools, x).text)
+            seen.append(try run("/usr/bin/xprop", ["-root", "CUT_BUFFER0"], display: x).text)
+            // No owner: CLIPBOARD and PRIMARY stay empty.
+            seen.append("primary: \(try run("/usr/bin/xclip", ["-o"], display: x).status != 0)")
+            // Written by the real tool, read by the one under test; a file as input.
+            _ = try run("/bin/sh", ["-c", "printf 'ünïcode' | /usr/bin/xclip -i -selection buffer-cut"], display: x)
+            seen.append(try shell("$XCLIP -o -selection buffer-cut", tools, x).text)
+            let file = try scratchFile("cut.txt", Data("from a file".utf8))
+            _ = try run("/bin/sh", ["-c", "\"$0\" -selection buffer-cut -i \"$1\"", tools.xclip, file], display: x)
+            seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "buffer-cut"], display: x).text)
+            return seen
+        }
+    }
+
     @Test("unsupported options are refused with a clear error, never done differently")
     func unsupported() throws {
         let x = try Xvfb()
         let tools = try ClipboardTools.standIns()
         for (command, expected) in [("$XCLIP -i -wait 100 </dev/null", "-wait is not supported"),
-                                    ("$XCLIP -o -selection buffer-cut", "cut buffer"),
                                     ("$XCLIP -s", "ambiguous"),
                                     ("$XSEL --follow </dev/null", "not supported by xpb's xsel"),
                                     ("$XSEL -d -b", "not supported by xpb's xsel"),
