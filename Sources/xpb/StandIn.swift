@@ -21,11 +21,11 @@ enum StandIn: String, CaseIterable {
         Installed as xclip or xsel (make install LINKS=1, or a symbolic link of that name to xpb), xpb takes that \
         tool's options with the same meaning, so Neovim, tmux-yank, pass and scripts that call them by name get \
         xpb's clipboard: $(…) never hangs, concurrent readers are served, STRING is Latin-1 and the fast path is used.
-        xclip: -i, -in, -o, -out, -selection/-sel primary|secondary|clipboard, -t/-target, -l/-loops N (0: no limit), \
+        xclip: -i, -in, -o, -out, -selection/-sel primary|secondary|clipboard|buffer-cut (CUT_BUFFER0), -t/-target, -l/-loops N (0: no limit), \
         -d/-display, -f/-filter, -rmlastnl, -sensitive (one paste, then given up; never kept in history), -silent, \
         -quiet and -verbose (stay in the foreground), -noutf8 (ask STRING when reading), -version, -h/-help; files \
         to copy as arguments. Options may be shortened while unique, as in xclip. Unsupported, refused with an error: \
-        -selection buffer-cut, -alt-text, -wait, -debug.
+        -alt-text, -wait, -debug.
         xsel: -i, -o, -a, -c, -p, -s, -b, -n, -t MS, -l FILE, -v, -h and their long forms (--input, --output, \
         --append, --clear, --primary, --secondary, --clipboard, --nodetach, --selectionTimeout, --logfile, \
         --verbose, --help, --version, --trim, --display, --name/-m and --windowName, which are accepted; the owner's \
@@ -183,7 +183,7 @@ enum StandIn: String, CaseIterable {
           -version         version information
           -h, -help        usage information
 
-        Not supported (an error): -selection buffer-cut, -alt-text, -wait, -debug. See 'xpb manual'.
+        Not supported (an error): -alt-text, -wait, -debug. See 'xpb manual'.
         """
 
     // MARK: xsel
