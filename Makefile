@@ -41,14 +41,40 @@ AUTOSTART ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart
 
 all: build
 
+# The static link draws warnings from glibc that say nothing to a user ("Using 'getaddrinfo'
+# in statically linked applications requires at runtime the shared libraries ..."): Foundation,
+# CoreFoundation, libX11 and libxcb reference glibc's NSS, dlopen and mktemp. What is reached at
+# run time: getaddrinfo only for a display on another host by name (xcb's TCP connection; a
+# numeric address needs no NSS module, and localhost:N is opened as 127.0.0.1:N); the user
+# database only when $$HOME is unset; dlopen and mktemp never (ICU's data is linked in, no
+# bundle is loaded, no file is written through Foundation). The README says the same. They
+# are left out of the output, with one note; every other line, warnings included, is shown.
+QUIET_GLIBC = sed -e "/in statically linked applications requires at runtime the shared libraries/d" \
+	-e "/the use of .mktemp. is dangerous/d"
+
 build:
-	$(SWIFT) build $(STATIC_FLAGS) --product xpb
-	$(SWIFT) build $(STATIC_FLAGS) --product xpbd
+	@for product in xpb xpbd; do \
+		echo "$(SWIFT) build $(STATIC_FLAGS) --product $$product"; \
+		{ $(SWIFT) build $(STATIC_FLAGS) --product $$product 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
+		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status; \
+	done
+	@echo "note: glibc's warnings about static linking were left out (see the README, 'Install')"
+
+# The directories install creates (those missing, up to the first that exists) are listed in
+# $(sharedir)/created-dirs, so that uninstall removes them again once they are empty, and
+# only them.
+dirs = $(bindir) $(mandir) $(bashdir) $(zshdir) $(fishdir) $(unitdir) $(sharedir)
 
 install: build
-	install -d $(bindir) $(mandir) $(bashdir) $(zshdir) $(fishdir) $(unitdir) $(sharedir)
-	install -m 755 $(BIN)/xpb $(bindir)/xpb
-	install -m 755 $(BIN)/xpbd $(bindir)/xpbd
+	@created=""; for dir in $(dirs); do \
+		while [ ! -d "$$dir" ] && [ "$$dir" != / ] && [ "$$dir" != . ]; do created="$$created$$dir\n"; dir=$$(dirname "$$dir"); done; \
+	done; \
+	install -d $(dirs); \
+	{ printf '%b' "$$created"; cat $(sharedir)/created-dirs 2>/dev/null; } | sort -u > $(sharedir)/created-dirs.new; \
+	mv $(sharedir)/created-dirs.new $(sharedir)/created-dirs
+	# Stripped: the symbol tables are a tenth of each binary and nothing reads them at run time.
+	install -s -m 755 $(BIN)/xpb $(bindir)/xpb
+	install -s -m 755 $(BIN)/xpbd $(bindir)/xpbd
 	$(BIN)/xpb manual > $(mandir)/xpb.1
 	$(BIN)/xpbd --manual > $(mandir)/xpbd.1
 	$(BIN)/xpb completions bash > $(bashdir)/xpb
@@ -84,8 +110,13 @@ uninstall:
 	rm -f $(bindir)/xpb $(bindir)/xpbd $(mandir)/xpb.1 $(mandir)/xpbd.1
 	rm -f $(bashdir)/xpb $(bashdir)/xpbd $(zshdir)/_xpb $(zshdir)/_xpbd $(fishdir)/xpb.fish $(fishdir)/xpbd.fish
 	rm -f $(unitdir)/xpbd.service $(sharedir)/xpbd.desktop
-	-rmdir $(sharedir) 2>/dev/null
 	for link in xclip xsel; do if [ "$$(readlink $(bindir)/$$link)" = xpb ]; then rm -f $(bindir)/$$link; fi; done
+	# The directories install created, deepest first, each only if nothing else is in it now.
+	@if [ -f $(sharedir)/created-dirs ]; then \
+		dirs=$$(sort -r $(sharedir)/created-dirs); rm -f $(sharedir)/created-dirs; \
+		for dir in $$dirs; do rmdir "$$dir" 2>/dev/null || true; done; \
+	fi
+	-@rmdir $(sharedir) 2>/dev/null || true
 
 clean:
 	rm -rf $(SCRATCH)

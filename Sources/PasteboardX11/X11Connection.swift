@@ -46,6 +46,15 @@ final class X11Connection: Sendable {
     /// Tells Xlib, once per process and before any display opens, not to set up XKB.
     private static let ignoreKeyboardExtension: Void = { _ = XkbIgnoreExtension(1) }()
 
+    /// The display name to connect to: `localhost:N` (what `ssh -X` sets) as `127.0.0.1:N`.
+    /// xcb resolves a TCP display's host with getaddrinfo, which in a static glibc binary needs
+    /// the system's NSS modules of the very glibc it was linked with for a host name, and none
+    /// for a numeric address. The X authority cookie is chosen by the connected socket's
+    /// address, the same for both.
+    static func numericHost(_ name: String) -> String {
+        name.hasPrefix("localhost:") ? "127.0.0.1" + name.dropFirst("localhost".count) : name
+    }
+
     /// Opens the display (nil: `$DISPLAY`) and starts the X thread.
     init(displayName: String?, configuration: X11Configuration) throws {
         // getenv, not ProcessInfo.environment: that builds a dictionary of the whole environment.
@@ -57,7 +66,7 @@ final class X11Connection: Sendable {
         // Xlib would otherwise negotiate XKEYBOARD while opening (two round trips per start); no
         // keyboard is read here.
         _ = Self.ignoreKeyboardExtension
-        guard let display = XOpenDisplay(name) else { throw X11BackendError.cannotOpenDisplay(name) }
+        guard let display = XOpenDisplay(Self.numericHost(name)) else { throw X11BackendError.cannotOpenDisplay(name) }
         XErrorSink.guardExit(of: display)
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else {

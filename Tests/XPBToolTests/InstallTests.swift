@@ -63,6 +63,8 @@ struct InstallTests {
             let headers = try run("/usr/bin/readelf", ["-lW", "\(prefix)/bin/\(binary)"], display: try Xvfb())
             #expect(headers.status == 0)
             #expect(!headers.text.contains("INTERP"), "\(binary) is dynamically linked")
+            let sections = try run("/usr/bin/readelf", ["-SW", "\(prefix)/bin/\(binary)"], display: try Xvfb())
+            #expect(sections.status == 0 && !sections.text.contains(".symtab"), "\(binary) is not stripped")
         }
         let unit = try String(contentsOfFile: "\(prefix)/share/systemd/user/xpbd.service", encoding: .utf8)
         #expect(unit.contains("ExecStart=\(prefix)/bin/xpbd\n"))
@@ -99,8 +101,8 @@ struct InstallTests {
         #expect(fishXpbd.text.hasPrefix("--sync-primary\t"), "\(fishXpbd.text)")
         // zsh: compinit takes the function from $fpath; the function is registered for xpb and
         // xpbd, and a syntax error would fail here.
-        let zsh = try run("/usr/bin/zsh", ["-f", "-c", "fpath=($0 $fpath); autoload -U compinit && compinit -u -d $1/zcompdump; print -r -- ${_comps[xpb]} ${_comps[xpbd]}; zsh -n $0/_xpb && zsh -n $0/_xpbd && print ok",
-                                           "\(prefix)/share/zsh/site-functions", prefix], display: x)
+        let zsh = try run("/usr/bin/zsh", ["-f", "-c", "fpath=($0 $fpath); autoload -U compinit && compinit -u -d $1/xpb-test-zcompdump-$$; print -r -- ${_comps[xpb]} ${_comps[xpbd]}; zsh -n $0/_xpb && zsh -n $0/_xpbd && print ok; rm -f $1/xpb-test-zcompdump-$$",
+                                           "\(prefix)/share/zsh/site-functions", FileManager.default.temporaryDirectory.path], display: x)
         #expect(zsh.text == "_xpb _xpbd\nok\n", "\(zsh.text) \(zsh.error)")
 
         let uninstall = try run("/usr/bin/make", ["-C", packageRoot.path, "uninstall", "PREFIX=\(prefix)"], display: x, timeout: 60)
@@ -108,6 +110,9 @@ struct InstallTests {
         for file in Self.expectedFiles {
             #expect(!FileManager.default.fileExists(atPath: "\(prefix)/\(file)"), "\(file) left after uninstall")
         }
+        // Every directory install made is gone again, the prefix (made by install) too.
+        let left = FileManager.default.enumerator(atPath: prefix)?.allObjects as? [String] ?? []
+        #expect(!FileManager.default.fileExists(atPath: prefix), "left after uninstall: \(left)")
         Self.installed.withLock { $0 = nil }
     }
 }
