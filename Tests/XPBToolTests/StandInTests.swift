@@ -127,11 +127,19 @@ struct StandInTests {
     func xclipOptions() throws {
         try compare { tools, x in
             var seen: [String] = []
+            // The real xclip returns before its background child owns the clipboard: each read
+            // after a copy waits until the copy is served (one that never is shows as a difference).
+            let served = { (text: String) in
+                _ = eventually(timeout: 10) { (try? run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text) == text }
+            }
             seen.append(try shell("printf 'tee me\\n' | $XCLIP -f -selection clipboard", tools, x).text)
+            served("tee me\n")
             seen.append(try shell("$XCLIP -o -sel clip", tools, x).text)
             _ = try shell("printf 'trim me\\n' | $XCLIP -rmlastnl -selection clipboard >/dev/null", tools, x)
+            served("trim me")
             seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
             _ = try shell("printf 'keep\\n' | /usr/bin/xclip -selection clipboard >/dev/null", tools, x)
+            served("keep\n")
             seen.append(try shell("$XCLIP -o -rmlastnl -selection clipboard", tools, x).text)
             // The same owner's targets, as each reader lists them.
             let targets = try shell("$XCLIP -o -selection clipboard -t TARGETS", tools, x).text
@@ -141,6 +149,7 @@ struct StandInTests {
             // A file argument is what is copied.
             let file = try scratchFile("note.txt", Data("from a file".utf8))
             _ = try run("/bin/sh", ["-c", "\"$0\" -selection clipboard \"$1\" >/dev/null 2>&1", tools.xclip, file], display: x)
+            served("from a file")
             seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
             return seen
         }
@@ -150,16 +159,25 @@ struct StandInTests {
     func xselOptions() throws {
         try compare { tools, x in
             var seen: [String] = []
+            // The real xsel returns before its background child owns the selection: each read
+            // after a copy waits until the copy is served (one that never is shows as a difference).
+            let served = { (selection: String, text: String) in
+                _ = eventually(timeout: 10) { (try? run("/usr/bin/xclip", ["-o", "-selection", selection], display: x).text) == text }
+            }
             _ = try shell("printf 'one\\n' | $XSEL -i -b", tools, x)
+            served("clipboard", "one\n")
             _ = try shell("printf 'two' | $XSEL -a -b", tools, x)
+            served("clipboard", "one\ntwo")
             seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
             seen.append(try shell("$XSEL -ob", tools, x).text)
             _ = try shell("printf 'three\\n' | $XSEL -b -i", tools, x)
+            served("clipboard", "three\n")
             seen.append(try shell("$XSEL -o -b", tools, x).text)
             _ = try shell("$XSEL -c -b", tools, x)
             let afterClear = try shell("$XSEL -o -b; echo \"[$?]\"", tools, x)
             seen.append(afterClear.text)
             _ = try shell("printf 'second sel' | $XSEL -s -i", tools, x)
+            served("secondary", "second sel")
             seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "secondary"], display: x).text)
             seen.append(try shell("$XSEL -s -o", tools, x).text)
             return seen
