@@ -121,6 +121,8 @@ public final class ChangeCenter: Sendable {
     private enum Entry {
         case change(PasteboardChange)
         case finish
+        /// A reserved place whose change is not delivered after all.
+        case withdrawn
     }
 
     /// Everything under one lock: subscribers, whether the streams have ended, the order of
@@ -220,6 +222,12 @@ public final class ChangeCenter: Sendable {
         fill(slot, with: .change(change))
     }
 
+    /// Gives a reserved place up: its change is never delivered, and the changes after it are
+    /// no longer held back by it.
+    package func withdraw(_ slot: Slot) {
+        fill(slot, with: .withdrawn)
+    }
+
     /// Delivers a change after every change already reserved.
     package func publish(_ change: PasteboardChange) {
         publish(change, in: reserve())
@@ -260,6 +268,8 @@ public final class ChangeCenter: Sendable {
                 case let .change(change):
                     let targets = state.subscribers.values.filter { $0.name == nil || $0.name == change.name }
                     return (entry, targets, state.backend)
+                case .withdrawn:
+                    return (entry, [], nil)
                 }
             }
             guard let (entry, targets, backend) = next else { return }
@@ -269,6 +279,8 @@ public final class ChangeCenter: Sendable {
             case let .change(change):
                 for subscriber in targets { subscriber.continuation.yield(change) }
                 post(change, backend: backend)
+            case .withdrawn:
+                break
             }
         }
     }

@@ -39,7 +39,25 @@ public final class X11PasteboardBackend: PasteboardBackend {
         var saveHandler: (@Sendable ([String], UInt) -> Void)?
         var managerLostHandler: (@Sendable () -> Void)?
         var stopHandler: (@Sendable (X11BackendError) -> Void)?
+        /// Per pasteboard, the change of an owner that went away while a clipboard manager
+        /// runs, held back for ``ownerGoneGrace``: its id, its timer, and how to deliver it.
+        var heldGone: [Pasteboard.Name: HeldChange] = [:]
+        var holds = 0
     }
+
+    /// A change held back: withdrawn when another follows, delivered when its time is up or the
+    /// connection stops.
+    struct HeldChange {
+        let id: Int
+        let timer: Int
+        let withdraw: @Sendable () -> Void
+        let deliver: @Sendable () -> Void
+    }
+
+    /// How long the change of an owner that went away (its client closed, its window destroyed)
+    /// is held back while a clipboard manager runs: the manager takes the selection over within
+    /// milliseconds, and watchers then see its change alone, not an empty pasteboard first.
+    static let ownerGoneGrace: Double = 0.3
 
     /// The type table.
     public let registry: TypeRegistry
@@ -69,6 +87,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
             // No more changes can come: end the streams after those already reserved. Waiting here
             // cannot deadlock (an observer's call into the backend fails at once: the connection
             // has stopped) and spares a short-lived process a thread started just to exit.
+            // A change held back is delivered first: no manager took over.
+            let held: [HeldChange] = self?.state.withLock { state in
+                defer { state.heldGone.removeAll() }
+                return Array(state.heldGone.values)
+            } ?? []
+            held.forEach { $0.deliver() }
             publisher.sync { changeCenter.finish() }
             if let handler = self?.state.withLock({ $0.stopHandler }) { DispatchQueue.global().async { handler(reason) } }
         }
@@ -451,6 +475,12 @@ extension X11PasteboardBackend: X11SessionDelegate {
             state.offers.removeValue(forKey: name)
             return (name, state.ownerChangeHandler, state.ownerChangeReadHandler)
         }
+        // A change held back (its owner went away while a clipboard manager runs) is dropped by
+        // the change that follows: watchers see the manager's taking over alone.
+        if let name, let held = state.withLock({ $0.heldGone.removeValue(forKey: name) }) {
+            session.cancelTimer(held.timer)
+            held.withdraw()
+        }
         if let name, handler != nil || readHandler != nil {
             let change = SelectionOwnerChange(name: name, owner: owner, timestamp: timestamp.rawValue, reason: reason, isOurs: isOurs)
             readHandler?(change)
@@ -472,7 +502,29 @@ extension X11PasteboardBackend: X11SessionDelegate {
             let change = PasteboardChange(name: name, changeCount: count, typesBefore: before, typesAfter: types)
             self.publisher.async { self.changeCenter.publish(change, in: slot) }
         }
-        guard !owner.isNone else { return publish([]) }
+        guard !owner.isNone else {
+            // Gone (not cleared on purpose) while another client is the clipboard manager: held
+            // back for a moment; the manager's taking over (or any change) withdraws it.
+            guard reason != .setOwner, !session.isClipboardManager,
+                  !session.selectionOwner(session.known[.clipboardManager]).isNone else { return publish([]) }
+            let id = state.withLock { state -> Int in
+                state.holds += 1
+                return state.holds
+            }
+            let timer = session.after(Self.ownerGoneGrace) { [self] in
+                let due = state.withLock { state -> Bool in
+                    guard state.heldGone[name]?.id == id else { return false }
+                    state.heldGone.removeValue(forKey: name)
+                    return true
+                }
+                if due { publish([]) }
+            }
+            state.withLock {
+                $0.heldGone[name] = HeldChange(id: id, timer: timer, withdraw: { [changeCenter] in changeCenter.withdraw(slot) },
+                                               deliver: { publish([]) })
+            }
+            return
+        }
         let registry = self.registry
         // Read as a paste reads it (the manifest too), and kept for the reads that follow.
         session.readOffer(of: selection, owner: owner) { result in

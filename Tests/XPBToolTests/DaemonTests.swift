@@ -281,6 +281,43 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("an owner that exits without a hand-off: watchers see xpbd take over, one change, never a transient empty one")
+    func noFlickerOnTakeOver() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let watcher = try Peer(try xpbPath(), ["watch"], display: x, environment: home.environment)
+        defer { watcher.stop() }
+        // Subscribed once a copy of ours shows.
+        var probe = 0
+        #expect(eventually(timeout: 20) {
+            probe += 1
+            _ = try? xpb(["copy"], x, home, input: Data("probe \(probe)".utf8))
+            return watcher.outputSoFar.contains("CLIPBOARD")
+        })
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("kept text".utf8))
+        try daemon.waitForLog("kept CLIPBOARD from window")
+        #expect(eventually { watcher.outputSoFar.split(separator: "\n").last?.hasSuffix("\tpublic.utf8-plain-text") == true })
+        let before = watcher.outputSoFar.split(separator: "\n").count
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        // A last change of another type: once it shows, every earlier one has.
+        #expect(try xpb(["copy", "-t", "html"], x, home, input: Data("<b>after</b>".utf8)).status == 0)
+        #expect(eventually { watcher.outputSoFar.contains("public.html") })
+        let lines = watcher.outputSoFar.split(separator: "\n", omittingEmptySubsequences: false).dropFirst(before).filter { !$0.isEmpty }
+        #expect(lines.count == 2, "the take-over and the last copy, nothing between: \(lines)")
+        #expect(lines.first?.hasSuffix("\tpublic.utf8-plain-text") == true, "\(lines)")
+        #expect(!lines.contains { $0.hasSuffix("\t") }, "no empty change: \(lines)")
+        #expect(try xpb(["paste"], x, home).text == "<b>after</b>")
+        // Nothing to take over (a secret is never kept): the empty change comes, a moment late.
+        let secret = try Peer(try xpbPath(), ["copy", "--sensitive", "--foreground"], display: x, input: Data("pw".utf8),
+                              environment: home.environment)
+        #expect(eventually { watcher.outputSoFar.split(separator: "\n").last?.hasSuffix("public.html") == false })
+        secret.stop()
+        #expect(eventually { watcher.outputSoFar.hasSuffix("\tCLIPBOARD\t\n") }, "\(watcher.outputSoFar)")
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()
