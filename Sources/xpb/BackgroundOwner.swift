@@ -60,7 +60,8 @@ extension CopyCommand {
                 }
             }
             try await board.setItems(items, options: options)
-            ready?.write(Data(ReadyMessage.ready.line.utf8))
+            // Our own writes: FileHandle.write traps on any error (a parent gone: EPIPE).
+            if let ready { try? writeAll(Data(ReadyMessage.ready.line.utf8), to: ready.fileDescriptor) }
             try? ready?.close()
             for await _ in changes where !backend.isOwner(of: selection.name) { break }
             guard backend.isConnected else { throw X11BackendError.connectionLost }
@@ -72,7 +73,7 @@ extension CopyCommand {
         } catch {
             let failure = Failure(error)
             if let ready {
-                ready.write(Data(ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line.utf8))
+                try? writeAll(Data(ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line.utf8), to: ready.fileDescriptor)
                 try? ready.close()
                 throw Exit(status: failure.status.rawValue)
             }

@@ -124,6 +124,9 @@ struct CopyCommand: Command {
     private var plainTypes: [String] { types.filter { !$0.contains("=") } }
 
     private func validate() throws(UsageError) {
+        if let readyFD, readyFD < 0 || fcntl(readyFD, F_GETFD) == -1 {
+            throw UsageError("--ready-fd \(readyFD) is not an open descriptor (it is the background owner's, given by xpb itself)")
+        }
         if !pairs.isEmpty {
             if !plainTypes.isEmpty { throw UsageError("mix of -t TYPE and -t TYPE=FILE: use TYPE=FILE for every representation") }
             if !files.isEmpty { throw UsageError("files cannot be given with -t TYPE=FILE pairs; put each file in a pair") }

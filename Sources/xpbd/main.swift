@@ -161,10 +161,10 @@ enum XPBD {
             }
             level = parsed
         } catch let error as UsageError {
-            FileHandle.standardError.write(Data("xpbd: \(error.message)\nUsage: \(HelpText.usage(spec))\n  See 'xpbd --help'.\n".utf8))
+            printError("xpbd: \(error.message)\nUsage: \(HelpText.usage(spec))\n  See 'xpbd --help'.\n")
             return 64
         } catch {
-            FileHandle.standardError.write(Data("xpbd: \(error)\n".utf8))
+            printError("xpbd: \(error)\n")
             return 64
         }
         LoggingSystem.bootstrap { label in
@@ -206,3 +206,15 @@ enum XPBD {
 }
 
 exit(XPBD.main())
+
+/// Writes to standard error, whatever it is: FileHandle.write traps when it is closed.
+private func printError(_ text: String) {
+    var bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        offset += written
+    }
+}

@@ -494,6 +494,14 @@ struct HostileInputFileTests {
         #expect(try xpb(["paste", "--timeout", "1e9"], x).status == 2)
         #expect(try xpb(["copy", "--expire", "9e18"], x, input: Data("x".utf8)).status == 64)
         #expect(try xpb(["paste", "--max-size", "99999999999T"], x).status == 64)
+        // The background owner's hidden --ready-fd: a descriptor that is not open is a usage
+        // error (it was Foundation's try! trap, SIGILL); and xpbd with its standard error closed.
+        for fd in ["57", "-3"] {
+            let ready = try xpb(["copy", "--ready-fd", fd], x, input: Data("x".utf8))
+            #expect(ready.status == 64 && ready.error.contains("not an open descriptor"), "\(ready.status) \(ready.error)")
+        }
+        let closed = try run("/bin/sh", ["-c", "\"$0\" --bogus 2>&-; echo $?", try builtProduct("xpbd")], display: x)
+        #expect(closed.text == "64\n")
     }
 
     @Test("14. reserved target names and commas in types are refused by copy -t")
