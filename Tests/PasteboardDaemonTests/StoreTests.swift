@@ -136,12 +136,18 @@ struct StoreTests {
         try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
         let orphan = directory.appendingPathComponent("blobs/tmp-1-1")
         try Data("half".utf8).write(to: orphan)
+        // Left by a crash a while ago: a fresh one may be another daemon's write under way.
+        let fresh = directory.appendingPathComponent("blobs/tmp-2-1")
+        try Data("under way".utf8).write(to: fresh)
+        let past = Date(timeIntervalSinceNow: -(HistoryStore.garbageAge + 60))
+        try FileManager.default.setAttributes([.modificationDate: past], ofItemAtPath: orphan.path)
         let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
         #expect(try store.summaries().isEmpty)
         try store.add(snapshot("after"), display: ":1")
         #expect(try store.summaries().map(\.preview) == ["after"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.hasPrefix("history.sqlite.corrupt-") })
         #expect(!FileManager.default.fileExists(atPath: orphan.path))
+        #expect(FileManager.default.fileExists(atPath: fresh.path), "another daemon's write under way is left alone")
     }
 
     @Test("latest prefers the display it was taken on, and never returns expired contents")

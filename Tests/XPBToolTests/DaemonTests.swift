@@ -318,6 +318,28 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("three daemons started in the same instant, each on its own display, share one new history: all three run and keep")
+    func concurrentStart() throws {
+        let home = try DaemonHome()
+        let displays = try (0..<3).map { _ in try Xvfb() }
+        // Started together, then waited for: none may lose the race for the new database.
+        let daemons = try displays.map { x in
+            try Peer(try builtProduct("xpbd"), ["--log-level", "debug"], display: x, environment: home.environment)
+        }
+        defer { daemons.forEach { $0.stop() } }
+        for (daemon, x) in zip(daemons, displays) {
+            #expect(eventually(timeout: 30) { daemon.errorSoFar.contains("listening on") || !daemon.isRunning },
+                    "xpbd on \(x.display): \(daemon.errorSoFar)")
+            #expect(daemon.isRunning, "xpbd on \(x.display) exited: \(daemon.errorSoFar)")
+            #expect(!daemon.errorSoFar.contains("damaged"), "\(daemon.errorSoFar)")
+        }
+        for (number, x) in displays.enumerated() {
+            #expect(try xpb(["copy"], x, home, input: Data("display \(number)".utf8)).status == 0)
+        }
+        #expect(eventually(timeout: 15) { ((try? history(displays[0], home)) ?? []).count == 3 },
+                "\((try? history(displays[0], home)) ?? [])")
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

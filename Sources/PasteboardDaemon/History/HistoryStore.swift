@@ -42,19 +42,36 @@ final class HistoryStore {
         _ = try? prune()
     }
 
+    /// How long opening waits for the other daemons of the user (they share the database) that
+    /// start at the same moment: two displays at login, a VNC display beside the desktop.
+    static let openPatience: Double = 20
+
     /// Opens the database and checks it; a damaged one is moved aside (with a warning) and a
-    /// new one created.
+    /// new one created. While another daemon holds it (creating it, switching it to WAL), the
+    /// whole preparation is tried again, for up to ``openPatience`` seconds.
     private static func open(_ path: String, logger: Logger) throws -> SQLiteDatabase {
-        do {
-            let database = try SQLiteDatabase(path: path)
-            try prepare(database)
-            return database
-        } catch where error.isCorrupt {
-            moveAside(path, because: error, logger: logger)
-            let database = try SQLiteDatabase(path: path)
-            try prepare(database)
-            return database
+        let deadline = Date().addingTimeInterval(openPatience)
+        while true {
+            do {
+                let database = try SQLiteDatabase(path: path)
+                try prepare(database)
+                return database
+            } catch {
+                if error.isBusy, Date() < deadline {
+                    usleep(50_000)
+                    continue
+                }
+                guard error.isCorrupt else { throw error }
+                return try openAfterMovingAside(path, because: error, logger: logger)
+            }
         }
+    }
+
+    private static func openAfterMovingAside(_ path: String, because error: SQLiteError, logger: Logger) throws -> SQLiteDatabase {
+        moveAside(path, because: error, logger: logger)
+        let database = try SQLiteDatabase(path: path)
+        try prepare(database)
+        return database
     }
 
     /// Renames a damaged database (and its WAL files) to `<name>.corrupt-<time>`.
@@ -68,7 +85,9 @@ final class HistoryStore {
 
     private static func prepare(_ database: SQLiteDatabase) throws(SQLiteError) {
         let mode = try database.query("PRAGMA journal_mode=WAL").first?.first?.text
-        if mode != "wal" { throw SQLiteError(code: 26, message: "the database cannot use WAL (journal mode \(mode ?? "?"))") }
+        // A mode that did not change is another connection's lock (it answers with the old
+        // mode), not damage: SQLITE_BUSY (5), tried again by open().
+        if mode != "wal" { throw SQLiteError(code: 5, message: "the database could not be switched to WAL (journal mode \(mode ?? "?")); another process holds it") }
         try database.execute("""
             PRAGMA synchronous=FULL;
             PRAGMA foreign_keys=ON;
@@ -152,6 +171,7 @@ final class HistoryStore {
             for target in snapshot.targets where target.data.count > Self.inlineLimit && written.insert(target.digest).inserted {
                 try writeBlob(target.data, digest: target.digest)
             }
+            let named = replaced.isEmpty ? [] : referencedFiles() ?? []
             let id = try database.transaction { () throws -> Int64 in
                 for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
                 try database.query("""
@@ -174,7 +194,7 @@ final class HistoryStore {
                 }
                 return id
             }
-            if !replaced.isEmpty { collectGarbage() }
+            if !replaced.isEmpty { collectGarbage(named: named) }
             try prune()
             return id
         }
@@ -225,6 +245,7 @@ final class HistoryStore {
     /// always kept), then payload files no entry names.
     func prune() throws {
         try recovering {
+            let named = referencedFiles() ?? []
             let removed = try database.transaction { () throws -> Bool in
                 try database.query("DELETE FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(Date().timeIntervalSince1970)])
                 let rows = try database.query("SELECT id, size FROM entries ORDER BY used DESC, id DESC")
@@ -237,40 +258,68 @@ final class HistoryStore {
                 for id in doomed { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
                 return !doomed.isEmpty
             }
-            if removed { collectGarbage() }
+            if removed { collectGarbage(named: named) }
         }
     }
 
     /// Deletes payload files (and leftover temporary files) no entry names.
-    func collectGarbage() {
-        guard let referenced = try? database.query("SELECT DISTINCT digest FROM targets WHERE data IS NULL") else { return }
-        let names = Set(referenced.compactMap { $0[0].text })
+    ///
+    /// The daemons of one user (one per display) share the store: a file another daemon wrote
+    /// a moment ago may belong to a row it is about to commit. Only files older than
+    /// ``garbageAge`` are deleted.
+    /// `named`: the payload files named before entries were deleted: those no longer named are
+    /// ours to delete at once, whatever their age.
+    func collectGarbage(named before: Set<String> = []) {
+        guard let names = referencedFiles() else { return }
         let files = FileManager.default
+        let now = Date().timeIntervalSince1970
+        let isOld = { (path: String) -> Bool in
+            guard let modified = Self.modificationTime(path) else { return false }
+            return now - modified > Self.garbageAge
+        }
         for folder in (try? files.contentsOfDirectory(atPath: blobs.path)) ?? [] {
             let path = blobs.appendingPathComponent(folder).path
             if folder.hasPrefix("tmp-") {
-                unlink(path)
+                if isOld(path) { unlink(path) }
                 continue
             }
-            for file in (try? files.contentsOfDirectory(atPath: path)) ?? [] where !names.contains(file) {
+            for file in (try? files.contentsOfDirectory(atPath: path)) ?? [] where !names.contains(file) && (before.contains(file) || isOld(path + "/" + file)) {
                 unlink(path + "/" + file)
             }
         }
     }
 
+    /// The payload files rows name now; nil when the database cannot say.
+    private func referencedFiles() -> Set<String>? {
+        guard let rows = try? database.query("SELECT DISTINCT digest FROM targets WHERE data IS NULL") else { return nil }
+        return Set(rows.compactMap { $0[0].text })
+    }
+
+    /// How old an unnamed payload file must be before it is deleted, in seconds.
+    static let garbageAge: Double = 60
+
+    /// A file's modification time (seconds since 1970), nil when it is gone.
+    private static func modificationTime(_ path: String) -> Double? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return Double(info.st_mtim.tv_sec)
+    }
+
     func delete(index: Int) throws -> Bool {
         try recovering {
             guard let id = try id(at: index) else { return false }
+            let named = referencedFiles() ?? []
             try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
-            collectGarbage()
+            collectGarbage(named: named)
             return true
         }
     }
 
     func clear() throws {
         try recovering {
+            let named = referencedFiles() ?? []
             try database.execute("DELETE FROM entries")
-            collectGarbage()
+            collectGarbage(named: named)
         }
     }
 

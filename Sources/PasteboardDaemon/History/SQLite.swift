@@ -10,6 +10,8 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public var isCorrupt: Bool { code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB }
     /// The disk (or quota) is full.
     public var isFull: Bool { code & 0xFF == SQLITE_FULL }
+    /// Another connection holds the lock (another xpbd starting at the same moment).
+    public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
     public var description: String { "\(message) (SQLite code \(code))" }
 }
 
