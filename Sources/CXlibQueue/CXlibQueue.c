@@ -21,3 +21,7 @@ unsigned long cxlibqueue_release_free_list(void *opaque) {
     if (released > 0) malloc_trim(0);
     return released;
 }
+
+unsigned long cxlibqueue_resource_mask(void *opaque) {
+    return ((Display *)opaque)->resource_mask;
+}

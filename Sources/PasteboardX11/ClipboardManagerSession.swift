@@ -1,4 +1,5 @@
 internal import CX11
+internal import CXlibQueue
 import Foundation
 import PasteboardKit
 
@@ -98,6 +99,13 @@ extension X11Session {
     /// its list of targets read, and the delegate asked to save. ``answerSave(saved:)`` replies.
     func handleSaveTargets(_ request: ConversionRequest) {
         guard pendingSave == nil, let delegate else { return notify(request, succeeded: false) }
+        // Only the client that owns CLIPBOARD hands it over (its requestor window may be another
+        // of its windows, as Qt's is): from anyone else, saving would take CLIPBOARD from its owner.
+        let owner = selectionOwner(known[.clipboard])
+        let mask = UInt(cxlibqueue_resource_mask(UnsafeMutableRawPointer(display)))
+        guard !owner.isNone, owner.rawValue & ~mask == request.requestor.rawValue & ~mask else {
+            return notify(request, succeeded: false)
+        }
         guard watchRequestor(request.requestor) else {
             releaseRequestor(request.requestor)
             return notify(request, succeeded: false)

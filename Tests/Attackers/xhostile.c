@@ -9,6 +9,8 @@
  *                                  then stays connected HOLD seconds
  *   flood SECONDS PAIRS            MULTIPLE and STRING requests, as fast as the server takes them
  *   self-requestor TARGET          a request naming the owner's own window as requestor
+ *   save-targets                   asks the clipboard manager to save CLIPBOARD (SAVE_TARGETS),
+ *                                  though another client owns it; prints "saved" or "refused"
  *   root-requestor TARGET          a request naming the root window as requestor
  * Owner modes (attack readers; print "ready" once they own CLIPBOARD, then serve until killed):
  *   owner-targets COUNT            TARGETS lists COUNT atoms that do not exist, then UTF8_STRING
@@ -291,6 +293,26 @@ int main(int argc, char **argv) {
         XSync(dpy, False);
         printf("sent\n");
         return 0;
+    }
+    if (!strcmp(mode, "save-targets")) {
+        Atom manager = XInternAtom(dpy, "CLIPBOARD_MANAGER", False);
+        Atom property = XInternAtom(dpy, "XHOSTILE_SAVE", False);
+        XConvertSelection(dpy, manager, XInternAtom(dpy, "SAVE_TARGETS", False), property, win, CurrentTime);
+        XFlush(dpy);
+        time_t deadline = time(NULL) + 10;
+        while (time(NULL) < deadline) {
+            while (XPending(dpy)) {
+                XEvent ev;
+                XNextEvent(dpy, &ev);
+                if (ev.type == SelectionNotify) {
+                    printf("%s\n", ev.xselection.property == None ? "refused" : "saved");
+                    return 0;
+                }
+            }
+            usleep(10000);
+        }
+        printf("no answer\n");
+        return 1;
     }
     if (!strcmp(mode, "flap")) {
         for (long i = 0; i < a; i++) {

@@ -340,6 +340,22 @@ struct DaemonTests {
                 "\((try? history(displays[0], home)) ?? [])")
     }
 
+    @Test("SAVE_TARGETS from a client that does not own CLIPBOARD is refused: the owner keeps it (any X client could make xpbd take it)")
+    func saveTargetsFromStranger() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("the owner's".utf8))
+        defer { owner.stop() }
+        try daemon.waitForLog("kept CLIPBOARD from window")
+        let outcome = try run(try attacker(), ["save-targets"], display: x, timeout: 20)
+        #expect(outcome.text == "refused\n", "\(outcome.text) \(outcome.error)")
+        #expect(owner.isRunning, "xclip lost CLIPBOARD to the daemon")
+        #expect(!daemon.log.contains("saved CLIPBOARD for"), "\(daemon.log)")
+        #expect(try xclipOut(x).text == "the owner's")
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()
