@@ -80,8 +80,7 @@ public final class ClipboardDaemon: Sendable {
         backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
         displayName = backend.displayName
         ourWindow = backend.window
-        store = Mutex(try HistoryStore(directory: configuration.stateDirectory, maxEntries: configuration.maxEntries,
-                                       maxBytes: configuration.maxBytes, logger: logger))
+        store = Mutex(try Self.openHistory(configuration, logger: logger))
         socketPath = configuration.socketPath ?? ControlEndpoint.socketPath(
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
         offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline)
@@ -96,6 +95,20 @@ public final class ClipboardDaemon: Sendable {
                 return partial.targets.first { $0.target == target }
             }
         }))
+    }
+
+    /// The history in the state directory; when that cannot be used (read-only, not a
+    /// directory, no permission), one warning naming it, and a history in memory: the daemon
+    /// keeps the clipboard all the same, as with a full disk.
+    private static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> HistoryStore {
+        do {
+            return try HistoryStore(directory: configuration.stateDirectory, maxEntries: configuration.maxEntries,
+                                    maxBytes: configuration.maxBytes, logger: logger)
+        } catch {
+            logger.warning("the history cannot be kept in \(configuration.stateDirectory.path) (\(error)): keeping it in memory until xpbd stops")
+            return try HistoryStore(inMemoryFor: configuration.stateDirectory, maxEntries: configuration.maxEntries,
+                                    maxBytes: configuration.maxBytes, logger: logger)
+        }
     }
 
     /// Becomes the display's clipboard manager, restores the last contents where nobody owns a

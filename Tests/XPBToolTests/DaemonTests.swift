@@ -356,6 +356,23 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a state directory that cannot be made or written: one warning naming it; the history is kept in memory and the clipboard survives")
+    func unusableStateDirectory() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        // /proc takes no new directory, even from root: as a read-only file system does.
+        let directory = "/proc/xpb-state-\(getpid())"
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--state-dir", directory])
+        #expect(daemon.log.components(separatedBy: "the history cannot be kept in \(directory)").count == 2, "\(daemon.log)")
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("kept in memory".utf8))
+        try waitForEntries(1, x, home, daemon: daemon)
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        #expect(try xclipOut(x).text == "kept in memory")
+        #expect(try xpb(["daemon", "status"], x, home).status == 0)
+        #expect(try daemon.stop().status == 0)
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

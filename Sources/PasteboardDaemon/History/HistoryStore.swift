@@ -15,6 +15,10 @@ import PasteboardX11
 final class HistoryStore {
     /// Payloads up to this size live in the database; larger ones in files.
     static let inlineLimit = 16 << 10
+    /// This store's limit: ``inlineLimit`` on disk, every payload for a store in memory.
+    private let inlineLimit: Int
+    /// Whether the history lives in memory only (its directory could not be used).
+    let isInMemory: Bool
 
     let directory: URL
     let databasePath: String
@@ -31,6 +35,8 @@ final class HistoryStore {
         self.maxEntries = maxEntries
         self.maxBytes = maxBytes
         self.logger = logger
+        inlineLimit = Self.inlineLimit
+        isInMemory = false
         blobs = directory.appendingPathComponent("blobs")
         databasePath = directory.appendingPathComponent("history.sqlite").path
         for path in [directory.path, blobs.path] {
@@ -40,6 +46,21 @@ final class HistoryStore {
         database = try Self.open(databasePath, logger: logger)
         collectGarbage()
         _ = try? prune()
+    }
+
+    /// A history in memory only, for a state directory that cannot be used (read-only, not a
+    /// directory, no permission): entries last until the daemon stops.
+    init(inMemoryFor directory: URL, maxEntries: Int, maxBytes: Int, logger: Logger) throws {
+        self.directory = directory
+        self.maxEntries = maxEntries
+        self.maxBytes = maxBytes
+        self.logger = logger
+        inlineLimit = .max
+        isInMemory = true
+        blobs = directory.appendingPathComponent("blobs")
+        databasePath = ":memory:"
+        database = try SQLiteDatabase(path: ":memory:")
+        try Self.prepare(database, inMemory: true)
     }
 
     /// How long opening waits for the other daemons of the user (they share the database) that
@@ -83,8 +104,8 @@ final class HistoryStore {
         }
     }
 
-    private static func prepare(_ database: SQLiteDatabase) throws(SQLiteError) {
-        let mode = try database.query("PRAGMA journal_mode=WAL").first?.first?.text
+    private static func prepare(_ database: SQLiteDatabase, inMemory: Bool = false) throws(SQLiteError) {
+        let mode = inMemory ? "wal" : try database.query("PRAGMA journal_mode=WAL").first?.first?.text
         // A mode that did not change is another connection's lock (it answers with the old
         // mode), not damage: SQLITE_BUSY (5), tried again by open().
         if mode != "wal" { throw SQLiteError(code: 5, message: "the database could not be switched to WAL (journal mode \(mode ?? "?")); another process holds it") }
@@ -168,7 +189,7 @@ final class HistoryStore {
             }
             // Files first: a row never names a payload that is not on disk.
             var written: Set<Digest> = []
-            for target in snapshot.targets where target.data.count > Self.inlineLimit && written.insert(target.digest).inserted {
+            for target in snapshot.targets where target.data.count > inlineLimit && written.insert(target.digest).inserted {
                 try writeBlob(target.data, digest: target.digest)
             }
             let named = replaced.isEmpty ? [] : referencedFiles() ?? []
@@ -189,7 +210,7 @@ final class HistoryStore {
                 for (position, target) in snapshot.targets.enumerated() {
                     try database.query("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, ?, ?, ?, ?, ?)", [
                         .integer(id), .integer(Int64(position)), .text(target.target), .text(target.type), .text(target.digest.hex),
-                        .integer(Int64(target.data.count)), target.data.count > Self.inlineLimit ? .null : .blob(target.data),
+                        .integer(Int64(target.data.count)), target.data.count > inlineLimit ? .null : .blob(target.data),
                     ])
                 }
                 return id
@@ -270,6 +291,7 @@ final class HistoryStore {
     /// `named`: the payload files named before entries were deleted: those no longer named are
     /// ours to delete at once, whatever their age.
     func collectGarbage(named before: Set<String> = []) {
+        guard !isInMemory else { return }
         guard let names = referencedFiles() else { return }
         let files = FileManager.default
         let now = Date().timeIntervalSince1970
