@@ -32,6 +32,28 @@ public struct FrameChannel {
         }
     }
 
+    /// The next frame, which must arrive whole within `seconds` however the peer spaces its bytes
+    /// (a peer trickling a byte a second cannot hold the connection); nil when the peer closed
+    /// the connection cleanly between frames.
+    public mutating func receive(within seconds: Double) throws(WireError) -> Frame? {
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            if let frame = try decoder.next() { return frame }
+            let remaining = deadline.timeIntervalSinceNow
+            guard remaining > 0 else { throw WireError("the peer did not send a whole frame within \(seconds) s") }
+            var value = timeval(tv_sec: Int(remaining), tv_usec: max(1, Int((remaining - remaining.rounded(.down)) * 1_000_000)))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
+                throw WireError("receiving: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { return nil }
+            decoder.append(Data(buffer[0..<count]))
+        }
+    }
+
     /// Sends `value` as JSON in a frame of `kind`.
     public func send<T: Encodable>(_ kind: FrameKind, _ value: T) throws(WireError) {
         let payload: Data

@@ -373,6 +373,56 @@ struct DaemonTests {
         #expect(try daemon.stop().status == 0)
     }
 
+    @Test("the control socket held by 16 tricklers and 16 silent connections: xpb daemon status and history still answer")
+    func controlSocketFlood() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try #require(daemon.log.components(separatedBy: "listening on ").last?.split(separator: "\n").first.map(String.init))
+        // 16 connections send a hello frame a byte a second, 16 say nothing; each reconnects when
+        // dropped, for as long as the attack runs.
+        let script = """
+            import socket, sys, time, threading
+            path = sys.argv[1]
+            connected = threading.Semaphore(0)
+            def trickle():
+                first = True
+                while True:
+                    s = socket.socket(socket.AF_UNIX); s.connect(path)
+                    if first: connected.release(); first = False
+                    try:
+                        for byte in b'\\x00\\x00\\x00\\x40' + b'x' * 64:
+                            s.send(bytes([byte])); time.sleep(1)
+                    except OSError:
+                        pass
+            def silent():
+                first = True
+                while True:
+                    s = socket.socket(socket.AF_UNIX); s.connect(path)
+                    if first: connected.release(); first = False
+                    try:
+                        s.recv(1)
+                    except OSError:
+                        pass
+            for work in [trickle] * 16 + [silent] * 16:
+                threading.Thread(target=work, daemon=True).start()
+            for _ in range(32): connected.acquire()
+            print("attacking", flush=True)
+            time.sleep(600)
+            """
+        let attack = try Peer("/usr/bin/python3", ["-c", script, socket], display: x)
+        defer { attack.stop() }
+        // Every attacking connection is in (the old code's 16 slots were full then).
+        try attack.waitForOutput("attacking")
+        for _ in 0..<3 {
+            let status = try xpb(["daemon", "status"], x, home)
+            #expect(status.status == 0, "\(status.error)")
+            let history = try xpb(["history"], x, home)
+            #expect(history.status == 0, "\(history.error)")
+        }
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

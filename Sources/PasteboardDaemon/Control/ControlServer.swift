@@ -6,11 +6,21 @@ import Synchronization
 
 /// The daemon's control socket: a UNIX socket (0600, in a 0700 directory) answering
 /// ``ControlRequest``s. Each connection is checked with SO_PEERCRED: a peer of another user is
-/// refused. One thread accepts; each connection is served on a thread of its own with a deadline,
-/// so that a client that connects and says nothing holds up no one.
+/// refused. One thread accepts; each connection is served on a thread of its own.
+///
+/// Budgets, so that no flood of one kind locks out `xpb history` and `xpb daemon status`:
+/// a connection must send its hello frame whole within ``helloDeadline`` (a byte a second does
+/// not keep it), and each later frame within ``frameDeadline``; at most ``maxPending``
+/// connections wait for their hello, and when one more comes the one that has waited longest is
+/// dropped (a real client says hello at once, so the flood's own connections go first); at most
+/// ``maxConnections`` clients that said hello are served at once.
 final class ControlServer: Sendable {
-    /// Connections served at once; more wait in the listen backlog.
+    /// Clients past their hello served at once; one more is told the daemon is busy.
     static let maxConnections = 16
+    /// Connections waiting for their hello at once; one more drops the oldest.
+    static let maxPending = 16
+    static let helloDeadline: Double = 2
+    static let frameDeadline: Double = 10
 
     let path: String
     private let listener: Int32
@@ -21,6 +31,8 @@ final class ControlServer: Sendable {
     /// Takes a connection that said hello in the sync protocol (the descriptor is then its).
     private let syncHandler: @Sendable (Int32, Data) -> Void
     private let active = Mutex(0)
+    /// Connections waiting for their hello, with when they were accepted.
+    private let pending = Mutex<[Int32: Date]>([:])
     private let isStopped = Mutex(false)
 
     init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>,
@@ -79,18 +91,20 @@ final class ControlServer: Sendable {
                 break
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let admitted = active.withLock { count -> Bool in
-                guard count < Self.maxConnections else { return false }
-                count += 1
-                return true
+            // The descriptor stays open (the serving thread closes it): only shut down, so the
+            // number cannot be reused while that thread still holds it.
+            let evicted = pending.withLock { pending -> Int32? in
+                var oldest: Int32?
+                if pending.count >= Self.maxPending, let first = pending.min(by: { $0.value < $1.value }) {
+                    oldest = first.key
+                    pending.removeValue(forKey: first.key)
+                }
+                pending[fd] = Date()
+                return oldest
             }
-            guard admitted else {
-                close(fd)
-                continue
-            }
+            if let evicted { shutdown(evicted, Int32(SHUT_RDWR)) }
             let thread = Thread { [self] in
                 let handedOver = serve(fd)
-                active.withLock { $0 -= 1 }
                 if let handedOver {
                     // A sync link: no deadline from here, and it does not count as a control connection.
                     var forever = timeval()
@@ -109,26 +123,46 @@ final class ControlServer: Sendable {
     /// Answers a control connection; for a sync link's hello, returns its payload instead.
     private func serve(_ fd: Int32) -> Data? {
         var channel = FrameChannel(fd: fd)
-        channel.setTimeout(10)
+        channel.setTimeout(Self.frameDeadline)
         var uid: uid_t = 0
+        let leavePending = { [self] in _ = pending.withLock { $0.removeValue(forKey: fd) } }
         guard clinux_peer_uid(fd, &uid) == 0, uid == getuid() else {
+            leavePending()
             logger.warning("control socket: refused a connection from uid \(uid) (only uid \(getuid()) may talk to this daemon)")
             try? channel.send(.error, ControlFailure(message: "refused: this daemon serves uid \(getuid()) only"))
             return nil
         }
+        let hello: Frame?
         do {
-            guard let hello = try channel.receive(), hello.kind == .hello,
-                  let theirs = try? ControlCoding.decode(ControlHello.self, from: hello.payload) else {
-                try channel.send(.error, ControlFailure(message: "expected a hello frame"))
-                return nil
-            }
-            if theirs.protocol == SyncHello.protocolName { return hello.payload }
+            hello = try channel.receive(within: Self.helloDeadline)
+        } catch {
+            leavePending()
+            logger.debug("control connection ended before its hello: \(error)")
+            return nil
+        }
+        leavePending()
+        guard let hello, hello.kind == .hello, let theirs = try? ControlCoding.decode(ControlHello.self, from: hello.payload) else {
+            try? channel.send(.error, ControlFailure(message: "expected a hello frame"))
+            return nil
+        }
+        if theirs.protocol == SyncHello.protocolName { return hello.payload }
+        let admitted = active.withLock { count -> Bool in
+            guard count < Self.maxConnections else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            try? channel.send(.error, ControlFailure(message: "xpbd is busy: \(Self.maxConnections) clients are being served; try again"))
+            return nil
+        }
+        defer { active.withLock { $0 -= 1 } }
+        do {
             if let mismatch = ControlHello.current.mismatch(with: theirs) {
                 try channel.send(.error, ControlFailure(message: mismatch))
                 return nil
             }
             try channel.send(.hello, ControlHello.current)
-            while let frame = try channel.receive() {
+            while let frame = try channel.receive(within: Self.frameDeadline) {
                 guard frame.kind == .request, let request = try? ControlCoding.decode(ControlRequest.self, from: frame.payload) else {
                     try channel.send(.error, ControlFailure(message: "malformed request"))
                     return nil
