@@ -423,6 +423,42 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("incoming sync links are capped: 60 hellos on the control socket, 32 links, the rest refused; the CLI still answers")
+    func incomingLinkCap() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try #require(daemon.log.components(separatedBy: "listening on ").last?.split(separator: "\n").first.map(String.init))
+        let script = """
+            import json, socket, struct, sys, time
+            held, accepted, refused = [], 0, 0
+            for i in range(60):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                hello = json.dumps({"protocol": "xpb-sync", "version": 1, "node": "attacker-%d" % i, "name": "attacker",
+                                    "sends": True, "receives": True, "selections": ["CLIPBOARD"]}).encode()
+                s.sendall(struct.pack(">IB", len(hello), 1) + hello)
+                header = b""
+                while len(header) < 5:
+                    chunk = s.recv(5 - len(header))
+                    if not chunk: break
+                    header += chunk
+                if len(header) == 5 and header[4] == 1: accepted += 1
+                else: refused += 1
+                held.append(s)
+            print("accepted %d refused %d" % (accepted, refused), flush=True)
+            time.sleep(600)
+            """
+        let attack = try Peer("/usr/bin/python3", ["-c", script, socket], display: x)
+        defer { attack.stop() }
+        try attack.waitForOutput("refused")
+        #expect(attack.outputSoFar.contains("accepted 32 refused 28"), "\(attack.outputSoFar)")
+        let status = try xpb(["daemon", "status", "--json"], x, home)
+        #expect(status.status == 0, "\(status.error)")
+        let peers = ((try JSONSerialization.jsonObject(with: status.output) as? [String: Any])?["status"] as? [String: Any])?["peers"] as? [Any]
+        #expect((peers?.count ?? 0) <= 32, "\(peers?.count ?? -1) links")
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

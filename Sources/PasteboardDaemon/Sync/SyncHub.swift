@@ -40,7 +40,15 @@ final class SyncHub: Sendable {
         /// The senders of fetches served from this display.
         var senders: [TransferTable.ServedKey: ServeTask] = [:]
         var isStopped = false
+        /// The links that came in on the control socket (a cap holds them).
+        var incoming: Set<Int> = []
+        /// Incoming links admitted and not registered yet (their hello being answered).
+        var admitting = 0
     }
+
+    /// Links that came in on the control socket at once: each costs threads and buffers, and any
+    /// process of the user can open them. One more is refused.
+    static let maxIncomingLinks = 32
 
     let configuration: SyncConfiguration
     let node: String
@@ -150,7 +158,8 @@ final class SyncHub: Sendable {
 
     /// A link whose hellos were exchanged starts carrying changes.
     @discardableResult
-    func register(transport: SyncTransport, reader: FrameReader, label: String, ours: SyncHello, theirs: SyncHello) -> SyncLink {
+    func register(transport: SyncTransport, reader: FrameReader, label: String, ours: SyncHello, theirs: SyncHello,
+                  incoming: Bool = false) -> SyncLink {
         let selections = Set(ours.selections).intersection(theirs.selections).compactMap(Self.name(ofSelection:))
         let names = { (names: Set<Pasteboard.Name>) in Set(names.map(X11PasteboardBackend.selectionName(for:))) }
         // The ledger knows the link before its reader starts: an announce the peer sends at once
@@ -163,6 +172,10 @@ final class SyncHub: Sendable {
                                 selections: Set(selections).intersection(synced))
             state.nextLink += 1
             state.links[link.id] = link
+            if incoming {
+                state.incoming.insert(link.id)
+                state.admitting -= 1
+            }
             let sends = link.sends ? names(link.selections) : []
             let receives = link.receives ? names(link.selections) : []
             return (link, state.ledger.linkUp(link.id, sends: sends, receives: receives, now: Date()))
@@ -184,7 +197,17 @@ final class SyncHub: Sendable {
         }
         let ours = SyncHello(node: node, name: nodeName, sends: theirs.receives, receives: theirs.sends,
                              selections: synced.map(X11PasteboardBackend.selectionName(for:)))
-        if let refusal = refusal(of: theirs, ours: ours) ?? (state.withLock { $0.isStopped } ? "the daemon is stopping" : nil) {
+        // A place among the incoming links is taken before the answer, so that links coming in
+        // at once cannot all pass the cap.
+        let admitted = state.withLock { state -> Bool in
+            guard state.incoming.count + state.admitting < Self.maxIncomingLinks else { return false }
+            state.admitting += 1
+            return true
+        }
+        let release = { [self] in state.withLock { $0.admitting -= 1 } }
+        if let refusal = refusal(of: theirs, ours: ours) ?? (state.withLock { $0.isStopped } ? "the daemon is stopping" : nil)
+            ?? (admitted ? nil : "\(Self.maxIncomingLinks) links came in already") {
+            if admitted { release() }
             logger.warning("sync: refused a link from \(theirs.name): \(refusal)")
             try? channel.send(.error, ControlFailure(refusal))
             close(fd)
@@ -193,17 +216,19 @@ final class SyncHub: Sendable {
         do {
             try channel.send(.hello, ours)
         } catch {
+            release()
             close(fd)
             return
         }
         let link = register(transport: SyncTransport(socket: fd), reader: FrameReader(fd: fd), label: "incoming \(theirs.name)",
-                            ours: ours, theirs: theirs)
+                            ours: ours, theirs: theirs, incoming: true)
         logger.info("sync: \(theirs.name) joined (\(link.sends && link.receives ? "both ways" : link.sends ? "we send only" : "we receive only"), \(link.selections.map { X11PasteboardBackend.selectionName(for: $0) }.sorted().joined(separator: ", ")))")
     }
 
     private func linkClosed(_ link: SyncLink, reason: String) {
         perform(state.withLock { state -> [TransferTable.Effect] in
             state.links.removeValue(forKey: link.id)
+            state.incoming.remove(link.id)
             state.ledger.linkDown(link.id)
             return state.transfers.linkDown(link.id, message: "the link to \(link.label) closed: \(reason)")
         })
