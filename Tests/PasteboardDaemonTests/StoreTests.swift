@@ -123,6 +123,24 @@ struct StoreTests {
         #expect(try store.summaries(search: "image").count == 1)
     }
 
+    @Test("an entry whose row cannot be written (a full disk) leaves no payload file behind; the next one is written")
+    func failedRowLeavesNoFile() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
+        // Another connection makes every new row fail, as a full disk does.
+        let side = try SQLiteDatabase(path: directory.appendingPathComponent("history.sqlite").path)
+        try side.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;")
+        let big = Data(repeating: 0x42, count: 100_000)
+        #expect(throws: SQLiteError.self) { try store.add(snapshot("lost", extra: big), display: ":1") }
+        let files = { (FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? []).filter { $0.count > 3 } }
+        #expect(files().isEmpty, "payload files no row names: \(files())")
+        try side.execute("DROP TRIGGER refuse")
+        try store.add(snapshot("kept", extra: big), display: ":1")
+        #expect(try store.summaries().map(\.preview) == ["kept"])
+        #expect(files().count == 1)
+    }
+
     @Test("a damaged database is moved aside and a new one opened; leftover files are collected")
     func damage() throws {
         let directory = try temporaryDirectory()

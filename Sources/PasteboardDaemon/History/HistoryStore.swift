@@ -187,33 +187,48 @@ final class HistoryStore {
                     replaced.append(id)
                 }
             }
-            // Files first: a row never names a payload that is not on disk.
+            // Files first: a row never names a payload that is not on disk. The files made here go
+            // again if the row cannot be written (a full disk): nothing is left behind that no row
+            // names, and the space is there for the next entry.
             var written: Set<Digest> = []
-            for target in snapshot.targets where target.data.count > inlineLimit && written.insert(target.digest).inserted {
-                try writeBlob(target.data, digest: target.digest)
+            var made: [Digest] = []
+            do {
+                for target in snapshot.targets where target.data.count > inlineLimit && written.insert(target.digest).inserted {
+                    if try writeBlob(target.data, digest: target.digest) { made.append(target.digest) }
+                }
+            } catch {
+                made.forEach { unlink(blobPath($0)) }
+                throw error
             }
             let named = replaced.isEmpty ? [] : referencedFiles() ?? []
-            let id = try database.transaction { () throws -> Int64 in
-                for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
-                try database.query("""
-                    INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, [
-                        .text(snapshot.selection.rawValue), .text(display), .real(snapshot.time.timeIntervalSince1970),
-                        .real(snapshot.time.timeIntervalSince1970), snapshot.source.map { .text($0) } ?? .null,
-                        snapshot.pid.map { .integer(Int64($0)) } ?? .null, .integer(Int64(snapshot.size)), .text(snapshot.preview),
-                        snapshot.text().map { .text($0) } ?? .null, .text(snapshot.advertised.joined(separator: "\n")),
-                        snapshot.expires.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(snapshot.isLocalOnly ? 1 : 0),
-                        .integer(snapshot.isComplete ? 1 : 0),
-                    ])
-                let id = database.lastInsertedRow
-                for (position, target) in snapshot.targets.enumerated() {
-                    try database.query("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, ?, ?, ?, ?, ?)", [
-                        .integer(id), .integer(Int64(position)), .text(target.target), .text(target.type), .text(target.digest.hex),
-                        .integer(Int64(target.data.count)), target.data.count > inlineLimit ? .null : .blob(target.data),
-                    ])
+            let id: Int64
+            do {
+                id = try database.transaction { () throws -> Int64 in
+                    for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
+                    try database.query("""
+                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """, [
+                            .text(snapshot.selection.rawValue), .text(display), .real(snapshot.time.timeIntervalSince1970),
+                            .real(snapshot.time.timeIntervalSince1970), snapshot.source.map { .text($0) } ?? .null,
+                            snapshot.pid.map { .integer(Int64($0)) } ?? .null, .integer(Int64(snapshot.size)), .text(snapshot.preview),
+                            snapshot.text().map { .text($0) } ?? .null, .text(snapshot.advertised.joined(separator: "\n")),
+                            snapshot.expires.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(snapshot.isLocalOnly ? 1 : 0),
+                            .integer(snapshot.isComplete ? 1 : 0),
+                        ])
+                    let id = database.lastInsertedRow
+                    for (position, target) in snapshot.targets.enumerated() {
+                        try database.query("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+                            .integer(id), .integer(Int64(position)), .text(target.target), .text(target.type), .text(target.digest.hex),
+                            .integer(Int64(target.data.count)), target.data.count > inlineLimit ? .null : .blob(target.data),
+                        ])
+                    }
+                    return id
                 }
-                return id
+            } catch {
+                let names = referencedFiles() ?? []
+                for digest in made where !names.contains(digest.hex) { unlink(blobPath(digest)) }
+                throw error
             }
             if !replaced.isEmpty { collectGarbage(named: named) }
             try prune()
@@ -234,9 +249,11 @@ final class HistoryStore {
 
     /// Writes a payload file unless one with its digest exists: to a temporary name, synced,
     /// then renamed, so that a file under a digest's name is always whole.
-    private func writeBlob(_ data: Data, digest: Digest) throws {
+    /// Returns whether it made the file (false: one with this digest was there).
+    @discardableResult
+    private func writeBlob(_ data: Data, digest: Digest) throws -> Bool {
         let final = blobPath(digest)
-        if FileManager.default.fileExists(atPath: final) { return }
+        if FileManager.default.fileExists(atPath: final) { return false }
         let folder = (final as NSString).deletingLastPathComponent
         if mkdir(folder, 0o700) != 0, errno != EEXIST { throw POSIXFailure("creating \(folder)", errno) }
         temporaryCounter += 1
@@ -251,6 +268,7 @@ final class HistoryStore {
             unlink(temporary)
             throw failure
         }
+        return true
     }
 
     private func blobPath(_ digest: Digest) -> String {
