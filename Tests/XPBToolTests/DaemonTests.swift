@@ -28,6 +28,14 @@ private func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, daemon:
     }
 }
 
+/// The control socket a daemon listens on, as it logged it.
+private func controlSocket(of daemon: DaemonProcess) throws -> String {
+    guard let path = daemon.log.components(separatedBy: "listening on ").last?.split(separator: "\n").first.map(String.init) else {
+        throw TestFailure("xpbd did not log its socket: \(daemon.log)")
+    }
+    return path
+}
+
 /// Every byte of every file under a directory (the WAL and payload files included).
 private func bytesUnder(_ directory: URL) -> Data {
     var all = Data()
@@ -378,7 +386,7 @@ struct DaemonTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
-        let socket = try #require(daemon.log.components(separatedBy: "listening on ").last?.split(separator: "\n").first.map(String.init))
+        let socket = try controlSocket(of: daemon)
         // 16 connections send a hello frame a byte a second, 16 say nothing; each reconnects when
         // dropped, for as long as the attack runs.
         let script = """
@@ -428,7 +436,7 @@ struct DaemonTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
-        let socket = try #require(daemon.log.components(separatedBy: "listening on ").last?.split(separator: "\n").first.map(String.init))
+        let socket = try controlSocket(of: daemon)
         let script = """
             import json, socket, struct, sys, time
             held, accepted, refused = [], 0, 0
