@@ -467,6 +467,48 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a sync peer announcing copies with ever new target names cannot make xpbd intern atoms without bound")
+    func announcedNamesBounded() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try controlSocket(of: daemon)
+        let probe = { () throws -> Int in
+            try #require(Int(try run(try attacker(), ["atom-probe"], display: x).text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        }
+        let before = try probe()
+        // 60 copies, each with 100 target names never seen before: 6,000 names.
+        let script = """
+            import json, socket, struct, sys, time
+            def frame(kind, payload):
+                return struct.pack(">IB", len(payload), kind) + payload
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            hello = {"protocol": "xpb-sync", "version": 1, "node": "attacker", "name": "attacker",
+                     "sends": True, "receives": False, "selections": ["CLIPBOARD"]}
+            s.sendall(frame(1, json.dumps(hello).encode()))
+            header = s.recv(5)
+            if len(header) < 5 or header[4] != 1: print("refused", flush=True); sys.exit(1)
+            clock = int(time.time() * 1000)
+            for copy in range(60):
+                targets = [{"target": "application/x-attack-%d-%d" % (copy, n)} for n in range(100)]
+                announce = {"selection": "CLIPBOARD", "stamp": {"clock": clock + copy, "node": "attacker"},
+                            "origin": "attacker", "targets": targets}
+                s.sendall(frame(16, json.dumps({"announce": {"_0": announce}}).encode()))
+            print("announced", flush=True)
+            time.sleep(600)
+            """
+        let attack = try Peer("/usr/bin/python3", ["-c", script, socket], display: x)
+        defer { attack.stop() }
+        try attack.waitForOutput("announced")
+        // Every announce handled: the last copy's owner is the daemon (it serves the remote copy).
+        #expect(eventually(timeout: 20) { (try? xpb(["types", "--targets"], x, home).text.contains("application/x-attack-59-99")) == true
+            || daemon.log.contains("target names") })
+        let grown = try probe() - before
+        #expect(grown <= 1_200, "the X server made \(grown) atoms for one peer's names")
+        #expect(try xpb(["daemon", "status"], x, home).status == 0)
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

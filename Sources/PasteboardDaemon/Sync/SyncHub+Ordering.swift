@@ -15,7 +15,11 @@ extension SyncHub {
 
     /// The most targets an announce may list, and the longest target name (an owner's TARGETS is
     /// read with the same bound): each becomes an atom of this display.
-    static let maxTargets = 1024
+    static let maxTargets = 256
+    /// Target names new to this daemon one link may bring in, and all links together over the
+    /// daemon's life: each becomes an X atom, which the X server keeps until it ends.
+    static let maxNamesPerLink = 1024
+    static let maxForeignNames = 8192
     static let maxTargetName = 1024
 
     /// On the X thread, as an ownership change's event is read (the daemon's hook calls it):
@@ -54,6 +58,28 @@ extension SyncHub {
         }
         if announce.stamp.clock > Self.wallClock + SyncLedger.maxClockSkew {
             logger.warning("sync: ignored an announce from \(link.label) stamped more than a day ahead of this machine's clock (\(announce.stamp)); check the clocks")
+            return
+        }
+        // New target names are counted against the link's budget and the daemon's: past them the
+        // announce is ignored (told once per link), and no atom is made for it.
+        let overBudget = state.withLock { state -> String?? in
+            let fresh = Set(announce.targets.map(\.target)).subtracting(state.foreignNames)
+            guard !fresh.isEmpty else { return .none }
+            let brought = state.namesBrought[link.id, default: 0]
+            let problem: String?
+            if brought + fresh.count > Self.maxNamesPerLink {
+                problem = "it brought \(brought) new target names already (at most \(Self.maxNamesPerLink) a link)"
+            } else if state.foreignNames.count + fresh.count > Self.maxForeignNames {
+                problem = "the links brought \(state.foreignNames.count) target names already (at most \(Self.maxForeignNames))"
+            } else {
+                state.foreignNames.formUnion(fresh)
+                state.namesBrought[link.id] = brought + fresh.count
+                return .none
+            }
+            return state.overNameBudget.insert(link.id).inserted ? .some(problem) : .some(nil)
+        }
+        if case let .some(problem) = overBudget {
+            if let problem { logger.warning("sync: ignoring announces from \(link.label) with new target names: \(problem)") }
             return
         }
         perform(state.withLock { state -> [SyncLedger.Effect] in

@@ -44,6 +44,12 @@ final class SyncHub: Sendable {
         var incoming: Set<Int> = []
         /// Incoming links admitted and not registered yet (their hello being answered).
         var admitting = 0
+        /// Every target name other nodes announced (each became an X atom of this display, which
+        /// the X server never frees), and how many each link brought in.
+        var foreignNames: Set<String> = []
+        var namesBrought: [Int: Int] = [:]
+        /// Links told once that their names are over budget.
+        var overNameBudget: Set<Int> = []
     }
 
     /// Links that came in on the control socket at once: each costs threads and buffers, and any
@@ -229,6 +235,8 @@ final class SyncHub: Sendable {
         perform(state.withLock { state -> [TransferTable.Effect] in
             state.links.removeValue(forKey: link.id)
             state.incoming.remove(link.id)
+            state.namesBrought.removeValue(forKey: link.id)
+            state.overNameBudget.remove(link.id)
             state.ledger.linkDown(link.id)
             return state.transfers.linkDown(link.id, message: "the link to \(link.label) closed: \(reason)")
         })
