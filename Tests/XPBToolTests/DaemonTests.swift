@@ -509,6 +509,70 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a sync peer granting credit Int.max (or zero, or less) loses its link; xpbd stays up; a 64 KiB window gets data")
+    func hostileCredit() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try controlSocket(of: daemon)
+        #expect(try xpb(["copy"], x, home, input: Data(repeating: 0x61, count: 1 << 20)).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD from 'xpb'")
+        // A receiving peer: takes the announce, fetches UTF8_STRING with a 64 KiB window, reads
+        // the first data, then grants the credit given as argument; prints how the link ended.
+        let script = """
+            import json, socket, struct, sys
+            def frame(kind, payload):
+                return struct.pack(">IB", len(payload), kind) + payload
+            def read(s, n):
+                data = b""
+                while len(data) < n:
+                    chunk = s.recv(n - len(data))
+                    if not chunk: return None
+                    data += chunk
+                return data
+            def next_frame(s):
+                header = read(s, 5)
+                if header is None: return None, None
+                length, kind = struct.unpack(">IB", header)
+                return kind, read(s, length)
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            hello = {"protocol": "xpb-sync", "version": 1, "node": "attacker-%s" % sys.argv[2], "name": "attacker",
+                     "sends": False, "receives": True, "selections": ["CLIPBOARD"]}
+            s.sendall(frame(1, json.dumps(hello).encode()))
+            kind, _ = next_frame(s)
+            if kind != 1: print("refused", flush=True); sys.exit(1)
+            stamp = None
+            while stamp is None:
+                kind, payload = next_frame(s)
+                if kind is None: print("closed before the announce", flush=True); sys.exit(1)
+                if kind == 16:
+                    message = json.loads(payload)
+                    if "announce" in message: stamp = message["announce"]["_0"]["stamp"]
+            fetch = {"fetch": {"id": 1, "selection": "CLIPBOARD", "stamp": stamp, "target": "UTF8_STRING", "window": 65536, "limit": 1 << 30}}
+            s.sendall(frame(16, json.dumps(fetch).encode()))
+            got = 0
+            while got == 0:
+                kind, payload = next_frame(s)
+                if kind is None: print("closed before data", flush=True); sys.exit(1)
+                if kind == 17: got += len(payload) - 8
+            s.sendall(frame(16, json.dumps({"credit": {"id": 1, "bytes": int(sys.argv[2])}}).encode()))
+            s.settimeout(20)
+            try:
+                while True:
+                    kind, payload = next_frame(s)
+                    if kind is None: print("link closed", flush=True); break
+            except socket.timeout:
+                print("link kept", flush=True)
+            """
+        for credit in ["9223372036854775807", "0", "-5"] {
+            let peer = try run("/usr/bin/python3", ["-c", script, socket, credit], display: x, timeout: 40)
+            #expect(peer.text == "link closed\n", "credit \(credit): \(peer.text) \(peer.error) \(daemon.log.suffix(1500))")
+            #expect(daemon.peer.isRunning, "xpbd died on credit \(credit): \(daemon.log.suffix(2000))")
+            #expect(try xpb(["daemon", "status"], x, home).status == 0)
+        }
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

@@ -180,7 +180,8 @@ extension SyncHub {
             perform(effects)
         case let .local(task, stamp, owner, name):
             workers.async { [self] in
-                serveLocal(id: id, name: name, target: target, stamp: stamp, owner: owner, limit: limit, task: task, to: link)
+                serveLocal(id: id, name: name, target: target, stamp: stamp, owner: owner, limit: limit,
+                           window: TransferTable.clampWindow(window), task: task, to: link)
                 state.withLock { state in
                     state.transfers.servedEnded(task.key)
                     if state.senders[task.key] === task { state.senders.removeValue(forKey: task.key) }
@@ -191,14 +192,14 @@ extension SyncHub {
 
     /// Streams one target of this display's contents to a link, within the credit it grants.
     func serveLocal(id: UInt64, name: Pasteboard.Name, target: String, stamp: SyncStamp, owner: X11Window, limit: Int,
-                            task: ServeTask, to link: SyncLink) {
+                    window: Int, task: ServeTask, to link: SyncLink) {
         let selection = X11PasteboardBackend.selectionName(for: name)
         // The bytes must be the announced contents': a newer copy (maybe a secret) is never sent
         // under an older stamp.
         let isCurrent = { [self] in
             state.withLock { $0.ledger.sharedCopy(selection, stamp: stamp) != nil && $0.ledger.isCurrentLocal(selection, stamp: stamp) }
         }
-        let sender = ChunkSender(id: id, link: link, task: task, limit: limit, what: "\(selection) \(target)", isCurrent: isCurrent,
+        let sender = ChunkSender(id: id, link: link, task: task, limit: limit, window: window, what: "\(selection) \(target)", isCurrent: isCurrent,
                                  take: { [self] bytes in takeCredit(task.key, bytes: bytes) })
         let send: (Data) throws -> Void = { try sender.send($0) }
         // In its turn at the owner, like the keeper's capture (many owners serve one transfer at

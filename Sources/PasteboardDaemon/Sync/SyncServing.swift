@@ -3,9 +3,11 @@ import Foundation
 import PasteboardWire
 import Synchronization
 
-/// Sends a served transfer's bytes in data frames of at most 256 KiB, each within the credit.
+/// Sends a served transfer's bytes in data frames of at most 256 KiB (and never more than the
+/// reader's window: a frame the credit can never cover would wait for ever), each within the credit.
 final class ChunkSender {
     static let frameBytes = 256 << 10
+    let frameBytes: Int
     let id: UInt64
     let link: SyncLink
     let task: ServeTask
@@ -16,8 +18,9 @@ final class ChunkSender {
     let take: (Int) -> Bool?
     private(set) var total = 0
 
-    init(id: UInt64, link: SyncLink, task: ServeTask, limit: Int, what: String, isCurrent: @escaping () -> Bool,
+    init(id: UInt64, link: SyncLink, task: ServeTask, limit: Int, window: Int, what: String, isCurrent: @escaping () -> Bool,
          take: @escaping (Int) -> Bool?) {
+        frameBytes = max(1, min(Self.frameBytes, window))
         self.id = id
         self.link = link
         self.task = task
@@ -31,7 +34,7 @@ final class ChunkSender {
         var offset = 0
         while offset < data.count {
             guard isCurrent() else { throw SyncHub.Failure("the contents changed during the transfer") }
-            let piece = min(Self.frameBytes, data.count - offset)
+            let piece = min(frameBytes, data.count - offset)
             guard total + piece <= limit else {
                 throw SyncHub.Failure("\(what) is larger than the \(ByteCount.format(limit)) cap per transfer (--sync-max-transfer)")
             }
