@@ -36,6 +36,35 @@ private func controlSocket(of daemon: DaemonProcess) throws -> String {
     return path
 }
 
+/// Python that speaks xpb's sync protocol on a control socket, for the tests that play a
+/// hostile peer: `frame` encodes a frame, `next_frame` reads one (None at the end), `join`
+/// connects and says hello, returning the socket and whether the daemon answered with its own.
+private let fakeSyncPeer = """
+    import json, socket, struct, sys, time
+    def frame(kind, payload):
+        return struct.pack(">IB", len(payload), kind) + payload
+    def read(s, n):
+        data = b""
+        while len(data) < n:
+            chunk = s.recv(n - len(data))
+            if not chunk: return None
+            data += chunk
+        return data
+    def next_frame(s):
+        header = read(s, 5)
+        if header is None: return None, None
+        length, kind = struct.unpack(">IB", header)
+        return kind, read(s, length)
+    def join(path, node, sends, receives):
+        s = socket.socket(socket.AF_UNIX); s.connect(path)
+        hello = {"protocol": "xpb-sync", "version": 1, "node": node, "name": "attacker",
+                 "sends": sends, "receives": receives, "selections": ["CLIPBOARD"]}
+        s.sendall(frame(1, json.dumps(hello).encode()))
+        kind, _ = next_frame(s)
+        return s, kind == 1
+
+    """
+
 /// Every byte of every file under a directory (the WAL and payload files included).
 private func bytesUnder(_ directory: URL) -> Data {
     var all = Data()
@@ -437,20 +466,11 @@ struct DaemonTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
         let socket = try controlSocket(of: daemon)
-        let script = """
-            import json, socket, struct, sys, time
+        let script = fakeSyncPeer + """
             held, accepted, refused = [], 0, 0
             for i in range(60):
-                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-                hello = json.dumps({"protocol": "xpb-sync", "version": 1, "node": "attacker-%d" % i, "name": "attacker",
-                                    "sends": True, "receives": True, "selections": ["CLIPBOARD"]}).encode()
-                s.sendall(struct.pack(">IB", len(hello), 1) + hello)
-                header = b""
-                while len(header) < 5:
-                    chunk = s.recv(5 - len(header))
-                    if not chunk: break
-                    header += chunk
-                if len(header) == 5 and header[4] == 1: accepted += 1
+                s, joined = join(sys.argv[1], "attacker-%d" % i, True, True)
+                if joined: accepted += 1
                 else: refused += 1
                 held.append(s)
             print("accepted %d refused %d" % (accepted, refused), flush=True)
@@ -478,16 +498,9 @@ struct DaemonTests {
         }
         let before = try probe()
         // 60 copies, each with 100 target names never seen before: 6,000 names.
-        let script = """
-            import json, socket, struct, sys, time
-            def frame(kind, payload):
-                return struct.pack(">IB", len(payload), kind) + payload
-            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-            hello = {"protocol": "xpb-sync", "version": 1, "node": "attacker", "name": "attacker",
-                     "sends": True, "receives": False, "selections": ["CLIPBOARD"]}
-            s.sendall(frame(1, json.dumps(hello).encode()))
-            header = s.recv(5)
-            if len(header) < 5 or header[4] != 1: print("refused", flush=True); sys.exit(1)
+        let script = fakeSyncPeer + """
+            s, joined = join(sys.argv[1], "attacker", True, False)
+            if not joined: print("refused", flush=True); sys.exit(1)
             clock = int(time.time() * 1000)
             for copy in range(60):
                 targets = [{"target": "application/x-attack-%d-%d" % (copy, n)} for n in range(100)]
@@ -519,28 +532,9 @@ struct DaemonTests {
         try daemon.waitForLog("kept CLIPBOARD from 'xpb'")
         // A receiving peer: takes the announce, fetches UTF8_STRING with a 64 KiB window, reads
         // the first data, then grants the credit given as argument; prints how the link ended.
-        let script = """
-            import json, socket, struct, sys
-            def frame(kind, payload):
-                return struct.pack(">IB", len(payload), kind) + payload
-            def read(s, n):
-                data = b""
-                while len(data) < n:
-                    chunk = s.recv(n - len(data))
-                    if not chunk: return None
-                    data += chunk
-                return data
-            def next_frame(s):
-                header = read(s, 5)
-                if header is None: return None, None
-                length, kind = struct.unpack(">IB", header)
-                return kind, read(s, length)
-            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-            hello = {"protocol": "xpb-sync", "version": 1, "node": "attacker-%s" % sys.argv[2], "name": "attacker",
-                     "sends": False, "receives": True, "selections": ["CLIPBOARD"]}
-            s.sendall(frame(1, json.dumps(hello).encode()))
-            kind, _ = next_frame(s)
-            if kind != 1: print("refused", flush=True); sys.exit(1)
+        let script = fakeSyncPeer + """
+            s, joined = join(sys.argv[1], "attacker-%s" % sys.argv[2], False, True)
+            if not joined: print("refused", flush=True); sys.exit(1)
             stamp = None
             while stamp is None:
                 kind, payload = next_frame(s)
