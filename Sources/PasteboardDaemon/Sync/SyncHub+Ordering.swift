@@ -62,11 +62,11 @@ extension SyncHub {
         }
         // New target names are counted against the link's budget and the daemon's: past them the
         // announce is ignored (told once per link), and no atom is made for it.
-        let overBudget = state.withLock { state -> String?? in
+        let (ignored, warning) = state.withLock { state -> (Bool, String?) in
             let fresh = Set(announce.targets.map(\.target)).subtracting(state.foreignNames)
-            guard !fresh.isEmpty else { return .none }
+            guard !fresh.isEmpty else { return (false, nil) }
             let brought = state.namesBrought[link.id, default: 0]
-            let problem: String?
+            let problem: String
             if brought + fresh.count > Self.maxNamesPerLink {
                 problem = "it brought \(brought) new target names already (at most \(Self.maxNamesPerLink) a link)"
             } else if state.foreignNames.count + fresh.count > Self.maxForeignNames {
@@ -74,14 +74,12 @@ extension SyncHub {
             } else {
                 state.foreignNames.formUnion(fresh)
                 state.namesBrought[link.id] = brought + fresh.count
-                return .none
+                return (false, nil)
             }
-            return state.overNameBudget.insert(link.id).inserted ? .some(problem) : .some(nil)
+            return (true, state.overNameBudget.insert(link.id).inserted ? problem : nil)
         }
-        if case let .some(problem) = overBudget {
-            if let problem { logger.warning("sync: ignoring announces from \(link.label) with new target names: \(problem)") }
-            return
-        }
+        if let warning { logger.warning("sync: ignoring announces from \(link.label) with new target names: \(warning)") }
+        if ignored { return }
         perform(state.withLock { state -> [SyncLedger.Effect] in
             guard !state.isStopped else { return [] }
             return state.ledger.announced(announce, from: link.id, now: Self.wallClock, wall: Date())
