@@ -12,8 +12,9 @@ import Synchronization
 /// display's change counts, and answers `xpb` on its control socket.
 ///
 /// Threads: the backend's X thread does the X work; ownership changes are handled on `events`
-/// (quick), fetches run on `captures` (one at a time: a source app is asked for one target at a
-/// time, never flooded), save requests on `saves`, disk writes on `storage`.
+/// (quick), fetches run on one queue per selection (``captures(_:)``: a source app is asked for one
+/// target at a time, never flooded, and a slow owner of one selection never delays another's),
+/// save requests on `saves`, disk writes on `storage`.
 public final class ClipboardDaemon: Sendable {
     struct State {
         /// The newest contents kept per selection, and the owner they came from.
@@ -50,7 +51,10 @@ public final class ClipboardDaemon: Sendable {
     let socketPath: String
     let startedAt = Date()
     let events = DispatchQueue(label: "xpbd.events")
-    let captures = DispatchQueue(label: "xpbd.captures")
+    /// The keeper's work per selection (fetches, serving kept contents), in order.
+    private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
+        uniqueKeysWithValues: [Pasteboard.Name.general, .find, .secondary].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
+    private let otherCaptures = DispatchQueue(label: "xpbd.captures")
     let saves = DispatchQueue(label: "xpbd.saves")
     let storage = DispatchQueue(label: "xpbd.storage")
     /// Turns at each owner: the keeper, a peer's fetch and a save request read one at a time.
@@ -75,6 +79,8 @@ public final class ClipboardDaemon: Sendable {
         // Our own readers never meet our own owner through the fast path; kept contents are served
         // through the X server like any owner's.
         x11.fastPath = false
+        // Every read is of one ownership: a new copy ends it (the keeper moves on to the new one).
+        x11.abandonsReadsOnOwnerChange = true
         // What `xpb info` and a second manager's refusal name.
         x11.windowName = "xpbd"
         backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
@@ -133,7 +139,7 @@ public final class ClipboardDaemon: Sendable {
                 state.withLock { $0.owners[name] = owner.window }
                 schedule(name)
             } else if configuration.restoresAtStart {
-                captures.async { self.restoreLast(name) }
+                captures(name).async { self.restoreLast(name) }
             }
         }
         let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request in
@@ -201,12 +207,19 @@ public final class ClipboardDaemon: Sendable {
         logger.info("stopped; history written")
     }
 
+    /// The queue of the keeper's work on `name`.
+    func captures(_ name: Pasteboard.Name) -> DispatchQueue {
+        captureQueues[name] ?? otherCaptures
+    }
+
     // MARK: Ownership changes
 
     /// On the X thread, as an ownership change's event is read: a copy of another client, or a
     /// clear, begins a new ownership. What the keeper kept or is fetching is no longer any
     /// window's contents (the new owner may have a window id an earlier, gone owner had).
     private func ownershipRead(_ change: SelectionOwnerChange) {
+        // A fetch waiting for its turn at an owner looks again at whether that owner still owns.
+        defer { gate.ownershipChanged() }
         guard !change.isOurs, change.owner != ourWindow, !change.owner.isNone || change.reason == .setOwner else { return }
         state.withLock { state in
             state.epochs[change.name, default: 0] += 1
@@ -242,15 +255,15 @@ public final class ClipboardDaemon: Sendable {
                 return
             }
             // Nobody owns it now.
-            let (previous, kept) = state.withLock { state -> (X11Window?, Snapshot?) in
+            let (previous, kept, epoch) = state.withLock { state -> (X11Window?, Snapshot?, Int) in
                 state.generations[change.name, default: 0] += 1
                 let previous = state.owners.removeValue(forKey: change.name)
                 if change.reason == .setOwner {
                     // Cleared on purpose (xsel --clear, a password manager): never brought back.
                     state.current.removeValue(forKey: change.name)
-                    return (previous, nil)
+                    return (previous, nil, 0)
                 }
-                return (previous, state.current[change.name])
+                return (previous, state.current[change.name], state.epochs[change.name, default: 0])
             }
             if change.reason == .setOwner {
                 logger.info("\(selection) was cleared by its owner: not brought back")
@@ -260,9 +273,11 @@ public final class ClipboardDaemon: Sendable {
                 logger.info("the owner of \(selection) went away; nothing of it was kept")
                 return
             }
-            captures.async { [self] in
+            captures(change.name).async { [self] in
                 do {
-                    guard try serve(kept, ifUnowned: true) else {
+                    // Only if no copy was made since (a copy that is gone already too, perhaps
+                    // with this window id, is newer than these contents: not brought back).
+                    guard try serve(kept, ifUnowned: true, since: epoch) else {
                         logger.info("the owner of \(selection) went away; a newer copy took \(selection) meanwhile: its kept contents stay in the history")
                         return
                     }
@@ -278,21 +293,22 @@ public final class ClipboardDaemon: Sendable {
     /// Serves kept contents on their selection (from this process, through the X server).
     /// `ifUnowned`: only if nobody owns the selection at that moment on the X thread
     /// (compare-and-own: a copy that came since, from this display or through sync, is never
-    /// replaced by older kept contents). Returns whether it serves them.
+    /// replaced by older kept contents); `since`: only if no other client's ownership was read
+    /// after that epoch. Returns whether it serves them.
     ///
     /// The keeper's state is brought up to date only if no other client's copy was read after
     /// ours: such a copy owns the selection now, and its event (handled on `events`, perhaps
     /// before this returns) set the owner the keeper waits for. The owner recorded for our own
     /// ownership is set by its event too, in order.
     @discardableResult
-    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false) throws -> Bool {
+    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false, since: Int? = nil) throws -> Bool {
         let name = snapshot.selection
         // The ownerships read before ours, taken on the X thread as ours begins.
         let epochAtOwn = Mutex<Int?>(nil)
         let check: @Sendable (X11Window) -> Bool = { [self] owner in
             let epoch = state.withLock { $0.epochs[name, default: 0] }
             epochAtOwn.withLock { $0 = epoch }
-            return !ifUnowned || owner.isNone
+            return (!ifUnowned || owner.isNone) && (since == nil || since == epoch)
         }
         guard try backend.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
                                timestamp: timestamp, if: check) else { return false }
@@ -345,10 +361,11 @@ public final class ClipboardDaemon: Sendable {
     /// Serves the newest history entry of a selection nobody owns (at start).
     private func restoreLast(_ name: Pasteboard.Name) {
         let selection = X11PasteboardBackend.selectionName(for: name)
+        let epoch = state.withLock { $0.epochs[name, default: 0] }
         guard (try? backend.owner(of: name)) == nil else { return }
         do {
             guard let snapshot = try store.withLock({ try $0.latest(selection: name, display: displayName) }) else { return }
-            guard !snapshot.targets.isEmpty, try serve(snapshot, ifUnowned: true) else { return }
+            guard !snapshot.targets.isEmpty, try serve(snapshot, ifUnowned: true, since: epoch) else { return }
             logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) targets" : "“\(snapshot.preview)”")")
         } catch {
             logger.warning("could not restore \(selection) from the history: \(error)")

@@ -23,6 +23,8 @@ struct PendingConversion {
 /// An INCR transfer we are receiving.
 struct IncomingState {
     let id: Int
+    /// The selection read (an ownership change may end the read).
+    let selection: X11Atom
     var transfer: IncomingTransfer
     var type: X11Atom
     let description: String
@@ -43,9 +45,15 @@ extension X11Session {
     /// when all are in flight.
     private func allocateProperty() -> X11Atom? {
         if !freeProperties.isEmpty { return freeProperties.removeFirst() }
-        guard propertyCount < Self.maxConversionProperties else { return nil }
-        propertyCount += 1
-        return atom("XPB_SEL_\(propertyCount)")
+        if propertyCount < Self.maxConversionProperties {
+            propertyCount += 1
+            return atom("XPB_SEL_\(propertyCount)")
+        }
+        // The one that has rested longest (an unfinished transfer's, see failIncoming).
+        guard !restingProperties.isEmpty else { return nil }
+        let property = restingProperties.removeFirst()
+        deleteProperty(window, property)
+        return property
     }
 
     /// Gives a property back. Reused last (first in, first out), and emptied: an owner that
@@ -151,7 +159,7 @@ extension X11Session {
             conversion.sink?.noteSize(announced)
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
             incoming[conversion.property] = IncomingState(
-                id: conversion.id, transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
+                id: conversion.id, selection: conversion.selection, transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
                 type: .none, description: description, timer: nil, deadline: conversion.deadline, sink: conversion.sink,
                 completion: conversion.completion)
             armIncomingTimer(conversion.property)
@@ -177,12 +185,15 @@ extension X11Session {
         }
     }
 
-    /// Ends an INCR transfer with an error.
+    /// Ends an INCR transfer with an error. Its property rests, left as it is (an owner waiting
+    /// for its deletion sends nothing more into it), and is used again only when no other is
+    /// free, the one that rested longest first. Never given back, 64 failed transfers would
+    /// leave no property to read into, ever.
     func failIncoming(_ property: X11Atom, _ error: any Error) {
         guard let state = incoming.removeValue(forKey: property) else { return }
         cancelTimer(state.timer)
         cancelTimer(state.deadline)
-        // Not reused: the owner may go on writing chunks into it.
+        if name(of: property)?.hasPrefix("XPB_SEL_") == true, !restingProperties.contains(property) { restingProperties.append(property) }
         state.completion(.failure(error))
     }
 
@@ -279,6 +290,24 @@ extension X11Session {
 }
 
 extension X11Session {
+    /// `selection` changed owner: with ``X11Configuration/abandonsReadsOnOwnerChange``, every
+    /// read of it (waiting for the owner's answer, or mid-INCR) ends now with an error.
+    func abandonReads(of selection: X11Atom) {
+        guard configuration.abandonsReadsOnOwnerChange else { return }
+        let failure = PasteboardError.backendFailure("\(name(of: selection) ?? "the selection") changed owner during the read")
+        let waiting = conversions.filter { $0.selection == selection }
+        conversions.removeAll { $0.selection == selection }
+        for conversion in waiting {
+            cancelTimer(conversion.timer)
+            cancelTimer(conversion.deadline)
+            releaseProperty(conversion.property)
+            conversion.completion(.failure(failure))
+        }
+        for (property, state) in incoming where state.selection == selection {
+            failIncoming(property, failure)
+        }
+    }
+
     /// The owner of `selection` went away (its client closed or its window was destroyed): the
     /// conversions still waiting for its SelectionNotify will never get one, so they end now
     /// instead of at their deadline (transfers already under way keep their own timers).
@@ -353,7 +382,7 @@ extension X11Session {
                 }
                 let id = self.makeOperationID()
                 self.incoming[property] = IncomingState(
-                    id: id, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit), type: .none,
+                    id: id, selection: selection, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit), type: .none,
                     description: "reading \(self.name(of: targets[index]) ?? "?") (MULTIPLE, INCR)", timer: nil, deadline: nil,
                     sink: nil, completion: { result in settle(index, (try? result.get()) ?? nil) })
                 self.armIncomingTimer(property)

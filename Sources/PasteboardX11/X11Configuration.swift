@@ -29,6 +29,12 @@ public struct X11Configuration: Sendable {
     /// The name of this process's window (`WM_NAME`), which `xpb info`, xprop and "another
     /// clipboard manager runs" messages show for what it owns.
     public var windowName = "xpb"
+    /// Whether a read ends as soon as its selection changes owner (a watched selection's XFixes
+    /// event), with ``PasteboardError/backendFailure(_:)``, instead of following the old owner's
+    /// INCR to its end: a clipboard manager reads one ownership at a time, and an owner that
+    /// trickles its data must not keep it from the next copy. Off for pastes (what was asked
+    /// for is delivered).
+    public var abandonsReadsOnOwnerChange = false
     /// The X thread's clock for its deadlines, in nanoseconds of a monotonic clock: tests inject
     /// their own.
     var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }

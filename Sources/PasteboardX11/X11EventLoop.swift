@@ -283,6 +283,7 @@ extension X11Session {
 
     private func handleFixesSelection(selection: X11Atom, owner: X11Window, time: X11Timestamp, reason: OwnerChangeReason) {
         let isOurs = (owner == window || owner.isNone) && reason == .setOwner && consumeOurChange(selection, at: time)
+        abandonReads(of: selection)
         if reason != .setOwner { failConversionsOfVanishedOwner(selection) }
         delegate?.selectionOwnerChanged(selection: selection, owner: owner, timestamp: time, reason: reason, isOurs: isOurs, session: self)
     }

@@ -123,6 +123,8 @@ final class X11Session {
     var incoming: [X11Atom: IncomingState] = [:]
     var freeProperties: [X11Atom] = []
     var propertyCount = 0
+    /// Properties of transfers that ended unfinished, reused last (``failIncoming(_:_:)``).
+    var restingProperties: [X11Atom] = []
     var timestampWaiters: [(Result<X11Timestamp, any Error>) -> Void] = []
     var nextOperationID = 0
 

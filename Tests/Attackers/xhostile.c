@@ -15,7 +15,7 @@
  * Owner modes (attack readers; print "ready" once they own CLIPBOARD, then serve until killed):
  *   owner-targets COUNT            TARGETS lists COUNT atoms that do not exist, then UTF8_STRING
  *   owner-incr-forever             answers UTF8_STRING with INCR, then 1 MiB chunks forever
- *   owner-trickle SECONDS          answers with INCR, then one byte every SECONDS
+ *   owner-trickle SECONDS          answers with INCR (printing "incr"), then one byte every SECONDS
  *   owner-evil-names               window name and a target name carry terminal escapes
  *   owner-manifest SOCKET          a manifest whose fast path names the abstract socket SOCKET
  *   owner-manifest-refusing        a manifest naming XPB_ITEM_0_0, which it then refuses
@@ -187,6 +187,7 @@ static void owner_loop(int mode, long argument, const char *text) {
             long size = mode == 'c' ? argument : 1 << 20;
             XChangeProperty(dpy, req.requestor, req.property, incr, 32, PropModeReplace, (unsigned char *)&size, 1);
             notify(&req, req.property);
+            if (mode == 'r') printf("incr\n");
             if (mode == 'c') {
                 if (wait_deleted(req.requestor, req.property, 10)) {
                     XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, (const unsigned char *)"hi", 2);

@@ -123,6 +123,15 @@ struct SyncLedgerTests {
         #expect(SyncLedger.malformation(of: empty, maxTargets: 10, maxTargetName: 10) != nil)
         #expect(SyncLedger.malformation(of: announce(1000, "b", "bad\u{1}name"), maxTargets: 10, maxTargetName: 20) != nil)
         #expect(SyncLedger.malformation(of: announce(1000, "b"), maxTargets: 10, maxTargetName: 20) == nil)
+        // Plausible MIME and atom names only: what toolkits really offer passes.
+        for name in ["UTF8_STRING", "text/plain;charset=utf-8", "_NETSCAPE_URL", "chromium/x-web-custom-data",
+                     "application/x-openoffice-embed-source-xml;windows_formatname=\"Star Embed Source (XML)\""] {
+            #expect(SyncLedger.isPlausibleTargetName(name), "\(name)")
+        }
+        for name in ["", "9lives", "/etc/passwd", " text", "tëxt/plain", "text\u{7F}", "emoji😀", "[x]", "@x", "`x", "{x"] {
+            #expect(!SyncLedger.isPlausibleTargetName(name), "\(name)")
+        }
+        #expect(SyncLedger.malformation(of: announce(1000, "b", "ünïcode"), maxTargets: 10, maxTargetName: 20) != nil)
         var ledger = SyncLedger(node: "a")
         _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
         #expect(ledger.announced(announce(1000 + SyncLedger.maxClockSkew + 1, "b"), from: 1, now: 1000, wall: Date()) == [])

@@ -118,6 +118,35 @@ struct FaultTests {
         #expect(again.output == data)
     }
 
+    @Test("a manager's read ends as soon as its selection changes owner; 70 reads ended mid-INCR leave the reader able to read")
+    func readsEndAtOwnerChange() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.abandonsReadsOnOwnerChange = true }
+        defer { backend.close(handOff: false) }
+        try backend.watch(.general)
+        let other = try x.backend()
+        defer { other.close(handOff: false) }
+        // More than the 64 properties a reader has: each unfinished transfer's property rests, and
+        // is used again when no other is free (it used to be lost for good).
+        for round in 0 ..< 70 {
+            // An owner that answers with INCR and then sends a byte per chunk asked: a read of it
+            // lasts for hours.
+            let trickle = try Peer(try attacker(), ["owner-trickle", "0"], display: x)
+            defer { trickle.stop() }
+            try trickle.waitForOutput("ready", timeout: 10)
+            let read = Background { try backend.capture(.general, target: "UTF8_STRING", limit: 4 << 20) }
+            try trickle.waitForOutput("incr", timeout: 10)
+            let started = Date()
+            Pasteboard.general(of: other).string = "copy \(round)"
+            let outcome = try #require(read.outcome(timeout: 10), "round \(round): the read did not end at the owner change")
+            #expect(throws: PasteboardError.self, "round \(round)") { try outcome.get() }
+            #expect(Date().timeIntervalSince(started) < 5, "round \(round)")
+            guard (try? outcome.get()) == nil else { break }
+        }
+        let value = try backend.capture(.general, target: "UTF8_STRING", limit: 1 << 20)
+        #expect(value.map { String(decoding: $0.data, as: UTF8.self) } == "copy 69")
+    }
+
     @Test("a requestor gone before its INCR transfer starts: the transfer is dropped at once, not after the serve timeout")
     func requestorGoneFirst() throws {
         let x = try Xvfb()

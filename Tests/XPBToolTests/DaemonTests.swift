@@ -377,6 +377,62 @@ struct DaemonTests {
                 "\((try? history(displays[0], home)) ?? [])")
     }
 
+    @Test("an owner trickling INCR (a byte a second) does not hold the keeper: copies made meanwhile by owners that exit are kept and served")
+    func tricklingOwner() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let trickle = try Peer(try attacker(), ["owner-trickle", "1"], display: x)
+        defer { trickle.stop() }
+        try trickle.waitForOutput("ready", timeout: 10)
+        // The keeper is reading its text (for up to --target-deadline, 30 s, before).
+        try trickle.waitForOutput("incr", timeout: 10)
+        for round in 0 ..< 3 {
+            let text = "copied while an owner trickles, \(round)"
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(text.utf8))
+            try waitForEntries(round + 1, x, home, daemon: daemon, timeout: 8)
+            owner.stop()
+            try daemon.waitForLog("the owner of CLIPBOARD went away; serving", count: round + 1)
+            #expect(try xclipOut(x).text == text, "round \(round)")
+        }
+        #expect(daemon.log.contains("CLIPBOARD changed owner during the read"), "\(daemon.log)")
+        try daemon.stop()
+    }
+
+    @Test("a copy made and gone while xpbd could not look, its window id a gone owner's (X reuses them): the older copy is not brought back")
+    func reusedWindowIDUnseen() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        func owner() throws -> String? {
+            try xpb(["info"], x, home).text.split(separator: "\n").first { $0.hasPrefix("owner: ") }.map { String($0.dropFirst(7)) }
+        }
+        // The X server gives a departed client's slot (and its window ids) to the next client
+        // that connects, if nothing connects in between: tried until it does.
+        var reused = false
+        for attempt in 0 ..< 5 where !reused {
+            let a = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("A\(attempt), an older copy".utf8))
+            try waitForEntries(attempt + 1, x, home, daemon: daemon)
+            let windowA = try owner()
+            let goneSeen = daemon.log.components(separatedBy: "the owner of CLIPBOARD went away").count - 1
+            // xpbd stopped: it reads the events of A's exit, B's copy and B's exit only afterwards.
+            daemon.peer.signal(SIGSTOP)
+            a.stop()
+            let b = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("B, the newer copy".utf8))
+            #expect(eventually { (try? xclipOut(x).text) == "B, the newer copy" })
+            reused = try owner() == windowA
+            b.stop()
+            #expect(eventually { (try? xclipOut(x).status) == 1 })
+            daemon.peer.signal(SIGCONT)
+            try daemon.waitForLog("the owner of CLIPBOARD went away", count: goneSeen + 2)
+            // B, the newest copy, was never fetched: nothing to paste is right, A's bytes are not.
+            let read = try xclipOut(x)
+            #expect(!read.text.hasPrefix("A"), "attempt \(attempt) (window id reused: \(reused)): \(read.text)")
+        }
+        #expect(reused, "the X server never gave B the window id of A")
+        try daemon.stop()
+    }
+
     @Test("SAVE_TARGETS from a client that does not own CLIPBOARD is refused: the owner keeps it (any X client could make xpbd take it)")
     func saveTargetsFromStranger() throws {
         let x = try Xvfb()

@@ -478,6 +478,36 @@ extension SyncTests {
         try a.daemon.stop()
     }
 
+    @Test("a reader on one display that never reads a synced 5 MB text does not hold the other's keeper: copies made there by owners that exit are kept and served")
+    func stalledReaderElsewhere() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        let big = Data(repeating: UInt8(ascii: "x"), count: 5 << 20)
+        let first = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: big)
+        defer { first.stop() }
+        try a.daemon.waitForLog("kept CLIPBOARD from", timeout: 15)
+        try b.waitForTaken(1)
+        // A hung app on B: asks for the text and never reads the reply.
+        let stalled = try Peer(try attacker(), ["string", "1", "UTF8_STRING", "120"], display: b.x)
+        defer { stalled.stop() }
+        try stalled.waitForOutput("sent")
+        // A serves B's fetch, and waits for credit B will not grant.
+        #expect(eventually(timeout: 10) { ((try? a.peers())?.first?["bytesSent"] as? Int ?? 0) > 0 }, "A sent nothing to B")
+        for round in 0 ..< 3 {
+            let text = Data("copied on A during a stalled paste on B, \(round)".utf8)
+            let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: text)
+            try a.daemon.waitForLog("kept CLIPBOARD from", count: round + 2, timeout: 8)
+            owner.stop()
+            try a.daemon.waitForLog("the owner of CLIPBOARD went away; serving", count: round + 1)
+            #expect(try a.read("UTF8_STRING").output == text, "round \(round) on A")
+            #expect(eventually(timeout: 10) { (try? b.read("UTF8_STRING").output) == text }, "round \(round) on B")
+        }
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
     @Test("rounds of simultaneous copies on three displays in a star: every round all agree, and no display is left empty")
     func simultaneousRounds() throws {
         let nodes = try Node.star(runtime: try DaemonHome())

@@ -15,7 +15,7 @@ extension ClipboardDaemon {
             state.generations[name, default: 0] += 1
             return state.generations[name]!
         }
-        captures.asyncAfter(deadline: .now() + configuration.debounce) { [self] in
+        captures(name).asyncAfter(deadline: .now() + configuration.debounce) { [self] in
             guard isCurrent(name, generation) else {
                 logger.debug("\(X11PasteboardBackend.selectionName(for: name)) changed again within the debounce")
                 return
@@ -121,11 +121,11 @@ extension ClipboardDaemon {
         /// the turn did not come.
         func read(_ target: String, until: Date) -> CapturedTarget? {
             do {
-                let value = try gate.withTurn(name, owner.window, until: until) {
+                let value = try gate.withTurn(name, owner.window, until: until, while: isCurrent) {
                     try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
                 }
                 guard let value else {
-                    logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: the owner was busy with another transfer")
+                    logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: the owner was busy with another transfer, or changed")
                     return nil
                 }
                 return value
@@ -137,7 +137,7 @@ extension ClipboardDaemon {
         var captured: [CapturedTarget?] = []
         let remaining = planned.filter { prefetched[$0] == nil }
         if useMultiple, advertised.contains("MULTIPLE"), let deadline, !remaining.isEmpty,
-           let values = (try? gate.withTurn(name, owner.window, until: deadline, {
+           let values = (try? gate.withTurn(name, owner.window, until: deadline, while: isCurrent, {
                try backend.captureMultiple(name, targets: remaining, limit: configuration.maxTargetBytes,
                                            deadline: max(0.1, deadline.timeIntervalSinceNow / 2))
            })) ?? nil {

@@ -24,15 +24,21 @@ final class OwnerGate: @unchecked Sendable {
     private var capturing: Set<Key> = []
 
     /// Runs `body` with the turn to read from `owner`'s `name`, once nobody else holds it.
-    /// Returns nil, without running it, when the turn did not come before `deadline`.
-    func withTurn<T>(_ name: Pasteboard.Name, _ owner: X11Window, until deadline: Date, _ body: () throws -> T) rethrows -> T? {
+    /// Returns nil, without running it, when the turn did not come before `deadline`, or
+    /// `isCurrent` became false while waiting (checked at every ownership change).
+    func withTurn<T>(_ name: Pasteboard.Name, _ owner: X11Window, until deadline: Date, while isCurrent: () -> Bool = { true },
+                     _ body: () throws -> T) rethrows -> T? {
         let key = Key(name: name, owner: owner)
         condition.lock()
         while reading.contains(key) {
-            guard condition.wait(until: deadline) || !reading.contains(key) else {
+            guard isCurrent(), condition.wait(until: deadline) || !reading.contains(key) else {
                 condition.unlock()
                 return nil
             }
+        }
+        guard isCurrent() else {
+            condition.unlock()
+            return nil
         }
         reading.insert(key)
         condition.unlock()
@@ -61,6 +67,12 @@ final class OwnerGate: @unchecked Sendable {
             if !condition.wait(until: deadline) { return !capturing.contains(key) }
         }
         return true
+    }
+
+    /// An ownership changed (on the X thread): waiters look again at whether they still wait
+    /// for a current owner.
+    func ownershipChanged() {
+        release { _ in }
     }
 
     private func release(_ change: (OwnerGate) -> Void) {

@@ -36,10 +36,14 @@ extension SyncHub {
             event = .copied
         }
         let selection = X11PasteboardBackend.selectionName(for: change.name)
-        let effects = state.withLock { state -> [SyncLedger.Effect] in
-            guard !state.isStopped else { return [] }
-            return state.ledger.ownerChanged(selection, owner: change.owner.rawValue, event: event, now: Self.wallClock)
+        let (effects, senders) = state.withLock { state -> ([SyncLedger.Effect], [ServeTask]) in
+            guard !state.isStopped else { return ([], []) }
+            return (state.ledger.ownerChanged(selection, owner: change.owner.rawValue, event: event, now: Self.wallClock),
+                    state.senders.values.filter { $0.selection == selection })
         }
+        // Senders of the previous contents waiting for credit end now (with a failure the
+        // reading side is told), instead of holding their owner's turn until the credit comes.
+        for sender in senders { sender.wake() }
         if event == .cleared { logger.debug("sync: \(selection) was cleared by its owner") }
         perform(effects)
     }

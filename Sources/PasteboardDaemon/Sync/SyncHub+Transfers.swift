@@ -169,7 +169,7 @@ extension SyncHub {
             guard let key = state.transfers.serveLocal(id, on: link.id, window: window) else {
                 return .refuse("transfer \(id) is already under way")
             }
-            let task = ServeTask(key: key)
+            let task = ServeTask(key: key, selection: selection)
             state.senders[key] = task
             return .local(task, stamp: stamp, owner: X11Window(rawValue: local.owner), name)
         }

@@ -212,13 +212,25 @@ struct SyncLedger {
     // MARK: Other nodes
 
     /// Why an announce is refused before it is weighed, or nil.
+    /// Whether `name` may be a target: printable ASCII (X atom names are Latin-1; MIME types and
+    /// every toolkit's targets are ASCII, some with spaces and quotes in parameters), beginning
+    /// with a letter or `_`. Anything else from a peer would only become a useless atom.
+    static func isPlausibleTargetName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20) >= UInt8(ascii: "a") && (first | 0x20) <= UInt8(ascii: "z") else {
+            return false
+        }
+        return name.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+    }
+
     static func malformation(of announce: SyncAnnounce, maxTargets: Int, maxTargetName: Int) -> String? {
         if announce.targets.isEmpty { return "it lists no targets" }
         if announce.targets.count > maxTargets { return "it lists \(announce.targets.count) targets (at most \(maxTargets))" }
         for target in announce.targets {
             if target.target.isEmpty || target.target.utf8.count > maxTargetName { return "a target name is empty or too long" }
             if (target.size ?? 0) < 0 { return "a target has a negative size" }
-            if target.target.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return "a target name has control characters" }
+            if !isPlausibleTargetName(target.target) {
+                return "a target name is not a plausible MIME type or atom name (printable ASCII, beginning with a letter or _)"
+            }
         }
         return nil
     }

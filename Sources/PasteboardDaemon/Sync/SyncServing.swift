@@ -38,7 +38,7 @@ final class ChunkSender {
             guard total + piece <= limit else {
                 throw SyncHub.Failure("\(what) is larger than the \(ByteCount.format(limit)) cap per transfer (--sync-max-transfer)")
             }
-            try task.acquire(piece, timeout: 60, take: take)
+            try task.acquire(piece, timeout: 60, take: take, isCurrent: isCurrent)
             link.sendData(id: id, data.subdata(in: data.startIndex + offset ..< data.startIndex + offset + piece))
             offset += piece
             total += piece
@@ -50,11 +50,14 @@ final class ChunkSender {
 /// ``TransferTable``) and is woken by grants and by the reading side giving up.
 final class ServeTask: Sendable {
     let key: TransferTable.ServedKey
+    /// The selection served: a change of its owner wakes the sender (its bytes are stale).
+    let selection: String
     private let cancelled = Mutex(false)
     private let signal = DispatchSemaphore(value: 0)
 
-    init(key: TransferTable.ServedKey) {
+    init(key: TransferTable.ServedKey, selection: String) {
         self.key = key
+        self.selection = selection
     }
 
     func wake() {
@@ -69,11 +72,13 @@ final class ServeTask: Sendable {
     var isCancelled: Bool { cancelled.withLock { $0 } }
 
     /// Takes `bytes` of credit through `take`, waiting for grants; throws when the reading side
-    /// gave up, or after `timeout` seconds without enough.
-    func acquire(_ bytes: Int, timeout: Double, take: (Int) -> Bool?) throws {
+    /// gave up, the contents are no longer `isCurrent` (checked at each wake), or after `timeout`
+    /// seconds without enough.
+    func acquire(_ bytes: Int, timeout: Double, take: (Int) -> Bool?, isCurrent: () -> Bool = { true }) throws {
         let end = DispatchTime.now() + timeout
         while true {
             if isCancelled { throw SyncHub.Failure("the reading side gave the transfer up") }
+            guard isCurrent() else { throw SyncHub.Failure("the contents changed during the transfer") }
             switch take(bytes) {
             case true?: return
             case nil: throw SyncHub.Failure("the reading side gave the transfer up")
