@@ -118,6 +118,9 @@ struct ConversionRequest: Sendable {
     /// The property as sent (None from obsolete clients).
     let property: X11Atom
     let time: X11Timestamp
+    /// The serial of the last request of ours the server had processed when it sent this one:
+    /// it tells a request made before a request of ours from one made after it.
+    let serial: UInt
 
     init(_ event: XSelectionRequestEvent) {
         owner = X11Window(rawValue: event.owner)
@@ -126,6 +129,7 @@ struct ConversionRequest: Sendable {
         target = X11Atom(rawValue: event.target)
         property = X11Atom(rawValue: event.property)
         time = X11Timestamp(rawValue: event.time)
+        serial = UInt(event.serial)
     }
 
     /// Where the answer goes: the property, or for obsolete clients the target's name.
@@ -616,13 +620,18 @@ extension X11Session {
     /// the window as its destruction would (a reader killed as its INCR transfer started, whose
     /// transfer otherwise waited out the serve timeout). The answer comes later, so this returns
     /// true unless an earlier answer is already in.
+    ///
+    /// By the time the answer is read, the X server may have given the window's id to a new
+    /// client's window (it reuses a departed client's ids), whose requests came after ours: they
+    /// are the new window's, and are kept (a reader started just after a stopped owner went on
+    /// got no answer at all, its request dropped with the dead window's).
     func watchRequestor(_ requestor: X11Window) -> Bool {
         var alive = true
         if watchedRequestors[requestor, default: 0] == 0 {
             routeErrors({ XSelectInput(display, requestor.rawValue, PropertyChangeMask | StructureNotifyMask) },
                         onError: { [weak self] record in
                             alive = false
-                            if record.errorCode == UInt8(BadWindow) { self?.handleRequestorGone(requestor) }
+                            if record.errorCode == UInt8(BadWindow) { self?.handleRequestorGone(requestor, asOf: record.serial) }
                         })
         }
         watchedRequestors[requestor, default: 0] += 1
@@ -640,7 +649,17 @@ extension X11Session {
     }
 
     /// A requestor window was destroyed: drop its transfers and its requests still waiting.
-    func handleRequestorGone(_ requestor: X11Window) {
+    /// With `serial` (a request of ours that found the window gone), requests that came after
+    /// the server processed it are another window's, of the same id: they stay queued.
+    func handleRequestorGone(_ requestor: X11Window, asOf serial: UInt? = nil) {
+        let later = serial.map { serial in requestQueues[requestor]?.filter { $0.serial >= serial } ?? [] } ?? []
+        defer {
+            if !later.isEmpty {
+                requestQueues[requestor] = later
+                requestOrder.append(requestor)
+                queuedRequestCount += later.count
+            }
+        }
         for waiter in windowGoneWaiters.removeValue(forKey: requestor) ?? [] { waiter() }
         if pendingSave?.request.requestor == requestor { pendingSave?.abandoned = true }
         for key in outgoing.keys where key.requestor == requestor {

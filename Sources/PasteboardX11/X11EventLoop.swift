@@ -138,7 +138,14 @@ extension X11Session {
             forgetFlooder(request.requestor)
         }
         let waiting = requestQueues[request.requestor]?.count ?? 0
-        if waiting >= Self.maxQueuedPerRequestor {
+        // A request into a property that a waiting request of the same window names supersedes
+        // it: a requestor asks again only once it gave up, and the window may be a new client's
+        // that got a departed one's id. One answer goes into the property, not two (a reader
+        // started while the owner was stopped took the departed reader's answer, then saw it
+        // replaced, and pasted nothing). A requestor that keeps doing it is flooding.
+        let superseded = waiting > 0 ? requestQueues[request.requestor]?.firstIndex { $0.replyProperty == request.replyProperty } : nil
+        if let superseded { requestQueues[request.requestor]?[superseded] = request }
+        if superseded != nil || waiting >= Self.maxQueuedPerRequestor {
             // A burst past the queue loses its excess, as before; only a requestor that keeps
             // asking while its queue is full is flooding.
             let dropped = (overflowDrops[request.requestor] ?? 0) + 1
@@ -146,31 +153,37 @@ extension X11Session {
                 overflowDrops[request.requestor] = dropped
                 return
             }
-            overflowDrops.removeValue(forKey: request.requestor)
-            // Many windows flooding in turn: forget the ones that have gone quiet.
-            if floodingRequestors.count >= 64 {
-                makeRecentFlooder(.none)
-                for (window, until) in floodingRequestors where until <= now {
-                    floodingRequestors.removeValue(forKey: window)
-                    releaseRequestor(window)
-                }
-            }
-            // Watched while marked: once the window is destroyed (handleRequestorGone) its id may
-            // be given to another client's window, which must not inherit the mark.
-            floodingRequestors[request.requestor] = now + Self.floodCooldown
-            makeRecentFlooder(request.requestor)
-            _ = watchRequestor(request.requestor)
-            if let queued = requestQueues.removeValue(forKey: request.requestor) {
-                queuedRequestCount -= queued.count
-                requestOrder.removeAll { $0 == request.requestor }
-                if queueWatched.remove(request.requestor) != nil { releaseRequestor(request.requestor) }
-            }
+            markFlooding(request.requestor, now: now)
             return
         }
         guard queuedRequestCount < Self.maxQueuedRequests else { return }
         if waiting == 0 { requestOrder.append(request.requestor) }
         requestQueues[request.requestor, default: []].append(request)
         queuedRequestCount += 1
+    }
+
+    /// A requestor that kept asking past its queue is ignored until it has been quiet for the
+    /// cool-down; what it has queued is dropped.
+    private func markFlooding(_ requestor: X11Window, now: UInt64) {
+        overflowDrops.removeValue(forKey: requestor)
+        // Many windows flooding in turn: forget the ones that have gone quiet.
+        if floodingRequestors.count >= 64 {
+            makeRecentFlooder(.none)
+            for (window, until) in floodingRequestors where until <= now {
+                floodingRequestors.removeValue(forKey: window)
+                releaseRequestor(window)
+            }
+        }
+        // Watched while marked: once the window is destroyed (handleRequestorGone) its id may
+        // be given to another client's window, which must not inherit the mark.
+        floodingRequestors[requestor] = now + Self.floodCooldown
+        makeRecentFlooder(requestor)
+        _ = watchRequestor(requestor)
+        if let queued = requestQueues.removeValue(forKey: requestor) {
+            queuedRequestCount -= queued.count
+            requestOrder.removeAll { $0 == requestor }
+            if queueWatched.remove(requestor) != nil { releaseRequestor(requestor) }
+        }
     }
 
     /// Makes `window` (a marked flooder, or none) the one compared first, after writing the

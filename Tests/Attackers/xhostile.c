@@ -12,6 +12,8 @@
  *   save-targets                   asks the clipboard manager to save CLIPBOARD (SAVE_TARGETS),
  *                                  though another client owns it; prints "saved" or "refused"
  *   root-requestor TARGET          a request naming the root window as requestor
+ *   read [TARGET [PROPERTY]]       an honest reader: prints "asked" once its request reached the
+ *                                  server, then "read N" with the bytes it got (INCR followed)
  * Owner modes (attack readers; print "ready" once they own CLIPBOARD, then serve until killed):
  *   owner-targets COUNT            TARGETS lists COUNT atoms that do not exist, then UTF8_STRING
  *   owner-incr-forever             answers UTF8_STRING with INCR, then 1 MiB chunks forever
@@ -264,6 +266,42 @@ int main(int argc, char **argv) {
         printf("sent\n");
         /* Stay connected a while if asked: a departed client's window ids are given to the next. */
         if (argc > 4) sleep((unsigned)atol(argv[4]));
+        return 0;
+    }
+    if (!strcmp(mode, "read")) {
+        /* A plain reader: asks, says so once the request reached the server, reads the reply (INCR
+           too) and prints how many bytes it got. */
+        owner_or_die();
+        Atom target = XInternAtom(dpy, argc > 2 ? argv[2] : "UTF8_STRING", False);
+        Atom property = XInternAtom(dpy, argc > 3 ? argv[3] : "XHOSTILE_READ", False);
+        XSelectInput(dpy, win, PropertyChangeMask);
+        XConvertSelection(dpy, clipboard, target, property, win, CurrentTime);
+        XSync(dpy, False);
+        printf("asked\n");
+        XEvent ev;
+        do XNextEvent(dpy, &ev);
+        while (!(ev.type == SelectionNotify && (ev.xselection.property == property || ev.xselection.property == None)));
+        if (ev.xselection.property == None) { printf("refused\n"); return 1; }
+        Atom type;
+        int format;
+        unsigned long count, after;
+        unsigned char *data = NULL;
+        XGetWindowProperty(dpy, win, property, 0, 0x1fffffff, True, AnyPropertyType, &type, &format, &count, &after, &data);
+        if (data) XFree(data);
+        long total = (long)count;
+        if (type == incr) {
+            total = 0;
+            for (;;) {
+                do XNextEvent(dpy, &ev);
+                while (!(ev.type == PropertyNotify && ev.xproperty.atom == property && ev.xproperty.state == PropertyNewValue));
+                data = NULL;
+                XGetWindowProperty(dpy, win, property, 0, 0x1fffffff, True, AnyPropertyType, &type, &format, &count, &after, &data);
+                if (data) XFree(data);
+                if (count == 0) break;
+                total += (long)count * (format / 8);
+            }
+        }
+        printf("read %ld\n", total);
         return 0;
     }
     if (!strcmp(mode, "flood")) {

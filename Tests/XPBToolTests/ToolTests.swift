@@ -347,6 +347,37 @@ struct ReadTests {
         #expect(Date().timeIntervalSince(start) < 1.9)
     }
 
+    @Test("readers gone while the owner was stopped: after SIGCONT the next reader, with a gone one's window id, gets the whole text")
+    func readersGoneWhileOwnerStopped() throws {
+        let x = try Xvfb()
+        // Large enough for INCR: the owner watches the requestor's window.
+        let text = Data(String(repeating: "a line of text to paste, over and over\n", count: 200_000).utf8)
+        #expect(try xpb(["copy"], x, input: text).status == 0)
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        let pid = pid_t(try #require(info?["ownerPID"] as? Int))
+        defer { kill(pid, SIGKILL); kill(pid, SIGCONT) }
+        for round in 0 ..< 6 {
+            kill(pid, SIGSTOP)
+            // A reader asks and is gone (killed by a timeout, say): its request waits at the owner.
+            let gone = try run(try attacker(), ["string", "1", "UTF8_STRING"], display: x)
+            #expect(gone.status == 0, "\(gone.error)")
+            if round % 2 == 0 {
+                // The next reader of the same program (with the gone one's client slot, so its
+                // window id, and its property) asks before the owner goes on.
+                let reader = try Peer(try attacker(), ["read", "UTF8_STRING", "XHOSTILE_P0"], display: x)
+                try reader.waitForOutput("asked")
+                kill(pid, SIGCONT)
+                let outcome = try reader.finish(timeout: 20)
+                #expect(outcome.text == "asked\nread \(text.count)\n", "round \(round): \(outcome.text)")
+            } else {
+                // It starts as the owner goes on, racing with the owner's look at the gone window.
+                kill(pid, SIGCONT)
+                let outcome = try run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 20)
+                #expect(outcome.output == text, "round \(round): \(outcome.output.count) bytes, status \(outcome.status)")
+            }
+        }
+    }
+
     @Test("no X display exits 5")
     func noDisplay() throws {
         let x = try Xvfb()
