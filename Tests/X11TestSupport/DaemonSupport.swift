@@ -41,9 +41,11 @@ public final class DaemonProcess: Sendable {
     public let peer: Peer
     public let home: DaemonHome
 
-    public init(_ x: Xvfb, home: DaemonHome, arguments: [String] = []) throws {
+    /// `launcher`: a command that runs xpbd (its path and arguments follow), such as `unshare`.
+    public init(_ x: Xvfb, home: DaemonHome, arguments: [String] = [], launcher: [String] = []) throws {
         self.home = home
-        peer = try Peer(try builtProduct("xpbd"), ["--log-level", "debug"] + arguments, display: x, environment: home.environment)
+        let command = launcher + [try builtProduct("xpbd"), "--log-level", "debug"] + arguments
+        peer = try Peer(command[0], Array(command.dropFirst()), display: x, environment: home.environment)
         // Ready once it listens (a socket file may be left from a daemon killed before).
         let deadline = Date().addingTimeInterval(20)
         while !peer.errorSoFar.contains("listening on") {

@@ -449,6 +449,47 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a full disk (the state directory on a 2 MiB file system): history delete and clear work, and later copies are written again")
+    func fullDisk() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        // A real full disk: a 2 MiB tmpfs over the state directory, in the daemon's own mount
+        // namespace (CI runs as root, as this machine does).
+        let mount = "mount -t tmpfs -o size=2m,mode=0700 xpb-test \"$XDG_STATE_HOME\" && exec \"$@\""
+        let daemon = try DaemonProcess(x, home: home, launcher: ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh"])
+        var generator = SystemRandomNumberGenerator()
+        /// Copies of 150 KiB that do not compress until one is not written; returns the entries.
+        func fill() throws -> Int {
+            let full = daemon.log.components(separatedBy: "the disk is full").count - 1
+            for _ in 0 ..< 40 {
+                let kept = daemon.log.components(separatedBy: "kept CLIPBOARD from").count - 1
+                let entries = try history(x, home).count
+                let bytes = Data((0 ..< 112 << 10).map { _ in UInt8.random(in: 0 ... 255, using: &generator) }).base64EncodedData()
+                let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: bytes)
+                defer { owner.stop() }
+                try daemon.waitForLog("kept CLIPBOARD from", count: kept + 1)
+                // Written, or refused for the disk.
+                #expect(try eventually { try history(x, home).count > entries || daemon.log.components(separatedBy: "the disk is full").count - 1 > full })
+                if daemon.log.components(separatedBy: "the disk is full").count - 1 > full { return try history(x, home).count }
+            }
+            throw TestFailure("40 copies of 150 KiB did not fill 2 MiB: \(daemon.log)")
+        }
+        let entries = try fill()
+        #expect(entries > 3)
+        let deleted = try xpb(["history", "delete", "0"], x, home)
+        #expect(deleted.status == 0, "\(deleted.error)")
+        #expect(try history(x, home).count == entries - 1)
+        // The space of the deleted entry is free again: a copy is written.
+        let small = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("sixteen bytes ok".utf8))
+        defer { small.stop() }
+        #expect(try eventually { try history(x, home).first?["preview"] as? String == "sixteen bytes ok" }, "\(daemon.log)")
+        _ = try fill()
+        let cleared = try xpb(["history", "clear"], x, home)
+        #expect(cleared.status == 0, "\(cleared.error) \(daemon.log)")
+        #expect(try history(x, home).isEmpty)
+        try daemon.stop()
+    }
+
     @Test("a state directory that cannot be made or written: one warning naming it; the history is kept in memory and the clipboard survives")
     func unusableStateDirectory() throws {
         let x = try Xvfb()

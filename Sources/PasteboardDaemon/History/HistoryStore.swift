@@ -46,6 +46,7 @@ final class HistoryStore {
         database = try Self.open(databasePath, logger: logger)
         collectGarbage()
         _ = try? prune()
+        keepReserve()
     }
 
     /// A history in memory only, for a state directory that cannot be used (read-only, not a
@@ -109,9 +110,14 @@ final class HistoryStore {
         // A mode that did not change is another connection's lock (it answers with the old
         // mode), not damage: SQLITE_BUSY (5), tried again by open().
         if mode != "wal" { throw SQLiteError(code: 5, message: "the database could not be switched to WAL (journal mode \(mode ?? "?")); another process holds it") }
+        // The log is written back into the database every 32 pages and then cut to 256 KiB: the
+        // database holds the pages, and a full disk needs little to write the log back (the
+        // reserve, see freeingSpace), where 1000 pages by default left it all in the log.
         try database.execute("""
             PRAGMA synchronous=FULL;
             PRAGMA foreign_keys=ON;
+            PRAGMA wal_autocheckpoint=32;
+            PRAGMA journal_size_limit=262144;
             CREATE TABLE IF NOT EXISTS entries(
                 id INTEGER PRIMARY KEY AUTOINCREMENT,
                 selection TEXT NOT NULL,
@@ -164,7 +170,11 @@ final class HistoryStore {
     /// other is replaced by this one. Returns the entry's id.
     @discardableResult
     func add(_ snapshot: Snapshot, display: String) throws -> Int64 {
-        try recovering {
+        // New entries never take the space kept for deleting them.
+        guard keepReserve() else {
+            throw POSIXFailure("keeping \(ByteCount.format(Self.reserveBytes)) free (\(reservePath)) so that entries can be deleted", ENOSPC)
+        }
+        return try recovering {
             let exact = snapshot.targets.map { "\($0.target):\($0.digest.hex)" }.joined(separator: " ")
             let content = Self.contentKey(snapshot.targets.map { ($0.target, $0.digest.hex) })
             var replaced: [Int64] = []
@@ -349,8 +359,9 @@ final class HistoryStore {
         try recovering {
             guard let id = try id(at: index) else { return false }
             let named = referencedFiles() ?? []
-            try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
+            _ = try freeingSpace { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
             collectGarbage(named: named)
+            keepReserve()
             return true
         }
     }
@@ -358,8 +369,64 @@ final class HistoryStore {
     func clear() throws {
         try recovering {
             let named = referencedFiles() ?? []
-            try database.execute("DELETE FROM entries")
+            do {
+                try freeingSpace { try database.execute("DELETE FROM entries") }
+            } catch let error as SQLiteError where error.isFull {
+                // All at once needs log space for every page: one entry at a time, each written
+                // back into the database (whose space it frees) before the next.
+                checkpoint()
+                while let id = try id(at: 0) {
+                    try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
+                    checkpoint()
+                }
+            }
             collectGarbage(named: named)
+            keepReserve()
+        }
+    }
+
+    // MARK: A full disk
+
+    /// Bytes kept in a file of the store's own (`reserve`) while the disk has room, and given
+    /// back when it is full: deleting needs some (SQLite writes the change to its log before
+    /// the space of what it deletes is free), and a user who deletes entries to free space
+    /// must not be told that the disk is full.
+    static let reserveBytes = 256 << 10
+
+    private var reservePath: String { directory.appendingPathComponent("reserve").path }
+
+    /// Makes the reserve whole again if the disk has room (it was given back, or never made).
+    /// Returns whether it is whole.
+    @discardableResult
+    func keepReserve() -> Bool {
+        guard !isInMemory else { return true }
+        var info = stat()
+        if stat(reservePath, &info) == 0, Int(info.st_blocks) * 512 >= Self.reserveBytes { return true }
+        let fd = Glibc.open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        // Blocks really allocated: a sparse file would free nothing.
+        guard posix_fallocate(fd, 0, off_t(Self.reserveBytes)) == 0 else {
+            _ = ftruncate(fd, 0)
+            return false
+        }
+        return true
+    }
+
+    /// Runs `body`, a change that frees space. When the disk is full, the reserve is given
+    /// back, and with it the log is written into the database and emptied (the database grows
+    /// by the pages it does not hold yet; the log, often far larger, is freed), then it runs
+    /// again.
+    private func freeingSpace<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as SQLiteError where error.isFull {
+            guard !isInMemory else { throw error }
+            if unlink(reservePath) == 0 {
+                logger.warning("the disk is full: gave back the \(ByteCount.format(Self.reserveBytes)) reserve (\(reservePath)) to delete history entries")
+            }
+            checkpoint()
+            return try body()
         }
     }
 
