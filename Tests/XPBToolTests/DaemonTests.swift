@@ -584,6 +584,63 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a sync peer that sends past the credit window to a reader that does not read: the transfer is cancelled, nothing piles up")
+    func peerIgnoresWindow() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try controlSocket(of: daemon)
+        // A sending peer: announces a text, and answers the fetch with 256 KiB frames as fast as
+        // it can, ignoring credit, until it is told to stop (or 256 MiB, the cap per transfer).
+        let script = fakeSyncPeer + """
+            s, joined = join(sys.argv[1], "attacker", True, False)
+            if not joined: print("refused", flush=True); sys.exit(1)
+            announce = {"selection": "CLIPBOARD", "stamp": {"clock": int(time.time() * 1000), "node": "attacker"},
+                        "origin": "attacker", "targets": [{"target": "UTF8_STRING", "size": 256 << 20}]}
+            s.sendall(frame(16, json.dumps({"announce": {"_0": announce}}).encode()))
+            print("announced", flush=True)
+            fetch = None
+            while fetch is None:
+                kind, payload = next_frame(s)
+                if kind is None: print("closed before the fetch", flush=True); sys.exit(1)
+                if kind == 16 and "fetch" in json.loads(payload): fetch = json.loads(payload)["fetch"]
+            s.sendall(frame(16, json.dumps({"begin": {"id": fetch["id"], "type": "UTF8_STRING", "size": 256 << 20}}).encode()))
+            chunk = frame(17, struct.pack(">Q", fetch["id"]) + b"x" * (256 << 10))
+            import select
+            sent, told, pending = 0, None, b""
+            while sent < 256 << 20 and told is None:
+                try:
+                    if select.select([s], [], [], 0)[0]:
+                        received = s.recv(65536)
+                        if not received: told = "link closed"
+                        pending += received
+                        if b'"cancel"' in pending: told = "cancelled"
+                    if told is None:
+                        s.sendall(chunk); sent += 256 << 10
+                except (BrokenPipeError, ConnectionResetError):
+                    told = "link closed"
+            print("%s: window %d, sent %d" % (told, fetch["window"], sent), flush=True)
+            time.sleep(600)
+            """
+        let attack = try Peer("/usr/bin/python3", ["-c", script, socket], display: x)
+        defer { attack.stop() }
+        try attack.waitForOutput("announced")
+        #expect(eventually(timeout: 10) { (try? xpb(["types", "--targets"], x, home).text.contains("UTF8_STRING")) == true })
+        // A hung app: asks for the text and never reads the reply.
+        let stalled = try Peer(try attacker(), ["string", "1", "UTF8_STRING", "60"], display: x)
+        defer { stalled.stop() }
+        try attack.waitForOutput("window", timeout: 30)
+        // Cancelled, or the link closed as the cancel was sent; long before the 256 MiB cap.
+        let outcome = attack.outputSoFar
+        #expect(outcome.contains("cancelled:") || outcome.contains("link closed:"), "\(outcome) \(daemon.log.suffix(1500))")
+        let sent = Int(outcome.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? .max
+        #expect(sent < 64 << 20, "the peer sent \(sent) bytes before xpbd stopped it")
+        try daemon.waitForLog("the peer sent past its credit window")
+        #expect(daemon.peer.isRunning)
+        #expect(try xpb(["daemon", "status"], x, home).status == 0)
+        try daemon.stop()
+    }
+
     @Test("a sync peer announcing copies with ever new target names cannot make xpbd intern atoms without bound")
     func announcedNamesBounded() throws {
         let x = try Xvfb()
