@@ -50,7 +50,7 @@ let package = Package(
         .executableTarget(name: "xpbd", dependencies: ["PasteboardDaemon", "PasteboardWire", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
-        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11"]),
+        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardDaemon"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),

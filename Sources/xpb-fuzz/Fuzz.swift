@@ -1,7 +1,10 @@
 import Foundation
+import PasteboardDaemon
 import PasteboardX11
 
-// The fuzz target of xpb's parsers of untrusted bytes (``UntrustedInput``). Built for libFuzzer
+// The fuzz target of xpb's parsers of untrusted bytes: what other X clients send
+// (``UntrustedInput``), and what sync peers and control clients send (``UntrustedPeerInput``).
+// Built for libFuzzer
 // (see the README):
 //
 //     swift build -c release --product xpb-fuzz -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING
@@ -23,7 +26,9 @@ enum Fuzz {
         var argc = CommandLine.argc
         var argv = CommandLine.unsafeArgv
         exit(runDriver(&argc, &argv) { start, count in
-            UntrustedInput.exercise(start.map { Data(bytes: $0, count: count) } ?? Data())
+            let data = start.map { Data(bytes: $0, count: count) } ?? Data()
+            UntrustedInput.exercise(data)
+            UntrustedPeerInput.exercise(data)
             return 0
         })
     }
@@ -43,6 +48,7 @@ enum Replay {
                 exit(1)
             }
             UntrustedInput.exercise(data)
+            UntrustedPeerInput.exercise(data)
         }
         print("replayed \(paths.count) input\(paths.count == 1 ? "" : "s")")
     }

@@ -16,6 +16,32 @@ struct SyncWireTests {
         #expect(!(a < a))
     }
 
+    @Test("the fuzz target's peer input: hostile numbers, frames past the window, garbage and cut frames never trap")
+    func hostilePeerInput() throws {
+        let stamp = SyncStamp(clock: 2_000_000_000_000, node: "peer")
+        func sync(_ message: SyncMessage) throws -> Data { Frame(kind: .sync, payload: try ControlCoding.encode(message)).encoded }
+        func data(_ id: UInt64, _ count: Int) -> Data {
+            Frame(kind: .data, payload: Data(count: count).withUnsafeBytes { SyncData.encode(id: id, $0) }).encoded
+        }
+        var inputs: [Data] = [Data(), Data([0, 0, 0]), Data([0xFF, 0xFF, 0xFF, 0xFF, 16]), Frame(kind: .sync, payload: Data("{".utf8)).encoded]
+        for number in [Int.max, Int.min, 0, -5, 1 << 62] {
+            inputs.append(try sync(.credit(id: 1, bytes: number)))
+            inputs.append(try sync(.fetch(id: 9, selection: "CLIPBOARD", stamp: stamp, target: "UTF8_STRING", window: number, limit: number)))
+            inputs.append(try sync(.begin(id: 1, type: "UTF8_STRING", size: number)) + data(1, 4096) + (try sync(.end(id: 1, total: number))))
+        }
+        // Data past the window of our fetch (256 KiB), and for ids nobody asked for.
+        inputs.append(try sync(.begin(id: 1, type: "t", size: nil)) + (0 ..< 80).map { _ in data(1, 8 << 10) }.reduce(Data(), +))
+        inputs.append(data(UInt64.max, 10) + data(0, 0) + Frame(kind: .data, payload: Data([1, 2])).encoded)
+        inputs.append(try sync(.announce(SyncAnnounce(selection: "CLIPBOARD", stamp: SyncStamp(clock: .max, node: ""), origin: "",
+                                                     targets: (0 ..< 300).map { SyncTarget(target: "t\($0)", size: -1) }))))
+        inputs.append(try sync(.withdraw(selection: "PRIMARY", stamp: SyncStamp(clock: 0, node: "peer"))) + (try sync(.cancel(id: .max))))
+        for input in inputs {
+            UntrustedPeerInput.exercise(input)
+            // Cut anywhere: a frame's tail never arrives.
+            UntrustedPeerInput.exercise(input.prefix(input.count / 2))
+        }
+    }
+
     @Test("every message survives JSON both ways; data frames carry their transfer id")
     func messages() throws {
         let stamp = SyncStamp(clock: 1_795_000_000_000, node: "9f3c")
@@ -72,5 +98,21 @@ struct SyncWireTests {
         configuration.syncsPrimary = true
         #expect(configuration.selections(for: display) == [.general, .find])
         #expect(configuration.selections(for: peer) == [.general])
+    }
+}
+
+@Suite("log throttle")
+struct LogThrottleTests {
+    @Test("a burst, then one a minute, each telling how many were left out; names made printable")
+    func throttle() {
+        var throttle = LogThrottle(burst: 3, interval: 60)
+        let first = (0 ..< 10).map { _ in throttle.admit(now: 100).log }
+        #expect(first == [true, true, true] + Array(repeating: false, count: 7))
+        #expect(throttle.admit(now: 159).log == false)
+        let later = throttle.admit(now: 161)
+        #expect(later.log && later.suppressed == 8)
+        #expect(throttle.admit(now: 162) == (true, 0))
+        #expect(LogThrottle.printable("evil\u{1B}]0;x\u{7}\u{9B}name") == "evil?]0;x??name")
+        #expect(LogThrottle.printable(String(repeating: "a", count: 300)).count == 201)
     }
 }

@@ -34,6 +34,8 @@ final class ControlServer: Sendable {
     /// Connections waiting for their hello, with when they were accepted.
     private let pending = Mutex<[Int32: Date]>([:])
     private let isStopped = Mutex(false)
+    /// How often refused connections are logged.
+    private let refusals = Mutex(LogThrottle())
 
     init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>,
          syncHandler: @escaping @Sendable (Int32, Data) -> Void) throws {
@@ -128,7 +130,10 @@ final class ControlServer: Sendable {
         let leavePending = { [self] in _ = pending.withLock { $0.removeValue(forKey: fd) } }
         guard clinux_peer_uid(fd, &uid) == 0, uid == getuid() else {
             leavePending()
-            logger.warning("control socket: refused a connection from uid \(uid) (only uid \(getuid()) may talk to this daemon)")
+            let (log, left) = refusals.withLock { $0.admit(now: Date().timeIntervalSince1970) }
+            if log {
+                logger.warning("control socket: refused a connection from uid \(uid) (only uid \(getuid()) may talk to this daemon)\(left > 0 ? " (and \(left) more since the last one logged)" : "")")
+            }
             try? channel.send(.error, ControlFailure(message: "refused: this daemon serves uid \(getuid()) only"))
             return nil
         }

@@ -44,6 +44,8 @@ final class SyncHub: Sendable {
         var incoming: Set<Int> = []
         /// Incoming links admitted and not registered yet (their hello being answered).
         var admitting = 0
+        /// How often refused links are logged.
+        var refusals = LogThrottle()
         /// Every target name other nodes announced (each became an X atom of this display, which
         /// the X server never frees), and how many each link brought in.
         var foreignNames: Set<String> = []
@@ -214,7 +216,10 @@ final class SyncHub: Sendable {
         if let refusal = refusal(of: theirs, ours: ours) ?? (state.withLock { $0.isStopped } ? "the daemon is stopping" : nil)
             ?? (admitted ? nil : "\(Self.maxIncomingLinks) links came in already") {
             if admitted { release() }
-            logger.warning("sync: refused a link from \(theirs.name): \(refusal)")
+            let (log, left) = state.withLock { $0.refusals.admit(now: Date().timeIntervalSince1970) }
+            if log {
+                logger.warning("sync: refused a link from \(LogThrottle.printable(theirs.name)): \(refusal)\(left > 0 ? " (and \(left) more since the last one logged)" : "")")
+            }
             try? channel.send(.error, ControlFailure(refusal))
             close(fd)
             return
