@@ -17,30 +17,50 @@ struct DaemonClient {
         return (ControlEndpoint.socketPath(display: display, environment: environment, uid: getuid()), display)
     }
 
-    /// Connects and checks the protocol version.
+    /// Connects and checks the protocol version. A connection dropped before the daemon's
+    /// hello (it sheds connections that say nothing when many come at once; nothing was asked
+    /// yet) is made again, a few times within `timeout`.
     ///
     /// - Throws: a ``Failure`` saying the daemon is not running, or why it refused.
     init(display: String?, timeout: Double = 10) throws {
         let (path, display) = try Self.socketPath(display: display)
         socketPath = path
         self.display = display
-        let fd: Int32
-        do {
-            fd = try LocalSocket.connect(path)
-        } catch where [ENOENT, ECONNREFUSED].contains(error.code) {
-            throw Failure("xpbd is not running for display \(display) (nothing listens on \(path)); start it with 'xpbd &' or 'systemctl --user start xpbd'", .failure)
-        } catch {
-            throw Failure("cannot reach xpbd: \(error)")
+        let deadline = Date().addingTimeInterval(timeout)
+        var attempt = 0
+        while true {
+            let fd: Int32
+            do {
+                fd = try LocalSocket.connect(path)
+            } catch where [ENOENT, ECONNREFUSED].contains(error.code) {
+                throw Failure("xpbd is not running for display \(display) (nothing listens on \(path)); start it with 'xpbd &' or 'systemctl --user start xpbd'", .failure)
+            } catch {
+                throw Failure("cannot reach xpbd: \(error)")
+            }
+            var channel = FrameChannel(fd: fd)
+            channel.setTimeout(max(0.1, deadline.timeIntervalSinceNow))
+            let answer = Result { () throws -> Frame? in
+                try channel.send(.hello, ControlHello.current)
+                return try channel.receive()
+            }
+            guard case let .success(frame?) = answer else {
+                Glibc.close(fd)
+                attempt += 1
+                if attempt < 5, Date() < deadline {
+                    usleep(useconds_t(10_000 << attempt))
+                    continue
+                }
+                _ = try answer.get()
+                throw Failure("xpbd closed the connection")
+            }
+            self.channel = channel
+            if frame.kind == .error { throw Failure("xpbd refused: \(Self.message(frame))") }
+            guard frame.kind == .hello, let theirs = try? ControlCoding.decode(ControlHello.self, from: frame.payload) else {
+                throw Failure("xpbd answered something that is not the control protocol")
+            }
+            if let mismatch = ControlHello.current.mismatch(with: theirs) { throw Failure("xpbd: \(mismatch)") }
+            return
         }
-        channel = FrameChannel(fd: fd)
-        channel.setTimeout(timeout)
-        try channel.send(.hello, ControlHello.current)
-        guard let frame = try channel.receive() else { throw Failure("xpbd closed the connection") }
-        if frame.kind == .error { throw Failure("xpbd refused: \(Self.message(frame))") }
-        guard frame.kind == .hello, let theirs = try? ControlCoding.decode(ControlHello.self, from: frame.payload) else {
-            throw Failure("xpbd answered something that is not the control protocol")
-        }
-        if let mismatch = ControlHello.current.mismatch(with: theirs) { throw Failure("xpbd: \(mismatch)") }
     }
 
     /// Sends a request and waits for the answer; an error frame becomes a ``Failure``.

@@ -548,7 +548,7 @@ struct DaemonTests {
         defer { attack.stop() }
         // Every attacking connection is in (the old code's 16 slots were full then).
         try attack.waitForOutput("attacking")
-        for _ in 0..<3 {
+        for _ in 0..<20 {
             let status = try xpb(["daemon", "status"], x, home)
             #expect(status.status == 0, "\(status.error)")
             let history = try xpb(["history"], x, home)

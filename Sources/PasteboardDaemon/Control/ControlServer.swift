@@ -95,11 +95,17 @@ final class ControlServer: Sendable {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             // The descriptor stays open (the serving thread closes it): only shut down, so the
             // number cannot be reused while that thread still holds it.
+            // The one evicted is the oldest that has sent nothing for a moment: a client whose
+            // hello is in (xpb sends it at once), or that connected just now, is not dropped for
+            // connections that send nothing, however fast they come back.
             let evicted = pending.withLock { pending -> Int32? in
                 var oldest: Int32?
-                if pending.count >= Self.maxPending, let first = pending.min(by: { $0.value < $1.value }) {
-                    oldest = first.key
-                    pending.removeValue(forKey: first.key)
+                if pending.count >= Self.maxPending {
+                    let now = Date()
+                    let byAge = pending.sorted { $0.value < $1.value }
+                    let silent = byAge.filter { Self.bytesWaiting(on: $0.key) == 0 }
+                    oldest = (silent.first { now.timeIntervalSince($0.value) > Self.evictionGrace } ?? silent.first ?? byAge.first)?.key
+                    if let oldest { pending.removeValue(forKey: oldest) }
                 }
                 pending[fd] = Date()
                 return oldest
@@ -120,6 +126,16 @@ final class ControlServer: Sendable {
             thread.start()
         }
         close(listener)
+    }
+
+    /// How long a new connection has to send its first bytes before it is the first to go when
+    /// too many are pending.
+    static let evictionGrace = 0.2
+
+    /// Bytes received on a connection and not read yet.
+    private static func bytesWaiting(on fd: Int32) -> Int32 {
+        var count: Int32 = 0
+        return ioctl(fd, UInt(FIONREAD), &count) == 0 ? count : 0
     }
 
     /// Answers a control connection; for a sync link's hello, returns its payload instead.
