@@ -295,14 +295,7 @@ extension X11Session {
     func abandonReads(of selection: X11Atom) {
         guard configuration.abandonsReadsOnOwnerChange else { return }
         let failure = PasteboardError.backendFailure("\(name(of: selection) ?? "the selection") changed owner during the read")
-        let waiting = conversions.filter { $0.selection == selection }
-        conversions.removeAll { $0.selection == selection }
-        for conversion in waiting {
-            cancelTimer(conversion.timer)
-            cancelTimer(conversion.deadline)
-            releaseProperty(conversion.property)
-            conversion.completion(.failure(failure))
-        }
+        endWaitingConversions(of: selection, with: .failure(failure))
         for (property, state) in incoming where state.selection == selection {
             failIncoming(property, failure)
         }
@@ -312,13 +305,18 @@ extension X11Session {
     /// conversions still waiting for its SelectionNotify will never get one, so they end now
     /// instead of at their deadline (transfers already under way keep their own timers).
     func failConversionsOfVanishedOwner(_ selection: X11Atom) {
-        let vanished = conversions.filter { $0.selection == selection }
+        endWaitingConversions(of: selection, with: .success(nil))
+    }
+
+    /// Ends the conversions of `selection` still waiting for the owner's answer with `result`.
+    private func endWaitingConversions(of selection: X11Atom, with result: Result<PropertyValue?, any Error>) {
+        let waiting = conversions.filter { $0.selection == selection }
         conversions.removeAll { $0.selection == selection }
-        for conversion in vanished {
+        for conversion in waiting {
             cancelTimer(conversion.timer)
             cancelTimer(conversion.deadline)
             releaseProperty(conversion.property)
-            conversion.completion(.success(nil))
+            conversion.completion(result)
         }
     }
 
