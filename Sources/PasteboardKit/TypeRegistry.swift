@@ -17,6 +17,10 @@ public enum TargetCodec: Sendable, Hashable {
     /// The model stores file URLs; the target carries GNOME's `x-special/gnome-copied-files`:
     /// `copy` (or `cut`), then one URL per line, as file managers copy files.
     case gnomeCopiedFiles
+    /// The model stores HTML; the target carries its plain text (``HTMLText``), as UTF-8.
+    case textFromHTML
+    /// The model stores HTML; the target carries its plain text in ISO 8859-1 (`STRING`).
+    case latin1FromHTML
 
     /// Whether an owner serves this target from every URL item at once (a list), not from one.
     public var isURLList: Bool { self == .uriList || self == .gnomeCopiedFiles }
@@ -41,13 +45,18 @@ public enum TargetCodec: Sendable, Hashable {
         case .mozURL:
             let url = String(decoding: data, as: UTF8.self)
             return UTF16LE.encode(url + "\n" + url)
+        case .textFromHTML:
+            return HTMLText.plainText(data)
+        case .latin1FromHTML:
+            return Self.latin1(fromUTF8: HTMLText.plainText(data))
         }
     }
 
     /// Converts this target's bytes into the model's bytes.
     public func decode(_ data: Data) -> Data {
         switch self {
-        case .identity:
+        case .identity, .textFromHTML, .latin1FromHTML:
+            // (Text derived from HTML is served, never read back as HTML.)
             return data
         case .latin1:
             // ICCCM's STRING is Latin-1, but xsel and other tools put UTF-8 into it. Latin-1 text
@@ -282,13 +291,19 @@ public struct TypeRegistry: Sendable {
     /// The targets an owner serves a type under: its own (``targets(for:)``), and for a type that
     /// is text (conforms to `public.text`: JSON, RTF, HTML, SVG, `text/markdown` …) the plain-text
     /// targets too, so that readers that only ask for text (GTK's `wait_for_text`, Qt's `text()`,
-    /// `xclip -o`) get it. An item's own plain text, listed first, keeps those targets.
+    /// `xclip -o`) get it; for HTML, its text (``TargetCodec/textFromHTML``), not its markup. An
+    /// item's own plain text, listed first, keeps those targets.
     /// Readers do not use this list: asking for JSON never yields plain text.
     public func servedTargets(for type: PasteboardType) -> [TargetAlias] {
         let own = targets(for: type)
         guard type != .utf8PlainText, conforms(type, to: .text) else { return own }
         let names = Set(own.map(\.name))
-        return own + Self.textAliases.filter { !names.contains($0.name) }
+        let text = Self.textAliases.filter { !names.contains($0.name) }
+        guard conforms(type, to: .html) else { return own + text }
+        // HTML's text is its text, not its markup (tags out, references decoded, blocks as lines).
+        return own + text.map { alias in
+            TargetAlias(alias.name, codec: alias.codec == .latin1 ? .latin1FromHTML : .textFromHTML, replyType: alias.replyType)
+        }
     }
 
     /// The type and conversion behind an X11 target name a foreign owner advertises: a

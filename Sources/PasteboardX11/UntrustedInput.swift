@@ -4,7 +4,7 @@ import PasteboardKit
 /// Every parser of bytes another X client controls, behind one entry point for the fuzz target
 /// (`Sources/xpb-fuzz`): the manifest, `MULTIPLE` pair lists, INCR size claims and chunks,
 /// `text/uri-list`, `x-special/gnome-copied-files`, `text/x-moz-url`, `application/x-color`,
-/// Latin-1 `STRING` and UTF-16 text. Each must return (or throw a clear error) on any input:
+/// Latin-1 `STRING`, UTF-16 text and text from HTML. Each must return (or throw a clear error) on any input:
 /// never trap, hang or grow without bound. Checks that must hold for every input trap here, so
 /// that the fuzzer reports them.
 package enum UntrustedInput {
@@ -44,6 +44,8 @@ package enum UntrustedInput {
         precondition(latin1.count <= data.count, "Latin-1 grew past its UTF-8 source")
         _ = TargetCodec.uriListEntries(data)
         _ = try? PasteboardColor(encoded: data)
+        // An owner's HTML as the text of an HTML-only item: one pass, never much larger.
+        precondition(HTMLText.plainText(data).count <= data.count * 2 + 16, "text from HTML grew past its source")
         _ = ValueCoding.decodeText(data, as: .utf16PlainText)
         _ = ValueCoding.decodeText(data, as: .utf8PlainText)
     }

@@ -2,6 +2,7 @@ import CommandLineTable
 import Foundation
 import PasteboardKit
 import PasteboardX11
+import Synchronization
 
 struct PasteCommand: Command {
     /// The options, each declared once: the spec lists them and the look-ups name them, so a
@@ -12,6 +13,7 @@ struct PasteCommand: Command {
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)).")
         static let output = OptionSpec.value("o", "output", "file", "Write to this file instead of standard output.")
         static let trimNewline = OptionSpec.flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim).")
+        static let noConvert = OptionSpec.flag(nil, "no-convert", "Only a type the owner has: without it, plain text asked of an item that has only HTML is made from the HTML here (tags out, references decoded).")
         static let follow = OptionSpec.flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does.")
     }
 
@@ -32,6 +34,7 @@ struct PasteCommand: Command {
             Option.maxSize,
             Option.output,
             Option.trimNewline,
+            Option.noConvert,
             Option.follow,
         ])
 
@@ -43,6 +46,7 @@ struct PasteCommand: Command {
     let maxSize: Int
     let output: String?
     let trimNewline: Bool
+    let noConvert: Bool
     let follow: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
@@ -54,6 +58,7 @@ struct PasteCommand: Command {
         maxSize = try arguments.size(Option.maxSize) ?? CommonOptions.defaultMaxSize
         output = arguments.value(Option.output)
         trimNewline = arguments.flag(Option.trimNewline)
+        noConvert = arguments.flag(Option.noConvert)
         follow = arguments.flag(Option.follow)
         if item < 0 { throw UsageError("--item must be 0 or more") }
         if follow, output != nil || trimNewline { throw UsageError("--follow writes to standard output as the data grows: it takes neither --output nor --trim-newline") }
@@ -66,7 +71,9 @@ struct PasteCommand: Command {
         }
         let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
         defer { backend.close(handOff: false) }
-        let choose = try chooser(backend.registry)
+        // Set by the chooser when plain text is made here from the item's HTML.
+        let fromHTML = Flag()
+        let choose = try chooser(backend.registry, fromHTML: fromHTML)
         if follow { return try blocking { try await self.followChanges(backend, choose) } }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
@@ -89,8 +96,11 @@ struct PasteCommand: Command {
             heldNewline = data.last == UInt8(ascii: "\n")
             try writeAll(heldNewline ? data.dropLast() : data, to: open())
         }
+        // HTML made into text here: collected whole, converted at the end.
+        var html = Data()
         let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
                                        file: { file in
+                                           if fromHTML.isSet { return html.append(try file.read(offset: 0, length: file.size)) }
                                            guard trimNewline else { return try write(.file(file), to: open()) }
                                            var offset = 0
                                            while offset < file.size {
@@ -99,7 +109,11 @@ struct PasteCommand: Command {
                                                offset += length
                                            }
                                        },
-                                       bytes: bytes)
+                                       bytes: { data in
+                                           guard !fromHTML.isSet else { return html.append(data) }
+                                           try bytes(data)
+                                       })
+        if found, fromHTML.isSet { try bytes(HTMLText.plainText(html)) }
         guard found else {
             // Offered, then refused: a failure of the owner (status 1), not a type that is not
             // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
@@ -111,12 +125,13 @@ struct PasteCommand: Command {
     /// How the type is chosen from the owner's offer, as read for the transfer itself: one read
     /// of the offer, no second round trip to confirm it. The accepted types of --type, best
     /// first; else plain text, an image or the first type that is data (``TypeRegistry/defaultType(among:)``).
-    private func chooser(_ registry: TypeRegistry) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
+    private func chooser(_ registry: TypeRegistry, fromHTML: Flag? = nil) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
         let wanted: [PasteboardType]? = try types.map { types in
             let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
             names.forEach { warnIfUnknownType($0, registry: registry) }
             return try names.map { try registry.resolve($0) }
         }
+        let convert = !noConvert && fromHTML != nil
         return { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
             guard let items else { throw selection.emptyFailure }
             guard !items.isEmpty else {
@@ -127,10 +142,14 @@ struct PasteCommand: Command {
             }
             let offered = items[item]
             if let wanted {
-                guard let chosen = registry.bestType(among: offered, accepting: wanted) else {
-                    throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
+                if let chosen = registry.bestType(among: offered, accepting: wanted) { return chosen }
+                // Plain text asked of an item that has only HTML: its text, made here.
+                if convert, wanted.contains(where: { registry.conforms($0, to: .plainText) }),
+                   let html = offered.first(where: { registry.conforms($0, to: .html) }) {
+                    fromHTML?.set()
+                    return html
                 }
-                return chosen
+                throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
             }
             guard let chosen = registry.defaultType(among: offered) else {
                 let named = offered.isEmpty ? "no type" : "only private markers (\(offered.map(\.identifier).joined(separator: ", "))); name one with -t"
@@ -177,4 +196,11 @@ struct PasteCommand: Command {
         }
         if !backend.isConnected { throw X11BackendError.connectionLost }
     }
+}
+
+/// A flag set on one thread and read on another (the chooser runs where the read begins).
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }

@@ -30,6 +30,28 @@ struct ToolkitTests {
         #expect(qt.text.contains("url \(url.absoluteString)"))
     }
 
+    @Test("an HTML-only copy is read as clean text by xclip, GTK's wait_for_text and Qt's text(); its markup stays under text/html")
+    func htmlOnlyAsText() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let html = """
+            <html><head><title>hidden</title><style>b{}</style></head><body><h1>Fish &amp; Chips</h1>
+            <p>Caf&eacute;&nbsp;prices: &euro;5 &#8212; <b>cheap</b><br>next line</p><script>var s = "<p>no</p>";</script>
+            <ul><li>one</li><li>two &lt;b&gt;</li></ul></body></html>
+            """
+        try Pasteboard.general(of: backend).setData(Data(html.utf8), forPasteboardType: .html)
+        let text = "Fish & Chips\n\nCafé prices: €5 — cheap\nnext line\n\none\ntwo <b>"
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == text)
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "text/html"], display: x).text == html)
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "STRING"], display: x).output
+            == Data("Fish & Chips\n\nCaf\u{E9} prices: ?5 ? cheap\nnext line\n\none\ntwo <b>".unicodeScalars.map { UInt8($0.value) }))
+        let gtk = try toolkitPeer("gtk_clipboard.py", ["text"], display: x).finish()
+        #expect(gtk.text == text + "\n", "GTK: \(gtk.text) \(gtk.error)")
+        let qt = try toolkitPeer("qt_clipboard.py", ["read"], display: x).finish()
+        #expect(qt.text.contains("text " + text), "Qt: \(qt.text) \(qt.error)")
+    }
+
     @Test("a web URL is served as text too")
     func webURL() throws {
         let x = try Xvfb()

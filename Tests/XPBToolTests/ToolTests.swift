@@ -347,6 +347,28 @@ struct ReadTests {
         #expect(Date().timeIntervalSince(start) < 1.9)
     }
 
+    @Test("plain text asked of an HTML-only copy is its text, from xpb (fast path and X) and from xclip; --no-convert refuses")
+    func textFromHTML() throws {
+        let x = try Xvfb()
+        let html = "<html><head><title>t</title></head><body><p>Fish &amp; Chips</p><ul><li>caf&eacute;</li><li>&#x1F41F;</li></ul></body></html>"
+        let text = "Fish & Chips\n\ncafé\n🐟"
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-html-\(getpid())-\(UUID().uuidString.prefix(6)).html")
+        try Data(html.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect(try xpb(["copy", "-t", "html=\(file.path)"], x).status == 0)
+        #expect(try xpb(["paste", "-t", "text"], x).text == text)
+        #expect(try xpb(["paste", "-t", "text"], x, environment: ["XPB_FAST_PATH": "0"]).text == text)
+        #expect(try xpb(["paste"], x).text == html, "the default is the type the item has")
+        let refused = try xpb(["paste", "-t", "text", "--no-convert"], x)
+        #expect(refused.status == 3 && refused.error.contains("it offers public.html"), "\(refused.error)")
+        #expect(try xclipOut(x).text == text)
+        // A foreign owner with HTML alone (xclip): made into text on this side.
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "text/html", "-quiet"], display: x, input: Data(html.utf8))
+        defer { owner.stop() }
+        #expect(eventually { (try? xpb(["types"], x).text) == "public.html\n" })
+        #expect(try xpb(["paste", "-t", "text", "--trim-newline"], x).text == text)
+    }
+
     @Test("readers gone while the owner was stopped: after SIGCONT the next reader, with a gone one's window id, gets the whole text")
     func readersGoneWhileOwnerStopped() throws {
         let x = try Xvfb()
