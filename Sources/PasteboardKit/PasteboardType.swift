@@ -90,4 +90,7 @@ extension PasteboardType {
     public static let json = PasteboardType(uncheckedIdentifier: "public.json")
     /// The password-manager hint KDE and others use to keep secrets out of clipboard history.
     public static let passwordManagerHint = PasteboardType(uncheckedIdentifier: "x-kde-passwordManagerHint")
+    /// KDE's mark of a file list that is a cut (`1`), not a copy: pasting moves the files. With
+    /// it, GNOME's copied-files list says `cut` too.
+    public static let cutSelection = PasteboardType(uncheckedIdentifier: "application/x-kde-cutselection")
 }

@@ -25,10 +25,11 @@ public enum TargetCodec: Sendable, Hashable {
     /// Whether an owner serves this target from every URL item at once (a list), not from one.
     public var isURLList: Bool { self == .uriList || self == .gnomeCopiedFiles }
 
-    /// The target's bytes for several URLs (the lines of every URL item), for list codecs.
-    public func encodeList(_ urls: [String]) -> Data {
+    /// The target's bytes for several URLs (the lines of every URL item), for list codecs;
+    /// `cut`: the files are to be moved (GNOME's list says `cut` instead of `copy`).
+    public func encodeList(_ urls: [String], cut: Bool = false) -> Data {
         switch self {
-        case .gnomeCopiedFiles: return Data(("copy\n" + urls.joined(separator: "\n")).utf8)
+        case .gnomeCopiedFiles: return Data(((cut ? "cut\n" : "copy\n") + urls.joined(separator: "\n")).utf8)
         default: return Data(urls.map { $0 + "\r\n" }.joined().utf8)
         }
     }
@@ -417,6 +418,7 @@ extension TypeRegistry {
         TypeDescriptor(.color, parents: [.data], mimeTypes: ["application/x-color"], shortNames: ["color"]),
         TypeDescriptor(.propertyList, parents: [.data], mimeTypes: ["application/x-plist"], fileExtensions: ["plist"]),
         TypeDescriptor(.passwordManagerHint, parents: [.data]),
+        TypeDescriptor(.cutSelection, parents: [.data], mimeTypes: ["application/x-kde-cutselection"]),
     ])
 }
 
@@ -434,11 +436,12 @@ extension TypeRegistry {
     /// Whether a type or target name is a toolkit's or protocol's own marker rather than data a
     /// person copied: Chromium's `chromium/x-…` (its `x-internal-source-rfh-token`), `x-special/…`
     /// (GNOME's copied-files list is a file list, and kept), Qt's `application/x-qt-…`, the
-    /// desktop portal's `application/vnd.portal.…`, and X names of the selection protocol
+    /// desktop portal's `application/vnd.portal.…`, KDE's cut mark, and X names of the selection protocol
     /// (`SAVE_TARGETS`, `TARGETS` …), private atoms (`_…`) and xpb's own (`XPB_…`).
     public static func isPrivate(_ name: String) -> Bool {
         let lower = name.lowercased()
-        if lower.hasPrefix("chromium/x-") || lower.hasPrefix("application/x-qt-") || lower.hasPrefix("application/vnd.portal.") {
+        if lower.hasPrefix("chromium/x-") || lower.hasPrefix("application/x-qt-") || lower.hasPrefix("application/vnd.portal.")
+            || lower == "application/x-kde-cutselection" {
             return true
         }
         if lower.hasPrefix("x-special/") { return lower != "x-special/gnome-copied-files" }

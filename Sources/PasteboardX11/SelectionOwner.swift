@@ -72,12 +72,18 @@ struct OwnedSelection: Sendable {
         case let .urlList(codec, _)?:
             let urls = try urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
             guard !urls.isEmpty else { return nil }
-            bytes = codec.encodeList(urls)
+            bytes = codec.encodeList(urls, cut: try isCut())
         default:
             return nil
         }
         conversions[target] = bytes
         return bytes
+    }
+
+    /// Whether the items are files to move (the first item carries KDE's cut mark, `1`).
+    func isCut() throws -> Bool {
+        guard let first = items.first, first.types.contains(.cutSelection) else { return false }
+        return try first.data(for: .cutSelection)?.first == UInt8(ascii: "1")
     }
 
     /// Runs what `target` needs before it can be answered without blocking: its providers, and
@@ -267,7 +273,9 @@ extension X11Session {
     /// A captured xpb manifest is served only for the item targets captured with it
     /// (``Manifest/restricted(to:)``), and not at all when none were.
     func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp) -> OwnedSelection {
-        let targets = Self.withServableManifest(targets)
+        // A file list in one file manager's flavour is served in the other's too: a cut stays a cut.
+        let targets = FileListFlavours.completed(Self.withServableManifest(targets))
+        let advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
         let names = advertised + targets.flatMap { [$0.target, $0.type] }
         let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
         var served: [X11Atom: ServedTarget] = [:]

@@ -21,6 +21,7 @@ struct CopyCommand: Command {
         static let expire = OptionSpec.value(nil, "expire", "seconds", "Give the selection up after this many seconds.")
         static let sensitive = OptionSpec.flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise.")
         static let localOnly = OptionSpec.flag(nil, "local-only", "Never sync the data to another display or machine.")
+        static let cut = OptionSpec.flag(nil, "cut", "Offer the files as a cut: a file manager that pastes them moves them (GNOME's copied-files list says cut, KDE's x-kde-cutselection is 1). Each item is a file's URL, not its contents.")
         static let trimNewline = OptionSpec.flag("n", "trim-newline", "Remove one trailing newline from text (as wl-copy -n).")
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)); the clipboard keeps what it had.")
         static let readyFd = OptionSpec.value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true)
@@ -57,6 +58,7 @@ struct CopyCommand: Command {
             Option.expire,
             Option.sensitive,
             Option.localOnly,
+            Option.cut,
             Option.trimNewline,
             Option.maxSize,
             Option.readyFd,
@@ -78,6 +80,8 @@ struct CopyCommand: Command {
     let expire: Double?
     let sensitive: Bool
     let localOnly: Bool
+    /// The files are offered as a cut (their URLs, marked to be moved).
+    let cut: Bool
     let trimNewline: Bool
     let maxSize: Int
     let readyFD: Int32?
@@ -101,6 +105,7 @@ struct CopyCommand: Command {
         expire = try arguments.seconds(Option.expire)
         sensitive = arguments.flag(Option.sensitive)
         localOnly = arguments.flag(Option.localOnly)
+        cut = arguments.flag(Option.cut)
         trimNewline = arguments.flag(Option.trimNewline)
         maxSize = try arguments.size(Option.maxSize) ?? CommonOptions.defaultMaxSize
         readyFD = try arguments.integer(Option.readyFd).map { Int32(clamping: $0) }
@@ -147,6 +152,12 @@ struct CopyCommand: Command {
                 throw UsageError("'\(type)' is a name the X selection protocol reserves (\(alias.name)); choose another type")
             }
         }
+        if cut {
+            if files.isEmpty || files.contains("-") { throw UsageError("--cut offers files to move: name them (standard input cannot be cut)") }
+            if !types.isEmpty || append || trimNewline || sensitive {
+                throw UsageError("--cut offers files, not data: it takes no -t, --append, --trim-newline or --sensitive")
+            }
+        }
         if (files.filter { $0 == "-" }.count + pairs.filter { $0.file == "-" }.count) > 1 {
             throw UsageError("standard input (-) can be used once")
         }
@@ -154,7 +165,9 @@ struct CopyCommand: Command {
 
     /// The inputs named on the command line, `-` for standard input.
     var inputs: [String] {
-        pairs.isEmpty ? (files.isEmpty ? ["-"] : files) : pairs.map(\.file)
+        // A cut names files; their contents are not read.
+        if cut { return [] }
+        return pairs.isEmpty ? (files.isEmpty ? ["-"] : files) : pairs.map(\.file)
     }
 
     /// The saved inputs: input name to descriptor.
@@ -259,6 +272,7 @@ struct CopyCommand: Command {
     }
 
     func makeItems() throws -> [PasteboardItem] {
+        if cut { return try cutItems() }
         let registry = TypeRegistry.standard
         var items: [PasteboardItem] = []
         if !pairs.isEmpty {
@@ -291,6 +305,26 @@ struct CopyCommand: Command {
             // Keep the secret's pages out of swap where the memory-lock limit allows.
             _ = mlockall(MCL_CURRENT)
         }
+        return items
+    }
+}
+
+extension CopyCommand {
+    /// `--cut`: one item per file, its absolute URL, the first marked as a cut (KDE's mark; the
+    /// owner's GNOME list then says `cut`).
+    func cutItems() throws -> [PasteboardItem] {
+        var items: [PasteboardItem] = []
+        for file in files {
+            var info = stat()
+            guard lstat(file, &info) == 0 else {
+                throw Failure("\(file): \(String(cString: strerror(errno))): there is nothing to cut")
+            }
+            let url = URL(fileURLWithPath: file).standardizedFileURL
+            var item = PasteboardItem()
+            item.setData(Data(url.absoluteString.utf8), for: .fileURL)
+            items.append(item)
+        }
+        items[0].setData(Data("1".utf8), for: .cutSelection)
         return items
     }
 }

@@ -156,3 +156,31 @@ struct StateMachineTests {
         #expect(Manifest.target == "XPB_MANIFEST")
     }
 }
+
+@Suite("File lists in both file managers' flavours")
+struct FileListFlavourTests {
+    func target(_ name: String, _ text: String) -> CapturedTarget { CapturedTarget(target: name, type: name, data: Data(text.utf8)) }
+    func names(_ targets: [CapturedTarget]) -> [String] { targets.map(\.target) }
+    func text(_ targets: [CapturedTarget], _ name: String) -> String? {
+        targets.first { $0.target == name }.map { String(decoding: $0.data, as: UTF8.self) }
+    }
+
+    @Test("GNOME's cut list gains a uri-list and KDE's mark; a copy list gains no mark")
+    func fromGNOME() {
+        let cut = FileListFlavours.completed([target("x-special/gnome-copied-files", "cut\nfile:///a\nfile:///b")])
+        #expect(names(cut) == ["x-special/gnome-copied-files", "text/uri-list", "application/x-kde-cutselection"])
+        #expect(text(cut, "text/uri-list") == "file:///a\r\nfile:///b\r\n" && text(cut, "application/x-kde-cutselection") == "1")
+        let copy = FileListFlavours.completed([target("x-special/gnome-copied-files", "copy\nfile:///a"), target("text/uri-list", "file:///a\r\n")])
+        #expect(names(copy) == ["x-special/gnome-copied-files", "text/uri-list"])
+    }
+
+    @Test("KDE's uri-list and mark gain GNOME's list saying cut; web URLs and other contents gain nothing")
+    func fromKDE() {
+        let cut = FileListFlavours.completed([target("text/uri-list", "file:///a%20b\r\n"), target("application/x-kde-cutselection", "1")])
+        #expect(text(cut, "x-special/gnome-copied-files") == "cut\nfile:///a%20b")
+        let copy = FileListFlavours.completed([target("text/uri-list", "file:///a\r\n")])
+        #expect(text(copy, "x-special/gnome-copied-files") == "copy\nfile:///a")
+        #expect(names(FileListFlavours.completed([target("text/uri-list", "https://example.org\r\n")])) == ["text/uri-list"])
+        #expect(names(FileListFlavours.completed([target("UTF8_STRING", "hi")])) == ["UTF8_STRING"])
+    }
+}

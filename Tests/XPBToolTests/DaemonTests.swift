@@ -158,6 +158,43 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a cut in one file manager's flavour still reads as a cut in the other's after its owner exits: GNOME's list from xclip, KDE's mark from Qt")
+    func cutSurvivesInBothFlavours() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let urls = ["file:///tmp/xpb%20cut/a.txt", "file:///tmp/xpb%20cut/b.txt"]
+        func read(_ target: String) throws -> String { try xclipOut(x, ["-t", target]).text }
+        // GNOME's flavour (Nautilus, Thunar…): the list says cut.
+        let gnome = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "x-special/gnome-copied-files", "-quiet"], display: x,
+                             input: Data(("cut\n" + urls.joined(separator: "\n")).utf8))
+        try daemon.waitForLog("kept CLIPBOARD from")
+        gnome.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        #expect(try read("x-special/gnome-copied-files") == "cut\n" + urls.joined(separator: "\n"))
+        #expect(try read("application/x-kde-cutselection") == "1")
+        #expect(try read("text/uri-list") == urls.map { $0 + "\r\n" }.joined())
+        // KDE's flavour (Dolphin, any Qt app): a uri-list and the mark.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-cut-\(getpid())-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let list = directory.appendingPathComponent("list"), mark = directory.appendingPathComponent("mark")
+        try Data(urls.map { $0 + "\r\n" }.joined().utf8).write(to: list)
+        try Data("1".utf8).write(to: mark)
+        let qt = try toolkitPeer("qt_clipboard.py", ["set-formats", "text/uri-list=\(list.path)", "application/x-kde-cutselection=\(mark.path)"], display: x)
+        try qt.waitForOutput("ready")
+        try daemon.waitForLog("kept CLIPBOARD from", count: 2)
+        qt.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving", count: 2)
+        #expect(try read("x-special/gnome-copied-files") == "cut\n" + urls.joined(separator: "\n"))
+        #expect(try read("application/x-kde-cutselection") == "1")
+        // xpb copy --cut offers both flavours itself.
+        #expect(try xpb(["copy", "--cut", directory.path], x, home).status == 0)
+        #expect(try read("x-special/gnome-copied-files") == "cut\n" + URL(fileURLWithPath: directory.path).standardizedFileURL.absoluteString)
+        #expect(try read("application/x-kde-cutselection") == "1")
+        try daemon.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()
