@@ -396,19 +396,22 @@ final class HistoryStore {
     private var reservePath: String { directory.appendingPathComponent("reserve").path }
 
     /// Makes the reserve whole again if the disk has room (it was given back, or never made).
-    /// Returns whether it is whole.
+    /// Returns false only when the disk is full; any other failure to make it (a file system
+    /// that will not) is no reason to stop keeping entries.
     @discardableResult
     func keepReserve() -> Bool {
         guard !isInMemory else { return true }
         var info = stat()
         if stat(reservePath, &info) == 0, Int(info.st_blocks) * 512 >= Self.reserveBytes { return true }
+        let isFull = { (code: Int32) in code == ENOSPC || code == EDQUOT }
         let fd = Glibc.open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return !isFull(errno) }
         defer { close(fd) }
         // Blocks really allocated: a sparse file would free nothing.
-        guard posix_fallocate(fd, 0, off_t(Self.reserveBytes)) == 0 else {
+        let code = posix_fallocate(fd, 0, off_t(Self.reserveBytes))
+        guard code == 0 else {
             _ = ftruncate(fd, 0)
-            return false
+            return !isFull(code)
         }
         return true
     }
