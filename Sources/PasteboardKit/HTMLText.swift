@@ -53,8 +53,6 @@ public enum HTMLText {
     ]
     /// Blocks set apart by a blank line.
     static let paragraphs: Set<String> = ["p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "figure", "hr"]
-    /// Elements without an end tag.
-    static let void: Set<String> = ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"]
 
     private struct Converter {
         let bytes: [UInt8]
@@ -66,7 +64,11 @@ public enum HTMLText {
         var pendingSpace = false
         /// Depths inside `<pre>`/`<textarea>` (white space kept) and inside hidden elements.
         var preformatted = 0
-        var hiddenDepth: [String: Int] = [:]
+        var hiddenDepth: [String: Int] = [:] {
+            didSet { isHidden = hiddenDepth.values.contains { $0 > 0 } }
+        }
+        /// Whether the text is inside a hidden element now (asked for every byte: kept, not derived).
+        private(set) var isHidden = false
         /// Whether a cell was written in the current table row (the next one is set apart by a tab).
         var cellInRow = false
 
@@ -74,8 +76,6 @@ public enum HTMLText {
             self.bytes = bytes
             output.reserveCapacity(bytes.count / 2)
         }
-
-        var isHidden: Bool { hiddenDepth.values.contains { $0 > 0 } }
 
         mutating func run() {
             while index < bytes.count {
@@ -88,9 +88,9 @@ public enum HTMLText {
                 }
                 index += 1
                 if isSpace(byte) {
-                    if preformatted > 0 { text([byte == 0x0D ? 0x0A : byte]) } else { pendingSpace = true }
+                    if preformatted > 0 { text(CollectionOfOne(byte == 0x0D ? 0x0A : byte)) } else { pendingSpace = true }
                 } else {
-                    text([byte])
+                    text(CollectionOfOne(byte))
                 }
             }
             while let last = output.last, isSpace(last) { output.removeLast() }
@@ -101,7 +101,7 @@ public enum HTMLText {
         func isLetter(_ byte: UInt8) -> Bool { (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") }
 
         /// Writes text (already decoded), after the breaks and space owed.
-        mutating func text(_ piece: [UInt8]) {
+        mutating func text<Piece: Collection<UInt8>>(_ piece: Piece) {
             guard !isHidden, !piece.isEmpty else { return }
             if !output.isEmpty {
                 if pendingBreaks > 0 {
@@ -172,23 +172,13 @@ public enum HTMLText {
             return bytes.count
         }
 
-        func find(_ needle: [UInt8], from start: Int) -> Int? {
-            guard let first = needle.first, start < bytes.count else { return nil }
-            var position = start
-            while position + needle.count <= bytes.count {
-                if bytes[position] == first, bytes[position ..< position + needle.count].elementsEqual(needle) { return position }
-                position += 1
-            }
-            return nil
-        }
-
         mutating func start(_ name: String) {
             if hiddenDepth["head", default: 0] > 0, !HTMLText.headContent.contains(name) { hiddenDepth["head"] = 0 }
             if HTMLText.hidden.contains(name) { hiddenDepth[name, default: 0] += 1 }
             if HTMLText.rawText.contains(name) {
                 // No markup inside: straight to the end tag.
                 let end = find(Array("</\(name)".utf8), caseless: true, from: index) ?? bytes.count
-                if !isHidden { text(Array(bytes[index ..< end])) }
+                if !isHidden { text(bytes[index ..< end]) }
                 index = end
                 if end == bytes.count, HTMLText.hidden.contains(name) { hiddenDepth[name, default: 1] -= 1 }
                 return
@@ -233,11 +223,13 @@ public enum HTMLText {
             }
         }
 
-        func find(_ needle: [UInt8], caseless: Bool, from start: Int) -> Int? {
+        /// Where `needle` is next, from `start`; `caseless` for ASCII letters (an end tag's name).
+        func find(_ needle: [UInt8], caseless: Bool = false, from start: Int) -> Int? {
+            let fold: UInt8 = caseless ? 0x20 : 0
             var position = start
             while position + needle.count <= bytes.count {
                 var matches = true
-                for offset in 0 ..< needle.count where bytes[position + offset] | 0x20 != needle[offset] | 0x20 {
+                for offset in 0 ..< needle.count where bytes[position + offset] | fold != needle[offset] | fold {
                     matches = false
                     break
                 }
