@@ -71,9 +71,7 @@ public enum TargetCodec: Sendable, Hashable {
             // Every URL, one per line: Qt's setUrls and file managers put several in one list.
             return Data(TargetCodec.uriListEntries(data).joined(separator: "\n").utf8)
         case .gnomeCopiedFiles:
-            let lines = TargetCodec.uriListEntries(data)
-            let urls = lines.first == "copy" || lines.first == "cut" ? Array(lines.dropFirst()) : lines
-            return Data(urls.joined(separator: "\n").utf8)
+            return Data(Self.gnomeCopiedFiles(data).urls.joined(separator: "\n").utf8)
         case .mozURL:
             let text = String(decoding: UTF16LE.units(data), as: UTF16.self)
             let firstLine = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
@@ -114,6 +112,14 @@ public enum TargetCodec: Sendable, Hashable {
         }
         output.count = written
         return output
+    }
+
+    /// GNOME's `x-special/gnome-copied-files`: whether its first line says `cut` (the files are
+    /// to be moved), and its URLs (the `copy`/`cut` line left out).
+    public static func gnomeCopiedFiles(_ data: Data) -> (isCut: Bool, urls: [String]) {
+        let lines = uriListEntries(data)
+        let verb = lines.first == "copy" || lines.first == "cut" ? lines.first : nil
+        return (verb == "cut", verb == nil ? lines : Array(lines.dropFirst()))
     }
 
     /// The URLs of a `text/uri-list`, comments and blank lines left out.

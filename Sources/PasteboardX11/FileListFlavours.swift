@@ -17,9 +17,7 @@ enum FileListFlavours {
         let byName = Dictionary(targets.map { ($0.target, $0) }, uniquingKeysWith: { first, _ in first })
         var added: [CapturedTarget] = []
         if let list = byName[gnome] {
-            let lines = TargetCodec.uriListEntries(list.data)
-            let isCut = lines.first == "cut"
-            let urls = lines.first == "cut" || lines.first == "copy" ? Array(lines.dropFirst()) : lines
+            let (isCut, urls) = TargetCodec.gnomeCopiedFiles(list.data)
             if byName[uriList] == nil, !urls.isEmpty {
                 added.append(CapturedTarget(target: uriList, type: uriList, data: TargetCodec.uriList.encodeList(urls)))
             }

@@ -207,14 +207,8 @@ enum XPBD {
 
 exit(XPBD.main())
 
-/// Writes to standard error, whatever it is: FileHandle.write traps when it is closed.
+/// Writes to standard error, whatever it is (best effort): FileHandle.write traps when it is closed.
 private func printError(_ text: String) {
-    var bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-        if written < 0 && errno == EINTR { continue }
-        guard written > 0 else { return }
-        offset += written
-    }
+    var text = text
+    text.withUTF8 { _ = writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
 }
