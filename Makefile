@@ -25,7 +25,12 @@ SCRATCH ?= .build-static
 STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xswiftc -static-executable \
 	-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors \
-	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp
+	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp \
+	$(foreach lib,$(IMAGE_LIBS),-Xlinker -l$(lib))
+# What libtiff's static archive needs beyond the libraries the package names (pkg-config --static
+# --libs libtiff-4), after it: its compression codecs (webp again, as the link reads archives in
+# order) and C++'s runtime for Lerc.
+IMAGE_LIBS = tiff webp Lerc jbig zstd lzma deflate jpeg stdc++
 
 BIN = $(SCRATCH)/release
 bindir = $(DESTDIR)$(PREFIX)/bin

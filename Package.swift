@@ -29,13 +29,21 @@ let package = Package(
         .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
         // Frees Xlib's spare event-queue nodes after a flood (Xlib internals, apart from CX11).
         .target(name: "CXlibQueue", dependencies: ["CX11"]),
+        // Glue to Debian's image codecs: libpng, libjpeg-turbo (TurboJPEG), libwebp, libtiff,
+        // and stb_image (BMP and GIF reading, BMP writing, resizing).
+        .target(name: "CImageCodecs", linkerSettings: [
+            .linkedLibrary("png16"), .linkedLibrary("turbojpeg"), .linkedLibrary("webp"), .linkedLibrary("tiff"),
+            .linkedLibrary("stb"), .linkedLibrary("z"), .linkedLibrary("m"),
+        ]),
+        // Image conversion between the formats the clipboard carries, with a pixel limit on decodes.
+        .target(name: "ImageCodecs", dependencies: ["CImageCodecs"]),
         // The platform-neutral pasteboard model: no X11 here.
-        .target(name: "PasteboardKit"),
+        .target(name: "PasteboardKit", dependencies: ["ImageCodecs"]),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
-        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "CX11", "CXlibQueue", "CLinux"]),
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXlibQueue", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux"]),
         // The table-driven command line parser and help of xpb and xpbd.
         .target(name: "CommandLineTable"),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
@@ -43,7 +51,7 @@ let package = Package(
         .target(name: "PasteboardWire"),
         // The daemon's logic as a library: clipboard manager, keeper, history store, control server.
         .target(name: "PasteboardDaemon", dependencies: [
-            "PasteboardKit", "PasteboardX11", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            "PasteboardKit", "PasteboardX11", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The daemon executable, thin over PasteboardDaemon.
@@ -52,6 +60,7 @@ let package = Package(
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardDaemon"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
+        .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11", "X11TestSupport"]),

@@ -107,14 +107,17 @@ public final class ClipboardDaemon: Sendable {
     /// directory, no permission), one warning naming it, and a history in memory: the daemon
     /// keeps the clipboard all the same, as with a full disk.
     private static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> HistoryStore {
+        let store: HistoryStore
         do {
-            return try HistoryStore(directory: configuration.stateDirectory, maxEntries: configuration.maxEntries,
-                                    maxBytes: configuration.maxBytes, logger: logger)
+            store = try HistoryStore(directory: configuration.stateDirectory, maxEntries: configuration.maxEntries,
+                                     maxBytes: configuration.maxBytes, logger: logger)
         } catch {
             logger.warning("the history cannot be kept in \(configuration.stateDirectory.path) (\(error)): keeping it in memory until xpbd stops")
-            return try HistoryStore(inMemoryFor: configuration.stateDirectory, maxEntries: configuration.maxEntries,
-                                    maxBytes: configuration.maxBytes, logger: logger)
+            store = try HistoryStore(inMemoryFor: configuration.stateDirectory, maxEntries: configuration.maxEntries,
+                                     maxBytes: configuration.maxBytes, logger: logger)
         }
+        store.thumbnails = ThumbnailCache.forUser()
+        return store
     }
 
     /// Becomes the display's clipboard manager, restores the last contents where nobody owns a

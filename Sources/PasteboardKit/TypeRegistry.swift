@@ -1,4 +1,5 @@
 import Foundation
+public import ImageCodecs
 
 /// How the bytes of one X11 target relate to the bytes the model stores for a type.
 public enum TargetCodec: Sendable, Hashable {
@@ -21,6 +22,10 @@ public enum TargetCodec: Sendable, Hashable {
     case textFromHTML
     /// The model stores HTML; the target carries its plain text in ISO 8859-1 (`STRING`).
     case latin1FromHTML
+    /// The model stores an image in any format xpb reads; the target carries it converted to
+    /// this format (``ImageCodec``). Conversions decode and encode whole images: owners run them
+    /// on a worker, once per ownership.
+    case image(ImageFormat)
 
     /// Whether an owner serves this target from every URL item at once (a list), not from one.
     public var isURLList: Bool { self == .uriList || self == .gnomeCopiedFiles }
@@ -34,8 +39,9 @@ public enum TargetCodec: Sendable, Hashable {
         }
     }
 
-    /// Converts the model's bytes into this target's bytes.
-    public func encode(_ data: Data) -> Data {
+    /// Converts the model's bytes into this target's bytes; throws when an image cannot be
+    /// converted (``ImageError``: malformed, over the pixel limit).
+    public func encode(_ data: Data) throws -> Data {
         switch self {
         case .identity:
             return data
@@ -50,14 +56,24 @@ public enum TargetCodec: Sendable, Hashable {
             return HTMLText.plainText(data)
         case .latin1FromHTML:
             return Self.latin1(fromUTF8: HTMLText.plainText(data))
+        case let .image(format):
+            return try ImageCodec.convert(data, to: format)
         }
+    }
+
+    /// Whether this codec's conversion is heavy enough that an owner never runs it on its event
+    /// thread, whatever the size of its source.
+    public var isHeavy: Bool {
+        if case .image = self { return true }
+        return false
     }
 
     /// Converts this target's bytes into the model's bytes.
     public func decode(_ data: Data) -> Data {
         switch self {
-        case .identity, .textFromHTML, .latin1FromHTML:
-            // (Text derived from HTML is served, never read back as HTML.)
+        case .identity, .textFromHTML, .latin1FromHTML, .image:
+            // (Text derived from HTML is served, never read back as HTML; a converted image is
+            // read as the image it is.)
             return data
         case .latin1:
             // ICCCM's STRING is Latin-1, but xsel and other tools put UTF-8 into it. Latin-1 text
@@ -310,6 +326,38 @@ public struct TypeRegistry: Sendable {
         // HTML's text is its text, not its markup (tags out, references decoded, blocks as lines).
         return own + text.map { alias in
             TargetAlias(alias.name, codec: alias.codec == .latin1 ? .latin1FromHTML : .textFromHTML, replyType: alias.replyType)
+        }
+    }
+
+    /// The image targets Qt and GTK owners advertise for one image, in their order (PNG first).
+    public static let imageTargetNames: [(name: String, format: ImageFormat)] = [
+        ("image/png", .png), ("image/jpeg", .jpeg), ("image/bmp", .bmp), ("image/x-bmp", .bmp), ("image/x-MS-bmp", .bmp),
+        ("image/tiff", .tiff), ("image/webp", .webp),
+    ]
+
+    /// The image format of a type, when xpb's codecs read it.
+    public func imageFormat(of type: PasteboardType) -> ImageFormat? {
+        guard conforms(type, to: .image), let mime = preferredMIMEType(for: type) else { return nil }
+        return ImageFormat(mimeType: mime)
+    }
+
+    /// The image an owner converts from, among an item's types: the best lossless one xpb reads
+    /// (PNG, TIFF, BMP, WebP, GIF, then JPEG).
+    public func imageSource(among types: [PasteboardType]) -> PasteboardType? {
+        let readable = types.filter { imageFormat(of: $0) != nil }
+        return ReaderPreference.image.first { readable.contains($0) } ?? readable.first
+    }
+
+    /// The image targets an owner serves for an item with an image xpb reads, in
+    /// ``imageTargetNames``' order: each from the item's own representation of that format when
+    /// it has one, else converted from ``imageSource(among:)`` (``TargetCodec/image(_:)``).
+    /// Empty for items with no such image.
+    public func imageTargets(for types: [PasteboardType]) -> [(alias: TargetAlias, type: PasteboardType)] {
+        guard let source = imageSource(among: types) else { return [] }
+        let own = Dictionary(types.compactMap { type in imageFormat(of: type).map { ($0, type) } }, uniquingKeysWith: { first, _ in first })
+        return Self.imageTargetNames.map { name, format in
+            if let type = own[format] { return (TargetAlias(name), type) }
+            return (TargetAlias(name, codec: .image(format)), source)
         }
     }
 

@@ -143,9 +143,16 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
     /// The lines after the preview's, joined by " ⏎ " (at most 1,000 characters), for pickers
     /// and searches that match any line; empty for one line.
     public var rest: String
+    /// An image entry's size in pixels.
+    public var pixelWidth: Int?
+    public var pixelHeight: Int?
+    /// An image entry's thumbnail: a PNG at most 256 px on its long side, under
+    /// `$XDG_CACHE_HOME/xpb/thumbnails`.
+    public var thumbnail: String?
 
     public init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
-                source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "") {
+                source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "",
+                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil) {
         self.index = index
         self.selection = selection
         self.time = time
@@ -158,6 +165,9 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
         self.preview = preview
         self.moreLines = moreLines
         self.rest = rest
+        self.pixelWidth = pixelWidth
+        self.pixelHeight = pixelHeight
+        self.thumbnail = thumbnail
     }
 }
 

@@ -1,5 +1,6 @@
 internal import CX11
 import Foundation
+import ImageCodecs
 import PasteboardKit
 import Synchronization
 
@@ -13,6 +14,9 @@ enum ServedTarget: Sendable {
     case manifest
     /// Bytes taken from another owner (a clipboard manager's kept contents), served as they came.
     case captured(Data, replyType: X11Atom)
+    /// A kept image served in another format its owner offered: converted from the one image
+    /// kept, on the first request (``OwnedSelection/convertedBytes(_:)``).
+    case capturedImage(Data, format: ImageFormat, replyType: X11Atom)
     /// Bytes that live elsewhere (a sync peer), streamed when a requestor converts the target
     /// (``X11Session/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
     case remote(RemoteTarget)
@@ -44,7 +48,9 @@ struct OwnedSelection: Sendable {
         guard conversions[target] == nil else { return false }
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
-            return items[item].representation(for: type).map(Self.sourceSize) ?? 0 > Self.inlineConversionLimit
+            return codec.isHeavy || items[item].representation(for: type).map(Self.sourceSize) ?? 0 > Self.inlineConversionLimit
+        case .capturedImage?:
+            return true
         case let .urlList(codec, _)?:
             return urlRepresentations(codec).reduce(0) { $0 + Self.sourceSize($1) } > Self.inlineConversionLimit
         default:
@@ -61,14 +67,28 @@ struct OwnedSelection: Sendable {
     }
 
     /// The bytes a converting target serves (nil for identity targets, served from the
-    /// representation itself), computed once; throws when a provider fails.
+    /// representation itself, and for a conversion that failed), computed once, a failure too:
+    /// a malformed image or a bomb is decoded once, not for every request. Throws when a
+    /// provider fails.
     func convertedBytes(_ target: X11Atom) throws -> Data? {
-        if let cached = conversions[target] { return cached }
+        if let cached = conversions[target] { return cached.bytes }
         let bytes: Data
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
             guard let source = try items[item].data(for: type) else { return nil }
-            bytes = codec.encode(source)
+            do {
+                bytes = try codec.encode(source)
+            } catch {
+                conversions[target] = .failed
+                return nil
+            }
+        case let .capturedImage(source, format, _)?:
+            do {
+                bytes = try ImageCodec.convert(source, to: format)
+            } catch {
+                conversions[target] = .failed
+                return nil
+            }
         case let .urlList(codec, _)?:
             let urls = try urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
             guard !urls.isEmpty else { return nil }
@@ -76,7 +96,7 @@ struct OwnedSelection: Sendable {
         default:
             return nil
         }
-        conversions[target] = bytes
+        conversions[target] = .done(bytes)
         return bytes
     }
 
@@ -105,7 +125,7 @@ struct OwnedSelection: Sendable {
     /// The providers a conversion to `target` would run that have not run yet.
     func pendingProviders(for target: X11Atom) -> [LazyData] {
         switch served[target] {
-        case nil, .manifest?, .captured?, .remote?:
+        case nil, .manifest?, .captured?, .capturedImage?, .remote?:
             return []
         case let .representation(item, type, _, _)?:
             return items[item].representation(for: type)?.pendingProvider.map { [$0] } ?? []
@@ -168,8 +188,15 @@ extension X11Session {
         var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
         if let first = items.first {
             // Each type's own targets first, then the plain-text targets of text types (JSON, HTML
-            // …): a plain-text representation of the item, if any, keeps those.
+            // …): a plain-text representation of the item, if any, keeps those. An image xpb
+            // reads brings the image targets toolkits offer, PNG first, where its first image
+            // type is: those the item has, and the others converted on request.
+            var images = registry.imageTargets(for: first.types)
             for type in first.types {
+                if !images.isEmpty, registry.imageFormat(of: type) != nil {
+                    firstItemTargets += images
+                    images = []
+                }
                 for alias in registry.targets(for: type) where !X11PasteboardBackend.isReservedTarget(alias.name) {
                     firstItemTargets.append((alias, type))
                 }
@@ -283,6 +310,13 @@ extension X11Session {
             guard let atom = atomOf[target.target], let type = atomOf[target.type], served[atom] == nil else { continue }
             served[atom] = .captured(target.data, replyType: type)
         }
+        // Image formats the owner offered and were not kept: converted from the image that was.
+        if let source = Self.keptImageSource(targets) {
+            for name in advertised {
+                guard let format = ImageFormat(mimeType: name), format.isWritable, let atom = atomOf[name], served[atom] == nil else { continue }
+                served[atom] = .capturedImage(source.data, format: format, replyType: atom)
+            }
+        }
         let answered = Set(WellKnown.ownerTargets.map { known[$0] })
         var listed: [X11Atom] = []
         for name in advertised {
@@ -291,6 +325,14 @@ extension X11Session {
         }
         return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: listed, served: served,
                               manifest: Data(), registry: .standard, hasProviders: false)
+    }
+
+    /// The kept image other image formats are made from: the first captured target in the best
+    /// format (``keptImageTarget(_:)``) whose bytes are that image.
+    static func keptImageSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageCodec.format(of: $0.data) != nil }
+        guard let best = X11PasteboardBackend.keptImageTarget(images.map(\.target)) else { return nil }
+        return images.first { $0.target == best }
     }
 
     /// `targets` with their manifest cut down to the targets among them, or without it.
@@ -541,6 +583,8 @@ extension X11Session {
             return (.data(state.manifest), known[.utf8String], nil)
         case let .captured(data, replyType):
             return (.data(data), replyType, nil)
+        case let .capturedImage(_, _, replyType):
+            return try state.convertedBytes(target).map { (.data($0), replyType, nil) }
         case .remote:
             return nil
         case let .representation(item, representationType, codec, replyType):
@@ -785,9 +829,19 @@ extension X11Session {
 /// Conversions of an owned selection's representations (Latin-1 text, URL lists), computed
 /// once and shared by every requestor; computed on a worker thread when large.
 final class ConversionCache: Sendable {
-    private let storage = Mutex<[X11Atom: Data]>([:])
+    enum Conversion: Sendable {
+        case done(Data)
+        case failed
 
-    subscript(_ target: X11Atom) -> Data? {
+        var bytes: Data? {
+            if case let .done(bytes) = self { return bytes }
+            return nil
+        }
+    }
+
+    private let storage = Mutex<[X11Atom: Conversion]>([:])
+
+    subscript(_ target: X11Atom) -> Conversion? {
         get { storage.withLock { $0[target] } }
         set { storage.withLock { $0[target] = newValue } }
     }
@@ -806,5 +860,22 @@ enum MultiplePairs {
     static func parse(_ atoms: [X11Atom], maxPairs: Int) -> [(target: X11Atom, property: X11Atom)]? {
         guard !atoms.isEmpty, atoms.count % 2 == 0, atoms.count / 2 <= maxPairs else { return nil }
         return stride(from: 0, to: atoms.count, by: 2).map { (atoms[$0], atoms[$0 + 1]) }
+    }
+}
+
+extension X11PasteboardBackend {
+    /// The image a clipboard manager keeps of an owner's offer, the other image formats being
+    /// made from it on request: the best lossless format xpb reads (PNG, TIFF, BMP, WebP, GIF, then
+    /// JPEG). Nil when no target is such an image.
+    public static func keptImageTarget(_ targets: [String]) -> String? {
+        let order: [ImageFormat] = [.png, .tiff, .bmp, .webp, .gif, .jpeg]
+        let images = targets.compactMap { target in ImageFormat(mimeType: target).map { (target, $0) } }
+        return order.lazy.compactMap { format in images.first { $0.1 == format }?.0 }.first
+    }
+
+    /// Whether a manager that keeps ``keptImageTarget(_:)`` can leave `target` out: an image
+    /// format xpb writes, made from the kept image when asked.
+    public static func isConvertibleImageTarget(_ target: String) -> Bool {
+        ImageFormat(mimeType: target)?.isWritable ?? false
     }
 }

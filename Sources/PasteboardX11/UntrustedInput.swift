@@ -1,10 +1,11 @@
 import Foundation
+import ImageCodecs
 import PasteboardKit
 
 /// Every parser of bytes another X client controls, behind one entry point for the fuzz target
 /// (`Sources/xpb-fuzz`): the manifest, `MULTIPLE` pair lists, INCR size claims and chunks,
 /// `text/uri-list`, `x-special/gnome-copied-files`, `text/x-moz-url`, `application/x-color`,
-/// Latin-1 `STRING`, UTF-16 text and text from HTML. Each must return (or throw a clear error) on any input:
+/// Latin-1 `STRING`, UTF-16 text, text from HTML and images (PNG, JPEG, BMP, GIF, TIFF, WebP). Each must return (or throw a clear error) on any input:
 /// never trap, hang or grow without bound. Checks that must hold for every input trap here, so
 /// that the fuzzer reports them.
 package enum UntrustedInput {
@@ -38,9 +39,9 @@ package enum UntrustedInput {
         // Target codecs, both ways.
         for codec in [TargetCodec.uriList, .gnomeCopiedFiles, .mozURL, .latin1] {
             let decoded = codec.decode(data)
-            _ = codec.encode(decoded)
+            _ = try? codec.encode(decoded)
         }
-        let latin1 = TargetCodec.latin1.encode(data)
+        let latin1 = (try? TargetCodec.latin1.encode(data)) ?? Data()
         precondition(latin1.count <= data.count, "Latin-1 grew past its UTF-8 source")
         _ = TargetCodec.uriListEntries(data)
         _ = try? PasteboardColor(encoded: data)
@@ -48,5 +49,21 @@ package enum UntrustedInput {
         precondition(HTMLText.plainText(data).count <= data.count * 2 + 16, "text from HTML grew past its source")
         _ = ValueCoding.decodeText(data, as: .utf16PlainText)
         _ = ValueCoding.decodeText(data, as: .utf8PlainText)
+        exerciseImage(data)
+    }
+
+    /// An owner's image through every decoder (the fuzzer reaches each by its signature): a
+    /// decode stays within the pixel limit, and what decodes survives the lossless formats
+    /// pixel for pixel.
+    static func exerciseImage(_ data: Data) {
+        let limit = 1 << 20
+        guard let pixels = try? ImageCodec.decode(data, maxPixels: limit) else { return }
+        precondition(pixels.width * pixels.height <= limit, "a decode went past the pixel limit")
+        for format in [ImageFormat.png, .bmp, .tiff] {
+            guard let encoded = try? ImageCodec.encode(pixels, as: format) else { preconditionFailure("\(format) refused decoded pixels") }
+            guard let again = try? ImageCodec.decode(encoded, maxPixels: limit) else { preconditionFailure("\(format) of decoded pixels did not decode") }
+            // (libtiff's reader premultiplies alpha: a translucent pixel comes back rounded.)
+            precondition(again == pixels || (format == .tiff && pixels.hasAlpha), "\(format) changed the pixels")
+        }
     }
 }

@@ -121,7 +121,14 @@ struct HistoryCommand: Command {
         var types = shown.prefix(3).joined(separator: ",")
         if shown.count > 3 { types += ",+\(shown.count - 3)" }
         let selection = entry.selection == "CLIPBOARD" ? "" : "[\(entry.selection)] "
-        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(ByteCount.format(entry.size).leftAligned(9))  \(source)  \(types.isEmpty ? "-" : types)  \(selection)\(preview(entry))"
+        // An image's size is its pixels (`1920×1080`), not its bytes.
+        let size = pixelSize(entry) ?? ByteCount.format(entry.size)
+        return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(size.leftAligned(9))  \(source)  \(types.isEmpty ? "-" : types)  \(selection)\(preview(entry))"
+    }
+
+    static func pixelSize(_ entry: HistoryEntrySummary) -> String? {
+        guard let width = entry.pixelWidth, let height = entry.pixelHeight else { return nil }
+        return "\(width)×\(height)"
     }
 
     /// The preview with the number of lines it leaves out: `first line … (+2 lines)`.
@@ -151,9 +158,14 @@ struct HistoryCommand: Command {
         process.standardOutput = output
         do { try process.run() } catch { throw Failure("cannot run the menu '\(command)': \(error)") }
         // The later lines follow the preview, so that typing any line's words finds the entry.
+        // rofi shows an image entry's thumbnail as the row's icon (its `\0icon\x1f` row option;
+        // with -show-icons); other menus get plain rows.
+        let icons = Self.isRofi(command)
         let lines = entries.map { entry in
             let shown = entry.preview.isEmpty ? entry.types.joined(separator: ",") : Self.preview(entry)
-            return "\(entry.index)\t\(printable(shown + (entry.rest.isEmpty ? "" : "  ⏎ " + entry.rest)))"
+            let row = "\(entry.index)\t\(printable(shown + (entry.rest.isEmpty ? "" : "  ⏎ " + entry.rest)))"
+            guard icons, let thumbnail = entry.thumbnail, !thumbnail.contains("\n"), !thumbnail.contains("\u{1F}") else { return row }
+            return row + "\0icon\u{1F}" + thumbnail
         }
         // A menu that exits without reading its input (cancelled) must not kill us with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
@@ -169,10 +181,17 @@ struct HistoryCommand: Command {
         return index
     }
 
+    /// Whether a menu command runs rofi (its first word, or the program after `exec` or `env`).
+    static func isRofi(_ command: String) -> Bool {
+        let words = command.split(whereSeparator: \.isWhitespace).map(String.init)
+        let program = words.first { !["exec", "env"].contains($0) && !$0.contains("=") } ?? ""
+        return program.split(separator: "/").last == "rofi"
+    }
+
     /// rofi, dmenu or fzf, the first on PATH.
     static func defaultMenu() throws -> String {
         let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-        for (program, command) in [("rofi", "rofi -dmenu -i -p clipboard"), ("dmenu", "dmenu -l 20 -i"), ("fzf", "fzf --no-sort")] {
+        for (program, command) in [("rofi", "rofi -dmenu -i -p clipboard -show-icons"), ("dmenu", "dmenu -l 20 -i"), ("fzf", "fzf --no-sort")] {
             if path.contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(program)") }) { return command }
         }
         throw Failure("no menu program: install rofi, dmenu or fzf, or pass --menu COMMAND (or set XPB_MENU)")

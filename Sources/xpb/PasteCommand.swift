@@ -1,5 +1,6 @@
 import CommandLineTable
 import Foundation
+import ImageCodecs
 import PasteboardKit
 import PasteboardX11
 import Synchronization
@@ -13,7 +14,7 @@ struct PasteCommand: Command {
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)).")
         static let output = OptionSpec.value("o", "output", "file", "Write to this file instead of standard output.")
         static let trimNewline = OptionSpec.flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim).")
-        static let noConvert = OptionSpec.flag(nil, "no-convert", "Only a type the owner has: without it, plain text asked of an item that has only HTML is made from the HTML here (tags out, references decoded).")
+        static let noConvert = OptionSpec.flag(nil, "no-convert", "Only a type the owner has: without it, plain text asked of an item that has only HTML is made from the HTML here (tags out, references decoded), and an image format the owner lacks (-t jpeg of a PNG) is converted here from the image it has.")
         static let follow = OptionSpec.flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does.")
     }
 
@@ -71,9 +72,9 @@ struct PasteCommand: Command {
         }
         let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
         defer { backend.close(handOff: false) }
-        // Set by the chooser when plain text is made here from the item's HTML.
-        let fromHTML = Flag()
-        let choose = try chooser(backend.registry, fromHTML: fromHTML)
+        // Set by the chooser when what is written is made here from what the owner has.
+        let conversion = LocalConversion()
+        let choose = try chooser(backend.registry, conversion: conversion)
         if follow { return try blocking { try await self.followChanges(backend, choose) } }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
@@ -96,11 +97,11 @@ struct PasteCommand: Command {
             heldNewline = data.last == UInt8(ascii: "\n")
             try writeAll(heldNewline ? data.dropLast() : data, to: open())
         }
-        // HTML made into text here: collected whole, converted at the end.
-        var html = Data()
+        // HTML made into text, an image into another format: collected whole, converted at the end.
+        var collected = Data()
         let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
                                        file: { file in
-                                           if fromHTML.isSet { return html.append(try file.read(offset: 0, length: file.size)) }
+                                           if conversion.kind != nil { return collected.append(try file.read(offset: 0, length: file.size)) }
                                            guard trimNewline else { return try write(.file(file), to: open()) }
                                            var offset = 0
                                            while offset < file.size {
@@ -110,10 +111,10 @@ struct PasteCommand: Command {
                                            }
                                        },
                                        bytes: { data in
-                                           guard !fromHTML.isSet else { return html.append(data) }
+                                           guard conversion.kind == nil else { return collected.append(data) }
                                            try bytes(data)
                                        })
-        if found, fromHTML.isSet { try bytes(HTMLText.plainText(html)) }
+        if found, let kind = conversion.kind { try bytes(try kind.convert(collected)) }
         guard found else {
             // Offered, then refused: a failure of the owner (status 1), not a type that is not
             // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
@@ -125,13 +126,13 @@ struct PasteCommand: Command {
     /// How the type is chosen from the owner's offer, as read for the transfer itself: one read
     /// of the offer, no second round trip to confirm it. The accepted types of --type, best
     /// first; else plain text, an image or the first type that is data (``TypeRegistry/defaultType(among:)``).
-    private func chooser(_ registry: TypeRegistry, fromHTML: Flag? = nil) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
+    private func chooser(_ registry: TypeRegistry, conversion: LocalConversion? = nil) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
         let wanted: [PasteboardType]? = try types.map { types in
             let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
             names.forEach { warnIfUnknownType($0, registry: registry) }
             return try names.map { try registry.resolve($0) }
         }
-        let convert = !noConvert && fromHTML != nil
+        let convert = !noConvert && conversion != nil
         return { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
             guard let items else { throw selection.emptyFailure }
             guard !items.isEmpty else {
@@ -146,8 +147,14 @@ struct PasteCommand: Command {
                 // Plain text asked of an item that has only HTML: its text, made here.
                 if convert, wanted.contains(where: { registry.conforms($0, to: .plainText) }),
                    let html = offered.first(where: { registry.conforms($0, to: .html) }) {
-                    fromHTML?.set()
+                    conversion?.set(.textFromHTML)
                     return html
+                }
+                // An image format the owner lacks: converted here from the best image it has.
+                if convert, let format = wanted.lazy.compactMap({ registry.imageFormat(of: $0) }).first(where: \.isWritable),
+                   let source = registry.imageSource(among: offered) {
+                    conversion?.set(.image(format))
+                    return source
                 }
                 throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
             }
@@ -199,8 +206,29 @@ struct PasteCommand: Command {
 }
 
 /// A flag set on one thread and read on another (the chooser runs where the read begins).
-final class Flag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
+/// What `xpb paste` makes here from the type it reads, when the owner lacks the one asked for.
+final class LocalConversion: Sendable {
+    enum Kind: Sendable {
+        /// Plain text from HTML.
+        case textFromHTML
+        /// An image in another format.
+        case image(ImageFormat)
+
+        func convert(_ data: Data) throws -> Data {
+            switch self {
+            case .textFromHTML:
+                return HTMLText.plainText(data)
+            case let .image(format):
+                do {
+                    return try ImageCodec.convert(data, to: format)
+                } catch {
+                    throw Failure("cannot convert the owner's image to \(format.mimeType): \(error)")
+                }
+            }
+        }
+    }
+
+    private let value = Mutex<Kind?>(nil)
+    var kind: Kind? { value.withLock { $0 } }
+    func set(_ kind: Kind) { value.withLock { $0 = kind } }
 }

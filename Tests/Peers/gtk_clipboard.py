@@ -1,6 +1,11 @@
 """A GTK 3 clipboard peer for the tests (Debian's python3-gi): reads or sets CLIPBOARD.
 
 gtk_clipboard.py text|uris|targets     prints what GTK reads, one value per line
+gtk_clipboard.py image-diff FILE        reads the clipboard's image (wait_for_image) and prints "size W H" and
+                                        "maxdiff N": the largest difference of an RGBA channel against FILE
+                                        as GdkPixbuf decodes it
+gtk_clipboard.py pixel-diff A B         no clipboard: decodes two image files with GdkPixbuf (an
+                                        independent decoder) and prints "size W H" of A and "maxdiff N"
 gtk_clipboard.py set-text TEXT          owns CLIPBOARD with TEXT, prints "ready", serves until killed
 gtk_clipboard.py set-image-and-exit PNG MS
                                         owns CLIPBOARD with the image (GTK offers it as PNG, BMP, TIFF ...),
@@ -12,12 +17,43 @@ import sys
 
 import gi
 
+gi.require_version("Gdk", "3.0")
 gi.require_version("Gtk", "3.0")
 from gi.repository import Gdk, Gtk  # noqa: E402
 
 clipboard = Gtk.Clipboard.get(Gdk.SELECTION_CLIPBOARD)
 mode = sys.argv[1]
-if mode == "text":
+
+
+def rgba(pixbuf):
+    """The pixels as RGBA bytes, rows without padding."""
+    if not pixbuf.get_has_alpha():
+        pixbuf = pixbuf.add_alpha(False, 0, 0, 0)
+    width, height, stride = pixbuf.get_width(), pixbuf.get_height(), pixbuf.get_rowstride()
+    data = pixbuf.get_pixels()
+    return b"".join(data[row * stride:row * stride + width * 4] for row in range(height))
+
+
+def diff(a, b):
+    """Prints a's size and the largest channel difference between two pixbufs (-1: sizes differ)."""
+    print("size", a.get_width(), a.get_height())
+    if (a.get_width(), a.get_height()) != (b.get_width(), b.get_height()):
+        print("maxdiff -1")
+        return
+    print("maxdiff", max((abs(x - y) for x, y in zip(rgba(a), rgba(b))), default=0))
+
+
+if mode in ("image-diff", "pixel-diff"):
+    from gi.repository import GdkPixbuf  # noqa: E402
+
+if mode == "image-diff":
+    image = clipboard.wait_for_image()
+    if image is None:
+        sys.exit("no image")
+    diff(image, GdkPixbuf.Pixbuf.new_from_file(sys.argv[2]))
+elif mode == "pixel-diff":
+    diff(GdkPixbuf.Pixbuf.new_from_file(sys.argv[2]), GdkPixbuf.Pixbuf.new_from_file(sys.argv[3]))
+elif mode == "text":
     print(clipboard.wait_for_text() or "")
 elif mode == "uris":
     print("\n".join(clipboard.wait_for_uris() or []))

@@ -20,6 +20,8 @@ public final class DaemonHome: Sendable {
     public var runtimeDirectory: URL { root.appendingPathComponent("runtime") }
     /// Where the history lives (`$XDG_STATE_HOME/xpb`).
     public var historyDirectory: URL { stateDirectory.appendingPathComponent("xpb") }
+    /// `$XDG_CACHE_HOME` (thumbnails): never the user's own.
+    public var cacheDirectory: URL { root.appendingPathComponent("cache") }
 
     public init() throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-test-\(getpid())-\(UUID().uuidString.prefix(8))")
@@ -27,9 +29,10 @@ public final class DaemonHome: Sendable {
         try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
-    /// XDG_STATE_HOME and XDG_RUNTIME_DIR pointing here: for xpbd and for xpb's client alike.
+    /// XDG_STATE_HOME, XDG_CACHE_HOME and XDG_RUNTIME_DIR pointing here: for xpbd and for
+    /// xpb's client alike.
     public var environment: [String: String] {
-        ["XDG_STATE_HOME": stateDirectory.path, "XDG_RUNTIME_DIR": runtimeDirectory.path]
+        ["XDG_STATE_HOME": stateDirectory.path, "XDG_CACHE_HOME": cacheDirectory.path, "XDG_RUNTIME_DIR": runtimeDirectory.path]
     }
 
     deinit { try? FileManager.default.removeItem(at: root) }

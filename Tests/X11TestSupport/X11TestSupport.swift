@@ -395,3 +395,25 @@ public func seconds(_ body: () throws -> Void) rethrows -> Double {
     try body()
     return Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
 }
+
+/// A PNG chunk with its CRC.
+public func pngChunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
+    let typed = Array(type.utf8) + body
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in typed {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+    }
+    crc ^= 0xFFFF_FFFF
+    func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+    return be(UInt32(body.count)) + typed + be(crc)
+}
+
+/// A small PNG that declares `width`×`height` (a decompression bomb when large).
+public func bombPNG(width: UInt32, height: UInt32) -> Data {
+    func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+    let header = be(width) + be(height) + [8, 6, 0, 0, 0]
+    // A zlib stream of a few zero bytes; the rest of the declared rows are missing.
+    let idat: [UInt8] = [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]
+    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + pngChunk("IHDR", header) + pngChunk("IDAT", idat) + pngChunk("IEND", []))
+}

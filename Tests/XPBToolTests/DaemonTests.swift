@@ -195,6 +195,92 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a Qt image kept after Qt exits: every target Qt offered, in its order, lossless ones pixel for pixel, from one kept image")
+    func qtImageKeptOnce() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let flag = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-qt-exit-\(getpid())-\(UUID().uuidString.prefix(6))")
+        defer { try? FileManager.default.removeItem(at: flag) }
+        let qt = try toolkitPeer("qt_clipboard.py", ["set-image-and-exit", testImage, flag.path], display: x)
+        try qt.waitForOutput("ready")
+        try daemon.waitForLog("kept CLIPBOARD from")
+        // What Qt itself serves, every target.
+        let offered = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+        let images = offered.filter { $0.hasPrefix("image/") }
+        #expect(images.first == "image/png" && images.contains("image/bmp") && images.contains("image/jpeg"), "\(offered)")
+        var fromQt: [String: Data] = [:]
+        for target in images { fromQt[target] = try xclipOut(x, ["-t", target]).output }
+        try Data().write(to: flag)
+        #expect(try qt.finish(timeout: 30).status == 0)
+        try daemon.waitForLog("saved CLIPBOARD for")
+
+        let served = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+        #expect(served.filter { $0.hasPrefix("image/") } == images, "the image targets, in Qt's order")
+        let decodable: Set<String> = ["image/png", "image/bmp", "image/tiff", "image/x-portable-pixmap", "image/x-portable-graymap"]
+        for target in images {
+            let data = try xclipOut(x, ["-t", target]).output
+            #expect(!data.isEmpty, "\(target) is served")
+            guard decodable.contains(target), let original = fromQt[target], !original.isEmpty else { continue }
+            let diff = try pixelDiff(try scratchFile("kept", data), try scratchFile("qt", original), x)
+            #expect(diff.width == 64 && diff.height == 48 && diff.maxDiff == 0, "\(target): \(diff)")
+        }
+        let jpeg = try xclipOut(x, ["-t", "image/jpeg"]).output
+        #expect(try pixelDiff(try scratchFile("kept.jpg", jpeg), testImage, x).width == 64)
+        // Kept once: the image formats xpb writes are not stored, only the PNG (and what xpb
+        // does not write, as it came).
+        let entry = try #require(try history(x, home).first)
+        let stored = try #require(entry["keptBytes"] as? Int)
+        let offeredBytes = Set(fromQt.values).reduce(0) { $0 + $1.count }
+        let convertible: Set<String> = ["image/jpeg", "image/jpg", "image/bmp", "image/x-bmp", "image/x-MS-bmp", "image/tiff", "image/webp"]
+        let unconverted = Set(fromQt.filter { !convertible.contains($0.key) }.values).reduce(0) { $0 + $1.count }
+        #expect(stored == unconverted && stored < offeredBytes, "stored \(stored) bytes of \(offeredBytes) offered")
+        try daemon.stop()
+    }
+
+    @Test("image entries: xpb history shows pixel sizes, --json a cached thumbnail, rofi gets it as the row's icon, dmenu plain rows; clear removes it")
+    func imageEntriesAreShownAsPictures() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        #expect(try xpb(["copy", testImage], x, home).status == 0)
+        try waitForEntries(1, x, home, daemon: daemon)
+        #expect(try xpb(["copy"], x, home, input: Data("some text".utf8)).status == 0)
+        try waitForEntries(2, x, home, daemon: daemon)
+        let listed = try xpb(["history"], x, home).text.split(separator: "\n").map(String.init)
+        let imageLine = try #require(listed.first { $0.contains("image/png") })
+        #expect(imageLine.contains("64×48") && imageLine.contains("[image/png 64×48]") && !imageLine.contains(" B "), "\(imageLine)")
+        let entries = try history(x, home)
+        let image = try #require(entries.first { ($0["types"] as? [String])?.first == "image/png" })
+        #expect(image["pixelWidth"] as? Int == 64 && image["pixelHeight"] as? Int == 48)
+        let thumbnail = try #require(image["thumbnail"] as? String)
+        #expect(thumbnail.hasPrefix(home.cacheDirectory.appendingPathComponent("xpb/").path), "\(thumbnail)")
+        #expect(try pixelDiff(thumbnail, testImage, x).maxDiff == 0, "a small image is its own thumbnail")
+        #expect(entries.first { ($0["types"] as? [String])?.first != "image/png" }?["thumbnail"] == nil)
+
+        // Menus: a fake rofi and a fake dmenu that record their input and pick the image's row.
+        let bin = home.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        for name in ["rofi", "dmenu"] {
+            let script = bin.appendingPathComponent(name)
+            try Data("#!/bin/sh\ncat > \"$0.input\"\ngrep -a 'image/png' \"$0.input\" | head -n 1 | cut -f 1\n".utf8).write(to: script)
+            chmod(script.path, 0o755)
+        }
+        for (name, icons) in [("rofi", true), ("dmenu", false)] {
+            let menu = try xpb(["history", "menu", "--menu", bin.appendingPathComponent(name).path + " -dmenu"], x, home)
+            #expect(menu.status == 0, "\(name): \(menu.error)")
+            let input = try Data(contentsOf: bin.appendingPathComponent("\(name).input"))
+            let row = try #require(String(decoding: input, as: UTF8.self).split(separator: "\n").first { $0.contains("image/png") })
+            #expect(row.hasSuffix("\0icon\u{1F}" + thumbnail) == icons, "\(name): \(row)")
+            #expect(String(decoding: input, as: UTF8.self).split(separator: "\n").allSatisfy { !$0.contains("\0") || icons })
+        }
+        #expect(try xclipOut(x, ["-t", "image/png"]).output == Data(contentsOf: URL(fileURLWithPath: testImage)), "the menu selected the image")
+        // Forgotten entries take their thumbnails with them.
+        #expect(try xpb(["history", "clear"], x, home).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: thumbnail))
+        try daemon.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()

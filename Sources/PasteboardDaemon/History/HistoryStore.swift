@@ -1,4 +1,5 @@
 import Foundation
+import ImageCodecs
 import Logging
 import PasteboardKit
 import PasteboardWire
@@ -27,6 +28,8 @@ final class HistoryStore {
     private var database: SQLiteDatabase
     var maxEntries: Int
     var maxBytes: Int
+    /// Where thumbnails of image entries are made (none: entries list no thumbnail).
+    var thumbnails: ThumbnailCache?
     private var temporaryCounter = 0
 
     /// Opens (or creates) the store in `directory` (made 0700).
@@ -382,6 +385,7 @@ final class HistoryStore {
             }
             collectGarbage(named: named)
             keepReserve()
+            thumbnails?.prune(keeping: [])
         }
     }
 
@@ -469,6 +473,7 @@ final class HistoryStore {
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
             var result: [HistoryEntrySummary] = []
+            var pictured: Set<String> = []
             for (index, row) in rows.enumerated() {
                 let id = row[0].integer ?? 0
                 let kept = targets[id] ?? []
@@ -477,10 +482,23 @@ final class HistoryStore {
                 }
                 var preview = row[6].text ?? ""
                 let head = row[10].text
+                // An image is shown by its pixel size and, where the cache is, a thumbnail.
+                var picture: (width: Int, height: Int, thumbnail: String?)?
+                if head == nil, let position = kept.firstIndex(where: { ImageFormat(mimeType: $0.name) != nil }),
+                   let bytes = self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline,
+                                         count: 256 << 10),
+                   let size = try? ImageCodec.size(of: bytes) {
+                    let target = kept[position]
+                    let thumbnail = thumbnails?.thumbnail(for: target.digest) {
+                        self.payload(entry: id, position: position, digest: target.digest, inline: target.inline)
+                    }
+                    if thumbnail != nil { pictured.insert(target.digest) }
+                    picture = (size.width, size.height, thumbnail)
+                }
                 if head == nil, let type = description.types.first {
                     // Kept without text: named by what a person recognises (older entries named
                     // their first target, perhaps a toolkit's marker).
-                    preview = "[\(type) \(ByteCount.format(description.size))]"
+                    preview = picture.map { "[\(type) \($0.width)×\($0.height)]" } ?? "[\(type) \(ByteCount.format(description.size))]"
                 }
                 let lines = head.map {
                     EntryDescription.moreLines(head: $0, lineFeeds: Int(row[8].integer ?? 0), endsWithLineFeed: row[9].integer == 1)
@@ -493,8 +511,11 @@ final class HistoryStore {
                     index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
                     time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
-                    preview: preview, moreLines: lines.count, rest: lines.rest))
+                    preview: preview, moreLines: lines.count, rest: lines.rest,
+                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail))
             }
+            // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too.
+            if !searching { thumbnails?.prune(keeping: pictured) }
             return result
         }
     }
@@ -508,6 +529,16 @@ final class HistoryStore {
         guard let digest = Digest(hex: digest), let handle = FileHandle(forReadingAtPath: blobPath(digest)) else { return nil }
         defer { try? handle.close() }
         return try? handle.read(upToCount: count)
+    }
+
+    /// A kept target's bytes, from the database or its payload file (mapped).
+    private func payload(entry: Int64, position: Int, digest: String, inline: Bool) -> Data? {
+        if inline {
+            return try? database.query("SELECT data FROM targets WHERE entry = ? AND position = ?",
+                                       [.integer(entry), .integer(Int64(position))]).first?[0].blob
+        }
+        guard let digest = Digest(hex: digest) else { return nil }
+        return try? Data(contentsOf: URL(fileURLWithPath: blobPath(digest)), options: .alwaysMapped)
     }
 
     /// Entry `index` (0 = newest) with its payloads (files mapped, not read).

@@ -29,6 +29,15 @@ public enum KeepPolicy {
         targets.contains { X11PasteboardBackend.secretMarkers.contains($0) }
     }
 
+    /// `targets` with one image kept: of the image formats xpb writes, only the best lossless
+    /// one the owner offers (``X11PasteboardBackend/keptImageTarget(_:)``) is fetched; the others
+    /// are made from it when a reader asks (a Qt image is offered in a dozen encodings of one
+    /// picture). Formats xpb does not write (GIF, icons, netpbm) are fetched as they are.
+    public static func withOneImage(_ targets: [String]) -> [String] {
+        guard let kept = X11PasteboardBackend.keptImageTarget(targets) else { return targets }
+        return targets.filter { $0 == kept || !X11PasteboardBackend.isConvertibleImageTarget($0) }
+    }
+
     /// The targets to fetch, in the owner's order, each once.
     public static func keptTargets(_ targets: [String]) -> [String] {
         var seen: Set<String> = []

@@ -1,0 +1,539 @@
+// Glue between xpb and Debian's image codecs; see CImageCodecs.h. No codec is implemented here.
+#include <png.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tiffio.h>
+#include <turbojpeg.h>
+#include <webp/decode.h>
+#include <webp/encode.h>
+#include <stb/stb_image.h>
+#include <stb/stb_image_resize.h>
+#include <stb/stb_image_write.h>
+
+#include "CImageCodecs.h"
+
+static int fail(char *error, size_t error_size, int code, const char *format, ...) {
+    if (error && error_size > 0) {
+        va_list arguments;
+        va_start(arguments, format);
+        vsnprintf(error, error_size, format, arguments);
+        va_end(arguments);
+    }
+    return code;
+}
+
+static int too_large(char *error, size_t error_size, uint64_t width, uint64_t height, uint64_t max_pixels) {
+    return fail(error, error_size, XPB_IMAGE_TOO_LARGE,
+                "the image is %llux%llu pixels, more than the limit of %llu pixels",
+                (unsigned long long)width, (unsigned long long)height, (unsigned long long)max_pixels);
+}
+
+int xpb_image_sniff(const uint8_t *data, size_t size) {
+    if (size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) return XPB_IMAGE_PNG;
+    if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return XPB_IMAGE_JPEG;
+    if (size >= 14 && data[0] == 'B' && data[1] == 'M') return XPB_IMAGE_BMP;
+    if (size >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0)) return XPB_IMAGE_GIF;
+    if (size >= 4 && (memcmp(data, "II*\0", 4) == 0 || memcmp(data, "MM\0*", 4) == 0)) return XPB_IMAGE_TIFF;
+    if (size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0) return XPB_IMAGE_WEBP;
+    return 0;
+}
+
+// MARK: - TIFF in memory
+
+// A TIFF file in memory for libtiff's client I/O: read from the caller's bytes, or written into
+// a buffer that grows.
+typedef struct {
+    uint8_t *bytes;
+    size_t size;
+    size_t capacity;
+    size_t position;
+    int writable;
+    char *error;
+    size_t error_size;
+} memory_file;
+
+static tmsize_t memory_read(thandle_t handle, void *buffer, tmsize_t count) {
+    memory_file *file = handle;
+    if (count < 0 || file->position >= file->size) return 0;
+    size_t available = file->size - file->position;
+    size_t n = (size_t)count < available ? (size_t)count : available;
+    memcpy(buffer, file->bytes + file->position, n);
+    file->position += n;
+    return (tmsize_t)n;
+}
+
+static tmsize_t memory_write(thandle_t handle, void *buffer, tmsize_t count) {
+    memory_file *file = handle;
+    if (!file->writable || count < 0) return -1;
+    size_t end = file->position + (size_t)count;
+    if (end < file->position) return -1;
+    if (end > file->capacity) {
+        size_t capacity = file->capacity ? file->capacity : 65536;
+        while (capacity < end) {
+            if (capacity > SIZE_MAX / 2) return -1;
+            capacity *= 2;
+        }
+        uint8_t *grown = realloc(file->bytes, capacity);
+        if (!grown) return -1;
+        file->bytes = grown;
+        file->capacity = capacity;
+    }
+    if (file->position > file->size) memset(file->bytes + file->size, 0, file->position - file->size);
+    memcpy(file->bytes + file->position, buffer, (size_t)count);
+    file->position = end;
+    if (end > file->size) file->size = end;
+    return count;
+}
+
+static toff_t memory_seek(thandle_t handle, toff_t offset, int whence) {
+    memory_file *file = handle;
+    uint64_t base = whence == SEEK_CUR ? file->position : whence == SEEK_END ? file->size : 0;
+    uint64_t position = base + offset;
+    // Reads never go past the end; writes may (the gap is zero-filled), within reason.
+    if (position > (file->writable ? (uint64_t)1 << 40 : file->size)) return (toff_t)-1;
+    file->position = (size_t)position;
+    return position;
+}
+
+static int memory_close(thandle_t handle) { (void)handle; return 0; }
+static toff_t memory_size(thandle_t handle) { return ((memory_file *)handle)->size; }
+static int memory_map(thandle_t handle, void **base, toff_t *size) { (void)handle; (void)base; (void)size; return 0; }
+static void memory_unmap(thandle_t handle, void *base, toff_t size) { (void)handle; (void)base; (void)size; }
+
+// libtiff's messages go to the caller's buffer (the first error), never to stderr.
+static int tiff_error(TIFF *tiff, void *user, const char *module, const char *format, va_list arguments) {
+    (void)tiff; (void)module;
+    memory_file *file = user;
+    if (file && file->error && file->error_size > 0 && file->error[0] == 0) vsnprintf(file->error, file->error_size, format, arguments);
+    return 1;
+}
+
+static int tiff_warning(TIFF *tiff, void *user, const char *module, const char *format, va_list arguments) {
+    (void)tiff; (void)user; (void)module; (void)format; (void)arguments;
+    return 1;
+}
+
+static TIFF *tiff_open(memory_file *file, const char *mode, tmsize_t max_allocation) {
+    TIFFOpenOptions *options = TIFFOpenOptionsAlloc();
+    if (!options) return NULL;
+    TIFFOpenOptionsSetMaxSingleMemAlloc(options, max_allocation);
+    TIFFOpenOptionsSetErrorHandlerExtR(options, tiff_error, file);
+    TIFFOpenOptionsSetWarningHandlerExtR(options, tiff_warning, file);
+    TIFF *tiff = TIFFClientOpenExt("clipboard", mode, file, memory_read, memory_write, memory_seek, memory_close,
+                                   memory_size, memory_map, memory_unmap, options);
+    TIFFOpenOptionsFree(options);
+    return tiff;
+}
+
+// libtiff also reports through its process-wide handlers before a TIFF exists (and some paths
+// use them regardless): those are silenced once.
+static pthread_once_t tiff_once = PTHREAD_ONCE_INIT;
+static void tiff_silence(void) {
+    TIFFSetErrorHandler(NULL);
+    TIFFSetWarningHandler(NULL);
+}
+
+// MARK: - Info
+
+int xpb_image_info(const uint8_t *data, size_t size, uint32_t *width, uint32_t *height, char *error, size_t error_size) {
+    if (error && error_size) error[0] = 0;
+    switch (xpb_image_sniff(data, size)) {
+    case XPB_IMAGE_PNG: {
+        png_image image;
+        memset(&image, 0, sizeof image);
+        image.version = PNG_IMAGE_VERSION;
+        if (!png_image_begin_read_from_memory(&image, data, size)) {
+            return fail(error, error_size, XPB_IMAGE_MALFORMED, "PNG: %s", image.message);
+        }
+        *width = image.width;
+        *height = image.height;
+        png_image_free(&image);
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_JPEG: {
+        tjhandle handle = tjInitDecompress();
+        if (!handle) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(NULL));
+        int w = 0, h = 0, subsampling = 0, colorspace = 0;
+        int status = tjDecompressHeader3(handle, data, (unsigned long)size, &w, &h, &subsampling, &colorspace);
+        if (status != 0) {
+            int code = fail(error, error_size, XPB_IMAGE_MALFORMED, "JPEG: %s", tjGetErrorStr2(handle));
+            tjDestroy(handle);
+            return code;
+        }
+        tjDestroy(handle);
+        *width = (uint32_t)w;
+        *height = (uint32_t)h;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_WEBP: {
+        int w = 0, h = 0;
+        if (!WebPGetInfo(data, size, &w, &h)) return fail(error, error_size, XPB_IMAGE_MALFORMED, "WebP: not a valid WebP header");
+        *width = (uint32_t)w;
+        *height = (uint32_t)h;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_BMP:
+    case XPB_IMAGE_GIF: {
+        if (size > INT32_MAX) return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "the file is too large");
+        int w = 0, h = 0, components = 0;
+        if (!stbi_info_from_memory(data, (int)size, &w, &h, &components)) {
+            return fail(error, error_size, XPB_IMAGE_MALFORMED, "%s", stbi_failure_reason());
+        }
+        *width = (uint32_t)w;
+        *height = (uint32_t)h;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_TIFF: {
+        pthread_once(&tiff_once, tiff_silence);
+        memory_file file = { (uint8_t *)data, size, size, 0, 0, error, error_size };
+        TIFF *tiff = tiff_open(&file, "rm", 64 << 20);
+        if (!tiff) return fail(error, error_size, XPB_IMAGE_MALFORMED, "TIFF: %s", error && error[0] ? error : "unreadable");
+        uint32_t w = 0, h = 0;
+        int ok = TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &w) && TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &h);
+        TIFFClose(tiff);
+        if (!ok) return fail(error, error_size, XPB_IMAGE_MALFORMED, "TIFF: no image size");
+        *width = w;
+        *height = h;
+        return XPB_IMAGE_OK;
+    }
+    default:
+        return fail(error, error_size, XPB_IMAGE_UNSUPPORTED, "not an image in a format xpb decodes (PNG, JPEG, BMP, GIF, TIFF, WebP)");
+    }
+}
+
+// MARK: - Decode
+
+static uint8_t *allocate_pixels(uint32_t width, uint32_t height) {
+    size_t count = (size_t)width * (size_t)height * 4;
+    return malloc(count ? count : 1);
+}
+
+int xpb_image_decode(const uint8_t *data, size_t size, uint64_t max_pixels, xpb_image *out, char *error, size_t error_size) {
+    memset(out, 0, sizeof *out);
+    uint32_t width = 0, height = 0;
+    int status = xpb_image_info(data, size, &width, &height, error, error_size);
+    if (status != XPB_IMAGE_OK) return status;
+    if (width == 0 || height == 0) return fail(error, error_size, XPB_IMAGE_MALFORMED, "the image has no pixels");
+    if ((uint64_t)width * height > max_pixels) return too_large(error, error_size, width, height, max_pixels);
+
+    switch (xpb_image_sniff(data, size)) {
+    case XPB_IMAGE_PNG: {
+        png_image image;
+        memset(&image, 0, sizeof image);
+        image.version = PNG_IMAGE_VERSION;
+        if (!png_image_begin_read_from_memory(&image, data, size)) {
+            return fail(error, error_size, XPB_IMAGE_MALFORMED, "PNG: %s", image.message);
+        }
+        image.format = PNG_FORMAT_RGBA;
+        uint8_t *pixels = allocate_pixels(image.width, image.height);
+        if (!pixels) {
+            png_image_free(&image);
+            return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        }
+        if (!png_image_finish_read(&image, NULL, pixels, 0, NULL)) {
+            int code = fail(error, error_size, XPB_IMAGE_MALFORMED, "PNG: %s", image.message);
+            png_image_free(&image);
+            free(pixels);
+            return code;
+        }
+        *out = (xpb_image){ pixels, image.width, image.height };
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_JPEG: {
+        tjhandle handle = tjInitDecompress();
+        if (!handle) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(NULL));
+        uint8_t *pixels = allocate_pixels(width, height);
+        if (!pixels) {
+            tjDestroy(handle);
+            return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        }
+        // TJFLAG_LIMITSCANS: a progressive JPEG of thousands of scans (a CPU bomb) is refused.
+        if (tjDecompress2(handle, data, (unsigned long)size, pixels, (int)width, 0, (int)height, TJPF_RGBA, TJFLAG_LIMITSCANS) != 0
+            && tjGetErrorCode(handle) != TJERR_WARNING) {
+            int code = fail(error, error_size, XPB_IMAGE_MALFORMED, "JPEG: %s", tjGetErrorStr2(handle));
+            tjDestroy(handle);
+            free(pixels);
+            return code;
+        }
+        tjDestroy(handle);
+        *out = (xpb_image){ pixels, width, height };
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_WEBP: {
+        uint8_t *pixels = allocate_pixels(width, height);
+        if (!pixels) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        size_t stride = (size_t)width * 4;
+        if (!WebPDecodeRGBAInto(data, size, pixels, stride * height, (int)stride)) {
+            free(pixels);
+            return fail(error, error_size, XPB_IMAGE_MALFORMED, "WebP: the image data is invalid");
+        }
+        *out = (xpb_image){ pixels, width, height };
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_BMP:
+    case XPB_IMAGE_GIF: {
+        int w = 0, h = 0, components = 0;
+        // The first frame of a GIF.
+        uint8_t *decoded = stbi_load_from_memory(data, (int)size, &w, &h, &components, 4);
+        if (!decoded) return fail(error, error_size, XPB_IMAGE_MALFORMED, "%s", stbi_failure_reason());
+        if (w <= 0 || h <= 0 || (uint64_t)w * (uint64_t)h > max_pixels) {
+            stbi_image_free(decoded);
+            return too_large(error, error_size, (uint64_t)w, (uint64_t)h, max_pixels);
+        }
+        uint8_t *pixels = allocate_pixels((uint32_t)w, (uint32_t)h);
+        if (!pixels) {
+            stbi_image_free(decoded);
+            return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        }
+        memcpy(pixels, decoded, (size_t)w * (size_t)h * 4);
+        stbi_image_free(decoded);
+        *out = (xpb_image){ pixels, (uint32_t)w, (uint32_t)h };
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_TIFF: {
+        memory_file file = { (uint8_t *)data, size, size, 0, 0, error, error_size };
+        // No single allocation of libtiff's larger than the pixels themselves.
+        TIFF *tiff = tiff_open(&file, "rm", (tmsize_t)((uint64_t)width * height * 4 + (1 << 20)));
+        if (!tiff) return fail(error, error_size, XPB_IMAGE_MALFORMED, "TIFF: unreadable");
+        uint8_t *pixels = allocate_pixels(width, height);
+        if (!pixels) {
+            TIFFClose(tiff);
+            return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        }
+        // ABGR words, that is R, G, B, A bytes on a little-endian machine: one byte order on both.
+        int ok = TIFFReadRGBAImageOriented(tiff, width, height, (uint32_t *)pixels, ORIENTATION_TOPLEFT, 0);
+        TIFFClose(tiff);
+        if (!ok) {
+            free(pixels);
+            return fail(error, error_size, XPB_IMAGE_MALFORMED, "TIFF: %s", error && error[0] ? error : "the image data is invalid");
+        }
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        for (size_t index = 0; index < (size_t)width * height; index++) {
+            uint32_t word = ((uint32_t *)pixels)[index];
+            pixels[index * 4] = TIFFGetR(word);
+            pixels[index * 4 + 1] = TIFFGetG(word);
+            pixels[index * 4 + 2] = TIFFGetB(word);
+            pixels[index * 4 + 3] = TIFFGetA(word);
+        }
+#endif
+        // libtiff's RGBA interface premultiplies alpha; the other decoders do not.
+        for (size_t index = 0; index < (size_t)width * height; index++) {
+            uint8_t *pixel = pixels + index * 4;
+            unsigned alpha = pixel[3];
+            if (alpha == 0 || alpha == 255) continue;
+            for (int channel = 0; channel < 3; channel++) {
+                unsigned value = (pixel[channel] * 255u + alpha / 2) / alpha;
+                pixel[channel] = (uint8_t)(value > 255 ? 255 : value);
+            }
+        }
+        *out = (xpb_image){ pixels, width, height };
+        return XPB_IMAGE_OK;
+    }
+    default:
+        return fail(error, error_size, XPB_IMAGE_UNSUPPORTED, "not an image in a format xpb decodes");
+    }
+}
+
+// MARK: - Encode
+
+int xpb_image_has_alpha(const xpb_image *image) {
+    size_t count = (size_t)image->width * image->height;
+    for (size_t index = 0; index < count; index++) {
+        if (image->pixels[index * 4 + 3] != 255) return 1;
+    }
+    return 0;
+}
+
+// The RGB bytes of an image: alpha dropped, or for `over_white` transparent pixels composed
+// over white.
+static uint8_t *rgb_pixels(const xpb_image *image, int over_white) {
+    size_t count = (size_t)image->width * image->height;
+    uint8_t *rgb = malloc(count * 3 ? count * 3 : 1);
+    if (!rgb) return NULL;
+    for (size_t index = 0; index < count; index++) {
+        const uint8_t *pixel = image->pixels + index * 4;
+        unsigned alpha = over_white ? pixel[3] : 255;
+        for (int channel = 0; channel < 3; channel++) {
+            rgb[index * 3 + channel] = (uint8_t)((pixel[channel] * alpha + 255 * (255 - alpha) + 127) / 255);
+        }
+    }
+    return rgb;
+}
+
+typedef struct {
+    uint8_t *bytes;
+    size_t size;
+    size_t capacity;
+    int failed;
+} growing_buffer;
+
+static void append_bytes(void *context, void *data, int size) {
+    growing_buffer *buffer = context;
+    if (buffer->failed || size <= 0) return;
+    if (buffer->size + (size_t)size > buffer->capacity) {
+        size_t capacity = buffer->capacity ? buffer->capacity * 2 : 65536;
+        while (capacity < buffer->size + (size_t)size) capacity *= 2;
+        uint8_t *grown = realloc(buffer->bytes, capacity);
+        if (!grown) {
+            buffer->failed = 1;
+            return;
+        }
+        buffer->bytes = grown;
+        buffer->capacity = capacity;
+    }
+    memcpy(buffer->bytes + buffer->size, data, (size_t)size);
+    buffer->size += (size_t)size;
+}
+
+static int encode_tiff(const xpb_image *image, int alpha, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
+    pthread_once(&tiff_once, tiff_silence);
+    if (error && error_size) error[0] = 0;
+    memory_file file = { NULL, 0, 0, 0, 1, error, error_size };
+    TIFF *tiff = tiff_open(&file, "w", 0);
+    if (!tiff) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "TIFF: cannot start a file");
+    uint16_t samples = alpha ? 4 : 3;
+    TIFFSetField(tiff, TIFFTAG_IMAGEWIDTH, image->width);
+    TIFFSetField(tiff, TIFFTAG_IMAGELENGTH, image->height);
+    TIFFSetField(tiff, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(tiff, TIFFTAG_SAMPLESPERPIXEL, samples);
+    TIFFSetField(tiff, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_RGB);
+    TIFFSetField(tiff, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(tiff, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
+    TIFFSetField(tiff, TIFFTAG_COMPRESSION, COMPRESSION_LZW);
+    TIFFSetField(tiff, TIFFTAG_PREDICTOR, PREDICTOR_HORIZONTAL);
+    if (alpha) {
+        uint16_t extra = EXTRASAMPLE_UNASSALPHA;
+        TIFFSetField(tiff, TIFFTAG_EXTRASAMPLES, 1, &extra);
+    }
+    TIFFSetField(tiff, TIFFTAG_ROWSPERSTRIP, TIFFDefaultStripSize(tiff, 0));
+    uint8_t *row = malloc((size_t)image->width * samples + 1);
+    int ok = row != NULL;
+    for (uint32_t y = 0; ok && y < image->height; y++) {
+        const uint8_t *source = image->pixels + (size_t)y * image->width * 4;
+        if (alpha) {
+            memcpy(row, source, (size_t)image->width * 4);
+        } else {
+            for (uint32_t x = 0; x < image->width; x++) memcpy(row + x * 3, source + x * 4, 3);
+        }
+        ok = TIFFWriteScanline(tiff, row, y, 0) == 1;
+    }
+    free(row);
+    TIFFClose(tiff);
+    if (!ok) {
+        free(file.bytes);
+        return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "TIFF: %s", error && error[0] ? error : "writing failed");
+    }
+    *out = file.bytes;
+    *out_size = file.size;
+    return XPB_IMAGE_OK;
+}
+
+int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
+    *out = NULL;
+    *out_size = 0;
+    if (image->width == 0 || image->height == 0 || image->width > INT32_MAX / 4 || image->height > INT32_MAX) {
+        return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "cannot encode an image of %ux%u pixels", image->width, image->height);
+    }
+    int alpha = xpb_image_has_alpha(image);
+    switch (format) {
+    case XPB_IMAGE_PNG: {
+        png_image png;
+        memset(&png, 0, sizeof png);
+        png.version = PNG_IMAGE_VERSION;
+        png.width = image->width;
+        png.height = image->height;
+        png.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+        uint8_t *rgb = alpha ? NULL : rgb_pixels(image, 0);
+        if (!alpha && !rgb) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        const void *pixels = alpha ? (const void *)image->pixels : rgb;
+        png_alloc_size_t size = 0;
+        int ok = png_image_write_to_memory(&png, NULL, &size, 0, pixels, 0, NULL);
+        uint8_t *bytes = ok ? malloc(size) : NULL;
+        ok = bytes && png_image_write_to_memory(&png, bytes, &size, 0, pixels, 0, NULL);
+        free(rgb);
+        if (!ok) {
+            free(bytes);
+            int code = fail(error, error_size, XPB_IMAGE_NO_MEMORY, "PNG: %s", png.message);
+            png_image_free(&png);
+            return code;
+        }
+        *out = bytes;
+        *out_size = size;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_JPEG: {
+        tjhandle handle = tjInitCompress();
+        if (!handle) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(NULL));
+        uint8_t *rgb = rgb_pixels(image, 1);
+        unsigned long capacity = tjBufSize((int)image->width, (int)image->height, TJSAMP_420);
+        uint8_t *bytes = rgb && capacity != (unsigned long)-1 ? malloc(capacity) : NULL;
+        unsigned long size = capacity;
+        int ok = bytes && tjCompress2(handle, rgb, (int)image->width, 0, (int)image->height, TJPF_RGB, &bytes, &size,
+                                      TJSAMP_420, quality, TJFLAG_NOREALLOC) == 0;
+        int code = ok ? XPB_IMAGE_OK : fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(handle));
+        tjDestroy(handle);
+        free(rgb);
+        if (!ok) {
+            free(bytes);
+            return code;
+        }
+        *out = bytes;
+        *out_size = size;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_BMP: {
+        growing_buffer buffer = { NULL, 0, 0, 0 };
+        uint8_t *rgb = alpha ? NULL : rgb_pixels(image, 0);
+        if (!alpha && !rgb) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        int ok = stbi_write_bmp_to_func(append_bytes, &buffer, (int)image->width, (int)image->height, alpha ? 4 : 3,
+                                        alpha ? (const void *)image->pixels : rgb);
+        free(rgb);
+        if (!ok || buffer.failed) {
+            free(buffer.bytes);
+            return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "BMP: writing failed");
+        }
+        *out = buffer.bytes;
+        *out_size = buffer.size;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_WEBP: {
+        uint8_t *encoded = NULL;
+        // Lossless: what the clipboard had, pixel for pixel.
+        size_t size = WebPEncodeLosslessRGBA(image->pixels, (int)image->width, (int)image->height, (int)image->width * 4, &encoded);
+        if (size == 0 || !encoded) {
+            WebPFree(encoded);
+            return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "WebP: encoding failed");
+        }
+        uint8_t *bytes = malloc(size);
+        if (bytes) memcpy(bytes, encoded, size);
+        WebPFree(encoded);
+        if (!bytes) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        *out = bytes;
+        *out_size = size;
+        return XPB_IMAGE_OK;
+    }
+    case XPB_IMAGE_TIFF:
+        return encode_tiff(image, alpha, out, out_size, error, error_size);
+    default:
+        return fail(error, error_size, XPB_IMAGE_UNSUPPORTED, "xpb does not write this image format");
+    }
+}
+
+int xpb_image_resize(const xpb_image *image, uint32_t width, uint32_t height, xpb_image *out) {
+    memset(out, 0, sizeof *out);
+    if (width == 0 || height == 0) return XPB_IMAGE_MALFORMED;
+    uint8_t *pixels = allocate_pixels(width, height);
+    if (!pixels) return XPB_IMAGE_NO_MEMORY;
+    if (!stbir_resize_uint8_generic(image->pixels, (int)image->width, (int)image->height, 0, pixels, (int)width, (int)height, 0,
+                                    4, 3, 0, STBIR_EDGE_CLAMP, STBIR_FILTER_DEFAULT, STBIR_COLORSPACE_SRGB, NULL)) {
+        free(pixels);
+        return XPB_IMAGE_NO_MEMORY;
+    }
+    *out = (xpb_image){ pixels, width, height };
+    return XPB_IMAGE_OK;
+}
+
+void xpb_image_free(void *pointer) { free(pointer); }

@@ -1,0 +1,59 @@
+import Foundation
+import ImageCodecs
+
+/// Small PNGs of the history's images, for pickers that show pictures (rofi's row icons,
+/// `xpb history --json`'s `thumbnail`): named by the digest of the image they show, so that one
+/// picture kept by several entries has one thumbnail, made once. Private like the history: the
+/// folder is the user's alone, and thumbnails of forgotten entries are removed
+/// (``prune(keeping:)``).
+struct ThumbnailCache {
+    /// `$XDG_CACHE_HOME/xpb/thumbnails` (default `~/.cache/xpb/thumbnails`).
+    let directory: URL
+    /// The longest side of a thumbnail.
+    static let maxSide = 256
+
+    init(directory: URL) {
+        self.directory = directory
+    }
+
+    /// The cache of the user's environment; nil without `$XDG_CACHE_HOME` or `$HOME`.
+    static func forUser(environment: [String: String] = ProcessInfo.processInfo.environment) -> ThumbnailCache? {
+        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") {
+            return ThumbnailCache(directory: URL(fileURLWithPath: cache).appendingPathComponent("xpb/thumbnails"))
+        }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        return ThumbnailCache(directory: URL(fileURLWithPath: home).appendingPathComponent(".cache/xpb/thumbnails"))
+    }
+
+    func path(for digest: String) -> String { directory.appendingPathComponent("\(digest).png").path }
+
+    /// The thumbnail of the image with `digest`, made from `image()` when missing; nil when the
+    /// image does not decode (malformed, over the pixel limit) or the cache cannot be written.
+    func thumbnail(for digest: String, image: () -> Data?) -> String? {
+        let path = path(for: digest)
+        if FileManager.default.fileExists(atPath: path) { return path }
+        guard let data = image(), let png = try? ImageCodec.thumbnail(data, maxSide: Self.maxSide) else { return nil }
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // Written whole under another name, then renamed: a reader never sees half a file.
+            let partial = directory.appendingPathComponent(".\(digest).\(getpid()).partial")
+            guard FileManager.default.createFile(atPath: partial.path, contents: png, attributes: [.posixPermissions: 0o600]) else { return nil }
+            guard rename(partial.path, path) == 0 else {
+                try? FileManager.default.removeItem(at: partial)
+                return nil
+            }
+            return path
+        } catch {
+            return nil
+        }
+    }
+
+    /// Removes the thumbnails of images no entry keeps any more (a deleted, cleared or evicted
+    /// entry's picture does not outlive it here).
+    func prune(keeping digests: Set<String>) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+        for name in names where name.hasSuffix(".png") && !digests.contains(String(name.dropLast(4))) {
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
+    }
+}

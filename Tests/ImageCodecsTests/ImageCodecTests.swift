@@ -1,0 +1,112 @@
+import Foundation
+import ImageCodecs
+import Testing
+import X11TestSupport
+
+/// A test picture: a gradient, with or without a varying (never zero) alpha.
+func gradient(width: Int, height: Int, alpha: Bool) -> Pixels {
+    var rgba: [UInt8] = []
+    rgba.reserveCapacity(width * height * 4)
+    for y in 0..<height {
+        for x in 0..<width {
+            rgba += [UInt8(x * 255 / max(1, width - 1)), UInt8(y * 255 / max(1, height - 1)), UInt8((x ^ y) & 0xFF),
+                     alpha ? UInt8(1 + (x + y) % 255) : 255]
+        }
+    }
+    return Pixels(width: width, height: height, rgba: rgba)
+}
+
+@Suite struct ImageCodecTests {
+    @Test(arguments: [ImageFormat.png, .bmp, .tiff, .webp])
+    func losslessFormatsKeepEveryPixel(format: ImageFormat) throws {
+        for alpha in [false, true] where !(alpha && format == .tiff) {
+            let pixels = gradient(width: 97, height: 31, alpha: alpha)
+            let encoded = try ImageCodec.encode(pixels, as: format)
+            #expect(ImageCodec.format(of: encoded) == format)
+            #expect(try ImageCodec.size(of: encoded) == (97, 31))
+            #expect(try ImageCodec.decode(encoded) == pixels, "\(format), alpha: \(alpha)")
+        }
+    }
+
+    @Test func translucentTIFFComesBackWithinRounding() throws {
+        let pixels = gradient(width: 40, height: 40, alpha: true)
+        let again = try ImageCodec.decode(try ImageCodec.encode(pixels, as: .tiff))
+        // libtiff premultiplies and xpb divides back: a faint pixel's colour is coarse.
+        for index in stride(from: 0, to: pixels.rgba.count, by: 4) where pixels.rgba[index + 3] >= 128 {
+            for channel in 0..<4 { #expect(abs(Int(again.rgba[index + channel]) - Int(pixels.rgba[index + channel])) <= 1) }
+        }
+    }
+
+    @Test func jpegIsClose() throws {
+        let pixels = gradient(width: 64, height: 64, alpha: false)
+        let jpeg = try ImageCodec.encode(pixels, as: .jpeg)
+        #expect(ImageCodec.format(of: jpeg) == .jpeg)
+        let again = try ImageCodec.decode(jpeg)
+        #expect(again.width == 64 && again.height == 64 && !again.hasAlpha)
+        let error = zip(pixels.rgba, again.rgba).map { abs(Int($0) - Int($1)) }.reduce(0, +) / pixels.rgba.count
+        #expect(error < 8)
+    }
+
+    @Test func jpegOfTransparentPixelsIsWhite() throws {
+        let clear = Pixels(width: 8, height: 8, rgba: Array(repeating: 0, count: 8 * 8 * 4))
+        let again = try ImageCodec.decode(try ImageCodec.encode(clear, as: .jpeg))
+        #expect(again.rgba.allSatisfy { $0 >= 250 })
+    }
+
+    @Test func convertsBetweenFormats() throws {
+        let png = try ImageCodec.encode(gradient(width: 50, height: 20, alpha: false), as: .png)
+        for format in [ImageFormat.bmp, .tiff, .webp, .jpeg] {
+            let converted = try ImageCodec.convert(png, to: format)
+            #expect(ImageCodec.format(of: converted) == format)
+        }
+        #expect(try ImageCodec.convert(png, to: .png) == png)
+        #expect(throws: ImageError.self) { try ImageCodec.convert(png, to: .gif) }
+    }
+
+    @Test func decodesGIF() throws {
+        // One red pixel: a 2-colour global table, LZW minimum code size 2.
+        let gif = Data([0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00, 0x00,
+                        0x00, 0x2C, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B])
+        #expect(ImageCodec.format(of: gif) == .gif)
+        #expect(try ImageCodec.decode(gif) == Pixels(width: 1, height: 1, rgba: [255, 0, 0, 255]))
+        #expect(ImageCodec.format(of: try ImageCodec.convert(gif, to: .png)) == .png)
+    }
+
+    @Test func bombIsRefusedFromItsHeader() throws {
+        let bomb = bombPNG(width: 60000, height: 60000)
+        #expect(bomb.count < 100)
+        #expect(try ImageCodec.size(of: bomb) == (60000, 60000))
+        let started = ContinuousClock.now
+        #expect { try ImageCodec.decode(bomb) } throws: { ($0 as? ImageError)?.kind == .tooLarge }
+        #expect { try ImageCodec.convert(bomb, to: .bmp) } throws: { ($0 as? ImageError)?.kind == .tooLarge }
+        #expect { try ImageCodec.thumbnail(bomb) } throws: { ($0 as? ImageError)?.kind == .tooLarge }
+        // Refused from the header, not after decoding: well under a second.
+        #expect(ContinuousClock.now - started < .seconds(1))
+        // Within the limit, the missing rows are an error of the codec, not a crash.
+        #expect { try ImageCodec.decode(bombPNG(width: 300, height: 300)) } throws: { ($0 as? ImageError)?.kind == .malformed }
+    }
+
+    @Test func malformedAndForeignBytesAreClearErrors() throws {
+        let png = try ImageCodec.encode(gradient(width: 30, height: 30, alpha: false), as: .png)
+        #expect { try ImageCodec.decode(png.prefix(60)) } throws: { ($0 as? ImageError)?.kind == .malformed }
+        #expect { try ImageCodec.decode(Data("hello".utf8)) } throws: { ($0 as? ImageError)?.kind == .unsupported }
+        let jpeg = try ImageCodec.encode(gradient(width: 200, height: 200, alpha: false), as: .jpeg)
+        // A JPEG cut in its image data decodes what it has (libjpeg's warning), like every viewer;
+        // one cut before it is an error.
+        #expect(try ImageCodec.decode(jpeg.prefix(jpeg.count * 3 / 4)).width == 200)
+        #expect { try ImageCodec.decode(jpeg.prefix(100)) } throws: { ($0 as? ImageError)?.kind == .malformed }
+        for format in [ImageFormat.bmp, .tiff, .webp] {
+            let encoded = try ImageCodec.encode(gradient(width: 30, height: 30, alpha: false), as: format)
+            #expect(throws: ImageError.self) { try ImageCodec.decode(encoded.prefix(20)) }
+        }
+    }
+
+    @Test func thumbnailsFitInTheirBox() throws {
+        let wide = try ImageCodec.encode(gradient(width: 1000, height: 300, alpha: false), as: .png)
+        let thumbnail = try ImageCodec.thumbnail(wide, maxSide: 256)
+        #expect(ImageCodec.format(of: thumbnail) == .png)
+        #expect(try ImageCodec.size(of: thumbnail) == (256, 76))
+        let small = try ImageCodec.encode(gradient(width: 20, height: 10, alpha: true), as: .png)
+        #expect(try ImageCodec.size(of: try ImageCodec.thumbnail(small)) == (20, 10))
+    }
+}
