@@ -32,6 +32,7 @@ let package = Package(
         // Glue to Debian's image codecs: libpng, libjpeg-turbo (TurboJPEG), libwebp, libtiff,
         // and stb_image (BMP and GIF reading, BMP writing, resizing).
         .target(name: "CImageCodecs", linkerSettings: [
+            // Debian: libpng-dev, libturbojpeg0-dev, libwebp-dev, libtiff-dev, libstb-dev.
             .linkedLibrary("png16"), .linkedLibrary("turbojpeg"), .linkedLibrary("webp"), .linkedLibrary("tiff"),
             .linkedLibrary("stb"), .linkedLibrary("z"), .linkedLibrary("m"),
         ]),
@@ -59,7 +60,7 @@ let package = Package(
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardDaemon"]),
-        .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit"]),
+        .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", path: "Tests/X11TestSupport"),

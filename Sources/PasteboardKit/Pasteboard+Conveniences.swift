@@ -1,4 +1,5 @@
 import Foundation
+import ImageCodecs
 
 /// An encoded image: its bytes and the type that says their format (PNG, JPEG, …).
 public struct PasteboardImage: Sendable, Hashable {
@@ -19,6 +20,20 @@ public struct PasteboardImage: Sendable, Hashable {
         guard let type = ContentSniffer.sniff(data), TypeRegistry.standard.conforms(type, to: .image) else { return nil }
         self.init(data: data, type: type)
     }
+
+    /// The image in another format (``ImageCodec``): PNG, JPEG, BMP, TIFF or WebP, from any
+    /// format xpb reads. Itself when it already is. Throws ``ImageError`` for a format xpb does
+    /// not write, malformed bytes, or more pixels than the limit.
+    public func converted(to type: PasteboardType, registry: TypeRegistry = .standard) throws -> PasteboardImage {
+        guard let format = registry.imageFormat(of: type) else {
+            throw ImageError(.unsupported, "\(type.identifier) is not an image format xpb writes")
+        }
+        if registry.imageFormat(of: self.type) == format { return self }
+        return PasteboardImage(data: try ImageCodec.convert(data, to: format), type: type)
+    }
+
+    /// The image's width and height in pixels, from its header.
+    public func pixelSize() throws -> (width: Int, height: Int) { try ImageCodec.size(of: data) }
 }
 
 /// A color with red, green, blue and alpha between 0 and 1, stored as `application/x-color`:
@@ -141,6 +156,13 @@ extension Pasteboard {
     public func readImages() throws -> [PasteboardImage] { try readEach(accepting: ReaderPreference.image, Self.decodeImage) }
     /// The image of the first item; nil when it has none.
     public func readImage() throws -> PasteboardImage? { try readEach(accepting: ReaderPreference.image, firstItemOnly: true, Self.decodeImage).first }
+    /// The image of the first item in `type`'s format (`.jpeg`, `.png` …): the item's own
+    /// representation of that format, else its best image converted (``PasteboardImage/converted(to:registry:)``);
+    /// nil when it has no image.
+    public func readImage(as type: PasteboardType) throws -> PasteboardImage? {
+        if let own = try readEach(accepting: [type], firstItemOnly: true, Self.decodeImage).first { return own }
+        return try readImage()?.converted(to: type)
+    }
     /// The color of every item that has one.
     public func readColors() throws -> [PasteboardColor] { try readEach(accepting: [.color], Self.decodeColor) }
     /// The color of the first item; nil when it has none (or its bytes are not a color).

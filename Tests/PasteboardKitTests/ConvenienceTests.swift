@@ -1,4 +1,5 @@
 import Foundation
+import ImageCodecs
 import Testing
 @testable import PasteboardKit
 
@@ -54,6 +55,23 @@ struct ConvenienceTests {
         #expect(board.image?.data == png)
         try board.setItems([[PasteboardType.jpeg: jpeg, .png: png]])
         #expect(board.image?.type == .png)
+    }
+
+    @Test("an image in the format a reader wants: its own when the item has it, else converted from the best it has")
+    func imageAsFormat() throws {
+        let board = Fixture().general
+        let pixels = Pixels(width: 3, height: 2, rgba: [255, 0, 0, 255, 0, 255, 0, 255, 0, 0, 255, 255,
+                                                         9, 9, 9, 255, 200, 100, 50, 255, 1, 2, 3, 255])
+        let png = try ImageCodec.encode(pixels, as: .png)
+        board.image = PasteboardImage(data: png, type: .png)
+        let bmp = try #require(try board.readImage(as: .bmp))
+        #expect(bmp.type == .bmp && bmp.data.starts(with: Data("BM".utf8)))
+        #expect(try ImageCodec.decode(bmp.data) == pixels)
+        #expect(try bmp.pixelSize() == (3, 2))
+        #expect(try board.readImage(as: .png)?.data == png)
+        #expect(throws: ImageError.self) { try board.readImage(as: .gif) }
+        board.string = "no image"
+        #expect(try board.readImage(as: .jpeg) == nil)
     }
 
     @Test("colors: application/x-color, four 16-bit channels")

@@ -362,6 +362,10 @@ struct ReadTests {
         let refused = try xpb(["paste", "-t", "text", "--no-convert"], x)
         #expect(refused.status == 3 && refused.error.contains("it offers public.html"), "\(refused.error)")
         #expect(try xclipOut(x).text == text)
+        // The toolkits' text readers: GTK's wait_for_text, Qt's QMimeData.text().
+        #expect(try toolkitPeer("gtk_clipboard.py", ["text"], display: x).finish().text == text + "\n")
+        let qt = try toolkitPeer("qt_clipboard.py", ["read"], display: x).finish().text
+        #expect(qt.hasSuffix("text " + text + "\n"), "\(qt)")
         // A foreign owner with HTML alone (xclip): made into text on this side.
         let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "text/html", "-quiet"], display: x, input: Data(html.utf8))
         defer { owner.stop() }
