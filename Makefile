@@ -30,7 +30,7 @@ STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 # What libtiff's static archive needs beyond the libraries the package names (pkg-config --static
 # --libs libtiff-4), after it: its compression codecs (webp again, as the link reads archives in
 # order) and C++'s runtime for Lerc.
-IMAGE_LIBS = tiff webp Lerc jbig zstd lzma deflate jpeg stdc++
+IMAGE_LIBS = tiff webp Lerc jbig zstd lzma deflate jpeg stdc++ netpbm Xpm X11 xcb Xau Xdmcp
 
 BIN = $(SCRATCH)/release
 bindir = $(DESTDIR)$(PREFIX)/bin

@@ -30,11 +30,13 @@ let package = Package(
         // Frees Xlib's spare event-queue nodes after a flood (Xlib internals, apart from CX11).
         .target(name: "CXlibQueue", dependencies: ["CX11"]),
         // Glue to Debian's image codecs: libpng, libjpeg-turbo (TurboJPEG), libwebp, libtiff,
-        // and stb_image (BMP and GIF reading, BMP writing, resizing).
+        // stb_image (BMP and GIF reading, BMP writing, resizing), libnetpbm and libXpm (writing).
         .target(name: "CImageCodecs", linkerSettings: [
-            // Debian: libpng-dev, libturbojpeg0-dev, libwebp-dev, libtiff-dev, libstb-dev.
+            // Debian: libpng-dev, libturbojpeg0-dev, libwebp-dev, libtiff-dev, libstb-dev,
+            // libnetpbm-dev, libxpm-dev.
             .linkedLibrary("png16"), .linkedLibrary("turbojpeg"), .linkedLibrary("webp"), .linkedLibrary("tiff"),
-            .linkedLibrary("stb"), .linkedLibrary("z"), .linkedLibrary("m"),
+            .linkedLibrary("stb"), .linkedLibrary("netpbm"), .linkedLibrary("Xpm"), .linkedLibrary("X11"),
+            .linkedLibrary("z"), .linkedLibrary("m"),
         ]),
         // Image conversion between the formats the clipboard carries, with a pixel limit on decodes.
         .target(name: "ImageCodecs", dependencies: ["CImageCodecs"]),

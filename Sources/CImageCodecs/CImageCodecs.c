@@ -1,6 +1,11 @@
 // Glue between xpb and Debian's image codecs; see CImageCodecs.h. No codec is implemented here.
+#include <X11/xpm.h>
+#include <netpbm/pbm.h>
+#include <netpbm/pgm.h>
+#include <netpbm/ppm.h>
 #include <png.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,6 +436,167 @@ static int encode_tiff(const xpb_image *image, int alpha, uint8_t **out, size_t 
     return XPB_IMAGE_OK;
 }
 
+// MARK: - Netpbm and XPM (written only)
+
+// Qt's grey: (11 R + 16 G + 5 B) / 32, so that a kept Qt copy's PGM and PBM match Qt's own.
+static unsigned grey_of(const uint8_t *pixel) { return (pixel[0] * 11u + pixel[1] * 16u + pixel[2] * 5u) / 32u; }
+
+// libnetpbm reports a failure (a write that fails) by longjmp to a process-wide buffer, and
+// prints through a process-wide function: one writer at a time, silenced.
+static pthread_mutex_t netpbm_lock = PTHREAD_MUTEX_INITIALIZER;
+static void netpbm_quiet(const char *message) { (void)message; }
+
+static int encode_netpbm(const xpb_image *image, int format, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
+    char *buffer = NULL;
+    size_t size = 0;
+    FILE *file = open_memstream(&buffer, &size);
+    if (!file) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+    size_t width = image->width;
+    void *row = malloc(width * (format == XPB_IMAGE_PPM ? sizeof(pixel) : format == XPB_IMAGE_PGM ? sizeof(gray) : sizeof(bit)) + 1);
+    if (!row) {
+        fclose(file);
+        free(buffer);
+        return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+    }
+    pthread_mutex_lock(&netpbm_lock);
+    jmp_buf jump;
+    jmp_buf *saved = NULL;
+    volatile int failed = 0;
+    pm_setusererrormsgfn(netpbm_quiet);
+    pm_setusermessagefn(netpbm_quiet);
+    pm_setjmpbufsave(&jump, &saved);
+    if (setjmp(jump) != 0) {
+        failed = 1;
+    } else {
+        int cols = (int)image->width, rows = (int)image->height;
+        if (format == XPB_IMAGE_PPM) ppm_writeppminit(file, cols, rows, 255, 0);
+        if (format == XPB_IMAGE_PGM) pgm_writepgminit(file, cols, rows, 255, 0);
+        if (format == XPB_IMAGE_PBM) pbm_writepbminit(file, cols, rows, 0);
+        for (uint32_t y = 0; y < image->height; y++) {
+            const uint8_t *source = image->pixels + (size_t)y * width * 4;
+            for (size_t x = 0; x < width; x++) {
+                const uint8_t *p = source + x * 4;
+                if (format == XPB_IMAGE_PPM) PPM_ASSIGN(((pixel *)row)[x], p[0], p[1], p[2]);
+                if (format == XPB_IMAGE_PGM) ((gray *)row)[x] = grey_of(p);
+                if (format == XPB_IMAGE_PBM) ((bit *)row)[x] = grey_of(p) < 128 ? PBM_BLACK : PBM_WHITE;
+            }
+            if (format == XPB_IMAGE_PPM) ppm_writeppmrow(file, row, cols, 255, 0);
+            if (format == XPB_IMAGE_PGM) pgm_writepgmrow(file, row, cols, 255, 0);
+            if (format == XPB_IMAGE_PBM) pbm_writepbmrow(file, row, cols, 0);
+        }
+    }
+    pm_setjmpbuf(saved);
+    pthread_mutex_unlock(&netpbm_lock);
+    free(row);
+    int closed = fclose(file);
+    if (failed || closed != 0) {
+        free(buffer);
+        return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "netpbm: writing failed");
+    }
+    *out = (uint8_t *)buffer;
+    *out_size = size;
+    return XPB_IMAGE_OK;
+}
+
+static int compare_colors(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// An XPM through libXpm: the image's colours (a translucent pixel under half opacity is XPM's
+// None) named by 1 to 4 characters each.
+static int encode_xpm(const xpb_image *image, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.#";
+    const uint32_t none = 0xFF000000u;
+    size_t count = (size_t)image->width * image->height;
+    uint32_t *keys = malloc(count * sizeof *keys);
+    uint32_t *colors = malloc(count * sizeof *colors);
+    unsigned int *data = malloc(count * sizeof *data);
+    int code = XPB_IMAGE_NO_MEMORY;
+    XpmColor *table = NULL;
+    char *names = NULL;
+    size_t ncolors = 0;
+    if (!keys || !colors || !data) {
+        code = fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    for (size_t index = 0; index < count; index++) {
+        const uint8_t *p = image->pixels + index * 4;
+        keys[index] = p[3] < 128 ? none : (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+    }
+    memcpy(colors, keys, count * sizeof *keys);
+    qsort(colors, count, sizeof *colors, compare_colors);
+    for (size_t index = 0; index < count; index++) {
+        if (index == 0 || colors[index] != colors[index - 1]) colors[ncolors++] = colors[index];
+    }
+    unsigned cpp = 1;
+    for (size_t capacity = 64; capacity < ncolors; capacity *= 64) cpp += 1;
+    for (size_t index = 0; index < count; index++) {
+        uint32_t *found = bsearch(&keys[index], colors, ncolors, sizeof *colors, compare_colors);
+        data[index] = (unsigned int)(found - colors);
+    }
+    table = calloc(ncolors, sizeof *table);
+    names = malloc(ncolors * (cpp + 1 + 8));
+    if (!table || !names) {
+        code = fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    for (size_t index = 0; index < ncolors; index++) {
+        char *name = names + index * (cpp + 1 + 8);
+        size_t value = index;
+        for (unsigned digit = 0; digit < cpp; digit++) {
+            name[digit] = alphabet[value % 64];
+            value /= 64;
+        }
+        name[cpp] = 0;
+        char *colour = name + cpp + 1;
+        if (colors[index] == none) {
+            strcpy(colour, "None");
+        } else {
+            snprintf(colour, 8, "#%06X", (unsigned)colors[index]);
+        }
+        table[index].string = name;
+        table[index].c_color = colour;
+    }
+    XpmImage xpm = { image->width, image->height, cpp, (unsigned int)ncolors, table, data };
+    // (libXpm's own buffer writer refuses every image in Debian 12's 3.5.12: its lines, made
+    // by XpmCreateDataFromXpmImage, are put in the file's C syntax here.)
+    char **lines = NULL;
+    int status = XpmCreateDataFromXpmImage(&lines, &xpm, NULL);
+    if (status != XpmSuccess || !lines) {
+        code = fail(error, error_size, XPB_IMAGE_NO_MEMORY, "XPM: %s", XpmGetErrorString(status));
+        goto done;
+    }
+    static const char head[] = "/* XPM */\nstatic char *image[] = {\n";
+    size_t nlines = 1 + ncolors + image->height;
+    size_t size = sizeof head - 1 + 3;
+    for (size_t index = 0; index < nlines; index++) size += strlen(lines[index]) + 4;
+    char *text = malloc(size + 1);
+    if (text) {
+        char *end = text;
+        end = stpcpy(end, head);
+        for (size_t index = 0; index < nlines; index++) {
+            *end++ = '"';
+            end = stpcpy(end, lines[index]);
+            end = stpcpy(end, index + 1 < nlines ? "\",\n" : "\"\n");
+        }
+        end = stpcpy(end, "};\n");
+        *out = (uint8_t *)text;
+        *out_size = (size_t)(end - text);
+        code = XPB_IMAGE_OK;
+    } else {
+        code = fail(error, error_size, XPB_IMAGE_NO_MEMORY, "out of memory");
+    }
+    XpmFree(lines);
+done:
+    free(keys);
+    free(colors);
+    free(data);
+    free(table);
+    free(names);
+    return code;
+}
+
 int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
     *out = NULL;
     *out_size = 0;
@@ -517,6 +683,12 @@ int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **
     }
     case XPB_IMAGE_TIFF:
         return encode_tiff(image, alpha, out, out_size, error, error_size);
+    case XPB_IMAGE_PPM:
+    case XPB_IMAGE_PGM:
+    case XPB_IMAGE_PBM:
+        return encode_netpbm(image, format, out, out_size, error, error_size);
+    case XPB_IMAGE_XPM:
+        return encode_xpm(image, out, out_size, error, error_size);
     default:
         return fail(error, error_size, XPB_IMAGE_UNSUPPORTED, "xpb does not write this image format");
     }

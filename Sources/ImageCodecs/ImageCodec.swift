@@ -5,12 +5,18 @@ import Foundation
 /// whether xpb writes it.
 public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     case png, jpeg, bmp, gif, tiff, webp
+    /// Netpbm's colour, grey and bitmap formats and X's XPM: written only, for the owners that
+    /// offer them (Qt), never read.
+    case ppm, pgm, pbm, xpm
 
-    /// Whether converting to this format keeps every pixel (JPEG does not).
-    public var isLossless: Bool { self != .jpeg }
+    /// Whether converting an opaque image to this format keeps every pixel.
+    public var isLossless: Bool { ![.jpeg, .pgm, .pbm].contains(self) }
 
     /// Whether xpb encodes this format (GIF is read, never written).
     public var isWritable: Bool { self != .gif }
+
+    /// Whether xpb decodes this format.
+    public var isReadable: Bool { ![.ppm, .pgm, .pbm, .xpm].contains(self) }
 
     /// The format's MIME name.
     public var mimeType: String {
@@ -21,6 +27,10 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
         case .gif: "image/gif"
         case .tiff: "image/tiff"
         case .webp: "image/webp"
+        case .ppm: "image/x-portable-pixmap"
+        case .pgm: "image/x-portable-graymap"
+        case .pbm: "image/x-portable-bitmap"
+        case .xpm: "image/x-xpixmap"
         }
     }
 
@@ -33,6 +43,10 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
         case "image/gif": self = .gif
         case "image/tiff", "image/x-tiff": self = .tiff
         case "image/webp": self = .webp
+        case "image/x-portable-pixmap", "image/ppm": self = .ppm
+        case "image/x-portable-graymap", "image/pgm": self = .pgm
+        case "image/x-portable-bitmap", "image/pbm": self = .pbm
+        case "image/x-xpixmap", "image/xpm": self = .xpm
         default: return nil
         }
     }
@@ -45,6 +59,10 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
         case .gif: Int32(XPB_IMAGE_GIF)
         case .tiff: Int32(XPB_IMAGE_TIFF)
         case .webp: Int32(XPB_IMAGE_WEBP)
+        case .ppm: Int32(XPB_IMAGE_PPM)
+        case .pgm: Int32(XPB_IMAGE_PGM)
+        case .pbm: Int32(XPB_IMAGE_PBM)
+        case .xpm: Int32(XPB_IMAGE_XPM)
         }
     }
 
@@ -102,8 +120,8 @@ public struct Pixels: Sendable, Equatable {
     public var hasAlpha: Bool { stride(from: 3, to: rgba.count, by: 4).contains { rgba[$0] != 255 } }
 }
 
-/// Image conversion through Debian's codecs (libpng, libjpeg-turbo, libwebp, libtiff, and
-/// stb_image for BMP and GIF). Every decode checks the declared size against a pixel limit first.
+/// Image conversion through Debian's codecs (libpng, libjpeg-turbo, libwebp, libtiff, stb_image
+/// for BMP and GIF; libnetpbm and libXpm for writing netpbm and XPM). Every decode checks the declared size against a pixel limit first.
 public enum ImageCodec {
     /// The most pixels a decode accepts: 64 Mpx, 256 MiB of RGBA (a 50-megapixel photo fits; a
     /// bomb that declares 60000×60000 is refused from its header).

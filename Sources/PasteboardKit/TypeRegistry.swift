@@ -342,9 +342,9 @@ public struct TypeRegistry: Sendable {
     }
 
     /// The image an owner converts from, among an item's types: the best lossless one xpb reads
-    /// (PNG, TIFF, BMP, WebP, GIF, then JPEG).
+    /// (PNG, TIFF, BMP, WebP, GIF, then JPEG; never a format xpb only writes).
     public func imageSource(among types: [PasteboardType]) -> PasteboardType? {
-        let readable = types.filter { imageFormat(of: $0) != nil }
+        let readable = types.filter { imageFormat(of: $0)?.isReadable ?? false }
         return ReaderPreference.image.first { readable.contains($0) } ?? readable.first
     }
 

@@ -65,5 +65,9 @@ package enum UntrustedInput {
             // (libtiff's reader premultiplies alpha: a translucent pixel comes back rounded.)
             precondition(again == pixels || (format == .tiff && pixels.hasAlpha), "\(format) changed the pixels")
         }
+        // The formats only written, from any decoded pixels.
+        for format in [ImageFormat.ppm, .pgm, .pbm, .xpm, .jpeg, .webp] {
+            precondition((try? ImageCodec.encode(pixels, as: format)) != nil, "\(format) refused decoded pixels")
+        }
     }
 }

@@ -63,6 +63,28 @@ func gradient(width: Int, height: Int, alpha: Bool) -> Pixels {
         #expect(throws: ImageError.self) { try ImageCodec.convert(png, to: .gif) }
     }
 
+    @Test func writesNetpbmAndXPM() throws {
+        let pixels = Pixels(width: 2, height: 2, rgba: [255, 0, 0, 255, 0, 255, 0, 255, 0, 0, 0, 0, 255, 255, 255, 255])
+        let ppm = try ImageCodec.encode(pixels, as: .ppm)
+        #expect(ppm == Data("P6\n2 2\n255\n".utf8) + Data([255, 0, 0, 0, 255, 0, 0, 0, 0, 255, 255, 255]))
+        // Qt's grey, (11 R + 16 G + 5 B) / 32, and its bitmap of it.
+        let pgm = try ImageCodec.encode(pixels, as: .pgm)
+        #expect(pgm == Data("P5\n2 2\n255\n".utf8) + Data([87, 127, 0, 255]))
+        let pbm = try ImageCodec.encode(pixels, as: .pbm)
+        #expect(pbm == Data("P4\n2 2\n".utf8) + Data([0b1100_0000, 0b1000_0000]))
+        let xpm = String(decoding: try ImageCodec.encode(pixels, as: .xpm), as: UTF8.self)
+        #expect(xpm.hasPrefix("/* XPM */") && xpm.contains("\"2 2 4 1\""), "\(xpm)")
+        #expect(xpm.contains("c #FF0000") && xpm.contains("c #00FF00") && xpm.contains("c None") && xpm.contains("c #FFFFFF"))
+        // Past 64 colours, two characters a pixel.
+        let many = gradient(width: 40, height: 40, alpha: false)
+        let header = String(decoding: try ImageCodec.encode(many, as: .xpm), as: UTF8.self).split(separator: "\n")[2]
+        #expect(header.hasSuffix(" 2\","), "\(header)")
+        for format in [ImageFormat.ppm, .pgm, .pbm, .xpm] {
+            #expect(!format.isReadable && format.isWritable)
+            #expect { try ImageCodec.decode(try ImageCodec.encode(pixels, as: format)) } throws: { ($0 as? ImageError)?.kind == .unsupported }
+        }
+    }
+
     @Test func decodesGIF() throws {
         // One red pixel: a 2-colour global table, LZW minimum code size 2.
         let gif = Data([0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00, 0x00,

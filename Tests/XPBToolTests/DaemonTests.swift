@@ -217,7 +217,8 @@ struct DaemonTests {
 
         let served = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
         #expect(served.filter { $0.hasPrefix("image/") } == images, "the image targets, in Qt's order")
-        let decodable: Set<String> = ["image/png", "image/bmp", "image/tiff", "image/x-portable-pixmap", "image/x-portable-graymap"]
+        // The lossless targets (GdkPixbuf decodes each, independently of xpb).
+        let decodable: Set<String> = ["image/png", "image/bmp", "image/tiff", "image/ppm", "image/pgm", "image/xpm"]
         for target in images {
             let data = try xclipOut(x, ["-t", target]).output
             #expect(!data.isEmpty, "\(target) is served")
@@ -228,11 +229,12 @@ struct DaemonTests {
         let jpeg = try xclipOut(x, ["-t", "image/jpeg"]).output
         #expect(try pixelDiff(try scratchFile("kept.jpg", jpeg), testImage, x).width == 64)
         // Kept once: the image formats xpb writes are not stored, only the PNG (and what xpb
-        // does not write, as it came).
+        // does not write, Qt's icons and X bitmap, as they came).
         let entry = try #require(try history(x, home).first)
         let stored = try #require(entry["keptBytes"] as? Int)
         let offeredBytes = Set(fromQt.values).reduce(0) { $0 + $1.count }
-        let convertible: Set<String> = ["image/jpeg", "image/jpg", "image/bmp", "image/x-bmp", "image/x-MS-bmp", "image/tiff", "image/webp"]
+        let convertible: Set<String> = ["image/jpeg", "image/jpg", "image/bmp", "image/x-bmp", "image/x-MS-bmp", "image/tiff", "image/webp",
+                                        "image/ppm", "image/pgm", "image/pbm", "image/xpm"]
         let unconverted = Set(fromQt.filter { !convertible.contains($0.key) }.values).reduce(0) { $0 + $1.count }
         #expect(stored == unconverted && stored < offeredBytes, "stored \(stored) bytes of \(offeredBytes) offered")
         try daemon.stop()

@@ -1,6 +1,6 @@
 // Image decoding and encoding through Debian's codec libraries: libpng (its simplified API),
-// libjpeg-turbo (TurboJPEG), libwebp, libtiff, and stb_image (BMP and GIF decoding, BMP
-// writing, resizing). This file is glue only: every codec is the library's. Each decode checks
+// libjpeg-turbo (TurboJPEG), libwebp, libtiff, stb_image (BMP and GIF decoding, BMP writing,
+// resizing), and for writing only libnetpbm (PPM, PGM, PBM) and libXpm (XPM). This file is glue only: every codec is the library's. Each decode checks
 // the image's declared size against a pixel limit before it allocates its pixels, so a small
 // file that claims 60000x60000 is refused with bounded memory.
 #ifndef CIMAGECODECS_H
@@ -16,6 +16,11 @@ enum {
     XPB_IMAGE_GIF = 4,
     XPB_IMAGE_TIFF = 5,
     XPB_IMAGE_WEBP = 6,
+    // Written only (Qt offers them; the clipboard manager makes them from the image it keeps).
+    XPB_IMAGE_PPM = 7,
+    XPB_IMAGE_PGM = 8,
+    XPB_IMAGE_PBM = 9,
+    XPB_IMAGE_XPM = 10,
 };
 
 enum {
@@ -48,7 +53,8 @@ int xpb_image_info(const uint8_t *data, size_t size, uint32_t *width, uint32_t *
 int xpb_image_decode(const uint8_t *data, size_t size, uint64_t max_pixels, xpb_image *out,
                      char *error, size_t error_size);
 
-/// Encodes `image` as `format` (PNG, JPEG, BMP, TIFF or WebP; GIF is not written). Opaque
+/// Encodes `image` as `format` (PNG, JPEG, BMP, TIFF, WebP, PPM, PGM, PBM or XPM; GIF is not
+/// written). Opaque
 /// images are written without an alpha channel; JPEG, which has none, gets transparent pixels
 /// composed over white. `*out` is malloc'd (free with xpb_image_free).
 int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **out, size_t *out_size,
