@@ -3,7 +3,7 @@
 # and as JPEG by xclip, the first request (converted) and the second (kept for the ownership),
 # with the owner's peak memory; against ImageMagick's convert of the same file in the same run.
 # Also the bytes xpbd keeps for a Qt image copy, keeping one image (now) against every encoding
-# Qt offers (before). Prints a Markdown table.
+# Qt offers (before). Writes Benchmarks/IMAGES.md.
 # Usage: bash Benchmarks/images.sh   (needs Xvfb, xclip, GNU time, ImageMagick, Debian's python3
 # with python3-gi and python3-pyqt5; installs what is missing)
 set -euo pipefail
@@ -78,6 +78,20 @@ row() {
         "$(stat -c %s "$work/out.$extension")" "$(stat -c %s "$work/magick.$extension")"
 }
 
+exec > "$here/IMAGES.md"
+echo "# Image conversion"
+echo
+echo "Written by \`bash Benchmarks/images.sh\`; every row measured in the same run on one private 3840×2160 Xvfb."
+echo
+echo "- machine: $(uname -m), $(nproc) cores; $(uname -r)"
+echo "- $(/usr/bin/convert -version | head -1)"
+echo "- the screenshot: \`import -window root\` of a GTK window of text filling the display (PNG, $size bytes)"
+echo
+echo "Medians of $runs runs. A request's time is the whole \`xclip -o\` to a file, so the BMP rows carry a 25 MB"
+echo "transfer; the second request is that transfer alone (the conversion is kept for the ownership). The owner's"
+echo "peak RSS is its VmHWM after the two requests. ImageMagick's BMP is smaller because it writes a palette for an"
+echo "image of few colours; xpb writes 24-bit BMP, as Qt and GTK do."
+echo
 echo "| conversion (3840×2160 PNG, $size B) | xpb owner, 1st request | 2nd request | owner's peak RSS | ImageMagick convert | its peak RSS | xpb's bytes | ImageMagick's bytes |"
 echo "|---|---|---|---|---|---|---|---|"
 row BMP image/bmp bmp
@@ -101,4 +115,5 @@ echo
 echo "| a Qt image copy (QClipboard.setImage of the screenshot), kept by xpbd | bytes |"
 echo "|---|---|"
 echo "| every image target Qt offers (what a manager that keeps each target stores) | $offered |"
-echo "| what xpbd keeps (the PNG once; formats xpb does not write as they came) | $kept |"
+echo "| what xpbd keeps (the PNG once; the formats xpb does not write, Qt's icons and X bitmap, as they came) | $kept |"
+echo "bench: wrote Benchmarks/IMAGES.md" >&2
