@@ -143,16 +143,23 @@ static void tiff_silence(void) {
 
 // MARK: - Info
 
+// libpng's simplified reader over `data`, its header read.
+static int png_begin(png_image *image, const uint8_t *data, size_t size, char *error, size_t error_size) {
+    memset(image, 0, sizeof *image);
+    image->version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(image, data, size)) {
+        return fail(error, error_size, XPB_IMAGE_MALFORMED, "PNG: %s", image->message);
+    }
+    return XPB_IMAGE_OK;
+}
+
 int xpb_image_info(const uint8_t *data, size_t size, uint32_t *width, uint32_t *height, char *error, size_t error_size) {
     if (error && error_size) error[0] = 0;
     switch (xpb_image_sniff(data, size)) {
     case XPB_IMAGE_PNG: {
         png_image image;
-        memset(&image, 0, sizeof image);
-        image.version = PNG_IMAGE_VERSION;
-        if (!png_image_begin_read_from_memory(&image, data, size)) {
-            return fail(error, error_size, XPB_IMAGE_MALFORMED, "PNG: %s", image.message);
-        }
+        int begun = png_begin(&image, data, size, error, error_size);
+        if (begun != XPB_IMAGE_OK) return begun;
         *width = image.width;
         *height = image.height;
         png_image_free(&image);
@@ -227,11 +234,8 @@ int xpb_image_decode(const uint8_t *data, size_t size, uint64_t max_pixels, xpb_
     switch (xpb_image_sniff(data, size)) {
     case XPB_IMAGE_PNG: {
         png_image image;
-        memset(&image, 0, sizeof image);
-        image.version = PNG_IMAGE_VERSION;
-        if (!png_image_begin_read_from_memory(&image, data, size)) {
-            return fail(error, error_size, XPB_IMAGE_MALFORMED, "PNG: %s", image.message);
-        }
+        int begun = png_begin(&image, data, size, error, error_size);
+        if (begun != XPB_IMAGE_OK) return begun;
         image.format = PNG_FORMAT_RGBA;
         uint8_t *pixels = allocate_pixels(image.width, image.height);
         if (!pixels) {
@@ -631,6 +635,10 @@ int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **
         return XPB_IMAGE_OK;
     }
     case XPB_IMAGE_JPEG: {
+        if (image->width > 65500 || image->height > 65500) {
+            return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "JPEG holds at most 65500x65500 pixels; the image is %ux%u",
+                        image->width, image->height);
+        }
         tjhandle handle = tjInitCompress();
         if (!handle) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(NULL));
         uint8_t *rgb = rgb_pixels(image, 1);
@@ -666,6 +674,10 @@ int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **
         return XPB_IMAGE_OK;
     }
     case XPB_IMAGE_WEBP: {
+        if (image->width > WEBP_MAX_DIMENSION || image->height > WEBP_MAX_DIMENSION) {
+            return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "WebP holds at most %dx%d pixels; the image is %ux%u",
+                        WEBP_MAX_DIMENSION, WEBP_MAX_DIMENSION, image->width, image->height);
+        }
         uint8_t *encoded = NULL;
         // Lossless: what the clipboard had, pixel for pixel.
         size_t size = WebPEncodeLosslessRGBA(image->pixels, (int)image->width, (int)image->height, (int)image->width * 4, &encoded);

@@ -39,7 +39,8 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
         switch mimeType.lowercased() {
         case "image/png": self = .png
         case "image/jpeg", "image/jpg", "image/pjpeg": self = .jpeg
-        case "image/bmp", "image/x-bmp", "image/x-ms-bmp", "image/x-win-bitmap": self = .bmp
+        // (GTK's image/x-win-bitmap is an icon, not a bitmap.)
+        case "image/bmp", "image/x-bmp", "image/x-ms-bmp": self = .bmp
         case "image/gif": self = .gif
         case "image/tiff", "image/x-tiff": self = .tiff
         case "image/webp": self = .webp

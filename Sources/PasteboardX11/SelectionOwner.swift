@@ -76,19 +76,17 @@ struct OwnedSelection: Sendable {
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
             guard let source = try items[item].data(for: type) else { return nil }
-            do {
-                bytes = try codec.encode(source)
-            } catch {
+            guard let converted = try? codec.encode(source) else {
                 conversions[target] = .failed
                 return nil
             }
+            bytes = converted
         case let .capturedImage(source, format, _)?:
-            do {
-                bytes = try ImageCodec.convert(source, to: format)
-            } catch {
+            guard let converted = try? ImageCodec.convert(source, to: format) else {
                 conversions[target] = .failed
                 return nil
             }
+            bytes = converted
         case let .urlList(codec, _)?:
             let urls = try urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
             guard !urls.isEmpty else { return nil }
@@ -826,8 +824,9 @@ extension X11Session {
     }
 }
 
-/// Conversions of an owned selection's representations (Latin-1 text, URL lists), computed
-/// once and shared by every requestor; computed on a worker thread when large.
+/// Conversions of an owned selection's representations (Latin-1 text, URL lists, images),
+/// computed once and shared by every requestor; computed on a worker thread when large (images
+/// always). A failed conversion is kept as failed.
 final class ConversionCache: Sendable {
     enum Conversion: Sendable {
         case done(Data)

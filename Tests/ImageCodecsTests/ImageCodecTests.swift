@@ -85,6 +85,17 @@ func gradient(width: Int, height: Int, alpha: Bool) -> Pixels {
         }
     }
 
+    @Test func formatsWithASizeLimitSaySo() throws {
+        // A GIF whose screen is 23297×1 (found by the fuzzer): it decodes; WebP cannot hold it.
+        let gif = Data(base64Encoded: "R0lGODlhAVsBAIAAAP8AAAAAACwAAAAAAQABAAACAkQBADs=")!
+        let pixels = try ImageCodec.decode(gif)
+        #expect(pixels.width == 23297 && pixels.height == 1)
+        #expect { try ImageCodec.encode(pixels, as: .webp) } throws: {
+            ($0 as? ImageError)?.kind == .tooLarge && "\($0)".contains("16383")
+        }
+        #expect(ImageCodec.format(of: try ImageCodec.encode(pixels, as: .png)) == .png)
+    }
+
     @Test func decodesGIF() throws {
         // One red pixel: a 2-colour global table, LZW minimum code size 2.
         let gif = Data([0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00, 0x00,

@@ -484,7 +484,7 @@ final class HistoryStore {
                 let head = row[10].text
                 // An image is shown by its pixel size and, where the cache is, a thumbnail.
                 var picture: (width: Int, height: Int, thumbnail: String?)?
-                if head == nil, let position = kept.firstIndex(where: { ImageFormat(mimeType: $0.name) != nil }),
+                if head == nil, let position = kept.firstIndex(where: { ImageFormat(mimeType: $0.name)?.isReadable ?? false }),
                    let bytes = self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline,
                                          count: 256 << 10),
                    let size = try? ImageCodec.size(of: bytes) {
