@@ -190,6 +190,11 @@ extension X11Session {
             // reads brings the image targets toolkits offer, PNG first, where its first image
             // type is: those the item has, and the others converted on request.
             var images = registry.imageTargets(for: first.types)
+            if let source = images.first(where: { $0.alias.codec != .identity })?.type,
+               let representation = first.representation(for: source), !Self.isConvertibleImage(representation) {
+                // Conversions of bytes that are no image, or too large one, are not offered.
+                images = images.filter { $0.alias.codec == .identity }
+            }
             for type in first.types {
                 if !images.isEmpty, registry.imageFormat(of: type) != nil {
                     firstItemTargets += images
@@ -231,6 +236,20 @@ extension X11Session {
         }
         return OwnedSelection(items: items, options: options, timestamp: timestamp, advertised: advertised,
                               served: served, manifest: manifest.encoded(), registry: registry, hasProviders: hasProviders)
+    }
+
+    /// Whether an image's header says it converts: an image xpb reads, within the pixel limit.
+    /// Read from the bytes at hand or the start of a file (a JPEG's size may follow 64 KiB of
+    /// Exif); a lazy provider's image is taken on trust until a reader asks.
+    static func isConvertibleImage(_ representation: Representation) -> Bool {
+        let head: Data?
+        switch representation {
+        case let .data(data): head = data
+        case let .file(file): head = try? file.read(offset: 0, length: min(file.size, 256 << 10))
+        case .lazy: return true
+        }
+        guard let head, let size = try? ImageCodec.size(of: head) else { return false }
+        return size.width > 0 && size.height > 0 && size.width * size.height <= ImageCodec.defaultMaxPixels
     }
 
     /// Becomes owner of `selection` with a real server timestamp and checks that it won.

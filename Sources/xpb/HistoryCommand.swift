@@ -14,12 +14,14 @@ struct HistoryCommand: Command {
         name: "history",
         abstract: "List, search, select and delete what the clipboard manager (xpbd) kept.",
         discussion: """
-            Actions: 'list' (the default): every entry, newest first, with its index, age, size, source, types and a \
-            one-line preview; 'search TEXT': the entries whose text contains TEXT (ignoring case); 'select N': entry N \
-            becomes the clipboard again (or the selection it came from) with all its targets, served by xpbd; \
-            'delete N': forget entry N; 'clear': forget every entry; 'menu': pipe the entries through a menu program \
-            (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found) and select the chosen one. Index 0 is the \
-            newest entry. Needs xpbd running for the display.
+            Actions: 'list' (the default): every entry, newest first, with its index, age, size (an image's in \
+            pixels, 1920×1080), source, types and a one-line preview; 'search TEXT': the entries whose text contains \
+            TEXT (ignoring case); 'select N': entry N becomes the clipboard again (or the selection it came from) with \
+            all its targets, served by xpbd; 'delete N': forget entry N; 'clear': forget every entry; 'menu': pipe the \
+            entries through a menu program (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found; rofi gets \
+            each image's thumbnail as its row's icon) and select the chosen one. With --json, an image entry has its \
+            pixel size and a thumbnail (a PNG under $XDG_CACHE_HOME/xpb/thumbnails). Index 0 is the newest entry. \
+            Needs xpbd running for the display.
             """,
         options: [
             CommonOptions.json,

@@ -100,13 +100,27 @@ struct ImageTests {
         #expect(kilobytes < 64 << 10, "a refused bomb took \(kilobytes) KiB")
         owner.stop()
 
-        // Copied with xpb: every conversion is refused, the PNG itself is still served, and so
-        // are later requests.
+        // Copied with xpb: its header says it is too large, so no conversion is offered (or
+        // served), and the PNG itself still is.
         #expect(try xpb(["copy", file], x).status == 0)
+        let targets = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+        #expect(targets.filter { $0.hasPrefix("image/") } == ["image/png"], "\(targets)")
         for target in ["image/bmp", "image/jpeg", "image/bmp"] {
             let refused = try xclipOut(x, ["-t", target])
             #expect(refused.status != 0 && refused.output.isEmpty, "\(target)")
         }
         #expect(try xclipOut(x, ["-t", "image/png"]).output == bomb)
+
+        // A header that fits over data that does not decode: offered, and each request refused
+        // (the failure is kept for the ownership), the owner serving on.
+        let broken = bombPNG(width: 300, height: 300)
+        #expect(try xpb(["copy", try scratchFile("broken.png", broken)], x).status == 0)
+        let offered = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+        #expect(offered.filter { $0.hasPrefix("image/") } == imageTargets)
+        for target in ["image/bmp", "image/bmp", "image/tiff"] {
+            let refused = try xclipOut(x, ["-t", target])
+            #expect(refused.status != 0 && refused.output.isEmpty, "\(target)")
+        }
+        #expect(try xclipOut(x, ["-t", "image/png"]).output == broken)
     }
 }
