@@ -27,9 +27,10 @@ STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors \
 	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp \
 	$(foreach lib,$(IMAGE_LIBS),-Xlinker -l$(lib))
-# What libtiff's static archive needs beyond the libraries the package names (pkg-config --static
-# --libs libtiff-4), after it: its compression codecs (webp again, as the link reads archives in
-# order) and C++'s runtime for Lerc.
+# What the image codecs' static archives need beyond the libraries the package names, each after
+# the archive that needs it (the link reads archives in order): libtiff's compression codecs
+# (pkg-config --static --libs libtiff-4: webp again, Lerc, jbig, zstd, lzma, deflate, jpeg) and
+# C++'s runtime for Lerc; libXpm's libX11 and libX11's xcb.
 IMAGE_LIBS = tiff webp Lerc jbig zstd lzma deflate jpeg stdc++ netpbm Xpm X11 xcb Xau Xdmcp
 
 BIN = $(SCRATCH)/release

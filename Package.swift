@@ -40,7 +40,8 @@ let package = Package(
         ]),
         // Image conversion between the formats the clipboard carries, with a pixel limit on decodes.
         .target(name: "ImageCodecs", dependencies: ["CImageCodecs"]),
-        // The platform-neutral pasteboard model: no X11 here.
+        // The platform-neutral pasteboard model: no X11 API here (its image codecs link libXpm,
+        // which links libX11, for writing XPM).
         .target(name: "PasteboardKit", dependencies: ["ImageCodecs"]),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXlibQueue", "CLinux"]),
