@@ -14,12 +14,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
-        // Xlib, Xatom, Xutil and XFixes from Debian's libx11-dev and libxfixes-dev.
+        // Xlib, Xatom, Xutil, XFixes and X-Resource (who owns a selection) from Debian's
+        // libx11-dev, libxfixes-dev and libxres-dev.
         .systemLibrary(
             name: "CX11",
             path: "Modules/CX11",
-            pkgConfig: "x11 xfixes",
-            providers: [.apt(["libx11-dev", "libxfixes-dev"])]
+            pkgConfig: "x11 xfixes xres",
+            providers: [.apt(["libx11-dev", "libxfixes-dev", "libxres-dev"])]
         ),
         // Linux calls Glibc's Swift module hides (SO_PEERCRED, memfd, SCM_RIGHTS), for the fast path.
         .systemLibrary(name: "CLinux", path: "Modules/CLinux"),

@@ -158,4 +158,71 @@ static inline int clinux_reflink_in(const char *directory, int source) {
     return fd;
 }
 
+// The inodes of the sockets connected to sockets named `path` (a UNIX socket's file name, or an
+// abstract name given without its leading NUL): for the X server's `/tmp/.X11-unix/XN`, every
+// client-side end of its connections. Asked of the kernel's socket diagnostics (sock_diag, what
+// `ss -x` reads). Returns how many were written to `peers` (at most `max`), or -1.
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+
+static inline int clinux_unix_peers_named(const char *path, unsigned int *peers, int max) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    message.request.sdiag_family = AF_UNIX;
+    message.request.udiag_states = (unsigned int)-1;
+    message.request.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER;
+    if (send(fd, &message, sizeof message, 0) < 0) {
+        close(fd);
+        return -1;
+    }
+    size_t length = strlen(path);
+    int count = 0;
+    static __thread char buffer[32768] __attribute__((aligned(8)));
+    for (;;) {
+        ssize_t received = recv(fd, buffer, sizeof buffer, 0);
+        if (received <= 0) break;
+        int left = (int)received;
+        for (struct nlmsghdr *header = (struct nlmsghdr *)buffer; NLMSG_OK(header, left); header = NLMSG_NEXT(header, left)) {
+            if (header->nlmsg_type == NLMSG_DONE) goto done;
+            if (header->nlmsg_type == NLMSG_ERROR) {
+                count = -1;
+                goto done;
+            }
+            struct unix_diag_msg *socket_info = NLMSG_DATA(header);
+            int attributes = (int)header->nlmsg_len - (int)NLMSG_LENGTH(sizeof *socket_info);
+            const char *name = NULL;
+            int name_length = 0;
+            unsigned int peer = 0;
+            for (struct rtattr *attribute = (struct rtattr *)(socket_info + 1); RTA_OK(attribute, attributes);
+                 attribute = RTA_NEXT(attribute, attributes)) {
+                if (attribute->rta_type == UNIX_DIAG_NAME) {
+                    name = RTA_DATA(attribute);
+                    name_length = (int)RTA_PAYLOAD(attribute);
+                } else if (attribute->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(attribute) >= sizeof peer) {
+                    memcpy(&peer, RTA_DATA(attribute), sizeof peer);
+                }
+            }
+            if (!name || !peer || count >= max) continue;
+            if (name_length > 0 && name[0] == 0) {
+                name += 1;
+                name_length -= 1;
+            }
+            if ((size_t)name_length == length && memcmp(name, path, length) == 0) peers[count++] = peer;
+        }
+    }
+done:
+    close(fd);
+    return count;
+}
+
 #endif

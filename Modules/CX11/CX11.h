@@ -8,6 +8,7 @@
 #include <X11/Xutil.h>
 #include <X11/XKBlib.h>
 #include <X11/extensions/Xfixes.h>
+#include <X11/extensions/XRes.h>
 #include <string.h>
 
 // XFixes delivers its events through the generic XEvent union, which has no member for them:
@@ -49,6 +50,26 @@ static inline XEvent cx11_manager_message(Display *display, Window root, Atom ma
     event.xclient.data.l[1] = (long)selection;
     event.xclient.data.l[2] = (long)owner;
     return event;
+}
+
+// The process id of the client that created `window` (X-Resource 1.2's client ids), or -1: the
+// server knows it only for clients on its own host, and a server without the extension says
+// nothing. One round trip; the list the server returns is freed here.
+static inline long cx11_client_pid(Display *display, Window window) {
+    int event_base = 0, error_base = 0, major = 0, minor = 0;
+    if (!XResQueryExtension(display, &event_base, &error_base)) return -1;
+    if (!XResQueryVersion(display, &major, &minor) || major < 1 || (major == 1 && minor < 2)) return -1;
+    XResClientIdSpec spec = { window, XRES_CLIENT_ID_PID_MASK };
+    long count = 0;
+    XResClientIdValue *values = NULL;
+    if (XResQueryClientIds(display, 1, &spec, &count, &values) != Success) return -1;
+    long pid = -1;
+    for (long index = 0; index < count && pid < 0; index++) {
+        pid_t value = XResGetClientPid(&values[index]);
+        if (value > 0) pid = value;
+    }
+    XResClientIdsDestroy(count, values);
+    return pid;
 }
 
 #endif

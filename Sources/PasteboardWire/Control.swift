@@ -149,10 +149,13 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
     /// An image entry's thumbnail: a PNG at most 256 px on its long side, under
     /// `$XDG_CACHE_HOME/xpb/thumbnails`.
     public var thumbnail: String?
+    /// The application that copied: its executable's name (else its window class), where the
+    /// daemon could tell.
+    public var app: String?
 
     public init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
                 source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "",
-                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil) {
+                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil) {
         self.index = index
         self.selection = selection
         self.time = time
@@ -168,6 +171,7 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
         self.pixelWidth = pixelWidth
         self.pixelHeight = pixelHeight
         self.thumbnail = thumbnail
+        self.app = app
     }
 }
 

@@ -49,8 +49,7 @@ extension X11Session {
         let previous = selectionOwner(manager)
         if !previous.isNone {
             guard replace else {
-                let info = ownerInfo(manager)
-                return completion(.failure(.alreadyRunning(SelectionOwnerInfo(window: previous, name: info?.name, processID: info?.pid))))
+                return completion(.failure(.alreadyRunning(ownerInfo(manager) ?? SelectionOwnerInfo(window: previous, name: nil, processID: nil))))
             }
             // Its DestroyNotify tells when the old manager has gone.
             selectInput(previous, StructureNotifyMask)

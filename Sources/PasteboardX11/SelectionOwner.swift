@@ -828,19 +828,6 @@ extension X11Session {
         }
     }
 
-    /// Who owns a selection: its window, and the window's name and `_NET_WM_PID` where set.
-    func ownerInfo(_ selection: X11Atom) -> (window: X11Window, name: String?, pid: Int?)? {
-        let owner = selectionOwner(selection)
-        guard !owner.isNone else { return nil }
-        var name: String?
-        if let value = (try? readProperty(owner, known[.netWMName], delete: false, limit: 4096, truncate: true)) ?? nil
-            ?? (try? readProperty(owner, known[.wmName], delete: false, limit: 4096, truncate: true)) ?? nil,
-           value.format == 8 {
-            name = String(decoding: value.data, as: UTF8.self)
-        }
-        let pid = ((try? readProperty(owner, known[.netWMPID], delete: false, limit: 4)) ?? nil)?.longs.first.map { Int($0) }
-        return (owner, name, pid)
-    }
 }
 
 /// Conversions of an owned selection's representations (Latin-1 text, URL lists, images),

@@ -72,6 +72,8 @@ enum WellKnown: String, CaseIterable, Sendable {
     case netWMPID = "_NET_WM_PID"
     case netWMName = "_NET_WM_NAME"
     case wmName = "WM_NAME"
+    case wmClass = "WM_CLASS"
+    case wmClientMachine = "WM_CLIENT_MACHINE"
     /// Our window's property for server timestamps (zero-length appends).
     case timestampProperty = "XPB_TIMESTAMP"
     /// Our window's property for the targets we ask a clipboard manager to save.

@@ -206,7 +206,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func owner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
         try connection.sync(timeout: timeout) { [self] session, done in
             let info = session.ownerInfo(self.selectionAtom(name, in: session))
-            done(.success(info.map { SelectionOwnerInfo(window: $0.window, name: $0.name, processID: $0.pid) }))
+            done(.success(info))
         }
     }
 
@@ -559,18 +559,3 @@ extension X11PasteboardBackend: X11SessionDelegate {
     }
 }
 
-/// Who owns a selection.
-public struct SelectionOwnerInfo: Sendable, Equatable {
-    /// The owner's window.
-    public let window: X11Window
-    /// The window's name, if it has one.
-    public let name: String?
-    /// The owner's process id, if its window says (`_NET_WM_PID`).
-    public let processID: Int?
-
-    package init(window: X11Window, name: String?, processID: Int?) {
-        self.window = window
-        self.name = name
-        self.processID = processID
-    }
-}

@@ -117,7 +117,8 @@ struct HistoryCommand: Command {
 
     /// `3    2m    12 B       xclip (4711)  text/html,text/plain  the first line … (+2 lines)`
     static func line(_ entry: HistoryEntrySummary, now: Date) -> String {
-        var source = entry.source ?? "?"
+        // The application that copied where xpbd could tell (its executable), else the window's name.
+        var source = entry.app ?? entry.source ?? "?"
         if let pid = entry.pid { source += " (\(pid))" }
         let shown = entry.types.isEmpty ? entry.targets.filter { !$0.hasPrefix("XPB_") } : entry.types
         var types = shown.prefix(3).joined(separator: ",")

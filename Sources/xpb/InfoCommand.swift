@@ -6,7 +6,7 @@ struct InfoCommand: Command {
     static let spec = CommandSpec(
         name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
-        discussion: "The owner's window, its name and process id where the owner publishes them, the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command.",
+        discussion: "The owner's window and its name, the owning process (its pid from the X server's X-Resource extension, which knows every client on its own host, xclip's too, else the window's _NET_WM_PID), the application (its executable's name and path when it runs on this host, and the WM_CLASS of its top-level window), the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command.",
         options: ReportOptions.specs)
 
     let options: ReportOptions
@@ -22,6 +22,9 @@ struct InfoCommand: Command {
         let owner: String?
         let ownerName: String?
         let ownerPID: Int?
+        let ownerApp: String?
+        let ownerExecutable: String?
+        let ownerClass: String?
         let changeCount: Int
         let items: [[String]]
     }
@@ -35,6 +38,7 @@ struct InfoCommand: Command {
         let report = Report(
             pasteboard: selection.name.rawValue, selection: selection.selection,
             owner: owner.map { $0.window.description }, ownerName: owner?.name, ownerPID: owner?.processID,
+            ownerApp: owner?.appName, ownerExecutable: owner?.executablePath, ownerClass: owner?.windowClass,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
         // Nothing on the pasteboard exits 2, as paste, types and watch do; the report still says so.
         let status: Exit? = owner == nil ? Exit(status: Status.empty.rawValue) : nil
@@ -48,6 +52,8 @@ struct InfoCommand: Command {
         writeLine("owner: \(report.owner ?? "none")")
         if let name = report.ownerName { writeLine("owner name: \(name)") }
         if let pid = report.ownerPID { writeLine("owner pid: \(pid)") }
+        if let app = report.ownerApp { writeLine("owner app: \(printable(app))\(report.ownerExecutable.map { " (\(printable($0)))" } ?? "")") }
+        if let windowClass = report.ownerClass { writeLine("owner class: \(printable(windowClass))") }
         writeLine("change count: \(report.changeCount)")
         writeLine("items: \(report.items.count)")
         for (index, types) in report.items.enumerated() {

@@ -10,7 +10,7 @@ struct WatchCommand: Command {
     /// look-up can only name a declared option.
     enum Option {
         static let json = OptionSpec.flag(nil, "json", "Print one JSON object per change.")
-        static let exec = OptionSpec.value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION and XPB_TYPES set.")
+        static let exec = OptionSpec.value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION, XPB_TYPES, XPB_OWNER_PID and XPB_OWNER_APP (who copied, where known) set.")
         static let count = OptionSpec.value(nil, "count", "n", "Stop after this many changes.")
     }
 
@@ -44,6 +44,10 @@ struct WatchCommand: Command {
         let types: [String]
         let added: [String]
         let removed: [String]
+        /// Who copied: the owner's process and application (``SelectionOwnerInfo``), as the
+        /// change is printed (a newer copy may already have replaced it).
+        let ownerPID: Int?
+        let ownerApp: String?
     }
 
     func run() throws {
@@ -56,10 +60,12 @@ struct WatchCommand: Command {
         let board = selection.pasteboard(on: backend)
         var seen = 0
         for await change in board.changes {
-            // The types as the owner lists them, in the order `xpb types` prints them.
+            // The types as the owner lists them, in the order `xpb types` prints them; who copied,
+            // for --json and --exec (a few round trips each change).
+            let owner = (asJSON || command != nil) && !change.types.isEmpty ? try? backend.owner(of: selection.name) : nil
             let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
                             types: change.types.map(\.identifier), added: change.typesAdded.map(\.identifier),
-                            removed: change.typesRemoved.map(\.identifier))
+                            removed: change.typesRemoved.map(\.identifier), ownerPID: owner?.processID, ownerApp: owner?.appName)
             if asJSON {
                 writeJSONLine(json(line))
             } else {
@@ -107,6 +113,8 @@ struct WatchCommand: Command {
         environment["XPB_CHANGE_COUNT"] = String(line.changeCount)
         environment["XPB_SELECTION"] = line.selection
         environment["XPB_TYPES"] = line.types.joined(separator: ",")
+        environment["XPB_OWNER_PID"] = line.ownerPID.map(String.init)
+        environment["XPB_OWNER_APP"] = line.ownerApp
         process.environment = environment
         do {
             try process.run()

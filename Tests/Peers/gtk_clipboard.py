@@ -7,6 +7,7 @@ gtk_clipboard.py image-diff FILE        reads the clipboard's image (wait_for_im
 gtk_clipboard.py pixel-diff A B         no clipboard: decodes two image files with GdkPixbuf (an
                                         independent decoder) and prints "size W H" of A and "maxdiff N"
 gtk_clipboard.py set-text TEXT          owns CLIPBOARD with TEXT, prints "ready", serves until killed
+gtk_clipboard.py set-text-window TEXT   the same from an app with a window on screen (WM_CLASS set by GTK)
 gtk_clipboard.py set-image-and-exit PNG MS
                                         owns CLIPBOARD with the image (GTK offers it as PNG, BMP, TIFF ...),
                                         prints "ready", MS milliseconds later hands the clipboard to
@@ -60,7 +61,10 @@ elif mode == "uris":
 elif mode == "targets":
     ok, targets = clipboard.wait_for_targets()
     print("\n".join(str(target) for target in (targets if ok else [])))
-elif mode == "set-text":
+elif mode in ("set-text", "set-text-window"):
+    if mode == "set-text-window":
+        window = Gtk.Window(title="peer")
+        window.show_all()
     clipboard.set_text(sys.argv[2], -1)
     print("ready", flush=True)
     Gtk.main()

@@ -283,6 +283,24 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("the history records who copied: xclip by its executable's name, shown in xpb history and --json")
+    func historyRecordsTheApp() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        #expect(try run("/bin/sh", ["-c", "printf 'from xclip' | xclip -selection clipboard"], display: x).status == 0)
+        try waitForEntries(1, x, home, daemon: daemon)
+        let entry = try #require(try history(x, home).first)
+        #expect(entry["app"] as? String == "xclip", "\(entry)")
+        let pid = try #require(entry["pid"] as? Int)
+        #expect(try xpb(["history"], x, home).text.contains("xclip (\(pid))"))
+        // It survives a restart: read back from the database.
+        try daemon.stop()
+        let again = try DaemonProcess(x, home: home)
+        #expect(try history(x, home).first?["app"] as? String == "xclip")
+        try again.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()

@@ -121,6 +121,9 @@ struct SyncTests {
         let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
         try b.daemon.waitForLog("connected to")
         _ = try checkRoundTrips(a, b)
+        // The last copy was xclip's on b: the announce names b and the app, never a path.
+        let origin = try #require(try a.syncValue("CLIPBOARD")?["origin"] as? String)
+        #expect(origin.hasSuffix("(xclip)") && !origin.contains("/usr"), "\(origin)")
         let peers = try b.peers()
         #expect(peers.count == 1)
         #expect(peers.first?["state"] as? String == "connected")

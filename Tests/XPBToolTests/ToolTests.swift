@@ -373,6 +373,45 @@ struct ReadTests {
         #expect(try xpb(["paste", "-t", "text", "--trim-newline"], x).text == text)
     }
 
+    @Test("who copied: xclip's live pid and executable (it sets no window property and forks), a renamed copy's own name, a GTK app's WM_CLASS; info and watch --json")
+    func ownerAttribution() throws {
+        let x = try Xvfb()
+        let watch = try Peer(try xpbPath(), ["watch", "--json", "--count", "1"], display: x)
+        defer { watch.stop() }
+        #expect(eventually { (try? xpb(["info"], x).status) == 2 })
+        #expect(try run("/bin/sh", ["-c", "printf hi | xclip -selection clipboard"], display: x).status == 0)
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        let pid = try #require(info?["ownerPID"] as? Int)
+        // The pid the server recorded is xclip's parent, gone once it forked: the one shown lives.
+        #expect(isAlive(pid))
+        #expect(try String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) == "xclip\n")
+        #expect(info?["ownerApp"] as? String == "xclip")
+        let executable = try #require(info?["ownerExecutable"] as? String)
+        #expect(executable.hasSuffix("/xclip") && FileManager.default.isExecutableFile(atPath: executable))
+        let text = try xpb(["info"], x).text
+        #expect(text.contains("owner pid: \(pid)\n") && text.contains("owner app: xclip (\(executable))\n"), "\(text)")
+        let line = try #require(try watch.finish(timeout: 20).text.split(separator: "\n").first)
+        let change = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect(change?["ownerApp"] as? String == "xclip" && change?["ownerPID"] as? Int == pid, "\(line)")
+
+        // A copy of xclip under another name is named by its own executable.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-renamed-\(getpid())-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let renamed = directory.appendingPathComponent("keepassxc").path
+        try FileManager.default.copyItem(atPath: executable, toPath: renamed)
+        #expect(try run("/bin/sh", ["-c", "printf secret | \"$0\" -selection clipboard", renamed], display: x).status == 0)
+        #expect(try xpb(["info"], x).text.contains("owner app: keepassxc (\(renamed))"))
+
+        // A GTK app: its clipboard window is hidden; WM_CLASS is its top-level window's.
+        let gtk = try toolkitPeer("gtk_clipboard.py", ["set-text-window", "from gtk"], display: x)
+        defer { gtk.stop() }
+        try gtk.waitForOutput("ready")
+        let gtkInfo = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        #expect(gtkInfo?["ownerPID"] as? Int == Int(gtk.pid))
+        #expect((gtkInfo?["ownerClass"] as? String)?.lowercased().contains("gtk_clipboard") == true, "\(String(describing: gtkInfo))")
+    }
+
     @Test("readers gone while the owner was stopped: after SIGCONT the next reader, with a gone one's window id, gets the whole text")
     func readersGoneWhileOwnerStopped() throws {
         let x = try Xvfb()

@@ -135,7 +135,8 @@ final class HistoryStore {
                 advertised TEXT NOT NULL,
                 expires REAL,
                 local_only INTEGER NOT NULL DEFAULT 0,
-                complete INTEGER NOT NULL DEFAULT 1);
+                complete INTEGER NOT NULL DEFAULT 1,
+                app TEXT);
             CREATE TABLE IF NOT EXISTS targets(
                 entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
                 position INTEGER NOT NULL,
@@ -148,6 +149,9 @@ final class HistoryStore {
             CREATE INDEX IF NOT EXISTS targets_digest ON targets(digest);
             CREATE INDEX IF NOT EXISTS entries_used ON entries(used);
             """)
+        // Entries written before the owner's application was recorded.
+        let columns = try database.query("PRAGMA table_info(entries)").compactMap { $0[1].text }
+        if !columns.contains("app") { try database.execute("ALTER TABLE entries ADD COLUMN app TEXT") }
         // A file the header check passed can still be damaged inside.
         let check = try database.query("PRAGMA quick_check").first?.first?.text
         if check != "ok" { throw SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")") }
@@ -219,15 +223,15 @@ final class HistoryStore {
                 id = try database.transaction { () throws -> Int64 in
                     for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
                     try database.query("""
-                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete, app)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, [
                             .text(snapshot.selection.rawValue), .text(display), .real(snapshot.time.timeIntervalSince1970),
                             .real(snapshot.time.timeIntervalSince1970), snapshot.source.map { .text($0) } ?? .null,
                             snapshot.pid.map { .integer(Int64($0)) } ?? .null, .integer(Int64(snapshot.size)), .text(snapshot.preview),
                             snapshot.text().map { .text($0) } ?? .null, .text(snapshot.advertised.joined(separator: "\n")),
                             snapshot.expires.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(snapshot.isLocalOnly ? 1 : 0),
-                            .integer(snapshot.isComplete ? 1 : 0),
+                            .integer(snapshot.isComplete ? 1 : 0), snapshot.app.map { .text($0) } ?? .null,
                         ])
                     let id = database.lastInsertedRow
                     for (position, target) in snapshot.targets.enumerated() {
@@ -464,7 +468,7 @@ final class HistoryStore {
             let searching = !(search ?? "").isEmpty
             let rows = try database.query("""
                 SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
-                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096)
+                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app
                 FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
                 """, [.real(Date().timeIntervalSince1970)])
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
@@ -504,7 +508,7 @@ final class HistoryStore {
                     EntryDescription.moreLines(head: $0, lineFeeds: Int(row[8].integer ?? 0), endsWithLineFeed: row[9].integer == 1)
                 } ?? (count: 0, rest: "")
                 if searching, let search {
-                    let fields = [row[7].text ?? "", preview] + description.types
+                    let fields = [row[7].text ?? "", preview, row[11].text ?? ""] + description.types
                     guard fields.contains(where: { $0.range(of: search, options: [.caseInsensitive]) != nil }) else { continue }
                 }
                 result.append(HistoryEntrySummary(
@@ -512,7 +516,7 @@ final class HistoryStore {
                     time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
                     preview: preview, moreLines: lines.count, rest: lines.rest,
-                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail))
+                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text))
             }
             // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too.
             if !searching { thumbnails?.prune(keeping: pictured) }
@@ -559,7 +563,7 @@ final class HistoryStore {
 
     private func snapshot(id: Int64) throws -> Snapshot? {
         guard let row = try database.query(
-            "SELECT selection, used, source, pid, advertised, expires, local_only, complete FROM entries WHERE id = ?", [.integer(id)]).first
+            "SELECT selection, used, source, pid, advertised, expires, local_only, complete, app FROM entries WHERE id = ?", [.integer(id)]).first
         else { return nil }
         var targets: [KeptTarget] = []
         for target in try database.query("SELECT name, type, digest, data FROM targets WHERE entry = ? ORDER BY position", [.integer(id)]) {
@@ -578,6 +582,7 @@ final class HistoryStore {
         snapshot.expires = row[5].real.map { Date(timeIntervalSince1970: $0) }
         snapshot.isLocalOnly = row[6].integer == 1
         snapshot.isComplete = row[7].integer != 0
+        snapshot.app = row[8].text
         snapshot.id = id
         snapshot.shareIdenticalPayloads()
         return snapshot

@@ -203,6 +203,7 @@ extension ClipboardDaemon {
         }
         guard !kept.isEmpty else { return nil }
         var snapshot = Snapshot(selection: name, advertised: advertised, targets: kept, source: owner.name, pid: owner.processID)
+        snapshot.app = owner.appName
         snapshot.isComplete = complete
         snapshot.owner = owner.window
         snapshot.capturedFrom = owner.window

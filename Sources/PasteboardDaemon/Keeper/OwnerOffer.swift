@@ -96,7 +96,7 @@ struct OwnerOffer: Sendable {
     /// What contents kept by the daemon offer when it serves them (a history entry selected
     /// again, an owner gone): the same rule as for any owner.
     init(kept: Snapshot, servedBy window: X11Window) {
-        owner = SelectionOwnerInfo(window: window, name: kept.source, processID: kept.pid)
+        owner = SelectionOwnerInfo(window: window, name: kept.source, processID: kept.pid, executableName: kept.app)
         // What its owner listed: a manifest's item targets, kept to serve with it, are xpb's own.
         let listed = Set(kept.advertised)
         advertised = kept.targets.map(\.target).filter { listed.contains($0) }

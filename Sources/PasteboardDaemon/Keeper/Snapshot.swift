@@ -32,6 +32,8 @@ public struct Snapshot: Sendable {
     /// The owner's window name and process id, where it published them.
     public var source: String?
     public var pid: Int?
+    /// The application that copied (``SelectionOwnerInfo/appName``), where it could be told.
+    public var app: String?
     /// The owner's window (not stored): ours once the daemon serves the contents.
     public var owner: X11Window = .none
     /// The window the contents were taken from (not stored), kept when the daemon serves them.

@@ -195,7 +195,9 @@ extension SyncHub {
         if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
         let targets = offer.dataTargets.prefix(Self.maxTargets).map { SyncTarget(target: $0, size: offer.sizes[$0]) }
         guard !targets.isEmpty else { return .notShared("without data targets") }
-        let ownerName = owner == ourWindow ? "history" : offer.owner.name ?? "window \(owner)"
+        // Where the copy was made: this node and the application (its executable's name or
+        // window class, never a path), else the window's name.
+        let ownerName = owner == ourWindow ? "history" : offer.owner.executableName ?? offer.owner.windowClass ?? offer.owner.name ?? "window \(owner)"
         return .shareable(targets: Array(targets), expires: offer.expires, origin: "\(nodeName) (\(ownerName))")
     }
 }
