@@ -89,7 +89,7 @@ public final class ClipboardDaemon: Sendable {
         store = Mutex(try Self.openHistory(configuration, logger: logger))
         socketPath = configuration.socketPath ?? ControlEndpoint.socketPath(
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
-        offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline)
+        offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
         hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName,
                       offers: offers, logger: logger)
         hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
@@ -377,7 +377,7 @@ public final class ClipboardDaemon: Sendable {
 
     func describe(_ owner: SelectionOwnerInfo) -> String {
         var text = owner.name.map { "'\($0)'" } ?? "window \(owner.window)"
-        if let pid = owner.processID { text += " (pid \(pid))" }
+        if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \($0)" } ?? ""))" }
         return text
     }
 }

@@ -33,6 +33,8 @@ public struct DaemonConfiguration: Sendable {
     public var restoresAtStart = true
     /// Sync with other displays and machines.
     public var sync = SyncConfiguration()
+    /// What is done with a copy by the app that made it (secret, ignored, not synced).
+    public var appRules = AppRules()
 
     public init(stateDirectory: URL) {
         self.stateDirectory = stateDirectory

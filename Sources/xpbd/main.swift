@@ -29,6 +29,10 @@ enum XPBD {
         static let remoteXpb = OptionSpec.value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb).")
         static let syncMaxTransfer = OptionSpec.value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default \(SizeText.suffixed(defaults.sync.maxTransferBytes))).")
         static let syncMaxTotal = OptionSpec.value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default \(SizeText.suffixed(defaults.sync.maxTotalBytes))).")
+        static let secretApp = OptionSpec.value(nil, "secret-app", "name", "Treat copies by this app as data marked secret: served while it runs, never kept, synced or brought back (repeatable; matched against the executable's name and WM_CLASS, ignoring case).")
+        static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
+        static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
+        static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
         static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
         static let version = OptionSpec.flag(nil, "version", "Show the version.")
         static let manual = OptionSpec.flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -).")
@@ -49,7 +53,9 @@ enum XPBD {
             $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket.\nSync: --sync-display and --peer keep CLIPBOARD (and PRIMARY with \
             --sync-primary) the same on other displays and machines; a copy is announced at once and its bytes move only \
             when someone pastes. Every xpbd also accepts links from its own user on its socket. Secret and local-only \
-            copies never leave this machine. A link is TARGET[,OPTION...] with options send-only, receive-only, \
+            copies never leave this machine. Who copied is known from the X server (the owner's process and executable, \
+            and WM_CLASS): copies by password managers are secret by default, and --secret-app, --ignore-app and \
+            --no-sync-app name more apps. A link is TARGET[,OPTION...] with options send-only, receive-only, \
             clipboard-only, and for --peer display=D (the remote display; default: the only xpbd running there). A peer \
             is reached with '<ssh> -T -x -o BatchMode=yes HOST <remote-xpb> daemon link [--display D]': xpb must be on the \
             remote PATH (or name it with --remote-xpb) and xpbd must run there.
@@ -71,6 +77,10 @@ enum XPBD {
             Option.remoteXpb,
             Option.syncMaxTransfer,
             Option.syncMaxTotal,
+            Option.secretApp,
+            Option.ignoreApp,
+            Option.noSyncApp,
+            Option.noDefaultSecretApps,
             Option.logLevel,
             Option.version,
             Option.manual,
@@ -155,6 +165,15 @@ enum XPBD {
             guard configuration.sync.maxTotalBytes >= configuration.sync.maxTransferBytes else {
                 throw UsageError("--sync-max-total must be at least --sync-max-transfer")
             }
+            for (option, keyPath) in [(Option.secretApp, \AppRules.secretApps), (Option.ignoreApp, \AppRules.ignoredApps),
+                                      (Option.noSyncApp, \AppRules.noSyncApps)] {
+                let names = arguments.all(option)
+                if let empty = names.first(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
+                    throw UsageError("--\(option.long) takes an app name, not '\(empty)'")
+                }
+                configuration.appRules[keyPath: keyPath] = names
+            }
+            configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
             let name = arguments.value(Option.logLevel) ?? "info"
             guard let parsed = Logger.Level(rawValue: name) else {
                 throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")

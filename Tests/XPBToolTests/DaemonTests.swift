@@ -288,7 +288,7 @@ struct DaemonTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
-        #expect(try run("/bin/sh", ["-c", "printf 'from xclip' | xclip -selection clipboard"], display: x).status == 0)
+        #expect(try run("/bin/sh", ["-c", "printf 'from xclip' | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
         try waitForEntries(1, x, home, daemon: daemon)
         let entry = try #require(try history(x, home).first)
         #expect(entry["app"] as? String == "xclip", "\(entry)")
@@ -299,6 +299,51 @@ struct DaemonTests {
         let again = try DaemonProcess(x, home: home)
         #expect(try history(x, home).first?["app"] as? String == "xclip")
         try again.stop()
+    }
+
+    @Test("a password manager's copy (xclip renamed keepassxc) is secret by default: served while it runs, never kept or brought back; --ignore-app and --secret-app name others; --no-default-secret-apps keeps it")
+    func secretAndIgnoredApps() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let directory = home.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        func renamed(_ name: String) throws -> String {
+            let path = directory.appendingPathComponent(name).path
+            if !FileManager.default.fileExists(atPath: path) { try FileManager.default.copyItem(atPath: xclip, toPath: path) }
+            return path
+        }
+        func copy(_ text: String, with program: String) throws {
+            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | \"$0\" -selection clipboard >/dev/null 2>&1", program], display: x).status == 0)
+        }
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--ignore-app", "ignoreme", "--secret-app", "MyVault"])
+        try copy("hunter2", with: try renamed("keepassxc"))
+        try daemon.waitForLog("holds data marked secret")
+        #expect(try xclipOut(x).text == "hunter2", "served while its owner lives")
+        let owner = try #require((try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x, home).output) as? [String: Any])?["ownerPID"] as? Int)
+        #expect(try String(contentsOfFile: "/proc/\(owner)/comm", encoding: .utf8) == "keepassxc\n")
+        // (SIGKILL: the test process's children may inherit a blocked SIGTERM.)
+        kill(pid_t(owner), SIGKILL)
+        #expect(eventually(timeout: 10) { !isAlive(owner) }, "pid \(owner) still runs")
+        try daemon.waitForLog("the owner of CLIPBOARD went away; nothing of it was kept")
+        #expect(try xpb(["info"], x, home).status == 2, "not brought back")
+        try copy("ignored", with: try renamed("ignoreme"))
+        try daemon.waitForLog("from an ignored app")
+        try copy("vault", with: try renamed("myvault"))
+        try daemon.waitForLog("holds data marked secret", count: 2)
+        #expect(try history(x, home).isEmpty)
+        // An ordinary copy is kept.
+        try copy("ordinary", with: xclip)
+        try waitForEntries(1, x, home, daemon: daemon)
+        #expect(try history(x, home).map { $0["preview"] as? String } == ["ordinary"])
+        try daemon.stop()
+
+        // Without the default list, keepassxc is an app like any other.
+        let plain = try DaemonProcess(x, home: home, arguments: ["--no-default-secret-apps"])
+        try copy("kept now", with: try renamed("keepassxc"))
+        try waitForEntries(2, x, home, daemon: plain)
+        #expect(try history(x, home).first?["app"] as? String == "keepassxc")
+        try plain.stop()
     }
 
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")

@@ -379,7 +379,7 @@ struct ReadTests {
         let watch = try Peer(try xpbPath(), ["watch", "--json", "--count", "1"], display: x)
         defer { watch.stop() }
         #expect(eventually { (try? xpb(["info"], x).status) == 2 })
-        #expect(try run("/bin/sh", ["-c", "printf hi | xclip -selection clipboard"], display: x).status == 0)
+        #expect(try run("/bin/sh", ["-c", "printf hi | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
         let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
         let pid = try #require(info?["ownerPID"] as? Int)
         // The pid the server recorded is xclip's parent, gone once it forked: the one shown lives.
@@ -400,7 +400,7 @@ struct ReadTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let renamed = directory.appendingPathComponent("keepassxc").path
         try FileManager.default.copyItem(atPath: executable, toPath: renamed)
-        #expect(try run("/bin/sh", ["-c", "printf secret | \"$0\" -selection clipboard", renamed], display: x).status == 0)
+        #expect(try run("/bin/sh", ["-c", "printf secret | \"$0\" -selection clipboard >/dev/null 2>&1", renamed], display: x).status == 0)
         #expect(try xpb(["info"], x).text.contains("owner app: keepassxc (\(renamed))"))
 
         // A GTK app: its clipboard window is hidden; WM_CLASS is its top-level window's.

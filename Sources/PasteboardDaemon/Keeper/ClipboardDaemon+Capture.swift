@@ -65,6 +65,10 @@ extension ClipboardDaemon {
             case .expired:
                 logger.debug("\(selection): the copy of \(describe(owner)) has expired already: not kept")
                 return
+            case .ignored:
+                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                logger.info("\(selection) holds a copy from an ignored app (\(describe(owner))): not kept")
+                return
             case .shareable, .localOnly:
                 break
             }

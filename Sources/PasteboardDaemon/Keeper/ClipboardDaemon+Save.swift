@@ -29,6 +29,11 @@ extension ClipboardDaemon {
             logger.info("\(describe(owner)) asked to save CLIPBOARD, which holds data marked secret: refused")
             return
         }
+        if offer.verdict == .ignored {
+            backend.answerSave(saved: false)
+            logger.info("\(describe(owner)) asked to save CLIPBOARD; its app is ignored: refused")
+            return
+        }
         let wanted = Set(KeepPolicy.keptTargets(requested))
         var snapshot = state.withLock { state -> Snapshot? in
             if let current = state.current[.general], current.owner == owner.window, current.isComplete,

@@ -19,6 +19,8 @@ struct OwnerOffer: Sendable {
         case secret
         /// Its expiration date has passed: neither kept nor synced.
         case expired
+        /// Made by an application the rules ignore (`--ignore-app`): neither kept nor synced.
+        case ignored
         /// TARGETS (or the manifest) could not be read; why.
         case unreadable(String)
 
@@ -29,6 +31,7 @@ struct OwnerOffer: Sendable {
             case .localOnly: return "local-only"
             case .secret: return "marked secret"
             case .expired: return "expired"
+            case .ignored: return "from an ignored app"
             case let .unreadable(why): return "unreadable (\(why))"
             }
         }
@@ -58,7 +61,7 @@ struct OwnerOffer: Sendable {
     /// Reads what `owner` offers on `name` (TARGETS, then TARGET_SIZES and XPB_MANIFEST when
     /// listed), each conversion in its turn at `gate`.
     static func read(_ name: Pasteboard.Name, owner: SelectionOwnerInfo, backend: X11PasteboardBackend, gate: OwnerGate,
-                     turnDeadline: Double) -> OwnerOffer {
+                     turnDeadline: Double, rules: AppRules = AppRules()) -> OwnerOffer {
         func turn<T>(_ body: () throws -> T) throws -> T {
             guard let value = try gate.withTurn(name, owner.window, until: Date().addingTimeInterval(turnDeadline), body) else {
                 throw OfferError("the owner was busy with another transfer for \(Int(turnDeadline)) s")
@@ -74,8 +77,12 @@ struct OwnerOffer: Sendable {
         } catch {
             return unreadable("\(error)")
         }
-        if KeepPolicy.isSecret(advertised) {
+        let rule = rules.rule(for: owner)
+        if KeepPolicy.isSecret(advertised) || rule == .secret {
             return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .secret)
+        }
+        if rule == .ignored {
+            return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .ignored)
         }
         var sizes: [String: Int] = [:]
         if advertised.contains("TARGET_SIZES") { sizes = (try? turn { try backend.targetSizes(of: name) }) ?? [:] }
@@ -90,7 +97,8 @@ struct OwnerOffer: Sendable {
             options = kept.options
         }
         return OwnerOffer(owner: owner, advertised: advertised, sizes: sizes, manifest: manifest, expires: options.expirationDate,
-                          verdict: verdict(advertised: advertised, expires: options.expirationDate, isLocalOnly: options.isLocalOnly))
+                          verdict: verdict(advertised: advertised, expires: options.expirationDate,
+                                           isLocalOnly: options.isLocalOnly || rule == .noSync))
     }
 
     /// What contents kept by the daemon offer when it serves them (a history entry selected
@@ -143,16 +151,19 @@ final class OwnerOffers: @unchecked Sendable {
     let backend: X11PasteboardBackend
     let gate: OwnerGate
     let turnDeadline: Double
+    /// What is done with a copy by the app that made it.
+    let rules: AppRules
     // Guards `entries` and `changes`; broadcast when a reading ends or an owner changes.
     private let condition = NSCondition()
     private var entries: [Pasteboard.Name: Entry] = [:]
     /// Moves on every ownership change of a selection: a reading of an earlier owner is not kept.
     private var changes: [Pasteboard.Name: Int] = [:]
 
-    init(backend: X11PasteboardBackend, gate: OwnerGate, turnDeadline: Double) {
+    init(backend: X11PasteboardBackend, gate: OwnerGate, turnDeadline: Double, rules: AppRules = AppRules()) {
         self.backend = backend
         self.gate = gate
         self.turnDeadline = turnDeadline
+        self.rules = rules
     }
 
     /// On the X thread, as an ownership change of `name` is read.
@@ -180,7 +191,7 @@ final class OwnerOffers: @unchecked Sendable {
         // The owner read must be the one asked about (the selection may have moved on).
         var offer: OwnerOffer?
         if let info = try? backend.owner(of: name), info.window == owner {
-            offer = OwnerOffer.read(name, owner: info, backend: backend, gate: gate, turnDeadline: turnDeadline)
+            offer = OwnerOffer.read(name, owner: info, backend: backend, gate: gate, turnDeadline: turnDeadline, rules: rules)
         }
         condition.lock()
         if changes[name, default: 0] == change, entries[name]?.owner == owner {

@@ -1,0 +1,40 @@
+import Foundation
+import PasteboardX11
+
+/// What xpbd does with a copy by the application that made it (``SelectionOwnerInfo``): a name
+/// matches the owner's executable name, or its `WM_CLASS` instance or class, ignoring case.
+public struct AppRules: Sendable, Equatable {
+    /// Treated as data marked secret: served while its owner lives, never kept, synced or brought back.
+    public var secretApps: [String] = []
+    /// Neither kept nor synced.
+    public var ignoredApps: [String] = []
+    /// Kept, never synced.
+    public var noSyncApps: [String] = []
+    /// Whether ``defaultSecretApps`` are secret too (`--no-default-secret-apps` turns it off).
+    public var usesDefaultSecretApps = true
+
+    /// Password managers, secret without any marker on their data: KeePassXC, KeePass (2, and
+    /// KeeWeb), Bitwarden, 1Password, QtPass and gopass's UI, Enpass, and the password-fill
+    /// helpers of browsers that run as their own executable.
+    public static let defaultSecretApps = [
+        "keepassxc", "KeePassXC", "keepass", "keepass2", "KeePass2", "keeweb", "bitwarden", "Bitwarden", "1password", "1Password",
+        "qtpass", "QtPass", "gopass", "gopass-ui", "enpass", "Enpass", "kwalletmanager5", "seahorse",
+    ]
+
+    public init() {}
+
+    /// What applies to a copy by `owner`, strongest first: secret, ignored, not synced.
+    public func rule(for owner: SelectionOwnerInfo) -> Rule? {
+        let names = [owner.executableName, owner.windowInstance, owner.windowClass].compactMap { $0?.lowercased() }
+        guard !names.isEmpty else { return nil }
+        func matches(_ list: [String]) -> Bool { list.contains { names.contains($0.lowercased()) } }
+        if matches(secretApps) || (usesDefaultSecretApps && matches(Self.defaultSecretApps)) { return .secret }
+        if matches(ignoredApps) { return .ignored }
+        if matches(noSyncApps) { return .noSync }
+        return nil
+    }
+
+    public enum Rule: Sendable, Equatable {
+        case secret, ignored, noSync
+    }
+}
