@@ -34,8 +34,12 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case select(index: Int)
     /// Forgets entry `index`.
     case delete(index: Int)
-    /// Forgets every entry.
+    /// Forgets every entry but the pinned ones.
     case clear
+    /// Forgets every entry, the pinned ones too.
+    case clearAll
+    /// Pins (or unpins) entry `index`: a pinned entry is never evicted by the caps and survives `clear`.
+    case pin(index: Int, pinned: Bool)
 }
 
 /// The daemon's answer.
@@ -152,10 +156,12 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
     /// The application that copied: its executable's name (else its window class), where the
     /// daemon could tell.
     public var app: String?
+    /// Whether the entry is pinned (never evicted, kept by `clear`).
+    public var pinned: Bool?
 
     public init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
                 source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "",
-                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil) {
+                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil, pinned: Bool = false) {
         self.index = index
         self.selection = selection
         self.time = time
@@ -172,6 +178,7 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
         self.pixelHeight = pixelHeight
         self.thumbnail = thumbnail
         self.app = app
+        self.pinned = pinned ? true : nil
     }
 }
 

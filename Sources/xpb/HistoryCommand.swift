@@ -6,6 +6,7 @@ struct HistoryCommand: Command {
     /// The options, each declared once: the spec lists them and the look-ups name them, so a
     /// look-up can only name a declared option.
     enum Option {
+        static let pinned = OptionSpec.flag(nil, "pinned", "With 'clear': forget the pinned entries too.")
         static let menu = OptionSpec.value(nil, "menu", "command", "The menu program for 'menu', run by /bin/sh: reads one entry per line, prints the chosen line.")
         static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).", completion: .displays)
     }
@@ -17,26 +18,30 @@ struct HistoryCommand: Command {
             Actions: 'list' (the default): every entry, newest first, with its index, age, size (an image's in \
             pixels, 1920×1080), source, types and a one-line preview; 'search TEXT': the entries whose text contains \
             TEXT (ignoring case); 'select N': entry N becomes the clipboard again (or the selection it came from) with \
-            all its targets, served by xpbd; 'delete N': forget entry N; 'clear': forget every entry; 'menu': pipe the \
+            all its targets, served by xpbd; 'delete N': forget entry N; 'pin N' / 'unpin N': a pinned entry is never \
+            evicted by xpbd's caps and survives 'clear' (unless --pinned); 'clear': forget every entry but the pinned; \
+            'menu': pipe the \
             entries through a menu program (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found; rofi gets \
-            each image's thumbnail as its row's icon) and select the chosen one. With --json, an image entry has its \
+            each image's thumbnail as its row's icon; pinned entries first) and select the chosen one. With --json, an image entry has its \
             pixel size and a thumbnail (a PNG under $XDG_CACHE_HOME/xpb/thumbnails). Index 0 is the newest entry. \
             Needs xpbd running for the display.
             """,
         options: [
             CommonOptions.json,
+            Option.pinned,
             Option.menu,
             Option.display,
         ],
-        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, clear or menu.",
-                                   completion: .words(["list", "search", "select", "delete", "clear", "menu"])))
+        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, pin N, unpin N, clear or menu.",
+                                   completion: .words(["list", "search", "select", "delete", "pin", "unpin", "clear", "menu"])))
 
     enum Action: Equatable {
         case list
         case search(String)
         case select(Int)
         case delete(Int)
-        case clear
+        case pin(Int, Bool)
+        case clear(includingPinned: Bool)
         case menu
     }
 
@@ -66,15 +71,18 @@ struct HistoryCommand: Command {
             action = .search(words.joined(separator: " "))
         case "select": action = .select(try index())
         case "delete": action = .delete(try index())
+        case "pin": action = .pin(try index(), true)
+        case "unpin": action = .pin(try index(), false)
         case "clear":
             guard words.isEmpty else { throw UsageError("'history clear' takes no argument") }
-            action = .clear
+            action = .clear(includingPinned: arguments.flag(Option.pinned))
         case "menu":
             guard words.isEmpty else { throw UsageError("'history menu' takes no argument") }
             action = .menu
         default:
-            throw UsageError("unknown history action '\(verb)' (list, search, select, delete, clear, menu)")
+            throw UsageError("unknown history action '\(verb)' (list, search, select, delete, pin, unpin, clear, menu)")
         }
+        if arguments.flag(Option.pinned), verb != "clear" { throw UsageError("--pinned goes with 'history clear'") }
         if menu != nil, action != .menu { throw UsageError("--menu goes with 'history menu'") }
     }
 
@@ -96,8 +104,10 @@ struct HistoryCommand: Command {
             try report(client.send(.select(index: index)))
         case let .delete(index):
             try report(client.send(.delete(index: index)))
-        case .clear:
-            try report(client.send(.clear))
+        case let .pin(index, pinned):
+            try report(client.send(.pin(index: index, pinned: pinned)))
+        case let .clear(includingPinned):
+            try report(client.send(includingPinned ? .clearAll : .clear))
         case .menu:
             guard case let .history(entries) = try client.send(.history(search: nil)) else { throw Failure("xpbd answered out of turn") }
             guard !entries.isEmpty else { throw Failure("the history is empty", .empty) }
@@ -123,7 +133,7 @@ struct HistoryCommand: Command {
         let shown = entry.types.isEmpty ? entry.targets.filter { !$0.hasPrefix("XPB_") } : entry.types
         var types = shown.prefix(3).joined(separator: ",")
         if shown.count > 3 { types += ",+\(shown.count - 3)" }
-        let selection = entry.selection == "CLIPBOARD" ? "" : "[\(entry.selection)] "
+        let selection = (entry.pinned == true ? "[pinned] " : "") + (entry.selection == "CLIPBOARD" ? "" : "[\(entry.selection)] ")
         // An image's size is its pixels (`1920×1080`), not its bytes.
         let size = pixelSize(entry) ?? ByteCount.format(entry.size)
         return "\(String(entry.index).leftAligned(3))  \(age(now.timeIntervalSince(entry.time)).leftAligned(4))  \(size.leftAligned(9))  \(source)  \(types.isEmpty ? "-" : types)  \(selection)\(preview(entry))"
@@ -164,8 +174,10 @@ struct HistoryCommand: Command {
         // rofi shows an image entry's thumbnail as the row's icon (its `\0icon\x1f` row option;
         // with -show-icons); other menus get plain rows.
         let icons = Self.isRofi(command)
-        let lines = entries.map { entry in
-            let shown = entry.preview.isEmpty ? entry.types.joined(separator: ",") : Self.preview(entry)
+        // Pinned entries first, marked.
+        let ordered = entries.filter { $0.pinned == true } + entries.filter { $0.pinned != true }
+        let lines = ordered.map { entry in
+            let shown = (entry.pinned == true ? "[pinned] " : "") + (entry.preview.isEmpty ? entry.types.joined(separator: ",") : Self.preview(entry))
             let row = "\(entry.index)\t\(printable(shown + (entry.rest.isEmpty ? "" : "  ⏎ " + entry.rest)))"
             guard icons, let thumbnail = entry.thumbnail, !thumbnail.contains("\n"), !thumbnail.contains("\u{1F}") else { return row }
             return row + "\0icon\u{1F}" + thumbnail

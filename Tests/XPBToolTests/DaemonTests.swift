@@ -346,6 +346,51 @@ struct DaemonTests {
         try plain.stop()
     }
 
+    @Test("pins: a pinned entry outlives the caps and clear (not clear --pinned), is listed marked and first in the menu; unpin lets it go")
+    func pins() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "2"])
+        func previews() throws -> [String] { try history(x, home).compactMap { $0["preview"] as? String } }
+        #expect(try xpb(["copy"], x, home, input: Data("keep me".utf8)).status == 0)
+        try waitForEntries(1, x, home, daemon: daemon)
+        #expect(try xpb(["history", "pin", "0"], x, home).text == "pinned entry 0\n")
+        #expect(try xpb(["history", "pin", "9"], x, home).status != 0)
+        for text in ["b", "c", "d"] {
+            #expect(try xpb(["copy"], x, home, input: Data(text.utf8)).status == 0)
+            #expect(eventually(timeout: 10) { (try? previews().first) == text }, "\(text) kept")
+        }
+        // Two unpinned entries (the cap) and the pinned one.
+        #expect(eventually(timeout: 10) { (try? previews()) == ["d", "c", "keep me"] }, "\((try? previews()) ?? [])")
+        let pinned = try #require(try history(x, home).last)
+        #expect(pinned["pinned"] as? Bool == true)
+        #expect(try xpb(["history"], x, home).text.split(separator: "\n").last?.contains("[pinned] keep me") == true)
+        // The menu lists it first, marked.
+        let menu = home.root.appendingPathComponent("menu.sh")
+        try Data("#!/bin/sh\ncat > \"$0.input\"\nhead -n 1 \"$0.input\" | cut -f 1\n".utf8).write(to: menu)
+        chmod(menu.path, 0o755)
+        #expect(try xpb(["history", "menu", "--menu", menu.path], x, home).status == 0)
+        let rows = try String(contentsOfFile: menu.path + ".input", encoding: .utf8).split(separator: "\n")
+        #expect(rows.first?.hasSuffix("\t[pinned] keep me") == true, "\(rows)")
+        // Selected from the menu: it is the clipboard again.
+        #expect(try xclipOut(x).text == "keep me")
+        #expect(try xpb(["history", "clear"], x, home).status == 0)
+        #expect(try previews() == ["keep me"])
+        #expect(try xpb(["history", "clear", "--pinned"], x, home).status == 0)
+        #expect(try previews().isEmpty)
+        // Unpinned, an entry is evicted like any other.
+        #expect(try xpb(["copy"], x, home, input: Data("e".utf8)).status == 0)
+        #expect(eventually(timeout: 10) { (try? previews()) == ["e"] })
+        #expect(try xpb(["history", "pin", "0"], x, home).status == 0)
+        #expect(try xpb(["history", "unpin", "0"], x, home).text == "unpinned entry 0\n")
+        for text in ["f", "g"] {
+            #expect(try xpb(["copy"], x, home, input: Data(text.utf8)).status == 0)
+            #expect(eventually(timeout: 10) { (try? previews().first) == text })
+        }
+        #expect(eventually(timeout: 10) { (try? previews()) == ["g", "f"] })
+        try daemon.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()

@@ -30,7 +30,13 @@ extension ClipboardDaemon {
                 return .success(.done("deleted entry \(index)"))
             case .clear:
                 try store.withLock { try $0.clear() }
-                return .success(.done("history cleared"))
+                return .success(.done("history cleared (pinned entries kept)"))
+            case .clearAll:
+                try store.withLock { try $0.clear(includingPinned: true) }
+                return .success(.done("history cleared, pinned entries too"))
+            case let .pin(index, pinned):
+                guard try store.withLock({ try $0.pin(index: index, pinned) }) else { return .failure(ControlFailure("no history entry \(index)")) }
+                return .success(.done("\(pinned ? "pinned" : "unpinned") entry \(index)"))
             }
         } catch {
             return .failure(ControlFailure("\(error)"))

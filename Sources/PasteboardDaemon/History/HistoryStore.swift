@@ -136,7 +136,8 @@ final class HistoryStore {
                 expires REAL,
                 local_only INTEGER NOT NULL DEFAULT 0,
                 complete INTEGER NOT NULL DEFAULT 1,
-                app TEXT);
+                app TEXT,
+                pinned INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS targets(
                 entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
                 position INTEGER NOT NULL,
@@ -152,6 +153,7 @@ final class HistoryStore {
         // Entries written before the owner's application was recorded.
         let columns = try database.query("PRAGMA table_info(entries)").compactMap { $0[1].text }
         if !columns.contains("app") { try database.execute("ALTER TABLE entries ADD COLUMN app TEXT") }
+        if !columns.contains("pinned") { try database.execute("ALTER TABLE entries ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0") }
         // A file the header check passed can still be damaged inside.
         let check = try database.query("PRAGMA quick_check").first?.first?.text
         if check != "ok" { throw SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")") }
@@ -185,9 +187,11 @@ final class HistoryStore {
             let exact = snapshot.targets.map { "\($0.target):\($0.digest.hex)" }.joined(separator: " ")
             let content = Self.contentKey(snapshot.targets.map { ($0.target, $0.digest.hex) })
             var replaced: [Int64] = []
+            var pinned = false
             if !content.isEmpty {
                 let rows = try database.query("""
-                    SELECT id, (SELECT group_concat(pair, ' ') FROM (SELECT name || ':' || digest AS pair FROM targets WHERE entry = entries.id ORDER BY position))
+                    SELECT id, (SELECT group_concat(pair, ' ') FROM (SELECT name || ':' || digest AS pair FROM targets WHERE entry = entries.id ORDER BY position)),
+                           pinned
                     FROM entries WHERE selection = ? ORDER BY used DESC, id DESC
                     """, [.text(snapshot.selection.rawValue)])
                 for row in rows {
@@ -197,6 +201,8 @@ final class HistoryStore {
                         return (String(pair[..<colon]), String(pair[pair.index(after: colon)...]))
                     }
                     guard Self.contentKey(pairs) == content else { continue }
+                    // A pinned entry replaced by the same content copied again stays pinned.
+                    if row[2].integer == 1 { pinned = true }
                     if replaced.isEmpty, row[1].text == exact {
                         try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(snapshot.time.timeIntervalSince1970), .integer(id)])
                         return id
@@ -223,15 +229,15 @@ final class HistoryStore {
                 id = try database.transaction { () throws -> Int64 in
                     for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
                     try database.query("""
-                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete, app)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete, app, pinned)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, [
                             .text(snapshot.selection.rawValue), .text(display), .real(snapshot.time.timeIntervalSince1970),
                             .real(snapshot.time.timeIntervalSince1970), snapshot.source.map { .text($0) } ?? .null,
                             snapshot.pid.map { .integer(Int64($0)) } ?? .null, .integer(Int64(snapshot.size)), .text(snapshot.preview),
                             snapshot.text().map { .text($0) } ?? .null, .text(snapshot.advertised.joined(separator: "\n")),
                             snapshot.expires.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(snapshot.isLocalOnly ? 1 : 0),
-                            .integer(snapshot.isComplete ? 1 : 0), snapshot.app.map { .text($0) } ?? .null,
+                            .integer(snapshot.isComplete ? 1 : 0), snapshot.app.map { .text($0) } ?? .null, .integer(pinned ? 1 : 0),
                         ])
                     let id = database.lastInsertedRow
                     for (position, target) in snapshot.targets.enumerated() {
@@ -292,19 +298,29 @@ final class HistoryStore {
         blobs.appendingPathComponent(String(digest.hex.prefix(2))).appendingPathComponent(digest.hex).path
     }
 
+    /// Pins or unpins entry `index`; false when there is none.
+    func pin(index: Int, _ pinned: Bool) throws -> Bool {
+        try recovering {
+            guard let id = try id(at: index) else { return false }
+            try database.query("UPDATE entries SET pinned = ? WHERE id = ?", [.integer(pinned ? 1 : 0), .integer(id)])
+            return true
+        }
+    }
+
     /// Moves an entry to the top (it became the clipboard again).
     func touch(_ id: Int64) throws {
         try recovering { try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .integer(id)]) }
     }
 
     /// Removes expired entries, then the oldest beyond the entry and size caps (the newest is
-    /// always kept), then payload files no entry names.
+    /// always kept; pinned entries are never removed, nor counted), then payload files no
+    /// entry names.
     func prune() throws {
         try recovering {
             let named = referencedFiles() ?? []
             let removed = try database.transaction { () throws -> Bool in
                 try database.query("DELETE FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(Date().timeIntervalSince1970)])
-                let rows = try database.query("SELECT id, size FROM entries ORDER BY used DESC, id DESC")
+                let rows = try database.query("SELECT id, size FROM entries WHERE pinned = 0 ORDER BY used DESC, id DESC")
                 var total = 0
                 var doomed: [Int64] = []
                 for (position, row) in rows.enumerated() {
@@ -373,16 +389,18 @@ final class HistoryStore {
         }
     }
 
-    func clear() throws {
+    /// Forgets every entry but the pinned ones, or with `includingPinned` every one.
+    func clear(includingPinned: Bool = false) throws {
         try recovering {
             let named = referencedFiles() ?? []
+            let which = includingPinned ? "" : " WHERE pinned = 0"
             do {
-                try freeingSpace { try database.execute("DELETE FROM entries") }
+                try freeingSpace { try database.execute("DELETE FROM entries\(which)") }
             } catch let error as SQLiteError where error.isFull {
                 // All at once needs log space for every page: one entry at a time, each written
                 // back into the database (whose space it frees) before the next.
                 checkpoint()
-                while let id = try id(at: 0) {
+                while let id = try database.query("SELECT id FROM entries\(which) LIMIT 1").first?[0].integer {
                     try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
                     checkpoint()
                 }
@@ -468,7 +486,7 @@ final class HistoryStore {
             let searching = !(search ?? "").isEmpty
             let rows = try database.query("""
                 SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
-                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app
+                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app, pinned
                 FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
                 """, [.real(Date().timeIntervalSince1970)])
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
@@ -516,7 +534,8 @@ final class HistoryStore {
                     time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
                     preview: preview, moreLines: lines.count, rest: lines.rest,
-                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text))
+                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text,
+                    pinned: row[12].integer == 1))
             }
             // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too.
             if !searching { thumbnails?.prune(keeping: pictured) }
