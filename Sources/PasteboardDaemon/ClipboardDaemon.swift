@@ -181,6 +181,17 @@ public final class ClipboardDaemon: Sendable {
     }
 
     /// Asks the daemon to stop (SIGTERM, SIGINT).
+    /// Takes what can change while running from a reread configuration (SIGHUP): the app
+    /// rules and the history caps (applied at the next entry kept). The rest (display, sync
+    /// links, state directory …) takes effect at the next start.
+    public func reload(_ fresh: DaemonConfiguration) {
+        offers.rules = fresh.appRules
+        store.withLock { store in
+            store.maxEntries = fresh.maxEntries
+            store.maxBytes = fresh.maxBytes
+        }
+    }
+
     public func stop() {
         finish(failure: nil, reason: "asked to stop")
     }

@@ -33,6 +33,8 @@ enum XPBD {
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
+        static let config = OptionSpec.value(nil, "config", "file", "Read options from this file first (default $XDG_CONFIG_HOME/xpb/xpbd.conf, when it exists; see FILES).")
+        static let noConfig = OptionSpec.flag(nil, "no-config", "Read no configuration file.")
         static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
         static let version = OptionSpec.flag(nil, "version", "Show the version.")
         static let manual = OptionSpec.flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -).")
@@ -81,6 +83,8 @@ enum XPBD {
             Option.ignoreApp,
             Option.noSyncApp,
             Option.noDefaultSecretApps,
+            Option.config,
+            Option.noConfig,
             Option.logLevel,
             Option.version,
             Option.manual,
@@ -97,88 +101,143 @@ enum XPBD {
     static var program: ProgramSpec {
         ProgramSpec(name: "xpbd", version: ClipboardDaemon.version, abstract: spec.abstract, discussion: spec.discussion,
                     commands: [spec], exitStatuses: exitStatuses,
-                    sections: [("Files", "$XDG_STATE_HOME/xpb (default ~/.local/state/xpb): the history. $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket: the control socket.")],
+                    sections: [("Files", "$XDG_CONFIG_HOME/xpb/xpbd.conf (default ~/.config/xpb/xpbd.conf): options, one or more a line as on the command line (quotes as in the shell; # begins a comment), read before the command line's, which override them; a bad line is an error naming the file and the line; reread on SIGHUP (the app rules and the history caps take effect at once, the rest at the next start). $XDG_STATE_HOME/xpb (default ~/.local/state/xpb): the history. $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket: the control socket.")],
                     seeAlso: ["xpb(1)"])
     }
 
-    static func main() -> Int32 {
-        let arguments: ParsedArguments
+    /// Options a configuration file cannot give.
+    static let commandLineOnly = [Option.config, Option.noConfig, Option.version, Option.manual, Option.completions]
+
+    /// `$XDG_CONFIG_HOME/xpb/xpbd.conf`, else `~/.config/xpb/xpbd.conf`.
+    static func defaultConfigPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/xpb/xpbd.conf" }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return home + "/.config/xpb/xpbd.conf"
+    }
+
+    /// The configuration file's arguments followed by the command line's (which win: a single
+    /// value's last mention counts), the file checked line by line. The file is the one
+    /// `--config` names (missing: an error), else the default one if it exists; none with
+    /// `--no-config`.
+    static func arguments(commandLine: [String], given: ParsedArguments) throws(UsageError) -> (ParsedArguments, path: String?) {
+        guard !given.flag(Option.noConfig) else { return (given, nil) }
+        let path = given.value(Option.config) ?? defaultConfigPath()
+        guard let file = try ConfigFile.load(path) else {
+            if given.value(Option.config) != nil { throw UsageError("\(path): no such file (--config)") }
+            return (given, nil)
+        }
+        try file.validate(spec, refusing: commandLineOnly)
+        let combined = try ParsedArguments(file.arguments + commandLine, spec: spec)
+        do {
+            _ = try configuration(combined)
+        } catch {
+            // A value the file gives that does not hold: named by the first line up to which
+            // the file alone is refused (a line may need a later one, as --sync-max-total does).
+            var words: [String] = []
+            for (number, line) in file.lines {
+                words += line
+                do {
+                    _ = try configuration(try ParsedArguments(words, spec: spec))
+                } catch let failure as UsageError {
+                    throw UsageError("\(path):\(number): \(failure.message)")
+                } catch {
+                    throw UsageError("\(path):\(number): \(error)")
+                }
+            }
+            // The file alone holds: the command line's values do not.
+        }
+        return (combined, path)
+    }
+
+    /// The daemon's configuration and log level from parsed arguments.
+    static func configuration(_ arguments: ParsedArguments) throws -> (DaemonConfiguration, Logger.Level) {
         var configuration: DaemonConfiguration
         let level: Logger.Level
+        configuration = DaemonConfiguration(stateDirectory: arguments.value(Option.stateDir).map { URL(fileURLWithPath: $0) }
+                                            ?? DaemonConfiguration.defaultStateDirectory())
+        configuration.display = arguments.value(Option.display)
+        configuration.replace = arguments.flag(Option.replace)
+        configuration.keepsPrimary = arguments.flag(Option.primary)
+        configuration.keptNames = try arguments.all(Option.keep).map { name throws(UsageError) in
+            guard !name.isEmpty, name != "general", name != "find" else { throw UsageError("'\(name)' is not a named pasteboard (--keep)") }
+            return Pasteboard.Name(rawValue: name)
+        }
+        if let entries = try arguments.integer(Option.maxEntries) {
+            guard entries > 0 else { throw UsageError("--max-entries takes a positive number") }
+            configuration.maxEntries = entries
+        }
+        if let size = try arguments.size(Option.maxSize) { configuration.maxBytes = size }
+        if let size = try arguments.size(Option.maxTargetSize) {
+            configuration.maxTargetBytes = size
+            configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
+        }
+        configuration.restoresAtStart = !arguments.flag(Option.noRestore)
         do {
-            arguments = try ParsedArguments(Array(CommandLine.arguments.dropFirst()), spec: spec)
-            if arguments.helpRequested {
+            configuration.sync.links = try arguments.all(Option.syncDisplay).map { try SyncLinkSpec.parse($0, ssh: false) }
+                + arguments.all(Option.peer).map { try SyncLinkSpec.parse($0, ssh: true) }
+        } catch let error as SyncSpecError {
+            throw UsageError(error.description)
+        }
+        configuration.sync.syncsPrimary = arguments.flag(Option.syncPrimary)
+        if let command = arguments.value(Option.ssh) {
+            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--ssh takes a command") }
+            configuration.sync.sshCommand = command
+        }
+        if let command = arguments.value(Option.remoteXpb) {
+            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--remote-xpb takes a command") }
+            configuration.sync.remoteXPB = command
+        }
+        if let size = try arguments.size(Option.syncMaxTransfer) { configuration.sync.maxTransferBytes = size }
+        if let size = try arguments.size(Option.syncMaxTotal) { configuration.sync.maxTotalBytes = size }
+        guard configuration.sync.maxTotalBytes >= configuration.sync.maxTransferBytes else {
+            throw UsageError("--sync-max-total must be at least --sync-max-transfer")
+        }
+        for (option, keyPath) in [(Option.secretApp, \AppRules.secretApps), (Option.ignoreApp, \AppRules.ignoredApps),
+                                  (Option.noSyncApp, \AppRules.noSyncApps)] {
+            let names = arguments.all(option)
+            if let empty = names.first(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
+                throw UsageError("--\(option.long) takes an app name, not '\(empty)'")
+            }
+            configuration.appRules[keyPath: keyPath] = names
+        }
+        configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
+        let name = arguments.value(Option.logLevel) ?? "info"
+        guard let parsed = Logger.Level(rawValue: name) else {
+            throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")
+        }
+        level = parsed
+        return (configuration, level)
+    }
+
+    static func main() -> Int32 {
+        let commandLine = Array(CommandLine.arguments.dropFirst())
+        var configuration: DaemonConfiguration
+        let level: Logger.Level
+        let configPath: String?
+        do {
+            let given = try ParsedArguments(commandLine, spec: spec)
+            if given.helpRequested {
                 print(HelpText.command(spec) + "\n" + HelpText.wrap(ProgramSpec.exitSentence(exitStatuses), indent: 0))
                 return 0
             }
-            if arguments.flag(Option.manual) {
+            if given.flag(Option.manual) {
                 print(ManualPage.render(program, date: Release.date), terminator: "")
                 return 0
             }
-            if let shell = arguments.value(Option.completions) {
+            if let shell = given.value(Option.completions) {
                 guard let script = Completions.script(for: shell, program) else {
                     throw UsageError("no completions for '\(shell)': \(Completions.shells.joined(separator: ", ")) are supported")
                 }
                 print(script, terminator: "")
                 return 0
             }
-            if arguments.flag(Option.version) {
+            if given.flag(Option.version) {
                 print(ClipboardDaemon.version)
                 return 0
             }
-            configuration = DaemonConfiguration(stateDirectory: arguments.value(Option.stateDir).map { URL(fileURLWithPath: $0) }
-                                                ?? DaemonConfiguration.defaultStateDirectory())
-            configuration.display = arguments.value(Option.display)
-            configuration.replace = arguments.flag(Option.replace)
-            configuration.keepsPrimary = arguments.flag(Option.primary)
-            configuration.keptNames = try arguments.all(Option.keep).map { name throws(UsageError) in
-                guard !name.isEmpty, name != "general", name != "find" else { throw UsageError("'\(name)' is not a named pasteboard (--keep)") }
-                return Pasteboard.Name(rawValue: name)
-            }
-            if let entries = try arguments.integer(Option.maxEntries) {
-                guard entries > 0 else { throw UsageError("--max-entries takes a positive number") }
-                configuration.maxEntries = entries
-            }
-            if let size = try arguments.size(Option.maxSize) { configuration.maxBytes = size }
-            if let size = try arguments.size(Option.maxTargetSize) {
-                configuration.maxTargetBytes = size
-                configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
-            }
-            configuration.restoresAtStart = !arguments.flag(Option.noRestore)
-            do {
-                configuration.sync.links = try arguments.all(Option.syncDisplay).map { try SyncLinkSpec.parse($0, ssh: false) }
-                    + arguments.all(Option.peer).map { try SyncLinkSpec.parse($0, ssh: true) }
-            } catch let error as SyncSpecError {
-                throw UsageError(error.description)
-            }
-            configuration.sync.syncsPrimary = arguments.flag(Option.syncPrimary)
-            if let command = arguments.value(Option.ssh) {
-                guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--ssh takes a command") }
-                configuration.sync.sshCommand = command
-            }
-            if let command = arguments.value(Option.remoteXpb) {
-                guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--remote-xpb takes a command") }
-                configuration.sync.remoteXPB = command
-            }
-            if let size = try arguments.size(Option.syncMaxTransfer) { configuration.sync.maxTransferBytes = size }
-            if let size = try arguments.size(Option.syncMaxTotal) { configuration.sync.maxTotalBytes = size }
-            guard configuration.sync.maxTotalBytes >= configuration.sync.maxTransferBytes else {
-                throw UsageError("--sync-max-total must be at least --sync-max-transfer")
-            }
-            for (option, keyPath) in [(Option.secretApp, \AppRules.secretApps), (Option.ignoreApp, \AppRules.ignoredApps),
-                                      (Option.noSyncApp, \AppRules.noSyncApps)] {
-                let names = arguments.all(option)
-                if let empty = names.first(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
-                    throw UsageError("--\(option.long) takes an app name, not '\(empty)'")
-                }
-                configuration.appRules[keyPath: keyPath] = names
-            }
-            configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
-            let name = arguments.value(Option.logLevel) ?? "info"
-            guard let parsed = Logger.Level(rawValue: name) else {
-                throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")
-            }
-            level = parsed
+            let arguments: ParsedArguments
+            (arguments, configPath) = try Self.arguments(commandLine: commandLine, given: given)
+            (configuration, level) = try Self.configuration(arguments)
         } catch let error as UsageError {
             printError("xpbd: \(error.message)\nUsage: \(HelpText.usage(spec))\n  See 'xpbd --help'.\n")
             return 64
@@ -212,6 +271,26 @@ enum XPBD {
             source.resume()
             sources.append(source)
         }
+        // SIGHUP rereads the configuration file (and the command line over it): what can change
+        // while running takes effect; a bad file changes nothing.
+        signal(SIGHUP, SIG_IGN)
+        let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "xpbd.reload"))
+        reload.setEventHandler {
+            let path = configPath ?? defaultConfigPath()
+            do {
+                let given = try ParsedArguments(commandLine, spec: spec)
+                let (arguments, read) = try Self.arguments(commandLine: commandLine, given: given)
+                let (fresh, _) = try Self.configuration(arguments)
+                daemon.reload(fresh)
+                logger.info("SIGHUP: \(read.map { "reread \($0)" } ?? "no configuration file (\(path))"): app rules and history caps applied")
+            } catch let error as UsageError {
+                logger.error("SIGHUP: \(error.message); the settings stay as they were")
+            } catch {
+                logger.error("SIGHUP: \(error); the settings stay as they were")
+            }
+        }
+        reload.resume()
+        sources.append(reload)
         do {
             try daemon.start()
         } catch {

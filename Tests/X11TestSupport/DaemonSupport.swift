@@ -22,6 +22,8 @@ public final class DaemonHome: Sendable {
     public var historyDirectory: URL { stateDirectory.appendingPathComponent("xpb") }
     /// `$XDG_CACHE_HOME` (thumbnails): never the user's own.
     public var cacheDirectory: URL { root.appendingPathComponent("cache") }
+    /// `$XDG_CONFIG_HOME`: xpbd reads `xpb/xpbd.conf` there, never the user's own.
+    public var configDirectory: URL { root.appendingPathComponent("config") }
 
     public init() throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-test-\(getpid())-\(UUID().uuidString.prefix(8))")
@@ -29,10 +31,18 @@ public final class DaemonHome: Sendable {
         try FileManager.default.createDirectory(at: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
-    /// XDG_STATE_HOME, XDG_CACHE_HOME and XDG_RUNTIME_DIR pointing here: for xpbd and for
-    /// xpb's client alike.
+    /// XDG_STATE_HOME, XDG_CACHE_HOME, XDG_CONFIG_HOME and XDG_RUNTIME_DIR pointing here: for
+    /// xpbd and for xpb's client alike.
     public var environment: [String: String] {
-        ["XDG_STATE_HOME": stateDirectory.path, "XDG_CACHE_HOME": cacheDirectory.path, "XDG_RUNTIME_DIR": runtimeDirectory.path]
+        ["XDG_STATE_HOME": stateDirectory.path, "XDG_CACHE_HOME": cacheDirectory.path, "XDG_CONFIG_HOME": configDirectory.path,
+         "XDG_RUNTIME_DIR": runtimeDirectory.path]
+    }
+
+    /// Writes `xpbd.conf` under ``configDirectory``.
+    public func writeConfig(_ text: String) throws {
+        let directory = configDirectory.appendingPathComponent("xpb")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: directory.appendingPathComponent("xpbd.conf"))
     }
 
     deinit { try? FileManager.default.removeItem(at: root) }

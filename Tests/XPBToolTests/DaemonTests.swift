@@ -391,6 +391,46 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("the configuration file: options as on the command line, comments, the command line overrides it, a bad line names file and line, SIGHUP rereads the rules")
+    func configFile() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let path = home.configDirectory.appendingPathComponent("xpb/xpbd.conf").path
+        // A bad line: xpbd does not start, and says where.
+        try home.writeConfig("# rules\n--max-entries 5\n--no-such-option\n")
+        let refused = try run(try builtProduct("xpbd"), [], display: x, environment: home.environment)
+        #expect(refused.status == 64 && refused.error.contains("\(path):3:"), "\(refused.error)")
+        try home.writeConfig("--max-entries 5\n--version\n")
+        #expect(try run(try builtProduct("xpbd"), [], display: x, environment: home.environment).error.contains("\(path):2: --version has no place"))
+        try home.writeConfig("--ignore-app 'xclip'   # its copies are not kept\n\n--max-entries 5 --no-restore\n")
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "7"])
+        func status() throws -> [String: Any] {
+            let reply = try JSONSerialization.jsonObject(with: try xpb(["daemon", "status", "--json"], x, home).output) as? [String: Any]
+            return reply?["status"] as? [String: Any] ?? [:]
+        }
+        #expect(try status()["maxEntries"] as? Int == 7, "the command line overrides the file")
+        func copy(_ text: String) throws {
+            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
+        }
+        try copy("ignored")
+        try daemon.waitForLog("from an ignored app")
+        // Reread: the rule is gone, the cap from the file is still overridden.
+        try home.writeConfig("--max-entries 3\n")
+        kill(daemon.peer.pid, SIGHUP)
+        try daemon.waitForLog("SIGHUP: reread \(path)")
+        try copy("kept now")
+        try waitForEntries(1, x, home, daemon: daemon)
+        #expect(try status()["maxEntries"] as? Int == 7)
+        // A bad file on SIGHUP changes nothing.
+        try home.writeConfig("--ignore-app xclip\n--keep general\n")
+        kill(daemon.peer.pid, SIGHUP)
+        try daemon.waitForLog("\(path):2:")
+        try copy("still kept")
+        try waitForEntries(2, x, home, daemon: daemon)
+        #expect(daemon.log.components(separatedBy: "from an ignored app").count == 2, "the bad file's rule did not apply")
+        try daemon.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()

@@ -151,8 +151,12 @@ final class OwnerOffers: @unchecked Sendable {
     let backend: X11PasteboardBackend
     let gate: OwnerGate
     let turnDeadline: Double
-    /// What is done with a copy by the app that made it.
-    let rules: AppRules
+    /// What is done with a copy by the app that made it (replaced on SIGHUP).
+    var rules: AppRules {
+        get { condition.lock(); defer { condition.unlock() }; return currentRules }
+        set { condition.lock(); currentRules = newValue; condition.unlock() }
+    }
+    private var currentRules: AppRules
     // Guards `entries` and `changes`; broadcast when a reading ends or an owner changes.
     private let condition = NSCondition()
     private var entries: [Pasteboard.Name: Entry] = [:]
@@ -163,7 +167,7 @@ final class OwnerOffers: @unchecked Sendable {
         self.backend = backend
         self.gate = gate
         self.turnDeadline = turnDeadline
-        self.rules = rules
+        currentRules = rules
     }
 
     /// On the X thread, as an ownership change of `name` is read.
