@@ -225,4 +225,12 @@ done:
     return count;
 }
 
+// Closes every descriptor from `from` up in a posix_spawn child (glibc 2.34; declared only under
+// _GNU_SOURCE): an action the daemon runs must not hold its X connection or its sockets.
+#include <spawn.h>
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+static inline int clinux_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
 #endif

@@ -61,6 +61,8 @@ public final class ClipboardDaemon: Sendable {
     let gate = OwnerGate()
     /// What each new owner offers, read once for the keeper and sync.
     let offers: OwnerOffers
+    /// `--on-copy`.
+    let actions: CopyActions
     private let control = Mutex<ControlServer?>(nil)
     /// Sync with other displays and machines (links dialed by us or by them).
     let hub: SyncHub
@@ -90,6 +92,7 @@ public final class ClipboardDaemon: Sendable {
         socketPath = configuration.socketPath ?? ControlEndpoint.socketPath(
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
         offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
+        actions = CopyActions(configuration.onCopy, logger: logger)
         hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName,
                       offers: offers, logger: logger)
         hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
@@ -340,6 +343,7 @@ public final class ClipboardDaemon: Sendable {
     /// daemon goes on serving from memory.
     func record(_ snapshot: Snapshot) {
         scheduleExpiry(snapshot)
+        actions.copied(snapshot)
         storage.async { [self] in
             do {
                 let id = try store.withLock { try $0.add(snapshot, display: displayName) }

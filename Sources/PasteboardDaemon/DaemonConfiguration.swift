@@ -35,6 +35,8 @@ public struct DaemonConfiguration: Sendable {
     public var sync = SyncConfiguration()
     /// What is done with a copy by the app that made it (secret, ignored, not synced).
     public var appRules = AppRules()
+    /// `--on-copy`: a command run for each new copy kept.
+    public var onCopy = CopyActionConfiguration()
 
     public init(stateDirectory: URL) {
         self.stateDirectory = stateDirectory

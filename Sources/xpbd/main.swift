@@ -33,6 +33,10 @@ enum XPBD {
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
+        static let onCopy = OptionSpec.value(nil, "on-copy", "command", "Run this command through sh for each new copy kept: the contents on its standard input (text, else an image, else the first target), XPB_SELECTION, XPB_TYPES, XPB_OWNER_APP and XPB_OWNER_PID in its environment. Never for secrets or ignored apps; at most 4 at once.")
+        static let onCopyType = OptionSpec.value(nil, "on-copy-type", "type", "Run --on-copy only for copies with this type (a name as xpb paste -t takes it, or an X target; repeatable).")
+        static let onCopyApp = OptionSpec.value(nil, "on-copy-app", "name", "Run --on-copy only for copies by this app (its executable's name; repeatable).")
+        static let onCopyTimeout = OptionSpec.value(nil, "on-copy-timeout", "seconds", "Kill an --on-copy action (and what it started) after this many seconds (default 10).")
         static let config = OptionSpec.value(nil, "config", "file", "Read options from this file first (default $XDG_CONFIG_HOME/xpb/xpbd.conf, when it exists; see FILES).")
         static let noConfig = OptionSpec.flag(nil, "no-config", "Read no configuration file.")
         static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
@@ -83,6 +87,10 @@ enum XPBD {
             Option.ignoreApp,
             Option.noSyncApp,
             Option.noDefaultSecretApps,
+            Option.onCopy,
+            Option.onCopyType,
+            Option.onCopyApp,
+            Option.onCopyTimeout,
             Option.config,
             Option.noConfig,
             Option.logLevel,
@@ -201,6 +209,19 @@ enum XPBD {
             configuration.appRules[keyPath: keyPath] = names
         }
         configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
+        if let command = arguments.value(Option.onCopy) {
+            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--on-copy takes a command") }
+            configuration.onCopy.command = command
+        }
+        configuration.onCopy.types = arguments.all(Option.onCopyType)
+        configuration.onCopy.apps = arguments.all(Option.onCopyApp)
+        if let seconds = try arguments.seconds(Option.onCopyTimeout) {
+            guard seconds > 0 else { throw UsageError("--on-copy-timeout takes a positive number of seconds") }
+            configuration.onCopy.timeout = seconds
+        }
+        if configuration.onCopy.command == nil, !configuration.onCopy.types.isEmpty || !configuration.onCopy.apps.isEmpty {
+            throw UsageError("--on-copy-type and --on-copy-app filter --on-copy, which is not given")
+        }
         let name = arguments.value(Option.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: name) else {
             throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")

@@ -431,6 +431,46 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("--on-copy: runs with the contents and who copied, filtered by app, never for a secret; killed past its timeout with what it started; a failure is logged")
+    func onCopyActions() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let directory = home.root.path
+        func read(_ name: String) -> String? { try? String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8) }
+        let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        let keepass = "\(directory)/keepassxc"
+        try FileManager.default.copyItem(atPath: xclip, toPath: keepass)
+        func copy(_ text: String, with program: String) throws {
+            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | \"$0\" -selection clipboard >/dev/null 2>&1", program], display: x).status == 0)
+        }
+        let action = "cat > '\(directory)/out.'$XPB_OWNER_APP; printf '%s|%s|%s' \"$XPB_SELECTION\" \"$XPB_TYPES\" \"$XPB_OWNER_PID\" > '\(directory)/env.'$XPB_OWNER_APP"
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--on-copy", action, "--on-copy-app", "xclip", "--on-copy-app", "keepassxc",
+                                                                  "--no-default-secret-apps", "--secret-app", "keepassxc"])
+        try copy("hello", with: xclip)
+        #expect(eventually(timeout: 10) { read("out.xclip") == "hello" })
+        let environment = try #require(read("env.xclip")).split(separator: "|", omittingEmptySubsequences: false)
+        #expect(environment.count == 3 && environment[0] == "CLIPBOARD" && environment[1] == "text/plain" && Int(environment[2]) != nil, "\(environment)")
+        try copy("hunter2", with: keepass)
+        try daemon.waitForLog("holds data marked secret")
+        #expect(try xpb(["copy"], x, home, input: Data("via xpb".utf8)).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        try copy("second", with: xclip)
+        #expect(eventually(timeout: 10) { read("out.xclip") == "second" })
+        #expect(read("out.keepassxc") == nil, "never for a secret")
+        #expect(read("out.xpb") == nil, "filtered by app")
+        try daemon.stop()
+
+        // Past its timeout an action is killed with what it started; a failing one is logged.
+        let slow = "if [ \"$XPB_OWNER_APP\" = xclip ]; then sleep 30; touch '\(directory)/late'; else exit 3; fi"
+        let second = try DaemonProcess(x, home: home, arguments: ["--on-copy", slow, "--on-copy-timeout", "1"])
+        try copy("slow", with: xclip)
+        try second.waitForLog("ran 1.0 s and was killed")
+        #expect(read("late") == nil)
+        #expect(try xpb(["copy"], x, home, input: Data("fails".utf8)).status == 0)
+        try second.waitForLog("exited with status 3")
+        try second.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()
