@@ -57,6 +57,10 @@ public final class ClipboardDaemon: Sendable {
     private let otherCaptures = DispatchQueue(label: "xpbd.captures")
     let saves = DispatchQueue(label: "xpbd.saves")
     let storage = DispatchQueue(label: "xpbd.storage")
+    /// `--primary-to-clipboard`, `--clipboard-to-primary`: waits for a finished selection.
+    let bridges = DispatchQueue(label: "xpbd.bridges")
+    /// The selections we serve carried from the other one, with the source's owner.
+    let bridged = Mutex<[Pasteboard.Name: X11Window]>([:])
     /// Turns at each owner: the keeper, a peer's fetch and a save request read one at a time.
     let gate = OwnerGate()
     /// What each new owner offers, read once for the keeper and sync.
@@ -260,6 +264,7 @@ public final class ClipboardDaemon: Sendable {
                 return state.counts
             }
             if let counts { backend.publishChangeCounts(counts) }
+            bridge(change)
             guard configuration.keptSelections.contains(change.name) else { return }
             let selection = X11PasteboardBackend.selectionName(for: change.name)
             if change.isOurs || change.owner == ourWindow {

@@ -35,6 +35,9 @@ public struct DaemonConfiguration: Sendable {
     public var sync = SyncConfiguration()
     /// What is done with a copy by the app that made it (secret, ignored, not synced).
     public var appRules = AppRules()
+    /// A finished PRIMARY selection becomes CLIPBOARD too, and the other way round (lazily).
+    public var primaryToClipboard = false
+    public var clipboardToPrimary = false
     /// `--on-copy`: a command run for each new copy kept.
     public var onCopy = CopyActionConfiguration()
 

@@ -33,6 +33,8 @@ enum XPBD {
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
+        static let primaryToClipboard = OptionSpec.flag(nil, "primary-to-clipboard", "A finished selection (PRIMARY, no pointer button held) becomes CLIPBOARD too, lazily: no bytes move until someone pastes. Never for secrets.")
+        static let clipboardToPrimary = OptionSpec.flag(nil, "clipboard-to-primary", "A copy to CLIPBOARD becomes PRIMARY too, lazily. Never for secrets.")
         static let onCopy = OptionSpec.value(nil, "on-copy", "command", "Run this command through sh for each new copy kept: the contents on its standard input (text, else an image, else the first target), XPB_SELECTION, XPB_TYPES, XPB_OWNER_APP and XPB_OWNER_PID in its environment. Never for secrets or ignored apps; at most 4 at once.")
         static let onCopyType = OptionSpec.value(nil, "on-copy-type", "type", "Run --on-copy only for copies with this type (a name as xpb paste -t takes it, or an X target; repeatable).")
         static let onCopyApp = OptionSpec.value(nil, "on-copy-app", "name", "Run --on-copy only for copies by this app (its executable's name; repeatable).")
@@ -87,6 +89,8 @@ enum XPBD {
             Option.ignoreApp,
             Option.noSyncApp,
             Option.noDefaultSecretApps,
+            Option.primaryToClipboard,
+            Option.clipboardToPrimary,
             Option.onCopy,
             Option.onCopyType,
             Option.onCopyApp,
@@ -209,6 +213,8 @@ enum XPBD {
             configuration.appRules[keyPath: keyPath] = names
         }
         configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
+        configuration.primaryToClipboard = arguments.flag(Option.primaryToClipboard)
+        configuration.clipboardToPrimary = arguments.flag(Option.clipboardToPrimary)
         if let command = arguments.value(Option.onCopy) {
             guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--on-copy takes a command") }
             configuration.onCopy.command = command

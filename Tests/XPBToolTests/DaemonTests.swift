@@ -471,6 +471,39 @@ struct DaemonTests {
         try second.stop()
     }
 
+    @Test("--primary-to-clipboard and --clipboard-to-primary: a selection pastes from CLIPBOARD and a copy from PRIMARY, from their owners when pasted; a secret is not carried; no loop")
+    func primaryAndClipboard() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--primary-to-clipboard", "--clipboard-to-primary"])
+        func set(_ text: String, _ selection: String) throws {
+            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | xclip -selection \(selection) >/dev/null 2>&1"], display: x).status == 0)
+        }
+        func read(_ selection: String) throws -> String { try run("xclip", ["-o", "-selection", selection], display: x).text }
+        try set("selected words", "primary")
+        try daemon.waitForLog("PRIMARY also serves CLIPBOARD")
+        #expect(try read("clipboard") == "selected words")
+        try set("copied text", "clipboard")
+        try daemon.waitForLog("CLIPBOARD also serves PRIMARY")
+        #expect(try read("primary") == "copied text")
+        #expect(try read("clipboard") == "copied text")
+        // The carried selection is read from its owner at paste time: once that owner is replaced
+        // by the next copy, the next copy is what is carried.
+        try set("newer words", "primary")
+        try daemon.waitForLog("PRIMARY also serves CLIPBOARD", count: 2)
+        #expect(try read("clipboard") == "newer words")
+        // A secret stays where it was copied.
+        #expect(try xpb(["copy", "--primary", "--sensitive"], x, home, input: Data("hunter2".utf8)).status == 0)
+        try daemon.waitForLog("PRIMARY not carried to CLIPBOARD: marked secret")
+        // What CLIPBOARD carried was the selection the secret replaced (its owner, xclip, left):
+        // CLIPBOARD is emptied rather than left naming bytes nobody has.
+        try daemon.waitForLog("CLIPBOARD, which carried the earlier PRIMARY, is empty now")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).output.isEmpty)
+        // Our own ownerships are not carried back: one line each way so far.
+        #expect(daemon.log.components(separatedBy: "CLIPBOARD also serves PRIMARY").count == 2)
+        try daemon.stop()
+    }
+
     @Test("the daemon's copy is not a paste: xpb copy --paste-once still serves the first real reader")
     func pasteOnceSurvivesTheDaemon() throws {
         let x = try Xvfb()

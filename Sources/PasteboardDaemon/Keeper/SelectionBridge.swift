@@ -1,0 +1,91 @@
+import Foundation
+import PasteboardKit
+import PasteboardX11
+
+/// `--primary-to-clipboard` and `--clipboard-to-primary` (Klipper's "synchronize contents",
+/// CopyQ's options): a new copy in one selection becomes the other too, lazily. The daemon owns
+/// the other selection listing the copy's targets, and a paste of one of them streams it from
+/// the copy's owner at that moment: no byte moves until someone pastes. A PRIMARY still being
+/// dragged (a pointer button held) is taken once it is finished. Secrets, ignored apps and
+/// expired copies are never carried across (the offer's one verdict); neither is a copy the
+/// daemon made itself, so the two directions together do not loop.
+extension ClipboardDaemon {
+    /// The selection a new copy in `name` is carried to, if one is asked for.
+    func bridgeTarget(of name: Pasteboard.Name) -> Pasteboard.Name? {
+        if name == .find, configuration.primaryToClipboard { return .general }
+        if name == .general, configuration.clipboardToPrimary { return .find }
+        return nil
+    }
+
+    /// On `events`, for every ownership change.
+    func bridge(_ change: SelectionOwnerChange) {
+        let isOthers = !change.isOurs && change.owner != ourWindow
+        // Another client's copy (or a clear) in a selection we carried to: it is no longer ours to empty.
+        if isOthers { _ = bridged.withLock { $0.removeValue(forKey: change.name) } }
+        guard let destination = bridgeTarget(of: change.name), isOthers, !change.owner.isNone else { return }
+        let source = change.name
+        let from = X11PasteboardBackend.selectionName(for: source)
+        let to = X11PasteboardBackend.selectionName(for: destination)
+        bridges.async { [self] in
+            let isCurrent = { (try? self.backend.owner(of: source))?.window == change.owner }
+            if source == .find {
+                guard backend.waitForPointerRelease(while: isCurrent) else { return }
+            }
+            guard let offer = offers.offer(source, owner: change.owner) else { return }
+            if let reason = offer.verdict.notCarriedReason {
+                logger.info("\(from) not carried to \(to): \(reason)")
+                // What we carried before was the copy this one replaced, which is gone: the other
+                // selection is emptied rather than left naming bytes nobody can give.
+                if bridged.withLock({ $0.removeValue(forKey: destination) }) != nil,
+                   (try? backend.clear(destination, if: { [ourWindow] in $0 == ourWindow })) == true {
+                    logger.info("\(to), which carried the earlier \(from), is empty now")
+                }
+                return
+            }
+            let targets = offer.dataTargets.map { target in
+                RemoteTarget(target: target, size: offer.sizes[target]) { [self] in
+                    self.openBridged(source, target: target, owner: change.owner)
+                }
+            }
+            guard !targets.isEmpty else { return }
+            do {
+                // Only if the copy is still the newest: its owner still owns the source.
+                guard isCurrent(), try backend.proxy(destination, targets: targets, if: { _ in true }) else { return }
+                bridged.withLock { $0[destination] = change.owner }
+                logger.info("\(from) also serves \(to) (\(targets.count) targets; bytes move when someone pastes)")
+            } catch {
+                logger.warning("\(from) not carried to \(to): \(error)")
+            }
+        }
+    }
+
+    /// The bytes of `target` as the copy's owner gives them now, for a paste of the other
+    /// selection; refused when that owner no longer owns the source.
+    func openBridged(_ source: Pasteboard.Name, target: String, owner: X11Window) -> ByteStream? {
+        let stream = ByteStream()
+        DispatchQueue.global().async { [self] in
+            guard (try? backend.owner(of: source))?.window == owner else {
+                return stream.fail("\(X11PasteboardBackend.selectionName(for: source)) changed since")
+            }
+            do {
+                let ok = try backend.stream(source, target: target, limit: configuration.maxTargetBytes,
+                                            begin: { type, size in stream.begin(type: type, size: size) },
+                                            chunk: { stream.append($0) })
+                if ok { stream.finish() } else { stream.fail("the owner refused \(target)") }
+            } catch {
+                stream.fail("\(error)")
+            }
+        }
+        return stream
+    }
+}
+
+extension OwnerOffer.Verdict {
+    /// Why a copy is not carried to the other selection, or nil when it may be.
+    var notCarriedReason: String? {
+        switch self {
+        case .shareable, .localOnly: return nil
+        default: return notSharedReason
+        }
+    }
+}
