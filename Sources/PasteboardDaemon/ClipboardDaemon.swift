@@ -67,6 +67,8 @@ public final class ClipboardDaemon: Sendable {
     let offers: OwnerOffers
     /// `--on-copy`.
     let actions: CopyActions
+    /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
+    let contentRules: Mutex<ContentRules>
     private let control = Mutex<ControlServer?>(nil)
     /// Sync with other displays and machines (links dialed by us or by them).
     let hub: SyncHub
@@ -97,6 +99,7 @@ public final class ClipboardDaemon: Sendable {
             display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
         offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
         actions = CopyActions(configuration.onCopy, logger: logger)
+        contentRules = Mutex(configuration.contentRules)
         hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName,
                       offers: offers, logger: logger)
         hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
@@ -189,10 +192,11 @@ public final class ClipboardDaemon: Sendable {
 
     /// Asks the daemon to stop (SIGTERM, SIGINT).
     /// Takes what can change while running from a reread configuration (SIGHUP): the app
-    /// rules and the history caps (applied at the next entry kept). The rest (display, sync
+    /// rules, the content rules and the history caps (applied at the next entry kept). The rest (display, sync
     /// links, state directory …) takes effect at the next start.
     public func reload(_ fresh: DaemonConfiguration) {
         offers.rules = fresh.appRules
+        contentRules.withLock { $0 = fresh.contentRules }
         store.withLock { store in
             store.maxEntries = fresh.maxEntries
             store.maxBytes = fresh.maxBytes

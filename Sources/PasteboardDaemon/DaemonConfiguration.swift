@@ -35,6 +35,8 @@ public struct DaemonConfiguration: Sendable {
     public var sync = SyncConfiguration()
     /// What is done with a copy by the app that made it (secret, ignored, not synced).
     public var appRules = AppRules()
+    /// What a copy must not hold to be kept (`--ignore-match`, `--min-size`).
+    public var contentRules = ContentRules()
     /// A finished PRIMARY selection becomes CLIPBOARD too, and the other way round (lazily).
     public var primaryToClipboard = false
     public var clipboardToPrimary = false

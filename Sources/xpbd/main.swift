@@ -33,6 +33,8 @@ enum XPBD {
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
+        static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Do not keep a copy whose text matches this regular expression (Swift Regex syntax; repeatable).")
+        static let minSize = OptionSpec.value(nil, "min-size", "size", "Do not keep copies smaller than this (a text's bytes, else every target's; K, M, G suffixes).")
         static let primaryToClipboard = OptionSpec.flag(nil, "primary-to-clipboard", "A finished selection (PRIMARY, no pointer button held) becomes CLIPBOARD too, lazily: no bytes move until someone pastes. Never for secrets.")
         static let clipboardToPrimary = OptionSpec.flag(nil, "clipboard-to-primary", "A copy to CLIPBOARD becomes PRIMARY too, lazily. Never for secrets.")
         static let onCopy = OptionSpec.value(nil, "on-copy", "command", "Run this command through sh for each new copy kept: the contents on its standard input (text, else an image, else the first target), XPB_SELECTION, XPB_TYPES, XPB_OWNER_APP and XPB_OWNER_PID in its environment. Never for secrets or ignored apps; at most 4 at once.")
@@ -89,6 +91,8 @@ enum XPBD {
             Option.ignoreApp,
             Option.noSyncApp,
             Option.noDefaultSecretApps,
+            Option.ignoreMatch,
+            Option.minSize,
             Option.primaryToClipboard,
             Option.clipboardToPrimary,
             Option.onCopy,
@@ -113,7 +117,7 @@ enum XPBD {
     static var program: ProgramSpec {
         ProgramSpec(name: "xpbd", version: ClipboardDaemon.version, abstract: spec.abstract, discussion: spec.discussion,
                     commands: [spec], exitStatuses: exitStatuses,
-                    sections: [("Files", "$XDG_CONFIG_HOME/xpb/xpbd.conf (default ~/.config/xpb/xpbd.conf): options, one or more a line as on the command line (quotes as in the shell; # begins a comment), read before the command line's, which override them; a bad line is an error naming the file and the line; reread on SIGHUP (the app rules and the history caps take effect at once, the rest at the next start). $XDG_STATE_HOME/xpb (default ~/.local/state/xpb): the history. $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket: the control socket.")],
+                    sections: [("Files", "$XDG_CONFIG_HOME/xpb/xpbd.conf (default ~/.config/xpb/xpbd.conf): options, one or more a line as on the command line (quotes as in the shell; # begins a comment), read before the command line's, which override them; a bad line is an error naming the file and the line; reread on SIGHUP (the app and content rules and the history caps take effect at once, the rest at the next start). $XDG_STATE_HOME/xpb (default ~/.local/state/xpb): the history. $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket: the control socket.")],
                     seeAlso: ["xpb(1)"])
     }
 
@@ -213,6 +217,14 @@ enum XPBD {
             configuration.appRules[keyPath: keyPath] = names
         }
         configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
+        for pattern in arguments.all(Option.ignoreMatch) {
+            do {
+                try configuration.contentRules.ignore(matching: pattern)
+            } catch {
+                throw UsageError("--ignore-match: \(error.description)")
+            }
+        }
+        if let size = try arguments.size(Option.minSize) { configuration.contentRules.minimumSize = size }
         configuration.primaryToClipboard = arguments.flag(Option.primaryToClipboard)
         configuration.clipboardToPrimary = arguments.flag(Option.clipboardToPrimary)
         if let command = arguments.value(Option.onCopy) {
@@ -309,7 +321,7 @@ enum XPBD {
                 let (arguments, read) = try Self.arguments(commandLine: commandLine, given: given)
                 let (fresh, _) = try Self.configuration(arguments)
                 daemon.reload(fresh)
-                logger.info("SIGHUP: \(read.map { "reread \($0)" } ?? "no configuration file (\(path))"): app rules and history caps applied")
+                logger.info("SIGHUP: \(read.map { "reread \($0)" } ?? "no configuration file (\(path))"): app rules, content rules and history caps applied")
             } catch let error as UsageError {
                 logger.error("SIGHUP: \(error.message); the settings stay as they were")
             } catch {

@@ -82,6 +82,11 @@ extension ClipboardDaemon {
                 logger.debug("\(selection): nothing kept of \(describe(owner)) (nothing fetched, a newer change, or expired)")
                 return
             }
+            if let refusal = contentRules.withLock({ $0 }).refusal(snapshot) {
+                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                logger.info("\(selection) from \(describe(owner)) not kept: \(refusal)")
+                return
+            }
             // Kept only if no other ownership began meanwhile (checked where the X thread moves it).
             guard state.withLock({ state -> Bool in
                 guard state.epochs[name, default: 0] == epoch else { return false }

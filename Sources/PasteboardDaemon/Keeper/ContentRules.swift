@@ -1,0 +1,44 @@
+import Foundation
+
+/// Rules on what a copy holds, looked at once its bytes are read: text that matches
+/// `--ignore-match`, and copies smaller than `--min-size`, are not kept (neither in the history
+/// nor served when their owner exits).
+public struct ContentRules: Sendable {
+    /// `--ignore-match`: regular expressions (Swift's `Regex`, no ICU) matched against a copy's text.
+    public private(set) var ignoredPatterns: [String] = []
+    /// `--min-size`: copies of fewer bytes (a text's UTF-8 bytes, else every target's) are not kept.
+    public var minimumSize = 0
+
+    public init() {}
+
+    /// Adds a pattern; throws a message for one that does not compile.
+    public mutating func ignore(matching pattern: String) throws(ContentRuleError) {
+        do {
+            _ = try Regex(pattern)
+        } catch {
+            throw ContentRuleError("'\(pattern)' is not a regular expression: \(error)")
+        }
+        ignoredPatterns.append(pattern)
+    }
+
+    /// Why `snapshot` is not to be kept, or nil.
+    func refusal(_ snapshot: Snapshot) -> String? {
+        let text = snapshot.text(limit: 1 << 20)
+        let size = text.map { $0.utf8.count } ?? snapshot.size
+        if size < minimumSize { return "\(size) bytes, under --min-size \(minimumSize)" }
+        if let text {
+            // (Compiled here, each copy: a Regex is not Sendable, and a copy is rare enough.)
+            for pattern in ignoredPatterns {
+                guard let expression = try? Regex(pattern), (try? expression.firstMatch(in: text)) != nil else { continue }
+                return "its text matches --ignore-match '\(pattern)'"
+            }
+        }
+        return nil
+    }
+}
+
+/// A `--ignore-match` pattern that does not compile.
+public struct ContentRuleError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
