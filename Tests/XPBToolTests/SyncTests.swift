@@ -134,6 +134,36 @@ struct SyncTests {
         try a.daemon.stop()
     }
 
+    @Test("copies by a password manager (xclip renamed keepassxc) and by a --no-sync-app app stay on their display")
+    func appRulesKeepCopiesHome() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime, arguments: ["--no-sync-app", "homebody"])
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        func renamed(_ name: String) throws -> String {
+            let path = runtime.root.appendingPathComponent(name).path
+            try FileManager.default.copyItem(atPath: xclip, toPath: path)
+            return path
+        }
+        var owners: [Peer] = []
+        defer { owners.forEach { $0.stop() } }
+        owners.append(try Peer(xclip, ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("shared".utf8)))
+        try b.waitForTaken(1)
+        #expect(try b.read("UTF8_STRING").text == "shared")
+        owners.append(try Peer(try renamed("keepassxc"), ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("hunter2".utf8)))
+        try a.daemon.waitForLog("sync: CLIPBOARD is marked secret: not shared")
+        owners.append(try Peer(try renamed("homebody"), ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("at home".utf8)))
+        try a.daemon.waitForLog("sync: CLIPBOARD is local-only: not shared")
+        // Kept on its own display all the same.
+        try a.daemon.waitForLog("homebody): 1 targets")
+        #expect(b.taken == 1)
+        let onB = try b.read("UTF8_STRING").text
+        #expect(onB != "hunter2" && onB != "at home", "\(onB)")
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
     @Test("two machines over a real ssh to a loopback sshd: round trips, reconnection after ssh is killed, nothing secret in the stream")
     func overSSH() throws {
         let runtime = try DaemonHome()
