@@ -134,10 +134,10 @@ struct SyncTests {
         try a.daemon.stop()
     }
 
-    @Test("copies by a password manager (xclip renamed keepassxc) and by a --no-sync-app app stay on their display")
+    @Test("copies by a password manager (xclip renamed keepassxc) and by a --no-sync-app app stay on their display; a text --ignore-match matches is withdrawn once read")
     func appRulesKeepCopiesHome() throws {
         let runtime = try DaemonHome()
-        let a = try Node(runtime: runtime, arguments: ["--no-sync-app", "homebody"])
+        let a = try Node(runtime: runtime, arguments: ["--no-sync-app", "homebody", "--ignore-match", "^\\d{6}$"])
         let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
         try b.daemon.waitForLog("connected to")
         let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
@@ -160,6 +160,11 @@ struct SyncTests {
         #expect(b.taken == 1)
         let onB = try b.read("UTF8_STRING").text
         #expect(onB != "hunter2" && onB != "at home", "\(onB)")
+        // A one-time code: announced at once (its text is not read yet), withdrawn once read.
+        owners.append(try Peer(xclip, ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("123456".utf8)))
+        try a.daemon.waitForLog("sync: CLIPBOARD withdrawn: its text matches --ignore-match")
+        #expect(eventually(timeout: 10) { (try? b.read("UTF8_STRING").text) != "123456" })
+        try a.daemon.waitForLog("not kept: its text matches --ignore-match")
         try b.daemon.stop()
         try a.daemon.stop()
     }

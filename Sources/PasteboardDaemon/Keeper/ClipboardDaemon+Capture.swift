@@ -84,7 +84,8 @@ extension ClipboardDaemon {
             }
             if let refusal = contentRules.withLock({ $0 }).refusal(snapshot) {
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
-                logger.info("\(selection) from \(describe(owner)) not kept: \(refusal)")
+                logger.info("\(selection) from \(describe(owner)) not kept: \(refusal.reason)")
+                if !refusal.synced { hub.withdrawOwn(name, owner: owner.window) }
                 return
             }
             // Kept only if no other ownership began meanwhile (checked where the X thread moves it).

@@ -1,8 +1,8 @@
 import Foundation
 
 /// Rules on what a copy holds, looked at once its bytes are read: text that matches
-/// `--ignore-match`, and copies smaller than `--min-size`, are not kept (neither in the history
-/// nor served when their owner exits).
+/// `--ignore-match` is neither kept (in the history, or served when its owner exits) nor synced
+/// (an announce already made is withdrawn); copies smaller than `--min-size` are not kept.
 public struct ContentRules: Sendable {
     /// `--ignore-match`: regular expressions (Swift's `Regex`, no ICU) matched against a copy's text.
     public private(set) var ignoredPatterns: [String] = []
@@ -21,18 +21,19 @@ public struct ContentRules: Sendable {
         ignoredPatterns.append(pattern)
     }
 
-    /// Why `snapshot` is not to be kept, or nil.
-    func refusal(_ snapshot: Snapshot) -> String? {
+    /// Why `snapshot` is not to be kept, or nil; `synced`: whether it may still be synced (a
+    /// text `--ignore-match` matches may not; a small copy may).
+    func refusal(_ snapshot: Snapshot) -> (reason: String, synced: Bool)? {
         let text = snapshot.text(limit: 1 << 20)
         let size = text.map { $0.utf8.count } ?? snapshot.size
-        if size < minimumSize { return "\(size) bytes, under --min-size \(minimumSize)" }
         if let text {
             // (Compiled here, each copy: a Regex is not Sendable, and a copy is rare enough.)
             for pattern in ignoredPatterns {
                 guard let expression = try? Regex(pattern), (try? expression.firstMatch(in: text)) != nil else { continue }
-                return "its text matches --ignore-match '\(pattern)'"
+                return ("its text matches --ignore-match '\(pattern)'", false)
             }
         }
+        if size < minimumSize { return ("\(size) bytes, under --min-size \(minimumSize)", true) }
         return nil
     }
 }

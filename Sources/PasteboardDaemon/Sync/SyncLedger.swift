@@ -286,6 +286,16 @@ struct SyncLedger {
         return effects
     }
 
+    /// This node's own copy of `selection` by `owner`, announced already, is taken back (its text
+    /// turned out to be one the rules keep home, `--ignore-match`): withdrawn on every link, as
+    /// at an expiry. Nothing when that copy is not the shared one (not announced yet, or replaced).
+    mutating func withdrawOwn(_ selection: String, owner: Owner) -> [Effect] {
+        guard let local = slots[selection]?.local, local.owner == owner, local.state == .shared,
+              let shared = slots[selection]?.shared, shared.source == nil, shared.stamp == local.stamp else { return [] }
+        slots[selection]!.local!.state = .notShared("its text matches --ignore-match")
+        return expired(selection, stamp: shared.stamp)
+    }
+
     // MARK: Questions the driver asks (on the X thread, at the moment it acts)
 
     /// Compare-and-own: the copy `stamp` is still the newest value for the display, and the
