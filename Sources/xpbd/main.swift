@@ -35,6 +35,7 @@ enum XPBD {
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
         static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Do not keep a copy whose text matches this regular expression (Swift Regex syntax; repeatable).")
         static let minSize = OptionSpec.value(nil, "min-size", "size", "Do not keep copies smaller than this (a text's bytes, else every target's; K, M, G suffixes).")
+        static let maxCopySize = OptionSpec.value(nil, "max-copy-size", "size", "Do not keep copies larger than this (counted as for --min-size; --max-size caps the whole history).")
         static let primaryToClipboard = OptionSpec.flag(nil, "primary-to-clipboard", "A finished selection (PRIMARY, no pointer button held) becomes CLIPBOARD too, lazily: no bytes move until someone pastes. Never for secrets.")
         static let clipboardToPrimary = OptionSpec.flag(nil, "clipboard-to-primary", "A copy to CLIPBOARD becomes PRIMARY too, lazily. Never for secrets.")
         static let onCopy = OptionSpec.value(nil, "on-copy", "command", "Run this command through sh for each new copy kept: the contents on its standard input (text, else an image, else the first target), XPB_SELECTION, XPB_TYPES, XPB_OWNER_APP and XPB_OWNER_PID in its environment. Never for secrets or ignored apps; at most 4 at once.")
@@ -93,6 +94,7 @@ enum XPBD {
             Option.noDefaultSecretApps,
             Option.ignoreMatch,
             Option.minSize,
+            Option.maxCopySize,
             Option.primaryToClipboard,
             Option.clipboardToPrimary,
             Option.onCopy,
@@ -225,6 +227,7 @@ enum XPBD {
             }
         }
         if let size = try arguments.size(Option.minSize) { configuration.contentRules.minimumSize = size }
+        if let size = try arguments.size(Option.maxCopySize) { configuration.contentRules.maximumSize = size }
         configuration.primaryToClipboard = arguments.flag(Option.primaryToClipboard)
         configuration.clipboardToPrimary = arguments.flag(Option.clipboardToPrimary)
         if let command = arguments.value(Option.onCopy) {

@@ -504,13 +504,14 @@ struct DaemonTests {
         try daemon.stop()
     }
 
-    @Test("content rules: text matching --ignore-match and copies under --min-size are not kept; a bad pattern is a usage error")
+    @Test("content rules: text matching --ignore-match and copies under --min-size or over --max-copy-size are not kept; a bad pattern is a usage error")
     func contentRules() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
         let refused = try run(try builtProduct("xpbd"), ["--ignore-match", "(unclosed"], display: x, environment: home.environment)
         #expect(refused.status == 64 && refused.error.contains("--ignore-match"), "\(refused.error)")
-        let daemon = try DaemonProcess(x, home: home, arguments: ["--ignore-match", "^\\d{6}$", "--ignore-match", "(?i)password", "--min-size", "3"])
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--ignore-match", "^\\d{6}$", "--ignore-match", "(?i)password", "--min-size", "3",
+                                                                  "--max-copy-size", "20"])
         func copy(_ text: String) throws { #expect(try xpb(["copy"], x, home, input: Data(text.utf8)).status == 0) }
         try copy("123456")
         try daemon.waitForLog("matches --ignore-match '^\\d{6}$'")
@@ -518,6 +519,8 @@ struct DaemonTests {
         try daemon.waitForLog("matches --ignore-match '(?i)password'")
         try copy("ab")
         try daemon.waitForLog("under --min-size 3")
+        try copy(String(repeating: "long ", count: 10))
+        try daemon.waitForLog("50 bytes, over --max-copy-size 20")
         try copy("1234567 is fine")
         try waitForEntries(1, x, home, daemon: daemon)
         #expect(try history(x, home).map { $0["preview"] as? String } == ["1234567 is fine"])

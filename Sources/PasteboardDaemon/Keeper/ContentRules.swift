@@ -2,12 +2,15 @@ import Foundation
 
 /// Rules on what a copy holds, looked at once its bytes are read: text that matches
 /// `--ignore-match` is neither kept (in the history, or served when its owner exits) nor synced
-/// (an announce already made is withdrawn); copies smaller than `--min-size` are not kept.
+/// (an announce already made is withdrawn); copies smaller than `--min-size` or larger than
+/// `--max-copy-size` are not kept.
 public struct ContentRules: Sendable {
     /// `--ignore-match`: regular expressions (Swift's `Regex`, no ICU) matched against a copy's text.
     public private(set) var ignoredPatterns: [String] = []
     /// `--min-size`: copies of fewer bytes (a text's UTF-8 bytes, else every target's) are not kept.
     public var minimumSize = 0
+    /// `--max-copy-size`: copies of more bytes (counted the same way) are not kept.
+    public var maximumSize = Int.max
 
     public init() {}
 
@@ -34,6 +37,7 @@ public struct ContentRules: Sendable {
             }
         }
         if size < minimumSize { return ("\(size) bytes, under --min-size \(minimumSize)", true) }
+        if size > maximumSize { return ("\(size) bytes, over --max-copy-size \(maximumSize)", true) }
         return nil
     }
 }
