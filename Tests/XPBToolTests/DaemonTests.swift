@@ -447,7 +447,8 @@ struct DaemonTests {
         let daemon = try DaemonProcess(x, home: home, arguments: ["--on-copy", action, "--on-copy-app", "xclip", "--on-copy-app", "keepassxc",
                                                                   "--no-default-secret-apps", "--secret-app", "keepassxc"])
         try copy("hello", with: xclip)
-        #expect(eventually(timeout: 10) { read("out.xclip") == "hello" })
+        // (The action writes out.* then env.*: the second is there once the action is done.)
+        #expect(eventually(timeout: 10) { read("out.xclip") == "hello" && read("env.xclip")?.filter { $0 == "|" }.count == 2 })
         let environment = try #require(read("env.xclip")).split(separator: "|", omittingEmptySubsequences: false)
         #expect(environment.count == 3 && environment[0] == "CLIPBOARD" && environment[1] == "text/plain" && Int(environment[2]) != nil, "\(environment)")
         try copy("hunter2", with: keepass)

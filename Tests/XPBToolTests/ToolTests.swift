@@ -378,8 +378,11 @@ struct ReadTests {
         let x = try Xvfb()
         let watch = try Peer(try xpbPath(), ["watch", "--json", "--count", "1"], display: x)
         defer { watch.stop() }
-        #expect(eventually { (try? xpb(["info"], x).status) == 2 })
-        #expect(try run("/bin/sh", ["-c", "printf hi | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
+        // Copies until the watcher (whose start nothing shows) prints one: the last is the one it saw.
+        for _ in 0..<20 where watch.outputSoFar.isEmpty {
+            #expect(try run("/bin/sh", ["-c", "printf hi | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
+            _ = eventually(timeout: 1) { !watch.outputSoFar.isEmpty }
+        }
         let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
         let pid = try #require(info?["ownerPID"] as? Int)
         // The pid the server recorded is xclip's parent, gone once it forked: the one shown lives.
