@@ -33,7 +33,7 @@ enum XPBD {
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
-        static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Do not keep a copy whose text matches this regular expression (Swift Regex syntax; repeatable).")
+        static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Neither keep nor sync a copy whose text matches this regular expression (Swift Regex syntax; repeatable; a copy announced before its text was read is withdrawn).")
         static let minSize = OptionSpec.value(nil, "min-size", "size", "Do not keep copies smaller than this (a text's bytes, else every target's; K, M, G suffixes).")
         static let maxCopySize = OptionSpec.value(nil, "max-copy-size", "size", "Do not keep copies larger than this (counted as for --min-size; --max-size caps the whole history).")
         static let primaryToClipboard = OptionSpec.flag(nil, "primary-to-clipboard", "A finished selection (PRIMARY, no pointer button held) becomes CLIPBOARD too, lazily: no bytes move until someone pastes. Never for secrets.")
