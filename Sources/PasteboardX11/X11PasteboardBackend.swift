@@ -210,6 +210,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
+    /// The window that owns a pasteboard's selection (`.none` when nobody does): one round trip,
+    /// without the look at who the owner is that ``owner(of:)`` takes.
+    package func ownerWindow(of name: Pasteboard.Name) throws -> X11Window {
+        try connection.sync(timeout: timeout) { [self] session, done in
+            done(.success(session.selectionOwner(self.selectionAtom(name, in: session))))
+        }
+    }
+
     /// The raw `TARGETS` of whoever owns the selection (empty when nobody does).
     public func targets(of name: Pasteboard.Name) throws -> [String] {
         if ownedItems(name) != nil {

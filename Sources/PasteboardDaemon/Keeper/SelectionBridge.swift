@@ -27,7 +27,7 @@ extension ClipboardDaemon {
         let from = X11PasteboardBackend.selectionName(for: source)
         let to = X11PasteboardBackend.selectionName(for: destination)
         bridges.async { [self] in
-            let isCurrent = { (try? self.backend.owner(of: source))?.window == change.owner }
+            let isCurrent = { (try? self.backend.ownerWindow(of: source)) == change.owner }
             if source == .find {
                 guard backend.waitForPointerRelease(while: isCurrent) else { return }
             }
@@ -64,7 +64,7 @@ extension ClipboardDaemon {
     func openBridged(_ source: Pasteboard.Name, target: String, owner: X11Window) -> ByteStream? {
         let stream = ByteStream()
         DispatchQueue.global().async { [self] in
-            guard (try? backend.owner(of: source))?.window == owner else {
+            guard (try? backend.ownerWindow(of: source)) == owner else {
                 return stream.fail("\(X11PasteboardBackend.selectionName(for: source)) changed since")
             }
             do {
