@@ -49,11 +49,16 @@ public struct DaemonConfiguration: Sendable {
 
     /// `$XDG_STATE_HOME/xpb`, else `~/.local/state/xpb`.
     public static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
-            return URL(fileURLWithPath: state).appendingPathComponent("xpb")
-        }
+        xdgDirectory("XDG_STATE_HOME", else: ".local/state", environment: environment).appendingPathComponent("xpb")
+    }
+
+    /// An XDG base directory: `$variable` when it is an absolute path, else `$HOME/fallback`
+    /// (the user database's home without `$HOME`).
+    public static func xdgDirectory(_ variable: String, else fallback: String,
+                                    environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let directory = environment[variable], directory.hasPrefix("/") { return URL(fileURLWithPath: directory) }
         let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return URL(fileURLWithPath: home).appendingPathComponent(".local/state/xpb")
+        return URL(fileURLWithPath: home).appendingPathComponent(fallback)
     }
 
     /// The selections kept, in order: CLIPBOARD, then PRIMARY and named ones when asked.

@@ -38,7 +38,7 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 }
 
 /// A process of this host, as `/proc` shows it.
-enum LocalProcess {
+package enum LocalProcess {
     /// The executable's name and path (`/proc/PID/exe`, which another user's process may not
     /// show: then `comm` alone names it).
     static func executable(of pid: Int) -> (name: String?, path: String?) {
@@ -92,8 +92,9 @@ enum LocalProcess {
         return Int(name[name.index(after: colon)...].prefix { $0.isNumber })
     }
 
-    /// This host's name, as X clients put it in `WM_CLIENT_MACHINE`.
-    static var hostName: String {
+    /// This host's name, as X clients put it in `WM_CLIENT_MACHINE` (gethostname, not
+    /// ProcessInfo.hostName, which may ask DNS and wait).
+    package static var hostName: String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

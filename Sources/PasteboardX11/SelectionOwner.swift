@@ -873,10 +873,14 @@ extension X11PasteboardBackend {
     /// made from it on request: the best lossless format xpb reads (PNG, TIFF, BMP, WebP, GIF, then
     /// JPEG). Nil when no target is such an image.
     public static func keptImageTarget(_ targets: [String]) -> String? {
-        let order: [ImageFormat] = [.png, .tiff, .bmp, .webp, .gif, .jpeg]
+        let order = imageSourceOrder
         let images = targets.compactMap { target in ImageFormat(mimeType: target).map { (target, $0) } }
         return order.lazy.compactMap { format in images.first { $0.1 == format }?.0 }.first
     }
+
+    /// The image formats in the order an image reader prefers them (``ReaderPreference/image``:
+    /// lossless first), the one order for choosing an image to convert from.
+    static let imageSourceOrder = ReaderPreference.image.compactMap { TypeRegistry.standard.imageFormat(of: $0) }
 
     /// Whether a manager that keeps ``keptImageTarget(_:)`` can leave `target` out: an image
     /// format xpb writes, made from the kept image when asked.

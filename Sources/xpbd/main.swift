@@ -127,10 +127,8 @@ enum XPBD {
     static let commandLineOnly = [Option.config, Option.noConfig, Option.version, Option.manual, Option.completions]
 
     /// `$XDG_CONFIG_HOME/xpb/xpbd.conf`, else `~/.config/xpb/xpbd.conf`.
-    static func defaultConfigPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/xpb/xpbd.conf" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return home + "/.config/xpb/xpbd.conf"
+    static func defaultConfigPath() -> String {
+        DaemonConfiguration.xdgDirectory("XDG_CONFIG_HOME", else: ".config").appendingPathComponent("xpb/xpbd.conf").path
     }
 
     /// The configuration file's arguments followed by the command line's (which win: a single

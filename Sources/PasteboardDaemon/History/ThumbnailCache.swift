@@ -18,11 +18,9 @@ struct ThumbnailCache {
 
     /// The cache of the user's environment; nil without `$XDG_CACHE_HOME` or `$HOME`.
     static func forUser(environment: [String: String] = ProcessInfo.processInfo.environment) -> ThumbnailCache? {
-        if let cache = environment["XDG_CACHE_HOME"], cache.hasPrefix("/") {
-            return ThumbnailCache(directory: URL(fileURLWithPath: cache).appendingPathComponent("xpb/thumbnails"))
-        }
-        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
-        return ThumbnailCache(directory: URL(fileURLWithPath: home).appendingPathComponent(".cache/xpb/thumbnails"))
+        guard environment["XDG_CACHE_HOME"]?.hasPrefix("/") == true || environment["HOME"]?.hasPrefix("/") == true else { return nil }
+        return ThumbnailCache(directory: DaemonConfiguration.xdgDirectory("XDG_CACHE_HOME", else: ".cache", environment: environment)
+            .appendingPathComponent("xpb/thumbnails"))
     }
 
     func path(for digest: String) -> String { directory.appendingPathComponent("\(digest).png").path }

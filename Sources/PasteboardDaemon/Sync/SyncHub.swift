@@ -89,10 +89,7 @@ final class SyncHub: Sendable {
         node = String(random.next(), radix: 16)
         state = Mutex(State(ledger: SyncLedger(node: node), transfers: TransferTable(caps: TransferTable.Caps(
             maxTransfer: configuration.maxTransferBytes, maxTotal: configuration.maxTotalBytes, window: configuration.window))))
-        // gethostname, not ProcessInfo.hostName (which may ask DNS and wait).
-        var host = [CChar](repeating: 0, count: 256)
-        gethostname(&host, host.count - 1)
-        nodeName = "\(String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) \(displayName)"
+        nodeName = "\(LocalProcess.hostName) \(displayName)"
         synced = configuration.selections(for: nil)
     }
 
