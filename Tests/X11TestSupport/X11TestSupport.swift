@@ -417,3 +417,28 @@ public func bombPNG(width: UInt32, height: UInt32) -> Data {
     let idat: [UInt8] = [0x78, 0x9C, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01]
     return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + pngChunk("IHDR", header) + pngChunk("IDAT", idat) + pngChunk("IEND", []))
 }
+
+/// The xclip binary on this machine.
+public func xclipPath() throws -> String {
+    guard let path = ["/usr/bin/xclip", "/bin/xclip"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw TestFailure("xclip is missing")
+    }
+    return path
+}
+
+/// A copy of xclip named `name` in `directory` (made once): an app that xpb tells by its
+/// executable's name, such as a password manager's.
+public func renamedXclip(_ name: String, in directory: URL) throws -> String {
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let path = directory.appendingPathComponent(name).path
+    if !FileManager.default.fileExists(atPath: path) { try FileManager.default.copyItem(atPath: try xclipPath(), toPath: path) }
+    return path
+}
+
+/// Copies `text` to `selection` with `program` (xclip, or a renamed copy), which forks and serves
+/// in the background. Its output goes to /dev/null: the forked child would otherwise hold the
+/// pipes and keep this call waiting.
+@discardableResult
+public func xclipCopy(_ text: String, program: String = "xclip", selection: String = "clipboard", display: Xvfb) throws -> Outcome {
+    try run("/bin/sh", ["-c", "\"$0\" -selection \"$1\" >/dev/null 2>&1", program, selection], display: display, input: Data(text.utf8))
+}

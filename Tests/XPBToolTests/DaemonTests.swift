@@ -288,7 +288,7 @@ struct DaemonTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
-        #expect(try run("/bin/sh", ["-c", "printf 'from xclip' | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
+        #expect(try xclipCopy("from xclip", display: x).status == 0)
         try waitForEntries(1, x, home, daemon: daemon)
         let entry = try #require(try history(x, home).first)
         #expect(entry["app"] as? String == "xclip", "\(entry)")
@@ -305,17 +305,9 @@ struct DaemonTests {
     func secretAndIgnoredApps() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
-        let directory = home.root.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
-        func renamed(_ name: String) throws -> String {
-            let path = directory.appendingPathComponent(name).path
-            if !FileManager.default.fileExists(atPath: path) { try FileManager.default.copyItem(atPath: xclip, toPath: path) }
-            return path
-        }
-        func copy(_ text: String, with program: String) throws {
-            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | \"$0\" -selection clipboard >/dev/null 2>&1", program], display: x).status == 0)
-        }
+        let xclip = try xclipPath()
+        func renamed(_ name: String) throws -> String { try renamedXclip(name, in: home.root.appendingPathComponent("bin")) }
+        func copy(_ text: String, with program: String) throws { #expect(try xclipCopy(text, program: program, display: x).status == 0) }
         let daemon = try DaemonProcess(x, home: home, arguments: ["--ignore-app", "ignoreme", "--secret-app", "MyVault"])
         try copy("hunter2", with: try renamed("keepassxc"))
         try daemon.waitForLog("holds data marked secret")
@@ -409,9 +401,7 @@ struct DaemonTests {
             return reply?["status"] as? [String: Any] ?? [:]
         }
         #expect(try status()["maxEntries"] as? Int == 7, "the command line overrides the file")
-        func copy(_ text: String) throws {
-            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
-        }
+        func copy(_ text: String) throws { #expect(try xclipCopy(text, display: x).status == 0) }
         try copy("ignored")
         try daemon.waitForLog("from an ignored app")
         // Reread: the rule is gone, the cap from the file is still overridden.
@@ -437,12 +427,9 @@ struct DaemonTests {
         let home = try DaemonHome()
         let directory = home.root.path
         func read(_ name: String) -> String? { try? String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8) }
-        let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
-        let keepass = "\(directory)/keepassxc"
-        try FileManager.default.copyItem(atPath: xclip, toPath: keepass)
-        func copy(_ text: String, with program: String) throws {
-            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | \"$0\" -selection clipboard >/dev/null 2>&1", program], display: x).status == 0)
-        }
+        let xclip = try xclipPath()
+        let keepass = try renamedXclip("keepassxc", in: home.root)
+        func copy(_ text: String, with program: String) throws { #expect(try xclipCopy(text, program: program, display: x).status == 0) }
         let action = "cat > '\(directory)/out.'$XPB_OWNER_APP; printf '%s|%s|%s' \"$XPB_SELECTION\" \"$XPB_TYPES\" \"$XPB_OWNER_PID\" > '\(directory)/env.'$XPB_OWNER_APP"
         let daemon = try DaemonProcess(x, home: home, arguments: ["--on-copy", action, "--on-copy-app", "xclip", "--on-copy-app", "keepassxc",
                                                                   "--no-default-secret-apps", "--secret-app", "keepassxc"])
@@ -477,9 +464,7 @@ struct DaemonTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home, arguments: ["--primary-to-clipboard", "--clipboard-to-primary"])
-        func set(_ text: String, _ selection: String) throws {
-            #expect(try run("/bin/sh", ["-c", "printf '\(text)' | xclip -selection \(selection) >/dev/null 2>&1"], display: x).status == 0)
-        }
+        func set(_ text: String, _ selection: String) throws { #expect(try xclipCopy(text, selection: selection, display: x).status == 0) }
         func read(_ selection: String) throws -> String { try run("xclip", ["-o", "-selection", selection], display: x).text }
         try set("selected words", "primary")
         try daemon.waitForLog("PRIMARY also serves CLIPBOARD")

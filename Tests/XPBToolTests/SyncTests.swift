@@ -140,12 +140,8 @@ struct SyncTests {
         let a = try Node(runtime: runtime, arguments: ["--no-sync-app", "homebody", "--ignore-match", "^\\d{6}$"])
         let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
         try b.daemon.waitForLog("connected to")
-        let xclip = try #require(["/usr/bin/xclip", "/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) })
-        func renamed(_ name: String) throws -> String {
-            let path = runtime.root.appendingPathComponent(name).path
-            try FileManager.default.copyItem(atPath: xclip, toPath: path)
-            return path
-        }
+        let xclip = try xclipPath()
+        func renamed(_ name: String) throws -> String { try renamedXclip(name, in: runtime.root) }
         var owners: [Peer] = []
         defer { owners.forEach { $0.stop() } }
         owners.append(try Peer(xclip, ["-i", "-selection", "clipboard", "-quiet"], display: a.x, input: Data("shared".utf8)))

@@ -380,7 +380,7 @@ struct ReadTests {
         defer { watch.stop() }
         // Copies until the watcher (whose start nothing shows) prints one: the last is the one it saw.
         for _ in 0..<20 where watch.outputSoFar.isEmpty {
-            #expect(try run("/bin/sh", ["-c", "printf hi | xclip -selection clipboard >/dev/null 2>&1"], display: x).status == 0)
+            #expect(try xclipCopy("hi", display: x).status == 0)
             _ = eventually(timeout: 1) { !watch.outputSoFar.isEmpty }
         }
         let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
@@ -399,11 +399,9 @@ struct ReadTests {
 
         // A copy of xclip under another name is named by its own executable.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-renamed-\(getpid())-\(UUID().uuidString.prefix(6))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let renamed = directory.appendingPathComponent("keepassxc").path
-        try FileManager.default.copyItem(atPath: executable, toPath: renamed)
-        #expect(try run("/bin/sh", ["-c", "printf secret | \"$0\" -selection clipboard >/dev/null 2>&1", renamed], display: x).status == 0)
+        let renamed = try renamedXclip("keepassxc", in: directory)
+        #expect(try xclipCopy("secret", program: renamed, display: x).status == 0)
         #expect(try xpb(["info"], x).text.contains("owner app: keepassxc (\(renamed))"))
 
         // A GTK app: its clipboard window is hidden; WM_CLASS is its top-level window's.
