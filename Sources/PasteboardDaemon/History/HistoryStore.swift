@@ -30,6 +30,8 @@ final class HistoryStore {
     var maxBytes: Int
     /// Where thumbnails of image entries are made (none: entries list no thumbnail).
     var thumbnails: ThumbnailCache?
+    /// Pixel sizes of the images listed, by digest (``pixelSize(entry:position:digest:inline:)``).
+    private var pixelSizes: [String: (width: Int, height: Int)] = [:]
     private var temporaryCounter = 0
 
     /// Opens (or creates) the store in `directory` (made 0700).
@@ -496,6 +498,7 @@ final class HistoryStore {
             }
             var result: [HistoryEntrySummary] = []
             var pictured: Set<String> = []
+            var sized: Set<String> = []
             for (index, row) in rows.enumerated() {
                 let id = row[0].integer ?? 0
                 let kept = targets[id] ?? []
@@ -507,10 +510,9 @@ final class HistoryStore {
                 // An image is shown by its pixel size and, where the cache is, a thumbnail.
                 var picture: (width: Int, height: Int, thumbnail: String?)?
                 if head == nil, let position = kept.firstIndex(where: { ImageFormat(mimeType: $0.name)?.isReadable ?? false }),
-                   let bytes = self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline,
-                                         count: 256 << 10),
-                   let size = try? ImageCodec.size(of: bytes) {
+                   let size = pixelSize(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline) {
                     let target = kept[position]
+                    sized.insert(target.digest)
                     let thumbnail = thumbnails?.thumbnail(for: target.digest) {
                         self.payload(entry: id, position: position, digest: target.digest, inline: target.inline)
                     }
@@ -537,8 +539,12 @@ final class HistoryStore {
                     pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text,
                     pinned: row[12].integer == 1))
             }
-            // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too.
-            if !searching { thumbnails?.prune(keeping: pictured) }
+            // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too, and
+            // the pixel sizes remembered for them.
+            if !searching {
+                thumbnails?.prune(keeping: pictured)
+                pixelSizes = pixelSizes.filter { sized.contains($0.key) }
+            }
             return result
         }
     }
@@ -552,6 +558,16 @@ final class HistoryStore {
         guard let digest = Digest(hex: digest), let handle = FileHandle(forReadingAtPath: blobPath(digest)) else { return nil }
         defer { try? handle.close() }
         return try? handle.read(upToCount: count)
+    }
+
+    /// An image's pixel size, from its header (the first 256 KiB: a JPEG's may follow its Exif),
+    /// read once per image: listings ask again each time.
+    private func pixelSize(entry: Int64, position: Int, digest: String, inline: Bool) -> (width: Int, height: Int)? {
+        if let known = pixelSizes[digest] { return known }
+        guard let bytes = head(entry: entry, position: position, digest: digest, inline: inline, count: 256 << 10),
+              let size = try? ImageCodec.size(of: bytes) else { return nil }
+        pixelSizes[digest] = size
+        return size
     }
 
     /// A kept target's bytes, from the database or its payload file (mapped).
