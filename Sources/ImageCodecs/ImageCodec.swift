@@ -9,9 +9,6 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     /// offer them (Qt), never read.
     case ppm, pgm, pbm, xpm
 
-    /// Whether converting an opaque image to this format keeps every pixel.
-    public var isLossless: Bool { ![.jpeg, .pgm, .pbm].contains(self) }
-
     /// Whether xpb encodes this format (GIF is read, never written).
     public var isWritable: Bool { self != .gif }
 
