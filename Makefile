@@ -28,10 +28,10 @@ STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp \
 	$(foreach lib,$(IMAGE_LIBS),-Xlinker -l$(lib))
 # What the image codecs' static archives need beyond the libraries the package names, each after
-# the archive that needs it (the link reads archives in order): libtiff's compression codecs
-# (pkg-config --static --libs libtiff-4: webp again, Lerc, jbig, zstd, lzma, deflate, jpeg) and
-# C++'s runtime for Lerc; libXpm's libX11 and libX11's xcb.
-IMAGE_LIBS = tiff webp Lerc jbig zstd lzma deflate jpeg stdc++ netpbm Xpm X11 xcb Xau Xdmcp
+# the archive that needs it (the link reads archives in order): libtiff's remaining compression
+# codecs (webp again, deflate, jpeg; LERC, Zstandard, LZMA and JBIG are left out by
+# Sources/CImageCodecs), and libXpm's libX11 and libX11's xcb.
+IMAGE_LIBS = tiff webp deflate jpeg netpbm Xpm X11 xcb Xau Xdmcp
 
 BIN = $(SCRATCH)/release
 bindir = $(DESTDIR)$(PREFIX)/bin

@@ -42,8 +42,9 @@ let package = Package(
         // Image conversion between the formats the clipboard carries, with a pixel limit on decodes.
         .target(name: "ImageCodecs", dependencies: ["CImageCodecs"]),
         // The platform-neutral pasteboard model: no X11 API here (its image codecs link libXpm,
-        // which links libX11, for writing XPM).
-        .target(name: "PasteboardKit", dependencies: ["ImageCodecs"]),
+        // which links libX11, for writing XPM). FoundationEssentials only, as every module the
+        // binaries link: Foundation proper brings 44 MB of ICU data into a static binary.
+        .target(name: "PasteboardKit", dependencies: ["ImageCodecs", "CLinux"]),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXlibQueue", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls

@@ -108,6 +108,23 @@ static toff_t memory_size(thandle_t handle) { return ((memory_file *)handle)->si
 static int memory_map(thandle_t handle, void **base, toff_t *size) { (void)handle; (void)base; (void)size; return 0; }
 static void memory_unmap(thandle_t handle, void *base, toff_t size) { (void)handle; (void)base; (void)size; }
 
+// TIFF compressions left out: LERC, Zstandard, LZMA and JBIG. Debian's libtiff.a names every codec
+// in its table, so a static link would draw in liblerc (C++, with libstdc++), libzstd, liblzma
+// and libjbig: 1.3 MiB for compressions no clipboard carries (applications put uncompressed,
+// LZW, Deflate, PackBits or JPEG TIFFs there). Each is one object of libtiff.a that defines
+// only its TIFFInitX; defined here, the link takes ours and leaves those objects and their
+// libraries out. A TIFF with one of them is refused with a clear error, as libtiff's own build
+// without the codec would refuse it. (With the shared libtiff of a debug build, ours take
+// precedence the same way.)
+static int tiff_not_built(TIFF *tiff, const char *name) {
+    TIFFErrorExtR(tiff, "xpb", "%s compression is not supported", name);
+    return 0;
+}
+int TIFFInitLERC(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "LERC"); }
+int TIFFInitZSTD(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "Zstandard"); }
+int TIFFInitLZMA(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "LZMA"); }
+int TIFFInitJBIG(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "JBIG"); }
+
 // libtiff's messages go to the caller's buffer (the first error), never to stderr.
 static int tiff_error(TIFF *tiff, void *user, const char *module, const char *format, va_list arguments) {
     (void)tiff; (void)module;

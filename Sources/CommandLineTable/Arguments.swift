@@ -6,27 +6,27 @@
 /// `--` ends the options; `-h`/`--help` anywhere prints the command's help.
 
 /// One option: a flag when `valueName` is nil.
-public struct OptionSpec: Sendable {
-    public let short: Character?
-    public let long: String
-    public let valueName: String?
-    public let help: String
+package struct OptionSpec: Sendable {
+    package let short: Character?
+    package let long: String
+    package let valueName: String?
+    package let help: String
     /// Internal options (the background owner's) are accepted but not shown.
-    public var hidden = false
+    package var hidden = false
     /// What the shells complete for the value.
-    public var completion: ValueCompletion = .files
+    package var completion: ValueCompletion = .files
 
-    public static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
+    package static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
         OptionSpec(short: short, long: long, valueName: nil, help: help)
     }
 
-    public static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false,
+    package static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false,
                              completion: ValueCompletion = .files) -> OptionSpec {
         OptionSpec(short: short, long: long, valueName: valueName, help: help, hidden: hidden, completion: completion)
     }
 
     /// `-t, --type <type>` as help shows it.
-    public var label: String {
+    package var label: String {
         var text = short.map { "-\($0), " } ?? ""
         text += "--" + long
         if let valueName { text += " <\(valueName)>" }
@@ -35,14 +35,14 @@ public struct OptionSpec: Sendable {
 }
 
 /// The positional arguments a command takes (all of one kind).
-public struct PositionalSpec: Sendable {
-    public let valueName: String
-    public let help: String
+package struct PositionalSpec: Sendable {
+    package let valueName: String
+    package let help: String
     /// What the shells complete for the first one (`.words`: an action or a shell name) or for
     /// each (`.files`).
-    public let completion: ValueCompletion
+    package let completion: ValueCompletion
 
-    public init(valueName: String, help: String, completion: ValueCompletion = .files) {
+    package init(valueName: String, help: String, completion: ValueCompletion = .files) {
         self.valueName = valueName
         self.help = help
         self.completion = completion
@@ -51,7 +51,7 @@ public struct PositionalSpec: Sendable {
 
 /// What a shell completes for a value: file names, fixed words, or the lines a cheap shell
 /// command prints when asked.
-public enum ValueCompletion: Sendable, Equatable {
+package enum ValueCompletion: Sendable, Equatable {
     case files
     /// Fixed words (no spaces, quotes or colons).
     case words([String])
@@ -59,20 +59,20 @@ public enum ValueCompletion: Sendable, Equatable {
     case command(String)
 
     /// The X displays of this machine, from the server sockets in `/tmp/.X11-unix` (`X0` is `:0`).
-    public static let displays = ValueCompletion.command("ls /tmp/.X11-unix 2>/dev/null | sed -n 's/^X\\([0-9][0-9]*\\)$/:\\1/p'")
+    package static let displays = ValueCompletion.command("ls /tmp/.X11-unix 2>/dev/null | sed -n 's/^X\\([0-9][0-9]*\\)$/:\\1/p'")
 }
 
 /// One command: its name, help texts and grammar.
-public struct CommandSpec: Sendable {
-    public let name: String
-    public let abstract: String
-    public var discussion: String = ""
-    public var options: [OptionSpec] = []
-    public var positional: PositionalSpec?
+package struct CommandSpec: Sendable {
+    package let name: String
+    package let abstract: String
+    package var discussion: String = ""
+    package var options: [OptionSpec] = []
+    package var positional: PositionalSpec?
     /// The program the command belongs to: `xpb <name>`, or the program alone when `name` is empty.
-    public var program = "xpb"
+    package var program = "xpb"
 
-    public init(name: String, abstract: String, discussion: String = "", options: [OptionSpec] = [],
+    package init(name: String, abstract: String, discussion: String = "", options: [OptionSpec] = [],
                 positional: PositionalSpec? = nil, program: String = "xpb") {
         self.name = name
         self.abstract = abstract
@@ -84,24 +84,24 @@ public struct CommandSpec: Sendable {
 }
 
 /// A command line that does not follow the grammar: exit status 64.
-public struct UsageError: Error, Equatable {
-    public let message: String
-    public init(_ message: String) { self.message = message }
+package struct UsageError: Error, Equatable {
+    package let message: String
+    package init(_ message: String) { self.message = message }
 }
 
 /// What a command line said, by long option name.
-public struct ParsedArguments {
-    public private(set) var values: [String: [String]] = [:]
-    public private(set) var flags: Set<String> = []
-    public private(set) var positionals: [String] = []
-    public private(set) var helpRequested = false
+package struct ParsedArguments {
+    package private(set) var values: [String: [String]] = [:]
+    package private(set) var flags: Set<String> = []
+    package private(set) var positionals: [String] = []
+    package private(set) var helpRequested = false
     /// The arguments as given (after the command name).
-    public let raw: [String]
+    package let raw: [String]
     /// The long names the command declares: a lookup of any other name is a programming error.
     private let declared: Set<String>
 
     /// Parses `arguments` (after the command name) against `spec`.
-    public init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
+    package init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
         declared = Set(spec.options.map(\.long))
         raw = arguments
         var index = 0
@@ -192,12 +192,12 @@ public struct ParsedArguments {
 
     /// Look-ups by the declared spec itself, the only ones commands have: a command can only name
     /// an option it declared (the look-ups by name are this module's own).
-    public func flag(_ option: OptionSpec) -> Bool { flag(option.long) }
-    public func value(_ option: OptionSpec) -> String? { value(option.long) }
-    public func all(_ option: OptionSpec) -> [String] { all(option.long) }
-    public func integer(_ option: OptionSpec) throws(UsageError) -> Int? { try integer(option.long) }
-    public func seconds(_ option: OptionSpec) throws(UsageError) -> Double? { try seconds(option.long) }
-    public func size(_ option: OptionSpec) throws(UsageError) -> Int? { try size(option.long) }
+    package func flag(_ option: OptionSpec) -> Bool { flag(option.long) }
+    package func value(_ option: OptionSpec) -> String? { value(option.long) }
+    package func all(_ option: OptionSpec) -> [String] { all(option.long) }
+    package func integer(_ option: OptionSpec) throws(UsageError) -> Int? { try integer(option.long) }
+    package func seconds(_ option: OptionSpec) throws(UsageError) -> Double? { try seconds(option.long) }
+    package func size(_ option: OptionSpec) throws(UsageError) -> Int? { try size(option.long) }
 
     /// An integer option's value, nil when absent.
     func integer(_ long: String) throws(UsageError) -> Int? {
@@ -219,7 +219,7 @@ public struct ParsedArguments {
     }
 
     /// The longest duration an option takes.
-    public static let maxSeconds: Double = 1_000_000_000
+    package static let maxSeconds: Double = 1_000_000_000
 
     /// A size in bytes (`4096`, `512K`, `10M`, `2G`: powers of 1024), nil when absent.
     func size(_ long: String) throws(UsageError) -> Int? {
@@ -241,9 +241,9 @@ public struct ParsedArguments {
 }
 
 /// Sizes as the size options take them: `1G`, `256M`, `4096`.
-public enum SizeText {
+package enum SizeText {
     /// `bytes` with the largest of T, G, M and K that divides it (powers of 1024).
-    public static func suffixed(_ bytes: Int) -> String {
+    package static func suffixed(_ bytes: Int) -> String {
         for (suffix, unit) in [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] where bytes > 0 && bytes % unit == 0 {
             return "\(bytes / unit)\(suffix)"
         }
@@ -252,11 +252,11 @@ public enum SizeText {
 }
 
 /// Help texts, wrapped to 80 columns.
-public enum HelpText {
-    public static let width = 80
+package enum HelpText {
+    package static let width = 80
 
     /// Each line indented by `indent` spaces; a `\n` starts a paragraph.
-    public static func wrap(_ text: String, indent: Int) -> String {
+    package static func wrap(_ text: String, indent: Int) -> String {
         var lines: [String] = []
         for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
             var line = String(repeating: " ", count: indent)
@@ -275,7 +275,7 @@ public enum HelpText {
         return lines.map { $0.allSatisfy { $0 == " " } ? "" : $0 }.joined(separator: "\n")
     }
 
-    public static func usage(_ spec: CommandSpec) -> String {
+    package static func usage(_ spec: CommandSpec) -> String {
         var text = spec.name.isEmpty ? spec.program : "\(spec.program) \(spec.name)"
         if spec.options.contains(where: { !$0.hidden }) { text += " [<options>]" }
         if let positional = spec.positional { text += " [<\(positional.valueName)> ...]" }
@@ -283,7 +283,7 @@ public enum HelpText {
     }
 
     /// The help of one command.
-    public static func command(_ spec: CommandSpec) -> String {
+    package static func command(_ spec: CommandSpec) -> String {
         var text = wrap("OVERVIEW: " + spec.abstract, indent: 0) + "\n\n"
         if !spec.discussion.isEmpty { text += wrap(spec.discussion, indent: 0) + "\n\n" }
         text += "USAGE: \(usage(spec))\n\n"
@@ -297,7 +297,7 @@ public enum HelpText {
     }
 
     /// The help of the whole tool.
-    public static func root(_ commands: [CommandSpec], abstract: String, discussion: String) -> String {
+    package static func root(_ commands: [CommandSpec], abstract: String, discussion: String) -> String {
         var text = wrap("OVERVIEW: " + abstract, indent: 0) + "\n\n" + wrap(discussion, indent: 0) + "\n\n"
         text += "USAGE: xpb <command> [<options>]\n\n"
         text += "OPTIONS:\n" + row("--version", "Show the version.") + row("-h, --help", "Show help information.") + "\n"

@@ -1,19 +1,19 @@
-import Foundation
+import FoundationEssentials
 
 /// A configuration file of command-line options (ripgrep's and yt-dlp's convention): one or more
 /// options per line, written as on the command line (words split at white space; '…' and "…"
 /// quote, a backslash escapes the next character); `#` at the start of a word begins a comment
 /// to the end of the line. Read through the program's own option table, so that `--help`, the
 /// man page and the file cannot disagree.
-public struct ConfigFile: Sendable {
+package struct ConfigFile: Sendable {
     /// The file's path, as errors name it.
-    public let path: String
+    package let path: String
     /// The words of each line that has any, with its line number (1 is the first).
-    public let lines: [(number: Int, words: [String])]
+    package let lines: [(number: Int, words: [String])]
 
     /// Reads and splits `path`; nil when it does not exist. Throws for an unreadable file or a
     /// line whose quotes do not close.
-    public static func load(_ path: String) throws(UsageError) -> ConfigFile? {
+    package static func load(_ path: String) throws(UsageError) -> ConfigFile? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("\(path): cannot be read") }
         guard let text = String(data: data, encoding: .utf8) else { throw UsageError("\(path): is not UTF-8 text") }
@@ -31,11 +31,11 @@ public struct ConfigFile: Sendable {
     }
 
     /// Every line's words, in order: the arguments the file gives.
-    public var arguments: [String] { lines.flatMap(\.words) }
+    package var arguments: [String] { lines.flatMap(\.words) }
 
     /// Checks each line alone against `spec` (so that an error names its line), then refuses what
     /// a file cannot say: positional words and the options in `refused` (`--help`, `--version` …).
-    public func validate(_ spec: CommandSpec, refusing refused: [OptionSpec]) throws(UsageError) {
+    package func validate(_ spec: CommandSpec, refusing refused: [OptionSpec]) throws(UsageError) {
         for (number, words) in lines {
             let parsed: ParsedArguments
             do {

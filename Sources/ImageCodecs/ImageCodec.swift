@@ -1,5 +1,5 @@
 internal import CImageCodecs
-import Foundation
+import FoundationEssentials
 
 /// An image encoding the clipboard carries: what it is called on X11 and in the model, and
 /// whether xpb writes it.

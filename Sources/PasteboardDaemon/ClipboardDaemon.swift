@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import PasteboardKit
 import PasteboardWire
@@ -15,7 +16,7 @@ import Synchronization
 /// (quick), fetches run on one queue per selection (``captures(_:)``: a source app is asked for one
 /// target at a time, never flooded, and a slow owner of one selection never delays another's),
 /// save requests on `saves`, disk writes on `storage`.
-public final class ClipboardDaemon: Sendable {
+package final class ClipboardDaemon: Sendable {
     struct State {
         /// The newest contents kept per selection, and the owner they came from.
         var current: [Pasteboard.Name: Snapshot] = [:]
@@ -41,7 +42,7 @@ public final class ClipboardDaemon: Sendable {
         }
     }
 
-    public let configuration: DaemonConfiguration
+    package let configuration: DaemonConfiguration
     let logger: Logger
     let backend: X11PasteboardBackend
     let store: Mutex<HistoryStore>
@@ -77,7 +78,7 @@ public final class ClipboardDaemon: Sendable {
     private let stopSignal = DispatchSemaphore(value: 0)
 
     /// Connects to the display and opens the history. Nothing is owned yet: see ``start()``.
-    public init(configuration: DaemonConfiguration, logger: Logger) throws {
+    package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         var x11 = X11Configuration()
@@ -135,7 +136,7 @@ public final class ClipboardDaemon: Sendable {
     ///
     /// - Throws: ``PasteboardX11/ClipboardManagerError`` when another manager runs (without
     ///   `replace`), or the socket cannot be made.
-    public func start() throws {
+    package func start() throws {
         backend.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
         for name in configuration.keptNames { try backend.watch(name) }
         try backend.becomeClipboardManager(replace: configuration.replace, onSave: { [weak self] targets, time in
@@ -184,7 +185,7 @@ public final class ClipboardDaemon: Sendable {
 
     /// Blocks until the daemon stops (``stop()``, a replacing manager, or a lost X server), then
     /// writes its state and closes. Returns the failure, nil for a clean stop.
-    public func run() -> String? {
+    package func run() -> String? {
         stopSignal.wait()
         shutDown()
         return stopped.withLock { $0.failure }
@@ -194,7 +195,7 @@ public final class ClipboardDaemon: Sendable {
     /// Takes what can change while running from a reread configuration (SIGHUP): the app
     /// rules, the content rules and the history caps (applied at the next entry kept). The rest (display, sync
     /// links, state directory …) takes effect at the next start.
-    public func reload(_ fresh: DaemonConfiguration) {
+    package func reload(_ fresh: DaemonConfiguration) {
         offers.rules = fresh.appRules
         contentRules.withLock { $0 = fresh.contentRules }
         store.withLock { store in
@@ -203,7 +204,7 @@ public final class ClipboardDaemon: Sendable {
         }
     }
 
-    public func stop() {
+    package func stop() {
         finish(failure: nil, reason: "asked to stop")
     }
 

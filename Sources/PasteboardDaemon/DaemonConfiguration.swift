@@ -1,68 +1,68 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// What `xpbd` keeps and where.
-public struct DaemonConfiguration: Sendable {
+package struct DaemonConfiguration: Sendable {
     /// The X display (nil: `$DISPLAY`).
-    public var display: String?
+    package var display: String?
     /// Take over from a running clipboard manager (ICCCM manager replacement).
-    public var replace = false
+    package var replace = false
     /// Also keep `PRIMARY` (off by default: it changes with every selection made with the mouse).
-    public var keepsPrimary = false
+    package var keepsPrimary = false
     /// Named pasteboards kept too (`XPB_PASTEBOARD:<name>`).
-    public var keptNames: [Pasteboard.Name] = []
+    package var keptNames: [Pasteboard.Name] = []
     /// History caps: entries, and bytes in all.
-    public var maxEntries = 200
-    public var maxBytes = 256 << 20
+    package var maxEntries = 200
+    package var maxBytes = 256 << 20
     /// The most bytes kept of one target, and of one clipboard's contents in all.
-    public var maxTargetBytes = 128 << 20
-    public var maxSnapshotBytes = 256 << 20
+    package var maxTargetBytes = 128 << 20
+    package var maxSnapshotBytes = 256 << 20
     /// How long the owner must stay the same before its contents are fetched, in seconds.
-    public var debounce = 0.15
+    package var debounce = 0.15
     /// How long a fetch of one target may go without progress, and in all, in seconds.
-    public var targetTimeout = 2.0
-    public var targetDeadline = 30.0
+    package var targetTimeout = 2.0
+    package var targetDeadline = 30.0
     /// How long a save request (an app exiting) may take before the daemon replies with what it
     /// has, in seconds: Qt waits 5 s, GTK 10 s.
-    public var saveBudget = 3.0
+    package var saveBudget = 3.0
     /// Where the history lives (`$XDG_STATE_HOME/xpb`).
-    public var stateDirectory: URL
+    package var stateDirectory: URL
     /// The control socket (nil: the display's, under `$XDG_RUNTIME_DIR/xpb`).
-    public var socketPath: String?
+    package var socketPath: String?
     /// At start, when nobody owns a kept selection, serve its last history entry.
-    public var restoresAtStart = true
+    package var restoresAtStart = true
     /// Sync with other displays and machines.
-    public var sync = SyncConfiguration()
+    package var sync = SyncConfiguration()
     /// What is done with a copy by the app that made it (secret, ignored, not synced).
-    public var appRules = AppRules()
+    package var appRules = AppRules()
     /// What a copy must not hold to be kept (`--ignore-match`, `--min-size`).
-    public var contentRules = ContentRules()
+    package var contentRules = ContentRules()
     /// A finished PRIMARY selection becomes CLIPBOARD too, and the other way round (lazily).
-    public var primaryToClipboard = false
-    public var clipboardToPrimary = false
+    package var primaryToClipboard = false
+    package var clipboardToPrimary = false
     /// `--on-copy`: a command run for each new copy kept.
-    public var onCopy = CopyActionConfiguration()
+    package var onCopy = CopyActionConfiguration()
 
-    public init(stateDirectory: URL) {
+    package init(stateDirectory: URL) {
         self.stateDirectory = stateDirectory
     }
 
     /// `$XDG_STATE_HOME/xpb`, else `~/.local/state/xpb`.
-    public static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+    package static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
         xdgDirectory("XDG_STATE_HOME", else: ".local/state", environment: environment).appendingPathComponent("xpb")
     }
 
     /// An XDG base directory: `$variable` when it is an absolute path, else `$HOME/fallback`
     /// (the user database's home without `$HOME`).
-    public static func xdgDirectory(_ variable: String, else fallback: String,
+    package static func xdgDirectory(_ variable: String, else fallback: String,
                                     environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
         if let directory = environment[variable], directory.hasPrefix("/") { return URL(fileURLWithPath: directory) }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? FileManager.default.homeDirectoryForCurrentUser.path
         return URL(fileURLWithPath: home).appendingPathComponent(fallback)
     }
 
     /// The selections kept, in order: CLIPBOARD, then PRIMARY and named ones when asked.
-    public var keptSelections: [Pasteboard.Name] {
+    package var keptSelections: [Pasteboard.Name] {
         [.general] + (keepsPrimary ? [.find] : []) + keptNames
     }
 }

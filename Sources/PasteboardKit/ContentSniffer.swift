@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Recognises a representation type from the first bytes of some data: images by their magic
 /// numbers, PDF, SVG and HTML by their openings, and UTF-8 text. Reads at most 64 KiB.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The standard edit actions of a tool that hosts a selection.
 public enum EditAction: String, Sendable, CaseIterable {

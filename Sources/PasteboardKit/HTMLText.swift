@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Plain text from HTML, as a reader that asks an HTML-only copy for text should get it: tags
 /// removed, character references decoded, block elements and `<br>` as line breaks, table cells

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A backend that keeps pasteboards in this process: for app-local pasteboards, for tests, and

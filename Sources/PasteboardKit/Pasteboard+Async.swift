@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 
 /// Async forms of every read and write. Each runs its synchronous twin on a worker thread outside
 /// Swift's cooperative pool and resumes the caller when it is done, so a call from an actor or
@@ -27,11 +27,11 @@ extension Pasteboard {
     /// The items, whose representations are read only when asked for.
     public func readItems() async throws -> [PasteboardItem] { try await offload { try self.readItems() } }
     /// Whether any item of `itemSet` (every item for nil) has one of `types` or a type conforming to one.
-    public func readContains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet? = nil) async throws -> Bool {
+    public func readContains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: [Int]? = nil) async throws -> Bool {
         try await offload { try self.readContains(pasteboardTypes: types, inItemSet: itemSet) }
     }
     /// The items that have one of `types` or a type conforming to one.
-    public func readItemSet(withPasteboardTypes types: [PasteboardType]) async throws -> IndexSet {
+    public func readItemSet(withPasteboardTypes types: [PasteboardType]) async throws -> [Int] {
         try await offload { try self.readItemSet(withPasteboardTypes: types) }
     }
     /// Whether any item holds plain text.
@@ -50,7 +50,7 @@ extension Pasteboard {
         try await offload { try self.data(forPasteboardType: type) }
     }
     /// The bytes of `type` from each item of `itemSet` (every item for nil) that has it.
-    public func data(forPasteboardType type: PasteboardType, inItemSet itemSet: IndexSet?) async throws -> [Data] {
+    public func data(forPasteboardType type: PasteboardType, inItemSet itemSet: [Int]?) async throws -> [Data] {
         try await offload { try self.data(forPasteboardType: type, inItemSet: itemSet) }
     }
     /// The value of `type` from the first item that has it.
@@ -58,7 +58,7 @@ extension Pasteboard {
         try await offload { try self.value(forPasteboardType: type) }
     }
     /// The values of `type` from each item of `itemSet` (every item for nil) that has it.
-    public func values(forPasteboardType type: PasteboardType, inItemSet itemSet: IndexSet?) async throws -> [PropertyListValue] {
+    public func values(forPasteboardType type: PasteboardType, inItemSet itemSet: [Int]?) async throws -> [PropertyListValue] {
         try await offload { try self.values(forPasteboardType: type, inItemSet: itemSet) }
     }
 
@@ -123,7 +123,7 @@ extension Pasteboard {
         try await offload { try self.detectPatterns(for: patterns) }
     }
     /// The patterns each item of `itemSet` (every item for nil) matches, in item order.
-    public func detectedPatterns(for patterns: Set<DetectionPattern>, inItemSet itemSet: IndexSet?) async throws -> [Set<DetectionPattern>] {
+    public func detectedPatterns(for patterns: Set<DetectionPattern>, inItemSet itemSet: [Int]?) async throws -> [Set<DetectionPattern>] {
         try await offload { try self.detectPatterns(for: patterns, inItemSet: itemSet) }
     }
     /// The values of the kinds in `patterns` in the first item's text.
@@ -131,7 +131,7 @@ extension Pasteboard {
         try await offload { try self.detectValues(for: patterns) }
     }
     /// The values found in each item of `itemSet` (every item for nil), in item order.
-    public func detectedValues(for patterns: Set<ValueDetectionPattern>, inItemSet itemSet: IndexSet?) async throws -> [DetectedValues] {
+    public func detectedValues(for patterns: Set<ValueDetectionPattern>, inItemSet itemSet: [Int]?) async throws -> [DetectedValues] {
         try await offload { try self.detectValues(for: patterns, inItemSet: itemSet) }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ImageCodecs
 
 /// An encoded image: its bytes and the type that says their format (PNG, JPEG, …).

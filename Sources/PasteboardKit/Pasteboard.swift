@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A pasteboard: the general one (the clipboard), the find one (on X11 the primary selection),
@@ -43,19 +43,6 @@ public final class Pasteboard: Sendable {
         public var description: String { rawValue }
     }
 
-    /// Posted after a pasteboard's contents change; `userInfo` carries the name, the change count
-    /// and the types added and removed (as `[String]`).
-    public static let changedNotification = Notification.Name("org.xpb.pasteboard.changed")
-    /// Posted after a named pasteboard is removed.
-    public static let removedNotification = Notification.Name("org.xpb.pasteboard.removed")
-    /// `userInfo` key: the pasteboard's name, a `String`.
-    public static let nameUserInfoKey = "name"
-    /// `userInfo` key: the change count after the change, an `Int`.
-    public static let changeCountUserInfoKey = "changeCount"
-    /// `userInfo` key: the type identifiers added, `[String]`.
-    public static let typesAddedUserInfoKey = "typesAdded"
-    /// `userInfo` key: the type identifiers removed, `[String]`.
-    public static let typesRemovedUserInfoKey = "typesRemoved"
 
     /// This pasteboard's name.
     public let name: Name
@@ -77,8 +64,8 @@ public final class Pasteboard: Sendable {
     /// What a program writes stays available to other programs only while the program runs
     /// (X11 has no clipboard storage of its own): before exiting, call
     /// ``flushToClipboardManager()`` to hand the contents to a clipboard manager such as `xpbd`.
-    /// Each access returns the same handle while one is alive, so `general` can be the object of
-    /// a notification observer.
+    /// Each access returns the same handle while one is alive, so `general` can be compared
+    /// with `===` to the handle a change observer is given.
     public static var general: Pasteboard { general(of: PasteboardSystem.backend) }
 
     /// The find pasteboard (on X11, the primary selection) of the default backend.
@@ -119,7 +106,7 @@ public final class Pasteboard: Sendable {
         return backend.changeCenter.handle(for: name, backend: backend)
     }
 
-    /// Removes a named pasteboard and its contents, posting ``removedNotification``; the general
+    /// Removes a named pasteboard and its contents, reporting a change of kind `.removed`; the general
     /// and find pasteboards cannot be removed. Writing through a handle of a removed pasteboard
     /// throws ``PasteboardError/pasteboardRemoved(_:)`` until it is created again.
     public static func remove(withName name: Name, backend: any PasteboardBackend = PasteboardSystem.backend) {
@@ -225,7 +212,7 @@ public final class Pasteboard: Sendable {
     public func readTypes() throws -> [PasteboardType] { try itemTypes().first ?? [] }
 
     /// The types of the items in `itemSet` (every item for nil), in item order.
-    public func types(forItemSet itemSet: IndexSet?) throws -> [[PasteboardType]] {
+    public func types(forItemSet itemSet: [Int]?) throws -> [[PasteboardType]] {
         let all = try itemTypes()
         return try indices(itemSet, count: all.count).map { all[$0] }
     }
@@ -238,13 +225,13 @@ public final class Pasteboard: Sendable {
 
     /// Whether any item of `itemSet` (every item for nil) has a type that is, or conforms to, one
     /// of `types`; false when the read failed.
-    public func contains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet?) -> Bool {
+    public func contains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: [Int]?) -> Bool {
         (try? readContains(pasteboardTypes: types, inItemSet: itemSet)) ?? false
     }
 
     /// Whether any item of `itemSet` (every item for nil) has a type that is, or conforms to, one
     /// of `types`. Moves no data.
-    public func readContains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: IndexSet? = nil) throws -> Bool {
+    public func readContains(pasteboardTypes types: [PasteboardType], inItemSet itemSet: [Int]? = nil) throws -> Bool {
         let all = try itemTypes()
         return try indices(itemSet, count: all.count).contains { conforms(all[$0], toAnyOf: types) }
     }
@@ -256,14 +243,14 @@ public final class Pasteboard: Sendable {
 
     /// The items that have a type that is, or conforms to, one of `types`; empty when the read
     /// failed (``readItemSet(withPasteboardTypes:)`` says why).
-    public func itemSet(withPasteboardTypes types: [PasteboardType]) -> IndexSet {
-        (try? readItemSet(withPasteboardTypes: types)) ?? IndexSet()
+    public func itemSet(withPasteboardTypes types: [PasteboardType]) -> [Int] {
+        (try? readItemSet(withPasteboardTypes: types)) ?? []
     }
 
     /// The items that have a type that is, or conforms to, one of `types`. Moves no data.
-    public func readItemSet(withPasteboardTypes types: [PasteboardType]) throws -> IndexSet {
+    public func readItemSet(withPasteboardTypes types: [PasteboardType]) throws -> [Int] {
         let all = try itemTypes()
-        return IndexSet(all.indices.filter { conforms(all[$0], toAnyOf: types) })
+        return all.indices.filter { conforms(all[$0], toAnyOf: types) }
     }
 
     /// Whether any item holds plain text; false when the read failed (``readHasStrings()``).
@@ -303,7 +290,7 @@ public final class Pasteboard: Sendable {
     }
 
     /// The bytes of `type` from each item of `itemSet` (every item for nil) that has it.
-    public func data(forPasteboardType type: PasteboardType, inItemSet itemSet: IndexSet?) throws -> [Data] {
+    public func data(forPasteboardType type: PasteboardType, inItemSet itemSet: [Int]?) throws -> [Data] {
         let all = try itemTypes()
         return try indices(itemSet, count: all.count).compactMap { index in
             guard let match = matchingType(type, in: all[index]) else { return nil }
@@ -330,7 +317,7 @@ public final class Pasteboard: Sendable {
     }
 
     /// The values of `type` from each item of `itemSet` (every item for nil) that has it.
-    public func values(forPasteboardType type: PasteboardType, inItemSet itemSet: IndexSet?) throws -> [PropertyListValue] {
+    public func values(forPasteboardType type: PasteboardType, inItemSet itemSet: [Int]?) throws -> [PropertyListValue] {
         let all = try itemTypes()
         return try indices(itemSet, count: all.count).compactMap { index in
             guard let match = matchingType(type, in: all[index]),
@@ -349,13 +336,14 @@ public final class Pasteboard: Sendable {
         try setItems([item])
     }
 
-    /// The item indices of `itemSet`, all of them for nil; throws for an index out of range.
-    func indices(_ itemSet: IndexSet?, count: Int) throws -> [Int] {
+    /// The item indices of `itemSet` in item order, each once (as an index set has them), all
+    /// of them for nil; throws for an index out of range.
+    func indices(_ itemSet: [Int]?, count: Int) throws -> [Int] {
         guard let itemSet else { return Array(0..<count) }
         if let bad = itemSet.first(where: { $0 < 0 || $0 >= count }) {
             throw PasteboardError.itemIndexOutOfRange(bad, count: count)
         }
-        return Array(itemSet)
+        return Set(itemSet).sorted()
     }
 }
 

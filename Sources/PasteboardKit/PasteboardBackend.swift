@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Where a pasteboard's contents live: in this process (``InMemoryPasteboardBackend``), on an X
@@ -102,9 +102,8 @@ public struct PasteboardChange: Sendable, Equatable {
     }
 }
 
-/// Delivers pasteboard changes to `AsyncStream` subscribers and as Foundation notifications
-/// (``Pasteboard/changedNotification``, ``Pasteboard/removedNotification``), in the order of
-/// their change counts.
+/// Delivers pasteboard changes to `AsyncStream` subscribers and to an optional observer
+/// (``init(observer:)``), in the order of their change counts.
 ///
 /// A backend reserves a place in the order when it counts a change (under the lock that counts
 /// it) and fills it when it can describe the change, possibly later and on another thread; changes
@@ -126,7 +125,7 @@ public final class ChangeCenter: Sendable {
     }
 
     /// Everything under one lock: subscribers, whether the streams have ended, the order of
-    /// deliveries, and the pasteboard handles that notifications carry.
+    /// deliveries, and the pasteboard handles that the observer is given.
     private struct State {
         var subscribers: [UInt64: Subscriber] = [:]
         var nextID: UInt64 = 0
@@ -150,11 +149,16 @@ public final class ChangeCenter: Sendable {
     }
 
     private let state = Mutex(State())
-    private let notificationCenter: NotificationCenter?
+    private let observer: Observer?
 
-    /// A center that also posts to `notificationCenter` (pass nil for streams only).
-    public init(notificationCenter: NotificationCenter? = .default) {
-        self.notificationCenter = notificationCenter
+    /// Called with each change, in delivery order, on the thread that delivers it, with the
+    /// ``Pasteboard`` handle that changed (the one a program holds; nil before a backend is
+    /// attached). It must return quickly: the next change waits for it.
+    public typealias Observer = @Sendable (PasteboardChange, Pasteboard?) -> Void
+
+    /// A center whose changes reach the streams of ``stream(for:)`` and, when given, `observer`.
+    public init(observer: Observer? = nil) {
+        self.observer = observer
     }
 
     /// The changes of one pasteboard (or of all, for nil) from now on, each delivered in order.
@@ -176,14 +180,14 @@ public final class ChangeCenter: Sendable {
         return stream
     }
 
-    /// Tells the center which backend's pasteboards it reports on, so that each notification's
-    /// `object` is the ``Pasteboard`` that changed. Backends call it once, at the end of `init`.
+    /// Tells the center which backend's pasteboards it reports on, so that the observer
+    /// is given the ``Pasteboard`` that changed. Backends call it once, at the end of `init`.
     package func attach(_ backend: any PasteboardBackend) {
         state.withLock { $0.backend = backend }
     }
 
     /// The one live handle of a pasteboard of the attached backend, made when none is alive, so
-    /// that `Pasteboard.general === Pasteboard.general` and a notification's object is the handle
+    /// that `Pasteboard.general === Pasteboard.general` and the observer's handle is the one
     /// a program holds.
     package func handle(for name: Pasteboard.Name, backend: any PasteboardBackend) -> Pasteboard {
         state.withLock { state in
@@ -197,7 +201,7 @@ public final class ChangeCenter: Sendable {
         }
     }
 
-    /// Makes a handle made by `Pasteboard(name:create:)` the one notifications carry, unless
+    /// Makes a handle made by `Pasteboard(name:create:)` the one the observer is given, unless
     /// another handle of that pasteboard is alive.
     package func adopt(_ pasteboard: Pasteboard) {
         state.withLock { state in
@@ -286,14 +290,7 @@ public final class ChangeCenter: Sendable {
     }
 
     private func post(_ change: PasteboardChange, backend: (any PasteboardBackend)?) {
-        guard let notificationCenter else { return }
-        let name = change.kind == .removed ? Pasteboard.removedNotification : Pasteboard.changedNotification
-        let object = backend.map { handle(for: change.name, backend: $0) }
-        notificationCenter.post(name: name, object: object, userInfo: [
-            Pasteboard.nameUserInfoKey: change.name.rawValue,
-            Pasteboard.changeCountUserInfoKey: change.changeCount,
-            Pasteboard.typesAddedUserInfoKey: change.typesAdded.map(\.identifier),
-            Pasteboard.typesRemovedUserInfoKey: change.typesRemoved.map(\.identifier),
-        ])
+        guard let observer else { return }
+        observer(change, backend.map { handle(for: change.name, backend: $0) })
     }
 }

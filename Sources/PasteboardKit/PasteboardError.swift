@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What went wrong with a pasteboard operation; each message says what happened and what to try.
 public enum PasteboardError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
@@ -58,6 +58,7 @@ public enum PasteboardError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     static func format(_ seconds: Double) -> String {
-        seconds == seconds.rounded() ? String(Int(seconds)) : String(format: "%.3g", seconds)
+        // Whole seconds as an integer, else to the millisecond: "5", "2.5", "0.25".
+        seconds == seconds.rounded() ? String(Int(seconds)) : String((seconds * 1000).rounded() / 1000)
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What the whole text of an item probably is.
 public enum DetectionPattern: String, Hashable, Sendable, CaseIterable, Codable {
@@ -48,7 +48,7 @@ public enum PatternDetector {
     /// The patterns among `patterns` that the whole of `text` matches.
     public static func patterns(in text: String, for patterns: Set<DetectionPattern>) -> Set<DetectionPattern> {
         guard !patterns.isEmpty else { return [] }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingWhitespace()
         guard !trimmed.isEmpty else { return [] }
         var found = Set<DetectionPattern>()
         let isURL = isProbableWebURL(trimmed)
@@ -80,7 +80,7 @@ public enum PatternDetector {
         }
         if patterns.contains(.phoneNumbers) {
             values.phoneNumbers = matches(of: #"\+?\(?\d[\d\s().\-]{5,20}\d"#, in: scanned, notAfter: ".")
-                .map { $0.trimmingCharacters(in: .whitespaces) }
+                .map { $0.trimmingSpaces() }
                 .filter(isPhoneNumber)
         }
         if patterns.contains(.numbers) {
@@ -105,7 +105,7 @@ public enum PatternDetector {
     /// optional fraction and exponent.
     static func number(from text: String) -> Double? {
         guard text.wholeMatch(of: numberShape) != nil else { return nil }
-        return Double(text.replacingOccurrences(of: ",", with: ""))
+        return Double(text.replacing(",", with: ""))
     }
 
     static var numberShape: Regex<Substring> { #/[-+]?(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d+)?(?:[eE][-+]?\d+)?/# }
@@ -160,28 +160,28 @@ extension Pasteboard {
     /// The patterns among `patterns` that the first item's text matches; reads nothing when
     /// `patterns` is empty or the first item has no text or URL.
     public func detectPatterns(for patterns: Set<DetectionPattern>) throws -> Set<DetectionPattern> {
-        try detectPatterns(for: patterns, inItemSet: IndexSet(integer: 0)).first ?? []
+        try detectPatterns(for: patterns, inItemSet: [0]).first ?? []
     }
 
     /// The patterns each item of `itemSet` (every item for nil) matches, in item order.
-    public func detectPatterns(for patterns: Set<DetectionPattern>, inItemSet itemSet: IndexSet?) throws -> [Set<DetectionPattern>] {
+    public func detectPatterns(for patterns: Set<DetectionPattern>, inItemSet itemSet: [Int]?) throws -> [Set<DetectionPattern>] {
         try detect(inItemSet: itemSet, skip: patterns.isEmpty, empty: []) { PatternDetector.patterns(in: $0, for: patterns) }
     }
 
     /// The values of the kinds in `patterns` in the first item's text.
     public func detectValues(for patterns: Set<ValueDetectionPattern>) throws -> DetectedValues {
-        try detectValues(for: patterns, inItemSet: IndexSet(integer: 0)).first ?? DetectedValues()
+        try detectValues(for: patterns, inItemSet: [0]).first ?? DetectedValues()
     }
 
     /// The values found in each item of `itemSet` (every item for nil), in item order.
-    public func detectValues(for patterns: Set<ValueDetectionPattern>, inItemSet itemSet: IndexSet?) throws -> [DetectedValues] {
+    public func detectValues(for patterns: Set<ValueDetectionPattern>, inItemSet itemSet: [Int]?) throws -> [DetectedValues] {
         try detect(inItemSet: itemSet, skip: patterns.isEmpty, empty: DetectedValues()) { PatternDetector.values(in: $0, for: patterns) }
     }
 
-    private func detect<T>(inItemSet itemSet: IndexSet?, skip: Bool, empty: T, _ detector: (String) -> T) throws -> [T] {
+    private func detect<T>(inItemSet itemSet: [Int]?, skip: Bool, empty: T, _ detector: (String) -> T) throws -> [T] {
         let all = try itemTypes()
         // The first item of an empty pasteboard: nothing to detect.
-        if itemSet == IndexSet(integer: 0), all.isEmpty { return [] }
+        if itemSet == [0], all.isEmpty { return [] }
         return try indices(itemSet, count: all.count).map { index in
             guard !skip, let text = try detectionText(item: index, types: all[index]) else { return empty }
             return detector(text)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A property-list value: what ``Pasteboard/setValue(_:forPasteboardType:)`` accepts and
 /// ``Pasteboard/value(forPasteboardType:)`` returns.
@@ -53,7 +53,6 @@ public enum PropertyListValue: Sendable, Hashable {
             return .integer(exact)
         case let value as Double: return .double(value)
         case let value as Float: return .double(Double(value))
-        case let value as NSNumber: return fromFoundation(value) ?? .double(value.doubleValue)
         case let value as Date: return .date(value)
         case let value as URL: return .url(value)
         case let value as [Any]:
@@ -66,54 +65,87 @@ public enum PropertyListValue: Sendable, Hashable {
             throw PasteboardError.notAPropertyList(typeName: String(describing: type(of: value)), path: path)
         }
     }
+}
 
-    /// The value as a Foundation property-list object, for serialization.
-    var foundationObject: Any {
+/// A property-list value is coded as the property list it stands for: with
+/// `PropertyListEncoder` and `PropertyListDecoder` it reads and writes plist bytes. A URL is
+/// written as its absolute string (property lists have no URL type) and reads back as
+/// `.string`.
+extension PropertyListValue: Codable {
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
         switch self {
-        case let .string(value): return value
-        case let .data(value): return value
-        case let .integer(value): return NSNumber(value: value)
-        case let .double(value): return NSNumber(value: value)
-        case let .bool(value): return NSNumber(value: value)
-        case let .date(value): return value
-        case let .url(value): return value.absoluteString
-        case let .array(values): return values.map(\.foundationObject)
-        case let .dictionary(values): return values.mapValues(\.foundationObject)
+        case let .array(values):
+            var container = encoder.unkeyedContainer()
+            for value in values { try container.encode(value) }
+        case let .dictionary(values):
+            var container = encoder.container(keyedBy: Key.self)
+            for (key, value) in values { try container.encode(value, forKey: Key(stringValue: key)) }
+        case let .string(value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case let .data(value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case let .integer(value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case let .double(value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case let .bool(value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case let .date(value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case let .url(value): var container = encoder.singleValueContainer(); try container.encode(value.absoluteString)
         }
     }
 
-    /// Reads back a Foundation property-list object.
-    static func fromFoundation(_ object: Any) -> PropertyListValue? {
-        switch object {
-        case let value as String: return .string(value)
-        case let value as Data: return .data(value)
-        case let value as Date: return .date(value)
-        case let value as Bool where Swift.type(of: object) == Bool.self: return .bool(value)
-        case let value as NSNumber:
-            // Foundation reads booleans back as `Bool` and numbers as `NSNumber`; the number's
-            // C type code tells integers ("q", "i", …) from floating point ("d", "f").
-            switch String(cString: value.objCType) {
-            case "c", "B": return .bool(value.boolValue)
-            case "d", "f": return .double(value.doubleValue)
-            default: return .integer(value.intValue)
-            }
-        case let value as [Any]:
-            var result = [PropertyListValue]()
-            for element in value {
-                guard let converted = fromFoundation(element) else { return nil }
-                result.append(converted)
-            }
-            return .array(result)
-        case let value as [String: Any]:
-            var result = [String: PropertyListValue]()
-            for (key, element) in value {
-                guard let converted = fromFoundation(element) else { return nil }
-                result[key] = converted
-            }
-            return .dictionary(result)
-        default:
-            return nil
+    /// Reads whichever value the property list holds: a dictionary, an array, or a scalar
+    /// (a boolean, an integer, a real, a date, data or a string, tried in that order, so that
+    /// each comes back as the case it was written from).
+    public init(from decoder: any Decoder) throws {
+        if let container = try? decoder.container(keyedBy: Key.self) {
+            var values = [String: PropertyListValue]()
+            for key in container.allKeys { values[key.stringValue] = try container.decode(PropertyListValue.self, forKey: key) }
+            self = .dictionary(values)
+        } else if var container = try? decoder.unkeyedContainer() {
+            var values = [PropertyListValue]()
+            while !container.isAtEnd { values.append(try container.decode(PropertyListValue.self)) }
+            self = .array(values)
+        } else {
+            let container = try decoder.singleValueContainer()
+            if let value = try? container.decode(Bool.self) { self = .bool(value) }
+            else if let value = try? container.decode(Int.self) { self = .integer(value) }
+            else if let value = try? container.decode(Double.self) { self = .double(value) }
+            else if let value = try? container.decode(Date.self) { self = .date(value) }
+            else if let value = try? container.decode(Data.self) { self = .data(value) }
+            else { self = .string(try container.decode(String.self)) }
         }
+    }
+
+    /// The value as a binary property list.
+    ///
+    /// `PropertyListEncoder` writes only arrays and dictionaries at the top level, while a
+    /// pasteboard value may be a lone number or date. Such a value is encoded inside a
+    /// one-element array and the trailer's top object is then pointed at the element: the
+    /// bytes are a valid property list of the value alone (the array is left unreferenced).
+    func binaryPropertyList() throws -> Data {
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        switch self {
+        case .array, .dictionary: return try encoder.encode(self)
+        default: break
+        }
+        var bytes = try encoder.encode([self])
+        // Trailer (last 32 bytes): 6 unused, offset size, reference size, object count (8),
+        // top object (8), offset table offset (8). Object 0 is the array: marker 0xA1, then
+        // the element's reference.
+        let trailer = bytes.count - 32
+        let referenceSize = Int(bytes[trailer + 7])
+        guard bytes.count > 9 + referenceSize, bytes[8] == 0xA1, (1...8).contains(referenceSize) else {
+            throw PasteboardError.malformedData(type: .data, reason: "unexpected property list layout")
+        }
+        var element: UInt64 = 0
+        for byte in bytes[9..<(9 + referenceSize)] { element = element << 8 | UInt64(byte) }
+        for index in 0..<8 { bytes[trailer + 16 + index] = UInt8(truncatingIfNeeded: element >> (56 - 8 * UInt64(index))) }
+        return bytes
     }
 }
 
@@ -139,7 +171,7 @@ public enum ValueCoding {
             return Data(url.absoluteString.utf8)
         default:
             do {
-                return try PropertyListSerialization.data(fromPropertyList: value.foundationObject, format: .binary, options: 0)
+                return try value.binaryPropertyList()
             } catch {
                 throw PasteboardError.malformedData(type: type, reason: "cannot serialize the value: \(error)")
             }
@@ -149,16 +181,14 @@ public enum ValueCoding {
     /// The value that `data` stored under `type` stands for.
     public static func decode(_ data: Data, as type: PasteboardType, registry: TypeRegistry = .standard) -> PropertyListValue {
         if registry.conforms(type, to: .url) {
-            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = String(decoding: data, as: UTF8.self).trimmingWhitespace()
             if let url = URL(string: text) { return .url(url) }
         }
         if registry.conforms(type, to: .text) {
             if let text = decodeText(data, as: type) { return .string(text) }
             return .data(data)
         }
-        if data.starts(with: binaryPlistMagic),
-           let object = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil),
-           let value = PropertyListValue.fromFoundation(object) {
+        if data.starts(with: binaryPlistMagic), let value = try? PropertyListDecoder().decode(PropertyListValue.self, from: data) {
             return value
         }
         return .data(data)

@@ -1,3 +1,5 @@
+import CLinux
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,5 +39,91 @@ package enum SystemCall {
             let failure = Errno.current
             if failure != .interrupted { throw failure }
         }
+    }
+}
+
+/// A thread of its own for a blocking loop, without Foundation's `Thread` (which would link all
+/// of Foundation and ICU's data into the binaries).
+package enum DetachedThread {
+    private final class Start {
+        let name: String
+        let body: @Sendable () -> Void
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Runs `body` on a new detached thread named `name` (the kernel keeps 15 bytes of it, shown
+    /// by `ps -L` and `top -H`). False when no thread could be made (`EAGAIN`: the process or the
+    /// user is at the thread limit); `body` has then not run.
+    @discardableResult
+    package static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+        let start = Unmanaged.passRetained(Start(name: name, body: body))
+        var thread = pthread_t()
+        let made = pthread_create(&thread, nil, { argument in
+            guard let argument else { return nil }
+            let start = Unmanaged<Start>.fromOpaque(argument).takeRetainedValue()
+            _ = clinux_set_thread_name(start.name)
+            start.body()
+            return nil
+        }, start.toOpaque())
+        guard made == 0 else {
+            start.release()
+            return false
+        }
+        pthread_detach(thread)
+        return true
+    }
+}
+
+/// A lock with a condition to wait on (POSIX's mutex and condition variable), the shape of
+/// Foundation's `NSCondition` without linking Foundation proper. Waits measure time on the
+/// monotonic clock, so a wall-clock jump neither ends nor stretches them.
+package final class Condition: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    package init() {
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
+
+    /// Wakes every waiter (call with the lock held).
+    package func broadcast() { pthread_cond_broadcast(condition) }
+
+    /// Waits for a broadcast (call with the lock held; it is held again on return).
+    package func wait() { pthread_cond_wait(condition, mutex) }
+
+    /// Waits for a broadcast until `deadline` (wall-clock time, turned into time from now);
+    /// false when the deadline passed first.
+    package func wait(until deadline: Date) -> Bool {
+        let remaining = deadline.timeIntervalSinceNow
+        guard remaining > 0 else { return false }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let whole = remaining.rounded(.down)
+        var nanoseconds = Int(now.tv_nsec) + Int((remaining - whole) * 1_000_000_000)
+        var seconds = Int(now.tv_sec) + Int(min(whole, Double(Int32.max)))
+        if nanoseconds >= 1_000_000_000 {
+            seconds += 1
+            nanoseconds -= 1_000_000_000
+        }
+        var until = timespec(tv_sec: seconds, tv_nsec: nanoseconds)
+        return pthread_cond_timedwait(condition, mutex, &until) != ETIMEDOUT
     }
 }

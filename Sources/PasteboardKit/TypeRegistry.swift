@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 public import ImageCodecs
 
 /// How the bytes of one X11 target relate to the bytes the model stores for a type.
@@ -517,14 +517,4 @@ public enum ReaderPreference {
     public static let plainText: [PasteboardType] = [.utf8PlainText, .plainText]
     /// An image reader: lossless formats first.
     public static let image: [PasteboardType] = [.png, .tiff, .bmp, .webP, .gif, .jpeg, .image]
-}
-
-extension StringProtocol {
-    /// Without the spaces and tabs at either end. Plain ASCII: the registry is built at every
-    /// start of a process, and Foundation's `trimmingCharacters` costs ~40,000 instructions a call.
-    func trimmingSpaces() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
-    }
 }

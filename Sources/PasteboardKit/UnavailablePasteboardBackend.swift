@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The default backend when no platform backend can be used: every read and write throws
 /// ``PasteboardError/unavailable(_:)`` with the reason, so that a program never mistakes "no

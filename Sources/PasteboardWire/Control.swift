@@ -1,20 +1,20 @@
-import Foundation
+import FoundationEssentials
 
 /// The first frame each way.
-public struct ControlHello: Codable, Sendable, Equatable {
+package struct ControlHello: Codable, Sendable, Equatable {
     /// The protocol this version of xpb speaks on the control socket.
-    public static let current = ControlHello(protocol: "xpb-control", version: 1)
+    package static let current = ControlHello(protocol: "xpb-control", version: 1)
 
-    public let `protocol`: String
-    public let version: Int
+    package let `protocol`: String
+    package let version: Int
 
-    public init(protocol: String, version: Int) {
+    package init(protocol: String, version: Int) {
         self.protocol = `protocol`
         self.version = version
     }
 
     /// Nil when `other` speaks this protocol and version, else why not.
-    public func mismatch(with other: ControlHello) -> String? {
+    package func mismatch(with other: ControlHello) -> String? {
         guard other.protocol == self.protocol else { return "the peer speaks '\(other.protocol)', not '\(self.protocol)'" }
         guard other.version == version else {
             return "the peer speaks \(self.protocol) version \(other.version), this side version \(version): run the same xpb version on both"
@@ -24,7 +24,7 @@ public struct ControlHello: Codable, Sendable, Equatable {
 }
 
 /// A command for the daemon.
-public enum ControlRequest: Codable, Sendable, Equatable {
+package enum ControlRequest: Codable, Sendable, Equatable {
     /// The daemon's state (``DaemonStatus``).
     case status
     /// History entries, newest first, optionally only those whose text contains `search`
@@ -43,7 +43,7 @@ public enum ControlRequest: Codable, Sendable, Equatable {
 }
 
 /// The daemon's answer.
-public enum ControlReply: Codable, Sendable, Equatable {
+package enum ControlReply: Codable, Sendable, Equatable {
     case status(DaemonStatus)
     case history([HistoryEntrySummary])
     /// The command was carried out; the text says what happened.
@@ -51,28 +51,28 @@ public enum ControlReply: Codable, Sendable, Equatable {
 }
 
 /// What `xpb daemon status` shows.
-public struct DaemonStatus: Codable, Sendable, Equatable {
-    public var pid: Int
-    public var version: String
-    public var display: String
+package struct DaemonStatus: Codable, Sendable, Equatable {
+    package var pid: Int
+    package var version: String
+    package var display: String
     /// The selections kept (`CLIPBOARD`, and `PRIMARY` or named ones when asked).
-    public var keeps: [String]
-    public var entryCount: Int
-    public var bytes: Int
-    public var maxEntries: Int
-    public var maxBytes: Int
-    public var stateDirectory: String
-    public var database: String
-    public var socket: String
-    public var startedAt: Date
+    package var keeps: [String]
+    package var entryCount: Int
+    package var bytes: Int
+    package var maxEntries: Int
+    package var maxBytes: Int
+    package var stateDirectory: String
+    package var database: String
+    package var socket: String
+    package var startedAt: Date
     /// The change count published per selection name.
-    public var changeCounts: [String: Int]
+    package var changeCounts: [String: Int]
     /// The sync links (absent from daemons before sync).
-    public var peers: [PeerStatus]?
+    package var peers: [PeerStatus]?
     /// Per synced selection, the value sync holds and why it won (absent from older daemons).
-    public var syncValues: [SyncValueStatus]?
+    package var syncValues: [SyncValueStatus]?
 
-    public init(pid: Int, version: String, display: String, keeps: [String], entryCount: Int, bytes: Int, maxEntries: Int,
+    package init(pid: Int, version: String, display: String, keeps: [String], entryCount: Int, bytes: Int, maxEntries: Int,
                 maxBytes: Int, stateDirectory: String, database: String, socket: String, startedAt: Date, changeCounts: [String: Int],
                 peers: [PeerStatus]? = nil, syncValues: [SyncValueStatus]? = nil) {
         self.pid = pid
@@ -95,21 +95,21 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
 
 /// What sync holds for one selection: the newest shared value (its stamp orders it against
 /// every other copy: the greater stamp won) and this display's own newest change.
-public struct SyncValueStatus: Codable, Sendable, Equatable {
-    public var selection: String
+package struct SyncValueStatus: Codable, Sendable, Equatable {
+    package var selection: String
     /// The shared value's stamp (`clock@node`), its origin (host, display, owner), and whether it
     /// is a copy or a tombstone (`copy`, `cleared`); nil stamp when nothing was shared yet.
-    public var stamp: String?
-    public var origin: String?
-    public var state: String
+    package var stamp: String?
+    package var origin: String?
+    package var state: String
     /// The link it came on (nil: this display's own).
-    public var via: String?
+    package var via: String?
     /// This display's newest change: its stamp and whether it is shared (`shared`, `pending`,
     /// `not shared: WHY`, `cleared`).
-    public var localStamp: String?
-    public var localState: String?
+    package var localStamp: String?
+    package var localState: String?
 
-    public init(selection: String, stamp: String?, origin: String?, state: String, via: String?, localStamp: String?, localState: String?) {
+    package init(selection: String, stamp: String?, origin: String?, state: String, via: String?, localStamp: String?, localState: String?) {
         self.selection = selection
         self.stamp = stamp
         self.origin = origin
@@ -121,45 +121,45 @@ public struct SyncValueStatus: Codable, Sendable, Equatable {
 }
 
 /// One history entry as listed (no payload).
-public struct HistoryEntrySummary: Codable, Sendable, Equatable {
-    public var index: Int
-    public var selection: String
-    public var time: Date
+package struct HistoryEntrySummary: Codable, Sendable, Equatable {
+    package var index: Int
+    package var selection: String
+    package var time: Date
     /// The targets kept, in the order the owner advertised them.
-    public var targets: [String]
+    package var targets: [String]
     /// What a person recognises, in MIME names, the most telling first (`text/html` before
     /// `text/plain`; toolkit markers and protocol targets left out; an image known only by a
     /// vendor target named by its bytes, `image/png`).
-    public var types: [String]
+    package var types: [String]
     /// The size of the content: the bytes of the first of `types` (19 characters of text are
     /// 19 B, however many targets serve them).
-    public var size: Int
+    package var size: Int
     /// Bytes kept for the entry, every target's (identical payloads counted once).
-    public var keptBytes: Int
+    package var keptBytes: Int
     /// The owner's window name, if it published one.
-    public var source: String?
-    public var pid: Int?
+    package var source: String?
+    package var pid: Int?
     /// The first non-empty line of the text, if the entry has text; else the first type and its
     /// size, like `[image/png 12 kB]`.
-    public var preview: String
+    package var preview: String
     /// How many more lines the text has after the preview's.
-    public var moreLines: Int
+    package var moreLines: Int
     /// The lines after the preview's, joined by " ⏎ " (at most 1,000 characters), for pickers
     /// and searches that match any line; empty for one line.
-    public var rest: String
+    package var rest: String
     /// An image entry's size in pixels.
-    public var pixelWidth: Int?
-    public var pixelHeight: Int?
+    package var pixelWidth: Int?
+    package var pixelHeight: Int?
     /// An image entry's thumbnail: a PNG at most 256 px on its long side, under
     /// `$XDG_CACHE_HOME/xpb/thumbnails`.
-    public var thumbnail: String?
+    package var thumbnail: String?
     /// The application that copied: its executable's name (else its window class), where the
     /// daemon could tell.
-    public var app: String?
+    package var app: String?
     /// Whether the entry is pinned (never evicted, kept by `clear`).
-    public var pinned: Bool?
+    package var pinned: Bool?
 
-    public init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
+    package init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
                 source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "",
                 pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil, pinned: Bool = false) {
         self.index = index
@@ -183,15 +183,15 @@ public struct HistoryEntrySummary: Codable, Sendable, Equatable {
 }
 
 /// JSON as the control protocol writes it: ISO 8601 dates, sorted keys.
-public enum ControlCoding {
-    public static func encode<T: Encodable>(_ value: T) throws -> Data {
+package enum ControlCoding {
+    package static func encode<T: Encodable>(_ value: T) throws -> Data {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(value)
     }
 
-    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+    package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return try decoder.decode(type, from: data)
@@ -199,29 +199,29 @@ public enum ControlCoding {
 }
 
 /// An error frame's payload.
-public struct ControlFailure: Error, Codable, Sendable, Equatable, CustomStringConvertible {
-    public let message: String
-    public init(message: String) { self.message = message }
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct ControlFailure: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    package let message: String
+    package init(message: String) { self.message = message }
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 /// Where the daemon of a display listens.
-public enum ControlEndpoint {
+package enum ControlEndpoint {
     /// `$XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket` (without XDG_RUNTIME_DIR:
     /// `/tmp/xpb-<uid>/…`), the display's screen number dropped (`:0.0` and `:0` share a daemon).
-    public static func socketPath(display: String, environment: [String: String], uid: UInt32) -> String {
+    package static func socketPath(display: String, environment: [String: String], uid: UInt32) -> String {
         directory(environment: environment, uid: uid) + "/xpbd-" + displayKey(display) + ".socket"
     }
 
     /// The directory of the sockets (0700).
-    public static func directory(environment: [String: String], uid: UInt32) -> String {
+    package static func directory(environment: [String: String], uid: UInt32) -> String {
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/xpb" }
         return "/tmp/xpb-\(uid)"
     }
 
     /// A display name as a file name part: `:0` → `0`, `host:1.0` → `host_1`.
-    public static func displayKey(_ display: String) -> String {
+    package static func displayKey(_ display: String) -> String {
         var name = display
         if name.hasPrefix("unix:") { name.removeFirst(4) }
         if let colon = name.lastIndex(of: ":"), let dot = name[colon...].firstIndex(of: ".") { name = String(name[..<dot]) }

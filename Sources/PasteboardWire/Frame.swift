@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The wire format between `xpb` and `xpbd` (docs/protocol.md): length-prefixed frames.
 ///
@@ -6,7 +6,7 @@ import Foundation
 /// payloads are UTF-8 JSON objects. The first frame each way is a ``FrameKind/hello`` carrying
 /// ``ControlHello``; a side that sees another protocol version answers with an error frame and
 /// closes.
-public enum FrameKind: UInt8, Sendable {
+package enum FrameKind: UInt8, Sendable {
     /// Opens a connection: protocol name and version.
     case hello = 1
     /// A command for the daemon (``ControlRequest``).
@@ -22,23 +22,23 @@ public enum FrameKind: UInt8, Sendable {
 }
 
 /// One frame.
-public struct Frame: Sendable, Equatable {
+package struct Frame: Sendable, Equatable {
     /// The most payload bytes a frame may carry: a length above it is a protocol error (a peer
     /// cannot make the other side allocate gigabytes by claiming them).
-    public static let maxPayload = 16 << 20
+    package static let maxPayload = 16 << 20
     /// Bytes before the payload.
-    public static let headerSize = 5
+    package static let headerSize = 5
 
-    public let kind: FrameKind
-    public let payload: Data
+    package let kind: FrameKind
+    package let payload: Data
 
-    public init(kind: FrameKind, payload: Data) {
+    package init(kind: FrameKind, payload: Data) {
         self.kind = kind
         self.payload = payload
     }
 
     /// The frame as bytes on the wire.
-    public var encoded: Data {
+    package var encoded: Data {
         var bytes = Data(capacity: Self.headerSize + payload.count)
         let length = UInt32(payload.count)
         bytes.append(contentsOf: [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)])
@@ -49,18 +49,18 @@ public struct Frame: Sendable, Equatable {
 }
 
 /// A stream's bytes cut into frames as they arrive, in pieces of any size.
-public struct FrameDecoder: Sendable {
+package struct FrameDecoder: Sendable {
     private var buffer = Data()
 
-    public init() {}
+    package init() {}
 
     /// Adds received bytes.
-    public mutating func append(_ bytes: Data) { buffer.append(bytes) }
+    package mutating func append(_ bytes: Data) { buffer.append(bytes) }
 
     /// The next whole frame, nil when more bytes are needed.
     ///
     /// - Throws: ``WireError`` for a length over ``Frame/maxPayload`` or an unknown kind.
-    public mutating func next() throws(WireError) -> Frame? {
+    package mutating func next() throws(WireError) -> Frame? {
         guard buffer.count >= Frame.headerSize else { return nil }
         let start = buffer.startIndex
         let length = Int(buffer[start]) << 24 | Int(buffer[start + 1]) << 16 | Int(buffer[start + 2]) << 8 | Int(buffer[start + 3])
@@ -74,8 +74,8 @@ public struct FrameDecoder: Sendable {
 }
 
 /// A malformed or unexpected frame.
-public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
+    package let message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }

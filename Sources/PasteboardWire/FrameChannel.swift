@@ -1,23 +1,23 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 
 /// Frames over a blocking socket (xpb's client, and the daemon's per-connection threads).
-public struct FrameChannel {
-    public let fd: Int32
+package struct FrameChannel {
+    package let fd: Int32
     private var decoder = FrameDecoder()
 
-    public init(fd: Int32) { self.fd = fd }
+    package init(fd: Int32) { self.fd = fd }
 
     /// Sends one frame whole.
-    public func send(_ frame: Frame) throws(WireError) {
+    package func send(_ frame: Frame) throws(WireError) {
         let code = frame.encoded.withUnsafeBytes { writeAll(fd, $0, socket: true) }
         if let code { throw WireError("sending: \(String(cString: strerror(code)))") }
     }
 
     /// The next frame; nil when the peer closed the connection cleanly between frames.
-    public mutating func receive() throws(WireError) -> Frame? {
+    package mutating func receive() throws(WireError) -> Frame? {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             if let frame = try decoder.next() { return frame }
@@ -35,7 +35,7 @@ public struct FrameChannel {
     /// The next frame, which must arrive whole within `seconds` however the peer spaces its bytes
     /// (a peer trickling a byte a second cannot hold the connection); nil when the peer closed
     /// the connection cleanly between frames.
-    public mutating func receive(within seconds: Double) throws(WireError) -> Frame? {
+    package mutating func receive(within seconds: Double) throws(WireError) -> Frame? {
         let deadline = Date().addingTimeInterval(seconds)
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -55,14 +55,14 @@ public struct FrameChannel {
     }
 
     /// Sends `value` as JSON in a frame of `kind`.
-    public func send<T: Encodable>(_ kind: FrameKind, _ value: T) throws(WireError) {
+    package func send<T: Encodable>(_ kind: FrameKind, _ value: T) throws(WireError) {
         let payload: Data
         do { payload = try ControlCoding.encode(value) } catch { throw WireError("encoding: \(error)") }
         try send(Frame(kind: kind, payload: payload))
     }
 
     /// Gives up a blocking receive or send after `seconds`.
-    public func setTimeout(_ seconds: Double) {
+    package func setTimeout(_ seconds: Double) {
         var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
@@ -71,7 +71,7 @@ public struct FrameChannel {
 
 /// Writes every byte of `buffer` to `fd`, going on after EINTR: with `send` and MSG_NOSIGNAL on a
 /// socket (no SIGPIPE), with `write` otherwise (pipes, files). Nil when all went, else the errno.
-public func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, socket: Bool = false) -> Int32? {
+package func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, socket: Bool = false) -> Int32? {
     var offset = 0
     while offset < buffer.count {
         let start = buffer.baseAddress! + offset
@@ -86,9 +86,9 @@ public func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, socket: Bool
 }
 
 /// UNIX stream sockets by path.
-public enum LocalSocket {
+package enum LocalSocket {
     /// Connects to `path`; throws with the system's reason (ENOENT, ECONNREFUSED …) in `code`.
-    public static func connect(_ path: String) throws(LocalSocketError) -> Int32 {
+    package static func connect(_ path: String) throws(LocalSocketError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LocalSocketError(code: errno, path: path) }
         var address = try makeAddress(path)
@@ -104,7 +104,7 @@ public enum LocalSocket {
     }
 
     /// `sockaddr_un` for a path (at most 107 bytes).
-    public static func makeAddress(_ path: String) throws(LocalSocketError) -> sockaddr_un {
+    package static func makeAddress(_ path: String) throws(LocalSocketError) -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -118,8 +118,8 @@ public enum LocalSocket {
 }
 
 /// A socket call that failed, with errno.
-public struct LocalSocketError: Error, Sendable, CustomStringConvertible {
-    public let code: Int32
-    public let path: String
-    public var description: String { "\(path): \(String(cString: strerror(code)))" }
+package struct LocalSocketError: Error, Sendable, CustomStringConvertible {
+    package let code: Int32
+    package let path: String
+    package var description: String { "\(path): \(String(cString: strerror(code)))" }
 }

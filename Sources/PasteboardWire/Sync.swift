@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 // The sync protocol between daemons (docs/sync-protocol.md): the same frames as the control
 // protocol, over any byte stream (a daemon's UNIX socket, or `ssh HOST xpb daemon link`).
@@ -6,23 +6,23 @@ import Foundation
 // frames carry ``SyncMessage`` JSON and ``FrameKind/data`` frames carry a transfer's bytes.
 
 /// The first frame each way on a sync link.
-public struct SyncHello: Codable, Sendable, Equatable {
-    public static let protocolName = "xpb-sync"
-    public static let version = 1
+package struct SyncHello: Codable, Sendable, Equatable {
+    package static let protocolName = "xpb-sync"
+    package static let version = 1
 
-    public var `protocol`: String
-    public var version: Int
+    package var `protocol`: String
+    package var version: Int
     /// The node's origin id (random per daemon start): the tie-break of equal clocks.
-    public var node: String
+    package var node: String
     /// For people: host and display.
-    public var name: String
+    package var name: String
     /// Whether this side sends its changes on this link, and takes the other's.
-    public var sends: Bool
-    public var receives: Bool
+    package var sends: Bool
+    package var receives: Bool
     /// The selections this side syncs on this link (`CLIPBOARD`, `PRIMARY`).
-    public var selections: [String]
+    package var selections: [String]
 
-    public init(node: String, name: String, sends: Bool, receives: Bool, selections: [String],
+    package init(node: String, name: String, sends: Bool, receives: Bool, selections: [String],
                 protocol: String = SyncHello.protocolName, version: Int = SyncHello.version) {
         self.protocol = `protocol`
         self.version = version
@@ -34,7 +34,7 @@ public struct SyncHello: Codable, Sendable, Equatable {
     }
 
     /// Nil when `other` speaks this protocol and version, else why not.
-    public func mismatch(with other: SyncHello) -> String? {
+    package func mismatch(with other: SyncHello) -> String? {
         guard other.protocol == self.protocol else { return "the peer speaks '\(other.protocol)', not '\(self.protocol)'" }
         guard other.version == version else {
             return "the peer speaks \(self.protocol) version \(other.version), this side version \(version): run the same xpb version on both sides"
@@ -45,47 +45,47 @@ public struct SyncHello: Codable, Sendable, Equatable {
 
 /// Orders changes: a hybrid logical clock (milliseconds, never behind any clock seen) and the
 /// origin node's id, which breaks ties. The greater stamp is the newer change, on every node.
-public struct SyncStamp: Codable, Sendable, Hashable, Comparable, CustomStringConvertible {
-    public var clock: UInt64
-    public var node: String
+package struct SyncStamp: Codable, Sendable, Hashable, Comparable, CustomStringConvertible {
+    package var clock: UInt64
+    package var node: String
 
-    public init(clock: UInt64, node: String) {
+    package init(clock: UInt64, node: String) {
         self.clock = clock
         self.node = node
     }
 
-    public static func < (lhs: SyncStamp, rhs: SyncStamp) -> Bool {
+    package static func < (lhs: SyncStamp, rhs: SyncStamp) -> Bool {
         (lhs.clock, lhs.node) < (rhs.clock, rhs.node)
     }
 
-    public var description: String { "\(clock)@\(node)" }
+    package var description: String { "\(clock)@\(node)" }
 }
 
 /// One target of announced contents.
-public struct SyncTarget: Codable, Sendable, Equatable {
+package struct SyncTarget: Codable, Sendable, Equatable {
     /// The X target (atom name).
-    public var target: String
+    package var target: String
     /// Its size in bytes, when the owner says (`TARGET_SIZES`).
-    public var size: Int?
+    package var size: Int?
 
-    public init(target: String, size: Int? = nil) {
+    package init(target: String, size: Int? = nil) {
         self.target = target
         self.size = size
     }
 }
 
 /// New contents of a selection, somewhere: its targets, not its bytes.
-public struct SyncAnnounce: Codable, Sendable, Equatable {
-    public var selection: String
-    public var stamp: SyncStamp
+package struct SyncAnnounce: Codable, Sendable, Equatable {
+    package var selection: String
+    package var stamp: SyncStamp
     /// For people: where the copy was made (host, display, owner).
-    public var origin: String
+    package var origin: String
     /// The owner's targets in its order (protocol targets such as `TARGETS` left out).
-    public var targets: [SyncTarget]
+    package var targets: [SyncTarget]
     /// When the contents must be dropped everywhere.
-    public var expires: Date?
+    package var expires: Date?
 
-    public init(selection: String, stamp: SyncStamp, origin: String, targets: [SyncTarget], expires: Date? = nil) {
+    package init(selection: String, stamp: SyncStamp, origin: String, targets: [SyncTarget], expires: Date? = nil) {
         self.selection = selection
         self.stamp = stamp
         self.origin = origin
@@ -97,7 +97,7 @@ public struct SyncAnnounce: Codable, Sendable, Equatable {
 /// A message on a sync link (a ``FrameKind/sync`` frame). Transfer ids are chosen by the side
 /// that sends `fetch`; `begin`, `end`, `failed` (and data frames) answer it; `credit` and
 /// `cancel` go with it.
-public enum SyncMessage: Codable, Sendable, Equatable {
+package enum SyncMessage: Codable, Sendable, Equatable {
     /// New contents (see ``SyncAnnounce``).
     case announce(SyncAnnounce)
     /// The contents of `stamp` are gone (cleared, expired, or replaced by data that must not
@@ -123,10 +123,10 @@ public enum SyncMessage: Codable, Sendable, Equatable {
 }
 
 /// A data frame's payload: the transfer id (8 bytes, big-endian), then bytes.
-public enum SyncData {
-    public static let headerSize = 8
+package enum SyncData {
+    package static let headerSize = 8
 
-    public static func encode(id: UInt64, _ bytes: UnsafeRawBufferPointer) -> Data {
+    package static func encode(id: UInt64, _ bytes: UnsafeRawBufferPointer) -> Data {
         var data = Data(capacity: headerSize + bytes.count)
         withUnsafeBytes(of: id.bigEndian) { data.append(contentsOf: $0) }
         data.append(contentsOf: bytes)
@@ -134,7 +134,7 @@ public enum SyncData {
     }
 
     /// The id and the bytes; nil for a payload shorter than the header.
-    public static func decode(_ payload: Data) -> (id: UInt64, bytes: Data)? {
+    package static func decode(_ payload: Data) -> (id: UInt64, bytes: Data)? {
         guard payload.count >= headerSize else { return nil }
         var id: UInt64 = 0
         for byte in payload.prefix(headerSize) { id = id << 8 | UInt64(byte) }
@@ -143,34 +143,34 @@ public enum SyncData {
 }
 
 /// A sync link's state as `xpb daemon status` shows it.
-public struct PeerStatus: Codable, Sendable, Equatable {
+package struct PeerStatus: Codable, Sendable, Equatable {
     /// What the link was asked for: `ssh HOST`, `display :N`, or `incoming NAME`.
-    public var name: String
+    package var name: String
     /// `connecting`, `connected`, `retrying`, `refused` (a version or configuration mismatch: no
     /// retry) or `stopped`.
-    public var state: String
+    package var state: String
     /// `both`, `send-only` or `receive-only`.
-    public var direction: String
-    public var selections: [String]
+    package var direction: String
+    package var selections: [String]
     /// The other node's own name, once it said hello.
-    public var remote: String?
-    public var since: Date
-    public var roundTripMilliseconds: Double?
-    public var lastAnnounce: Date?
-    public var announcesSent: Int
-    public var announcesReceived: Int
-    public var bytesSent: Int
-    public var bytesReceived: Int
-    public var lastError: String?
+    package var remote: String?
+    package var since: Date
+    package var roundTripMilliseconds: Double?
+    package var lastAnnounce: Date?
+    package var announcesSent: Int
+    package var announcesReceived: Int
+    package var bytesSent: Int
+    package var bytesReceived: Int
+    package var lastError: String?
     /// The transport's process (ssh), while it runs.
-    public var transportPID: Int?
+    package var transportPID: Int?
 
     /// `both`, `send-only` or `receive-only`, for a link that sends and receives as said.
-    public static func direction(sends: Bool, receives: Bool) -> String {
+    package static func direction(sends: Bool, receives: Bool) -> String {
         sends && receives ? "both" : sends ? "send-only" : "receive-only"
     }
 
-    public init(name: String, state: String, direction: String, selections: [String], remote: String? = nil, since: Date,
+    package init(name: String, state: String, direction: String, selections: [String], remote: String? = nil, since: Date,
                 roundTripMilliseconds: Double? = nil, lastAnnounce: Date? = nil, announcesSent: Int = 0, announcesReceived: Int = 0,
                 bytesSent: Int = 0, bytesReceived: Int = 0, lastError: String? = nil, transportPID: Int? = nil) {
         self.name = name

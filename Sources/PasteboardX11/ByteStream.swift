@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Bytes that arrive from elsewhere (a sync peer) while the X thread serves them to a

@@ -1,6 +1,6 @@
 internal import CX11
 internal import CXlibQueue
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// Why a selection's owner changed, as XFixes reports it.

@@ -1,6 +1,6 @@
 internal import CLinux
 internal import CX11
-import Foundation
+import FoundationEssentials
 import Glibc
 import PasteboardKit
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// The two ways file managers say that copied files are to be moved, not copied: GNOME's

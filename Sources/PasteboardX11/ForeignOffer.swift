@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// What another client offers: its targets, and the manifest if it is an xpb owner.

@@ -1,7 +1,8 @@
 internal import CLinux
 internal import CX11
 internal import CXlibQueue
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Who owns a selection: the window, and the application behind it as far as the X server and
 /// this host can tell.
@@ -52,7 +53,7 @@ package enum LocalProcess {
             if let trimmed = path, trimmed.hasSuffix(" (deleted)") { path = String(trimmed.dropLast(10)) }
         }
         let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
-            .trimmingCharacters(in: .newlines)
+            .trimming(while: \.isNewline)
         let name = path.flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm.flatMap { $0.isEmpty ? nil : $0 }
         return (name, path)
     }

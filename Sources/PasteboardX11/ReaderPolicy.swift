@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// How a read is carried out: over the fast path when an xpb owner offers one, else by converting

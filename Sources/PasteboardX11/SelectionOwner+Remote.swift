@@ -1,5 +1,5 @@
 internal import CX11
-import Foundation
+import FoundationEssentials
 
 /// Serving targets whose bytes live elsewhere (a sync peer): the request waits, off nothing but
 /// events, until the first bytes come; then a small reply is written whole and anything larger

@@ -1,5 +1,7 @@
 internal import CX11
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import ImageCodecs
 import PasteboardKit
 import Synchronization

@@ -1,5 +1,5 @@
 internal import CX11
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// A conversion request waiting for the owner's SelectionNotify.

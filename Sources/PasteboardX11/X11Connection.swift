@@ -1,6 +1,6 @@
 internal import CX11
 import Dispatch
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 import Synchronization
 
@@ -81,13 +81,17 @@ final class X11Connection: Sendable {
         wakeWrite = fds[1]
         let session = XThreadConfined(X11Session(display: display, configuration: configuration))
         session.value.enqueue = { [weak self] job in self?.submit(job) ?? false }
-        let thread = Thread { [self] in
+        let started = DetachedThread.start(name: "xpb-x11") { [self] in
             self.threadID.withLock { $0 = pthread_self() }
             session.value.thread = pthread_self()
             self.run(session.value)
         }
-        thread.name = "xpb-x11"
-        thread.start()
+        guard started else {
+            Glibc.close(wakeRead)
+            Glibc.close(wakeWrite)
+            XCloseDisplay(display)
+            throw PasteboardError.backendFailure("cannot start the X thread: \(Errno.current)")
+        }
     }
 
     /// Whether the calling thread is the X thread.

@@ -1,6 +1,6 @@
 internal import CX11
 internal import CXlibQueue
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// The loop's work on the X thread: timers, reading and dispatching events, routing errors.

@@ -1,5 +1,5 @@
 internal import CX11
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// The cut buffers: `CUT_BUFFER0` … `CUT_BUFFER7`, properties of the root window that predate

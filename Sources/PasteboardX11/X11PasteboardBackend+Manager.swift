@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// An ownership change of a watched selection, as a clipboard manager needs it.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// What a sync daemon needs beyond a clipboard manager: owning a selection whose bytes live

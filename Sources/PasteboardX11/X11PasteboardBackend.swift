@@ -1,6 +1,7 @@
 internal import CX11
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import PasteboardKit
 import Synchronization
 

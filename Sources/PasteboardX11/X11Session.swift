@@ -1,5 +1,6 @@
 internal import CX11
-import Foundation
+import FoundationEssentials
+import Glibc
 import PasteboardKit
 
 /// What the X thread tells the backend.

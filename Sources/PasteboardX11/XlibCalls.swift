@@ -1,5 +1,6 @@
 internal import CX11
-import Foundation
+import FoundationEssentials
+import Glibc
 import PasteboardKit
 
 /// The Xlib call layer: every call that takes or gives atoms, windows and timestamps goes

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import PasteboardDaemon
 import PasteboardX11
 
@@ -39,18 +40,22 @@ enum Replay {
     static func main() {
         let paths = CommandLine.arguments.dropFirst()
         guard !paths.isEmpty else {
-            FileHandle.standardError.write(Data("usage: xpb-fuzz FILE...  (replays fuzz inputs; build with -DFUZZING to fuzz)\n".utf8))
+            printError("usage: xpb-fuzz FILE...  (replays fuzz inputs; build with -DFUZZING to fuzz)\n")
             exit(64)
         }
         for path in paths {
             guard let data = FileManager.default.contents(atPath: path) else {
-                FileHandle.standardError.write(Data("xpb-fuzz: cannot read \(path)\n".utf8))
+                printError("xpb-fuzz: cannot read \(path)\n")
                 exit(1)
             }
             UntrustedInput.exercise(data)
             UntrustedPeerInput.exercise(data)
         }
         print("replayed \(paths.count) input\(paths.count == 1 ? "" : "s")")
+    }
+
+    static func printError(_ message: String) {
+        _ = message.withCString { write(2, $0, strlen($0)) }
     }
 }
 #endif

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import PasteboardKit
 import PasteboardX11
@@ -14,7 +14,7 @@ enum ReadyMessage: Equatable {
     var line: String {
         switch self {
         case .ready: return "ready\n"
-        case let .failed(status, message): return "error \(status) \(message.replacingOccurrences(of: "\n", with: " "))\n"
+        case let .failed(status, message): return "error \(status) \(message.replacing("\n", with: " "))\n"
         }
     }
 
@@ -38,7 +38,8 @@ extension CopyCommand {
     /// Owns the selection and serves it until another client takes it (or it expires, or, with
     /// --paste-once, after the first paste), then finishes running transfers.
     func serve() async throws {
-        let ready = readyFD.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
+        // Written and closed once: by the success line, else by the failure line.
+        var ready = readyFD
         do {
             let backend = try selection.connect()
             var items = try makeItems()
@@ -60,9 +61,12 @@ extension CopyCommand {
                 }
             }
             try await board.setItems(items, options: options)
-            // Our own writes: FileHandle.write traps on any error (a parent gone: EPIPE).
-            if let ready { try? writeAll(Data(ReadyMessage.ready.line.utf8), to: ready.fileDescriptor) }
-            try? ready?.close()
+            // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
+            if let fd = ready {
+                try? writeAll(Data(ReadyMessage.ready.line.utf8), to: fd)
+                close(fd)
+                ready = nil
+            }
             for await _ in changes where !backend.isOwner(of: selection.name) { break }
             guard backend.isConnected else { throw X11BackendError.connectionLost }
             // Transfers under way go on after ownership ends; they end by themselves or time out.
@@ -73,8 +77,8 @@ extension CopyCommand {
         } catch {
             let failure = Failure(error)
             if let ready {
-                try? writeAll(Data(ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line.utf8), to: ready.fileDescriptor)
-                try? ready.close()
+                try? writeAll(Data(ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line.utf8), to: ready)
+                close(ready)
                 throw Exit(status: failure.status.rawValue)
             }
             throw failure
@@ -180,28 +184,6 @@ enum Detach {
     /// Runs this program's binary with `arguments` in a new session, standard streams on /dev/null,
     /// and `fds` as descriptors 3, 4, …
     static func spawn(arguments: [String], fds: [Int32], log: String? = nil) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        // --log FILE: the owner's errors are appended there instead of lost.
-        posix_spawn_file_actions_addopen(&actions, 2, log ?? "/dev/null", log == nil ? O_WRONLY : O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        // Staged above the targets first: a source that is itself 3 or 4 (a saved file opened
-        // early) would otherwise be overwritten by an earlier dup2 before it is copied.
-        let staged = fds.map { fcntl($0, F_DUPFD_CLOEXEC, Int32(3 + fds.count)) }
-        defer { staged.forEach { _ = close($0) } }
-        guard !staged.contains(where: { $0 < 0 }) else {
-            throw Failure("cannot pass descriptors to the background owner: \(String(cString: strerror(errno)))")
-        }
-        for (index, fd) in staged.enumerated() {
-            posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + index))
-        }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // POSIX_SPAWN_SETSID (glibc): the owner leaves the terminal's session and process group.
-        posix_spawnattr_setflags(&attributes, Int16(0x80))
         // The binary by its own path, so that ps, top and pgrep show the owner as `xpb` (the kernel
         // names a process after the file it executed: `/proc/self/exe` would make it `exe`).
         // /proc/self/exe itself when the file was replaced or removed since we started.
@@ -213,13 +195,16 @@ enum Detach {
             if !path.hasSuffix(" (deleted)"), access(path, X_OK) == 0 { executable = path }
         }
         // argv[0] is xpb's own name even when run as a stand-in (`xclip`): the owner runs xpb's grammar.
-        let argv = (["xpb"] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
-        guard status == 0 else {
-            throw Failure("cannot start the background owner: \(String(cString: strerror(status)))")
+        var child = ChildProcess(executable: executable, arguments: ["xpb"] + arguments)
+        // --log FILE: the owner's errors are appended there instead of lost.
+        if let log { child.descriptors[2] = .open(log, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600) }
+        for (index, fd) in fds.enumerated() { child.descriptors[Int32(3 + index)] = .inherit(fd) }
+        // Away from the terminal's session and process group.
+        child.grouping = .newSession
+        do {
+            return try child.spawn()
+        } catch {
+            throw Failure("cannot start the background owner: \(error)")
         }
-        return pid
     }
 }

@@ -1,6 +1,6 @@
 import CommandLineTable
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 import PasteboardKit
@@ -214,7 +214,7 @@ struct SelectionOptions: Sendable {
         // XPB_FAST_PATH=0: everything through the X server (for measuring it, or to rule the fast
         // path out when something goes wrong).
         if getenv("XPB_FAST_PATH").map({ String(cString: $0) }) == "0" { configuration.fastPath = false }
-        return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(notificationCenter: nil), configuration: configuration)
+        return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(), configuration: configuration)
     }
 
     /// The chosen pasteboard on a backend.

@@ -1,5 +1,5 @@
 import CommandLineTable
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 import PasteboardX11
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import PasteboardKit
 import Glibc
 import PasteboardWire
 
@@ -37,11 +38,13 @@ struct DaemonLink {
         }
         signal(SIGPIPE, SIG_IGN)
         // Standard input to the socket on a thread of its own; the socket to standard output here.
-        let upstream = Thread {
+        guard DetachedThread.start(name: "xpb.link.up", {
             Self.copy(from: 0, to: fd)
             shutdown(fd, Int32(SHUT_WR))
+        }) else {
+            close(fd)
+            throw Failure("cannot start a thread: \(Errno.current)", .failure)
         }
-        upstream.start()
         Self.copy(from: fd, to: 1)
         // The daemon closed the link: nothing more to carry.
         close(fd)

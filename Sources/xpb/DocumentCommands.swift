@@ -1,5 +1,6 @@
 import CommandLineTable
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `xpb completions SHELL`: the completion script, generated from the option tables.
 struct CompletionsCommand: Command {

@@ -1,5 +1,7 @@
 import CommandLineTable
-import Foundation
+import FoundationEssentials
+import Glibc
+import PasteboardKit
 import PasteboardWire
 
 struct HistoryCommand: Command {
@@ -162,14 +164,21 @@ struct HistoryCommand: Command {
     /// it prints, nil when it printed nothing (the user cancelled).
     private func choose(from entries: [HistoryEntrySummary]) throws -> Int? {
         let command = try menu ?? ProcessInfo.processInfo.environment["XPB_MENU"] ?? Self.defaultMenu()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        do { try process.run() } catch { throw Failure("cannot run the menu '\(command)': \(error)") }
+        let pid: pid_t
+        let input, output: (read: Int32, write: Int32)
+        do {
+            input = try ChildProcess.pipe()
+            output = try ChildProcess.pipe()
+            var child = ChildProcess.shell(command)
+            child.descriptors = [0: .inherit(input.read), 1: .inherit(output.write), 2: .inherit(2)]
+            defer {
+                close(input.read)
+                close(output.write)
+            }
+            pid = try child.spawn()
+        } catch {
+            throw Failure("cannot run the menu '\(command)': \(error)")
+        }
         // The later lines follow the preview, so that typing any line's words finds the entry.
         // rofi shows an image entry's thumbnail as the row's icon (its `\0icon\x1f` row option;
         // with -show-icons); other menus get plain rows.
@@ -184,10 +193,11 @@ struct HistoryCommand: Command {
         }
         // A menu that exits without reading its input (cancelled) must not kill us with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
-        try? input.fileHandleForWriting.write(contentsOf: Data((lines.joined(separator: "\n") + "\n").utf8))
-        try? input.fileHandleForWriting.close()
-        let chosen = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        try? writeAll(Data((lines.joined(separator: "\n") + "\n").utf8), to: input.write)
+        close(input.write)
+        let chosen = (try? Inputs.read(output.read, named: "the menu's output", limit: 1 << 20)) ?? Data()
+        close(output.read)
+        ChildProcess.wait(for: pid)
         let line = String(decoding: chosen, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
         guard !line.isEmpty else { return nil }
         guard let index = Int(line.prefix { $0.isNumber }), entries.contains(where: { $0.index == index }) else {

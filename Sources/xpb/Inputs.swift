@@ -1,5 +1,5 @@
 internal import CLinux
-import Foundation
+import FoundationEssentials
 import Glibc
 import PasteboardKit
 
@@ -27,7 +27,7 @@ enum Inputs {
             fd = clinux_memfd("xpb-secret")
             guard fd >= 0 else { throw Failure("cannot keep \(name) in memory: \(String(cString: strerror(errno)))") }
         } else {
-            var template = Array((NSTemporaryDirectory() + "/xpb-copy-XXXXXX").utf8CString)
+            var template = Array((FileManager.default.temporaryDirectory.path + "/xpb-copy-XXXXXX").utf8CString)
             fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
             guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -70,7 +70,7 @@ enum Inputs {
     /// file itself (the owner then refuses to serve it once it has changed).
     static func snapshot(_ file: FileContents, path: String) -> FileContents {
         if file.size <= snapshotBudget, let snapshot = memoryCopy(of: file, path: path) { return snapshot }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
         let clone = file.withDescriptor { clinux_reflink_in(directory.isEmpty ? "." : directory, $0) }
         if clone >= 0, let snapshot = try? FileContents(adopting: clone, size: file.size, path: path) {
             return snapshot

@@ -1,5 +1,6 @@
 import CommandLineTable
-import Foundation
+import FoundationEssentials
+import Glibc
 import ImageCodecs
 import PasteboardKit
 import PasteboardX11

@@ -1,5 +1,7 @@
 import CommandLineTable
-import Foundation
+import Dispatch
+import FoundationEssentials
+import PasteboardKit
 import Glibc
 import PasteboardX11
 
@@ -371,16 +373,15 @@ enum StandIn: String, CaseIterable {
         final class Collected: @unchecked Sendable { var data = Data() }
         let collected = Collected()
         let done = DispatchSemaphore(value: 0)
-        Thread {
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            while true {
-                let count = read(reader, &buffer, buffer.count)
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { break }
-                collected.data.append(contentsOf: buffer[0..<count])
-            }
+        let started = DetachedThread.start(name: "xpb.paste.read") {
+            collected.data = (try? Inputs.read(reader, named: "the paste", limit: .max)) ?? Data()
             done.signal()
-        }.start()
+        }
+        guard started else {
+            close(pipeFDs[1])
+            close(reader)
+            return nil
+        }
         dup2(pipeFDs[1], STDOUT_FILENO)
         close(pipeFDs[1])
         let status = XPB.run(words, program: rawValue, silencing: [Status.empty.rawValue, Status.typeUnavailable.rawValue])
@@ -401,11 +402,16 @@ enum StandIn: String, CaseIterable {
         }
         let writer = pipeFDs[1]
         let done = DispatchSemaphore(value: 0)
-        Thread {
+        let started = DetachedThread.start(name: "xpb.copy.write") {
             try? writeAll(data, to: writer)
             close(writer)
             done.signal()
-        }.start()
+        }
+        guard started else {
+            close(writer)
+            close(pipeFDs[0])
+            throw Failure("cannot start a thread: \(Errno.current)")
+        }
         dup2(pipeFDs[0], STDIN_FILENO)
         close(pipeFDs[0])
         let status = body()

@@ -1,6 +1,6 @@
 internal import CLinux
 import CommandLineTable
-import Foundation
+import FoundationEssentials
 import Glibc
 import PasteboardKit
 import PasteboardX11
@@ -104,23 +104,20 @@ struct WatchCommand: Command {
     }
 
     private func runHook(_ command: String, _ line: Line, input: Int32?) {
-        let process = Process()
-        let stdin = input.map { FileHandle(fileDescriptor: $0, closeOnDealloc: true) }
-        process.standardInput = stdin ?? FileHandle.nullDevice
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
+        defer { if let input { close(input) } }
         var environment = ProcessInfo.processInfo.environment
         environment["XPB_CHANGE_COUNT"] = String(line.changeCount)
         environment["XPB_SELECTION"] = line.selection
         environment["XPB_TYPES"] = line.types.joined(separator: ",")
         environment["XPB_OWNER_PID"] = line.ownerPID.map(String.init)
         environment["XPB_OWNER_APP"] = line.ownerApp
-        process.environment = environment
+        var child = ChildProcess.shell(command)
+        child.environment = environment
+        child.descriptors = [0: input.map { .inherit($0) } ?? .open("/dev/null", flags: O_RDONLY), 1: .inherit(1), 2: .inherit(2)]
         do {
-            try process.run()
-            process.waitUntilExit()
+            ChildProcess.wait(for: try child.spawn())
         } catch {
-            XPB.printError("xpb: cannot run --exec command: \(error.localizedDescription)\n")
+            XPB.printError("xpb: cannot run --exec command: \(error)\n")
         }
     }
 }

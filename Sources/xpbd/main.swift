@@ -1,6 +1,7 @@
 import CommandLineTable
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import PasteboardDaemon
 import PasteboardKit
@@ -196,11 +197,11 @@ enum XPBD {
         }
         configuration.sync.syncsPrimary = arguments.flag(Option.syncPrimary)
         if let command = arguments.value(Option.ssh) {
-            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--ssh takes a command") }
+            guard !command.allSatisfy(\.isWhitespace) else { throw UsageError("--ssh takes a command") }
             configuration.sync.sshCommand = command
         }
         if let command = arguments.value(Option.remoteXpb) {
-            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--remote-xpb takes a command") }
+            guard !command.allSatisfy(\.isWhitespace) else { throw UsageError("--remote-xpb takes a command") }
             configuration.sync.remoteXPB = command
         }
         if let size = try arguments.size(Option.syncMaxTransfer) { configuration.sync.maxTransferBytes = size }
@@ -211,7 +212,7 @@ enum XPBD {
         for (option, keyPath) in [(Option.secretApp, \AppRules.secretApps), (Option.ignoreApp, \AppRules.ignoredApps),
                                   (Option.noSyncApp, \AppRules.noSyncApps)] {
             let names = arguments.all(option)
-            if let empty = names.first(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
+            if let empty = names.first(where: { $0.allSatisfy(\.isWhitespace) }) {
                 throw UsageError("--\(option.long) takes an app name, not '\(empty)'")
             }
             configuration.appRules[keyPath: keyPath] = names
@@ -229,7 +230,7 @@ enum XPBD {
         configuration.primaryToClipboard = arguments.flag(Option.primaryToClipboard)
         configuration.clipboardToPrimary = arguments.flag(Option.clipboardToPrimary)
         if let command = arguments.value(Option.onCopy) {
-            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("--on-copy takes a command") }
+            guard !command.allSatisfy(\.isWhitespace) else { throw UsageError("--on-copy takes a command") }
             configuration.onCopy.command = command
         }
         configuration.onCopy.types = arguments.all(Option.onCopyType)

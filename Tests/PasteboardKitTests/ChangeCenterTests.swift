@@ -11,7 +11,7 @@ struct ChangeCenterTests {
 
     @Test("changes are delivered in the order their places were reserved, whoever fills them first")
     func reservedOrder() async {
-        let center = ChangeCenter(notificationCenter: nil)
+        let center = ChangeCenter()
         let stream = center.stream(for: nil)
         let first = center.reserve()
         let second = center.reserve()
@@ -33,7 +33,7 @@ struct ChangeCenterTests {
 
     @Test("many threads publishing at once: every subscriber sees every count once, in order")
     func concurrentPublishers() async {
-        let center = ChangeCenter(notificationCenter: nil)
+        let center = ChangeCenter()
         let counter = Mutex(0)
         let streams = (0..<3).map { _ in center.stream(for: .general) }
         DispatchQueue.concurrentPerform(iterations: 400) { _ in
@@ -55,7 +55,7 @@ struct ChangeCenterTests {
     @Test("a stream made while the center finishes ends, never hangs")
     func streamDuringFinish() async {
         for _ in 0..<200 {
-            let center = ChangeCenter(notificationCenter: nil)
+            let center = ChangeCenter()
             let made = Mutex<AsyncStream<PasteboardChange>?>(nil)
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 Thread.detachNewThread {
@@ -67,23 +67,23 @@ struct ChangeCenterTests {
             let stream = made.withLock { $0 }!
             for await _ in stream {}
         }
-        let finished = ChangeCenter(notificationCenter: nil)
+        let finished = ChangeCenter()
         finished.finish()
         for await _ in finished.stream(for: nil) { Issue.record("a finished center delivered a change") }
     }
 
-    @Test("a notification's object is the pasteboard that changed, the same handle a program holds")
-    func notificationObject() throws {
-        let notifications = NotificationCenter()
-        let backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter(notificationCenter: notifications))
+    @Test("the observer is given the pasteboard that changed, the same handle a program holds")
+    func observerHandle() throws {
+        let objects = Mutex([String]())
+        let holder = Mutex<Pasteboard?>(nil)
+        let backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter { _, board in
+            guard let board, board === holder.withLock({ $0 }) else { return }
+            objects.withLock { $0.append(board.name.rawValue) }
+        })
         let general = Pasteboard.general(of: backend)
         let notes = try #require(Pasteboard(name: "notes", create: true, backend: backend))
+        holder.withLock { $0 = notes }
         #expect(general === Pasteboard.general(of: backend))
-        let objects = Mutex([String]())
-        let observer = notifications.addObserver(forName: Pasteboard.changedNotification, object: notes, queue: nil) { note in
-            objects.withLock { $0.append((note.object as? Pasteboard)?.name.rawValue ?? "?") }
-        }
-        defer { notifications.removeObserver(observer) }
         general.string = "not observed"
         notes.string = "observed"
         #expect(objects.withLock { $0 } == ["notes"])

@@ -35,7 +35,7 @@ struct ConvenienceTests {
         board.urls = [web, file]
         #expect(board.hasURLs)
         #expect(board.types == [.url])
-        #expect(try board.types(forItemSet: IndexSet(integer: 1)) == [[.fileURL]])
+        #expect(try board.types(forItemSet: [1]) == [[.fileURL]])
         #expect(board.urls == [web, file])
         board.url = nil
         #expect(board.url == nil && !board.hasURLs)
@@ -146,7 +146,7 @@ struct DetectionTests {
         #expect(try board.detectPatterns(for: [.probableWebURL], inItemSet: nil) == [[.probableWebURL], []])
         #expect(runs.count("png2") == 0)
         #expect(try board.detectValues(for: [.links]).links == [URL(string: "https://example.org")!])
-        #expect(try board.detectValues(for: [.links], inItemSet: IndexSet(integer: 1)) == [DetectedValues()])
+        #expect(try board.detectValues(for: [.links], inItemSet: [1]) == [DetectedValues()])
         #expect(runs.total == 1)
     }
 

@@ -17,46 +17,45 @@ final class RunCounter: Sendable {
     var total: Int { counts.withLock { $0.values.reduce(0, +) } }
 }
 
-/// Collects notifications posted to a private center.
-final class NotificationLog: Sendable {
-    let center = NotificationCenter()
-    private let posted = Mutex<[(name: Notification.Name, info: [String: [String]], count: Int, board: String)]>([])
+/// Collects the changes a center's observer is given.
+final class ChangeLog: Sendable {
+    struct Entry {
+        let kind: PasteboardChange.Kind
+        let info: [String: [String]]
+        let count: Int
+        let board: String
+    }
 
-    init() {
-        for name in [Pasteboard.changedNotification, Pasteboard.removedNotification] {
-            _ = center.addObserver(forName: name, object: nil, queue: nil) { [weak self] note in
-                let info = note.userInfo ?? [:]
-                let entry = (
-                    name: note.name,
-                    info: [
-                        "added": info[Pasteboard.typesAddedUserInfoKey] as? [String] ?? [],
-                        "removed": info[Pasteboard.typesRemovedUserInfoKey] as? [String] ?? [],
-                    ],
-                    count: info[Pasteboard.changeCountUserInfoKey] as? Int ?? -1,
-                    board: info[Pasteboard.nameUserInfoKey] as? String ?? "")
-                self?.posted.withLock { $0.append(entry) }
-            }
+    private let observed = Mutex<[Entry]>([])
+
+    /// The observer to give a ``ChangeCenter``.
+    var observer: ChangeCenter.Observer {
+        { [weak self] change, _ in
+            let entry = Entry(kind: change.kind,
+                              info: ["added": change.typesAdded.map(\.identifier), "removed": change.typesRemoved.map(\.identifier)],
+                              count: change.changeCount, board: change.name.rawValue)
+            self?.observed.withLock { $0.append(entry) }
         }
     }
 
-    var entries: [(name: Notification.Name, info: [String: [String]], count: Int, board: String)] { posted.withLock { $0 } }
+    var entries: [Entry] { observed.withLock { $0 } }
 }
 
-/// A fresh in-memory backend with its own notification center and clock.
+/// A fresh in-memory backend with its own change log and clock.
 struct Fixture {
     let clock: ManualClock
-    let log: NotificationLog
+    let log: ChangeLog
     let backend: InMemoryPasteboardBackend
     var general: Pasteboard { Pasteboard.general(of: backend) }
 
     init(realClock: Bool = false) {
         let clock = ManualClock()
-        let log = NotificationLog()
+        let log = ChangeLog()
         self.clock = clock
         self.log = log
         let now: @Sendable () -> Date
         if realClock { now = { Date() } } else { now = { clock.now } }
-        backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter(notificationCenter: log.center), now: now)
+        backend = InMemoryPasteboardBackend(changeCenter: ChangeCenter(observer: log.observer), now: now)
     }
 }
 

@@ -8,7 +8,7 @@ extension Xvfb {
     func backend(_ configure: (inout X11Configuration) -> Void = { _ in }) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configure(&configuration)
-        return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(notificationCenter: nil), configuration: configuration)
+        return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(), configuration: configuration)
     }
 }
 

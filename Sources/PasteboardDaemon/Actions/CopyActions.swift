@@ -1,5 +1,6 @@
 import CLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
 import ImageCodecs
 import Logging
 import PasteboardKit
@@ -12,20 +13,20 @@ import Glibc
 #endif
 
 /// `--on-copy`: a shell command run for every new copy the daemon keeps.
-public struct CopyActionConfiguration: Sendable, Equatable {
+package struct CopyActionConfiguration: Sendable, Equatable {
     /// Run through `/bin/sh -c` (nil: no action).
-    public var command: String?
+    package var command: String?
     /// Only for copies with one of these types (a name as `xpb paste -t` takes it, or an X target);
     /// empty: every copy.
-    public var types: [String] = []
+    package var types: [String] = []
     /// Only for copies by these apps (executable name, ignoring case); empty: every app.
-    public var apps: [String] = []
+    package var apps: [String] = []
     /// A run still going after this many seconds is killed, with its process group.
-    public var timeout = 10.0
+    package var timeout = 10.0
     /// The most runs at once; a copy made while that many run gets none (and a log line).
-    public static let maxRunning = 4
+    package static let maxRunning = 4
 
-    public init() {}
+    package init() {}
 }
 
 /// Runs the `--on-copy` command for new copies: with the contents on standard input (the first
@@ -100,7 +101,14 @@ final class CopyActions: Sendable {
         environment["XPB_OWNER_PID"] = snapshot.pid.map(String.init)
         let pid: pid_t
         do {
-            pid = try Self.spawn(["/bin/sh", "-c", command], stdin: input, environment: environment)
+            // In a process group of its own (killed with what it started), default signal
+            // dispositions (the daemon ignores SIGTERM, SIGINT, SIGHUP and SIGPIPE for its own
+            // handlers), the copy on standard input, the daemon's standard error, nothing else.
+            var child = ChildProcess.shell(command)
+            child.environment = environment
+            child.descriptors = [0: .inherit(input), 2: .inherit(2)]
+            child.grouping = .newGroup
+            pid = try child.spawn()
         } catch {
             logger.error("on-copy: cannot run /bin/sh: \(error)")
             return
@@ -113,8 +121,7 @@ final class CopyActions: Sendable {
             kill(-pid, SIGKILL)
             logger.warning("on-copy: the action for \(selection) ran \(timeout) s and was killed")
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        let status = ChildProcess.wait(for: pid)
         finished.withLock { $0 = true }
         let exited = status & 0x7F == 0
         if exited, (status >> 8) & 0xFF != 0 {
@@ -133,40 +140,5 @@ final class CopyActions: Sendable {
             return image.data
         }
         return snapshot.targets.first { KeepPolicy.isKept($0.target) && !$0.target.hasPrefix("XPB_") }?.data ?? Data()
-    }
-
-    /// posix_spawn in a process group of its own, with default signal dispositions and an empty
-    /// signal mask (the daemon ignores SIGTERM, SIGINT and SIGHUP for its own handlers; an
-    /// action must not inherit that), `stdin` as its standard input, the daemon's standard
-    /// error, and nothing else open.
-    static func spawn(_ arguments: [String], stdin: Int32, environment: [String: String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        // Not the X connection, the history or the sockets.
-        clinux_spawn_close_from(&actions, 3)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var all = sigset_t()
-        sigfillset(&all)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
-        guard result == 0 else { throw POSIXFailure("posix_spawn \(arguments[0])", result) }
-        return pid
     }
 }

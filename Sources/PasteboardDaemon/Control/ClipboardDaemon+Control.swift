@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import PasteboardKit
 import PasteboardWire
@@ -56,5 +57,5 @@ extension ClipboardDaemon {
     }
 
     /// The version `xpbd --version` prints (xpb's: ``Release/version``).
-    public static let version = Release.version
+    package static let version = Release.version
 }

@@ -1,5 +1,7 @@
 import CLinux
-import Foundation
+import FoundationEssentials
+import PasteboardKit
+import Glibc
 import Logging
 import PasteboardWire
 import Synchronization
@@ -43,7 +45,7 @@ final class ControlServer: Sendable {
         self.logger = logger
         self.handler = handler
         self.syncHandler = syncHandler
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var info = stat()
         guard lstat(directory, &info) == 0, info.st_uid == getuid(), info.st_mode & S_IFMT == S_IFDIR else {
@@ -68,9 +70,7 @@ final class ControlServer: Sendable {
         }
         listener = fd
         inode = (UInt(info.st_dev), UInt(info.st_ino))
-        let thread = Thread { [self] in acceptLoop() }
-        thread.name = "xpbd.control"
-        thread.start()
+        DetachedThread.start(name: "xpbd.control") { [self] in acceptLoop() }
     }
 
     /// Stops accepting and removes the socket file (if it is still ours).
@@ -111,7 +111,7 @@ final class ControlServer: Sendable {
                 return oldest
             }
             if let evicted { shutdown(evicted, Int32(SHUT_RDWR)) }
-            let thread = Thread { [self] in
+            let started = DetachedThread.start(name: "xpbd.client") { [self] in
                 let handedOver = serve(fd)
                 if let handedOver {
                     // A sync link: no deadline from here, and it does not count as a control connection.
@@ -123,7 +123,11 @@ final class ControlServer: Sendable {
                     close(fd)
                 }
             }
-            thread.start()
+            if !started {
+                // At the thread limit: this client is turned away, the daemon goes on.
+                _ = pending.withLock { $0.removeValue(forKey: fd) }
+                close(fd)
+            }
         }
         close(listener)
     }

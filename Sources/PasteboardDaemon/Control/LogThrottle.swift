@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// How often one kind of warning that other processes can provoke (refused connections and
 /// links) reaches the log: a burst, then one per interval, telling how many were left out.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 
 /// How a history entry is shown to a person, from its targets' names and sizes (and, for an
@@ -51,7 +51,7 @@ struct EntryDescription: Equatable {
 
     /// A MIME name without its parameters (`text/plain;charset=utf-8` is `text/plain`).
     static func mimeName(_ name: String) -> String {
-        String(name.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces)
+        String(name.prefix { $0 != ";" }).trimmingSpaces()
     }
 
     /// The lines of a text after its first non-empty one: how many (from the count of line
@@ -59,12 +59,12 @@ struct EntryDescription: Equatable {
     /// are not empty, joined by " ⏎ " (at most `limit` characters).
     static func moreLines(head: String, lineFeeds: Int, endsWithLineFeed: Bool, limit: Int = 1000) -> (count: Int, rest: String) {
         let lines = head.split(separator: "\n", omittingEmptySubsequences: false)
-        guard let first = lines.firstIndex(where: { !$0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }) else { return (0, "") }
+        guard let first = lines.firstIndex(where: { !$0.trimmingWhitespace().isEmpty }) else { return (0, "") }
         let total = lineFeeds + (endsWithLineFeed ? 0 : 1)
         let count = max(0, total - first - 1)
         var rest = ""
         for line in lines.dropFirst(first + 1) {
-            let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+            let trimmed = line.trimmingWhitespace()
             guard !trimmed.isEmpty else { continue }
             rest += (rest.isEmpty ? "" : " ⏎ ") + trimmed
             if rest.count >= limit {

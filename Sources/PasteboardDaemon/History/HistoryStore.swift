@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import ImageCodecs
 import Logging
 import PasteboardKit
@@ -279,7 +280,7 @@ final class HistoryStore {
     private func writeBlob(_ data: Data, digest: Digest) throws -> Bool {
         let final = blobPath(digest)
         if FileManager.default.fileExists(atPath: final) { return false }
-        let folder = (final as NSString).deletingLastPathComponent
+        let folder = URL(fileURLWithPath: final).deletingLastPathComponent().path
         if mkdir(folder, 0o700) != 0, errno != EEXIST { throw POSIXFailure("creating \(folder)", errno) }
         temporaryCounter += 1
         let temporary = blobs.appendingPathComponent("tmp-\(getpid())-\(temporaryCounter)").path
@@ -529,7 +530,8 @@ final class HistoryStore {
                 } ?? (count: 0, rest: "")
                 if searching, let search {
                     let fields = [row[7].text ?? "", preview, row[11].text ?? ""] + description.types
-                    guard fields.contains(where: { $0.range(of: search, options: [.caseInsensitive]) != nil }) else { continue }
+                    let wanted = search.lowercased()
+                    guard fields.contains(where: { $0.lowercased().contains(wanted) }) else { continue }
                 }
                 result.append(HistoryEntrySummary(
                     index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
@@ -555,9 +557,23 @@ final class HistoryStore {
             return try? database.query("SELECT substr(data, 1, ?) FROM targets WHERE entry = ? AND position = ?",
                                        [.integer(Int64(count)), .integer(entry), .integer(Int64(position))]).first?[0].blob
         }
-        guard let digest = Digest(hex: digest), let handle = FileHandle(forReadingAtPath: blobPath(digest)) else { return nil }
-        defer { try? handle.close() }
-        return try? handle.read(upToCount: count)
+        guard let digest = Digest(hex: digest) else { return nil }
+        let fd = Glibc.open(blobPath(digest), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = Data(count: count)
+        var filled = 0
+        while filled < count {
+            let got = bytes.withUnsafeMutableBytes { buffer in
+                (try? SystemCall.retrying { read(fd, buffer.baseAddress! + filled, count - filled) }) ?? -1
+            }
+            guard got > 0 else {
+                if got < 0 { return nil }
+                break
+            }
+            filled += got
+        }
+        return bytes.prefix(filled)
     }
 
     /// An image's pixel size, from its header (the first 256 KiB: a JPEG's may follow its Exif),

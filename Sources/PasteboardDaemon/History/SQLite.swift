@@ -1,18 +1,18 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 
 /// A failed SQLite call: the result code and SQLite's message.
-public struct SQLiteError: Error, Sendable, CustomStringConvertible {
-    public let code: Int32
-    public let message: String
+package struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    package let code: Int32
+    package let message: String
 
     /// The file is not a database or is damaged.
-    public var isCorrupt: Bool { code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB }
+    package var isCorrupt: Bool { code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB }
     /// The disk (or quota) is full.
-    public var isFull: Bool { code & 0xFF == SQLITE_FULL }
+    package var isFull: Bool { code & 0xFF == SQLITE_FULL }
     /// Another connection holds the lock (another xpbd starting at the same moment).
-    public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
-    public var description: String { "\(message) (SQLite code \(code))" }
+    package var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+    package var description: String { "\(message) (SQLite code \(code))" }
 }
 
 /// One SQLite connection (the C API through Modules/CSQLite), used from one thread at a time.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import ImageCodecs
 
 /// Small PNGs of the history's images, for pickers that show pictures (rofi's row icons,

@@ -1,30 +1,30 @@
-import Foundation
+import FoundationEssentials
 import PasteboardX11
 
 /// What xpbd does with a copy by the application that made it (``SelectionOwnerInfo``): a name
 /// matches the owner's executable name, or its `WM_CLASS` instance or class, ignoring case.
-public struct AppRules: Sendable, Equatable {
+package struct AppRules: Sendable, Equatable {
     /// Treated as data marked secret: served while its owner lives, never kept, synced or brought back.
-    public var secretApps: [String] = []
+    package var secretApps: [String] = []
     /// Neither kept nor synced.
-    public var ignoredApps: [String] = []
+    package var ignoredApps: [String] = []
     /// Kept, never synced.
-    public var noSyncApps: [String] = []
+    package var noSyncApps: [String] = []
     /// Whether ``defaultSecretApps`` are secret too (`--no-default-secret-apps` turns it off).
-    public var usesDefaultSecretApps = true
+    package var usesDefaultSecretApps = true
 
     /// Password managers, secret without any marker on their data: KeePassXC, KeePass (2, and
     /// KeeWeb), Bitwarden, 1Password, QtPass and gopass's UI, Enpass, and the password-fill
     /// helpers of browsers that run as their own executable.
-    public static let defaultSecretApps = [
+    package static let defaultSecretApps = [
         "keepassxc", "KeePassXC", "keepass", "keepass2", "KeePass2", "keeweb", "bitwarden", "Bitwarden", "1password", "1Password",
         "qtpass", "QtPass", "gopass", "gopass-ui", "enpass", "Enpass", "kwalletmanager5", "seahorse",
     ]
 
-    public init() {}
+    package init() {}
 
     /// What applies to a copy by `owner`, strongest first: secret, ignored, not synced.
-    public func rule(for owner: SelectionOwnerInfo) -> Rule? {
+    package func rule(for owner: SelectionOwnerInfo) -> Rule? {
         let names = [owner.executableName, owner.windowInstance, owner.windowClass].compactMap { $0?.lowercased() }
         guard !names.isEmpty else { return nil }
         func matches(_ list: [String]) -> Bool { list.contains { names.contains($0.lowercased()) } }
@@ -34,7 +34,7 @@ public struct AppRules: Sendable, Equatable {
         return nil
     }
 
-    public enum Rule: Sendable, Equatable {
+    package enum Rule: Sendable, Equatable {
         case secret, ignored, noSync
     }
 }

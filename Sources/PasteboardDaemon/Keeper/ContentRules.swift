@@ -1,21 +1,21 @@
-import Foundation
+import FoundationEssentials
 
 /// Rules on what a copy holds, looked at once its bytes are read: text that matches
 /// `--ignore-match` is neither kept (in the history, or served when its owner exits) nor synced
 /// (an announce already made is withdrawn); copies smaller than `--min-size` or larger than
 /// `--max-copy-size` are not kept.
-public struct ContentRules: Sendable {
+package struct ContentRules: Sendable {
     /// `--ignore-match`: regular expressions (Swift's `Regex`, no ICU) matched against a copy's text.
-    public private(set) var ignoredPatterns: [String] = []
+    package private(set) var ignoredPatterns: [String] = []
     /// `--min-size`: copies of fewer bytes (a text's UTF-8 bytes, else every target's) are not kept.
-    public var minimumSize = 0
+    package var minimumSize = 0
     /// `--max-copy-size`: copies of more bytes (counted the same way) are not kept.
-    public var maximumSize = Int.max
+    package var maximumSize = Int.max
 
-    public init() {}
+    package init() {}
 
     /// Adds a pattern; throws a message for one that does not compile.
-    public mutating func ignore(matching pattern: String) throws(ContentRuleError) {
+    package mutating func ignore(matching pattern: String) throws(ContentRuleError) {
         do {
             _ = try Regex(pattern)
         } catch {
@@ -43,7 +43,7 @@ public struct ContentRules: Sendable {
 }
 
 /// A `--ignore-match` pattern that does not compile.
-public struct ContentRuleError: Error, CustomStringConvertible {
-    public let description: String
+package struct ContentRuleError: Error, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }

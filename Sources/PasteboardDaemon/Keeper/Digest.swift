@@ -1,14 +1,14 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
 
 /// A SHA-256 digest in lowercase hexadecimal: the name of a kept payload.
-public struct Digest: Hashable, Sendable, CustomStringConvertible {
-    public let hex: String
+package struct Digest: Hashable, Sendable, CustomStringConvertible {
+    package let hex: String
 
-    public init(of data: Data) {
+    package init(of data: Data) {
         var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         data.withUnsafeBytes { bytes in
-            _ = SHA256(bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count, &digest)
+            _ = ccrypto_sha256(bytes.baseAddress, bytes.count, &digest)
         }
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
@@ -20,10 +20,10 @@ public struct Digest: Hashable, Sendable, CustomStringConvertible {
         hex = String(decoding: text, as: UTF8.self)
     }
 
-    public init?(hex: String) {
+    package init?(hex: String) {
         guard hex.utf8.count == 64, hex.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return nil }
         self.hex = hex
     }
 
-    public var description: String { hex }
+    package var description: String { hex }
 }

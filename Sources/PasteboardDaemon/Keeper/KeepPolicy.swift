@@ -1,8 +1,9 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import PasteboardX11
 
 /// Which targets a clipboard manager keeps, and which contents it must never touch.
-public enum KeepPolicy {
+package enum KeepPolicy {
     /// Targets about the selection protocol or that name server resources, which cannot be
     /// kept as bytes: never fetched.
     static let skippedTargets: Set<String> = [
@@ -14,7 +15,7 @@ public enum KeepPolicy {
     /// Whether a target is kept: not a protocol or resource target, not toolkit-private
     /// (`x-special/*` but GNOME's copied-files list, `application/vnd.portal.*`, Qt's and
     /// xpb's private `_…`/`XPB_…` names except xpb's manifest and items).
-    public static func isKept(_ target: String) -> Bool {
+    package static func isKept(_ target: String) -> Bool {
         if skippedTargets.contains(target) { return false }
         if target.hasPrefix("x-special/") { return target == "x-special/gnome-copied-files" }
         if target.hasPrefix("application/vnd.portal.") { return false }
@@ -25,7 +26,7 @@ public enum KeepPolicy {
 
     /// Whether an owner's targets mark its data secret: the presence of a password manager's
     /// hint or of the nspasteboard.org concealed/transient markers (whatever their values).
-    public static func isSecret(_ targets: [String]) -> Bool {
+    package static func isSecret(_ targets: [String]) -> Bool {
         targets.contains { X11PasteboardBackend.secretMarkers.contains($0) }
     }
 
@@ -33,13 +34,13 @@ public enum KeepPolicy {
     /// one the owner offers (``X11PasteboardBackend/keptImageTarget(_:)``) is fetched; the others
     /// are made from it when a reader asks (a Qt image is offered in a dozen encodings of one
     /// picture). Formats xpb does not write (GIF, icons, netpbm) are fetched as they are.
-    public static func withOneImage(_ targets: [String]) -> [String] {
+    package static func withOneImage(_ targets: [String]) -> [String] {
         guard let kept = X11PasteboardBackend.keptImageTarget(targets) else { return targets }
         return targets.filter { $0 == kept || !X11PasteboardBackend.isConvertibleImageTarget($0) }
     }
 
     /// The targets to fetch, in the owner's order, each once.
-    public static func keptTargets(_ targets: [String]) -> [String] {
+    package static func keptTargets(_ targets: [String]) -> [String] {
         var seen: Set<String> = []
         return targets.filter { isKept($0) && seen.insert($0).inserted }
     }

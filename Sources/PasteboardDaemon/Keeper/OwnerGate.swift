@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 import PasteboardX11
 
@@ -19,7 +19,7 @@ final class OwnerGate: @unchecked Sendable {
     }
 
     // Guards `reading` and `capturing`; every change to either broadcasts.
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var reading: Set<Key> = []
     private var capturing: Set<Key> = []
 

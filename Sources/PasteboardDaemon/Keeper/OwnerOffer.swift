@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import PasteboardKit
 import PasteboardWire
@@ -158,7 +158,7 @@ final class OwnerOffers: @unchecked Sendable {
     }
     private var currentRules: AppRules
     // Guards `entries` and `changes`; broadcast when a reading ends or an owner changes.
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var entries: [Pasteboard.Name: Entry] = [:]
     /// Moves on every ownership change of a selection: a reading of an earlier owner is not kept.
     private var changes: [Pasteboard.Name: Int] = [:]

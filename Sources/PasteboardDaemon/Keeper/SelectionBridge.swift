@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import PasteboardKit
 import PasteboardX11
 

@@ -1,16 +1,16 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 import PasteboardWire
 import PasteboardX11
 
 /// One kept target: its name, the reply's type, the bytes and their digest.
-public struct KeptTarget: Sendable, Equatable {
-    public var target: String
-    public var type: String
-    public var data: Data
-    public var digest: Digest
+package struct KeptTarget: Sendable, Equatable {
+    package var target: String
+    package var type: String
+    package var data: Data
+    package var digest: Digest
 
-    public init(target: String, type: String, data: Data, digest: Digest? = nil) {
+    package init(target: String, type: String, data: Data, digest: Digest? = nil) {
         self.target = target
         self.type = type
         self.data = data
@@ -22,30 +22,30 @@ public struct KeptTarget: Sendable, Equatable {
 
 /// Contents taken from a selection's owner: what the daemon serves when the owner is gone, and
 /// what a history entry holds.
-public struct Snapshot: Sendable {
-    public var selection: Pasteboard.Name
+package struct Snapshot: Sendable {
+    package var selection: Pasteboard.Name
     /// The owner's `TARGETS`, in its order.
-    public var advertised: [String]
+    package var advertised: [String]
     /// The targets kept, in the owner's order; identical bytes share one `Data`.
-    public var targets: [KeptTarget]
-    public var time: Date
+    package var targets: [KeptTarget]
+    package var time: Date
     /// The owner's window name and process id, where it published them.
-    public var source: String?
-    public var pid: Int?
+    package var source: String?
+    package var pid: Int?
     /// The application that copied (``SelectionOwnerInfo/appName``), where it could be told.
-    public var app: String?
+    package var app: String?
     /// The owner's window (not stored): ours once the daemon serves the contents.
-    public var owner: X11Window = .none
+    package var owner: X11Window = .none
     /// The window the contents were taken from (not stored), kept when the daemon serves them.
-    public var capturedFrom: X11Window = .none
-    public var expires: Date?
-    public var isLocalOnly = false
+    package var capturedFrom: X11Window = .none
+    package var expires: Date?
+    package var isLocalOnly = false
     /// Whether every kept target of the owner was fetched.
-    public var isComplete = true
+    package var isComplete = true
     /// The history row, once stored.
-    public var id: Int64?
+    package var id: Int64?
 
-    public init(selection: Pasteboard.Name, advertised: [String], targets: [KeptTarget], time: Date = Date(),
+    package init(selection: Pasteboard.Name, advertised: [String], targets: [KeptTarget], time: Date = Date(),
                 source: String? = nil, pid: Int? = nil) {
         self.selection = selection
         self.advertised = advertised
@@ -56,18 +56,18 @@ public struct Snapshot: Sendable {
     }
 
     /// Bytes kept, identical payloads counted once.
-    public var size: Int {
+    package var size: Int {
         var seen: Set<Digest> = []
         return targets.reduce(0) { $0 + (seen.insert($1.digest).inserted ? $1.data.count : 0) }
     }
 
-    public func isExpired(at now: Date = Date()) -> Bool { expires.map { $0 <= now } ?? false }
+    package func isExpired(at now: Date = Date()) -> Bool { expires.map { $0 <= now } ?? false }
 
     /// The targets a text can be read from, best first.
     static let textTargets = ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"]
 
     /// The text of the contents, if they have a text target (the first `limit` bytes).
-    public func text(limit: Int = 64 << 10) -> String? {
+    package func text(limit: Int = 64 << 10) -> String? {
         for name in Self.textTargets {
             guard let target = targets.first(where: { $0.target == name }) else { continue }
             let bytes = target.data.prefix(limit)
@@ -79,9 +79,9 @@ public struct Snapshot: Sendable {
 
     /// One line for listings: the text's first non-empty line (shortened), or the first type
     /// and size.
-    public var preview: String {
+    package var preview: String {
         if let text = text(limit: 4096) {
-            let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingSpaces() } ?? ""
             return line.count > 100 ? String(line.prefix(99)) + "…" : line
         }
         guard let first = targets.first(where: { !$0.target.hasPrefix("XPB_") }) ?? targets.first else { return "" }

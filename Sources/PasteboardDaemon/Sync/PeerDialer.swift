@@ -1,5 +1,7 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import PasteboardKit
+import Glibc
 import Logging
 import PasteboardWire
 import PasteboardX11
@@ -34,9 +36,7 @@ final class PeerDialer: Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "xpbd.sync.dial"
-        thread.start()
+        DetachedThread.start(name: "xpbd.sync.dial") { [self] in run() }
     }
 
     func stop() {
@@ -118,7 +118,7 @@ final class PeerDialer: Sendable {
         let stderrLines = Mutex<[String]>([])
         if let process = transport.process {
             state.withLock { $0.status.transportPID = Int(process.pid) }
-            let reader = Thread { [logger, spec] in
+            DetachedThread.start(name: "xpbd.sync.stderr") { [logger, spec] in
                 var pending = Data()
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 while true {
@@ -137,8 +137,6 @@ final class PeerDialer: Sendable {
                     }
                 }
             }
-            reader.name = "xpbd.sync.stderr"
-            reader.start()
         }
         state.withLock { $0.transport = transport }
         defer { clearTransport() }
@@ -228,7 +226,7 @@ final class PeerDialer: Sendable {
             if let display { remote += " --display \(display)" }
             // ssh's own options, config, keys and agent; no terminal, no password prompts (the
             // daemon has nobody to answer them).
-            let process = try ChildProcess(["/bin/sh", "-c", "exec \(configuration.sshCommand) -T -x -o BatchMode=yes \"$@\"", "xpbd-ssh", host, remote])
+            let process = try TransportProcess(["/bin/sh", "-c", "exec \(configuration.sshCommand) -T -x -o BatchMode=yes \"$@\"", "xpbd-ssh", host, remote])
             return SyncTransport(process: process)
         }
     }

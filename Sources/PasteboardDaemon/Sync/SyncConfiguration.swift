@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardKit
 import PasteboardWire
 
@@ -6,28 +6,28 @@ import PasteboardWire
 /// another machine reached with `ssh`, each optionally one-way or limited to CLIPBOARD.
 ///
 /// Written `TARGET[,OPTION…]`: `xpbd --sync-display ':2,send-only'`, `xpbd --peer 'me@box,display=:0,clipboard-only'`.
-public struct SyncLinkSpec: Sendable, Equatable {
-    public enum Endpoint: Sendable, Equatable {
+package struct SyncLinkSpec: Sendable, Equatable {
+    package enum Endpoint: Sendable, Equatable {
         /// A display on this machine (its daemon's socket).
         case display(String)
         /// `ssh HOST`, and the remote display whose daemon to join (nil: the only one running there).
         case ssh(host: String, display: String?)
     }
 
-    public var endpoint: Endpoint
+    package var endpoint: Endpoint
     /// This side sends its changes on the link.
-    public var sends = true
+    package var sends = true
     /// This side takes the other side's changes.
-    public var receives = true
+    package var receives = true
     /// Only CLIPBOARD on this link, even when PRIMARY is synced.
-    public var clipboardOnly = false
+    package var clipboardOnly = false
 
-    public init(endpoint: Endpoint) {
+    package init(endpoint: Endpoint) {
         self.endpoint = endpoint
     }
 
     /// For logs and status: `display :2`, `ssh me@box`.
-    public var name: String {
+    package var name: String {
         switch endpoint {
         case let .display(display): return "display \(display)"
         case let .ssh(host, display): return "ssh \(host)" + (display.map { " (display \($0))" } ?? "")
@@ -35,11 +35,11 @@ public struct SyncLinkSpec: Sendable, Equatable {
     }
 
     /// `both`, `send-only` or `receive-only`.
-    public var direction: String { PeerStatus.direction(sends: sends, receives: receives) }
+    package var direction: String { PeerStatus.direction(sends: sends, receives: receives) }
 
     /// Parses `TARGET[,OPTION…]` for `--sync-display` (`ssh: false`) or `--peer` (`ssh: true`).
     /// Options: `send-only`, `receive-only`, `clipboard-only`, and for peers `display=D`.
-    public static func parse(_ text: String, ssh: Bool) throws(SyncSpecError) -> SyncLinkSpec {
+    package static func parse(_ text: String, ssh: Bool) throws(SyncSpecError) -> SyncLinkSpec {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         let option = ssh ? "--peer" : "--sync-display"
         guard let target = parts.first, !target.isEmpty, !target.hasPrefix("-"),
@@ -74,37 +74,37 @@ public struct SyncLinkSpec: Sendable, Equatable {
 }
 
 /// A `--peer` or `--sync-display` value that cannot be used.
-public struct SyncSpecError: Error, Sendable, CustomStringConvertible {
-    public let description: String
+package struct SyncSpecError: Error, Sendable, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 
 /// How this daemon syncs with others.
-public struct SyncConfiguration: Sendable {
+package struct SyncConfiguration: Sendable {
     /// The links this daemon dials (others may dial it: every daemon accepts links from its own
     /// user on its socket).
-    public var links: [SyncLinkSpec] = []
+    package var links: [SyncLinkSpec] = []
     /// Sync PRIMARY too (CLIPBOARD always).
-    public var syncsPrimary = false
+    package var syncsPrimary = false
     /// The command that reaches a peer (`ssh`, or e.g. `ssh -F ~/.ssh/other_config`), run by `sh`.
-    public var sshCommand = "ssh"
+    package var sshCommand = "ssh"
     /// How the peer's shell runs xpb (`xpb`, or a path, or `env VAR=… /path/xpb`).
-    public var remoteXPB = "xpb"
+    package var remoteXPB = "xpb"
     /// The most bytes one transfer may move, and all transfers under way at once.
-    public var maxTransferBytes = 256 << 20
-    public var maxTotalBytes = 512 << 20
+    package var maxTransferBytes = 256 << 20
+    package var maxTotalBytes = 512 << 20
     /// Bytes a transfer may have in flight before the reading side grants more.
-    public var window = 4 << 20
+    package var window = 4 << 20
     /// A ping goes out this often; a link silent for `deadAfter` seconds is dropped.
-    public var heartbeat = 2.0
-    public var deadAfter = 10.0
+    package var heartbeat = 2.0
+    package var deadAfter = 10.0
     /// A transfer that gets no bytes for this long (while its reader waits) fails.
-    public var fetchTimeout = 3.0
+    package var fetchTimeout = 3.0
     /// Waits between reconnection attempts: doubles from the first to the last.
-    public var firstBackoff = 0.5
-    public var lastBackoff = 30.0
+    package var firstBackoff = 0.5
+    package var lastBackoff = 30.0
 
-    public init() {}
+    package init() {}
 
     /// The selections a link syncs.
     func selections(for spec: SyncLinkSpec?) -> [Pasteboard.Name] {

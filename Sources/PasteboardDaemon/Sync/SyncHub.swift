@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import PasteboardKit
 import PasteboardWire
@@ -110,14 +111,12 @@ final class SyncHub: Sendable {
     func start() {
         // Writes to an ssh that died must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
-        let heartbeat = Thread { [weak self] in
+        DetachedThread.start(name: "xpbd.sync.tick") { [weak self] in
             while let hub = self, !hub.state.withLock({ $0.isStopped }) {
                 hub.tick()
                 usleep(250_000)
             }
         }
-        heartbeat.name = "xpbd.sync.tick"
-        heartbeat.start()
         for name in synced {
             if let owner = try? backend.owner(of: name), owner.window != ourWindow {
                 let selection = X11PasteboardBackend.selectionName(for: name)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardWire
 
 /// The ordering of sync on one node, as a pure value: events go in (this display's ownership

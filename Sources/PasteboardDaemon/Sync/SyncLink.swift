@@ -1,6 +1,7 @@
 import CLinux
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import PasteboardKit
 import PasteboardWire
 import Synchronization
@@ -11,7 +12,7 @@ final class SyncTransport: Sendable {
     let readFD: Int32
     let writeFD: Int32
     /// The transport's process (ssh), reaped by ``close()``.
-    let process: ChildProcess?
+    let process: TransportProcess?
 
     init(socket fd: Int32) {
         readFD = fd
@@ -19,7 +20,7 @@ final class SyncTransport: Sendable {
         process = nil
     }
 
-    init(process: ChildProcess) {
+    init(process: TransportProcess) {
         readFD = process.stdoutFD
         writeFD = process.stdinFD
         self.process = process
@@ -154,7 +155,7 @@ final class SyncLink: Sendable {
             onClose(self, closeReason ?? "closed")
             finished.signal()
         }
-        let readerThread = Thread { [self] in
+        let readerBody: @Sendable () -> Void = { [self] in
             var reader = reader
             do {
                 while let frame = try reader.next() {
@@ -170,14 +171,19 @@ final class SyncLink: Sendable {
             }
             done()
         }
-        readerThread.name = "xpbd.sync.read"
-        let writerThread = Thread { [self] in
+        guard DetachedThread.start(name: "xpbd.sync.read", readerBody) else {
+            close("no thread for the link")
+            done()
+            done()
+            return
+        }
+        if !DetachedThread.start(name: "xpbd.sync.write", { [self] in
             writeLoop()
             done()
+        }) {
+            close("no thread for the link")
+            done()
         }
-        writerThread.name = "xpbd.sync.write"
-        readerThread.start()
-        writerThread.start()
     }
 
     /// Blocks until the link's threads ended.
@@ -255,7 +261,7 @@ final class SyncLink: Sendable {
 }
 
 /// A child process with its standard streams on pipes (the ssh transport).
-final class ChildProcess: Sendable {
+final class TransportProcess: Sendable {
     let pid: pid_t
     let stdinFD: Int32
     let stdoutFD: Int32
@@ -264,49 +270,37 @@ final class ChildProcess: Sendable {
 
     /// Starts `arguments[0]` (a path) with `arguments`.
     init(_ arguments: [String]) throws {
-        var stdinPipe: [Int32] = [0, 0], stdoutPipe: [Int32] = [0, 0], stderrPipe: [Int32] = [0, 0]
-        guard pipe(&stdinPipe) == 0, pipe(&stdoutPipe) == 0, pipe(&stderrPipe) == 0 else {
-            throw POSIXFailure("pipe", errno)
+        let stdinPipe: (read: Int32, write: Int32), stdoutPipe: (read: Int32, write: Int32), stderrPipe: (read: Int32, write: Int32)
+        do {
+            stdinPipe = try ChildProcess.pipe()
+            stdoutPipe = try ChildProcess.pipe()
+            stderrPipe = try ChildProcess.pipe()
+        } catch {
+            throw POSIXFailure("pipe", error.rawValue)
         }
-        // Not inherited by other children (the dup2'd copies in this child are).
-        for fd in stdinPipe + stdoutPipe + stderrPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
-        // The child gets default signal handling (xpbd ignores SIGPIPE), in a group of its own
-        // (a terminal's ^C reaches xpbd, which ends its links itself).
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
-        var cArguments = arguments.map { strdup($0) } + [nil]
-        defer { cArguments.forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, arguments[0], &actions, &attributes, &cArguments, environ)
-        close(stdinPipe[0])
-        close(stdoutPipe[1])
-        close(stderrPipe[1])
-        guard result == 0 else {
-            close(stdinPipe[1])
-            close(stdoutPipe[0])
-            close(stderrPipe[0])
-            throw POSIXFailure("starting \(arguments[0])", result)
+        // In a group of its own (a terminal's ^C reaches xpbd, which ends its links itself),
+        // with default signal handling (xpbd ignores SIGPIPE).
+        var process = ChildProcess(executable: arguments[0], arguments: arguments)
+        process.descriptors = [0: .inherit(stdinPipe.read), 1: .inherit(stdoutPipe.write), 2: .inherit(stderrPipe.write)]
+        process.grouping = .newGroup
+        defer {
+            close(stdinPipe.read)
+            close(stdoutPipe.write)
+            close(stderrPipe.write)
+        }
+        let child: pid_t
+        do {
+            child = try process.spawn()
+        } catch {
+            close(stdinPipe.write)
+            close(stdoutPipe.read)
+            close(stderrPipe.read)
+            throw POSIXFailure("starting \(arguments[0])", error.rawValue)
         }
         pid = child
-        stdinFD = stdinPipe[1]
-        stdoutFD = stdoutPipe[0]
-        stderrFD = stderrPipe[0]
+        stdinFD = stdinPipe.write
+        stdoutFD = stdoutPipe.read
+        stderrFD = stderrPipe.read
     }
 
     func terminate() {
@@ -319,8 +313,7 @@ final class ChildProcess: Sendable {
         if let status = reaped.withLock({ $0 }) { return status }
         close(stdinFD)
         close(stdoutFD)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        let status = ChildProcess.wait(for: pid)
         close(stderrFD)
         reaped.withLock { $0 = status }
         return status

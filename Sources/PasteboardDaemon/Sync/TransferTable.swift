@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardWire
 
 /// The transfers of one node as a pure value: the fetches it asked for (for a reader on this

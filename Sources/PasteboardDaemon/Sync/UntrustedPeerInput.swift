@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PasteboardWire
 
 /// What a sync peer or a control client sends, behind one entry point for the fuzz target
