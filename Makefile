@@ -19,7 +19,7 @@ SCRATCH ?= .build-static
 # -disable-concrete-type-metadata-mangled-name-accessors: our code gets each generic type's
 # metadata from its accessor, given the conformances it needs, instead of decoding a mangled
 # name at run time. Decoding one has the runtime look each conformance up (X11Atom: Hashable,
-# String: Hashable …) by scanning every conformance record of the binary, Foundation's
+# String: Hashable …) by scanning every conformance record of the binary, FoundationEssentials'
 # included: about 250,000 instructions a first look-up, 70 % of a 13-byte paste (4.1 M
 # instructions before, 1.3 M after; callgrind). The binary grows by less than 0.1 %.
 STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
@@ -48,13 +48,13 @@ AUTOSTART ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart
 all: build
 
 # The static link draws warnings from glibc that say nothing to a user ("Using 'getaddrinfo'
-# in statically linked applications requires at runtime the shared libraries ..."): Foundation,
-# CoreFoundation, libX11 and libxcb reference glibc's NSS, dlopen and mktemp. What is reached at
-# run time: getaddrinfo only for a display on another host by name (xcb's TCP connection; a
-# numeric address needs no NSS module, and localhost:N is opened as 127.0.0.1:N); the user
-# database only when $$HOME is unset; dlopen and mktemp never (ICU's data is linked in, no
-# bundle is loaded, no file is written through Foundation). The README says the same. They
-# are left out of the output, with one note; every other line, warnings included, is shown.
+# in statically linked applications requires at runtime the shared libraries ..."): Swift's
+# runtime, FoundationEssentials, libX11 and libxcb reference glibc's NSS, dlopen and mktemp.
+# What is reached at run time: getaddrinfo only for a display on another host by name (xcb's TCP
+# connection; a numeric address needs no NSS module, and localhost:N is opened as 127.0.0.1:N);
+# the user database only when $$HOME is unset; dlopen and mktemp never. The README says the
+# same. They are left out of the output, with one note; every other line, warnings included, is
+# shown.
 QUIET_GLIBC = sed -e "/in statically linked applications requires at runtime the shared libraries/d" \
 	-e "/the use of .mktemp. is dangerous/d"
 
@@ -64,7 +64,7 @@ build:
 		{ $(SWIFT) build $(STATIC_FLAGS) --product $$product 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
 		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status; \
 	done
-	@echo "note: glibc's warnings about static linking were left out (see the README, 'Install')"
+	@echo "note: glibc's warnings about static linking were left out (see the README, 'Set up')"
 
 # The directories install creates (those missing, up to the first that exists) are listed in
 # $(sharedir)/created-dirs, so that uninstall removes them again once they are empty, and
