@@ -558,22 +558,7 @@ final class HistoryStore {
                                        [.integer(Int64(count)), .integer(entry), .integer(Int64(position))]).first?[0].blob
         }
         guard let digest = Digest(hex: digest) else { return nil }
-        let fd = Glibc.open(blobPath(digest), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = Data(count: count)
-        var filled = 0
-        while filled < count {
-            let got = bytes.withUnsafeMutableBytes { buffer in
-                (try? SystemCall.retrying { read(fd, buffer.baseAddress! + filled, count - filled) }) ?? -1
-            }
-            guard got > 0 else {
-                if got < 0 { return nil }
-                break
-            }
-            filled += got
-        }
-        return bytes.prefix(filled)
+        return try? FileContents(path: blobPath(digest)).read(offset: 0, length: count)
     }
 
     /// An image's pixel size, from its header (the first 256 KiB: a JPEG's may follow its Exif),
