@@ -142,7 +142,8 @@ public enum TargetCodec: Sendable, Hashable {
     public static func uriListEntries(_ data: Data) -> [String] {
         String(decoding: data, as: UTF8.self)
             .split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
-            .map { $0.trimmingSpaces() }
+            // ASCII spaces and tabs only, as the format has them (a no-break space is data).
+            .map { $0.trimming { $0 == " " || $0 == "\t" } }
             .filter { !$0.isEmpty && !$0.hasPrefix("#") }
     }
 }
@@ -415,7 +416,7 @@ public struct TypeRegistry: Sendable {
             return name
         }
         return name.split(separator: ";", omittingEmptySubsequences: false)
-            .map { $0.trimmingSpaces().lowercased() }
+            .map { $0.trimming { $0 == " " || $0 == "\t" }.lowercased() }
             .joined(separator: ";")
     }
 }
