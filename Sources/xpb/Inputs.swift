@@ -70,8 +70,9 @@ enum Inputs {
     /// file itself (the owner then refuses to serve it once it has changed).
     static func snapshot(_ file: FileContents, path: String) -> FileContents {
         if file.size <= snapshotBudget, let snapshot = memoryCopy(of: file, path: path) { return snapshot }
-        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : ""
-        let clone = file.withDescriptor { clinux_reflink_in(directory.isEmpty ? "." : directory, $0) }
+        // The file's own directory ("/" for a file at the root, the working directory for a bare name).
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        let clone = file.withDescriptor { clinux_reflink_in(directory, $0) }
         if clone >= 0, let snapshot = try? FileContents(adopting: clone, size: file.size, path: path) {
             return snapshot
         }
