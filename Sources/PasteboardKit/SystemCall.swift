@@ -55,10 +55,11 @@ package enum DetachedThread {
     }
 
     /// Runs `body` on a new detached thread named `name` (the kernel keeps 15 bytes of it, shown
-    /// by `ps -L` and `top -H`). False when no thread could be made (`EAGAIN`: the process or the
-    /// user is at the thread limit); `body` has then not run.
-    @discardableResult
-    package static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+    /// by `ps -L` and `top -H`).
+    ///
+    /// - Throws: `pthread_create`'s error when no thread could be made (`EAGAIN`: the process or
+    ///   the user is at the thread limit); `body` has then not run.
+    package static func start(name: String, _ body: @escaping @Sendable () -> Void) throws(Errno) {
         let start = Unmanaged.passRetained(Start(name: name, body: body))
         var thread = pthread_t()
         let made = pthread_create(&thread, nil, { argument in
@@ -70,10 +71,9 @@ package enum DetachedThread {
         }, start.toOpaque())
         guard made == 0 else {
             start.release()
-            return false
+            throw Errno(rawValue: made)
         }
         pthread_detach(thread)
-        return true
     }
 }
 

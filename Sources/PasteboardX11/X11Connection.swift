@@ -81,16 +81,17 @@ final class X11Connection: Sendable {
         wakeWrite = fds[1]
         let session = XThreadConfined(X11Session(display: display, configuration: configuration))
         session.value.enqueue = { [weak self] job in self?.submit(job) ?? false }
-        let started = DetachedThread.start(name: "xpb-x11") { [self] in
-            self.threadID.withLock { $0 = pthread_self() }
-            session.value.thread = pthread_self()
-            self.run(session.value)
-        }
-        guard started else {
+        do {
+            try DetachedThread.start(name: "xpb-x11") { [self] in
+                self.threadID.withLock { $0 = pthread_self() }
+                session.value.thread = pthread_self()
+                self.run(session.value)
+            }
+        } catch {
             Glibc.close(wakeRead)
             Glibc.close(wakeWrite)
             XCloseDisplay(display)
-            throw PasteboardError.backendFailure("cannot start the X thread: \(Errno.current)")
+            throw PasteboardError.backendFailure("cannot start the X thread: \(error)")
         }
     }
 

@@ -38,12 +38,14 @@ struct DaemonLink {
         }
         signal(SIGPIPE, SIG_IGN)
         // Standard input to the socket on a thread of its own; the socket to standard output here.
-        guard DetachedThread.start(name: "xpb.link.up", {
-            Self.copy(from: 0, to: fd)
-            shutdown(fd, Int32(SHUT_WR))
-        }) else {
+        do {
+            try DetachedThread.start(name: "xpb.link.up") {
+                Self.copy(from: 0, to: fd)
+                shutdown(fd, Int32(SHUT_WR))
+            }
+        } catch {
             close(fd)
-            throw Failure("cannot start a thread: \(Errno.current)", .failure)
+            throw Failure("cannot start a thread: \(error)", .failure)
         }
         Self.copy(from: fd, to: 1)
         // The daemon closed the link: nothing more to carry.

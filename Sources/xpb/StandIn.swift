@@ -373,11 +373,12 @@ enum StandIn: String, CaseIterable {
         final class Collected: @unchecked Sendable { var data = Data() }
         let collected = Collected()
         let done = DispatchSemaphore(value: 0)
-        let started = DetachedThread.start(name: "xpb.paste.read") {
-            collected.data = (try? Inputs.read(reader, named: "the paste", limit: .max)) ?? Data()
-            done.signal()
-        }
-        guard started else {
+        do {
+            try DetachedThread.start(name: "xpb.paste.read") {
+                collected.data = (try? Inputs.read(reader, named: "the paste", limit: .max)) ?? Data()
+                done.signal()
+            }
+        } catch {
             close(pipeFDs[1])
             close(reader)
             return nil
@@ -402,15 +403,16 @@ enum StandIn: String, CaseIterable {
         }
         let writer = pipeFDs[1]
         let done = DispatchSemaphore(value: 0)
-        let started = DetachedThread.start(name: "xpb.copy.write") {
-            try? writeAll(data, to: writer)
-            close(writer)
-            done.signal()
-        }
-        guard started else {
+        do {
+            try DetachedThread.start(name: "xpb.copy.write") {
+                try? writeAll(data, to: writer)
+                close(writer)
+                done.signal()
+            }
+        } catch {
             close(writer)
             close(pipeFDs[0])
-            throw Failure("cannot start a thread: \(Errno.current)")
+            throw Failure("cannot start a thread: \(error)")
         }
         dup2(pipeFDs[0], STDIN_FILENO)
         close(pipeFDs[0])

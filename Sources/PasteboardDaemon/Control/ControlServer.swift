@@ -70,7 +70,13 @@ final class ControlServer: Sendable {
         }
         listener = fd
         inode = (UInt(info.st_dev), UInt(info.st_ino))
-        DetachedThread.start(name: "xpbd.control") { [self] in acceptLoop() }
+        do {
+            try DetachedThread.start(name: "xpbd.control") { [self] in acceptLoop() }
+        } catch {
+            close(fd)
+            unlink(path)
+            throw POSIXFailure("starting the control socket's thread", error.rawValue)
+        }
     }
 
     /// Stops accepting and removes the socket file (if it is still ours).
@@ -111,19 +117,20 @@ final class ControlServer: Sendable {
                 return oldest
             }
             if let evicted { shutdown(evicted, Int32(SHUT_RDWR)) }
-            let started = DetachedThread.start(name: "xpbd.client") { [self] in
-                let handedOver = serve(fd)
-                if let handedOver {
-                    // A sync link: no deadline from here, and it does not count as a control connection.
-                    var forever = timeval()
-                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
-                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
-                    syncHandler(fd, handedOver)
-                } else {
-                    close(fd)
+            do {
+                try DetachedThread.start(name: "xpbd.client") { [self] in
+                    let handedOver = serve(fd)
+                    if let handedOver {
+                        // A sync link: no deadline from here, and it does not count as a control connection.
+                        var forever = timeval()
+                        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
+                        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &forever, socklen_t(MemoryLayout<timeval>.size))
+                        syncHandler(fd, handedOver)
+                    } else {
+                        close(fd)
+                    }
                 }
-            }
-            if !started {
+            } catch {
                 // At the thread limit: this client is turned away, the daemon goes on.
                 _ = pending.withLock { $0.removeValue(forKey: fd) }
                 close(fd)

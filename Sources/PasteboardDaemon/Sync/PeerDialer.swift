@@ -36,7 +36,11 @@ final class PeerDialer: Sendable {
     }
 
     func start() {
-        DetachedThread.start(name: "xpbd.sync.dial") { [self] in run() }
+        do {
+            try DetachedThread.start(name: "xpbd.sync.dial") { [self] in run() }
+        } catch {
+            logger.error("sync with \(spec.name): cannot start the dialer's thread: \(error)")
+        }
     }
 
     func stop() {
@@ -118,7 +122,7 @@ final class PeerDialer: Sendable {
         let stderrLines = Mutex<[String]>([])
         if let process = transport.process {
             state.withLock { $0.status.transportPID = Int(process.pid) }
-            DetachedThread.start(name: "xpbd.sync.stderr") { [logger, spec] in
+            let readStderr: @Sendable () -> Void = { [logger, spec] in
                 var pending = Data()
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 while true {
@@ -136,6 +140,12 @@ final class PeerDialer: Sendable {
                         }
                     }
                 }
+            }
+            do {
+                try DetachedThread.start(name: "xpbd.sync.stderr", readStderr)
+            } catch {
+                // ssh's messages go unread; the link itself does not need them.
+                logger.warning("sync with \(spec.name): cannot start the thread that reads ssh's messages: \(error)")
             }
         }
         state.withLock { $0.transport = transport }

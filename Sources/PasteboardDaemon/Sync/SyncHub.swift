@@ -111,11 +111,15 @@ final class SyncHub: Sendable {
     func start() {
         // Writes to an ssh that died must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
-        DetachedThread.start(name: "xpbd.sync.tick") { [weak self] in
-            while let hub = self, !hub.state.withLock({ $0.isStopped }) {
-                hub.tick()
-                usleep(250_000)
+        do {
+            try DetachedThread.start(name: "xpbd.sync.tick") { [weak self] in
+                while let hub = self, !hub.state.withLock({ $0.isStopped }) {
+                    hub.tick()
+                    usleep(250_000)
+                }
             }
+        } catch {
+            logger.error("sync: cannot start the heartbeat's thread (links will not ping or time out): \(error)")
         }
         for name in synced {
             if let owner = try? backend.owner(of: name), owner.window != ourWindow {

@@ -171,17 +171,22 @@ final class SyncLink: Sendable {
             }
             done()
         }
-        guard DetachedThread.start(name: "xpbd.sync.read", readerBody) else {
-            close("no thread for the link")
+        do {
+            try DetachedThread.start(name: "xpbd.sync.read", readerBody)
+        } catch {
+            close("no thread for the link: \(error)")
             done()
             done()
             return
         }
-        if !DetachedThread.start(name: "xpbd.sync.write", { [self] in
-            writeLoop()
-            done()
-        }) {
-            close("no thread for the link")
+        do {
+            try DetachedThread.start(name: "xpbd.sync.write") { [self] in
+                writeLoop()
+                done()
+            }
+        } catch {
+            // The reader ends once the link is closed.
+            close("no thread for the link: \(error)")
             done()
         }
     }
