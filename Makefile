@@ -1,6 +1,6 @@
-# Builds xpb and xpbd as fully static executables (the fast start: no dynamic loader, no
-# relocations; a 13-byte paste at xclip's speed), and installs them with their man pages, shell
-# completions, systemd user unit and autostart entry.
+# Builds xpb as a fully static executable (the fast start: no dynamic loader, no relocations; a
+# 13-byte paste at xclip's speed), xpbd being a link to it, and installs them with their man
+# pages, shell completions, systemd user unit and autostart entry.
 #
 #   make                                  build (into .build-static/release)
 #   make install PREFIX=~/.local          install (PREFIX defaults to /usr/local; DESTDIR honoured)
@@ -22,9 +22,13 @@ SCRATCH ?= .build-static
 # String: Hashable …) by scanning every conformance record of the binary, FoundationEssentials'
 # included: about 250,000 instructions a first look-up, 70 % of a 13-byte paste (4.1 M
 # instructions before, 1.3 M after; callgrind). The binary grows by less than 0.1 %.
+# -function-sections (and its C twins): each function in a section of its own, so that the link's
+# --gc-sections drops what nothing calls in our modules as it does in Swift's own libraries,
+# which are built that way (20.93 → 20.69 MiB stripped).
 STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xswiftc -static-executable \
 	-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors \
+	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcc -fdata-sections \
 	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp \
 	$(foreach lib,$(IMAGE_LIBS),-Xlinker -l$(lib))
 # What the image codecs' static archives need beyond the libraries the package names, each after
@@ -58,12 +62,13 @@ all: build
 QUIET_GLIBC = sed -e "/in statically linked applications requires at runtime the shared libraries/d" \
 	-e "/the use of .mktemp. is dangerous/d"
 
+# One binary: xpb is also xpbd when run under that name, so xpbd is a link to it (the daemon's
+# code adds 2 MiB to xpb; two binaries would carry Swift's runtime and FoundationEssentials twice).
 build:
-	@for product in xpb xpbd; do \
-		echo "$(SWIFT) build $(STATIC_FLAGS) --product $$product"; \
-		{ $(SWIFT) build $(STATIC_FLAGS) --product $$product 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
-		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status; \
-	done
+	@echo "$(SWIFT) build $(STATIC_FLAGS) --product xpb"
+	@{ $(SWIFT) build $(STATIC_FLAGS) --product xpb 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
+		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status
+	ln -sf xpb $(BIN)/xpbd
 	@echo "note: glibc's warnings about static linking were left out (see the README, 'Set up')"
 
 # The directories install creates (those missing, up to the first that exists) are listed in
@@ -80,7 +85,7 @@ install: build
 	mv $(sharedir)/created-dirs.new $(sharedir)/created-dirs
 	# Stripped: the symbol tables are a tenth of each binary and nothing reads them at run time.
 	install -s -m 755 $(BIN)/xpb $(bindir)/xpb
-	install -s -m 755 $(BIN)/xpbd $(bindir)/xpbd
+	ln -sf xpb $(bindir)/xpbd
 	$(BIN)/xpb manual > $(mandir)/xpb.1
 	$(BIN)/xpbd --manual > $(mandir)/xpbd.1
 	$(BIN)/xpb completions bash > $(bashdir)/xpb

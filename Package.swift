@@ -49,7 +49,8 @@ let package = Package(
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXlibQueue", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux"]),
+        // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool"]),
         // The table-driven command line parser and help of xpb and xpbd.
         .target(name: "CommandLineTable"),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
@@ -60,8 +61,12 @@ let package = Package(
             "PasteboardKit", "PasteboardX11", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // The daemon executable, thin over PasteboardDaemon.
-        .executableTarget(name: "xpbd", dependencies: ["PasteboardDaemon", "PasteboardWire", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
+        // xpbd's command line (options, configuration file, logging, signals), thin over
+        // PasteboardDaemon; a library, so that the xpb binary can run it when called as xpbd.
+        .target(name: "DaemonTool", dependencies: ["PasteboardDaemon", "PasteboardWire", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
+        // The daemon as an executable of its own, for development builds and the tests; make
+        // installs xpbd as a link to xpb instead (one binary).
+        .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardDaemon"]),

@@ -1,4 +1,5 @@
 import CommandLineTable
+import DaemonTool
 import FoundationEssentials
 import Glibc
 import PasteboardWire
@@ -33,6 +34,9 @@ enum XPB {
     static var discussion: String { program.exitStatusSentence }
 
     static func main() {
+        let programName = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
+        // One binary: the installed xpbd is a link to xpb (see the Makefile).
+        if programName == "xpbd" { exit(XPBD.main()) }
         StandardDescriptors.ensureOpen()
         let arguments = Array(CommandLine.arguments.dropFirst())
         // Multi-call: run as `xclip` or `xsel` through a link of that name.

@@ -58,6 +58,12 @@ struct InstallTests {
         for file in Self.expectedFiles {
             #expect(FileManager.default.fileExists(atPath: "\(prefix)/\(file)"), "\(file) not installed")
         }
+        // One binary: xpbd is a link to xpb, which runs the daemon under that name.
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: "\(prefix)/bin/xpbd")) == "xpb", "xpbd is not a link to xpb")
+        let daemonHelp = try run("\(prefix)/bin/xpbd", ["--help"], display: try Xvfb())
+        #expect(daemonHelp.status == 0 && daemonHelp.text.contains("--max-entries"), "xpbd --help: \(daemonHelp.text) \(daemonHelp.error)")
+        let daemonUsage = try run("\(prefix)/bin/xpbd", ["--no-such-option"], display: try Xvfb())
+        #expect(daemonUsage.status == 64 && daemonUsage.error.hasPrefix("xpbd: "), "\(daemonUsage.status) \(daemonUsage.error)")
         // Fully static: no program interpreter (dynamic loader) in the program headers.
         for binary in ["xpb", "xpbd"] {
             let headers = try run("/usr/bin/readelf", ["-lW", "\(prefix)/bin/\(binary)"], display: try Xvfb())

@@ -1,0 +1,353 @@
+import CommandLineTable
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Logging
+import PasteboardDaemon
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+
+/// xpbd: the clipboard manager of one X display. Thin: parses, sets up logging and signals,
+/// runs ``ClipboardDaemon``. A library, so that one binary can be both programs: the installed
+/// `xpbd` is a link to `xpb`, which calls ``main()`` when it runs under that name (the `xpbd`
+/// executable target is the same call, for development builds and the tests).
+package enum XPBD {
+    /// The options, each declared once: the spec lists them and the look-ups name them, so a
+    /// look-up can only name a declared option.
+    enum Option {
+        static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
+        static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
+        static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")
+        static let keep = OptionSpec.value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable).")
+        static let maxEntries = OptionSpec.value(nil, "max-entries", "n", "History entries kept (default \(defaults.maxEntries)).")
+        static let maxSize = OptionSpec.value(nil, "max-size", "size", "History bytes kept in all (default \(SizeText.suffixed(defaults.maxBytes)); K, M, G suffixes).")
+        static let maxTargetSize = OptionSpec.value(nil, "max-target-size", "size", "The most bytes kept of one target (default \(SizeText.suffixed(defaults.maxTargetBytes))).")
+        static let stateDir = OptionSpec.value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb).")
+        static let noRestore = OptionSpec.flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard.")
+        static let syncDisplay = OptionSpec.value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable).", completion: .displays)
+        static let peer = OptionSpec.value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable).")
+        static let syncPrimary = OptionSpec.flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted).")
+        static let ssh = OptionSpec.value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config').")
+        static let remoteXpb = OptionSpec.value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb).")
+        static let syncMaxTransfer = OptionSpec.value(nil, "sync-max-transfer", "size", "The most bytes one synced target may move (default \(SizeText.suffixed(defaults.sync.maxTransferBytes))).")
+        static let syncMaxTotal = OptionSpec.value(nil, "sync-max-total", "size", "The most bytes all synced transfers to this display may hold under way (default \(SizeText.suffixed(defaults.sync.maxTotalBytes))).")
+        static let secretApp = OptionSpec.value(nil, "secret-app", "name", "Treat copies by this app as data marked secret: served while it runs, never kept, synced or brought back (repeatable; matched against the executable's name and WM_CLASS, ignoring case).")
+        static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
+        static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
+        static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
+        static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Neither keep nor sync a copy whose text matches this regular expression (Swift Regex syntax; repeatable; a copy announced before its text was read is withdrawn).")
+        static let minSize = OptionSpec.value(nil, "min-size", "size", "Do not keep copies smaller than this (a text's bytes, else every target's; K, M, G suffixes).")
+        static let maxCopySize = OptionSpec.value(nil, "max-copy-size", "size", "Do not keep copies larger than this (counted as for --min-size; --max-size caps the whole history).")
+        static let primaryToClipboard = OptionSpec.flag(nil, "primary-to-clipboard", "A finished selection (PRIMARY, no pointer button held) becomes CLIPBOARD too, lazily: no bytes move until someone pastes. Never for secrets.")
+        static let clipboardToPrimary = OptionSpec.flag(nil, "clipboard-to-primary", "A copy to CLIPBOARD becomes PRIMARY too, lazily. Never for secrets.")
+        static let onCopy = OptionSpec.value(nil, "on-copy", "command", "Run this command through sh for each new copy kept: the contents on its standard input (text, else an image, else the first target), XPB_SELECTION, XPB_TYPES, XPB_OWNER_APP and XPB_OWNER_PID in its environment. Never for secrets or ignored apps; at most 4 at once.")
+        static let onCopyType = OptionSpec.value(nil, "on-copy-type", "type", "Run --on-copy only for copies with this type (a name as xpb paste -t takes it, or an X target; repeatable).")
+        static let onCopyApp = OptionSpec.value(nil, "on-copy-app", "name", "Run --on-copy only for copies by this app (its executable's name; repeatable).")
+        static let onCopyTimeout = OptionSpec.value(nil, "on-copy-timeout", "seconds", "Kill an --on-copy action (and what it started) after this many seconds (default 10).")
+        static let config = OptionSpec.value(nil, "config", "file", "Read options from this file first (default $XDG_CONFIG_HOME/xpb/xpbd.conf, when it exists; see FILES).")
+        static let noConfig = OptionSpec.flag(nil, "no-config", "Read no configuration file.")
+        static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
+        static let version = OptionSpec.flag(nil, "version", "Show the version.")
+        static let manual = OptionSpec.flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -).")
+        static let completions = OptionSpec.value(nil, "completions", "shell", "Print the completion script for bash, zsh or fish.")
+    }
+
+    /// The defaults, which the help texts quote.
+    static let defaults = DaemonConfiguration(stateDirectory: URL(fileURLWithPath: "/"))
+
+    static let spec = CommandSpec(
+        name: "",
+        abstract: "The xpb clipboard manager: keeps the clipboard when the app that owned it exits, keeps a history, and publishes one change count per display.",
+        discussion: """
+            Runs in the foreground on $DISPLAY until SIGTERM or SIGINT, then writes its state and exits 0. It holds \
+            CLIPBOARD_MANAGER, so one runs per display; if another manager holds it, xpbd names it and exits 1 (--replace \
+            takes over). It exits 1 when the X server goes away (systemd's Restart=on-failure starts it again). History: \
+            $XDG_STATE_HOME/xpb (default ~/.local/state/xpb). Control socket for 'xpb history' and 'xpb daemon status': \
+            $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket.\nSync: --sync-display and --peer keep CLIPBOARD (and PRIMARY with \
+            --sync-primary) the same on other displays and machines; a copy is announced at once and its bytes move only \
+            when someone pastes. Every xpbd also accepts links from its own user on its socket. Secret and local-only \
+            copies never leave this machine. Who copied is known from the X server (the owner's process and executable, \
+            and WM_CLASS): copies by password managers are secret by default, and --secret-app, --ignore-app and \
+            --no-sync-app name more apps. A link is TARGET[,OPTION...] with options send-only, receive-only, \
+            clipboard-only, and for --peer display=D (the remote display; default: the only xpbd running there). A peer \
+            is reached with '<ssh> -T -x -o BatchMode=yes HOST <remote-xpb> daemon link [--display D]': xpb must be on the \
+            remote PATH (or name it with --remote-xpb) and xpbd must run there.
+            """,
+        options: [
+            Option.display,
+            Option.replace,
+            Option.primary,
+            Option.keep,
+            Option.maxEntries,
+            Option.maxSize,
+            Option.maxTargetSize,
+            Option.stateDir,
+            Option.noRestore,
+            Option.syncDisplay,
+            Option.peer,
+            Option.syncPrimary,
+            Option.ssh,
+            Option.remoteXpb,
+            Option.syncMaxTransfer,
+            Option.syncMaxTotal,
+            Option.secretApp,
+            Option.ignoreApp,
+            Option.noSyncApp,
+            Option.noDefaultSecretApps,
+            Option.ignoreMatch,
+            Option.minSize,
+            Option.maxCopySize,
+            Option.primaryToClipboard,
+            Option.clipboardToPrimary,
+            Option.onCopy,
+            Option.onCopyType,
+            Option.onCopyApp,
+            Option.onCopyTimeout,
+            Option.config,
+            Option.noConfig,
+            Option.logLevel,
+            Option.version,
+            Option.manual,
+            Option.completions,
+        ],
+        program: "xpbd")
+
+    /// The exit statuses, as help and the man page give them.
+    static let exitStatuses: [(status: Int32, meaning: String)] = [
+        (0, "stopped cleanly"), (1, "failure (another manager, no display, lost X server)"), (64, "usage error"),
+    ]
+
+    /// The daemon as its man page and completions describe it.
+    static var program: ProgramSpec {
+        ProgramSpec(name: "xpbd", version: ClipboardDaemon.version, abstract: spec.abstract, discussion: spec.discussion,
+                    commands: [spec], exitStatuses: exitStatuses,
+                    sections: [("Files", "$XDG_CONFIG_HOME/xpb/xpbd.conf (default ~/.config/xpb/xpbd.conf): options, one or more a line as on the command line (quotes as in the shell; # begins a comment), read before the command line's, which override them; a bad line is an error naming the file and the line; reread on SIGHUP (the app and content rules and the history caps take effect at once, the rest at the next start). $XDG_STATE_HOME/xpb (default ~/.local/state/xpb): the history. $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket: the control socket.")],
+                    seeAlso: ["xpb(1)"])
+    }
+
+    /// Options a configuration file cannot give.
+    static let commandLineOnly = [Option.config, Option.noConfig, Option.version, Option.manual, Option.completions]
+
+    /// `$XDG_CONFIG_HOME/xpb/xpbd.conf`, else `~/.config/xpb/xpbd.conf`.
+    static func defaultConfigPath() -> String {
+        DaemonConfiguration.xdgDirectory("XDG_CONFIG_HOME", else: ".config").appendingPathComponent("xpb/xpbd.conf").path
+    }
+
+    /// The configuration file's arguments followed by the command line's (which win: a single
+    /// value's last mention counts), the file checked line by line. The file is the one
+    /// `--config` names (missing: an error), else the default one if it exists; none with
+    /// `--no-config`.
+    static func arguments(commandLine: [String], given: ParsedArguments) throws(UsageError) -> (ParsedArguments, path: String?) {
+        guard !given.flag(Option.noConfig) else { return (given, nil) }
+        let path = given.value(Option.config) ?? defaultConfigPath()
+        guard let file = try ConfigFile.load(path) else {
+            if given.value(Option.config) != nil { throw UsageError("\(path): no such file (--config)") }
+            return (given, nil)
+        }
+        try file.validate(spec, refusing: commandLineOnly)
+        let combined = try ParsedArguments(file.arguments + commandLine, spec: spec)
+        do {
+            _ = try configuration(combined)
+        } catch {
+            // A value the file gives that does not hold: named by the first line up to which
+            // the file alone is refused (a line may need a later one, as --sync-max-total does).
+            var words: [String] = []
+            for (number, line) in file.lines {
+                words += line
+                do {
+                    _ = try configuration(try ParsedArguments(words, spec: spec))
+                } catch let failure as UsageError {
+                    throw UsageError("\(path):\(number): \(failure.message)")
+                } catch {
+                    throw UsageError("\(path):\(number): \(error)")
+                }
+            }
+            // The file alone holds: the command line's values do not.
+        }
+        return (combined, path)
+    }
+
+    /// The daemon's configuration and log level from parsed arguments.
+    static func configuration(_ arguments: ParsedArguments) throws -> (DaemonConfiguration, Logger.Level) {
+        var configuration: DaemonConfiguration
+        let level: Logger.Level
+        configuration = DaemonConfiguration(stateDirectory: arguments.value(Option.stateDir).map { URL(fileURLWithPath: $0) }
+                                            ?? DaemonConfiguration.defaultStateDirectory())
+        configuration.display = arguments.value(Option.display)
+        configuration.replace = arguments.flag(Option.replace)
+        configuration.keepsPrimary = arguments.flag(Option.primary)
+        configuration.keptNames = try arguments.all(Option.keep).map { name throws(UsageError) in
+            guard !name.isEmpty, name != "general", name != "find" else { throw UsageError("'\(name)' is not a named pasteboard (--keep)") }
+            return Pasteboard.Name(rawValue: name)
+        }
+        if let entries = try arguments.integer(Option.maxEntries) {
+            guard entries > 0 else { throw UsageError("--max-entries takes a positive number") }
+            configuration.maxEntries = entries
+        }
+        if let size = try arguments.size(Option.maxSize) { configuration.maxBytes = size }
+        if let size = try arguments.size(Option.maxTargetSize) {
+            configuration.maxTargetBytes = size
+            configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
+        }
+        configuration.restoresAtStart = !arguments.flag(Option.noRestore)
+        do {
+            configuration.sync.links = try arguments.all(Option.syncDisplay).map { try SyncLinkSpec.parse($0, ssh: false) }
+                + arguments.all(Option.peer).map { try SyncLinkSpec.parse($0, ssh: true) }
+        } catch let error as SyncSpecError {
+            throw UsageError(error.description)
+        }
+        configuration.sync.syncsPrimary = arguments.flag(Option.syncPrimary)
+        if let command = arguments.value(Option.ssh) {
+            guard !command.allSatisfy(\.isWhitespace) else { throw UsageError("--ssh takes a command") }
+            configuration.sync.sshCommand = command
+        }
+        if let command = arguments.value(Option.remoteXpb) {
+            guard !command.allSatisfy(\.isWhitespace) else { throw UsageError("--remote-xpb takes a command") }
+            configuration.sync.remoteXPB = command
+        }
+        if let size = try arguments.size(Option.syncMaxTransfer) { configuration.sync.maxTransferBytes = size }
+        if let size = try arguments.size(Option.syncMaxTotal) { configuration.sync.maxTotalBytes = size }
+        guard configuration.sync.maxTotalBytes >= configuration.sync.maxTransferBytes else {
+            throw UsageError("--sync-max-total must be at least --sync-max-transfer")
+        }
+        for (option, keyPath) in [(Option.secretApp, \AppRules.secretApps), (Option.ignoreApp, \AppRules.ignoredApps),
+                                  (Option.noSyncApp, \AppRules.noSyncApps)] {
+            let names = arguments.all(option)
+            if let empty = names.first(where: { $0.allSatisfy(\.isWhitespace) }) {
+                throw UsageError("--\(option.long) takes an app name, not '\(empty)'")
+            }
+            configuration.appRules[keyPath: keyPath] = names
+        }
+        configuration.appRules.usesDefaultSecretApps = !arguments.flag(Option.noDefaultSecretApps)
+        for pattern in arguments.all(Option.ignoreMatch) {
+            do {
+                try configuration.contentRules.ignore(matching: pattern)
+            } catch {
+                throw UsageError("--ignore-match: \(error.description)")
+            }
+        }
+        if let size = try arguments.size(Option.minSize) { configuration.contentRules.minimumSize = size }
+        if let size = try arguments.size(Option.maxCopySize) { configuration.contentRules.maximumSize = size }
+        configuration.primaryToClipboard = arguments.flag(Option.primaryToClipboard)
+        configuration.clipboardToPrimary = arguments.flag(Option.clipboardToPrimary)
+        if let command = arguments.value(Option.onCopy) {
+            guard !command.allSatisfy(\.isWhitespace) else { throw UsageError("--on-copy takes a command") }
+            configuration.onCopy.command = command
+        }
+        configuration.onCopy.types = arguments.all(Option.onCopyType)
+        configuration.onCopy.apps = arguments.all(Option.onCopyApp)
+        if let seconds = try arguments.seconds(Option.onCopyTimeout) {
+            guard seconds > 0 else { throw UsageError("--on-copy-timeout takes a positive number of seconds") }
+            configuration.onCopy.timeout = seconds
+        }
+        if configuration.onCopy.command == nil, !configuration.onCopy.types.isEmpty || !configuration.onCopy.apps.isEmpty {
+            throw UsageError("--on-copy-type and --on-copy-app filter --on-copy, which is not given")
+        }
+        let name = arguments.value(Option.logLevel) ?? "info"
+        guard let parsed = Logger.Level(rawValue: name) else {
+            throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")
+        }
+        level = parsed
+        return (configuration, level)
+    }
+
+    package static func main() -> Int32 {
+        let commandLine = Array(CommandLine.arguments.dropFirst())
+        var configuration: DaemonConfiguration
+        let level: Logger.Level
+        let configPath: String?
+        do {
+            let given = try ParsedArguments(commandLine, spec: spec)
+            if given.helpRequested {
+                print(HelpText.command(spec) + "\n" + HelpText.wrap(ProgramSpec.exitSentence(exitStatuses), indent: 0))
+                return 0
+            }
+            if given.flag(Option.manual) {
+                print(ManualPage.render(program, date: Release.date), terminator: "")
+                return 0
+            }
+            if let shell = given.value(Option.completions) {
+                guard let script = Completions.script(for: shell, program) else {
+                    throw UsageError("no completions for '\(shell)': \(Completions.shells.joined(separator: ", ")) are supported")
+                }
+                print(script, terminator: "")
+                return 0
+            }
+            if given.flag(Option.version) {
+                print(ClipboardDaemon.version)
+                return 0
+            }
+            let arguments: ParsedArguments
+            (arguments, configPath) = try Self.arguments(commandLine: commandLine, given: given)
+            (configuration, level) = try Self.configuration(arguments)
+        } catch let error as UsageError {
+            printError("xpbd: \(error.message)\nUsage: \(HelpText.usage(spec))\n  See 'xpbd --help'.\n")
+            return 64
+        } catch {
+            printError("xpbd: \(error)\n")
+            return 64
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "xpbd")
+        // Everything the daemon writes (history, sockets) is the user's alone.
+        umask(0o077)
+        signal(SIGPIPE, SIG_IGN)
+        let daemon: ClipboardDaemon
+        do {
+            daemon = try ClipboardDaemon(configuration: configuration, logger: logger)
+        } catch {
+            logger.critical("\(error)")
+            return 1
+        }
+        // Signals stop the daemon through its own path: state is written before exit. Set up
+        // before it starts serving, so that no signal finds the default action.
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { daemon.stop() }
+            source.resume()
+            sources.append(source)
+        }
+        // SIGHUP rereads the configuration file (and the command line over it): what can change
+        // while running takes effect; a bad file changes nothing.
+        signal(SIGHUP, SIG_IGN)
+        let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "xpbd.reload"))
+        reload.setEventHandler {
+            let path = configPath ?? defaultConfigPath()
+            do {
+                let given = try ParsedArguments(commandLine, spec: spec)
+                let (arguments, read) = try Self.arguments(commandLine: commandLine, given: given)
+                let (fresh, _) = try Self.configuration(arguments)
+                daemon.reload(fresh)
+                logger.info("SIGHUP: \(read.map { "reread \($0)" } ?? "no configuration file (\(path))"): app rules, content rules and history caps applied")
+            } catch let error as UsageError {
+                logger.error("SIGHUP: \(error.message); the settings stay as they were")
+            } catch {
+                logger.error("SIGHUP: \(error); the settings stay as they were")
+            }
+        }
+        reload.resume()
+        sources.append(reload)
+        do {
+            try daemon.start()
+        } catch {
+            logger.critical("\(error)")
+            return 1
+        }
+        let failure = daemon.run()
+        sources.forEach { $0.cancel() }
+        return failure == nil ? 0 : 1
+    }
+}
+
+/// Writes to standard error, whatever it is (best effort): FileHandle.write traps when it is closed.
+private func printError(_ text: String) {
+    var text = text
+    text.withUTF8 { _ = writeAll(STDERR_FILENO, UnsafeRawBufferPointer($0)) }
+}
