@@ -60,7 +60,8 @@ extension CopyCommand {
                     if count == loops { try? backend.clear(name) }
                 }
             }
-            try await board.setItems(items, options: options)
+            let written = items
+            try await board.perform { try $0.setItems(written, options: options) }
             // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
             if let fd = ready {
                 try? writeAll(Data(ReadyMessage.ready.line.utf8), to: fd)

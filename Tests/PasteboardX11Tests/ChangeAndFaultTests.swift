@@ -54,7 +54,7 @@ struct ChangeCountTests {
         let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "text/html", "-quiet"], display: x, input: Data("<b>theirs</b>".utf8))
         #expect(eventually { board.changeCount == 2 })
         #expect(board.string == nil)
-        #expect(try await board.data(forPasteboardType: .html) == Data("<b>theirs</b>".utf8))
+        #expect(try await board.perform { try $0.data(forPasteboardType: .html) } == Data("<b>theirs</b>".utf8))
         owner.stop()
         #expect(eventually { board.changeCount == 3 })
         #expect(board.numberOfItems == 0)

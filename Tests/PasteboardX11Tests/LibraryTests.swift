@@ -139,7 +139,7 @@ struct LibraryTests {
         let changes = board.changes
         var expected = 0
         for round in 0..<5 {
-            try await board.setString("ours \(round)")
+            try await board.perform { try $0.setString("ours \(round)") }
             let peer = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("theirs \(round)".utf8))
             expected += 2
             let target = expected
@@ -149,7 +149,7 @@ struct LibraryTests {
             let afterExit = expected
             #expect(eventually { board.changeCount >= afterExit })
         }
-        try await board.setString("last")
+        try await board.perform { try $0.setString("last") }
         expected += 1
         var iterator = changes.makeAsyncIterator()
         var streamed: [Int] = []
@@ -169,10 +169,12 @@ struct LibraryTests {
             let board: Pasteboard
             init(board: Pasteboard) { self.board = board }
             func copyAndInspect() async throws -> (String?, [PasteboardType], Set<DetectionPattern>, DetectedValues) {
-                try await board.setString("see https://example.org or mail a@example.org")
-                return (try await board.readString(), try await board.readTypes(),
-                        try await board.detectedPatterns(for: [.probableWebURL, .number]),
-                        try await board.detectedValues(for: [.links, .emailAddresses]))
+                try await board.perform { try $0.setString("see https://example.org or mail a@example.org") }
+                // Several reads in one hop to a worker thread.
+                return try await board.perform {
+                    (try $0.readString(), try $0.readTypes(), try $0.detectPatterns(for: [.probableWebURL, .number]),
+                     try $0.detectValues(for: [.links, .emailAddresses]))
+                }
             }
         }
         let editor = Editor(board: Pasteboard.general(of: backend))

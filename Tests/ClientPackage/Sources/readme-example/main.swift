@@ -19,14 +19,16 @@ provider.register(.html) { Data("<b>hi</b>".utf8) }
 provider.register(.utf8PlainText) { Data("hi".utf8) }
 try Pasteboard.general.setItemProviders([provider])
 
-// Changes come as an AsyncStream (and as notifications whose object is the pasteboard).
+// Changes come as an AsyncStream (and to an observer given to the backend's ChangeCenter).
 let changes = Pasteboard.general.changes
 
-// From an actor, the async forms never block a cooperative thread.
+// From an actor: perform runs the calls on a worker thread, never blocking a cooperative one.
 actor Clip {
     func copy(_ text: String) async throws -> String? {
-        try await Pasteboard.general.setString(text)
-        return try await Pasteboard.general.readString()
+        try await Pasteboard.general.perform { board in
+            try board.setString(text)
+            return try board.readString()
+        }
     }
 }
 print(try await Clip().copy("from an actor") ?? "")       // from an actor

@@ -10,11 +10,12 @@ actor Editor {
     let board = Pasteboard.general
 
     func run(_ text: String) async throws -> String {
-        try await board.setString(text)
-        let read = try await board.readString() ?? "nil"
-        let types = try await board.readTypes().map(\.identifier).joined(separator: ",")
-        let patterns = try await board.detectedPatterns(for: [.probableWebURL]).map(\.rawValue).sorted()
-        let links = try await board.detectedValues(for: [.links]).links.map(\.absoluteString)
+        try await board.perform { try $0.setString(text) }
+        let (read, types, patterns, links) = try await board.perform { board in
+            (try board.readString() ?? "nil", try board.readTypes().map(\.identifier).joined(separator: ","),
+             try board.detectPatterns(for: [.probableWebURL]).map(\.rawValue).sorted(),
+             try board.detectValues(for: [.links]).links.map(\.absoluteString))
+        }
         return "read=\(read) types=\(types) patterns=\(patterns.joined(separator: ",")) links=\(links.joined(separator: ","))"
     }
 }
