@@ -71,6 +71,8 @@ package final class ClipboardDaemon: Sendable {
     /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
     let contentRules: Mutex<ContentRules>
     private let control = Mutex<ControlServer?>(nil)
+    /// The full history listing's encoded reply and the history version it lists.
+    let listing = Mutex<(version: HistoryStore.ListingVersion, payload: Data)?>(nil)
     /// Sync with other displays and machines (links dialed by us or by them).
     let hub: SyncHub
     /// Signalled once when the daemon must stop, with the reason (nil: asked to).

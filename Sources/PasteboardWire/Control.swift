@@ -193,8 +193,65 @@ package enum ControlCoding {
 
     package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let text = try decoder.singleValueContainer().decode(String.self)
+            if let date = InternetTime.parse(text) { return date }
+            do {
+                return try Date.ISO8601FormatStyle().parse(text)
+            } catch {
+                throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "'\(text)' is not an ISO 8601 date"))
+            }
+        }
         return try decoder.decode(type, from: data)
+    }
+}
+
+/// The one form of ISO 8601 time the encoder writes (`2026-11-24T14:40:44Z`: UTC, whole
+/// seconds), read by hand. FoundationEssentials' ISO 8601 parser took 9 % of an `xpb history`
+/// of 1000 entries; every other form still goes to it.
+package enum InternetTime {
+    /// The time `text` names, or nil when it is not exactly `YYYY-MM-DDTHH:MM:SSZ` with a
+    /// valid date and time.
+    package static func parse(_ text: String) -> Date? {
+        var text = text
+        return text.withUTF8 { bytes -> Date? in
+            guard bytes.count == 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
+                  bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "Z") else { return nil }
+            func number(_ start: Int, _ count: Int) -> Int? {
+                var value = 0
+                for index in start..<(start + count) {
+                    let digit = Int(bytes[index]) - 48
+                    guard (0...9).contains(digit) else { return nil }
+                    value = value * 10 + digit
+                }
+                return value
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+                  let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+                  (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+                  hour < 24, minute < 60, second < 60 else { return nil }
+            let seconds = daysSinceEpoch(year: year, month: month, day: day) * 86400 + hour * 3600 + minute * 60 + second
+            return Date(timeIntervalSince1970: Double(seconds))
+        }
+    }
+
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days from 1970-01-01 to the date in the proleptic Gregorian calendar (the civil-from-days
+    /// inverse: eras of 400 years, March-based years so that February is last).
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        let shifted = month <= 2 ? year - 1 : year
+        let era = (shifted >= 0 ? shifted : shifted - 399) / 400
+        let yearOfEra = shifted - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
     }
 }
 

@@ -99,8 +99,15 @@ struct HistoryCommand: Command {
             if asJSON {
                 writeJSONLine(String(decoding: try ControlCoding.encode(entries), as: UTF8.self))
             } else {
+                // One write for the whole list, not one per line.
                 let now = Date()
-                for entry in entries { writeLine(Self.line(entry, now: now)) }
+                var text = ""
+                text.reserveCapacity(entries.count * 120)
+                for entry in entries {
+                    text += printable(Self.line(entry, now: now))
+                    text += "\n"
+                }
+                writeText(text, to: STDOUT_FILENO)
             }
         case let .select(index):
             try report(client.send(.select(index: index)))

@@ -46,6 +46,37 @@ struct StoreTests {
         #expect(stat(directory.path, &info) == 0 && info.st_mode & 0o777 == 0o700)
     }
 
+    @Test("the listing's version stays while nothing is written, moves with every kind of write and ends at the next expiry")
+    func listingVersion() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try HistoryStore(directory: directory, maxEntries: 3, maxBytes: 1 << 30, logger: logger)
+        var versions = [try #require(store.listingVersion())]
+        try store.add(snapshot("one"), display: ":1")
+        var expiring = snapshot("two")
+        let expiry = Date(timeIntervalSinceNow: 60)
+        expiring.expires = expiry
+        try store.add(expiring, display: ":1")
+        versions.append(try #require(store.listingVersion()))
+        _ = try store.summaries()
+        #expect(store.listingVersion() == versions.last, "listing writes nothing")
+        #expect(versions.last?.nextExpiry == expiry.timeIntervalSince1970)
+        // Past the expiry the listing differs without any write: no version then.
+        #expect(store.listingVersion(now: expiry.timeIntervalSince1970 + 1)?.nextExpiry == nil)
+        #expect(store.listingVersion(now: expiry.timeIntervalSince1970 + 1) != versions.last)
+        #expect(try store.pin(index: 0, true))
+        versions.append(try #require(store.listingVersion()))
+        try store.add(snapshot("one"), display: ":1")   // the same contents: moved to the top
+        versions.append(try #require(store.listingVersion()))
+        #expect(try store.delete(index: 1))
+        versions.append(try #require(store.listingVersion()))
+        for number in 0..<3 { try store.add(snapshot("more \(number)"), display: ":1") }   // past the cap: evictions
+        versions.append(try #require(store.listingVersion()))
+        try store.clear(includingPinned: true)
+        versions.append(try #require(store.listingVersion()))
+        #expect(Set(versions.map(\.changes)).count == versions.count, "each write moved the version: \(versions.map(\.changes))")
+    }
+
     @Test("the same contents twice is one entry moved to the top; caps prune the oldest and their files")
     func dedupeAndCaps() throws {
         let directory = try temporaryDirectory()

@@ -116,3 +116,36 @@ struct LogThrottleTests {
         #expect(LogThrottle.printable(String(repeating: "a", count: 300)).count == 201)
     }
 }
+
+@Suite("control coding's dates")
+struct ControlDateTests {
+    private struct Stamped: Codable, Equatable { var time: Date }
+
+    @Test("the hand parser reads what the encoder writes, the same as FoundationEssentials' ISO 8601 parser, for 20,000 seeded times")
+    func handParserAgreesWithTheEncoderAndTheLibrary() throws {
+        var generator = SeededRandom(seed: 26)
+        for _ in 0..<20_000 {
+            // Whole seconds from 1900 to 2200: what the daemon stamps.
+            let seconds = Double(Int.random(in: -2_208_988_800...7_258_118_400, using: &generator))
+            let time = Date(timeIntervalSince1970: seconds)
+            let encoded = try ControlCoding.encode(Stamped(time: time))
+            #expect(try ControlCoding.decode(Stamped.self, from: encoded) == Stamped(time: time))
+            let text = Date.ISO8601FormatStyle().format(time)
+            #expect(InternetTime.parse(text) == time, "\(text)")
+            #expect(try Date.ISO8601FormatStyle().parse(text) == time)
+        }
+    }
+
+    @Test("a form the hand parser does not take goes to the library's parser; an invalid date is refused")
+    func otherFormsAndInvalidDates() throws {
+        for invalid in ["2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-04-31T00:00:00Z", "2026-11-24T24:00:00Z",
+                        "2026-11-24T14:60:00Z", "2026-11-24 14:40:44Z", "2026-11-24T14:40:44", "2026-1a-24T14:40:44Z"] {
+            #expect(InternetTime.parse(invalid) == nil, "\(invalid)")
+        }
+        #expect(InternetTime.parse("2024-02-29T12:00:00Z") == Date(timeIntervalSince1970: 1_709_208_000))
+        // Fractional seconds and offsets: not written by the encoder, read through the fallback.
+        let fractional = Data(#"{"time":"2026-11-24T14:40:44.500Z"}"#.utf8)
+        #expect(try ControlCoding.decode(Stamped.self, from: fractional).time.timeIntervalSince1970 == 1_795_531_244.5)
+        #expect(throws: DecodingError.self) { try ControlCoding.decode(Stamped.self, from: Data(#"{"time":"yesterday"}"#.utf8)) }
+    }
+}

@@ -10,7 +10,36 @@ import PasteboardX11
 extension ClipboardDaemon {
     // MARK: Control
 
-    func answer(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {
+    func answer(_ request: ControlRequest) -> Result<ControlAnswer, ControlFailure> {
+        switch request {
+        case let .history(search) where (search ?? "").isEmpty:
+            do {
+                return .success(try fullListing())
+            } catch {
+                return .failure(ControlFailure("\(error)"))
+            }
+        default:
+            return reply(request).map { .reply($0) }
+        }
+    }
+
+    /// The whole history as `xpb history` lists it, encoded once and kept while the history is
+    /// unchanged: menus and scripts list it again and again, and the encoding is half of the
+    /// daemon's part of a listing (about 6 of 11 ms for 1000 entries).
+    private func fullListing() throws -> ControlAnswer {
+        try store.withLock { store in
+            if let version = store.listingVersion(), let cached = listing.withLock({ $0 }), cached.version == version {
+                return .encoded(cached.payload)
+            }
+            let payload = try ControlCoding.encode(ControlReply.history(try store.summaries()))
+            // The version after listing: a listing that wrote (a recovered database) counts its own writes.
+            let version = store.listingVersion()
+            listing.withLock { $0 = version.map { (version: $0, payload: payload) } }
+            return .encoded(payload)
+        }
+    }
+
+    private func reply(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {
         do {
             switch request {
             case .status:

@@ -16,6 +16,12 @@ import Synchronization
 /// connections wait for their hello, and when one more comes the one that has waited longest is
 /// dropped (a real client says hello at once, so the flood's own connections go first); at most
 /// ``maxConnections`` clients that said hello are served at once.
+/// A reply to a request, or a reply's payload encoded before (see ``ClipboardDaemon/listing``).
+enum ControlAnswer {
+    case reply(ControlReply)
+    case encoded(Data)
+}
+
 final class ControlServer: Sendable {
     /// Clients past their hello served at once; one more is told the daemon is busy.
     static let maxConnections = 16
@@ -29,7 +35,7 @@ final class ControlServer: Sendable {
     /// The socket file's identity, so that a stopping daemon never removes a successor's socket.
     private let inode: (dev: UInt, ino: UInt)
     private let logger: Logger
-    private let handler: @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>
+    private let handler: @Sendable (ControlRequest) -> Result<ControlAnswer, ControlFailure>
     /// Takes a connection that said hello in the sync protocol (the descriptor is then its).
     private let syncHandler: @Sendable (Int32, Data) -> Void
     private let active = Mutex(0)
@@ -39,7 +45,7 @@ final class ControlServer: Sendable {
     /// How often refused connections are logged.
     private let refusals = Mutex(LogThrottle())
 
-    init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlReply, ControlFailure>,
+    init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlAnswer, ControlFailure>,
          syncHandler: @escaping @Sendable (Int32, Data) -> Void) throws {
         self.path = path
         self.logger = logger
@@ -200,7 +206,8 @@ final class ControlServer: Sendable {
                     return nil
                 }
                 switch handler(request) {
-                case let .success(reply): try channel.send(.reply, reply)
+                case let .success(.reply(reply)): try channel.send(.reply, reply)
+                case let .success(.encoded(payload)): try channel.send(Frame(kind: .reply, payload: payload))
                 case let .failure(failure): try channel.send(.error, failure)
                 }
             }

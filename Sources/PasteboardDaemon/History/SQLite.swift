@@ -34,6 +34,10 @@ final class SQLiteDatabase {
 
     deinit { sqlite3_close_v2(handle) }
 
+    /// Rows this connection has inserted, changed or deleted since it opened: it moves with
+    /// every write, so an unchanged count means unchanged tables (the daemon is their only writer).
+    var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+
     private func error(_ code: Int32) -> SQLiteError {
         SQLiteError(code: code, message: String(cString: sqlite3_errmsg(handle)))
     }
