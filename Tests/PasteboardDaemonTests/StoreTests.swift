@@ -75,6 +75,13 @@ struct StoreTests {
         try store.clear(includingPinned: true)
         versions.append(try #require(store.listingVersion()))
         #expect(Set(versions.map(\.changes)).count == versions.count, "each write moved the version: \(versions.map(\.changes))")
+        // Another daemon (another display) writing to the same history moves it too.
+        let other = try HistoryStore(directory: directory, maxEntries: 3, maxBytes: 1 << 30, logger: logger)
+        let before = try #require(store.listingVersion())
+        #expect(store.listingVersion() == before)
+        try other.add(snapshot("from another display"), display: ":2")
+        #expect(store.listingVersion() != before, "a commit of another connection")
+        #expect(try store.summaries().map(\.preview) == ["from another display"])
     }
 
     @Test("the same contents twice is one entry moved to the top; caps prune the oldest and their files")

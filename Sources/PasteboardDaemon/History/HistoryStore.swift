@@ -481,21 +481,25 @@ final class HistoryStore {
         return (Int(row[0].integer ?? 0), Int(row[1].integer ?? 0))
     }
 
-    /// What a full listing depends on: the connection, its count of changed rows, and the
-    /// first expiry still ahead (an entry that expires leaves the listing without a write). Equal
-    /// versions list the same entries (a thumbnail is made once and stays).
+    /// What a full listing depends on: the connection, its own count of changed rows, SQLite's
+    /// `data_version` (which moves when another connection commits: the daemons of other
+    /// displays share the history), and the first expiry still ahead (an entry that expires
+    /// leaves the listing without a write). Equal versions list the same entries (a thumbnail is
+    /// made once and stays).
     struct ListingVersion: Equatable {
         let database: ObjectIdentifier
         let changes: Int64
+        let othersChanges: Int64
         let nextExpiry: Double?
     }
 
     /// The version the full listing has now; nil when it cannot be told (list it afresh).
     func listingVersion(now: Double = Date().timeIntervalSince1970) -> ListingVersion? {
-        guard let row = try? database.query("SELECT min(expires) FROM entries WHERE expires > ?", [.real(now)]).first else { return nil }
+        guard let others = try? database.query("PRAGMA data_version").first?[0].integer,
+              let row = try? database.query("SELECT min(expires) FROM entries WHERE expires > ?", [.real(now)]).first else { return nil }
         let nextExpiry = row[0].real
         if let nextExpiry, nextExpiry <= now { return nil }
-        return ListingVersion(database: ObjectIdentifier(database), changes: database.totalChanges, nextExpiry: nextExpiry)
+        return ListingVersion(database: ObjectIdentifier(database), changes: database.totalChanges, othersChanges: others, nextExpiry: nextExpiry)
     }
 
     /// The entries, newest first, as a person reads them (``EntryDescription``); with `search`,

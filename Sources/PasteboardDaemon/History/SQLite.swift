@@ -35,7 +35,7 @@ final class SQLiteDatabase {
     deinit { sqlite3_close_v2(handle) }
 
     /// Rows this connection has inserted, changed or deleted since it opened: it moves with
-    /// every write, so an unchanged count means unchanged tables (the daemon is their only writer).
+    /// each of its own writes (`PRAGMA data_version` moves with other connections' commits).
     var totalChanges: Int64 { sqlite3_total_changes64(handle) }
 
     private func error(_ code: Int32) -> SQLiteError {
