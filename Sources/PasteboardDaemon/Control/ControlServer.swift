@@ -6,6 +6,12 @@ import Logging
 import PasteboardWire
 import Synchronization
 
+/// A reply to a request, or a reply's payload encoded before (see ``ClipboardDaemon/listing``).
+enum ControlAnswer {
+    case reply(ControlReply)
+    case encoded(Data)
+}
+
 /// The daemon's control socket: a UNIX socket (0600, in a 0700 directory) answering
 /// ``ControlRequest``s. Each connection is checked with SO_PEERCRED: a peer of another user is
 /// refused. One thread accepts; each connection is served on a thread of its own.
@@ -16,12 +22,6 @@ import Synchronization
 /// connections wait for their hello, and when one more comes the one that has waited longest is
 /// dropped (a real client says hello at once, so the flood's own connections go first); at most
 /// ``maxConnections`` clients that said hello are served at once.
-/// A reply to a request, or a reply's payload encoded before (see ``ClipboardDaemon/listing``).
-enum ControlAnswer {
-    case reply(ControlReply)
-    case encoded(Data)
-}
-
 final class ControlServer: Sendable {
     /// Clients past their hello served at once; one more is told the daemon is busy.
     static let maxConnections = 16
