@@ -40,6 +40,16 @@ package enum SystemCall {
             if failure != .interrupted { throw failure }
         }
     }
+
+    /// What the symbolic link at `path` points to (`readlink`: `/proc/PID/exe`, a descriptor's
+    /// `socket:[inode]`), as UTF-8, at most `capacity` bytes of it; nil when `path` is no link or
+    /// cannot be read.
+    package static func linkTarget(_ path: String, capacity: Int = Int(PATH_MAX)) -> String? {
+        var buffer = [CChar](repeating: 0, count: capacity + 1)
+        let count = readlink(path, &buffer, capacity)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
 
 /// A thread of its own for a blocking loop, without Foundation's `Thread` (which would link all

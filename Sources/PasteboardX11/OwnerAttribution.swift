@@ -3,6 +3,7 @@ internal import CX11
 internal import CXlibQueue
 import FoundationEssentials
 import Glibc
+import PasteboardKit
 
 /// Who owns a selection: the window, and the application behind it as far as the X server and
 /// this host can tell.
@@ -44,14 +45,9 @@ package enum LocalProcess {
     /// show: then `comm` alone names it).
     static func executable(of pid: Int) -> (name: String?, path: String?) {
         guard pid > 0 else { return (nil, nil) }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        var path: String?
-        if count > 0 {
-            path = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            // A replaced binary reads "/usr/bin/app (deleted)".
-            if let trimmed = path, trimmed.hasSuffix(" (deleted)") { path = String(trimmed.dropLast(10)) }
-        }
+        var path = SystemCall.linkTarget("/proc/\(pid)/exe")
+        // A replaced binary reads "/usr/bin/app (deleted)".
+        if let trimmed = path, trimmed.hasSuffix(" (deleted)") { path = String(trimmed.dropLast(10)) }
         let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
             .trimming(while: \.isNewline)
         let name = path.flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm.flatMap { $0.isEmpty ? nil : $0 }
@@ -70,14 +66,11 @@ package enum LocalProcess {
         let count = clinux_unix_peers_named("/tmp/.X11-unix/X\(number)", &peers, Int32(peers.count))
         guard count > 0 else { return nil }
         let clientEnds = Set(peers.prefix(Int(count)))
-        var link = [CChar](repeating: 0, count: 64)
         for candidate in (pid + 1)...(pid + 256) {
             guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(candidate)/fd") else { continue }
             for descriptor in descriptors {
-                let length = readlink("/proc/\(candidate)/fd/\(descriptor)", &link, link.count - 1)
-                guard length > 9 else { continue }
-                let target = String(decoding: link.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                guard target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()) else { continue }
+                guard let target = SystemCall.linkTarget("/proc/\(candidate)/fd/\(descriptor)", capacity: 63),
+                      target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()) else { continue }
                 if clientEnds.contains(inode) { return candidate }
             }
         }

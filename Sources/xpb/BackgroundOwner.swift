@@ -189,11 +189,8 @@ enum Detach {
         // names a process after the file it executed: `/proc/self/exe` would make it `exe`).
         // /proc/self/exe itself when the file was replaced or removed since we started.
         var executable = "/proc/self/exe"
-        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &resolved, resolved.count - 1)
-        if length > 0 {
-            let path = String(decoding: resolved[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if !path.hasSuffix(" (deleted)"), access(path, X_OK) == 0 { executable = path }
+        if let path = SystemCall.linkTarget("/proc/self/exe"), !path.hasSuffix(" (deleted)"), access(path, X_OK) == 0 {
+            executable = path
         }
         // argv[0] is xpb's own name even when run as a stand-in (`xclip`): the owner runs xpb's grammar.
         var child = ChildProcess(executable: executable, arguments: ["xpb"] + arguments)
