@@ -129,7 +129,7 @@ struct PasteCommand: Command {
     /// first; else plain text, an image or the first type that is data (``TypeRegistry/defaultType(among:)``).
     private func chooser(_ registry: TypeRegistry, conversion: LocalConversion? = nil) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
         let wanted: [PasteboardType]? = try types.map { types in
-            let names = types.split(separator: ",").map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+            let names = types.split(separator: ",").map { $0.trimmingWhitespace() }
             names.forEach { warnIfUnknownType($0, registry: registry) }
             return try names.map { try registry.resolve($0) }
         }

@@ -12,12 +12,6 @@ enum StandIn: String, CaseIterable {
     case xclip
     case xsel
 
-    /// The stand-in a program name asks for (`/usr/local/bin/xclip` → xclip), nil for xpb.
-    init?(programName: String) {
-        let base = programName.split(separator: "/").last.map(String.init) ?? programName
-        self.init(rawValue: base)
-    }
-
     /// What the man page says about the stand-ins.
     static let manualText = """
         Installed as xclip or xsel (make install LINKS=1, or a symbolic link of that name to xpb), xpb takes that \

@@ -34,13 +34,14 @@ enum XPB {
     static var discussion: String { program.exitStatusSentence }
 
     static func main() {
+        // Multi-call: the name it was run by (a link's, without its directory) picks the program.
         let programName = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
-        // One binary: the installed xpbd is a link to xpb (see the Makefile).
+        // The installed xpbd is a link to xpb (see the Makefile).
         if programName == "xpbd" { exit(XPBD.main()) }
         StandardDescriptors.ensureOpen()
         let arguments = Array(CommandLine.arguments.dropFirst())
-        // Multi-call: run as `xclip` or `xsel` through a link of that name.
-        if let standIn = CommandLine.arguments.first.flatMap(StandIn.init(programName:)) {
+        // Run as `xclip` or `xsel`: that tool's options.
+        if let standIn = programName.flatMap(StandIn.init(rawValue:)) {
             exit(standIn.run(arguments))
         }
         exit(run(arguments))

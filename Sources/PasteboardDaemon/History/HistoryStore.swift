@@ -508,6 +508,7 @@ final class HistoryStore {
         try recovering {
             // The text (up to 64 KiB an entry) is read whole only to search it.
             let searching = !(search ?? "").isEmpty
+            let wanted = search?.lowercased() ?? ""
             let rows = try database.query("""
                 SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
                        length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app, pinned
@@ -549,9 +550,8 @@ final class HistoryStore {
                 let lines = head.map {
                     EntryDescription.moreLines(head: $0, lineFeeds: Int(row[8].integer ?? 0), endsWithLineFeed: row[9].integer == 1)
                 } ?? (count: 0, rest: "")
-                if searching, let search {
+                if searching {
                     let fields = [row[7].text ?? "", preview, row[11].text ?? ""] + description.types
-                    let wanted = search.lowercased()
                     guard fields.contains(where: { $0.lowercased().contains(wanted) }) else { continue }
                 }
                 result.append(HistoryEntrySummary(
