@@ -28,8 +28,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Modules/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // SHA-256 from libcrypto (Debian's libssl-dev), for the daemon's content-addressed files.
         .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
-        // Frees Xlib's spare event-queue nodes after a flood (Xlib internals, apart from CX11).
-        .target(name: "CXlibQueue", dependencies: ["CX11"]),
+        // The event queue, owned by XCB and read one decoded event at a time (Xlib internals and
+        // Xlib-xcb, apart from CX11). Debian: libx11-xcb-dev.
+        .target(name: "CXEvents", dependencies: ["CX11"], linkerSettings: [.linkedLibrary("X11-xcb"), .linkedLibrary("xcb")]),
         // Glue to Debian's image codecs: libpng, libjpeg-turbo (TurboJPEG), libwebp, libtiff,
         // stb_image (BMP and GIF reading, BMP writing, resizing), libnetpbm and libXpm (writing).
         .target(name: "CImageCodecs", linkerSettings: [
@@ -46,7 +47,7 @@ let package = Package(
         // binaries link: Foundation proper brings 44 MB of ICU data into a static binary.
         .target(name: "PasteboardKit", dependencies: ["ImageCodecs", "CLinux"]),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
-        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXlibQueue", "CLinux"]),
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXEvents", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.

@@ -11,14 +11,6 @@
 #include <X11/extensions/XRes.h>
 #include <string.h>
 
-// XFixes delivers its events through the generic XEvent union, which has no member for them:
-// Swift cannot cast between the two C types, so copy the event out here.
-static inline XFixesSelectionNotifyEvent cx11_fixes_selection_event(const XEvent *event) {
-    XFixesSelectionNotifyEvent out;
-    memcpy(&out, event, sizeof out);
-    return out;
-}
-
 // XSelectionEvent must be sent through XSendEvent as an XEvent; building the union in C avoids
 // Swift's lack of union initialisers.
 static inline XEvent cx11_selection_notify(Display *display, Window requestor, Atom selection,

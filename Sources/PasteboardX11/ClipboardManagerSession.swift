@@ -1,5 +1,5 @@
 internal import CX11
-internal import CXlibQueue
+internal import CXEvents
 import FoundationEssentials
 import PasteboardKit
 
@@ -101,7 +101,7 @@ extension X11Session {
         // Only the client that owns CLIPBOARD hands it over (its requestor window may be another
         // of its windows, as Qt's is): from anyone else, saving would take CLIPBOARD from its owner.
         let owner = selectionOwner(known[.clipboard])
-        let mask = UInt(cxlibqueue_resource_mask(UnsafeMutableRawPointer(display)))
+        let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
         guard !owner.isNone, owner.rawValue & ~mask == request.requestor.rawValue & ~mask else {
             return notify(request, succeeded: false)
         }

@@ -39,9 +39,8 @@ extension X11PasteboardBackend {
     func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
         try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
-            let owner = session.selectionOwner(selection)
+            let owner = session.currentOwnerAfterQueuedChanges(selection)
             guard !owner.isNone else { return done(.success(nil)) }
-            session.pump()
             guard !session.isDead else { return done(.failure(X11BackendError.connectionLost)) }
             let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
             // Without XFixes no event moves the epoch: then every read asks the owner.

@@ -1,6 +1,6 @@
 internal import CLinux
 internal import CX11
-internal import CXlibQueue
+internal import CXEvents
 import FoundationEssentials
 import Glibc
 import PasteboardKit
@@ -136,7 +136,7 @@ extension X11Session {
     /// reparenting window manager's frames), up to a bound.
     func windowClass(ofClientOf window: X11Window) -> (instance: String, class: String)? {
         if let own = wmClass(of: window) { return own }
-        let mask = UInt(cxlibqueue_resource_mask(UnsafeMutableRawPointer(display)))
+        let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
         let client = window.rawValue & ~mask
         var looked = 0
         for top in children(of: root) {

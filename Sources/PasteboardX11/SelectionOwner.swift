@@ -148,14 +148,15 @@ struct ConversionRequest: Sendable {
     /// it tells a request made before a request of ours from one made after it.
     let serial: UInt
 
-    init(_ event: XSelectionRequestEvent) {
-        owner = X11Window(rawValue: event.owner)
-        requestor = X11Window(rawValue: event.requestor)
-        selection = X11Atom(rawValue: event.selection)
-        target = X11Atom(rawValue: event.target)
-        property = X11Atom(rawValue: event.property)
-        time = X11Timestamp(rawValue: event.time)
-        serial = UInt(event.serial)
+    /// A SelectionRequest event, with its sequence widened to the full `serial`.
+    init(_ event: WireEvent, serial: UInt) {
+        owner = X11Window(rawValue: UInt(event.owner))
+        requestor = X11Window(rawValue: UInt(event.window))
+        selection = X11Atom(rawValue: UInt(event.selection))
+        target = X11Atom(rawValue: UInt(event.target))
+        property = X11Atom(rawValue: UInt(event.property))
+        time = X11Timestamp(rawValue: UInt(event.time))
+        self.serial = serial
     }
 
     /// Where the answer goes: the property, or for obsolete clients the target's name.

@@ -1,4 +1,5 @@
 internal import CX11
+internal import CXEvents
 import Dispatch
 import FoundationEssentials
 import PasteboardKit
@@ -68,6 +69,8 @@ final class X11Connection: Sendable {
         _ = Self.ignoreKeyboardExtension
         guard let display = XOpenDisplay(Self.numericHost(name)) else { throw X11BackendError.cannotOpenDisplay(name) }
         XErrorSink.guardExit(of: display)
+        // Events are read by the loop alone, one turn's worth at a time (X11Session.pump).
+        cxevents_take_queue(UnsafeMutableRawPointer(display))
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else {
             XCloseDisplay(display)

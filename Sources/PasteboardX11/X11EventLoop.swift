@@ -1,5 +1,5 @@
 internal import CX11
-internal import CXlibQueue
+internal import CXEvents
 import FoundationEssentials
 import PasteboardKit
 
@@ -30,65 +30,122 @@ extension X11Session {
 
     // MARK: Events
 
-    /// Whether Xlib holds events not yet handled.
-    /// (XQLength reads Xlib's queue length; XEventsQueued, even with QueuedAlready, also tries a
-    /// read of the connection in XCB-based Xlib: a system call per loop turn.)
-    var hasQueuedEvents: Bool { !isDead && (XQLength(display) > 0 || !requestOrder.isEmpty) }
+    /// Whether events wait to be handled: taken from XCB already, or left by a turn that stopped
+    /// at its budget (XCB may hold more it read, which poll() would not report).
+    var hasQueuedEvents: Bool { !isDead && (turnCutShort || !intake.isEmpty || !requestOrder.isEmpty) }
 
-    /// The most events one turn of the loop handles before it looks at its jobs again.
-    static let eventsPerTurn: Int32 = 64
-    /// How many events are read between two releases of Xlib's spare queue nodes.
-    static let eventsBeforeRelease = 1 << 16
+    /// The most events one turn of the loop handles, conversion requests apart, before it looks
+    /// at its jobs again.
+    static let eventsPerTurn = 64
+    /// The most events of any kind one turn reads: conversion requests included, so that a flood
+    /// of them cannot keep the loop reading.
+    static let readsPerTurn = 2048
 
     /// Handles what the server sent (a batch at most), routes errors, fires due timers, flushes
     /// requests.
+    ///
+    /// XCB owns the event queue (``X11Connection``): events are read from the connection only
+    /// here, as many as one turn handles, so a client that floods the owner fills the socket and
+    /// the server's buffer, not this process. (Xlib's own queue read everything the server had
+    /// sent before it handed back one event: 360 MiB under a flood, with every other client's
+    /// request behind it.)
+    /// At most a batch of events per turn: a transfer whose every chunk brings the next event
+    /// would otherwise keep the loop here, and jobs (other readers, writes) would starve. The
+    /// loop comes back at once while events remain.
+    /// Conversion requests count against a larger budget of their own: one only joins its
+    /// requestor's queue or is dropped (queueRequest), which costs less than the server's work
+    /// to send it, so a flood is read as fast as it comes, and an honest request behind it is
+    /// reached within a turn or two.
     func pump() {
         assertOnXThread()
         if checkDead() { return }
-        // One read of the connection (XPending flushes, then reads what has arrived), then only
-        // what Xlib has queued (events read while a handler waited for a reply): asking XPending
-        // again would cost a read that finds nothing, on every wake-up. Anything that arrives
-        // later makes poll() return at once.
-        // At most a batch of events per turn: a transfer whose every chunk brings the next event
-        // would otherwise keep the loop here, and jobs (other readers, writes) would starve. The
-        // loop comes back at once while events remain queued.
-        // Conversion requests do not count against the batch: one only joins its requestor's
-        // queue or is dropped (queueRequest), which costs less than the server's work to send
-        // it, so every request read is handled in the same turn. Counted, a flood piled up in
-        // Xlib's queue faster than the loop took it out (1.7 GB after a 4-second flood of
-        // MULTIPLE requests, each read whole into memory as the handlers' round trips waited).
-        var queued = XPending(display)
         var budget = Self.eventsPerTurn
+        var reads = Self.readsPerTurn
         turnClock = configuration.clock()
-        while queued > 0, budget > 0 {
-            for _ in 0..<queued where budget > 0 {
-                var event = XEvent()
-                XNextEvent(display, &event)
-                let isRequest = event.type == SelectionRequest
-                if !isRequest { budget -= 1 }
-                eventsSinceRelease &+= 1
-                dispatch(&event)
+        turnCutShort = false
+        while let event = nextEvent() {
+            let isRequest = Int32(event.kind) == SelectionRequest
+            if !isRequest { budget -= 1 }
+            reads -= 1
+            dispatch(event)
+            if !isRequest {
                 // A request only joined a queue or was dropped: no request of ours whose errors
-                // to collect yet (the turn collects them after the batch), and it costs a flood's
-                // every event two locks less.
-                if isRequest { continue }
+                // to collect yet (the turn collects them after the batch).
                 collectErrors()
                 if checkDead() { return }
             }
-            queued = XQLength(display)
+            if budget == 0 || reads == 0 {
+                turnCutShort = true
+                break
+            }
         }
-        // Many events since the last look (a flood): once they are all handled, the queue's
-        // spare nodes go back to the system instead of holding the flood's peak for good.
-        if eventsSinceRelease >= Self.eventsBeforeRelease, XQLength(display) == 0 {
-            eventsSinceRelease = 0
-            _ = cxlibqueue_release_free_list(UnsafeMutableRawPointer(display))
+        // A flood since the intake was last empty: its peak goes back to the system.
+        if intake.holdsFloodPeak {
+            intake.release()
+            cxevents_trim()
         }
         collectErrors()
         serveQueuedRequests()
         collectErrors()
         fireDueTimers()
         XFlush(display)
+        collectErrors()
         _ = checkDead()
+    }
+
+    /// The next event to handle: the oldest XCB read during a round trip, else one from XCB's
+    /// queue or a read of the connection. Errors met on the way are filed for collectErrors.
+    private func nextEvent() -> WireEvent? {
+        if let event = intake.popFirst() { return event }
+        var event = WireEvent()
+        while true {
+            switch cxevents_next(UnsafeMutableRawPointer(display), 1, fixesEventBase, &event) {
+            case 1:
+                lastEventSequence = event.sequence
+                if event.kind == 0 {
+                    fileWireError(event)
+                    continue
+                }
+                return event
+            case 0:
+                return nil
+            default:
+                XErrorSink.markDead(display)
+                return nil
+            }
+        }
+    }
+
+    /// Moves the events XCB read while a round trip waited into the intake (no read of the
+    /// connection), and files the errors among them.
+    func absorbQueuedEvents() {
+        var event = WireEvent()
+        while true {
+            switch cxevents_next(UnsafeMutableRawPointer(display), 0, fixesEventBase, &event) {
+            case 1:
+                lastEventSequence = event.sequence
+                if event.kind == 0 { fileWireError(event) } else { intake.append(event) }
+            case 0:
+                return
+            default:
+                XErrorSink.markDead(display)
+                return
+            }
+        }
+    }
+
+    private func fileWireError(_ event: WireEvent) {
+        wireErrors.append(XErrorRecord(serial: serial(ofSequence: event.sequence), errorCode: event.detail,
+                                       requestCode: event.major, minorCode: UInt8(truncatingIfNeeded: event.minor),
+                                       resource: UInt(event.window)))
+    }
+
+    /// The full serial of a request whose low 32 bits the server reported: the latest serial sent
+    /// that ends in them (the server cannot speak of a request it was not sent yet).
+    func serial(ofSequence sequence: UInt32) -> UInt {
+        let last = XNextRequest(display) &- 1
+        let serial = (last & ~UInt(UInt32.max)) | UInt(sequence)
+        return serial > last && serial > UInt(UInt32.max) ? serial - (UInt(UInt32.max) + 1) : serial
     }
 
     // MARK: Fair serving
@@ -238,31 +295,33 @@ extension X11Session {
         return isDead
     }
 
-    private func dispatch(_ event: inout XEvent) {
-        switch event.type {
+    private func dispatch(_ event: WireEvent) {
+        switch Int32(event.kind) {
         case SelectionRequest:
-            queueRequest(ConversionRequest(event.xselectionrequest))
+            queueRequest(ConversionRequest(event, serial: serial(ofSequence: event.sequence)))
         case SelectionNotify:
-            let notify = event.xselection
-            handleSelectionNotify(requestor: X11Window(rawValue: notify.requestor), selection: X11Atom(rawValue: notify.selection),
-                                  target: X11Atom(rawValue: notify.target), property: X11Atom(rawValue: notify.property))
+            handleSelectionNotify(requestor: X11Window(rawValue: UInt(event.window)), selection: X11Atom(rawValue: UInt(event.selection)),
+                                  target: X11Atom(rawValue: UInt(event.target)), property: X11Atom(rawValue: UInt(event.property)))
         case SelectionClear:
-            let clear = event.xselectionclear
-            handleSelectionClear(window: X11Window(rawValue: clear.window), selection: X11Atom(rawValue: clear.selection),
-                                 time: X11Timestamp(rawValue: clear.time))
+            handleSelectionClear(window: X11Window(rawValue: UInt(event.window)), selection: X11Atom(rawValue: UInt(event.selection)),
+                                 time: X11Timestamp(rawValue: UInt(event.time)))
         case PropertyNotify:
-            let property = event.xproperty
-            handlePropertyNotify(window: X11Window(rawValue: property.window), property: X11Atom(rawValue: property.atom),
-                                 time: X11Timestamp(rawValue: property.time), isNewValue: property.state == PropertyNewValue)
+            handlePropertyNotify(window: X11Window(rawValue: UInt(event.window)), property: X11Atom(rawValue: UInt(event.property)),
+                                 time: X11Timestamp(rawValue: UInt(event.time)), isNewValue: Int32(event.detail) == PropertyNewValue)
         case DestroyNotify:
-            handleRequestorGone(X11Window(rawValue: event.xdestroywindow.window))
+            handleRequestorGone(X11Window(rawValue: UInt(event.window)))
         default:
-            if fixesEventBase >= 0, event.type == fixesEventBase + XFixesSelectionNotify {
-                let fixes = cx11_fixes_selection_event(&event)
-                handleFixesSelection(selection: X11Atom(rawValue: fixes.selection), owner: X11Window(rawValue: fixes.owner),
-                                     time: X11Timestamp(rawValue: fixes.selection_timestamp), reason: OwnerChangeReason(subtype: fixes.subtype))
-            }
+            if isFixesSelectionEvent(event) { handleFixesSelection(event) }
         }
+    }
+
+    private func isFixesSelectionEvent(_ event: WireEvent) -> Bool {
+        fixesEventBase >= 0 && Int32(event.kind) == fixesEventBase + XFixesSelectionNotify
+    }
+
+    private func handleFixesSelection(_ event: WireEvent) {
+        handleFixesSelection(selection: X11Atom(rawValue: UInt(event.selection)), owner: X11Window(rawValue: UInt(event.owner)),
+                             time: X11Timestamp(rawValue: UInt(event.time)), reason: OwnerChangeReason(subtype: Int32(event.detail)))
     }
 
     private func handlePropertyNotify(window: X11Window, property: X11Atom, time: X11Timestamp, isNewValue: Bool) {
@@ -278,19 +337,15 @@ extension X11Session {
     }
 
     /// The owner of `selection` now, for a compare-and-own or compare-and-clear: the round trip
-    /// that asks puts every event the server sent before its answer in Xlib's queue, and the
+    /// that asks has XCB read every event the server sent before its answer, and the
     /// ownership changes among them are handled here first. So whoever decides knows of every
     /// change up to that owner, even when the X server gave its window id to an earlier owner
     /// that is gone (a check of the id alone would take that for a change already seen).
     func currentOwnerAfterQueuedChanges(_ selection: X11Atom) -> X11Window {
         let owner = selectionOwner(selection)
         guard fixesEventBase >= 0 else { return owner }
-        var event = XEvent()
-        while XCheckTypedEvent(display, fixesEventBase + XFixesSelectionNotify, &event) != 0 {
-            let fixes = cx11_fixes_selection_event(&event)
-            handleFixesSelection(selection: X11Atom(rawValue: fixes.selection), owner: X11Window(rawValue: fixes.owner),
-                                 time: X11Timestamp(rawValue: fixes.selection_timestamp), reason: OwnerChangeReason(subtype: fixes.subtype))
-        }
+        absorbQueuedEvents()
+        for event in intake.take(where: isFixesSelectionEvent) { handleFixesSelection(event) }
         return owner
     }
 

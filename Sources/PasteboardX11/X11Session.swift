@@ -106,8 +106,14 @@ final class X11Session {
     var recentFlooder: (window: X11Window, until: UInt64) = (.none, 0)
     /// The clock as read at the start of the loop's turn (nanoseconds).
     var turnClock: UInt64 = 0
-    /// Events read since Xlib's spare queue nodes were last released.
-    var eventsSinceRelease = 0
+    /// Events XCB read while a round trip waited, not handled yet.
+    var intake = EventIntake()
+    /// Errors of requests without a reply, which come with the events: collectErrors routes them.
+    var wireErrors: [XErrorRecord] = []
+    /// The sequence (low 32 bits of the serial) of the last event taken, for settling routes.
+    var lastEventSequence: UInt32?
+    /// Whether the last turn stopped at its budget, with events perhaps left to read.
+    var turnCutShort = false
     /// The work under way per target: the requests waiting for it, and its deadline timer.
     var preparations: [PreparationKey: (waiters: [Int], timer: Int)] = [:]
 

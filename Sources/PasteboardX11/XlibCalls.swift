@@ -121,15 +121,25 @@ extension X11Session {
         collectErrors()
     }
 
-    /// Routes the errors filed since the last call.
+    /// Routes the errors filed since the last call: Xlib's (requests with a reply) and those XCB
+    /// read with the events (requests without one), including any a round trip just read.
     func collectErrors() {
-        for record in XErrorSink.take(display) {
+        absorbQueuedEvents()
+        var records = XErrorSink.take(display)
+        if !wireErrors.isEmpty {
+            records += wireErrors
+            wireErrors.removeAll()
+        }
+        for record in records {
             if let route = errorRoutes.last(where: { $0.first <= record.serial && record.serial <= $0.last }) {
                 route.handler(record)
             }
         }
-        // Routes are in request order: the settled ones are at the front.
-        let processed = XLastKnownRequestProcessed(display)
+        guard !errorRoutes.isEmpty else { return }
+        // Routes are in request order: the settled ones are at the front. Settled means the
+        // server has answered a later request (a reply Xlib read, or an event XCB read), and
+        // every error before that answer has been read, so routed above.
+        let processed = max(XLastKnownRequestProcessed(display), lastEventSequence.map(serial(ofSequence:)) ?? 0)
         var settled = 0
         while settled < errorRoutes.count, errorRoutes[settled].last < processed { settled += 1 }
         if settled > 0 { errorRoutes.removeFirst(settled) }

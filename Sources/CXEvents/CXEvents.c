@@ -1,0 +1,104 @@
+#include <X11/Xlibint.h>
+#include <X11/Xlib-xcb.h>
+#include <xcb/xcb.h>
+#include <xcb/xproto.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "CXEvents.h"
+
+void cxevents_take_queue(void *opaque) {
+    XSetEventQueueOwner((Display *)opaque, XCBOwnsEventQueue);
+}
+
+// XFixes' SelectionNotify on the wire (the XFixes protocol, version 1): no header of libxcb-xfixes
+// is needed for eight fields.
+typedef struct {
+    uint8_t response_type, subtype;
+    uint16_t sequence;
+    uint32_t window, owner, selection, timestamp, selection_timestamp;
+} wire_fixes_selection_notify;
+
+static void decode(const xcb_generic_event_t *event, int fixes_event_base, cxevents_event *out) {
+    memset(out, 0, sizeof *out);
+    out->kind = event->response_type & 0x7f;
+    out->sent = (event->response_type & 0x80) != 0;
+    out->sequence = event->full_sequence;
+    switch (out->kind) {
+    case 0: {
+        const xcb_generic_error_t *error = (const xcb_generic_error_t *)event;
+        out->detail = error->error_code;
+        out->major = error->major_code;
+        out->minor = error->minor_code;
+        out->window = error->resource_id;
+        return;
+    }
+    case XCB_SELECTION_REQUEST: {
+        const xcb_selection_request_event_t *request = (const xcb_selection_request_event_t *)event;
+        out->time = request->time;
+        out->owner = request->owner;
+        out->window = request->requestor;
+        out->selection = request->selection;
+        out->target = request->target;
+        out->property = request->property;
+        return;
+    }
+    case XCB_SELECTION_NOTIFY: {
+        const xcb_selection_notify_event_t *notify = (const xcb_selection_notify_event_t *)event;
+        out->time = notify->time;
+        out->window = notify->requestor;
+        out->selection = notify->selection;
+        out->target = notify->target;
+        out->property = notify->property;
+        return;
+    }
+    case XCB_SELECTION_CLEAR: {
+        const xcb_selection_clear_event_t *clear = (const xcb_selection_clear_event_t *)event;
+        out->time = clear->time;
+        out->window = clear->owner;
+        out->selection = clear->selection;
+        return;
+    }
+    case XCB_PROPERTY_NOTIFY: {
+        const xcb_property_notify_event_t *property = (const xcb_property_notify_event_t *)event;
+        out->time = property->time;
+        out->window = property->window;
+        out->property = property->atom;
+        out->detail = property->state;
+        return;
+    }
+    case XCB_DESTROY_NOTIFY: {
+        const xcb_destroy_notify_event_t *destroy = (const xcb_destroy_notify_event_t *)event;
+        out->window = destroy->window;
+        return;
+    }
+    default:
+        if (fixes_event_base >= 0 && out->kind == fixes_event_base) {
+            const wire_fixes_selection_notify *fixes = (const wire_fixes_selection_notify *)event;
+            out->detail = fixes->subtype;
+            out->window = fixes->window;
+            out->owner = fixes->owner;
+            out->selection = fixes->selection;
+            out->time = fixes->selection_timestamp;
+        }
+        return;
+    }
+}
+
+int cxevents_next(void *opaque, int read, int fixes_event_base, cxevents_event *out) {
+    xcb_connection_t *connection = XGetXCBConnection((Display *)opaque);
+    xcb_generic_event_t *event = read ? xcb_poll_for_event(connection) : xcb_poll_for_queued_event(connection);
+    if (!event) return xcb_connection_has_error(connection) ? -1 : 0;
+    decode(event, fixes_event_base, out);
+    free(event);
+    return 1;
+}
+
+void cxevents_trim(void) {
+    malloc_trim(0);
+}
+
+unsigned long cxevents_resource_mask(void *opaque) {
+    return ((Display *)opaque)->resource_mask;
+}

@@ -1,0 +1,56 @@
+#ifndef XPB_CXEVENTS_H
+#define XPB_CXEVENTS_H
+
+// The connection's event side, kept out of CX11: XCB owns the event queue (Xlib's would read
+// everything the server has sent before handing back one event), and Xlibint.h completes the
+// Display type, which would change how Swift sees every Display pointer. The display is passed
+// as an opaque pointer; every call is for the one thread that uses the display.
+
+#include <stdint.h>
+
+/// One event or error, decoded from the wire into fixed fields (32 bytes, no allocation).
+typedef struct {
+    /// The protocol's event code without the sent-by-SendEvent bit; 0 for an error.
+    uint8_t kind;
+    /// PropertyNotify: the state; an XFixes selection event: its subtype; an error: its code.
+    uint8_t detail;
+    /// An error: the major opcode of the request that failed.
+    uint8_t major;
+    /// Whether a client sent the event (SendEvent) rather than the server.
+    uint8_t sent;
+    /// An error: the minor opcode.
+    uint16_t minor;
+    uint16_t unused;
+    /// The low 32 bits of the serial of the last request the server had processed (for an error,
+    /// the failed request's).
+    uint32_t sequence;
+    uint32_t time;
+    /// SelectionRequest/SelectionNotify: the requestor; SelectionClear: the owner;
+    /// PropertyNotify and DestroyNotify: the window; XFixes: the window that asked for the
+    /// event; an error: the bad resource id.
+    uint32_t window;
+    /// SelectionRequest and XFixes: the owner.
+    uint32_t owner;
+    uint32_t selection;
+    uint32_t target;
+    /// The property (PropertyNotify: the atom that changed).
+    uint32_t property;
+} cxevents_event;
+
+/// Hands the event queue to XCB: from now on Xlib reads only replies, and events and the errors
+/// of requests without a reply come out of cxevents_next, one at a time.
+void cxevents_take_queue(void *display);
+
+/// Takes the next event into `out`: one XCB has already read, else (with `read` non-zero) one
+/// from a read of the connection. Returns 1 with an event, 0 without, -1 when the connection
+/// has failed. `fixes_event_base` (or -1) tells XFixes' selection event apart.
+int cxevents_next(void *display, int read, int fixes_event_base, cxevents_event *out);
+
+/// Hands free heap memory back to the system, after a flood's peak has been handled.
+void cxevents_trim(void);
+
+/// The bits of a resource id that a client numbers its own resources with: two windows whose
+/// ids agree outside them belong to one client.
+unsigned long cxevents_resource_mask(void *display);
+
+#endif
