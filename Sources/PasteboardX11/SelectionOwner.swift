@@ -148,15 +148,21 @@ struct ConversionRequest: Sendable {
     /// it tells a request made before a request of ours from one made after it.
     let serial: UInt
 
+    init(owner: X11Window, requestor: X11Window, selection: X11Atom, target: X11Atom, property: X11Atom, time: X11Timestamp, serial: UInt) {
+        self.owner = owner
+        self.requestor = requestor
+        self.selection = selection
+        self.target = target
+        self.property = property
+        self.time = time
+        self.serial = serial
+    }
+
     /// A SelectionRequest event, with its sequence widened to the full `serial`.
     init(_ event: WireEvent, serial: UInt) {
-        owner = X11Window(rawValue: UInt(event.owner))
-        requestor = X11Window(rawValue: UInt(event.window))
-        selection = X11Atom(rawValue: UInt(event.selection))
-        target = X11Atom(rawValue: UInt(event.target))
-        property = X11Atom(rawValue: UInt(event.property))
-        time = X11Timestamp(rawValue: UInt(event.time))
-        self.serial = serial
+        self.init(owner: X11Window(rawValue: UInt(event.owner)), requestor: X11Window(rawValue: UInt(event.window)),
+                  selection: X11Atom(rawValue: UInt(event.selection)), target: X11Atom(rawValue: UInt(event.target)),
+                  property: X11Atom(rawValue: UInt(event.property)), time: X11Timestamp(rawValue: UInt(event.time)), serial: serial)
     }
 
     /// Where the answer goes: the property, or for obsolete clients the target's name.
@@ -724,14 +730,6 @@ extension X11Session {
     /// With `serial` (a request of ours that found the window gone), requests that came after
     /// the server processed it are another window's, of the same id: they stay queued.
     func handleRequestorGone(_ requestor: X11Window, asOf serial: UInt? = nil) {
-        let later = serial.map { serial in requestQueues[requestor]?.filter { $0.serial >= serial } ?? [] } ?? []
-        defer {
-            if !later.isEmpty {
-                requestQueues[requestor] = later
-                requestOrder.append(requestor)
-                queuedRequestCount += later.count
-            }
-        }
         for waiter in windowGoneWaiters.removeValue(forKey: requestor) ?? [] { waiter() }
         if pendingSave?.request.requestor == requestor { pendingSave?.abandoned = true }
         for key in outgoing.keys where key.requestor == requestor {
@@ -747,15 +745,8 @@ extension X11Session {
         for (id, waiting) in waitingForPreparation where waiting.requestor == requestor {
             waitingForPreparation.removeValue(forKey: id)
         }
-        if let queued = requestQueues.removeValue(forKey: requestor) {
-            queuedRequestCount -= queued.count
-            requestOrder.removeAll { $0 == requestor }
-        }
         watchedRequestors.removeValue(forKey: requestor)
-        queueWatched.remove(requestor)
-        floodingRequestors.removeValue(forKey: requestor)
-        overflowDrops.removeValue(forKey: requestor)
-        if recentFlooder.window == requestor { recentFlooder = (.none, 0) }
+        scheduler.requestorGone(requestor, asOf: serial)
     }
 }
 

@@ -32,7 +32,7 @@ extension X11Session {
 
     /// Whether events wait to be handled: taken from XCB already, or left by a turn that stopped
     /// at its budget (XCB may hold more it read, which poll() would not report).
-    var hasQueuedEvents: Bool { !isDead && (turnCutShort || !intake.isEmpty || !requestOrder.isEmpty) }
+    var hasQueuedEvents: Bool { !isDead && (turnCutShort || !intake.isEmpty || !scheduler.isEmpty) }
 
     /// The most events one turn of the loop handles, conversion requests apart, before it looks
     /// at its jobs again.
@@ -150,144 +150,37 @@ extension X11Session {
 
     // MARK: Fair serving
 
-    /// The most conversion requests one requestor window may have waiting, and all windows
-    /// together: past them, requests are dropped unanswered. A client with that many requests
-    /// outstanding is flooding (one MULTIPLE asks for any number of targets); answering each
-    /// refusal would cost as much as the flood itself.
-    static let maxQueuedPerRequestor = 8
-    static let maxQueuedRequests = 512
     /// The most requests answered per turn of the loop.
     static let requestsPerTurn = 16
-    /// How long a requestor caught flooding is ignored, from its last request (nanoseconds).
-    static let floodCooldown: UInt64 = 1_000_000_000
-    /// How many requests a requestor may have dropped for a full queue (since it was last
-    /// empty) before it counts as flooding: a burst of a few is an eager reader, not an attack.
-    static let dropsBeforeFlooding = 64
 
-    /// A request waits its turn: requestors are served in rotation, one request each, so a
-    /// client that floods the owner delays the others by one request at most per round.
-    ///
-    /// A requestor whose queue is full has further requests dropped; once ``dropsBeforeFlooding``
-    /// of them were, it is flooding: its queued requests are dropped too, and so is every request
-    /// it makes until it has been quiet for ``floodCooldown``.
-    /// Serving a flooder's requests would cost round trips (a MULTIPLE's property is read), and
-    /// the reply to a round trip comes after everything the server queued for us before it:
-    /// each one would pull the flood's backlog into memory at once.
-    ///
-    /// A flood's every event passes here, so the common case costs no hashing and no clock: the
-    /// last flooder seen is compared directly, against the clock read once per turn.
+    /// A request joins the scheduler's rotation, or is dropped or refused (``RequestScheduler``).
     private func queueRequest(_ request: ConversionRequest) {
-        let now = turnClock
-        if request.requestor == recentFlooder.window, !recentFlooder.window.isNone {
-            if now < recentFlooder.until {
-                recentFlooder.until = now + Self.floodCooldown
-                return
-            }
-            forgetFlooder(request.requestor)
-        }
-        guard !isForgedRequestor(request) else { return notify(request, succeeded: false) }
-        if let until = floodingRequestors[request.requestor] {
-            if now < until {
-                floodingRequestors[request.requestor] = now + Self.floodCooldown
-                makeRecentFlooder(request.requestor)
-                return
-            }
-            forgetFlooder(request.requestor)
-        }
-        let waiting = requestQueues[request.requestor]?.count ?? 0
-        // A request into a property that a waiting request of the same window names supersedes
-        // it: a requestor asks again only once it gave up, and the window may be a new client's
-        // that got a departed one's id. One answer goes into the property, not two (a reader
-        // started while the owner was stopped took the departed reader's answer, then saw it
-        // replaced, and pasted nothing). A requestor that keeps doing it is flooding.
-        let superseded = waiting > 0 ? requestQueues[request.requestor]?.firstIndex { $0.replyProperty == request.replyProperty } : nil
-        if let superseded { requestQueues[request.requestor]?[superseded] = request }
-        if superseded != nil || waiting >= Self.maxQueuedPerRequestor {
-            // A burst past the queue loses its excess, as before; only a requestor that keeps
-            // asking while its queue is full is flooding.
-            let dropped = (overflowDrops[request.requestor] ?? 0) + 1
-            guard dropped >= Self.dropsBeforeFlooding else {
-                overflowDrops[request.requestor] = dropped
-                return
-            }
-            markFlooding(request.requestor, now: now)
+        perform(scheduler.admit(request, now: turnClock, isForged: isForgedRequestor(request)), for: request)
+    }
+
+    private func perform(_ admission: RequestScheduler.Admission, for request: ConversionRequest) {
+        switch admission {
+        case .queued, .dropped:
             return
-        }
-        guard queuedRequestCount < Self.maxQueuedRequests else { return }
-        if waiting == 0 { requestOrder.append(request.requestor) }
-        requestQueues[request.requestor, default: []].append(request)
-        queuedRequestCount += 1
-    }
-
-    /// A requestor that kept asking past its queue is ignored until it has been quiet for the
-    /// cool-down; what it has queued is dropped.
-    private func markFlooding(_ requestor: X11Window, now: UInt64) {
-        overflowDrops.removeValue(forKey: requestor)
-        // Many windows flooding in turn: forget the ones that have gone quiet.
-        if floodingRequestors.count >= 64 {
-            makeRecentFlooder(.none)
-            for (window, until) in floodingRequestors where until <= now {
-                floodingRequestors.removeValue(forKey: window)
-                releaseRequestor(window)
-            }
-        }
-        // Watched while marked: once the window is destroyed (handleRequestorGone) its id may
-        // be given to another client's window, which must not inherit the mark.
-        floodingRequestors[requestor] = now + Self.floodCooldown
-        makeRecentFlooder(requestor)
-        _ = watchRequestor(requestor)
-        if let queued = requestQueues.removeValue(forKey: requestor) {
-            queuedRequestCount -= queued.count
-            requestOrder.removeAll { $0 == requestor }
-            if queueWatched.remove(requestor) != nil { releaseRequestor(requestor) }
-        }
-    }
-
-    /// Makes `window` (a marked flooder, or none) the one compared first, after writing the
-    /// previous one's deadline back to the table.
-    private func makeRecentFlooder(_ window: X11Window) {
-        if !recentFlooder.window.isNone, floodingRequestors[recentFlooder.window] != nil {
-            floodingRequestors[recentFlooder.window] = recentFlooder.until
-        }
-        recentFlooder = (window, window.isNone ? 0 : floodingRequestors[window] ?? 0)
-    }
-
-    /// A flooder that has been quiet for the cool-down is served again.
-    private func forgetFlooder(_ window: X11Window) {
-        if recentFlooder.window == window { recentFlooder = (.none, 0) }
-        if floodingRequestors.removeValue(forKey: window) != nil { releaseRequestor(window) }
-    }
-
-    /// Requestors whose requests wait past this turn are watched: if the window is destroyed its
-    /// requests go with it (its id may come back as another client's window). A request answered
-    /// in the turn that read it needs no watch, which saves selecting input on the requestor's
-    /// window and deselecting it again: two requests to the server per conversion.
-    private func watchWaitingRequestors() {
-        for requestor in requestOrder where !queueWatched.contains(requestor) {
-            queueWatched.insert(requestor)
+        case .refused:
+            notify(request, succeeded: false)
+        case let .caughtFlooding(requestor, release):
             _ = watchRequestor(requestor)
+            release.forEach(releaseRequestor)
+        case let .forgave(window, then):
+            releaseRequestor(window)
+            perform(then, for: request)
         }
     }
 
     private func serveQueuedRequests() {
         var budget = Self.requestsPerTurn
-        while budget > 0, !requestOrder.isEmpty, !isDead {
-            let requestor = requestOrder.removeFirst()
-            guard var queue = requestQueues.removeValue(forKey: requestor), !queue.isEmpty else { continue }
-            let request = queue.removeFirst()
-            queuedRequestCount -= 1
-            if !queue.isEmpty {
-                requestQueues[requestor] = queue
-                requestOrder.append(requestor)
-            }
+        while budget > 0, !isDead, let request = scheduler.next() {
             handleSelectionRequest(request)
-            if queue.isEmpty {
-                overflowDrops.removeValue(forKey: requestor)
-                if queueWatched.remove(requestor) != nil { releaseRequestor(requestor) }
-            }
+            if scheduler.served(request.requestor) { releaseRequestor(request.requestor) }
             budget -= 1
         }
-        watchWaitingRequestors()
+        for requestor in scheduler.takeUnwatchedWaiting() { _ = watchRequestor(requestor) }
     }
 
     private func checkDead() -> Bool {

@@ -88,22 +88,11 @@ final class X11Session {
     /// Requests waiting for work on a worker (providers, large conversions): how many of their
     /// targets are not ready yet, and what to do then.
     var waitingForPreparation: [Int: (remaining: Int, requestor: X11Window?, answer: @Sendable (X11Session) -> Void, timedOut: @Sendable (X11Session) -> Void)] = [:]
-    /// Conversion requests waiting their turn, per requestor window, and the rotation.
-    var requestQueues: [X11Window: [ConversionRequest]] = [:]
-    var requestOrder: [X11Window] = []
-    var queuedRequestCount = 0
+    /// Conversion requests waiting their turn, and the flood rules.
+    var scheduler = RequestScheduler()
     /// Whether conversions are reported to the delegate (``X11SessionDelegate/served(selection:type:)``):
     /// only while the backend has a handler for them.
     var reportsServed = false
-    /// Requestors watched because their requests wait past a turn (``watchRequestor``).
-    var queueWatched: Set<X11Window> = []
-    /// Requestors caught flooding (a request dropped for a full queue), until when (the clock's
-    /// nanoseconds): every request of theirs is dropped meanwhile.
-    var floodingRequestors: [X11Window: UInt64] = [:]
-    /// Requests dropped for a full queue, per requestor, since its queue was last empty.
-    var overflowDrops: [X11Window: Int] = [:]
-    /// The flooder compared first, and its deadline (kept here, not in the table, while it is).
-    var recentFlooder: (window: X11Window, until: UInt64) = (.none, 0)
     /// The clock as read at the start of the loop's turn (nanoseconds).
     var turnClock: UInt64 = 0
     /// Events XCB read while a round trip waited, not handled yet.
