@@ -33,6 +33,17 @@ final class X11Connection: Sendable {
     private struct Queue {
         var jobs: [@Sendable (X11Session) -> Void] = []
         var lifecycle = Lifecycle.open
+        /// Whether the X thread is in poll() (or about to be) with no job to run: only then
+        /// does a new job need the wake-up pipe, and only once (NIO's SelectableEventLoop does the
+        /// same). A thread that is awake finds the job when its turn ends.
+        var asleep = false
+
+        /// Adds a job; true when the X thread must be woken for it.
+        mutating func add(_ job: @escaping @Sendable (X11Session) -> Void) -> Bool {
+            jobs.append(job)
+            defer { asleep = false }
+            return asleep
+        }
     }
 
     private let queue = Mutex(Queue())
@@ -106,12 +117,11 @@ final class X11Connection: Sendable {
     /// Hands a job to the X thread; false if the connection has stopped.
     @discardableResult
     func submit(_ job: @escaping @Sendable (X11Session) -> Void) -> Bool {
-        let accepted = queue.withLock { queue -> Bool in
-            guard case .open = queue.lifecycle else { return false }
-            queue.jobs.append(job)
-            return true
+        let (accepted, asleep) = queue.withLock { queue -> (Bool, Bool) in
+            guard case .open = queue.lifecycle else { return (false, false) }
+            return (true, queue.add(job))
         }
-        if accepted { wake() }
+        if asleep { wake() }
         return accepted
     }
 
@@ -147,20 +157,19 @@ final class X11Connection: Sendable {
     /// Runs `finalJob` (for example a hand-off to a clipboard manager), then stops the thread and
     /// closes the display. Waits at most `timeout` seconds.
     func close(timeout: Double = 5, finalJob: (@Sendable (X11Session, @escaping () -> Void) -> Void)? = nil) {
-        let accepted = queue.withLock { queue -> Bool in
-            guard case .open = queue.lifecycle else { return false }
-            queue.jobs.append { session in
+        let (accepted, asleep) = queue.withLock { queue -> (Bool, Bool) in
+            guard case .open = queue.lifecycle else { return (false, false) }
+            queue.lifecycle = .closing
+            return (true, queue.add { session in
                 if let finalJob {
                     finalJob(session) { session.requestStop() }
                 } else {
                     session.requestStop()
                 }
-            }
-            queue.lifecycle = .closing
-            return true
+            })
         }
         guard accepted else { return }
-        wake()
+        if asleep { wake() }
         // On the X thread itself (a backend released from a callback) waiting would only stall.
         guard !isOnXThread else { return }
         if stopped.wait(timeout: .now() + timeout) == .timedOut {
@@ -191,12 +200,17 @@ final class X11Connection: Sendable {
             session.pump()
             if session.isDead { reason = .connectionLost; break }
             if session.lifecycle == .stopRequested { break }
-            let hasJobs = queue.withLock { !$0.jobs.isEmpty }
-            if hasJobs || session.hasQueuedEvents { continue }
+            if session.hasQueuedEvents { continue }
+            let asleep = queue.withLock { queue -> Bool in
+                queue.asleep = queue.jobs.isEmpty
+                return queue.asleep
+            }
+            guard asleep else { continue }
             var fds = [pollfd(fd: xfd, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             fds += session.descriptorHandlers.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             _ = poll(&fds, nfds_t(fds.count), session.nextTimerDelayMilliseconds())
+            queue.withLock { $0.asleep = false }
             if fds[1].revents != 0 { drainWake() }
             for ready in fds.dropFirst(2) where ready.revents != 0 {
                 // Looked up again: an earlier handler may have closed this descriptor.
