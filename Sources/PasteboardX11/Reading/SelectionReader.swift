@@ -58,9 +58,10 @@ extension X11Session {
 
     /// Gives a property back. Reused last (first in, first out), and emptied: an owner that
     /// answers late writes into a property no current conversion reads from for a while.
-    private func releaseProperty(_ property: X11Atom) {
+    /// `emptied` when the read that ended the conversion deleted it already (one request less).
+    private func releaseProperty(_ property: X11Atom, emptied: Bool = false) {
         guard name(of: property)?.hasPrefix("XPB_SEL_") == true, !freeProperties.contains(property) else { return }
-        deleteProperty(window, property)
+        if !emptied { deleteProperty(window, property) }
         freeProperties.append(property)
     }
 
@@ -129,9 +130,11 @@ extension X11Session {
         guard let index = matches.first(where: { conversions[$0].property == property }) ?? matches.first else { return }
         let conversion = conversions.remove(at: index)
         cancelTimer(conversion.timer)
+        // Set once the reply was read, and with it deleted.
+        var emptied = false
         let finish: (Result<PropertyValue?, any Error>) -> Void = { [self] result in
             cancelTimer(conversion.deadline)
-            releaseProperty(conversion.property)
+            releaseProperty(conversion.property, emptied: emptied)
             conversion.completion(result)
         }
         guard !property.isNone else { return finish(.success(nil)) }
@@ -165,6 +168,7 @@ extension X11Session {
             armIncomingTimer(conversion.property)
             return
         }
+        emptied = true
         if let sink = conversion.sink {
             sink.noteType(value.type)
             sink.noteSize(value.data.count)
@@ -236,8 +240,8 @@ extension X11Session {
             if isComplete {
                 cancelTimer(state.timer)
                 cancelTimer(state.deadline)
-                // Deletes the property too (a streamed chunk was read without deleting it).
-                releaseProperty(property)
+                // A streamed chunk was read without deleting the property: the release does.
+                releaseProperty(property, emptied: !streaming)
                 let type = state.type.isNone ? chunkType : state.type
                 state.completion(.success(PropertyValue(type: type, format: chunkFormat, data: state.transfer.data)))
             } else {
@@ -369,7 +373,7 @@ extension X11Session {
                 let refused = answered.count > index * 2 + 1 && answered[index * 2 + 1].isNone
                 let value = refused ? nil : (try? self.readProperty(self.window, property, delete: true, limit: limit)) ?? nil
                 guard let value, value.type == self.known[.incr] else {
-                    self.releaseProperty(property)
+                    self.releaseProperty(property, emptied: value != nil)
                     settle(index, value)
                     continue
                 }
