@@ -1,6 +1,7 @@
 #include <X11/Xlibint.h>
 #include <X11/Xlib-xcb.h>
 #include <xcb/xcb.h>
+#include <xcb/xcbext.h>
 #include <xcb/xproto.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -9,7 +10,16 @@
 #include "CXEvents.h"
 
 void cxevents_take_queue(void *opaque) {
-    XSetEventQueueOwner((Display *)opaque, XCBOwnsEventQueue);
+    Display *display = opaque;
+    XSetEventQueueOwner(display, XCBOwnsEventQueue);
+    // Xlib writes its requests on a socket it has taken from XCB, with flags chosen when it took
+    // it: since XOpenDisplay, unchecked, so the error of a request with a reply would go to the
+    // event queue, where Xlib no longer looks, and Xlib would take the missing reply for a lost
+    // connection. A request of XCB's own makes Xlib give the socket back; it takes it again,
+    // checked, for its next request: then every error of its requests is kept for a reply poll.
+    xcb_connection_t *connection = XGetXCBConnection(display);
+    xcb_no_operation(connection);
+    xcb_flush(connection);
 }
 
 // XFixes' SelectionNotify on the wire (the XFixes protocol, version 1): no header of libxcb-xfixes
@@ -93,6 +103,18 @@ int cxevents_next(void *opaque, int read, int fixes_event_base, cxevents_event *
     decode(event, fixes_event_base, out);
     free(event);
     return 1;
+}
+
+int cxevents_poll_error(void *opaque, unsigned long serial, cxevents_event *out) {
+    xcb_connection_t *connection = XGetXCBConnection((Display *)opaque);
+    void *reply = NULL;
+    xcb_generic_error_t *error = NULL;
+    if (!xcb_poll_for_reply64(connection, serial, &reply, &error)) return 0;
+    free(reply);
+    if (!error) return 1;
+    decode((xcb_generic_event_t *)error, -1, out);
+    free(error);
+    return 2;
 }
 
 void cxevents_trim(void) {

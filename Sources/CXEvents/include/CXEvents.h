@@ -37,14 +37,20 @@ typedef struct {
     uint32_t property;
 } cxevents_event;
 
-/// Hands the event queue to XCB: from now on Xlib reads only replies, and events and the errors
-/// of requests without a reply come out of cxevents_next, one at a time.
+/// Hands the event queue to XCB: from now on Xlib reads only replies, events come out of
+/// cxevents_next one at a time, and the errors of requests without a reply wait in XCB for
+/// cxevents_poll_error (or for Xlib's next round trip, which hands them to its error handler).
 void cxevents_take_queue(void *display);
 
 /// Takes the next event into `out`: one XCB has already read, else (with `read` non-zero) one
 /// from a read of the connection. Returns 1 with an event, 0 without, -1 when the connection
 /// has failed. `fixes_event_base` (or -1) tells XFixes' selection event apart.
 int cxevents_next(void *display, int read, int fixes_event_base, cxevents_event *out);
+
+/// Whether the request `serial` (sent by Xlib, which asks XCB to keep its errors) failed: 0 while
+/// XCB has not read that far, 1 when it succeeded (or its error was taken already, by Xlib for a
+/// request with a reply), 2 when it failed, with the error in `out`.
+int cxevents_poll_error(void *display, unsigned long serial, cxevents_event *out);
 
 /// Hands free heap memory back to the system, after a flood's peak has been handled.
 void cxevents_trim(void);

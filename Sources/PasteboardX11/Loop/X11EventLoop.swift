@@ -88,10 +88,18 @@ extension X11Session {
         serveQueuedRequests()
         collectErrors()
         fireDueTimers()
+        if XNextRequest(display) &- XLastKnownRequestProcessed(display) > Self.requestsBeforeSync {
+            XSync(display, 0)
+        }
         XFlush(display)
         collectErrors()
         _ = checkDead()
     }
+
+    /// How many requests may go out after the last one the server answered before a turn ends
+    /// with a round trip: until one reads past them, Xlib keeps a note of each request and XCB the
+    /// error of each that failed (an owner that only answers conversions makes no round trip).
+    static let requestsBeforeSync: UInt = 4096
 
     /// The next event to handle: the oldest XCB read during a round trip, else one from XCB's
     /// queue or a read of the connection. Errors met on the way are filed for collectErrors.
@@ -101,7 +109,6 @@ extension X11Session {
         while true {
             switch cxevents_next(UnsafeMutableRawPointer(display), 1, fixesEventBase, &event) {
             case 1:
-                lastEventSequence = event.sequence
                 if event.kind == 0 {
                     fileWireError(event)
                     continue
@@ -123,7 +130,6 @@ extension X11Session {
         while true {
             switch cxevents_next(UnsafeMutableRawPointer(display), 0, fixesEventBase, &event) {
             case 1:
-                lastEventSequence = event.sequence
                 if event.kind == 0 { fileWireError(event) } else { intake.append(event) }
             case 0:
                 return

@@ -20,6 +20,14 @@ protocol X11SessionDelegate: AnyObject, Sendable {
     func clipboardManagerLost()
 }
 
+/// A span of request serials whose errors go to `handler`, and the next one to ask XCB about.
+struct ErrorRoute {
+    let first: UInt
+    let last: UInt
+    var next: UInt
+    let handler: (XErrorRecord) -> Void
+}
+
 /// A property as read: its type, format, and bytes (format 32 as 32-bit units, not C longs).
 struct PropertyValue {
     let type: X11Atom
@@ -72,7 +80,9 @@ final class X11Session {
 
     var timers = TimerQueue<() -> Void>()
     /// Error routes: a span of request serials and what to do with an error in it.
-    var errorRoutes: [(first: UInt, last: UInt, handler: (XErrorRecord) -> Void)] = []
+    var errorRoutes: [ErrorRoute] = []
+    /// Whether collectErrors is under way (a route's handler may call it again).
+    var collectingErrors = false
 
     // Owner state.
     var owned: [X11Atom: OwnedSelection] = [:]
@@ -99,8 +109,6 @@ final class X11Session {
     var intake = EventIntake()
     /// Errors of requests without a reply, which come with the events: collectErrors routes them.
     var wireErrors: [XErrorRecord] = []
-    /// The sequence (low 32 bits of the serial) of the last event taken, for settling routes.
-    var lastEventSequence: UInt32?
     /// Whether the last turn stopped at its budget, with events perhaps left to read.
     var turnCutShort = false
     /// The work under way per target: the requests waiting for it, and its deadline timer.

@@ -1,4 +1,5 @@
 internal import CX11
+internal import CXEvents
 import FoundationEssentials
 import Glibc
 import PasteboardKit
@@ -117,12 +118,14 @@ extension X11Session {
         let first = XNextRequest(display)
         body()
         let last = XNextRequest(display) &- 1
-        if last >= first { errorRoutes.append((first, last, onError)) }
+        if last >= first { errorRoutes.append(ErrorRoute(first: first, last: last, next: first, handler: onError)) }
         collectErrors()
     }
 
-    /// Routes the errors filed since the last call: Xlib's (requests with a reply) and those XCB
-    /// read with the events (requests without one), including any a round trip just read.
+    /// Routes the errors that have come in: those Xlib handed its error handler (a request with a
+    /// reply fails as it is read; others at Xlib's next round trip), those read with the events,
+    /// and those XCB keeps for the routed requests, asked for one request at a time, oldest first,
+    /// as far as XCB has read the server's answers. A route is done once each of its requests is.
     func collectErrors() {
         absorbQueuedEvents()
         var records = XErrorSink.take(display)
@@ -135,14 +138,29 @@ extension X11Session {
                 route.handler(record)
             }
         }
-        guard !errorRoutes.isEmpty else { return }
-        // Routes are in request order: the settled ones are at the front. Settled means the
-        // server has answered a later request (a reply Xlib read, or an event XCB read), and
-        // every error before that answer has been read, so routed above.
-        let processed = max(XLastKnownRequestProcessed(display), lastEventSequence.map(serial(ofSequence:)) ?? 0)
-        var settled = 0
-        while settled < errorRoutes.count, errorRoutes[settled].last < processed { settled += 1 }
-        if settled > 0 { errorRoutes.removeFirst(settled) }
+        // A handler may route more requests and collect again: the outer call goes on with them.
+        guard !collectingErrors else { return }
+        collectingErrors = true
+        defer { collectingErrors = false }
+        var index = 0
+        polling: while index < errorRoutes.count {
+            while errorRoutes[index].next <= errorRoutes[index].last {
+                let serial = errorRoutes[index].next
+                var event = WireEvent()
+                let answer = cxevents_poll_error(UnsafeMutableRawPointer(display), serial, &event)
+                // Not read yet, nor anything after it.
+                if answer == 0 { break polling }
+                errorRoutes[index].next = serial + 1
+                if answer == 2 {
+                    errorRoutes[index].handler(XErrorRecord(serial: serial, errorCode: event.detail, requestCode: event.major,
+                                                            minorCode: UInt8(truncatingIfNeeded: event.minor), resource: UInt(event.window)))
+                }
+            }
+            index += 1
+        }
+        var done = 0
+        while done < errorRoutes.count, errorRoutes[done].next > errorRoutes[done].last { done += 1 }
+        if done > 0 { errorRoutes.removeFirst(done) }
     }
 
     // MARK: Selections
