@@ -197,11 +197,14 @@ cc -O2 -o "$work/xhostile" "$root/Tests/Attackers/xhostile.c" -lX11
 printf 'hello, world\n' | head -c 13 | "$xpb" copy
 attack_owner=$(owner_pid)
 for round in 1 2 3 4 5; do
-    hf attack_idle "$round" -n "xclip -o, owner idle" "xclip -o -selection clipboard"
+    # xprop reads a root property: a round trip to the X server that never meets the owner, so
+    # it shows what the flood does to the server itself.
+    hf attack_idle "$round" -n "xclip -o, owner idle" "xclip -o -selection clipboard" -n "xprop, idle" "xprop -root -notype _XPB_NONE"
     "$work/xhostile" flood 8 100 > "$work/flood.out" &
     flood=$!
     until grep -q flooding "$work/flood.out" 2>/dev/null; do sleep 0.01; done
-    hf attack_during "$round" -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard"
+    hf attack_during "$round" -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard" \
+        -n "xprop under the flood" "xprop -root -notype _XPB_NONE"
     # The flood may have ended by itself: a failed kill must not end the script (set -e).
     kill "$flood" 2>/dev/null || true
     wait "$flood" 2>/dev/null || true

@@ -200,7 +200,7 @@ final class X11Connection: Sendable {
             session.pump()
             if session.isDead { reason = .connectionLost; break }
             if session.lifecycle == .stopRequested { break }
-            if session.hasQueuedEvents { continue }
+            if session.hasQueuedEvents() { continue }
             let asleep = queue.withLock { queue -> Bool in
                 queue.asleep = queue.jobs.isEmpty
                 return queue.asleep

@@ -30,9 +30,14 @@ extension X11Session {
 
     // MARK: Events
 
-    /// Whether events wait to be handled: taken from XCB already, or left by a turn that stopped
-    /// at its budget (XCB may hold more it read, which poll() would not report).
-    var hasQueuedEvents: Bool { !isDead && (turnCutShort || !intake.isEmpty || !scheduler.isEmpty) }
+    /// Whether events wait to be handled, asked before the loop sleeps: left by a turn that
+    /// stopped at its budget, or read by XCB since the turn's end (any call into XCB may read the
+    /// connection, and poll() does not report what has been read already), or in the intake.
+    func hasQueuedEvents() -> Bool {
+        guard !isDead else { return false }
+        absorbQueuedEvents()
+        return turnCutShort || !intake.isEmpty || !wireErrors.isEmpty || !scheduler.isEmpty
+    }
 
     /// The most events one turn of the loop handles, conversion requests apart, before it looks
     /// at its jobs again.

@@ -122,11 +122,18 @@ extension X11Session {
         collectErrors()
     }
 
-    /// Routes the errors that have come in: those Xlib handed its error handler (a request with a
-    /// reply fails as it is read; others at Xlib's next round trip), those read with the events,
-    /// and those XCB keeps for the routed requests, asked for one request at a time, oldest first,
-    /// as far as XCB has read the server's answers. A route is done once each of its requests is.
+    /// Routes the errors that have come in: those XCB keeps for the routed requests, asked for
+    /// one request at a time, oldest first, as far as XCB has read the server's answers (a route
+    /// is done once each of its requests is); those Xlib handed its error handler (a request with
+    /// a reply fails as it is read, others at Xlib's next round trip); and those read with the
+    /// events. Asking XCB may read the connection, so the events read go to the intake last.
     func collectErrors() {
+        // A handler may route more requests and collect again: the outer call goes on with them.
+        if !collectingErrors {
+            collectingErrors = true
+            defer { collectingErrors = false }
+            pollRoutedErrors()
+        }
         absorbQueuedEvents()
         var records = XErrorSink.take(display)
         if !wireErrors.isEmpty {
@@ -138,10 +145,9 @@ extension X11Session {
                 route.handler(record)
             }
         }
-        // A handler may route more requests and collect again: the outer call goes on with them.
-        guard !collectingErrors else { return }
-        collectingErrors = true
-        defer { collectingErrors = false }
+    }
+
+    private func pollRoutedErrors() {
         var index = 0
         polling: while index < errorRoutes.count {
             while errorRoutes[index].next <= errorRoutes[index].last {
