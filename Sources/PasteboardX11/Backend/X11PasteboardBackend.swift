@@ -319,8 +319,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// the pasteboard's selection: tells an empty pasteboard from one whose owner offers nothing,
     /// in the same round trips as ``itemTypes(of:)``.
     public func itemTypesIfOwned(of name: Pasteboard.Name) throws -> [[PasteboardType]]? {
-        if let items = ownedItems(name) { return items.map(\.types) }
-        return try foreignOffer(name)?.itemTypes(registry)
+        try readSource(name).itemTypes
     }
 
     func ownedItems(_ name: Pasteboard.Name) -> [PasteboardItem]? {
@@ -328,43 +327,46 @@ public final class X11PasteboardBackend: PasteboardBackend {
     }
 
     public func itemTypes(of name: Pasteboard.Name) throws -> [[PasteboardType]] {
-        if let items = ownedItems(name) { return items.map(\.types) }
-        guard let offer = try foreignOffer(name) else { return [] }
-        return offer.itemTypes(registry)
+        try readSource(name).itemTypes ?? []
     }
 
     public func data(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Data? {
-        if let items = ownedItems(name) {
-            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
-            return try items[item].data(for: type)
+        let source = try readSource(name)
+        try source.check(item)
+        switch source {
+        case let .owned(items): return try items[item].data(for: type)
+        case let .foreign(offer, _): return try fetch(name, item: item, type: type, offer: offer)
+        case .empty: return nil
         }
-        guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
-        let itemCount = offer.itemTypes(registry).count
-        guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
-        return try fetch(name, item: item, type: type, offer: offer)
     }
 
     /// One representation in the cheapest form at hand: a file when an xpb owner on this host
     /// passed one over the fast path (streamable without entering memory), else the bytes, or
     /// this process's own representation. Nil when the owner does not offer the type.
     public func contents(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Representation? {
-        if let items = ownedItems(name) {
-            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
+        let source = try readSource(name)
+        try source.check(item)
+        switch source {
+        case let .owned(items):
             return items[item].representation(for: type)
+        case let .foreign(offer, _):
+            if let file = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.open) {
+                return .file(file)
+            }
+            return try fetch(name, item: item, type: type, offer: offer, fastPath: false).map { .data($0) }
+        case .empty:
+            return nil
         }
-        guard let offer = try foreignOffer(name) else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
-        if let file = try overFastPath(name, item: item, type: type, offer: offer, FastPathClient.open) {
-            return .file(file)
-        }
-        let itemCount = offer.itemTypes(registry).count
-        guard item < itemCount, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: itemCount) }
-        return try fetch(name, item: item, type: type, offer: offer, fastPath: false).map { .data($0) }
     }
 
     public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
-        if let items = ownedItems(name) { return items }
-        guard let offer = try foreignOffer(name) else { return [] }
-        return offer.itemTypes(registry).enumerated().map { index, types in
+        let offer: ForeignOffer, itemTypes: [[PasteboardType]]
+        switch try readSource(name) {
+        case let .owned(items): return items
+        case .empty: return []
+        case let .foreign(foreign, types): (offer, itemTypes) = (foreign, types)
+        }
+        return itemTypes.enumerated().map { index, types in
             var item = PasteboardItem()
             for type in types {
                 item.setProvider(for: type) { [self] in

@@ -113,10 +113,11 @@ extension X11PasteboardBackend {
                        choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
         let limit = limit ?? configuration.maxReadSize
-        if let items = ownedItems(name) {
-            let type = try choose(items.map(\.types))
-            guard items.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: items.count) }
-            guard let representation = items[item].representation(for: type) else { return false }
+        let source = try readSource(name)
+        let type = try choose(source.itemTypes)
+        try source.check(item)
+        guard case let .foreign(offer, _) = source else {
+            guard case let .owned(items) = source, let representation = items[item].representation(for: type) else { return false }
             if case let .file(contents) = representation {
                 try Self.check(contents.size, limit)
                 try file(contents)
@@ -127,11 +128,6 @@ extension X11PasteboardBackend {
             }
             return true
         }
-        let offer = try foreignOffer(name)
-        let offered = offer?.itemTypes(registry)
-        let type = try choose(offered)
-        guard let offer, let offered else { throw PasteboardError.itemIndexOutOfRange(item, count: 0) }
-        guard item < offered.count, item >= 0 else { throw PasteboardError.itemIndexOutOfRange(item, count: offered.count) }
         if let contents = try overFastPath(name, item: item, type: type, offer: offer, limit: .max, FastPathClient.open) {
             try Self.check(contents.size, limit)
             try file(contents)
