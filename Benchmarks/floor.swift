@@ -1,5 +1,8 @@
 // The start-up floor of a Swift program linked like the benchmarked xpb (static Swift runtime,
-// Foundation, not position-independent): what any Swift paste costs before it does any work.
-import Foundation
+// FoundationEssentials, not position-independent): what any Swift paste costs before it does
+// any work.
+import FoundationEssentials
+import Glibc
 
-FileHandle.standardOutput.write(Data(CommandLine.arguments.dropFirst().joined().utf8))
+let bytes = Data(CommandLine.arguments.dropFirst().joined().utf8)
+_ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }

@@ -57,8 +57,9 @@ paste = hyperfine("paste13")
 xpb, xclip, xsel, floor = paste["xpb paste"], paste["xclip -o"], paste["xsel -o"], paste["swift floor"]
 r = xpb["median"] / xclip["median"]
 rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; xclip {stats(xclip)}; xsel {stats(xsel)}; "
-             f"start-up floor of any Swift program linked like xpb (Benchmarks/floor.swift, prints nothing) {stats(floor)}",
-             f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
+             f"start-up floor of any Swift program linked like xpb (Benchmarks/floor.swift, prints nothing) {stats(floor)}, "
+             f"without Foundation (floor-bare.swift) {stats(paste['swift floor, no Foundation'])}",
+             f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel", "≤ 1.0 × xsel", verdict(xpb["median"] / xsel["median"], 1.0)))
 
 def latencies(name):
     values = sorted(float(line) for line in open(os.path.join(results, name)) if line.strip())
