@@ -1,3 +1,4 @@
+internal import CLinux
 import CommandLineTable
 import DaemonTool
 import FoundationEssentials
@@ -34,6 +35,8 @@ enum XPB {
     static var discussion: String { program.exitStatusSentence }
 
     static func main() {
+        // Before any thread starts (CLinux.h says why).
+        clinux_retain_transfer_memory()
         // Multi-call: the name it was run by (a link's, without its directory) picks the program.
         let programName = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
         // The installed xpbd is a link to xpb (see the Makefile).
