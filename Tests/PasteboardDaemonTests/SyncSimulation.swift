@@ -1,21 +1,7 @@
 import Foundation
 import PasteboardWire
 @testable import PasteboardDaemon
-
-/// A deterministic random source (SplitMix64): a seed replays a whole run.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+import X11TestSupport
 
 /// Many ``SyncLedger``s, each with a simulated display and X thread, linked by a simulated
 /// network: every link is an ordered stream each way with its own delays (as ssh is), nothing is

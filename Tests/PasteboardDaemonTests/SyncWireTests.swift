@@ -1,3 +1,4 @@
+import X11TestSupport
 import Foundation
 import PasteboardKit
 import PasteboardWire

@@ -1,4 +1,5 @@
 import Testing
+import X11TestSupport
 @testable import PasteboardX11
 
 /// The owner's fair queue and flood rules, as a value: requests in, decisions out.
@@ -206,7 +207,7 @@ struct RequestSchedulerTests {
     /// for is released by the end.
     @Test("seeded simulation: honest readers are all served, flooders caught, watches balanced", arguments: 0..<UInt64(40))
     func simulation(seed: UInt64) {
-        var random = SplitMix(seed: seed)
+        var random = SeededRandom(seed: seed)
         var scheduler = RequestScheduler()
         let honest = (1...Int(random.next() % 6 + 1)).map { UInt(100 + $0) }
         let flooders = (1...Int(random.next() % 3 + 1)).map { UInt(900 + $0) }
@@ -284,18 +285,5 @@ struct RequestSchedulerTests {
         for (window, count) in watches {
             #expect(count == 0, "seed \(seed): window \(window) left with \(count) watches")
         }
-    }
-}
-
-/// A small seeded generator (SplitMix64), so that a failing seed can be run again.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -442,3 +442,18 @@ public func renamedXclip(_ name: String, in directory: URL) throws -> String {
 public func xclipCopy(_ text: String, program: String = "xclip", selection: String = "clipboard", display: Xvfb) throws -> Outcome {
     try run("/bin/sh", ["-c", "\"$0\" -selection \"$1\" >/dev/null 2>&1", program, selection], display: display, input: Data(text.utf8))
 }
+
+/// A deterministic random source (SplitMix64): a seed replays a whole run of a seeded simulation.
+public struct SeededRandom: RandomNumberGenerator {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
