@@ -107,12 +107,24 @@ extension X11Session {
     static let requestsBeforeSync: UInt = 4096
 
     /// The next event to handle: the oldest XCB read during a round trip, else one from XCB's
-    /// queue or a read of the connection. Errors met on the way are filed for collectErrors.
+    /// queue or a read of the connection.
     private func nextEvent() -> WireEvent? {
-        if let event = intake.popFirst() { return event }
+        intake.popFirst() ?? takeFromXCB(reading: true)
+    }
+
+    /// Moves the events XCB read while a round trip waited into the intake (no read of the
+    /// connection), and files the errors among them.
+    func absorbQueuedEvents() {
+        while let event = takeFromXCB(reading: false) { intake.append(event) }
+    }
+
+    /// XCB's next event: one it has read already, else (`reading`) one from a read of the
+    /// connection. Errors met on the way are filed for collectErrors; a failed connection is
+    /// marked dead.
+    private func takeFromXCB(reading: Bool) -> WireEvent? {
         var event = WireEvent()
         while true {
-            switch cxevents_next(UnsafeMutableRawPointer(display), 1, fixesEventBase, &event) {
+            switch cxevents_next(UnsafeMutableRawPointer(display), reading ? 1 : 0, fixesEventBase, &event) {
             case 1:
                 if event.kind == 0 {
                     fileWireError(event)
@@ -124,23 +136,6 @@ extension X11Session {
             default:
                 XErrorSink.markDead(display)
                 return nil
-            }
-        }
-    }
-
-    /// Moves the events XCB read while a round trip waited into the intake (no read of the
-    /// connection), and files the errors among them.
-    func absorbQueuedEvents() {
-        var event = WireEvent()
-        while true {
-            switch cxevents_next(UnsafeMutableRawPointer(display), 0, fixesEventBase, &event) {
-            case 1:
-                if event.kind == 0 { fileWireError(event) } else { intake.append(event) }
-            case 0:
-                return
-            default:
-                XErrorSink.markDead(display)
-                return
             }
         }
     }
