@@ -234,6 +234,22 @@ struct KeepPolicyTests {
                                                     "XPB_MANIFEST", "XPB_ITEM_0_0"])
     }
 
+    @Test("one text and one image are fetched: GTK's and Qt's six text targets become their first UTF-8 one")
+    func oneTextOneImage() {
+        let gtk = ["TIMESTAMP", "TARGETS", "MULTIPLE", "SAVE_TARGETS", "UTF8_STRING", "COMPOUND_TEXT", "TEXT", "STRING",
+                   "text/plain;charset=utf-8", "text/plain"]
+        #expect(KeepPolicy.fetchedTargets(gtk) == ["UTF8_STRING"])
+        let qt = ["TARGETS", "text/plain", "text/plain;charset=utf-8", "UTF8_STRING", "STRING", "TEXT", "COMPOUND_TEXT",
+                  "text/html", "image/png", "image/bmp", "image/jpeg", "application/x-qt-image"]
+        #expect(KeepPolicy.fetchedTargets(qt) == ["UTF8_STRING", "text/html", "image/png", "application/x-qt-image"])
+        // A MIME spelling with spaces and capitals is the same target.
+        #expect(KeepPolicy.fetchedTargets(["text/plain; charset=UTF-8", "STRING", "TEXT"]) == ["text/plain; charset=UTF-8"])
+        // No UTF-8 target: the text targets there are fetched as they are.
+        #expect(KeepPolicy.fetchedTargets(["STRING", "TEXT", "COMPOUND_TEXT"]) == ["STRING", "TEXT", "COMPOUND_TEXT"])
+        // HTML and the other text/* types are contents of their own, never made from the text.
+        #expect(KeepPolicy.fetchedTargets(["UTF8_STRING", "text/html", "text/uri-list", "STRING"]) == ["UTF8_STRING", "text/html", "text/uri-list"])
+    }
+
     @Test("any of the three markers makes data secret, whatever its value")
     func secrets() {
         #expect(KeepPolicy.isSecret(["UTF8_STRING", "x-kde-passwordManagerHint"]))

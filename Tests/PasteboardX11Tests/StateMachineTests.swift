@@ -183,4 +183,24 @@ struct FileListFlavourTests {
         #expect(names(FileListFlavours.completed([target("text/uri-list", "https://example.org\r\n")])) == ["text/uri-list"])
         #expect(names(FileListFlavours.completed([target("UTF8_STRING", "hi")])) == ["UTF8_STRING"])
     }
+
+    @Test("Compound Text from UTF-8: Latin-1 as its bytes, other characters and C1 controls in UTF-8 segments, bad bytes as ?")
+    func compoundText() {
+        func encode(_ bytes: [UInt8]) -> [UInt8] { Array(CompoundText.encode(utf8: Data(bytes))) }
+        func encode(_ text: String) -> [UInt8] { encode(Array(text.utf8)) }
+        let start: [UInt8] = [0x1B, 0x25, 0x47], end: [UInt8] = [0x1B, 0x25, 0x40]
+        #expect(encode("plain\ttext\n") == Array("plain\ttext\n".utf8))
+        #expect(encode("Grüße, ÿ é") == [0x47, 0x72, 0xFC, 0xDF, 0x65, 0x2C, 0x20, 0xFF, 0x20, 0xE9])
+        #expect(encode("a€b") == [0x61] + start + [0xE2, 0x82, 0xAC] + end + [0x62])
+        // One segment for a run, closed at the end of the text; an emoji is four bytes in it.
+        #expect(encode("日本😀") == start + Array("日本😀".utf8) + end)
+        // U+0085 (a C1 control) would be 0x85 in GR, which Compound Text reserves.
+        #expect(encode("x\u{85}") == [0x78] + start + [0xC2, 0x85] + end)
+        // Invalid: a lone continuation byte, a truncated sequence, an overlong form, a surrogate.
+        #expect(encode([0x80, 0x41]) == [0x3F, 0x41])
+        #expect(encode([0xE2, 0x82]) == [0x3F, 0x3F])
+        #expect(encode([0xC0, 0xAF]) == [0x3F, 0x3F])
+        #expect(encode([0xED, 0xA0, 0x80]) == [0x3F, 0x3F, 0x3F])
+        #expect(encode([0xE2, 0x82, 0xAC, 0xFF]) == start + [0xE2, 0x82, 0xAC] + end + [0x3F])
+    }
 }

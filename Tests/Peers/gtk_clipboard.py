@@ -8,15 +8,25 @@ gtk_clipboard.py pixel-diff A B         no clipboard: decodes two image files wi
                                         independent decoder) and prints "size W H" of A and "maxdiff N"
 gtk_clipboard.py set-text TEXT          owns CLIPBOARD with TEXT, prints "ready", serves until killed
 gtk_clipboard.py set-text-window TEXT   the same from an app with a window on screen (WM_CLASS set by GTK)
+gtk_clipboard.py set-text-and-exit TEXT MS
+                                        the same with text (GTK offers it as UTF8_STRING, COMPOUND_TEXT,
+                                        TEXT, STRING and two text/plain)
+gtk_clipboard.py target-text TARGET     reads TARGET and prints the text GTK decodes from it (its own
+                                        converters: Xlib's for COMPOUND_TEXT, Latin-1 for STRING)
 gtk_clipboard.py set-image-and-exit PNG MS
                                         owns CLIPBOARD with the image (GTK offers it as PNG, BMP, TIFF ...),
                                         prints "ready", MS milliseconds later hands the clipboard to
                                         the clipboard manager (gtk_clipboard_store), prints
                                         "stored SECONDS" and exits
 """
+import os
 import sys
 
-import gi
+if sys.argv[1:2] == ["target-text"]:
+    # Xlib decodes COMPOUND_TEXT into the locale's encoding, and GTK from there into UTF-8.
+    os.environ["LC_ALL"] = "C.UTF-8"
+
+import gi  # noqa: E402
 
 gi.require_version("Gdk", "3.0")
 gi.require_version("Gtk", "3.0")
@@ -68,12 +78,20 @@ elif mode in ("set-text", "set-text-window"):
     clipboard.set_text(sys.argv[2], -1)
     print("ready", flush=True)
     Gtk.main()
-elif mode == "set-image-and-exit":
+elif mode == "target-text":
+    data = clipboard.wait_for_contents(Gdk.Atom.intern(sys.argv[2], False))
+    if data is None:
+        sys.exit("no " + sys.argv[2])
+    print(data.get_text())
+elif mode in ("set-text-and-exit", "set-image-and-exit"):
     import time
 
-    from gi.repository import GdkPixbuf  # noqa: E402
+    if mode == "set-text-and-exit":
+        clipboard.set_text(sys.argv[2], -1)
+    else:
+        from gi.repository import GdkPixbuf  # noqa: E402
 
-    clipboard.set_image(GdkPixbuf.Pixbuf.new_from_file(sys.argv[2]))
+        clipboard.set_image(GdkPixbuf.Pixbuf.new_from_file(sys.argv[2]))
     clipboard.set_can_store(None)
     print("ready", flush=True)
 

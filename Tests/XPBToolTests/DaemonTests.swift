@@ -131,7 +131,8 @@ struct DaemonTests {
         #expect(qtOutcome.status == 0, "\(qtOutcome.error)")
         #expect(qtOutcome.text.contains("exiting"))
         try daemon.waitForLog("saved CLIPBOARD for")
-        #expect(daemon.log.contains("fetched 6 targets with one MULTIPLE request"), "\(daemon.log)")
+        // One text (of Qt's six text targets), the HTML and one image (of its image formats).
+        #expect(daemon.log.contains("fetched 3 targets with one MULTIPLE request"), "\(daemon.log)")
         #expect(try xclipOut(x, ["-t", "text/plain"]).text == "plain Qt text")
         #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "plain Qt text")
         #expect(try xclipOut(x, ["-t", "text/html"]).text == "<b>Qt html</b>")
@@ -155,6 +156,36 @@ struct DaemonTests {
         // What GTK now reads back is an image again.
         let reread = try toolkitPeer("gtk_clipboard.py", ["targets"], display: x).finish()
         #expect(reread.text.contains("image/png"))
+        try daemon.stop()
+    }
+
+    @Test("a GTK text handed off is fetched once, as UTF-8: STRING, TEXT, COMPOUND_TEXT and text/plain are made from it, and GTK decodes them")
+    func gtkTextKeptOnce() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let text = "Grüße € 日本\nzwei"
+        let gtk = try toolkitPeer("gtk_clipboard.py", ["set-text-and-exit", text, "300"], display: x)
+        let outcome = try gtk.finish(timeout: 30)
+        #expect(outcome.status == 0, "\(outcome.error)")
+        try daemon.waitForLog("saved CLIPBOARD for")
+        // GTK offered six text targets; one was fetched and stored.
+        try waitForEntries(1, x, home, daemon: daemon)
+        let entry = try #require(try history(x, home).first)
+        #expect((entry["targets"] as? [String]) == ["UTF8_STRING"], "\(entry)")
+        let targets = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+        #expect(Set(targets).isSuperset(of: ["UTF8_STRING", "COMPOUND_TEXT", "TEXT", "STRING", "text/plain;charset=utf-8", "text/plain"]), "\(targets)")
+        for target in ["UTF8_STRING", "TEXT", "text/plain", "text/plain;charset=utf-8"] {
+            #expect(try xclipOut(x, ["-t", target]).output == Data(text.utf8), "\(target)")
+        }
+        // Latin-1: what is outside it becomes ?.
+        #expect(try xclipOut(x, ["-t", "STRING"]).output == Data([0x47, 0x72, 0xFC, 0xDF, 0x65, 0x20, 0x3F, 0x20, 0x3F, 0x3F, 0x0A]) + Data("zwei".utf8))
+        // GTK decodes Compound Text with Xlib: the whole text comes back.
+        let compound = try toolkitPeer("gtk_clipboard.py", ["target-text", "COMPOUND_TEXT"], display: x).finish()
+        #expect(compound.status == 0, "\(compound.error)")
+        #expect(compound.text == text + "\n", "\(compound.text)")
+        let latin1 = try toolkitPeer("gtk_clipboard.py", ["target-text", "STRING"], display: x).finish()
+        #expect(latin1.text == "Grüße ? ??\nzwei\n")
         try daemon.stop()
     }
 

@@ -113,7 +113,7 @@ extension ClipboardDaemon {
                useMultiple: Bool = false, deadline: Date? = nil, progress: ((CapturedTarget) -> Void)? = nil) -> Snapshot? {
         let owner = offer.owner
         let advertised = offer.advertised.isEmpty ? ["TARGETS"] + extra : offer.advertised
-        let wanted = KeepPolicy.withOneImage(KeepPolicy.keptTargets(offer.advertised.isEmpty ? extra : offer.keptTargets))
+        let wanted = KeepPolicy.fetchedTargets(offer.advertised.isEmpty ? extra : offer.keptTargets)
         var complete = true
         var planned: [String] = []
         var announced = 0

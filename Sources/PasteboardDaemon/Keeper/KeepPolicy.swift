@@ -39,10 +39,25 @@ package enum KeepPolicy {
         return targets.filter { $0 == kept || !X11PasteboardBackend.isConvertibleImageTarget($0) }
     }
 
-    /// The targets to fetch, in the owner's order, each once.
+    /// `targets` with one text kept: of an owner's text targets, only its first UTF-8 one
+    /// (``X11PasteboardBackend/keptTextTarget(_:)``) is fetched; `STRING`, `TEXT`,
+    /// `COMPOUND_TEXT` and the other `text/plain` are made from it when a reader asks. GTK offers
+    /// one text under six targets, and takes seconds to make `COMPOUND_TEXT` of a large one.
+    package static func withOneText(_ targets: [String]) -> [String] {
+        guard let kept = X11PasteboardBackend.keptTextTarget(targets) else { return targets }
+        return targets.filter { $0 == kept || !X11PasteboardBackend.isDerivableTextTarget($0) }
+    }
+
+    /// The targets to keep, in the owner's order, each once.
     package static func keptTargets(_ targets: [String]) -> [String] {
         var seen: Set<String> = []
         return targets.filter { isKept($0) && seen.insert($0).inserted }
+    }
+
+    /// The targets a manager fetches of an offer: those kept, less the image formats and text
+    /// encodings it makes from the one image and the one text it fetches.
+    package static func fetchedTargets(_ targets: [String]) -> [String] {
+        withOneText(withOneImage(keptTargets(targets)))
     }
 }
 

@@ -16,9 +16,10 @@ enum ServedTarget: Sendable {
     case manifest
     /// Bytes taken from another owner (a clipboard manager's kept contents), served as they came.
     case captured(Data, replyType: X11Atom)
-    /// A kept image served in another format its owner offered: converted from the one image
-    /// kept, on the first request (``OwnedSelection/convertedBytes(_:)``).
-    case capturedImage(Data, format: ImageFormat, replyType: X11Atom)
+    /// A target the owner offered and the manager did not fetch, made from one it kept: an image
+    /// in another format, the text in another encoding. Converted on the first request
+    /// (``OwnedSelection/convertedBytes(_:)``).
+    case capturedConversion(Data, KeptConversion, replyType: X11Atom)
     /// Bytes that live elsewhere (a sync peer), streamed when a requestor converts the target
     /// (``X11Session/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
     case remote(RemoteTarget)
@@ -51,8 +52,8 @@ struct OwnedSelection: Sendable {
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
             return codec.isHeavy || items[item].representation(for: type).map(Self.sourceSize) ?? 0 > Self.inlineConversionLimit
-        case .capturedImage?:
-            return true
+        case let .capturedConversion(source, conversion, _)?:
+            return conversion.isHeavy || source.count > Self.inlineConversionLimit
         case let .urlList(codec, _)?:
             return urlRepresentations(codec).reduce(0) { $0 + Self.sourceSize($1) } > Self.inlineConversionLimit
         default:
@@ -83,8 +84,8 @@ struct OwnedSelection: Sendable {
                 return nil
             }
             bytes = converted
-        case let .capturedImage(source, format, _)?:
-            guard let converted = try? ImageCodec.convert(source, to: format) else {
+        case let .capturedConversion(source, conversion, _)?:
+            guard let converted = try? conversion.convert(source) else {
                 conversions[target] = .failed
                 return nil
             }
@@ -125,7 +126,7 @@ struct OwnedSelection: Sendable {
     /// The providers a conversion to `target` would run that have not run yet.
     func pendingProviders(for target: X11Atom) -> [LazyData] {
         switch served[target] {
-        case nil, .manifest?, .captured?, .capturedImage?, .remote?:
+        case nil, .manifest?, .captured?, .capturedConversion?, .remote?:
             return []
         case let .representation(item, type, _, _)?:
             return items[item].representation(for: type)?.pendingProvider.map { [$0] } ?? []
@@ -322,14 +323,15 @@ extension X11Session {
     }
 
     /// What we serve for contents taken from another owner: exactly the targets listed in
-    /// `advertised` that we can answer (protocol targets, and those captured), in that order.
+    /// `advertised` that we can answer (protocol targets, those captured, and image formats and
+    /// text encodings made from a captured one), in that order.
     /// A captured xpb manifest is served only for the item targets captured with it
     /// (``Manifest/restricted(to:)``), and not at all when none were.
     func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp) -> OwnedSelection {
         // A file list in one file manager's flavour is served in the other's too: a cut stays a cut.
         let targets = FileListFlavours.completed(Self.withServableManifest(targets))
         let advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
-        let names = advertised + targets.flatMap { [$0.target, $0.type] }
+        let names = advertised + targets.flatMap { [$0.target, $0.type] } + X11PasteboardBackend.derivedTextTargets.values.compactMap(\.replyType)
         let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
         var served: [X11Atom: ServedTarget] = [:]
         for target in targets {
@@ -340,7 +342,17 @@ extension X11Session {
         if let source = Self.keptImageSource(targets) {
             for name in advertised {
                 guard let format = ImageFormat(mimeType: name), format.isWritable, let atom = atomOf[name], served[atom] == nil else { continue }
-                served[atom] = .capturedImage(source.data, format: format, replyType: atom)
+                served[atom] = .capturedConversion(source.data, .image(format), replyType: atom)
+            }
+        }
+        // Text targets the owner offered and were not kept: made from the UTF-8 text that was.
+        if let source = Self.keptTextSource(targets) {
+            for name in advertised {
+                guard let atom = atomOf[name], served[atom] == nil,
+                      let derived = X11PasteboardBackend.derivedTextTargets[X11PasteboardBackend.normalTextTarget(name)] else { continue }
+                let replyType = derived.replyType.flatMap { atomOf[$0] } ?? atom
+                served[atom] = derived.conversion.map { .capturedConversion(source.data, $0, replyType: replyType) }
+                    ?? .captured(source.data, replyType: replyType)
             }
         }
         let answered = Set(WellKnown.ownerTargets.map { known[$0] })
@@ -359,6 +371,15 @@ extension X11Session {
         let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageCodec.format(of: $0.data) != nil }
         guard let best = X11PasteboardBackend.keptImageTarget(images.map(\.target)) else { return nil }
         return images.first { $0.target == best }
+    }
+
+    /// The kept text other text targets are made from: the captured target
+    /// ``X11PasteboardBackend/keptTextTarget(_:)`` names, if its bytes are UTF-8.
+    static func keptTextSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        guard let best = X11PasteboardBackend.keptTextTarget(targets.map(\.target)),
+              let source = targets.first(where: { $0.target == best }),
+              String(validating: source.data, as: UTF8.self) != nil else { return nil }
+        return source
     }
 
     /// `targets` with their manifest cut down to the targets among them, or without it.
@@ -609,7 +630,7 @@ extension X11Session {
             return (.data(state.manifest), known[.utf8String], nil)
         case let .captured(data, replyType):
             return (.data(data), replyType, nil)
-        case let .capturedImage(_, _, replyType):
+        case let .capturedConversion(_, _, replyType):
             return try state.convertedBytes(target).map { (.data($0), replyType, nil) }
         case .remote:
             return nil
