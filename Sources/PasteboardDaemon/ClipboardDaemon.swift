@@ -73,6 +73,9 @@ package final class ClipboardDaemon: Sendable {
     private let control = Mutex<ControlServer?>(nil)
     /// The full history listing's encoded reply and the history version it lists.
     let listing = Mutex<(version: HistoryStore.ListingVersion, payload: Data)?>(nil)
+    /// Counts history writes, so that a burst of them encodes the listing ahead once
+    /// (``encodeListingSoon()``).
+    let listingWrites = Mutex(0)
     /// Sync with other displays and machines (links dialed by us or by them).
     let hub: SyncHub
     /// Signalled once when the daemon must stop, with the reason (nil: asked to).
@@ -359,6 +362,7 @@ package final class ClipboardDaemon: Sendable {
         storage.async { [self] in
             do {
                 let id = try store.withLock { try $0.add(snapshot, display: displayName) }
+                encodeListingSoon()
                 state.withLock { state -> Void in
                     if state.current[snapshot.selection]?.time == snapshot.time { state.current[snapshot.selection]?.id = id }
                 }

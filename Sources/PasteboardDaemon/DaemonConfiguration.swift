@@ -19,6 +19,8 @@ package struct DaemonConfiguration: Sendable {
     package var maxSnapshotBytes = 256 << 20
     /// How long the owner must stay the same before its contents are fetched, in seconds.
     package var debounce = 0.15
+    /// How long after the last history write the listing is encoded ahead, in seconds.
+    package var listingDelay = 0.2
     /// How long a fetch of one target may go without progress, and in all, in seconds.
     package var targetTimeout = 2.0
     package var targetDeadline = 30.0

@@ -1142,6 +1142,23 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("after each copy the listing is encoded ahead, and what xpb history gets is never stale: the new copy first")
+    func listingEncodedAhead() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        var owners: [Peer] = []
+        defer { owners.forEach { $0.stop() } }
+        for number in 1...3 {
+            owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("copy \(number)".utf8)))
+            try daemon.waitForLog("history listing encoded ahead", count: number)
+            let listed = try history(x, home)
+            #expect(listed.count == number)
+            #expect(listed.first?["preview"] as? String == "copy \(number)", "\(listed)")
+        }
+        try daemon.stop()
+    }
+
     @Test("every xpb history and xpb daemon status command, with --json")
     func commands() throws {
         let x = try Xvfb()

@@ -23,6 +23,27 @@ extension ClipboardDaemon {
         }
     }
 
+    /// Encodes the full listing again a moment after the history was written (a copy kept, the
+    /// oldest entry evicted), on the storage queue: the first `xpb history` after a copy finds it
+    /// ready instead of waiting for the daemon's half of the work (11 of 22 ms for 1000
+    /// entries). A burst of copies encodes it once, after the last.
+    func encodeListingSoon() {
+        let write = listingWrites.withLock { count -> Int in
+            count += 1
+            return count
+        }
+        storage.asyncAfter(deadline: .now() + configuration.listingDelay) { [self] in
+            guard listingWrites.withLock({ $0 }) == write else { return }
+            let started = DispatchTime.now()
+            do {
+                _ = try fullListing()
+                logger.debug("history listing encoded ahead in \((DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000) ms")
+            } catch {
+                logger.debug("history listing not encoded ahead: \(error)")
+            }
+        }
+    }
+
     /// The whole history as `xpb history` lists it, encoded once and kept while the history is
     /// unchanged: menus and scripts list it again and again, and the encoding is half of the
     /// daemon's part of a listing (about 6 of 11 ms for 1000 entries).
