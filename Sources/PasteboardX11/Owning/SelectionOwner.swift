@@ -651,33 +651,48 @@ extension X11Session {
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
     private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom) -> Bool {
-        let key = TransferKey(requestor: requestor, property: property)
-        if let previous = outgoing.removeValue(forKey: key) {
-            // The requestor reused the property for a new request: the old transfer is void.
-            cancelTimer(previous.timer)
-            previous.stream?.cancel()
-            releaseRequestor(requestor)
-        }
-        // Transfers hold timers and a chunk in the server each: a requestor that starts them
-        // without reading gets no more than its share.
-        guard watchedRequestors[requestor, default: 0] < Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else {
-            return false
-        }
-        var failed = !watchRequestor(requestor)
-        writeLongs(requestor, property, type: known[.incr], [UInt(min(source.count, Int(Int32.max)))], onError: { _ in failed = true })
-        outgoing[key] = OutgoingState(transfer: OutgoingTransfer(source: source, chunkSize: chunkSize), type: type, timer: nil)
-        armOutgoingTimer(key)
-        if failed {
-            dropOutgoing(key)
-            return false
-        }
-        return true
+        let state = OutgoingState(transfer: OutgoingTransfer(source: source, chunkSize: chunkSize), type: type, timer: nil)
+        return openOutgoing(TransferKey(requestor: requestor, property: property), state, announcing: source.count, watched: false) == .opened
     }
 
-    private func armOutgoingTimer(_ key: TransferKey) {
+    /// How ``openOutgoing(_:_:announcing:watched:)`` went.
+    enum OutgoingOpening {
+        case opened
+        /// Over the caps: nothing was written, and a watch the caller holds is still its own.
+        case refused
+        /// The INCR marker could not be written: the transfer was opened and dropped again (its
+        /// watch released, its stream cancelled).
+        case failed
+    }
+
+    /// The one way an INCR transfer begins, whatever its bytes (memory, a file, a remote stream):
+    /// a transfer the requestor started on the same property ends (it reused the property for a
+    /// new request), the caps are checked, the INCR marker announces `announcing` bytes, and the
+    /// serve timer runs. `watched`: the caller holds a watch of the requestor for this transfer
+    /// already (a remote request, watched while it waited for its first bytes).
+    func openOutgoing(_ key: TransferKey, _ state: OutgoingState, announcing: Int, watched: Bool) -> OutgoingOpening {
+        dropOutgoing(key)
+        // Transfers hold timers and a chunk in the server each: a requestor that starts them
+        // without reading gets no more than its share.
+        let others = watchedRequestors[key.requestor, default: 0] - (watched ? 1 : 0)
+        guard others < Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else { return .refused }
+        var failed = !watched && !watchRequestor(key.requestor)
+        writeLongs(key.requestor, key.property, type: known[.incr], [UInt(min(max(announcing, 0), Int(Int32.max)))],
+                   onError: { _ in failed = true })
+        outgoing[key] = state
+        armOutgoingTimer(key)
+        guard !failed else {
+            dropOutgoing(key)
+            return .failed
+        }
+        return .opened
+    }
+
+    /// The requestor must read (delete the property) within the serve timeout; past it, this
+    /// transfer alone is given up.
+    func armOutgoingTimer(_ key: TransferKey) {
         cancelTimer(outgoing[key]?.timer)
         outgoing[key]?.timer = after(configuration.serveTimeout) { [weak self] in
-            // The requestor stopped reading: give up on this transfer only.
             self?.dropOutgoing(key)
         }
     }

@@ -48,28 +48,19 @@ extension X11Session {
             releaseRequestor(request.requestor)
             return
         }
+        // The watch taken in serveRemote now belongs to the transfer (released by dropOutgoing).
         let key = TransferKey(requestor: request.requestor, property: request.replyProperty)
-        if let previous = outgoing.removeValue(forKey: key) {
-            // The requestor reused the property for a new request: the old transfer is void.
-            cancelTimer(previous.timer)
-            previous.stream?.cancel()
-            releaseRequestor(request.requestor)
-        }
-        guard watchedRequestors[request.requestor, default: 0] <= Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else {
+        let state = OutgoingState(transfer: nil, type: type, timer: nil, stream: stream)
+        switch openOutgoing(key, state, announcing: header.size ?? stream.sizeHint ?? now.buffered, watched: true) {
+        case .opened:
+            notify(request, succeeded: true)
+        case .refused:
             stream.cancel()
             notify(request, succeeded: false)
             releaseRequestor(request.requestor)
-            return
+        case .failed:
+            notify(request, succeeded: false)
         }
-        // The watch taken in serveRemote now belongs to the transfer (released by dropOutgoing).
-        var failed = false
-        let hint = header.size ?? stream.sizeHint ?? now.buffered
-        writeLongs(request.requestor, request.replyProperty, type: known[.incr], [UInt(min(max(hint, 0), Int(Int32.max)))],
-                   onError: { _ in failed = true })
-        outgoing[key] = OutgoingState(transfer: nil, type: type, timer: nil, stream: stream)
-        armStreamTimer(key)
-        notify(request, succeeded: !failed)
-        if failed { dropOutgoing(key) }
     }
 
     private func observeRemote(_ id: Int, _ stream: ByteStream, after version: Int) {
@@ -101,7 +92,7 @@ extension X11Session {
             chunk.withUnsafeBytes { writeBytes(key.requestor, key.property, type: state.type, $0, onError: { _ in failed = true }) }
             guard !failed else { return dropOutgoing(key) }
             outgoing[key]?.awaiting = false
-            armStreamTimer(key)
+            armOutgoingTimer(key)
             return
         }
         if now.isEnded {
@@ -111,14 +102,6 @@ extension X11Session {
         let enqueue = self.enqueue
         stream.observe(after: now.version) {
             _ = enqueue? { session in session.writeStreamChunk(key) }
-        }
-    }
-
-    /// The requestor must read (delete the property) within the serve timeout.
-    private func armStreamTimer(_ key: TransferKey) {
-        cancelTimer(outgoing[key]?.timer)
-        outgoing[key]?.timer = after(configuration.serveTimeout) { [weak self] in
-            self?.dropOutgoing(key)
         }
     }
 }
