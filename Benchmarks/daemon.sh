@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The clipboard manager (xpbd) measured on a private Xvfb; writes Benchmarks/DAEMON.md.
 # Usage: bash Benchmarks/daemon.sh   (needs hyperfine, Xvfb, xclip, Debian's python3 with python3-gi;
-# xfce4-settings for the xfsettingsd comparison, skipped with a note when it is not installed)
+# xfce4-settings and dbus-x11 for the xfsettingsd comparison, skipped with a note when not installed)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
