@@ -410,7 +410,7 @@ public struct TypeRegistry: Sendable {
     }
 
     /// Lower-cases a MIME name and removes the spaces around its parameters.
-    static func normalizedMIME(_ name: String) -> String {
+    package static func normalizedMIME(_ name: String) -> String {
         // Most names (all of the built-in table's) are normal already: no upper case, no spaces.
         if !name.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) {
             return name

@@ -63,11 +63,11 @@ extension X11PasteboardBackend {
         derivedTextTargets[normalTextTarget(target)] != nil
     }
 
-    /// A MIME text target as the table spells it (`text/plain; charset=UTF-8` is
-    /// `text/plain;charset=utf-8`); other targets as they are.
+    /// A MIME target as the table spells it (`text/plain; charset=UTF-8` is
+    /// `text/plain;charset=utf-8`, ``TypeRegistry/normalizedMIME(_:)``); X atoms such as
+    /// `UTF8_STRING` as they are.
     static func normalTextTarget(_ target: String) -> String {
-        guard target.hasPrefix("text/") || target.hasPrefix("TEXT/") else { return target }
-        return String(target.lowercased().filter { $0 != " " })
+        target.contains("/") ? TypeRegistry.normalizedMIME(target) : target
     }
 }
 

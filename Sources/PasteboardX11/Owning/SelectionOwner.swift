@@ -716,7 +716,6 @@ extension X11Session {
         if state.transfer?.isFinished != false || failed {
             dropOutgoing(key)
         } else {
-            state.timer = outgoing[key]?.timer
             armOutgoingTimer(key)
         }
     }
