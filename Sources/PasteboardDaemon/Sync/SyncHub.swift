@@ -53,6 +53,9 @@ final class SyncHub: Sendable {
         var namesBrought: [Int: Int] = [:]
         /// Links told once that their names are over budget.
         var overNameBudget: Set<Int> = []
+
+        /// Whether the heartbeat has nothing to ping or time out: no link, and no fetch either way.
+        var hasNothingToWatch: Bool { links.isEmpty && streams.isEmpty && senders.isEmpty && transfers.isEmpty }
     }
 
     /// Links that came in on the control socket at once: each costs threads and buffers, and any
@@ -78,6 +81,8 @@ final class SyncHub: Sendable {
     let localQueue = DispatchQueue(label: "xpbd.sync.local")
     let workers = DispatchQueue(label: "xpbd.sync.serve", attributes: .concurrent)
     let dialers = Mutex<[PeerDialer]>([])
+    /// Signalled when a link registers or the hub stops: the resting heartbeat goes on.
+    let heartbeatWake = DispatchSemaphore(value: 0)
 
     init(configuration: SyncConfiguration, backend: X11PasteboardBackend, ourWindow: X11Window, displayName: String, offers: OwnerOffers,
          logger: Logger) {
@@ -112,8 +117,19 @@ final class SyncHub: Sendable {
         // Writes to an ssh that died must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         do {
+            // The heartbeat ticks only while there is something to watch: a daemon with no link
+            // must not wake 4 times a second for nothing. It rests on `heartbeatWake` until a
+            // link registers (or the hub stops).
+            let wake = heartbeatWake
             try DetachedThread.start(name: "xpbd.sync.tick") { [weak self] in
-                while let hub = self, !hub.state.withLock({ $0.isStopped }) {
+                while true {
+                    guard let hub = self else { return }
+                    let (stopped, idle) = hub.state.withLock { ($0.isStopped, $0.hasNothingToWatch) }
+                    if stopped { return }
+                    if idle {
+                        wake.wait()
+                        continue
+                    }
                     hub.tick()
                     usleep(250_000)
                 }
@@ -137,6 +153,7 @@ final class SyncHub: Sendable {
             state.isStopped = true
             return Array(state.links.values)
         }
+        heartbeatWake.signal()
         for dialer in dialers.withLock({ $0 }) { dialer.stop() }
         for link in links { link.close("the daemon is stopping") }
     }
@@ -189,6 +206,7 @@ final class SyncHub: Sendable {
             return (link, state.ledger.linkUp(link.id, sends: sends, receives: receives, now: Date()))
         }
         perform(effects)
+        heartbeatWake.signal()
         link.start(reader: reader, handler: { [weak self] link, frame in self?.handle(frame, from: link) },
                    onClose: { [weak self] link, reason in self?.linkClosed(link, reason: reason) })
         return link

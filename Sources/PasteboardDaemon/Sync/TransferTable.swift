@@ -90,6 +90,9 @@ struct TransferTable {
         self.caps = caps
     }
 
+    /// Whether no fetch is under way, asked or served.
+    var isEmpty: Bool { fetches.isEmpty && served.isEmpty }
+
     // MARK: Fetches this node asks for
 
     /// A reader on this display asks for a target of another node's copy, from `link`: its id, or
