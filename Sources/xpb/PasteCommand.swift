@@ -76,6 +76,7 @@ struct PasteCommand: Command {
         // Set by the chooser when what is written is made here from what the owner has.
         let conversion = LocalConversion()
         let choose = try chooser(backend.registry, conversion: conversion)
+        let likely = try likelyType(backend.registry)
         if follow { return try blocking { try await self.followChanges(backend, choose) } }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
@@ -100,7 +101,7 @@ struct PasteCommand: Command {
         }
         // HTML made into text, an image into another format: collected whole, converted at the end.
         var collected = Data()
-        let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
+        let found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: likely, choosing: choose,
                                        file: { file in
                                            if conversion.kind != nil { return collected.append(try file.read(offset: 0, length: file.size)) }
                                            guard trimNewline else { return try write(.file(file), to: open()) }
@@ -122,6 +123,13 @@ struct PasteCommand: Command {
             throw Failure("the owner of \(selection.selection) offered the type but refused to convert it", .failure)
         }
         _ = try open()
+    }
+
+    /// The type the chooser most likely picks: the first of --type, else UTF-8 text (what a
+    /// paste without --type reads from most owners). It is asked for with the owner's offer.
+    private func likelyType(_ registry: TypeRegistry) throws -> PasteboardType {
+        guard let first = types?.split(separator: ",").first else { return .utf8PlainText }
+        return try registry.resolve(first.trimmingWhitespace())
     }
 
     /// How the type is chosen from the owner's offer, as read for the transfer itself: one read

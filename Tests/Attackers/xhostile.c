@@ -23,6 +23,10 @@
  *   owner-manifest-refusing        a manifest naming XPB_ITEM_0_0, which it then refuses
  *   owner-bigprop MEGABYTES        answers UTF8_STRING with one property of MEGABYTES MiB
  *   owner-incr-claim BYTES         announces an INCR of BYTES, then sends "hi" and ends
+ *   owner-pipeline SECONDS         holds each TARGETS answer until the same reader's next request
+ *                                  is in (at most SECONDS): prints "pipelined TARGET" when the
+ *                                  reader asked for TARGET before its TARGETS was answered,
+ *                                  "sequential" when it waited; serves "hello" as UTF8_STRING
  * Other:
  *   flap COUNT                     takes CLIPBOARD and gives it up COUNT times, never answering
  *   screensaver                    prints the screen saver's timeout and interval
@@ -223,6 +227,44 @@ static void owner_loop(int mode, long argument, const char *text) {
     }
 }
 
+static void owner_pipeline(double seconds) {
+    own();
+    for (;;) {
+        XSelectionRequestEvent req = next_request();
+        if (req.property == None) { notify(&req, None); continue; }
+        if (req.target != targets_atom) {
+            if (req.target == utf8) serve_text(&req, "hello");
+            else notify(&req, None);
+            continue;
+        }
+        XSelectionRequestEvent next;
+        int got = 0;
+        double end = now() + seconds;
+        while (!got && now() < end) {
+            while (!got && XPending(dpy)) {
+                XEvent ev;
+                XNextEvent(dpy, &ev);
+                if (ev.type == SelectionRequest) { next = ev.xselectionrequest; got = 1; }
+            }
+            if (!got) usleep(1000);
+        }
+        if (got && next.requestor == req.requestor) {
+            char *name = XGetAtomName(dpy, next.target);
+            printf("pipelined %s\n", name);
+            XFree(name);
+        } else {
+            printf("sequential\n");
+        }
+        Atom list[] = {targets_atom, utf8};
+        answer_targets(&req, list, 2);
+        if (got) {
+            if (next.target == utf8 && next.property != None) serve_text(&next, "hello");
+            else if (next.target == targets_atom && next.property != None) answer_targets(&next, list, 2);
+            else notify(&next, None);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: xhostile MODE [ARGS]\n"); return 64; }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -388,6 +430,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "owner-manifest-refusing")) owner_loop('M', 0, "");
     if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);
     if (!strcmp(mode, "owner-incr-claim")) owner_loop('c', a, NULL);
+    if (!strcmp(mode, "owner-pipeline")) owner_pipeline((double)a);
     fprintf(stderr, "xhostile: unknown mode %s\n", mode);
     return 64;
 }

@@ -317,6 +317,34 @@ struct ReadTests {
         #expect(try xpb(["types"], x).status == 2)
     }
 
+    @Test("paste asks TARGETS and its likely target in one round trip to the owner; a guess not taken costs an xpb owner nothing")
+    func pipelinedPaste() throws {
+        let x = try Xvfb()
+        // This owner holds each TARGETS answer until the reader's next request is in (3 s at most).
+        let owner = try Peer(try attacker(), ["owner-pipeline", "3"], display: x)
+        try owner.waitForOutput("ready", timeout: 10)
+        let paste = try xpb(["paste"], x)
+        #expect(paste.status == 0 && paste.text == "hello", "\(paste.status) \(paste.error)")
+        try owner.waitForOutput("pipelined UTF8_STRING", timeout: 10)
+        // -t names the likely type: its target is asked with TARGETS; refused, the error says what there is.
+        let html = try xpb(["paste", "-t", "html"], x)
+        #expect(html.status == 3 && html.error.contains("offers public.utf8-plain-text"), "\(html.status) \(html.error)")
+        try owner.waitForOutput("pipelined text/html", timeout: 10)
+        #expect(!owner.outputSoFar.contains("sequential"), "\(owner.outputSoFar)")
+        owner.stop()
+        // An xpb owner refuses the guess (its readers take the manifest): a large text is read
+        // whole, again and again, --paste-once counts only the real paste, and xclip reads it too.
+        let big = payload(3 << 20, seed: 9).base64EncodedData()
+        #expect(try xpb(["copy"], x, input: big).status == 0)
+        for environment in [[:], ["XPB_FAST_PATH": "0"]] {
+            #expect(try xpb(["paste"], x, environment: environment).output == big)
+        }
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).output == big)
+        #expect(try xpb(["copy", "--paste-once"], x, input: Data("once".utf8)).status == 0)
+        #expect(try xpb(["paste"], x).text == "once")
+        #expect(eventually { (try? xpb(["paste"], x).status) == 2 })
+    }
+
     @Test("a stopped owner: paste times out with status 4")
     func timeout() throws {
         let x = try Xvfb()

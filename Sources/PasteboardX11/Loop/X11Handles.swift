@@ -85,6 +85,10 @@ enum WellKnown: String, CaseIterable, Sendable {
     case changeCounts = "XPB_CHANGE_COUNTS"
     /// A list of (target, size) pairs some owners offer before any data moves.
     case targetSizes = "TARGET_SIZES"
+    /// The property a reader asks its likely target into, together with `TARGETS`, before it
+    /// has chosen (``SpeculativeRead``). An xpb owner refuses such a guess at once: its reader
+    /// reads through the manifest and never takes it.
+    case guess = "XPB_GUESS"
 
     /// What every owner answers besides data, in the order it advertises them.
     static let ownerTargets: [WellKnown] = [.targets, .multiple, .timestamp, .saveTargets]

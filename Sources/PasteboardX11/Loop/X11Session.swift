@@ -130,6 +130,9 @@ final class X11Session {
     /// Properties of transfers that ended unfinished, reused last (``failIncoming(_:_:)``).
     var restingProperties: [X11Atom] = []
     var timestampWaiters: [(Result<X11Timestamp, any Error>) -> Void] = []
+    /// Whether a reader's guess is under way in `XPB_GUESS` (``SpeculativeRead``); for good once
+    /// one failed.
+    var guessInFlight = false
     var nextOperationID = 0
 
     /// Where file chunks are read before they are written to a property (chunkSize bytes, made

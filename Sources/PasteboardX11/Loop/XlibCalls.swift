@@ -254,13 +254,15 @@ extension X11Session {
                          _ body: (X11Atom, Int32, GatheredBytes) throws -> T) throws -> T? {
         let pieceUnits = min(Self.propertyPiece, max(limit, 4)) / 4
         var piece = PropertyPiece()
-        guard piece.fetch(self, window, property, offsetUnits: 0, units: pieceUnits) else { return nil }
+        // Asked to delete, the server deletes the property with this read when it is read whole
+        // (and only then): no DeleteProperty request of its own.
+        guard piece.fetch(self, window, property, offsetUnits: 0, units: pieceUnits, delete: delete) else { return nil }
         defer { piece.release() }
         guard piece.type != 0 else { return nil }
         let atom = X11Atom(rawValue: piece.type)
         let total = piece.byteCount + Int(piece.after)
         if piece.after == 0 || (truncate && piece.byteCount >= limit) {
-            if delete { deleteProperty(window, property) }
+            if delete, piece.after != 0 { deleteProperty(window, property) }
             return try piece.withPacked { bytes in
                 try body(atom, piece.format, GatheredBytes(UnsafeRawBufferPointer(rebasing: bytes.prefix(truncate ? limit : bytes.count))))
             }
@@ -342,10 +344,12 @@ struct PropertyPiece {
     var byteCount: Int { Int(count) * (format == 32 ? 4 : format == 16 ? 2 : 1) }
 
     /// Reads `units` 32-bit units from `offsetUnits`; false when the server refused.
-    mutating func fetch(_ session: X11Session, _ window: X11Window, _ property: X11Atom, offsetUnits: Int, units: Int) -> Bool {
+    /// With `delete`, the server deletes the property if this read reaches its end.
+    mutating func fetch(_ session: X11Session, _ window: X11Window, _ property: X11Atom, offsetUnits: Int, units: Int,
+                        delete: Bool = false) -> Bool {
         var failed = false
         session.routeErrors({
-            let status = XGetWindowProperty(session.display, window.rawValue, property.rawValue, offsetUnits, units, 0, 0,
+            let status = XGetWindowProperty(session.display, window.rawValue, property.rawValue, offsetUnits, units, delete ? 1 : 0, 0,
                                             &type, &format, &count, &after, &pointer)
             failed = status != 0
         }, onError: { _ in failed = true })

@@ -436,6 +436,12 @@ extension X11Session {
             return notify(request, succeeded: false)
         }
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
+        // An xpb reader's guess, asked with TARGETS before it saw our manifest: it reads through
+        // the manifest and never takes the guess. Refused before any work, it costs nothing (no
+        // fetch from a sync peer) and is no paste (--paste-once).
+        if request.property == known[.guess], request.target != known[.targets] {
+            return notify(request, succeeded: false)
+        }
         if isClipboardManager, request.selection == known[.clipboardManager], request.target == known[.saveTargets] {
             return handleSaveTargets(request)
         }

@@ -36,18 +36,28 @@ extension X11PasteboardBackend {
     /// round trip to the server, none to the owner), and the ownership events the server sent
     /// before its answer are handled first, so any change of owner (even a new acquisition by the
     /// same window) has moved the epoch by the time the cache is consulted.
-    func foreignOffer(_ name: Pasteboard.Name) throws -> ForeignOffer? {
+    ///
+    /// With `speculation`, its target is asked for right after `TARGETS` when the owner is asked
+    /// at all; otherwise it is skipped.
+    func foreignOffer(_ name: Pasteboard.Name, speculation: SpeculativeRead? = nil) throws -> ForeignOffer? {
         try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
             let owner = session.currentOwnerAfterQueuedChanges(selection)
-            guard !owner.isNone else { return done(.success(nil)) }
-            guard !session.isDead else { return done(.failure(X11BackendError.connectionLost)) }
+            guard !owner.isNone else {
+                speculation?.skip()
+                return done(.success(nil))
+            }
+            guard !session.isDead else {
+                speculation?.skip()
+                return done(.failure(X11BackendError.connectionLost))
+            }
             let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
             // Without XFixes no event moves the epoch: then every read asks the owner.
             if session.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
+                speculation?.skip()
                 return done(.success(cached.offer))
             }
-            session.readOffer(of: selection, owner: owner) { result in
+            session.readOffer(of: selection, owner: owner, speculation: speculation) { result in
                 if case let .success(offer) = result {
                     self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
                 }
@@ -61,7 +71,12 @@ extension X11Session {
     /// Reads what `owner` offers for `selection`: its targets, and its manifest when it lists one
     /// (an xpb owner). The one way an offer is read, for reads and for describing a change alike,
     /// so both list the same types in the same order.
-    func readOffer(of selection: X11Atom, owner: X11Window, completion: @escaping @Sendable (Result<ForeignOffer, any Error>) -> Void) {
+    ///
+    /// `speculation` is asked for right after `TARGETS`, before its answer: the owner answers both
+    /// in turn, with no round trip between.
+    func readOffer(of selection: X11Atom, owner: X11Window, speculation: SpeculativeRead? = nil,
+                   completion: @escaping @Sendable (Result<ForeignOffer, any Error>) -> Void) {
+        defer { speculation?.issue(selection, in: self) }
         targets(of: selection) { result in
             switch result {
             case let .failure(error): completion(.failure(error))

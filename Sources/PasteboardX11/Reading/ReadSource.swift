@@ -28,10 +28,14 @@ enum ReadSource {
 
 extension X11PasteboardBackend {
     /// Our own items when we own the pasteboard (no round trip), else the owner's offer (cached
-    /// while the owner stays the same).
-    func readSource(_ name: Pasteboard.Name) throws -> ReadSource {
-        if let items = ownedItems(name) { return .owned(items) }
-        guard let offer = try foreignOffer(name) else { return .empty }
+    /// while the owner stays the same). `speculation` is asked of a foreign owner with its offer
+    /// (``SpeculativeRead``), and skipped otherwise.
+    func readSource(_ name: Pasteboard.Name, speculation: SpeculativeRead? = nil) throws -> ReadSource {
+        if let items = ownedItems(name) {
+            speculation?.skip()
+            return .owned(items)
+        }
+        guard let offer = try foreignOffer(name, speculation: speculation) else { return .empty }
         return .foreign(offer, itemTypes: offer.itemTypes(registry))
     }
 }

@@ -102,18 +102,26 @@ extension X11PasteboardBackend {
     public func stream(of name: Pasteboard.Name, item: Int, type: PasteboardType, limit: Int? = nil,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
         // The item is checked by the general form, after the choice.
-        try stream(of: name, item: item, limit: limit, choosing: { _ in type }, file: file, bytes: bytes)
+        try stream(of: name, item: item, limit: limit, likely: type, choosing: { _ in type }, file: file, bytes: bytes)
     }
 
     /// Streams one representation of an item, chosen by `choose` from the types of every item
     /// (nil: nobody owns the pasteboard), in the same round trips as ``itemTypesIfOwned(of:)``:
     /// the owner's offer is read once for both. `choose` throws to end the read (no such item,
     /// no acceptable type); `item` must then be an index of the list it was given.
-    public func stream(of name: Pasteboard.Name, item: Int, limit: Int? = nil,
+    ///
+    /// - Parameter likely: the type `choose` will most likely pick. The first item's target for it
+    ///   is asked of a foreign owner together with its `TARGETS` (one round trip to the owner
+    ///   instead of two), and used when the choice confirms it. A wrong guess costs the owner one
+    ///   reply (or one INCR chunk), dropped here.
+    public func stream(of name: Pasteboard.Name, item: Int, limit: Int? = nil, likely: PasteboardType? = nil,
                        choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
         let limit = limit ?? configuration.maxReadSize
-        let source = try readSource(name)
+        let speculation = item == 0 ? likely.flatMap(speculativeTarget(for:)).map { SpeculativeRead(target: $0, limit: limit) } : nil
+        // Whatever the read did not take is dropped.
+        defer { speculation?.abandon() }
+        let source = try readSource(name, speculation: speculation)
         let type = try choose(source.itemTypes)
         try source.check(item)
         guard case let .foreign(offer, _) = source else {
@@ -127,6 +135,14 @@ extension X11PasteboardBackend {
                 try bytes(data)
             }
             return true
+        }
+        // The guess asked with the offer is what the read below would ask for: a plain owner's
+        // (an xpb owner's manifest names its own targets) best target for the type, whose bytes
+        // are the model's bytes.
+        if let speculation, offer.manifest == nil, let alias = candidateAliases(for: type, offered: offer.targets).first,
+           alias.name == speculation.target, alias.codec == .identity, alias.replyType == alias.name {
+            return try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason },
+                                        bytes: bytes)
         }
         if let contents = try overFastPath(name, item: item, type: type, offer: offer, limit: .max, FastPathClient.open) {
             try Self.check(contents.size, limit)
@@ -146,6 +162,14 @@ extension X11PasteboardBackend {
             return true
         }
         return try stream(name, target: alias.name, limit: limit, bytes: bytes)
+    }
+
+    /// The target a read of `type` from a plain owner streams when the owner offers it: the
+    /// type's first target whose bytes are the model's bytes (`UTF8_STRING` for UTF-8 text).
+    private func speculativeTarget(for type: PasteboardType) -> String? {
+        guard let alias = registry.targets(for: type).first, alias.codec == .identity, alias.replyType == alias.name,
+              !X11PasteboardBackend.isReservedTarget(alias.name) else { return nil }
+        return alias.name
     }
 
     /// Converts the selection to `target`, passing its bytes to `bytes` as they arrive; false

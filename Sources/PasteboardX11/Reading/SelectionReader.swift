@@ -60,6 +60,11 @@ extension X11Session {
     /// answers late writes into a property no current conversion reads from for a while.
     /// `emptied` when the read that ended the conversion deleted it already (one request less).
     private func releaseProperty(_ property: X11Atom, emptied: Bool = false) {
+        if property == known[.guess] {
+            // Not the pool's: emptied, and kept for the next guess.
+            if !emptied { deleteProperty(window, property) }
+            return
+        }
         guard name(of: property)?.hasPrefix("XPB_SEL_") == true, !freeProperties.contains(property) else { return }
         if !emptied { deleteProperty(window, property) }
         freeProperties.append(property)
@@ -77,15 +82,16 @@ extension X11Session {
     ///     owner then replies in the property named like the target).
     ///   - sink: streams the reply's bytes there as they come (the completion's value then has
     ///     no data) instead of collecting them.
+    ///   - property: the property to read into, instead of one of the pool's (`XPB_SEL_n`).
     func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
                  legacyNoProperty: Bool = false, limit: Int? = nil, truncate: Bool = false, sink: StreamSink? = nil,
-                 completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
+                 into property: X11Atom? = nil, completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
         // However the conversion ends, a stream's consumer learns it.
         let completion: (Result<PropertyValue?, any Error>) -> Void = { result in
             sink?.finish(result.map { _ in () })
             completion(result)
         }
-        guard let property = legacyNoProperty ? target : allocateProperty() else {
+        guard let property = legacyNoProperty ? target : property ?? allocateProperty() else {
             return completion(.failure(PasteboardError.backendFailure(
                 "too many conversions in flight (\(Self.maxConversionProperties)); the selection owner is not answering")))
         }

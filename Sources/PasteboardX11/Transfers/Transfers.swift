@@ -127,15 +127,34 @@ final class StreamSink: Sendable {
         var outcome: Result<Void, any Error>?
         var drained: (@Sendable () -> Void)?
         var cancelled = false
+        /// A speculative read's sink holds at most the first reply (or INCR chunk) until its
+        /// consumer knows it wants it (``openGate()``).
+        var gated: Bool
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let signal = DispatchSemaphore(value: 0)
     /// The backlog past which the X thread stops asking the owner for chunks.
     let highWater: Int
 
-    init(highWater: Int = StreamSink.highWater) {
+    /// - Parameter gated: the X thread asks for no chunk past the first until ``openGate()``: a
+    ///   read asked for on speculation costs the owner at most one chunk when it is not wanted.
+    init(highWater: Int = StreamSink.highWater, gated: Bool = false) {
         self.highWater = highWater
+        state = Mutex(State(gated: gated))
+    }
+
+    /// Consumer: the speculative read is wanted after all; the X thread goes on asking for chunks.
+    func openGate() {
+        let drained = state.withLock { state -> (@Sendable () -> Void)? in
+            guard state.gated else { return nil }
+            state.gated = false
+            guard state.bytes < highWater else { return nil }
+            var drained: (@Sendable () -> Void)?
+            swap(&drained, &state.drained)
+            return drained
+        }
+        drained?()
     }
 
     /// X thread: the reply's type (before its first chunk is pushed).
@@ -156,20 +175,25 @@ final class StreamSink: Sendable {
     /// X thread: a chunk arrived.
     func push(_ chunk: Data) {
         guard !chunk.isEmpty else { return }
-        state.withLock {
-            $0.chunks.append(chunk)
-            $0.bytes += chunk.count
+        let taken = state.withLock { state -> Bool in
+            // A consumer that gave up holds nothing more.
+            guard !state.cancelled else { return false }
+            state.chunks.append(chunk)
+            state.bytes += chunk.count
+            return true
         }
-        signal.signal()
+        if taken { signal.signal() }
     }
 
-    /// X thread: whether the backlog leaves room for another chunk (false once the consumer gave up).
-    var wantsMore: Bool { state.withLock { !$0.cancelled && $0.bytes < highWater } }
+    /// X thread: whether the backlog leaves room for another chunk (false once the consumer gave
+    /// up, and while the gate is closed).
+    var wantsMore: Bool { state.withLock { !$0.cancelled && !$0.gated && $0.bytes < highWater } }
 
-    /// X thread: `action` runs (on the consumer's thread) once the backlog is taken.
+    /// X thread: `action` runs (on the consumer's thread) once the backlog is taken and the gate
+    /// open.
     func onDrained(_ action: @escaping @Sendable () -> Void) {
         let now = state.withLock { state -> Bool in
-            if state.bytes == 0 && !state.cancelled { return true }
+            if state.bytes == 0 && !state.cancelled && !state.gated { return true }
             state.drained = action
             return false
         }
@@ -190,7 +214,7 @@ final class StreamSink: Sendable {
                     let chunk = state.chunks.removeFirst()
                     state.bytes -= chunk.count
                     var drained: (@Sendable () -> Void)?
-                    if state.bytes == 0 { swap(&drained, &state.drained) }
+                    if state.bytes == 0 && !state.gated { swap(&drained, &state.drained) }
                     return (chunk, drained, nil)
                 }
                 return (nil, nil, state.outcome)

@@ -1,0 +1,58 @@
+import FoundationEssentials
+import PasteboardKit
+
+/// A conversion asked for in the same round trip as the owner's `TARGETS`, before the reader has
+/// chosen its type: the target the reader will most likely stream (`UTF8_STRING` for text). The
+/// owner answers both in turn, so a paste from a plain owner waits for one answer instead of two.
+///
+/// Its sink is gated: until the reader takes the read, the X thread asks for nothing past the
+/// owner's first reply (or first INCR chunk). A guess the choice does not confirm costs the owner
+/// that one reply, and is dropped.
+final class SpeculativeRead: Sendable {
+    let target: String
+    let limit: Int
+    let sink = StreamSink(gated: true)
+    /// Whether the owner converted the target (false: it refused, or it was never asked).
+    private let answered = Rendezvous<Bool>()
+
+    init(target: String, limit: Int) {
+        self.target = target
+        self.limit = limit
+    }
+
+    /// X thread: asks the owner of `selection` for the target, into `XPB_GUESS` (which an xpb
+    /// owner refuses). One guess at a time: while one is under way, this one is skipped. A guess
+    /// that failed (timed out, perhaps mid-INCR) leaves the property to its owner for good: an
+    /// owner that answers late must never write into the next guess.
+    func issue(_ selection: X11Atom, in session: X11Session) {
+        guard !session.guessInFlight else { return skip() }
+        session.guessInFlight = true
+        session.convert(selection, to: session.atom(target), limit: limit, sink: sink, into: session.known[.guess]) { [answered, weak session] result in
+            if case .success = result { session?.guessInFlight = false }
+            answered.fulfil(result.map { $0 != nil })
+        }
+    }
+
+    /// The target was not asked for (nobody owns the selection, or the offer came from the cache).
+    func skip() {
+        sink.finish(.success(()))
+        answered.fulfil(.success(false))
+    }
+
+    /// Reader: streams the reply to `bytes`. False when the owner refused it (nothing was passed).
+    func take(timeout: Double, stopped: () -> X11BackendError?, bytes: (Data) throws -> Void) throws -> Bool {
+        sink.openGate()
+        do {
+            while let chunk = try sink.next() { try bytes(chunk) }
+        } catch {
+            sink.cancel()
+            throw error
+        }
+        return try answered.wait(timeout: timeout, stopped: stopped)
+    }
+
+    /// Reader: the guess was wrong; what came is dropped and nothing more is asked for.
+    func abandon() {
+        sink.cancel()
+    }
+}
