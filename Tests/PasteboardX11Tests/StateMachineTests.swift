@@ -1,5 +1,6 @@
 import Foundation
 import PasteboardKit
+import Synchronization
 import Testing
 @testable import PasteboardX11
 
@@ -117,6 +118,60 @@ struct StateMachineTests {
     @Test("a manifest that is not UTF-8 is refused")
     func manifestNotUTF8() {
         #expect(Manifest(decoding: Data([0x78, 0xff, 0xfe])) == nil)
+    }
+
+    @Test("one send serves memory and a stream through the same steps: ranges or chunks, waits, the empty end, an abort on failure")
+    func outgoingSend() {
+        let data = Data((0..<10).map { UInt8($0) })
+        var memory = OutgoingSend(type: .none, supply: .source(OutgoingTransfer(source: .data(data), chunkSize: 4)))
+        var ranges: [Range<Int>] = []
+        while case let .write(_, range) = memory.next(chunkSize: 4) { ranges.append(range) }
+        #expect(ranges == [0..<4, 4..<8, 8..<10])
+        let afterEnd = memory.next(chunkSize: 4)
+        guard case .finish = afterEnd else { Issue.record("a finished send ends again, not \(afterEnd)"); return }
+
+        let stream = ByteStream()
+        var streamed = OutgoingSend(type: .none, supply: .stream(stream))
+        let waiting = streamed.next(chunkSize: 4)
+        guard case let .wait(_, version) = waiting else { Issue.record("an empty stream waits, not \(waiting)"); return }
+        stream.begin(type: "UTF8_STRING", size: 6)
+        stream.append(Data("abcdef".utf8))
+        #expect(stream.snapshot().version > version)
+        var chunks: [String] = []
+        while case let .writeChunk(chunk) = streamed.next(chunkSize: 4) { chunks.append(String(decoding: chunk, as: UTF8.self)) }
+        #expect(chunks == ["abcd", "ef"])
+        stream.finish()
+        let end = streamed.next(chunkSize: 4)
+        guard case .finish = end else { Issue.record("an ended stream finishes, not \(end)"); return }
+
+        let failing = ByteStream()
+        var failed = OutgoingSend(type: .none, supply: .stream(failing))
+        failing.append(Data("part".utf8))
+        failing.fail("the peer went away")
+        let abort = failed.next(chunkSize: 4)
+        guard case .abort = abort else { Issue.record("a failed stream aborts without the empty chunk, not \(abort)"); return }
+    }
+
+    @Test("a gated sink holds the first reply and asks for no more until its reader takes it; a cancelled one keeps nothing")
+    func gatedSink() throws {
+        let sink = StreamSink(gated: true)
+        sink.push(Data("first".utf8))
+        #expect(!sink.wantsMore)
+        let resumed = Mutex(0)
+        sink.onDrained { resumed.withLock { $0 += 1 } }
+        #expect(resumed.withLock { $0 } == 0)
+        sink.openGate()
+        #expect(resumed.withLock { $0 } == 1 && sink.wantsMore)
+        #expect(try sink.next() == Data("first".utf8))
+        sink.finish(.success(()))
+        #expect(try sink.next() == nil)
+
+        let dropped = StreamSink(gated: true)
+        dropped.cancel()
+        dropped.push(Data("late".utf8))
+        #expect(!dropped.wantsMore)
+        dropped.finish(.success(()))
+        #expect(try dropped.next() == nil)
     }
 
     @Test("timers fire in deadline order on the injected clock; a cancelled one never fires")

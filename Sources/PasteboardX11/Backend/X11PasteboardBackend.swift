@@ -50,7 +50,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// connection stops.
     struct HeldChange {
         let id: Int
-        let timer: Int
+        let timer: TimerHandle
         let withdraw: @Sendable () -> Void
         let deliver: @Sendable () -> Void
     }

@@ -62,7 +62,7 @@ final class FastPathServer {
     let name: String
     let listener: Int32
     /// Request bytes received so far per connection, and its deadline timer.
-    var clients: [Int32: (buffer: [UInt8], timer: Int?)] = [:]
+    var clients: [Int32: (buffer: [UInt8], timer: TimerHandle?)] = [:]
 
     init() throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -9,12 +9,12 @@ extension X11Session {
 
     /// Runs `action` on the X thread after `seconds`.
     @discardableResult
-    func after(_ seconds: Double, _ action: @escaping () -> Void) -> Int {
+    func after(_ seconds: Double, _ action: @escaping () -> Void) -> TimerHandle {
         timers.schedule(after: seconds, now: configuration.clock(), action)
     }
 
-    func cancelTimer(_ id: Int?) {
-        timers.cancel(id)
+    func cancelTimer(_ timer: TimerHandle?) {
+        timers.cancel(timer)
     }
 
     /// Milliseconds until the next timer, or -1 (wait forever) when there is none.
@@ -23,8 +23,8 @@ extension X11Session {
     }
 
     private func fireDueTimers() {
-        for id in timers.due(now: configuration.clock()) {
-            timers.take(id)?()
+        for timer in timers.due(now: configuration.clock()) {
+            timers.take(timer)?()
         }
     }
 
@@ -208,7 +208,7 @@ extension X11Session {
             handlePropertyNotify(window: X11Window(rawValue: UInt(event.window)), property: X11Atom(rawValue: UInt(event.property)),
                                  time: X11Timestamp(rawValue: UInt(event.time)), isNewValue: Int32(event.detail) == PropertyNewValue)
         case DestroyNotify:
-            handleRequestorGone(X11Window(rawValue: UInt(event.window)))
+            requestorGone(X11Window(rawValue: UInt(event.window)))
         default:
             if isFixesSelectionEvent(event) { handleFixesSelection(event) }
         }

@@ -86,7 +86,8 @@ final class X11Session {
 
     // Owner state.
     var owned: [X11Atom: OwnedSelection] = [:]
-    var outgoing: [TransferKey: OutgoingState] = [:]
+    /// The INCR sends under way.
+    var outgoing = OutgoingSends()
     /// Requests for targets served from elsewhere (a sync peer), waiting for the first bytes.
     var pendingRemote: [Int: (request: ConversionRequest, stream: ByteStream)] = [:]
     var watchedRequestors: [X11Window: Int] = [:]
@@ -112,7 +113,7 @@ final class X11Session {
     /// Whether the last turn stopped at its budget, with events perhaps left to read.
     var turnCutShort = false
     /// The work under way per target: the requests waiting for it, and its deadline timer.
-    var preparations: [PreparationKey: (waiters: [Int], timer: Int)] = [:]
+    var preparations: [PreparationKey: (waiters: [Int], timer: TimerHandle)] = [:]
 
     // Clipboard manager state (the daemon's).
     /// Whether we hold `CLIPBOARD_MANAGER` as the clipboard manager.

@@ -170,22 +170,6 @@ struct ConversionRequest: Sendable {
     var replyProperty: X11Atom { property.isNone ? target : property }
 }
 
-/// Identifies one transfer to a requestor: its window and the property it reads.
-struct TransferKey: Hashable {
-    let requestor: X11Window
-    let property: X11Atom
-}
-
-/// An INCR transfer we are serving: from a source at hand, or from a stream (a sync peer's).
-struct OutgoingState {
-    var transfer: OutgoingTransfer?
-    let type: X11Atom
-    var timer: Int?
-    var stream: ByteStream? = nil
-    /// A stream's requestor deleted the property and waits for the next chunk.
-    var awaiting = false
-}
-
 extension X11Session {
     /// Builds what we serve for `items`: the first item's types as ordinary targets through the
     /// registry, the manifest, and one target per representation of every item.
@@ -657,80 +641,8 @@ extension X11Session {
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
     private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom) -> Bool {
-        let state = OutgoingState(transfer: OutgoingTransfer(source: source, chunkSize: chunkSize), type: type, timer: nil)
-        return openOutgoing(TransferKey(requestor: requestor, property: property), state, announcing: source.count, watched: false) == .opened
-    }
-
-    /// How ``openOutgoing(_:_:announcing:watched:)`` went.
-    enum OutgoingOpening {
-        case opened
-        /// Over the caps: nothing was written, and a watch the caller holds is still its own.
-        case refused
-        /// The INCR marker could not be written: the transfer was opened and dropped again (its
-        /// watch released, its stream cancelled).
-        case failed
-    }
-
-    /// The one way an INCR transfer begins, whatever its bytes (memory, a file, a remote stream):
-    /// a transfer the requestor started on the same property ends (it reused the property for a
-    /// new request), the caps are checked, the INCR marker announces `announcing` bytes, and the
-    /// serve timer runs. `watched`: the caller holds a watch of the requestor for this transfer
-    /// already (a remote request, watched while it waited for its first bytes).
-    func openOutgoing(_ key: TransferKey, _ state: OutgoingState, announcing: Int, watched: Bool) -> OutgoingOpening {
-        dropOutgoing(key)
-        // Transfers hold timers and a chunk in the server each: a requestor that starts them
-        // without reading gets no more than its share.
-        let others = watchedRequestors[key.requestor, default: 0] - (watched ? 1 : 0)
-        guard others < Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else { return .refused }
-        var failed = !watched && !watchRequestor(key.requestor)
-        writeLongs(key.requestor, key.property, type: known[.incr], [UInt(min(max(announcing, 0), Int(Int32.max)))],
-                   onError: { _ in failed = true })
-        outgoing[key] = state
-        armOutgoingTimer(key)
-        guard !failed else {
-            dropOutgoing(key)
-            return .failed
-        }
-        return .opened
-    }
-
-    /// The requestor must read (delete the property) within the serve timeout; past it, this
-    /// transfer alone is given up.
-    func armOutgoingTimer(_ key: TransferKey) {
-        cancelTimer(outgoing[key]?.timer)
-        outgoing[key]?.timer = after(configuration.serveTimeout) { [weak self] in
-            self?.dropOutgoing(key)
-        }
-    }
-
-    /// The requestor deleted the property: write the next chunk (an empty one ends the transfer).
-    func continueOutgoing(_ key: TransferKey) {
-        if outgoing[key]?.stream != nil { return continueStream(key) }
-        guard var state = outgoing[key], let range = state.transfer?.nextRange(), let source = state.transfer?.source else { return }
-        outgoing[key] = state
-        var failed = false
-        do {
-            try writeBytes(key.requestor, key.property, type: state.type, from: source, range: range, onError: { [weak self] _ in
-                failed = true
-                self?.dropOutgoing(key)
-            })
-        } catch {
-            // The file went away or shrank: end this transfer; the requestor's read times out.
-            dropOutgoing(key)
-            return
-        }
-        if state.transfer?.isFinished != false || failed {
-            dropOutgoing(key)
-        } else {
-            armOutgoingTimer(key)
-        }
-    }
-
-    func dropOutgoing(_ key: TransferKey) {
-        guard let state = outgoing.removeValue(forKey: key) else { return }
-        cancelTimer(state.timer)
-        state.stream?.cancel()
-        releaseRequestor(key.requestor)
+        let send = OutgoingSend(type: type, supply: .source(OutgoingTransfer(source: source, chunkSize: chunkSize)))
+        return openOutgoing(TransferKey(requestor: requestor, property: property), send, announcing: source.count, watched: false) == .opened
     }
 
     /// Asks for a requestor window's property changes and destruction while something of ours
@@ -750,7 +662,7 @@ extension X11Session {
             routeErrors({ XSelectInput(display, requestor.rawValue, PropertyChangeMask | StructureNotifyMask) },
                         onError: { [weak self] record in
                             alive = false
-                            if record.errorCode == UInt8(BadWindow) { self?.handleRequestorGone(requestor, asOf: record.serial) }
+                            if record.errorCode == UInt8(BadWindow) { self?.requestorGone(requestor, asOf: record.serial) }
                         })
         }
         watchedRequestors[requestor, default: 0] += 1
@@ -767,27 +679,27 @@ extension X11Session {
         }
     }
 
-    /// A requestor window was destroyed: drop its transfers and its requests still waiting.
-    /// With `serial` (a request of ours that found the window gone), requests that came after
-    /// the server processed it are another window's, of the same id: they stay queued.
-    func handleRequestorGone(_ requestor: X11Window, asOf serial: UInt? = nil) {
+    /// A requestor window was destroyed: the one call that tells every part holding something
+    /// of it (sends, remote requests, requests waiting for a worker, the save, the queue), each of
+    /// which drops its own. With `serial` (a request of ours that found the window gone), requests
+    /// that came after the server processed it are another window's, of the same id: they stay
+    /// queued.
+    func requestorGone(_ requestor: X11Window, asOf serial: UInt? = nil) {
         for waiter in windowGoneWaiters.removeValue(forKey: requestor) ?? [] { waiter() }
         if pendingSave?.request.requestor == requestor { pendingSave?.abandoned = true }
-        for key in outgoing.keys where key.requestor == requestor {
-            if let state = outgoing.removeValue(forKey: key) {
-                cancelTimer(state.timer)
-                state.stream?.cancel()
-            }
-        }
-        for (id, pending) in pendingRemote where pending.request.requestor == requestor {
-            pendingRemote.removeValue(forKey: id)
-            pending.stream.cancel()
-        }
+        dropOutgoing(of: requestor)
+        dropRemoteRequests(of: requestor)
+        dropPreparationWaits(of: requestor)
+        watchedRequestors.removeValue(forKey: requestor)
+        scheduler.requestorGone(requestor, asOf: serial)
+    }
+
+    /// The requests of a requestor that is gone no longer wait for a worker's preparation (the
+    /// preparation itself goes on: other requests may share it).
+    private func dropPreparationWaits(of requestor: X11Window) {
         for (id, waiting) in waitingForPreparation where waiting.requestor == requestor {
             waitingForPreparation.removeValue(forKey: id)
         }
-        watchedRequestors.removeValue(forKey: requestor)
-        scheduler.requestorGone(requestor, asOf: serial)
     }
 }
 

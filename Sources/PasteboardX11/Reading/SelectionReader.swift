@@ -8,7 +8,7 @@ struct PendingConversion {
     let selection: X11Atom
     let target: X11Atom
     let property: X11Atom
-    var timer: Int?
+    var timer: TimerHandle?
     /// The most bytes the reply may have.
     var limit: Int = .max
     /// Past the limit, keep the first `limit` bytes instead of failing (lists such as TARGETS).
@@ -16,7 +16,7 @@ struct PendingConversion {
     /// Where a streamed reply's chunks go (nil: collected in memory).
     var sink: StreamSink? = nil
     /// The whole conversion's deadline timer (INCR included).
-    var deadline: Int? = nil
+    var deadline: TimerHandle? = nil
     let completion: (Result<PropertyValue?, any Error>) -> Void
 }
 
@@ -28,8 +28,8 @@ struct IncomingState {
     var transfer: IncomingTransfer
     var type: X11Atom
     let description: String
-    var timer: Int?
-    var deadline: Int?
+    var timer: TimerHandle?
+    var deadline: TimerHandle?
     var sink: StreamSink?
     /// A streamed chunk was read but the property not yet deleted: the consumer is behind.
     var paused = false

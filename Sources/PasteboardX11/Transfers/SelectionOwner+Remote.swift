@@ -3,8 +3,8 @@ import FoundationEssentials
 
 /// Serving targets whose bytes live elsewhere (a sync peer): the request waits, off nothing but
 /// events, until the first bytes come; then a small reply is written whole and anything larger
-/// goes out with INCR, chunk by chunk as the stream delivers. The X thread never blocks on the
-/// stream: it is told when something new arrived.
+/// goes out with INCR as an ``OutgoingSend`` of the stream, chunk by chunk as it delivers. The X
+/// thread never blocks on the stream: it is told when something new arrived.
 extension X11Session {
     /// Answers a request for a remote target.
     func serveRemote(_ request: ConversionRequest, _ remote: RemoteTarget) {
@@ -50,8 +50,7 @@ extension X11Session {
         }
         // The watch taken in serveRemote now belongs to the transfer (released by dropOutgoing).
         let key = TransferKey(requestor: request.requestor, property: request.replyProperty)
-        let state = OutgoingState(transfer: nil, type: type, timer: nil, stream: stream)
-        switch openOutgoing(key, state, announcing: header.size ?? stream.sizeHint ?? now.buffered, watched: true) {
+        switch openOutgoing(key, OutgoingSend(type: type, supply: .stream(stream)), announcing: header.size ?? stream.sizeHint ?? now.buffered, watched: true) {
         case .opened:
             notify(request, succeeded: true)
         case .refused:
@@ -63,45 +62,19 @@ extension X11Session {
         }
     }
 
+    /// The requestor's window is gone: its requests still waiting for their first bytes end, and
+    /// their streams stop.
+    func dropRemoteRequests(of requestor: X11Window) {
+        for (id, pending) in pendingRemote where pending.request.requestor == requestor {
+            pendingRemote.removeValue(forKey: id)
+            pending.stream.cancel()
+        }
+    }
+
     private func observeRemote(_ id: Int, _ stream: ByteStream, after version: Int) {
         let enqueue = self.enqueue
         stream.observe(after: version) {
             _ = enqueue? { session in session.remoteProgress(id) }
-        }
-    }
-
-    /// The requestor of a streamed transfer deleted the property: it wants the next chunk.
-    func continueStream(_ key: TransferKey) {
-        guard outgoing[key] != nil else { return }
-        outgoing[key]?.awaiting = true
-        // Waiting for the peer is not the requestor's delay: its timer rests until we write.
-        cancelTimer(outgoing[key]?.timer)
-        outgoing[key]?.timer = nil
-        writeStreamChunk(key)
-    }
-
-    /// Writes the next chunk of a streamed transfer if the requestor waits for one and the
-    /// stream has it; the empty chunk once the stream ended. A stream that failed ends the
-    /// transfer without that empty chunk: the requestor must not take a part for the whole.
-    private func writeStreamChunk(_ key: TransferKey) {
-        guard let state = outgoing[key], state.awaiting, let stream = state.stream else { return }
-        let now = stream.snapshot()
-        if now.failure != nil { return dropOutgoing(key) }
-        if let chunk = stream.take(upTo: chunkSize) {
-            var failed = false
-            chunk.withUnsafeBytes { writeBytes(key.requestor, key.property, type: state.type, $0, onError: { _ in failed = true }) }
-            guard !failed else { return dropOutgoing(key) }
-            outgoing[key]?.awaiting = false
-            armOutgoingTimer(key)
-            return
-        }
-        if now.isEnded {
-            writeBytes(key.requestor, key.property, type: state.type, UnsafeRawBufferPointer(start: nil, count: 0), onError: { _ in })
-            return dropOutgoing(key)
-        }
-        let enqueue = self.enqueue
-        stream.observe(after: now.version) {
-            _ = enqueue? { session in session.writeStreamChunk(key) }
         }
     }
 }
