@@ -139,10 +139,12 @@ extension X11PasteboardBackend {
         // The guess asked with the offer is what the read below would ask for: a plain owner's
         // (an xpb owner's manifest names its own targets) best target for the type, whose bytes
         // are the model's bytes.
+        // A refused guess decides nothing: xpb owners refuse every guess (an xpb owner whose
+        // manifest this reader did not get among them), so the target is asked again below.
         if let speculation, offer.manifest == nil, let alias = candidateAliases(for: type, offered: offer.targets).first,
-           alias.name == speculation.target, alias.codec == .identity, alias.replyType == alias.name {
-            return try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason },
-                                        bytes: bytes)
+           alias.name == speculation.target, alias.codec == .identity, alias.replyType == alias.name,
+           try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason }, bytes: bytes) {
+            return true
         }
         if let contents = try overFastPath(name, item: item, type: type, offer: offer, limit: .max, FastPathClient.open) {
             try Self.check(contents.size, limit)
