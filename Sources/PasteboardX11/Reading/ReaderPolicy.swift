@@ -136,11 +136,11 @@ extension X11PasteboardBackend {
             }
             return true
         }
-        // The guess asked with the offer is what the read below would ask for: a plain owner's
-        // (an xpb owner's manifest names its own targets) best target for the type, whose bytes
-        // are the model's bytes.
-        // A refused guess decides nothing: xpb owners refuse every guess (an xpb owner whose
-        // manifest this reader did not get among them), so the target is asked again below.
+        // The guess asked with the offer is taken when it is what the read below would ask for:
+        // a plain owner's (an xpb owner's manifest names its own targets) best target for the
+        // type, whose bytes are the model's bytes. A refused guess decides nothing: xpb owners
+        // refuse every guess (also one whose manifest this reader did not get), so the target
+        // is asked again below.
         if let speculation, offer.manifest == nil, let alias = candidateAliases(for: type, offered: offer.targets).first,
            alias.name == speculation.target, alias.codec == .identity, alias.replyType == alias.name,
            try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason }, bytes: bytes) {
