@@ -75,8 +75,11 @@ struct PasteCommand: Command {
         defer { backend.close(handOff: false) }
         // Set by the chooser when what is written is made here from what the owner has.
         let conversion = LocalConversion()
-        let choose = try chooser(backend.registry, conversion: conversion)
-        let likely = try likelyType(backend.registry)
+        let wanted = try wantedTypes(backend.registry)
+        let choose = chooser(backend.registry, wanted: wanted, conversion: conversion)
+        // Asked for with the owner's offer: the first of --type, else UTF-8 text (what a paste
+        // without --type reads from most owners).
+        let likely = wanted?.first ?? .utf8PlainText
         if follow { return try blocking { try await self.followChanges(backend, choose) } }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
@@ -125,22 +128,19 @@ struct PasteCommand: Command {
         _ = try open()
     }
 
-    /// The type the chooser most likely picks: the first of --type, else UTF-8 text (what a
-    /// paste without --type reads from most owners). It is asked for with the owner's offer.
-    private func likelyType(_ registry: TypeRegistry) throws -> PasteboardType {
-        guard let first = types?.split(separator: ",").first else { return .utf8PlainText }
-        return try registry.resolve(first.trimmingWhitespace())
-    }
-
-    /// How the type is chosen from the owner's offer, as read for the transfer itself: one read
-    /// of the offer, no second round trip to confirm it. The accepted types of --type, best
-    /// first; else plain text, an image or the first type that is data (``TypeRegistry/defaultType(among:)``).
-    private func chooser(_ registry: TypeRegistry, conversion: LocalConversion? = nil) throws -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
-        let wanted: [PasteboardType]? = try types.map { types in
+    /// The accepted types of --type, best first (nil without it); unknown names are warned about.
+    private func wantedTypes(_ registry: TypeRegistry) throws -> [PasteboardType]? {
+        try types.map { types in
             let names = types.split(separator: ",").map { $0.trimmingWhitespace() }
             names.forEach { warnIfUnknownType($0, registry: registry) }
             return try names.map { try registry.resolve($0) }
         }
+    }
+
+    /// How the type is chosen from the owner's offer, as read for the transfer itself: one read
+    /// of the offer, no second round trip to confirm it. The accepted types of --type (`wanted`),
+    /// best first; else plain text, an image or the first type that is data (``TypeRegistry/defaultType(among:)``).
+    private func chooser(_ registry: TypeRegistry, wanted: [PasteboardType]?, conversion: LocalConversion? = nil) -> @Sendable ([[PasteboardType]]?) throws -> PasteboardType {
         let convert = !noConvert && conversion != nil
         return { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
             guard let items else { throw selection.emptyFailure }

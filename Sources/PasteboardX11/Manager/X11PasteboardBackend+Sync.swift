@@ -66,14 +66,9 @@ extension X11PasteboardBackend {
             })
             try begin(type, sink.size)
         }
-        do {
-            while let data = try sink.next() {
-                try start()
-                try chunk(data)
-            }
-        } catch {
-            sink.cancel()
-            throw error
+        try sink.drain { data in
+            try start()
+            try chunk(data)
         }
         let ok = try converted.wait(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason })
         if ok { try start() }

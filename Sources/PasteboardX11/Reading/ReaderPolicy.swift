@@ -185,12 +185,7 @@ extension X11PasteboardBackend {
                 started.fulfil(result.map { $0 != nil })
             }
         }) else { throw connection.stopReason ?? X11BackendError.connectionLost }
-        do {
-            while let chunk = try sink.next() { try bytes(chunk) }
-        } catch {
-            sink.cancel()
-            throw error
-        }
+        try sink.drain(into: bytes)
         return try started.wait(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason })
     }
 

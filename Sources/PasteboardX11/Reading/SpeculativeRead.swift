@@ -42,12 +42,7 @@ final class SpeculativeRead: Sendable {
     /// Reader: streams the reply to `bytes`. False when the owner refused it (nothing was passed).
     func take(timeout: Double, stopped: () -> X11BackendError?, bytes: (Data) throws -> Void) throws -> Bool {
         sink.openGate()
-        do {
-            while let chunk = try sink.next() { try bytes(chunk) }
-        } catch {
-            sink.cancel()
-            throw error
-        }
+        try sink.drain(into: bytes)
         return try answered.wait(timeout: timeout, stopped: stopped)
     }
 

@@ -229,6 +229,17 @@ final class StreamSink: Sendable {
         }
     }
 
+    /// Consumer: passes every chunk to `bytes` until the end; on an error (the transfer's, or
+    /// one `bytes` throws) stops taking chunks and rethrows it.
+    func drain(into bytes: (Data) throws -> Void) throws {
+        do {
+            while let chunk = try next() { try bytes(chunk) }
+        } catch {
+            cancel()
+            throw error
+        }
+    }
+
     /// Consumer: stops taking chunks (the transfer is then left to time out on the owner's side).
     func cancel() {
         state.withLock {
