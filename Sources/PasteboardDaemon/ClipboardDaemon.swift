@@ -106,9 +106,9 @@ package final class ClipboardDaemon: Sendable {
         offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
-        hub = SyncHub(configuration: configuration.sync, backend: backend, ourWindow: ourWindow, displayName: displayName,
-                      offers: offers, logger: logger)
-        hub.setHooks(SyncHooks(kept: { [weak self] name, owner in
+        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers)
+        hub = SyncHub(configuration: configuration.sync, surface: surface, displayName: displayName, logger: logger)
+        surface.setHooks(SyncHooks(kept: { [weak self] name, owner in
             self?.state.withLock { $0.kept(name, from: owner) }
         }, keptTarget: { [weak self] name, owner, target in
             self?.state.withLock { state -> CapturedTarget? in

@@ -26,19 +26,24 @@ extension SyncHub {
     /// stamped now, before anything the X thread does next (such as taking the selection for
     /// another node's copy).
     func ownerChangeRead(_ change: SelectionOwnerChange) {
-        guard synced.contains(change.name) else { return }
         let event: SyncLedger.OwnerEvent
-        if change.isOurs || change.owner == ourWindow {
+        if change.isOurs || change.owner.rawValue == surface.ourOwner {
             event = .ours
         } else if change.owner.isNone {
             event = change.reason == .setOwner ? .cleared : .gone
         } else {
             event = .copied
         }
-        let selection = X11PasteboardBackend.selectionName(for: change.name)
+        ownerChanged(change.name, owner: change.owner.rawValue, event: event)
+    }
+
+    /// A change of a synced selection's owner, in the surface's order of changes: stamped now.
+    func ownerChanged(_ name: Pasteboard.Name, owner: UInt, event: SyncLedger.OwnerEvent) {
+        guard synced.contains(name) else { return }
+        let selection = X11PasteboardBackend.selectionName(for: name)
         let (effects, senders) = state.withLock { state -> ([SyncLedger.Effect], [ServeTask]) in
             guard !state.isStopped else { return ([], []) }
-            return (state.ledger.ownerChanged(selection, owner: change.owner.rawValue, event: event, now: Self.wallClock),
+            return (state.ledger.ownerChanged(selection, owner: owner, event: event, now: Self.wallClock),
                     state.senders.values.filter { $0.selection == selection })
         }
         // Senders of the previous contents waiting for credit end now (with a failure the
@@ -61,7 +66,7 @@ extension SyncHub {
     func selectedFromHistory(_ name: Pasteboard.Name) {
         guard synced.contains(name) else { return }
         let selection = X11PasteboardBackend.selectionName(for: name)
-        perform(state.withLock { $0.ledger.selectedAgain(selection, owner: ourWindow.rawValue, now: Self.wallClock) })
+        perform(state.withLock { $0.ledger.selectedAgain(selection, owner: surface.ourOwner, now: Self.wallClock) })
     }
 
     func remoteAnnounce(_ announce: SyncAnnounce, from link: SyncLink) {
@@ -118,7 +123,7 @@ extension SyncHub {
                     link.send(message)
                 }
             case let .readOffer(selection, stamp, owner):
-                localQueue.async { [self] in readOffer(selection, stamp: stamp, owner: X11Window(rawValue: owner)) }
+                localQueue.async { [self] in readOffer(selection, stamp: stamp, owner: owner) }
             case let .own(announce):
                 queue.async { [self] in own(announce, via: source?.label ?? "a link") }
             case let .clear(selection, stamp):
@@ -137,15 +142,15 @@ extension SyncHub {
     func own(_ announce: SyncAnnounce, via label: String) {
         guard let name = Self.name(ofSelection: announce.selection) else { return }
         let stamp = announce.stamp
-        let ours = ourWindow.rawValue
+        let ours = surface.ourOwner
         let targets = announce.targets.map { target in
             RemoteTarget(target: target.target, size: target.size) { [weak self] in
                 self?.openRemote(name, stamp: stamp, target: target)
             }
         }
         do {
-            let owned = try backend.proxy(name, targets: targets, if: { [weak self] actual in
-                self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual.rawValue, ours: ours) } ?? false
+            let owned = try surface.own(name, targets: targets, if: { [weak self] actual in
+                self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual, ours: ours) } ?? false
             })
             if owned {
                 logger.info("sync: \(announce.selection) is now the copy from \(announce.origin) (\(announce.targets.count) targets, via \(label))")
@@ -161,10 +166,10 @@ extension SyncHub {
     /// taken after this display's own clear.
     func clear(_ selection: String, stamp: SyncStamp) {
         guard let name = Self.name(ofSelection: selection) else { return }
-        let ours = ourWindow.rawValue
+        let ours = surface.ourOwner
         do {
-            let cleared = try backend.clear(name, if: { [weak self] actual in
-                self?.state.withLock { $0.ledger.mayClear(selection, stamp: stamp, actualOwner: actual.rawValue, ours: ours) } ?? false
+            let cleared = try surface.clear(name, if: { [weak self] actual in
+                self?.state.withLock { $0.ledger.mayClear(selection, stamp: stamp, actualOwner: actual, ours: ours) } ?? false
             })
             if cleared { logger.info("sync: \(selection) was cleared or withdrawn elsewhere (\(stamp)): dropped") }
         } catch {
@@ -174,12 +179,11 @@ extension SyncHub {
 
     /// Reads what the owner of this display's change `stamp` offers, and tells the ledger whether
     /// it may leave the machine (secret, local-only and expired contents stay).
-    func readOffer(_ selection: String, stamp: SyncStamp, owner: X11Window) {
+    func readOffer(_ selection: String, stamp: SyncStamp, owner: UInt) {
         guard let name = Self.name(ofSelection: selection) else { return }
-        let isCurrent = { [self] in state.withLock { !$0.isStopped && $0.ledger.isCurrentLocal(selection, stamp: stamp) } }
-        if name == .find, !backend.waitForPointerRelease(while: isCurrent) { return }
-        guard isCurrent() else { return }
-        let verdict = offerVerdict(name, owner: owner)
+        let isCurrent = { @Sendable [self] in state.withLock { !$0.isStopped && $0.ledger.isCurrentLocal(selection, stamp: stamp) } }
+        guard surface.waitUntilFinished(name, while: isCurrent), isCurrent() else { return }
+        let verdict = surface.verdict(name, owner: owner, nodeName: nodeName)
         if verdict == .replaced { logger.debug("sync: \(selection): its owner lost it before its offer was read: not shared") }
         if case let .notShared(reason) = verdict { logger.log(level: reason.hasPrefix("marked") || reason == "local-only" ? .info : .debug, "sync: \(selection) is \(reason): not shared") }
         let effects = state.withLock { $0.ledger.offerRead(selection, stamp: stamp, verdict: verdict) }
@@ -187,26 +191,5 @@ extension SyncHub {
         if case let .send(.announce(announce), links)? = effects.first {
             logger.debug("sync: announced \(selection) (\(announce.targets.count) targets, stamp \(announce.stamp)) to \(links.count) links")
         }
-    }
-
-    func offerVerdict(_ name: Pasteboard.Name, owner: X11Window) -> SyncLedger.Verdict {
-        let offer: OwnerOffer
-        if owner == ourWindow {
-            // Kept contents this daemon serves (a history entry selected again).
-            guard let kept = kept(name, owner) else { return .notShared("no longer kept") }
-            offer = OwnerOffer(kept: kept, servedBy: ourWindow)
-        } else {
-            // Read once for the keeper and sync; nil when the owner is no longer the one whose
-            // change this is.
-            guard let read = offers.offer(name, owner: owner) else { return .replaced }
-            offer = read
-        }
-        if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
-        let targets = offer.dataTargets.prefix(Self.maxTargets).map { SyncTarget(target: $0, size: offer.sizes[$0]) }
-        guard !targets.isEmpty else { return .notShared("without data targets") }
-        // Where the copy was made: this node and the application (its executable's name or
-        // window class, never a path), else the window's name.
-        let ownerName = owner == ourWindow ? "history" : offer.owner.executableName ?? offer.owner.windowClass ?? offer.owner.name ?? "window \(owner)"
-        return .shareable(targets: Array(targets), expires: offer.expires, origin: "\(nodeName) (\(ownerName))")
     }
 }

@@ -134,7 +134,7 @@ extension SyncHub {
     enum Plan {
         case refuse(String)
         /// From this display's owner of the change `stamp` (or what the keeper kept of it).
-        case local(ServeTask, stamp: SyncStamp, owner: X11Window, Pasteboard.Name)
+        case local(ServeTask, stamp: SyncStamp, owner: UInt, Pasteboard.Name)
         case relay([TransferTable.Effect])
     }
 
@@ -171,7 +171,7 @@ extension SyncHub {
             }
             let task = ServeTask(key: key, selection: selection)
             state.senders[key] = task
-            return .local(task, stamp: stamp, owner: X11Window(rawValue: local.owner), name)
+            return .local(task, stamp: stamp, owner: local.owner, name)
         }
         switch plan {
         case let .refuse(message):
@@ -191,47 +191,25 @@ extension SyncHub {
     }
 
     /// Streams one target of this display's contents to a link, within the credit it grants.
-    func serveLocal(id: UInt64, name: Pasteboard.Name, target: String, stamp: SyncStamp, owner: X11Window, limit: Int,
+    func serveLocal(id: UInt64, name: Pasteboard.Name, target: String, stamp: SyncStamp, owner: UInt, limit: Int,
                     window: Int, task: ServeTask, to link: SyncLink) {
         let selection = X11PasteboardBackend.selectionName(for: name)
         // The bytes must be the announced contents': a newer copy (maybe a secret) is never sent
         // under an older stamp.
-        let isCurrent = { [self] in
+        let isCurrent = { @Sendable [self] in
             state.withLock { $0.ledger.sharedCopy(selection, stamp: stamp) != nil && $0.ledger.isCurrentLocal(selection, stamp: stamp) }
         }
         let sender = ChunkSender(id: id, link: link, task: task, limit: limit, window: window, what: "\(selection) \(target)", isCurrent: isCurrent,
                                  take: { [self] bytes in takeCredit(task.key, bytes: bytes) })
-        let send: (Data) throws -> Void = { try sender.send($0) }
-        // In its turn at the owner, like the keeper's capture (many owners serve one transfer at
-        // a time): a target the keeper took meanwhile is served from memory.
-        let turn = Date().addingTimeInterval(configuration.fetchTimeout * 0.6)
         do {
-            let served: Void? = try offers.gate.withTurn(name, owner, until: turn) {
-                if let value = keptTarget(name, owner, target: target) {
-                    // Kept by the daemon (the owner is gone, or a history entry): from memory.
-                    let data = target == "XPB_MANIFEST" ? (X11PasteboardBackend.keptManifest(value.data)?.manifest ?? value.data) : value.data
-                    guard data.count <= limit else { throw Failure("\(selection) \(target) is \(ByteCount.format(data.count)), over the \(ByteCount.format(limit)) cap per transfer") }
-                    link.send(.begin(id: id, type: value.type, size: data.count))
-                    try send(data)
-                } else if target == "XPB_MANIFEST" {
-                    // Without the fast-path field: it names a socket of this display's owner.
-                    guard let value = try backend.capture(name, target: target, limit: 1 << 20),
-                          let manifest = X11PasteboardBackend.keptManifest(value.data) else { throw Failure("the owner refused \(target)") }
-                    link.send(.begin(id: id, type: value.type, size: manifest.manifest.count))
-                    try send(manifest.manifest)
-                } else {
-                    guard owner != ourWindow else { throw Failure("\(selection) \(target) is no longer kept") }
-                    // The cap is the sender's to enforce (with a message that names it); the stream holds
-                    // at most its high-water mark whatever the size.
-                    let converted = try backend.stream(name, target: target, limit: .max, begin: { type, size in
-                        guard isCurrent() else { throw Failure("\(selection) changed during the transfer") }
-                        link.send(.begin(id: id, type: type, size: size))
-                    }, chunk: { try send($0) })
-                    guard converted else { throw Failure("the owner refused \(target)") }
-                }
-            }
-            guard served != nil else {
-                throw Failure("the owner of \(selection) was busy with another transfer for \(Int(configuration.fetchTimeout * 0.6)) s")
+            let turn = Date().addingTimeInterval(configuration.fetchTimeout * 0.6)
+            let outcome = try surface.serve(name, owner: owner, target: target, limit: limit, turnDeadline: turn, isCurrent: isCurrent,
+                                            begin: { type, size in link.send(.begin(id: id, type: type, size: size)) },
+                                            chunk: { try sender.send($0) })
+            switch outcome {
+            case .served: break
+            case .busy: throw Failure("the owner of \(selection) was busy with another transfer for \(Int(configuration.fetchTimeout * 0.6)) s")
+            case let .refused(message): throw Failure(message)
             }
             guard isCurrent() else { throw Failure("\(selection) changed during the transfer") }
             link.send(.end(id: id, total: sender.total))

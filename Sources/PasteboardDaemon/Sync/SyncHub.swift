@@ -7,14 +7,6 @@ import PasteboardWire
 import PasteboardX11
 import Synchronization
 
-/// What the sync hub asks of the clipboard manager it runs in.
-struct SyncHooks: Sendable {
-    /// The kept contents of a selection, if they came from `owner` (or are served by us for it).
-    let kept: @Sendable (Pasteboard.Name, X11Window) -> Snapshot?
-    /// One target of `owner`'s contents, if the keeper has it (kept, or fetched so far).
-    let keptTarget: @Sendable (Pasteboard.Name, X11Window, String) -> CapturedTarget?
-}
-
 /// One node of the sync mesh: a thin driver over two pure values kept under one lock,
 /// ``SyncLedger`` (the ordering: which copy is newest, what to announce, own, clear) and
 /// ``TransferTable`` (fetches asked and served: credit, caps, cancels). Events go in, effects
@@ -65,14 +57,10 @@ final class SyncHub: Sendable {
     let configuration: SyncConfiguration
     let node: String
     let nodeName: String
-    let ourWindow: X11Window
     let synced: [Pasteboard.Name]
-    let backend: X11PasteboardBackend
-    /// What this display's new owners offer (read once, for the keeper and sync), and the turns
-    /// at each owner that a served fetch takes like the keeper's capture.
-    let offers: OwnerOffers
+    /// The selections shared: an X display's, or a headless daemon's in memory.
+    let surface: any SyncSurface
     let logger: Logger
-    private let hookSlot = Mutex<SyncHooks?>(nil)
     let state: Mutex<State>
     /// Owning and clearing this display's selections for other nodes' changes (X round trips).
     let queue = DispatchQueue(label: "xpbd.sync")
@@ -84,12 +72,9 @@ final class SyncHub: Sendable {
     /// Signalled when a link registers or the hub stops: the resting heartbeat goes on.
     let heartbeatWake = DispatchSemaphore(value: 0)
 
-    init(configuration: SyncConfiguration, backend: X11PasteboardBackend, ourWindow: X11Window, displayName: String, offers: OwnerOffers,
-         logger: Logger) {
+    init(configuration: SyncConfiguration, surface: any SyncSurface, displayName: String, logger: Logger) {
         self.configuration = configuration
-        self.backend = backend
-        self.offers = offers
-        self.ourWindow = ourWindow
+        self.surface = surface
         self.logger = logger
         var random = SystemRandomNumberGenerator()
         node = String(random.next(), radix: 16)
@@ -97,19 +82,6 @@ final class SyncHub: Sendable {
             maxTransfer: configuration.maxTransferBytes, maxTotal: configuration.maxTotalBytes, window: configuration.window))))
         nodeName = "\(LocalProcess.hostName) \(displayName)"
         synced = configuration.selections(for: nil)
-    }
-
-    /// What the hub asks of its daemon (set once, before ``start()``).
-    func setHooks(_ hooks: SyncHooks) {
-        hookSlot.withLock { $0 = hooks }
-    }
-
-    func kept(_ name: Pasteboard.Name, _ owner: X11Window) -> Snapshot? {
-        hookSlot.withLock { $0 }?.kept(name, owner)
-    }
-
-    func keptTarget(_ name: Pasteboard.Name, _ owner: X11Window, target: String) -> CapturedTarget? {
-        hookSlot.withLock { $0 }?.keptTarget(name, owner, target)
     }
 
     /// Dials the configured links, starts the heartbeat, and announces what this display holds.
@@ -138,9 +110,9 @@ final class SyncHub: Sendable {
             logger.error("sync: cannot start the heartbeat's thread (links will not ping or time out): \(error)")
         }
         for name in synced {
-            if let owner = try? backend.owner(of: name), owner.window != ourWindow {
+            if let owner = surface.currentOwner(of: name), owner != surface.ourOwner {
                 let selection = X11PasteboardBackend.selectionName(for: name)
-                perform(state.withLock { $0.ledger.ownerChanged(selection, owner: owner.window.rawValue, event: .copied, now: Self.wallClock) })
+                perform(state.withLock { $0.ledger.ownerChanged(selection, owner: owner, event: .copied, now: Self.wallClock) })
             }
         }
         let made = configuration.links.map { PeerDialer(spec: $0, hub: self, logger: logger) }

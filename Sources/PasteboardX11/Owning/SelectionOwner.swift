@@ -174,37 +174,11 @@ extension X11Session {
     /// Builds what we serve for `items`: the first item's types as ordinary targets through the
     /// registry, the manifest, and one target per representation of every item.
     func makeOwnedSelection(items: [PasteboardItem], options: PasteboardOptions, timestamp: X11Timestamp, registry: TypeRegistry) -> OwnedSelection {
-        var manifest = Manifest(items: items, options: options)
+        let plan = TargetPlan(items: items, options: options, registry: registry)
+        var manifest = plan.manifest
         manifest.fastPath = fastPathName()
+        let firstItemTargets = plan.firstItemTargets
         var names: [String] = []
-        var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
-        if let first = items.first {
-            // Each type's own targets first, then the plain-text targets of text types (JSON, HTML
-            // …): a plain-text representation of the item, if any, keeps those. An image xpb
-            // reads brings the image targets toolkits offer, PNG first, where its first image
-            // type is: those the item has, and the others converted on request.
-            var images = registry.imageTargets(for: first.types)
-            if let source = images.first(where: { $0.alias.codec != .identity })?.type,
-               let representation = first.representation(for: source), !Self.isConvertibleImage(representation) {
-                // Conversions of bytes that are no image, or too large one, are not offered.
-                images = images.filter { $0.alias.codec == .identity }
-            }
-            for type in first.types {
-                if !images.isEmpty, registry.imageFormat(of: type) != nil {
-                    firstItemTargets += images
-                    images = []
-                }
-                for alias in registry.targets(for: type) where !X11PasteboardBackend.isReservedTarget(alias.name) {
-                    firstItemTargets.append((alias, type))
-                }
-            }
-            for type in first.types {
-                let own = Set(registry.targets(for: type).map(\.name))
-                for alias in registry.servedTargets(for: type) where !own.contains(alias.name) && !X11PasteboardBackend.isReservedTarget(alias.name) {
-                    firstItemTargets.append((alias, type))
-                }
-            }
-        }
         names += firstItemTargets.flatMap { [$0.alias.name, $0.alias.replyType] }
         names += manifest.entries.flatMap { [$0.target] + registry.targets(for: $0.type).prefix(1).map(\.replyType) }
         let atomList = atoms(names)
@@ -230,20 +204,6 @@ extension X11Session {
         }
         return OwnedSelection(items: items, options: options, timestamp: timestamp, advertised: advertised,
                               served: served, manifest: manifest.encoded(), registry: registry, hasProviders: hasProviders)
-    }
-
-    /// Whether an image's header says it converts: an image xpb reads, within the pixel limit.
-    /// Read from the bytes at hand or the start of a file (a JPEG's size may follow 64 KiB of
-    /// Exif); a lazy provider's image is taken on trust until a reader asks.
-    static func isConvertibleImage(_ representation: Representation) -> Bool {
-        let head: Data?
-        switch representation {
-        case let .data(data): head = data
-        case let .file(file): head = try? file.read(offset: 0, length: min(file.size, 256 << 10))
-        case .lazy: return true
-        }
-        guard let head, let size = try? ImageCodec.size(of: head) else { return false }
-        return size.width > 0 && size.height > 0 && size.width * size.height <= ImageCodec.defaultMaxPixels
     }
 
     /// Becomes owner of `selection` with a real server timestamp and checks that it won.

@@ -61,23 +61,12 @@ extension X11PasteboardBackend {
     /// Only advertised targets: xclip answers any target it is asked for with its data during
     /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
     func candidateAliases(for type: PasteboardType, offered: [String]) -> [TargetAlias] {
-        let offeredSet = Set(offered)
-        let candidates = registry.targets(for: type).filter { offeredSet.contains($0.name) }
-        let others = offered.compactMap { registry.type(forTarget: $0) }
-            .filter { $0.type == type && !candidates.contains($0.alias) }.map(\.alias)
-        return candidates + others
+        OfferReading.candidateAliases(for: type, offered: offered, registry: registry)
     }
 
-    /// How to decode a reply: by the requested alias, except for targets whose encoding the
-    /// owner chooses (`TEXT`, whose reply type differs from its name): those by the reply's type
-    /// (`TEXT` answered as `STRING` is Latin-1). Reply types of other targets are not trusted:
-    /// xsel answers UTF8_STRING with UTF-8 bytes typed STRING.
+    /// How to decode a reply (``OfferReading/codec(for:requested:replyType:registry:)``).
     func codec(for type: PasteboardType, requested: TargetAlias, replyType: String) -> TargetCodec {
-        if requested.replyType != requested.name, replyType != requested.name,
-           let reply = registry.type(forTarget: replyType), reply.type == type {
-            return reply.alias.codec
-        }
-        return requested.codec
+        OfferReading.codec(for: type, requested: requested, replyType: replyType, registry: registry)
     }
 
     /// The outer wait of a data transfer; the transfer's own no-progress deadline is what ends
