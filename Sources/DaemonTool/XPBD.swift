@@ -45,6 +45,8 @@ package enum XPBD {
         static let onCopyType = OptionSpec.value(nil, "on-copy-type", "type", "Run --on-copy only for copies with this type (a name as xpb paste -t takes it, or an X target; repeatable).")
         static let onCopyApp = OptionSpec.value(nil, "on-copy-app", "name", "Run --on-copy only for copies by this app (its executable's name; repeatable).")
         static let onCopyTimeout = OptionSpec.value(nil, "on-copy-timeout", "seconds", "Kill an --on-copy action (and what it started) after this many seconds (default 10).")
+        static let headless = OptionSpec.flag(nil, "headless", "Run without a display (a server reached over ssh): hold the pasteboards in memory for xpb on this host, and sync them with the desktops that link here (xpbd --peer THIS-HOST there). 'xpb daemon link' starts one when the host has no display and no daemon.")
+        static let idleExit = OptionSpec.value(nil, "idle-exit", "seconds", "With --headless: exit after this long with no sync link and no client (default 3600; 0: never).")
         static let config = OptionSpec.value(nil, "config", "file", "Read options from this file first (default $XDG_CONFIG_HOME/xpb/xpbd.conf, when it exists; see FILES).")
         static let noConfig = OptionSpec.flag(nil, "no-config", "Read no configuration file.")
         static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
@@ -104,6 +106,8 @@ package enum XPBD {
             Option.onCopyType,
             Option.onCopyApp,
             Option.onCopyTimeout,
+            Option.headless,
+            Option.idleExit,
             Option.config,
             Option.noConfig,
             Option.logLevel,
@@ -244,6 +248,16 @@ package enum XPBD {
         if configuration.onCopy.command == nil, !configuration.onCopy.types.isEmpty || !configuration.onCopy.apps.isEmpty {
             throw UsageError("--on-copy-type and --on-copy-app filter --on-copy, which is not given")
         }
+        configuration.isHeadless = arguments.flag(Option.headless)
+        if let seconds = try arguments.seconds(Option.idleExit) {
+            guard configuration.isHeadless else { throw UsageError("--idle-exit applies to --headless only") }
+            guard seconds >= 0 else { throw UsageError("--idle-exit takes 0 or more seconds") }
+            configuration.idleExit = seconds == 0 ? nil : seconds
+        }
+        if configuration.isHeadless {
+            if configuration.display != nil { throw UsageError("--headless runs without a display: it takes no --display") }
+            if configuration.replace { throw UsageError("--headless manages no display's clipboard: it takes no --replace") }
+        }
         let name = arguments.value(Option.logLevel) ?? "info"
         guard let parsed = Logger.Level(rawValue: name) else {
             throw UsageError("'\(name)' is not a log level (trace, debug, info, notice, warning, error, critical)")
@@ -297,6 +311,7 @@ package enum XPBD {
         // Everything the daemon writes (history, sockets) is the user's alone.
         umask(0o077)
         signal(SIGPIPE, SIG_IGN)
+        if configuration.isHeadless { return runHeadless(configuration, logger: logger) }
         let daemon: ClipboardDaemon
         do {
             daemon = try ClipboardDaemon(configuration: configuration, logger: logger)
@@ -334,6 +349,31 @@ package enum XPBD {
         }
         reload.resume()
         sources.append(reload)
+        do {
+            try daemon.start()
+        } catch {
+            logger.critical("\(error)")
+            return 1
+        }
+        let failure = daemon.run()
+        sources.forEach { $0.cancel() }
+        return failure == nil ? 0 : 1
+    }
+}
+
+extension XPBD {
+    /// `--headless`: the in-memory daemon, until a signal or the idle exit.
+    static func runHeadless(_ configuration: DaemonConfiguration, logger: Logger) -> Int32 {
+        let daemon = HeadlessDaemon(configuration: configuration, logger: logger)
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT, SIGHUP] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            // SIGHUP: the ssh session that started it ended; the daemon stays for the next one.
+            source.setEventHandler { if number != SIGHUP { daemon.stop() } }
+            source.resume()
+            sources.append(source)
+        }
         do {
             try daemon.start()
         } catch {

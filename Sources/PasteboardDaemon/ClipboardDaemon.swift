@@ -161,7 +161,7 @@ package final class ClipboardDaemon: Sendable {
                 captures(name).async { self.restoreLast(name) }
             }
         }
-        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request in
+        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, _ in
             guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
             return self.answer(request)
         }, syncHandler: { [weak self] fd, hello in

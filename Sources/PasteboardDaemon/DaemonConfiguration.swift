@@ -44,6 +44,10 @@ package struct DaemonConfiguration: Sendable {
     package var clipboardToPrimary = false
     /// `--on-copy`: a command run for each new copy kept.
     package var onCopy = CopyActionConfiguration()
+    /// `--headless`: no display; the pasteboards are held in memory (``HeadlessDaemon``).
+    package var isHeadless = false
+    /// A headless daemon with no link and no client for this long exits, in seconds (nil: never).
+    package var idleExit: Double? = 3600
 
     package init(stateDirectory: URL) {
         self.stateDirectory = stateDirectory

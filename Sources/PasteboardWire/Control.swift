@@ -40,6 +40,99 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     case clearAll
     /// Pins (or unpins) entry `index`: a pinned entry is never evicted by the caps and survives `clear`.
     case pin(index: Int, pinned: Bool)
+
+    // A headless daemon's pasteboards (``HeadlessProtocol``), named by their X selection
+    // (`CLIPBOARD`, `PRIMARY`, `SECONDARY`, `XPB_PASTEBOARD:<name>`). A display's daemon refuses them.
+
+    /// What the pasteboard offers: ``ControlReply/offer(_:)``.
+    case offer(pasteboard: String)
+    /// The bytes of one target: ``ControlReply/transfer(type:size:)``, then data frames (raw
+    /// bytes, at most ``HeadlessProtocol/chunkSize`` each), then ``ControlReply/end(total:)``, or
+    /// an error frame at any point.
+    case read(pasteboard: String, target: String, limit: Int)
+    /// New contents: the client then sends every representation's bytes in data frames, in
+    /// order; answered ``ControlReply/done(_:)`` once they are held.
+    case write(PasteboardWrite)
+    /// Empties the pasteboard.
+    case clearPasteboard(pasteboard: String)
+    /// Every change from now on, one ``ControlReply/changed(_:)`` each, until the client closes
+    /// the connection (nil: every pasteboard).
+    case watch(pasteboard: String?)
+}
+
+/// New contents for a headless daemon's pasteboard: the items' types and sizes (the bytes follow
+/// in data frames) and their options.
+package struct PasteboardWrite: Codable, Sendable, Equatable {
+    package struct Representation: Codable, Sendable, Equatable {
+        /// The type identifier (UTI or MIME type, as the model names it).
+        package var type: String
+        package var size: Int
+
+        package init(type: String, size: Int) {
+            self.type = type
+            self.size = size
+        }
+    }
+
+    package var pasteboard: String
+    package var items: [[Representation]]
+    package var isLocalOnly: Bool
+    package var expires: Date?
+    /// Who wrote it, for people (`xpb` and the user's host).
+    package var origin: String
+
+    package init(pasteboard: String, items: [[Representation]], isLocalOnly: Bool, expires: Date?, origin: String) {
+        self.pasteboard = pasteboard
+        self.items = items
+        self.isLocalOnly = isLocalOnly
+        self.expires = expires
+        self.origin = origin
+    }
+
+    /// Every representation's bytes in all.
+    package var size: Int { items.joined().reduce(0) { $0 + $1.size } }
+}
+
+/// What a headless daemon's pasteboard offers: its targets (as an X owner would list them) and
+/// who made the copy.
+package struct PasteboardOffer: Codable, Sendable, Equatable {
+    package var pasteboard: String
+    package var targets: [String]
+    package var changeCount: Int
+    /// Where the copy was made (this host's `xpb`, or a peer's application).
+    package var origin: String
+
+    package init(pasteboard: String, targets: [String], changeCount: Int, origin: String) {
+        self.pasteboard = pasteboard
+        self.targets = targets
+        self.changeCount = changeCount
+        self.origin = origin
+    }
+}
+
+/// One change of a headless daemon's pasteboard, as `watch` reports it.
+package struct PasteboardChangeNote: Codable, Sendable, Equatable {
+    package var pasteboard: String
+    package var changeCount: Int
+    /// The new contents' targets; empty when the pasteboard was emptied.
+    package var targets: [String]
+    package var origin: String?
+
+    package init(pasteboard: String, changeCount: Int, targets: [String], origin: String?) {
+        self.pasteboard = pasteboard
+        self.changeCount = changeCount
+        self.targets = targets
+        self.origin = origin
+    }
+}
+
+/// The fixed values of the headless requests.
+package enum HeadlessProtocol {
+    /// The most bytes one data frame of a read or a write carries.
+    package static let chunkSize = 1 << 20
+    /// The name a headless daemon's socket carries instead of a display's
+    /// (`$XDG_RUNTIME_DIR/xpb/xpbd-headless.socket`).
+    package static let socketKey = "headless"
 }
 
 /// The daemon's answer.
@@ -48,6 +141,16 @@ package enum ControlReply: Codable, Sendable, Equatable {
     case history([HistoryEntrySummary])
     /// The command was carried out; the text says what happened.
     case done(String)
+    /// A headless pasteboard's offer; nil when it is empty.
+    case offer(PasteboardOffer?)
+    /// A read begins: the reply's type, and its size when known.
+    case transfer(type: String, size: Int?)
+    /// A read is complete: `total` bytes were sent.
+    case end(total: Int)
+    /// A read's target is not served (before any byte); why.
+    case refused(String)
+    /// A watched pasteboard changed.
+    case changed(PasteboardChangeNote)
 }
 
 /// What `xpb daemon status` shows.
@@ -269,6 +372,11 @@ package enum ControlEndpoint {
     /// `/tmp/xpb-<uid>/…`), the display's screen number dropped (`:0.0` and `:0` share a daemon).
     package static func socketPath(display: String, environment: [String: String], uid: UInt32) -> String {
         directory(environment: environment, uid: uid) + "/xpbd-" + displayKey(display) + ".socket"
+    }
+
+    /// The socket of this user's headless daemon (``HeadlessProtocol/socketKey``).
+    package static func headlessSocketPath(environment: [String: String], uid: UInt32) -> String {
+        directory(environment: environment, uid: uid) + "/xpbd-" + HeadlessProtocol.socketKey + ".socket"
     }
 
     /// The directory of the sockets (0700).

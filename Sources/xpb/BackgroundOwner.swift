@@ -184,7 +184,7 @@ extension CopyCommand {
 enum Detach {
     /// Runs this program's binary with `arguments` in a new session, standard streams on /dev/null,
     /// and `fds` as descriptors 3, 4, …
-    static func spawn(arguments: [String], fds: [Int32], log: String? = nil) throws -> pid_t {
+    static func spawn(arguments: [String], fds: [Int32], log: String? = nil, program: String = "xpb") throws -> pid_t {
         // The binary by its own path, so that ps, top and pgrep show the owner as `xpb` (the kernel
         // names a process after the file it executed: `/proc/self/exe` would make it `exe`).
         // /proc/self/exe itself when the file was replaced or removed since we started.
@@ -192,8 +192,9 @@ enum Detach {
         if let path = SystemCall.linkTarget("/proc/self/exe"), !path.hasSuffix(" (deleted)"), access(path, X_OK) == 0 {
             executable = path
         }
-        // argv[0] is xpb's own name even when run as a stand-in (`xclip`): the owner runs xpb's grammar.
-        var child = ChildProcess(executable: executable, arguments: ["xpb"] + arguments)
+        // argv[0] is xpb's own name even when run as a stand-in (`xclip`): the owner runs xpb's
+        // grammar (`xpbd`'s for a daemon started here).
+        var child = ChildProcess(executable: executable, arguments: [program] + arguments)
         // --log FILE: the owner's errors are appended there instead of lost.
         if let log { child.descriptors[2] = .open(log, flags: O_WRONLY | O_CREAT | O_APPEND, mode: 0o600) }
         for (index, fd) in fds.enumerated() { child.descriptors[Int32(3 + index)] = .inherit(fd) }
@@ -202,7 +203,7 @@ enum Detach {
         do {
             return try child.spawn()
         } catch {
-            throw Failure("cannot start the background owner: \(error)")
+            throw Failure("cannot start \(program == "xpb" ? "the background owner" : program): \(error)")
         }
     }
 }

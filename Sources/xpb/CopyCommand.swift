@@ -182,7 +182,9 @@ struct CopyCommand: Command {
         if let readyFD {
             closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
         }
-        if foreground || readyFD != nil {
+        if readyFD == nil, HeadlessPasteboards.isHeadless(display: selection.display) {
+            try copyWithoutDisplay()
+        } else if foreground || readyFD != nil {
             try blocking { try await self.serve() }
         } else {
             try detach()

@@ -24,6 +24,12 @@ struct DaemonClient {
     /// - Throws: a ``Failure`` saying the daemon is not running, or why it refused.
     init(display: String?, timeout: Double = 10) throws {
         let (path, display) = try Self.socketPath(display: display)
+        try self.init(path: path, display: display, timeout: timeout,
+                      notRunning: "xpbd is not running for display \(display) (nothing listens on \(path)); start it with 'xpbd &' or 'systemctl --user start xpbd'")
+    }
+
+    /// Connects to the daemon listening on `path`; `notRunning` is the failure when none does.
+    init(path: String, display: String, timeout: Double = 10, notRunning: String) throws {
         socketPath = path
         self.display = display
         let deadline = Date().addingTimeInterval(timeout)
@@ -33,7 +39,7 @@ struct DaemonClient {
             do {
                 fd = try LocalSocket.connect(path)
             } catch where [ENOENT, ECONNREFUSED].contains(error.code) {
-                throw Failure("xpbd is not running for display \(display) (nothing listens on \(path)); start it with 'xpbd &' or 'systemctl --user start xpbd'", .failure)
+                throw Failure(notRunning, .failure)
             } catch {
                 throw Failure("cannot reach xpbd: \(error)")
             }
@@ -77,6 +83,40 @@ struct DaemonClient {
         default:
             throw Failure("xpbd answered with an unexpected frame")
         }
+    }
+
+    /// Sends a request whose answer comes in several frames (``nextReply()``, ``nextFrame()``).
+    func post(_ request: ControlRequest) throws {
+        try channel.send(.request, request)
+    }
+
+    /// Sends raw bytes in a data frame (a write's body).
+    func sendData(_ data: Data) throws {
+        try channel.send(Frame(kind: .data, payload: data))
+    }
+
+    /// The next frame of a streamed answer: a reply or data; an error frame becomes a ``Failure``.
+    mutating func nextFrame() throws -> Frame {
+        guard let frame = try channel.receive() else { throw Failure("xpbd closed the connection during its answer") }
+        switch frame.kind {
+        case .reply, .data: return frame
+        case .error: throw Failure("xpbd: \(Self.message(frame))")
+        default: throw Failure("xpbd answered with an unexpected frame")
+        }
+    }
+
+    /// The next frame, which must be a reply.
+    mutating func nextReply() throws -> ControlReply {
+        let frame = try nextFrame()
+        guard frame.kind == .reply else { throw Failure("xpbd sent data where an answer was due") }
+        do { return try ControlCoding.decode(ControlReply.self, from: frame.payload) } catch {
+            throw Failure("xpbd's answer could not be read: \(error)")
+        }
+    }
+
+    /// No timeout on receiving (a watch waits for changes as long as they take).
+    func waitIndefinitely() {
+        channel.setTimeout(0)
     }
 
     private static func message(_ frame: Frame) -> String {

@@ -12,7 +12,7 @@ struct DaemonCommand: Command {
     static let spec = CommandSpec(
         name: "daemon",
         abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
-        discussion: "'xpb daemon status': running or not, pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user. Exit status 0 when the link ends, 1 when no daemon can be reached.",
+        discussion: "'xpb daemon status': running or not (without a display: this host's headless xpbd), pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user, and with none it starts 'xpbd --headless --sync-primary' (log: $XDG_RUNTIME_DIR/xpb/xpbd-headless.log), so that a desktop's 'xpbd --peer HOST' reaches a server without a display. Exit status 0 when the link ends, 1 when no daemon can be reached.",
         options: [CommonOptions.json, Option.display],
         positional: PositionalSpec(valueName: "action", help: "status (the default) or link.", completion: .words(["status", "link"])))
 
@@ -47,7 +47,12 @@ struct DaemonCommand: Command {
         if isLink { return try DaemonLink(display: display).run() }
         var client: DaemonClient
         do {
-            client = try DaemonClient(display: display)
+            if HeadlessPasteboards.isHeadless(display: display), HeadlessPasteboards.isRunning {
+                // Without a display: this host's headless daemon.
+                client = try DaemonClient(path: HeadlessPasteboards.socketPath, display: "headless", notRunning: HeadlessPasteboards.notRunning)
+            } else {
+                client = try DaemonClient(display: display)
+            }
         } catch let failure as Failure where failure.status == .failure {
             let (socket, display) = try DaemonClient.socketPath(display: display)
             if asJSON {

@@ -20,13 +20,37 @@ struct DaemonLink {
         let sockets = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
             .filter { $0.hasPrefix("xpbd-") && $0.hasSuffix(".socket") }.sorted()
         guard !sockets.isEmpty else {
-            throw Failure("no xpbd runs for this user here (no socket in \(directory)); start xpbd on a display first", .failure)
+            // A host without a display (a server): a headless daemon, started for this link and
+            // the ones after it (it exits after --idle-exit with no link and no client).
+            socketPath = try Self.startHeadless()
+            return
         }
         guard sockets.count == 1 else {
             let displays = sockets.map { String($0.dropFirst("xpbd-".count).dropLast(".socket".count)) }
             throw Failure("several xpbd run here (displays \(displays.joined(separator: ", "))): name one with --display (in xpbd: --peer HOST,display=:N)", .usage)
         }
         socketPath = directory + "/" + sockets[0]
+    }
+
+    /// Starts `xpbd --headless` (this binary, detached, its log beside its socket) and waits
+    /// until it answers; returns its socket.
+    static func startHeadless() throws -> String {
+        let path = HeadlessPasteboards.socketPath
+        let directory = ControlEndpoint.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let log = directory + "/xpbd-headless.log"
+        let pid = try Detach.spawn(arguments: ["--headless", "--sync-primary"], fds: [], log: log, program: "xpbd")
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if HeadlessPasteboards.isRunning { return path }
+            // Another link started one at the same moment: ours stops, theirs answers.
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid, !HeadlessPasteboards.isRunning {
+                throw Failure("the headless xpbd exited at once (status \(status >> 8)); see \(log)", .failure)
+            }
+            usleep(10_000)
+        }
+        throw Failure("the headless xpbd did not answer within 10 s; see \(log)", .failure)
     }
 
     func run() throws {

@@ -71,16 +71,22 @@ struct PasteCommand: Command {
         if output == nil, StandardDescriptors.wasClosed(STDOUT_FILENO) {
             throw Failure("standard output is closed: nothing to write the data to (use -o FILE)")
         }
-        let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
-        defer { backend.close(handOff: false) }
+        // Without a display: this host's headless daemon.
+        let headless = HeadlessPasteboards.isHeadless(display: selection.display)
+        let backend = headless ? nil : try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
+        defer { backend?.close(handOff: false) }
+        let registry = backend?.registry ?? .standard
         // Set by the chooser when what is written is made here from what the owner has.
         let conversion = LocalConversion()
-        let wanted = try wantedTypes(backend.registry)
-        let choose = chooser(backend.registry, wanted: wanted, conversion: conversion)
+        let wanted = try wantedTypes(registry)
+        let choose = chooser(registry, wanted: wanted, conversion: conversion)
         // Asked for with the owner's offer: the first of --type, else UTF-8 text (what a paste
         // without --type reads from most owners).
         let likely = wanted?.first ?? .utf8PlainText
-        if follow { return try blocking { try await self.followChanges(backend, choose) } }
+        if follow {
+            guard let backend else { return try followHeadless(choose) }
+            return try blocking { try await self.followChanges(backend, choose) }
+        }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
         var destination: Int32? = output == nil ? STDOUT_FILENO : nil
@@ -104,7 +110,26 @@ struct PasteCommand: Command {
         }
         // HTML made into text, an image into another format: collected whole, converted at the end.
         var collected = Data()
-        let found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: likely, choosing: choose,
+        let finish = { (found: Bool) throws in
+            if found, let kind = conversion.kind { try bytes(try kind.convert(collected)) }
+            guard found else {
+                // Offered, then refused: a failure of the owner (status 1), not a type that is not
+                // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
+                throw Failure("the owner of \(selection.selection) offered the type but refused to convert it", .failure)
+            }
+            _ = try open()
+        }
+        let found: Bool
+        guard let backend else {
+            var pasteboards = try HeadlessPasteboards(timeout: timeout)
+            defer { pasteboards.close() }
+            found = try pasteboards.stream(selection.selection, item: item, limit: maxSize, choosing: choose, bytes: { data in
+                guard conversion.kind == nil else { return collected.append(data) }
+                try bytes(data)
+            })
+            return try finish(found)
+        }
+        found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: likely, choosing: choose,
                                        file: { file in
                                            if conversion.kind != nil { return collected.append(try file.read(offset: 0, length: file.size)) }
                                            guard trimNewline else { return try write(.file(file), to: open()) }
@@ -119,13 +144,7 @@ struct PasteCommand: Command {
                                            guard conversion.kind == nil else { return collected.append(data) }
                                            try bytes(data)
                                        })
-        if found, let kind = conversion.kind { try bytes(try kind.convert(collected)) }
-        guard found else {
-            // Offered, then refused: a failure of the owner (status 1), not a type that is not
-            // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
-            throw Failure("the owner of \(selection.selection) offered the type but refused to convert it", .failure)
-        }
-        _ = try open()
+        try finish(found)
     }
 
     /// The accepted types of --type, best first (nil without it); unknown names are warned about.
@@ -211,6 +230,37 @@ struct PasteCommand: Command {
             }
         }
         if !backend.isConnected { throw X11BackendError.connectionLost }
+    }
+}
+
+extension PasteCommand {
+    /// --follow without a display: the headless daemon's changes, read as they come.
+    func followHeadless(_ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) throws {
+        var reader = try HeadlessPasteboards(timeout: timeout)
+        defer { reader.close() }
+        var watcher = try HeadlessPasteboards(timeout: timeout)
+        defer { watcher.close() }
+        var written = Data()
+        let show = { (reader: inout HeadlessPasteboards) throws in
+            var data = Data()
+            do {
+                guard try reader.stream(selection.selection, item: item, limit: maxSize, choosing: choose, bytes: { data.append($0) }) else { return }
+            } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
+                // Nothing to write yet: the next change may bring it.
+                return
+            }
+            try writeAll(data.starts(with: written) ? data.dropFirst(written.count) : data, to: STDOUT_FILENO)
+            written = data
+        }
+        try show(&reader)
+        try watcher.watch(selection.selection) { _ in
+            do {
+                try show(&reader)
+            } catch let failure as Failure where !failure.message.hasPrefix("cannot write") {
+                writeText("xpb: \(failure.message)\n", to: STDERR_FILENO)
+            }
+            return true
+        }
     }
 }
 

@@ -51,7 +51,54 @@ struct WatchCommand: Command {
     }
 
     func run() throws {
+        if HeadlessPasteboards.isHeadless(display: selection.display) { return try watchWithoutDisplay() }
         try blocking { try await self.watch() }
+    }
+
+    /// Without a display: the headless daemon's changes. Types are named as the reader sees
+    /// them: by the types behind the targets (the manifest's items are not read for each change).
+    private func watchWithoutDisplay() throws {
+        var pasteboards = try HeadlessPasteboards()
+        defer { pasteboards.close() }
+        var reader = try HeadlessPasteboards()
+        defer { reader.close() }
+        var seen = 0
+        var previous: [PasteboardType] = []
+        try pasteboards.watch(selection.selection) { change in
+            let types = OfferReader(targets: change.targets, manifest: nil).itemTypes.first ?? []
+            let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
+                            types: types.map(\.identifier), added: types.filter { !previous.contains($0) }.map(\.identifier),
+                            removed: previous.filter { !types.contains($0) }.map(\.identifier), ownerPID: nil, ownerApp: change.origin)
+            previous = types
+            if asJSON {
+                writeJSONLine(json(line))
+            } else {
+                writeLine("\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
+            }
+            if let command {
+                runHook(command, line, input: types.isEmpty || types.contains(.passwordManagerHint) ? nil : contentsWithoutDisplay(&reader))
+            }
+            seen += 1
+            if let count, seen >= count { return false }
+            return true
+        }
+    }
+
+    /// The first item as `xpb paste` writes it, in a memory file (nil when there is nothing to give).
+    private func contentsWithoutDisplay(_ reader: inout HeadlessPasteboards) -> Int32? {
+        let fd = clinux_memfd("xpb-watch")
+        guard fd >= 0 else { return nil }
+        do {
+            _ = try reader.stream(selection.selection, item: 0, limit: CommonOptions.defaultMaxSize, choosing: { items in
+                guard let offered = items?.first, !offered.contains(.passwordManagerHint),
+                      let type = TypeRegistry.standard.defaultType(among: offered) else { throw Failure("nothing to read", .empty) }
+                return type
+            }, bytes: { try writeAll($0, to: fd) })
+        } catch {
+            _ = ftruncate(fd, 0)
+        }
+        _ = lseek(fd, 0, SEEK_SET)
+        return fd
     }
 
     private func watch() async throws {

@@ -88,6 +88,8 @@ extension ClipboardDaemon {
             case let .pin(index, pinned):
                 guard try store.withLock({ try $0.pin(index: index, pinned) }) else { return .failure(ControlFailure("no history entry \(index)")) }
                 return .success(.done("\(pinned ? "pinned" : "unpinned") entry \(index)"))
+            case .offer, .read, .write, .clearPasteboard, .watch:
+                return .failure(ControlFailure("this xpbd serves display \(displayName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
             }
         } catch {
             return .failure(ControlFailure("\(error)"))

@@ -10,7 +10,12 @@ import Synchronization
 enum ControlAnswer {
     case reply(ControlReply)
     case encoded(Data)
+    /// The handler answered on the connection itself (a streamed read or write, a watch).
+    case answered
 }
+
+/// Answers one request; may talk on the client's connection (streams) before it returns.
+typealias ControlHandler = @Sendable (ControlRequest, inout FrameChannel) -> Result<ControlAnswer, ControlFailure>
 
 /// The daemon's control socket: a UNIX socket (0600, in a 0700 directory) answering
 /// ``ControlRequest``s. Each connection is checked with SO_PEERCRED: a peer of another user is
@@ -35,7 +40,7 @@ final class ControlServer: Sendable {
     /// The socket file's identity, so that a stopping daemon never removes a successor's socket.
     private let inode: (dev: UInt, ino: UInt)
     private let logger: Logger
-    private let handler: @Sendable (ControlRequest) -> Result<ControlAnswer, ControlFailure>
+    private let handler: ControlHandler
     /// Takes a connection that said hello in the sync protocol (the descriptor is then its).
     private let syncHandler: @Sendable (Int32, Data) -> Void
     private let active = Mutex(0)
@@ -45,7 +50,7 @@ final class ControlServer: Sendable {
     /// How often refused connections are logged.
     private let refusals = Mutex(LogThrottle())
 
-    init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> Result<ControlAnswer, ControlFailure>,
+    init(path: String, logger: Logger, handler: @escaping ControlHandler,
          syncHandler: @escaping @Sendable (Int32, Data) -> Void) throws {
         self.path = path
         self.logger = logger
@@ -84,6 +89,9 @@ final class ControlServer: Sendable {
             throw POSIXFailure("starting the control socket's thread", error.rawValue)
         }
     }
+
+    /// Clients past their hello being served now.
+    var clientCount: Int { active.withLock { $0 } }
 
     /// Stops accepting and removes the socket file (if it is still ours).
     func stop() {
@@ -205,9 +213,10 @@ final class ControlServer: Sendable {
                     try channel.send(.error, ControlFailure(message: "malformed request"))
                     return nil
                 }
-                switch handler(request) {
+                switch handler(request, &channel) {
                 case let .success(.reply(reply)): try channel.send(.reply, reply)
                 case let .success(.encoded(payload)): try channel.send(Frame(kind: .reply, payload: payload))
+                case .success(.answered): break
                 case let .failure(failure): try channel.send(.error, failure)
                 }
             }

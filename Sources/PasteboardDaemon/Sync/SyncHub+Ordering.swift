@@ -149,7 +149,7 @@ extension SyncHub {
             }
         }
         do {
-            let owned = try surface.own(name, targets: targets, if: { [weak self] actual in
+            let owned = try surface.own(name, targets: targets, origin: announce.origin, if: { [weak self] actual in
                 self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual, ours: ours) } ?? false
             })
             if owned {

@@ -12,9 +12,9 @@ protocol SyncSurface: Sendable {
     var ourOwner: UInt { get }
     /// The owner of a selection now, nil when nobody owns it.
     func currentOwner(of name: Pasteboard.Name) -> UInt?
-    /// Compare-and-own: serves another node's copy on `name` if `precondition`, asked with the
-    /// owner at that instant, allows it. Returns whether it owns it.
-    func own(_ name: Pasteboard.Name, targets: [RemoteTarget], if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool
+    /// Compare-and-own: serves another node's copy (made at `origin`) on `name` if
+    /// `precondition`, asked with the owner at that instant, allows it. Returns whether it owns it.
+    func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool
     /// Compare-and-clear: clears `name` if `precondition`, asked with the owner at that instant,
     /// allows it. Returns whether it cleared it.
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool

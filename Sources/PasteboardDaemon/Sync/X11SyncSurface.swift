@@ -38,7 +38,7 @@ final class X11SyncSurface: SyncSurface {
         (try? backend.owner(of: name))?.window.rawValue
     }
 
-    func own(_ name: Pasteboard.Name, targets: [RemoteTarget], if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
+    func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
         try backend.proxy(name, targets: targets, if: { precondition($0.rawValue) })
     }
 

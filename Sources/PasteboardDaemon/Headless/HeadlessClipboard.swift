@@ -1,0 +1,254 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+import Synchronization
+
+/// The selections of a host without a display, held in memory: what an X server and its owners
+/// are to a desktop daemon. Each pasteboard (named by its X selection) holds either items written
+/// by `xpb` on this host, served by target as an X owner of them would serve them
+/// (``HeldSelection``), or another node's copy, whose bytes are fetched from it when read.
+///
+/// Every change is numbered (the change count), reported to the sync hub in the order it was made
+/// (under the store's lock, as the X thread reports ownership changes) and to the watchers.
+final class HeadlessClipboard: SyncSurface {
+    enum Contents: Sendable {
+        case held(HeldSelection)
+        case remote([RemoteTarget])
+    }
+
+    struct Entry: Sendable {
+        /// A number per copy (``HeadlessClipboard/ourOwner`` for other nodes' copies).
+        let owner: UInt
+        let contents: Contents
+        let origin: String
+        let expires: Date?
+
+        var targets: [String] {
+            switch contents {
+            case let .held(held): return held.targets
+            case let .remote(targets): return targets.map(\.target)
+            }
+        }
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var counts: [String: Int] = [:]
+        var nextOwner: UInt = 2
+        var watchers: [UInt64: Watcher] = [:]
+        var nextWatcher: UInt64 = 0
+    }
+
+    /// Told of each change of a synced selection, in order (the hub's ``SyncHub/ownerChanged(_:owner:event:)``).
+    typealias ChangeHook = @Sendable (Pasteboard.Name, UInt, SyncLedger.OwnerEvent) -> Void
+
+    private let state = Mutex(State())
+    private let hook = Mutex<ChangeHook?>(nil)
+    private let expiries = DispatchQueue(label: "xpbd.headless.expiry")
+
+    let ourOwner: UInt = 1
+
+    /// Sets the hook that hears of every change (once, before anything is written).
+    func onChange(_ hook: @escaping ChangeHook) {
+        self.hook.withLock { $0 = hook }
+    }
+
+    /// A pasteboard's name in the model, from its selection's name.
+    static func name(of selection: String) -> Pasteboard.Name {
+        switch selection {
+        case "CLIPBOARD": return .general
+        case "PRIMARY": return .find
+        case "SECONDARY": return .secondary
+        default:
+            let prefix = "XPB_PASTEBOARD:"
+            return selection.hasPrefix(prefix) ? Pasteboard.Name(rawValue: String(selection.dropFirst(prefix.count))) : Pasteboard.Name(rawValue: selection)
+        }
+    }
+
+    /// Whether a name is a selection a client may use.
+    static func isValid(_ selection: String) -> Bool {
+        ["CLIPBOARD", "PRIMARY", "SECONDARY"].contains(selection)
+            || (selection.hasPrefix("XPB_PASTEBOARD:") && (try? Pasteboard.Name.validated(String(selection.dropFirst("XPB_PASTEBOARD:".count)))) != nil)
+    }
+
+    // MARK: Clients
+
+    /// The contents of a pasteboard and its change count (nil contents: empty).
+    func entry(_ selection: String) -> (Entry?, Int) {
+        state.withLock { ($0.entries[selection], $0.counts[selection, default: 0]) }
+    }
+
+    /// New contents from a client on this host.
+    func write(_ selection: String, held: HeldSelection, origin: String) {
+        change(selection) { state in
+            let owner = state.nextOwner
+            state.nextOwner += 1
+            state.entries[selection] = Entry(owner: owner, contents: .held(held), origin: origin, expires: held.options.expirationDate)
+            return (owner, .copied)
+        }
+        if let expires = held.options.expirationDate { scheduleExpiry(selection, at: expires) }
+    }
+
+    /// Empties a pasteboard for a client (`xpb clear`): a clear, as `xsel --clear` is on X.
+    func clearForClient(_ selection: String) {
+        change(selection) { state in
+            state.entries.removeValue(forKey: selection)
+            return (0, .cleared)
+        }
+    }
+
+    /// The current copy's expiry: it is dropped, as an xpb owner gives its selection up.
+    private func scheduleExpiry(_ selection: String, at date: Date) {
+        let owner = state.withLock { $0.entries[selection]?.owner }
+        expiries.asyncAfter(deadline: .now() + min(max(0, date.timeIntervalSinceNow), 1e9)) { [self] in
+            change(selection) { state in
+                guard let owner, state.entries[selection]?.owner == owner else { return nil }
+                state.entries.removeValue(forKey: selection)
+                return (0, .cleared)
+            }
+        }
+    }
+
+    /// Makes a change under the lock (`body` returns the new owner and the event, nil for no
+    /// change), counts it and tells the hub in the same step; then the watchers.
+    private func change(_ selection: String, _ body: (inout State) -> (UInt, SyncLedger.OwnerEvent)?) {
+        let hook = self.hook.withLock { $0 }
+        let note = state.withLock { state -> (PasteboardChangeNote, [Watcher])? in
+            guard let (owner, event) = body(&state) else { return nil }
+            state.counts[selection, default: 0] += 1
+            hook?(Self.name(of: selection), owner, event)
+            let entry = state.entries[selection]
+            let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
+                                            targets: entry?.targets ?? [], origin: entry?.origin)
+            return (note, state.watchers.values.filter { $0.selection == nil || $0.selection == selection })
+        }
+        guard let (change, watchers) = note else { return }
+        for watcher in watchers { watcher.post(change) }
+    }
+
+    // MARK: Watchers
+
+    /// Registers a watcher of one pasteboard (nil: all); returns its id for ``unwatch(_:)``.
+    func watch(_ watcher: Watcher) -> UInt64 {
+        state.withLock { state in
+            state.nextWatcher += 1
+            state.watchers[state.nextWatcher] = watcher
+            return state.nextWatcher
+        }
+    }
+
+    func unwatch(_ id: UInt64) {
+        _ = state.withLock { $0.watchers.removeValue(forKey: id) }
+    }
+
+    // MARK: SyncSurface
+
+    func currentOwner(of name: Pasteboard.Name) -> UInt? {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        return state.withLock { $0.entries[selection]?.owner }
+    }
+
+    func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        let owned = Mutex(false)
+        change(selection) { state in
+            guard precondition(state.entries[selection]?.owner ?? 0) else { return nil }
+            state.entries[selection] = Entry(owner: ourOwner, contents: .remote(targets), origin: origin, expires: nil)
+            owned.withLock { $0 = true }
+            return (ourOwner, .ours)
+        }
+        return owned.withLock { $0 }
+    }
+
+    func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        let cleared = Mutex(false)
+        change(selection) { state in
+            guard precondition(state.entries[selection]?.owner ?? 0) else { return nil }
+            state.entries.removeValue(forKey: selection)
+            cleared.withLock { $0 = true }
+            return (0, .ours)
+        }
+        return cleared.withLock { $0 }
+    }
+
+    func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
+
+    func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner else { return .replaced }
+        guard case let .held(held) = entry.contents else { return .notShared("another node's copy") }
+        if KeepPolicy.isSecret(held.targets) { return .notShared("marked secret") }
+        if held.options.isLocalOnly { return .notShared("local-only") }
+        if let expires = entry.expires, expires <= Date() { return .notShared("expired") }
+        let targets = held.targets.filter(KeepPolicy.isKept).prefix(SyncHub.maxTargets).map { SyncTarget(target: $0, size: held.size(of: $0)) }
+        guard !targets.isEmpty else { return .notShared("without data targets") }
+        return .shareable(targets: Array(targets), expires: entry.expires, origin: "\(nodeName) (\(entry.origin))")
+    }
+
+    func serve(_ name: Pasteboard.Name, owner: UInt, target: String, limit: Int, turnDeadline: Date,
+               isCurrent: @escaping @Sendable () -> Bool, begin: (String, Int?) throws -> Void,
+               chunk: (Data) throws -> Void) throws -> SyncServeOutcome {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner, case let .held(held) = entry.contents else {
+            return .refused("\(selection) changed since that announce")
+        }
+        guard let (type, data) = try held.bytes(for: target) else { return .refused("\(target) cannot be made") }
+        guard data.count <= limit else {
+            return .refused("\(selection) \(target) is \(ByteCount.format(data.count)), over the \(ByteCount.format(limit)) cap per transfer")
+        }
+        try begin(type, data.count)
+        try chunk(data)
+        return .served
+    }
+}
+
+/// A `watch` client's feed: changes are queued here and the client's thread is woken through a
+/// pipe, which it polls together with the client's socket (a client that goes is seen at once).
+final class Watcher: Sendable {
+    let selection: String?
+    private let queued = Mutex<[PasteboardChangeNote]>([])
+    /// Read end (polled by the client's thread) and write end.
+    let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    init?(selection: String?) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return nil }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        self.selection = selection
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    func post(_ change: PasteboardChangeNote) {
+        queued.withLock { queue in
+            // A client that reads nothing holds at most this many changes; the oldest go.
+            if queue.count >= 1024 { queue.removeFirst() }
+            queue.append(change)
+        }
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    /// The changes queued since the last call.
+    func take() -> [PasteboardChangeNote] {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(wakeRead, &buffer, buffer.count) > 0 {}
+        return queued.withLock { queue in
+            defer { queue.removeAll() }
+            return queue
+        }
+    }
+}

@@ -1,0 +1,301 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Logging
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+import Synchronization
+
+/// `xpbd --headless`: the daemon of a host without a display (a server reached over ssh). Its
+/// pasteboards live in memory (``HeadlessClipboard``); `xpb` on this host reads and writes them on
+/// the control socket, and the sync hub shares CLIPBOARD (and PRIMARY with `--sync-primary`)
+/// with the desktop daemons that link to it (`xpbd --peer THIS-HOST` there): a copy is announced,
+/// its bytes move when someone pastes.
+///
+/// With no link and no client for `--idle-exit`, it exits: nothing lingers on a server for ever.
+package final class HeadlessDaemon: Sendable {
+    package let configuration: DaemonConfiguration
+    let logger: Logger
+    let clipboard = HeadlessClipboard()
+    let hub: SyncHub
+    let socketPath: String
+    let startedAt = Date()
+    private let control = Mutex<ControlServer?>(nil)
+    /// When the daemon last had a link, a client or a request.
+    private let lastBusy = Mutex(Date())
+    private let stopped = Mutex<(done: Bool, failure: String?)>((false, nil))
+    private let stopSignal = DispatchSemaphore(value: 0)
+
+    /// The name this node gives itself: the host's, and that it has no display.
+    static let displayName = "headless"
+
+    package init(configuration: DaemonConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        socketPath = configuration.socketPath ?? ControlEndpoint.headlessSocketPath(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        hub = SyncHub(configuration: configuration.sync, surface: clipboard, displayName: Self.displayName, logger: logger)
+        clipboard.onChange { [weak hub] name, owner, event in hub?.ownerChanged(name, owner: owner, event: event) }
+    }
+
+    /// Starts answering on the control socket, dials the configured peers, and starts the idle clock.
+    ///
+    /// - Throws: when another headless daemon of this user answers on the socket, or the socket
+    ///   cannot be made.
+    package func start() throws {
+        if let fd = try? LocalSocket.connect(socketPath) {
+            close(fd)
+            throw ControlFailure("another headless xpbd of this user listens on \(socketPath)")
+        }
+        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, channel in
+            guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
+            self.touch()
+            defer { self.touch() }
+            return self.answer(request, on: &channel)
+        }, syncHandler: { [weak self] fd, hello in
+            guard let self else {
+                close(fd)
+                return
+            }
+            self.touch()
+            self.hub.accept(fd: fd, hello: hello)
+        })
+        control.withLock { $0 = server }
+        logger.info("headless: holding the pasteboards in memory; listening on \(socketPath)")
+        hub.start()
+        startIdleClock()
+    }
+
+    /// Blocks until the daemon stops; returns the failure, nil for a clean stop.
+    package func run() -> String? {
+        stopSignal.wait()
+        hub.stop()
+        control.withLock { server in
+            server?.stop()
+            server = nil
+        }
+        logger.info("stopped")
+        return stopped.withLock { $0.failure }
+    }
+
+    package func stop() {
+        finish(reason: "asked to stop")
+    }
+
+    private func finish(reason: String) {
+        let first = stopped.withLock { value -> Bool in
+            guard !value.done else { return false }
+            value = (true, nil)
+            return true
+        }
+        guard first else { return }
+        idleWake.signal()
+        logger.notice("\(reason)")
+        stopSignal.signal()
+    }
+
+    // MARK: Idle exit
+
+    private func touch() {
+        lastBusy.withLock { $0 = Date() }
+    }
+
+    /// Looks at links and clients a few times per `--idle-exit` period (at most once a second,
+    /// at least once a minute): after a whole period with neither, the daemon stops.
+    private func startIdleClock() {
+        guard let idle = configuration.idleExit else { return }
+        let period = min(max(idle / 8, 0.05), 60)
+        let wake = idleWake
+        do {
+            try DetachedThread.start(name: "xpbd.idle") { [weak self] in
+                while true {
+                    _ = wake.wait(timeout: .now() + period)
+                    guard let self, !stopped.withLock({ $0.done }) else { return }
+                    let busy = hub.peerStatuses().contains { $0.state == "connected" } || (control.withLock { $0?.clientCount } ?? 0) > 0
+                    if busy {
+                        touch()
+                    } else if Date().timeIntervalSince(lastBusy.withLock { $0 }) >= idle {
+                        return finish(reason: "no link and no client for \(Self.duration(idle)): exiting (--idle-exit)")
+                    }
+                }
+            }
+        } catch {
+            logger.error("cannot start the idle clock's thread (--idle-exit will not apply): \(error)")
+        }
+    }
+
+    /// Wakes the idle clock when the daemon stops.
+    private let idleWake = DispatchSemaphore(value: 0)
+
+    /// `1 h`, `90 s`, `0.5 s`.
+    static func duration(_ seconds: Double) -> String {
+        if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) h" }
+        if seconds >= 60, seconds.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(seconds / 60)) min" }
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
+
+    // MARK: Requests
+
+    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        switch request {
+        case .status:
+            return .success(.reply(.status(status())))
+        case let .offer(selection):
+            guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
+            let (entry, count) = clipboard.entry(selection)
+            return .success(.reply(.offer(entry.map { PasteboardOffer(pasteboard: selection, targets: $0.targets, changeCount: count, origin: $0.origin) })))
+        case let .read(selection, target, limit):
+            guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
+            return read(selection, target: target, limit: limit, on: &channel)
+        case let .write(write):
+            guard HeadlessClipboard.isValid(write.pasteboard) else { return .failure(Self.unknown(write.pasteboard)) }
+            return self.write(write, from: &channel)
+        case let .clearPasteboard(selection):
+            guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
+            clipboard.clearForClient(selection)
+            return .success(.reply(.done("\(selection) cleared")))
+        case let .watch(selection):
+            if let selection, !HeadlessClipboard.isValid(selection) { return .failure(Self.unknown(selection)) }
+            return watch(selection, on: &channel)
+        case .history, .select, .delete, .clear, .clearAll, .pin:
+            return .failure(ControlFailure("a headless xpbd keeps no history: its pasteboards live in memory until it exits"))
+        }
+    }
+
+    static func unknown(_ selection: String) -> ControlFailure {
+        ControlFailure("'\(selection)' is not a pasteboard (CLIPBOARD, PRIMARY, SECONDARY or XPB_PASTEBOARD:<name>)")
+    }
+
+    /// The bytes of the client's copy, data frame by data frame, exactly the sizes announced;
+    /// then held. Nothing is held of a write that breaks off or claims more than the cap.
+    private func write(_ write: PasteboardWrite, from channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        let cap = configuration.maxSnapshotBytes
+        guard !write.items.isEmpty, write.items.allSatisfy({ !$0.isEmpty }), write.items.joined().allSatisfy({ $0.size >= 0 }) else {
+            return .failure(ControlFailure("a write needs at least one representation per item, with sizes of 0 or more"))
+        }
+        guard write.size <= cap else {
+            return .failure(ControlFailure("the copy is \(ByteCount.format(write.size)), more than the \(ByteCount.format(cap)) a headless xpbd holds (--max-target-size)"))
+        }
+        var items: [PasteboardItem] = []
+        do {
+            for representations in write.items {
+                var item = PasteboardItem()
+                for representation in representations {
+                    let type = try PasteboardType(representation.type)
+                    var data = Data(capacity: representation.size)
+                    while data.count < representation.size {
+                        guard let frame = try channel.receive(within: ControlServer.frameDeadline) else {
+                            return .failure(ControlFailure("the client went away during its write: nothing was changed"))
+                        }
+                        guard frame.kind == .data, data.count + frame.payload.count <= representation.size else {
+                            return .failure(ControlFailure("the write's data did not match its announced sizes: nothing was changed"))
+                        }
+                        data.append(frame.payload)
+                    }
+                    item.setData(data, for: type)
+                }
+                items.append(item)
+            }
+        } catch {
+            return .failure(ControlFailure("the write failed: \(error); nothing was changed"))
+        }
+        let options = PasteboardOptions(localOnly: write.isLocalOnly, expirationDate: write.expires)
+        let held = HeldSelection(items: items, options: options)
+        let origin = String(write.origin.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
+        clipboard.write(write.pasteboard, held: held, origin: origin.isEmpty ? "xpb" : origin)
+        logger.debug("headless: \(write.pasteboard) holds \(items.count) items (\(ByteCount.format(write.size)))")
+        return .success(.reply(.done("\(write.pasteboard) holds \(ByteCount.format(write.size))")))
+    }
+
+    /// Streams a target's bytes: from memory for a copy made here, else fetched from the node
+    /// that holds it as the client takes them (the peer is granted credit as they go).
+    private func read(_ selection: String, target: String, limit: Int, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        let (entry, _) = clipboard.entry(selection)
+        guard let entry else { return .failure(ControlFailure("\(selection) is empty")) }
+        let limit = max(0, limit)
+        let tooLarge = { (size: Int) in ControlFailure("the data is \(size) bytes, more than the \(limit)-byte limit") }
+        do {
+            switch entry.contents {
+            case let .held(held):
+                guard let (type, data) = try held.bytes(for: target) else { return .success(.reply(.refused("\(target) is not served"))) }
+                guard data.count <= limit else { return .failure(tooLarge(data.count)) }
+                try channel.send(.reply, ControlReply.transfer(type: type, size: data.count))
+                var offset = 0
+                while offset < data.count {
+                    let end = min(data.count, offset + HeadlessProtocol.chunkSize)
+                    try channel.send(Frame(kind: .data, payload: data.subdata(in: data.startIndex + offset ..< data.startIndex + end)))
+                    offset = end
+                }
+                try channel.send(.reply, ControlReply.end(total: data.count))
+            case let .remote(targets):
+                guard let remote = targets.first(where: { $0.target == target }) else { return .success(.reply(.refused("\(target) is not served"))) }
+                guard let stream = remote.open() else { return .success(.reply(.refused("the peer that holds \(selection) cannot be reached"))) }
+                defer { stream.cancel() }
+                var total = 0
+                var begun = false
+                while true {
+                    let snapshot = stream.snapshot()
+                    if let failure = snapshot.failure { return .failure(ControlFailure(failure)) }
+                    if !begun, let header = snapshot.header {
+                        if let size = header.size, size > limit { return .failure(tooLarge(size)) }
+                        try channel.send(.reply, ControlReply.transfer(type: header.type, size: header.size))
+                        begun = true
+                    }
+                    if begun, let chunk = stream.take(upTo: HeadlessProtocol.chunkSize) {
+                        total += chunk.count
+                        guard total <= limit else { return .failure(tooLarge(total)) }
+                        try channel.send(Frame(kind: .data, payload: chunk))
+                        continue
+                    }
+                    if snapshot.isEnded, snapshot.buffered == 0 {
+                        if !begun { try channel.send(.reply, ControlReply.transfer(type: target, size: 0)) }
+                        try channel.send(.reply, ControlReply.end(total: total))
+                        break
+                    }
+                    // Nothing to pass on: wait for the peer (its silence is bounded by the hub's
+                    // fetch timeout, which fails the stream).
+                    let moved = DispatchSemaphore(value: 0)
+                    stream.observe(after: snapshot.version) { moved.signal() }
+                    _ = moved.wait(timeout: .now() + 1)
+                }
+            }
+        } catch {
+            logger.debug("headless: a read of \(selection) \(target) ended: \(error)")
+            return .success(.answered)
+        }
+        return .success(.answered)
+    }
+
+    /// Sends each change as it comes until the client closes the connection.
+    private func watch(_ selection: String?, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        guard let watcher = Watcher(selection: selection) else { return .failure(ControlFailure("cannot watch: no pipe")) }
+        let id = clipboard.watch(watcher)
+        defer { clipboard.unwatch(id) }
+        do {
+            try channel.send(.reply, ControlReply.done("watching"))
+            var descriptors = [pollfd(fd: channel.fd, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: watcher.wakeRead, events: Int16(POLLIN), revents: 0)]
+            while true {
+                let ready = poll(&descriptors, 2, -1)
+                if ready < 0, errno == EINTR { continue }
+                guard ready > 0 else { break }
+                // The client says nothing after its request: anything readable is its end.
+                if descriptors[0].revents != 0 { break }
+                for change in watcher.take() { try channel.send(.reply, ControlReply.changed(change)) }
+            }
+        } catch {
+            logger.debug("headless: a watcher left: \(error)")
+        }
+        return .success(.answered)
+    }
+
+    func status() -> DaemonStatus {
+        let counts = ["CLIPBOARD", "PRIMARY"].reduce(into: [String: Int]()) { $0[$1] = clipboard.entry($1).1 }
+        let peers = hub.peerStatuses()
+        return DaemonStatus(
+            pid: Int(getpid()), version: ClipboardDaemon.version, display: Self.displayName,
+            keeps: ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"], entryCount: 0, bytes: 0, maxEntries: 0, maxBytes: 0,
+            stateDirectory: "(in memory)", database: "(none)", socket: socketPath, startedAt: startedAt, changeCounts: counts,
+            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
+    }
+}

@@ -1,0 +1,122 @@
+import FoundationEssentials
+import Glibc
+import PasteboardKit
+import PasteboardWire
+
+/// `xpb copy` without a display: the copy goes to this host's headless daemon (and from there,
+/// lazily, to the desktops linked to it), and the command returns at once. With no daemon
+/// either, text goes to the terminal as OSC 52, the last resort.
+extension CopyCommand {
+    func copyWithoutDisplay() throws {
+        if foreground || loops != nil {
+            throw Failure("--foreground, --paste-once and --loops need a display: without one, the headless xpbd holds the copy", .usage)
+        }
+        guard HeadlessPasteboards.isRunning else { return try copyByTerminal() }
+        var pasteboards = try HeadlessPasteboards()
+        defer { pasteboards.close() }
+        var items = try makeItems()
+        if append { items = try appendedWithoutDisplay(to: items, on: &pasteboards) }
+        if filter { try echo(items) }
+        let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
+        let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
+        try pasteboards.write(selection.selection, items: items, options: options)
+    }
+
+    /// `--append`: the pasteboard's current text, then the new data, as one text item.
+    private func appendedWithoutDisplay(to items: [PasteboardItem], on pasteboards: inout HeadlessPasteboards) throws -> [PasteboardItem] {
+        guard let item = items.first, let type = item.types.first else { return items }
+        var old = Data()
+        let found = try? pasteboards.stream(selection.selection, item: 0, limit: maxSize, choosing: { types in
+            guard let offered = types?.first, let text = TypeRegistry.standard.bestType(among: offered, accepting: [.utf8PlainText, .plainText]) else {
+                throw Failure("no text", .empty)
+            }
+            return text
+        }, bytes: { old.append($0) })
+        guard found == true else { return items }
+        let new = try item.representation(for: type)?.resolve() ?? Data()
+        let textType = TypeRegistry.standard.conforms(type, to: .text) ? type : .utf8PlainText
+        var joined = PasteboardItem()
+        joined.setData(old + new, for: textType)
+        return [joined]
+    }
+
+    // MARK: OSC 52
+
+    /// The most bytes of text OSC 52 carries: its base64 is then at most 100,000 bytes, under the
+    /// cap of the terminals that have one (xterm, kitty, Windows Terminal …).
+    static let terminalLimit = 74_994
+
+    /// OSC 52 to the controlling terminal: text only, on the clipboard or the primary selection,
+    /// wrapped for tmux or screen when inside them. A clear error past ``terminalLimit``, never a
+    /// cut copy.
+    private func copyByTerminal() throws {
+        let tty = open("/dev/tty", O_WRONLY | O_NOCTTY | O_CLOEXEC)
+        guard tty >= 0 else { throw Failure(HeadlessPasteboards.notRunning, .noDisplay) }
+        defer { Glibc.close(tty) }
+        let target: String
+        switch selection.name {
+        case .general: target = "c"
+        case .find: target = "p"
+        default: throw Failure("without a display or a headless xpbd, only the clipboard and the primary selection can be set (by OSC 52 through the terminal)", .noDisplay)
+        }
+        if sensitive || expire != nil || localOnly || cut || append {
+            throw Failure("--sensitive, --expire, --local-only, --cut and --append need a display or a headless xpbd: OSC 52 through the terminal carries plain text only", .noDisplay)
+        }
+        let items = try makeItems()
+        guard items.count == 1, let type = items[0].types.first, items[0].types.count == 1,
+              TypeRegistry.standard.conforms(type, to: .plainText) || type == .utf8PlainText else {
+            throw Failure("without a display or a headless xpbd, only text can be copied (by OSC 52 through the terminal); this is \(items.first?.types.first?.identifier ?? "nothing")", .noDisplay)
+        }
+        let text = try items[0].representation(for: type)?.resolve() ?? Data()
+        guard text.count <= Self.terminalLimit else {
+            throw Failure("the text is \(text.count) bytes: OSC 52 through the terminal carries at most \(Self.terminalLimit) (many terminals refuse more); for more, run 'xpbd --headless &' here and link a desktop to it", .failure)
+        }
+        if filter { try writeAll(text, to: STDOUT_FILENO) }
+        let environment = ProcessInfo.processInfo.environment
+        let sequence = OSC52.sequence(text, selection: target, wrapping: OSC52.Multiplexer(environment: environment))
+        try writeAll(sequence, to: tty)
+    }
+}
+
+/// The OSC 52 escape sequence that sets a terminal's clipboard.
+enum OSC52 {
+    /// A terminal multiplexer between xpb and the terminal, which must pass the sequence on.
+    enum Multiplexer: Equatable {
+        case none
+        /// tmux: a DCS passthrough with every ESC doubled (needs `allow-passthrough on`, or tmux's
+        /// own `set-clipboard`, which reads the unwrapped form).
+        case tmux
+        /// GNU screen: the sequence in DCS pieces, short enough for screen's buffer.
+        case screen
+
+        init(environment: [String: String]) {
+            if !(environment["TMUX"] ?? "").isEmpty {
+                self = .tmux
+            } else if !(environment["STY"] ?? "").isEmpty {
+                self = .screen
+            } else {
+                self = .none
+            }
+        }
+    }
+
+    /// `ESC ] 52 ; c ; BASE64 BEL`, wrapped for `multiplexer`.
+    static func sequence(_ text: Data, selection: String, wrapping multiplexer: Multiplexer) -> Data {
+        let escape = "\u{1B}"
+        let osc = "\(escape)]52;\(selection);\(text.base64EncodedString())\u{07}"
+        switch multiplexer {
+        case .none:
+            return Data(osc.utf8)
+        case .tmux:
+            return Data(("\(escape)Ptmux;" + osc.split(separator: "\u{1B}", omittingEmptySubsequences: false).joined(separator: escape + escape) + "\(escape)\\").utf8)
+        case .screen:
+            var out = ""
+            var rest = Substring(osc)
+            while !rest.isEmpty {
+                out += "\(escape)P" + rest.prefix(76) + "\(escape)\\"
+                rest = rest.dropFirst(76)
+            }
+            return Data(out.utf8)
+        }
+    }
+}
