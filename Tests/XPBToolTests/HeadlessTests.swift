@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A host without a display: its own runtime directory and home, and no `DISPLAY` for anything
+/// run there (the Xvfb a ``Peer`` is given only lends its environment, which is then overridden).
+private struct Server {
+    let root: URL
+    var runtime: URL { root.appendingPathComponent("runtime") }
+    var home: URL { root.appendingPathComponent("home") }
+
+    init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-server-\(getpid())-\(UUID().uuidString.prefix(8))")
+        for directory in [runtime, home] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+    }
+
+    var environment: [String: String] { ["DISPLAY": "", "XDG_RUNTIME_DIR": runtime.path, "HOME": home.path, "TMUX": "", "STY": ""] }
+
+    /// How the desktop's ssh runs xpb here (sshd passes no environment).
+    func remoteXPB(_ xpbPath: String) -> String {
+        "env -u DISPLAY XDG_RUNTIME_DIR=\(runtime.path) HOME=\(home.path) \(xpbPath)"
+    }
+
+    /// Runs xpb (or a stand-in: `program`) here; `x` only lends the test's base environment.
+    func run(_ arguments: [String], _ x: Xvfb, input: Data? = nil, program: String? = nil, timeout: Double = 60) throws -> Outcome {
+        try X11TestSupport.run(try program ?? builtProduct("xpb"), arguments, display: x, input: input, environment: environment, timeout: timeout)
+    }
+
+    /// The headless daemon's pid, from its status (nil: none runs).
+    func daemonPID(_ x: Xvfb) throws -> Int32? {
+        let outcome = try run(["daemon", "status", "--json"], x)
+        guard outcome.status == 0, let object = try JSONSerialization.jsonObject(with: outcome.output) as? [String: Any],
+              let status = object["status"] as? [String: Any], status["display"] as? String == "headless" else { return nil }
+        return (status["pid"] as? Int).map(Int32.init)
+    }
+
+    func stopDaemon(_ x: Xvfb) throws {
+        guard let pid = try daemonPID(x) else { return }
+        kill(pid, SIGTERM)
+        _ = eventually(timeout: 10) { kill(pid, 0) != 0 }
+    }
+}
+
+@Suite("a host without a display", .serialized)
+struct HeadlessTests {
+    @Test("a server without a display over a real ssh: xpb copies and pastes there, both ways, typed and lazy; stand-ins; no secret crosses; the link drops and comes back")
+    func overSSH() throws {
+        let desktopHome = try DaemonHome()
+        let x = try Xvfb()
+        let server = try Server()
+        let sshd = try LoopbackSSHD(display: x)
+        let sent = desktopHome.root.appendingPathComponent("sent.bin").path
+        let received = desktopHome.root.appendingPathComponent("received.bin").path
+        let xpbPath = try builtProduct("xpb")
+        // Nothing runs on the server yet: xpb there says what to do.
+        let none = try server.run(["paste"], x)
+        #expect(none.status == 5 && none.error.contains("no display and no headless xpbd"), "\(none.status) \(none.error)")
+
+        // The desktop links to the server: its `xpb daemon link` starts the headless daemon.
+        let desktop = try DaemonProcess(x, home: desktopHome, arguments: [
+            "--state-dir", desktopHome.root.appendingPathComponent("state").path,
+            "--peer", LoopbackSSHD.host,
+            "--ssh", try sshd.capturingCommand(sent: sent, received: received),
+            "--remote-xpb", server.remoteXPB(xpbPath),
+        ])
+        defer { try? server.stopDaemon(x) }
+        try desktop.waitForLog("connected to", timeout: 20)
+        #expect(try server.daemonPID(x) != nil, "a headless daemon runs on the server")
+
+        // Desktop to server: text copied by an X app, pasted on the server.
+        var owners = [try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("from the desktop".utf8))]
+        #expect(eventually(timeout: 15) { (try? server.run(["paste"], x).text) == "from the desktop" })
+        let types = try server.run(["types"], x)
+        #expect(types.text.contains("public.utf8-plain-text"), "\(types.text)")
+
+        // 20 MiB of binary, desktop to server, moved when pasted on the server.
+        let binary = payload(20 << 20, seed: 41)
+        let file = desktopHome.root.appendingPathComponent("blob.bin")
+        try binary.write(to: file)
+        owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "application/octet-stream", "-quiet", file.path], display: x))
+        #expect(eventually(timeout: 15) { (try? server.run(["types", "--targets"], x).text.contains("application/octet-stream")) == true })
+        let pasted = server.root.appendingPathComponent("pasted.bin")
+        let paste = try server.run(["paste", "-t", "application/octet-stream", "-o", pasted.path], x)
+        #expect(paste.status == 0, "\(paste.error)")
+        #expect((try? Data(contentsOf: pasted)) == binary, "the 20 MiB arrived whole")
+
+        // Server to desktop: an HTML+text item, read by any X app.
+        let html = server.root.appendingPathComponent("page.html")
+        let text = server.root.appendingPathComponent("page.txt")
+        try Data("<b>bold</b> words".utf8).write(to: html)
+        try Data("bold words".utf8).write(to: text)
+        let copy = try server.run(["copy", "-t", "html=\(html.path)", "-t", "text=\(text.path)"], x)
+        #expect(copy.status == 0, "\(copy.error)")
+        #expect(eventually(timeout: 15) { (try? run("xclip", ["-o", "-selection", "clipboard", "-t", "text/html"], display: x).text) == "<b>bold</b> words" })
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "UTF8_STRING"], display: x).text == "bold words")
+        let desktopTypes = try run(xpbPath, ["types", "--items"], display: x)
+        #expect(desktopTypes.text.contains("0\tpublic.html") && desktopTypes.text.contains("0\tpublic.utf8-plain-text"), "\(desktopTypes.text)")
+
+        // 20 MiB from the server: announced at once, its bytes cross only when the desktop pastes.
+        let big = payload(20 << 20, seed: 42)
+        let bigFile = server.root.appendingPathComponent("big.bin")
+        try big.write(to: bigFile)
+        let taken = desktop.log.components(separatedBy: "is now the copy from").count - 1
+        #expect(try server.run(["copy", "-t", "application/octet-stream", bigFile.path], x).status == 0)
+        try desktop.waitForLog("is now the copy from", count: taken + 1, timeout: 15)
+        let before = (try? FileManager.default.attributesOfItem(atPath: received)[.size] as? Int) ?? 0
+        #expect(before < 1 << 20, "\(before) bytes came before any paste")
+        let read = try run("xclip", ["-o", "-selection", "clipboard", "-t", "application/octet-stream"], display: x, timeout: 60)
+        #expect(read.output == big, "the desktop read \(read.output.count) bytes")
+
+        // The stand-ins on the server: tmux's copy-pipe and editors call xclip and xsel.
+        let bin = server.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        for name in ["xclip", "xsel"] { try FileManager.default.createSymbolicLink(atPath: bin.appendingPathComponent(name).path, withDestinationPath: xpbPath) }
+        let xclip = bin.appendingPathComponent("xclip").path
+        let xsel = bin.appendingPathComponent("xsel").path
+        #expect(try server.run(["-selection", "clipboard", "-i"], x, input: Data("through the xclip stand-in".utf8), program: xclip).status == 0)
+        #expect(try server.run(["-b", "-o"], x, program: xsel).text == "through the xclip stand-in")
+        #expect(eventually(timeout: 15) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "through the xclip stand-in" })
+        #expect(try server.run(["-b", "-i"], x, input: Data("through xsel".utf8), program: xsel).status == 0)
+        #expect(try server.run(["-o", "-selection", "clipboard"], x, program: xclip).text == "through xsel")
+
+        // A secret copied on the server never crosses.
+        let secret = "server-secret-5813"
+        #expect(try server.run(["copy", "--sensitive"], x, input: Data(secret.utf8)).status == 0)
+        #expect(try server.run(["paste"], x).text == secret, "served on the server itself")
+        // A barrier: a later copy reaches the desktop on the same ordered link.
+        #expect(try server.run(["copy"], x, input: Data("after the secret".utf8)).status == 0)
+        #expect(eventually(timeout: 15) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "after the secret" })
+
+        // The link drops (ssh killed) and is dialed again; the server's clipboard survived it.
+        let clients = sshd.clientPIDs()
+        #expect(clients.count == 1, "one ssh runs: \(clients)")
+        for pid in clients { kill(pid, SIGKILL) }
+        try desktop.waitForLog("link lost")
+        #expect(try server.run(["paste"], x).text == "after the secret", "the server kept its clipboard")
+        try desktop.waitForLog("connected to", count: 2, timeout: 20)
+        owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("after the redial".utf8)))
+        #expect(eventually(timeout: 15) { (try? server.run(["paste"], x).text) == "after the redial" })
+
+        try desktop.stop()
+        owners.forEach { $0.stop() }
+        sshd.stop()
+        let stream = (try Data(contentsOf: URL(fileURLWithPath: sent))) + (try Data(contentsOf: URL(fileURLWithPath: received)))
+        #expect(stream.range(of: Data("after the secret".utf8)) != nil, "the capture holds the stream")
+        #expect(stream.range(of: Data(secret.utf8)) == nil, "the secret crossed the link")
+        #expect(stream.range(of: Data("x-kde-passwordManagerHint".utf8)) == nil, "the secret was announced")
+    }
+
+    @Test("a headless daemon exits after --idle-exit with no link and no client, and not while a client watches")
+    func idleExit() throws {
+        let x = try Xvfb()
+        let server = try Server()
+        let daemon = try Peer(try builtProduct("xpbd"), ["--headless", "--idle-exit", "1"], display: x, environment: server.environment)
+        defer { daemon.stop() }
+        #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
+        // A watcher is a client: the daemon stays while it waits.
+        let watcher = try Peer(try builtProduct("xpb"), ["watch", "--count", "1"], display: x, environment: server.environment)
+        #expect(eventually(timeout: 10) { (try? server.run(["daemon", "status", "--json"], x).status) == 0 })
+        Thread.sleep(forTimeInterval: 2.5)
+        #expect(daemon.isRunning, "the daemon left its watcher: \(daemon.errorSoFar)")
+        #expect(try server.run(["copy"], x, input: Data("wake".utf8)).status == 0)
+        let watched = try watcher.finish(timeout: 10)
+        #expect(watched.text.hasPrefix("1\tCLIPBOARD\tpublic.utf8-plain-text"), "\(watched.text)")
+        // Then nobody: it exits by itself, cleanly, and says why.
+        let ended = try daemon.finish(timeout: 15)
+        #expect(ended.status == 0, "\(ended.error)")
+        #expect(ended.error.contains("no link and no client for 1 s: exiting (--idle-exit)"), "\(ended.error)")
+    }
+
+    @Test("OSC 52 is the last resort of xpb copy: to the terminal, wrapped for tmux and screen, text only, a clear error past its size")
+    func osc52() throws {
+        let x = try Xvfb()
+        let server = try Server()
+        let xpbPath = try builtProduct("xpb")
+        let script = try which("script")
+        // Under a pseudo-terminal: `script` gives the command one and copies what it writes.
+        func throughTerminal(_ input: String, _ arguments: String = "", environment: [String: String] = [:]) throws -> Outcome {
+            let command = "printf '%s' '\(input)' | \(xpbPath) copy \(arguments)"
+            return try run(script, ["-q", "-e", "-c", command, "/dev/null"], display: x, environment: server.environment.merging(environment) { $1 })
+        }
+        let plain = try throughTerminal("hi there")
+        #expect(plain.status == 0, "\(plain.error) \(plain.text)")
+        #expect(plain.output.range(of: Data("\u{1B}]52;c;aGkgdGhlcmU=\u{07}".utf8)) != nil, "\(plain.text.debugDescription)")
+        let primary = try throughTerminal("hi there", "--primary")
+        #expect(primary.output.range(of: Data("\u{1B}]52;p;aGkgdGhlcmU=\u{07}".utf8)) != nil, "\(primary.text.debugDescription)")
+        let tmux = try throughTerminal("hi there", environment: ["TMUX": "/tmp/tmux-1/default,1,0"])
+        #expect(tmux.output.range(of: Data("\u{1B}Ptmux;\u{1B}\u{1B}]52;c;aGkgdGhlcmU=\u{07}\u{1B}\\".utf8)) != nil, "\(tmux.text.debugDescription)")
+        let screen = try throughTerminal("hi there", environment: ["STY": "1.pts-0.host"])
+        #expect(screen.output.range(of: Data("\u{1B}P\u{1B}]52;c;aGkgdGhlcmU=\u{07}\u{1B}\\".utf8)) != nil, "\(screen.text.debugDescription)")
+        // Past the documented size: an error, and nothing written to the terminal.
+        let long = String(repeating: "a", count: 80_000)
+        let tooLong = try throughTerminal(long)
+        #expect(tooLong.status == 1, "\(tooLong.status)")
+        #expect(tooLong.text.contains("OSC 52 through the terminal carries at most 74994"), "\(tooLong.text.prefix(300))")
+        #expect(tooLong.output.range(of: Data("]52;".utf8)) == nil)
+        // Without a terminal either (a new session has none): the error says what to do.
+        let none = try server.run(["-w", xpbPath, "copy"], x, input: Data("nowhere".utf8), program: try which("setsid"))
+        #expect(none.status == 5 && none.error.contains("xpbd --headless"), "\(none.status) \(none.error)")
+    }
+}
