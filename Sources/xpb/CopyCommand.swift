@@ -46,6 +46,12 @@ struct CopyCommand: Command {
             streams on /dev/null) serves the data until another client takes the selection, so \
             `$(xpb copy <<< hi)` and pipes never hang. Files over 1 MiB are served from disk in \
             pieces, never held in memory whole.
+
+            Without a display (no $DISPLAY, no --display) the copy goes to this host's headless \
+            xpbd (xpbd --headless), which shares it with the desktops linked to it. The fallback \
+            of last resort, with neither a display nor a headless xpbd: text is written to the \
+            terminal as OSC 52 (wrapped for tmux and screen), at most \(CopyCommand.terminalLimit) \
+            bytes; more is an error, never a cut copy.
             """,
         options: SelectionOptions.specs + [
             Option.type,

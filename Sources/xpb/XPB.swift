@@ -27,7 +27,7 @@ enum XPB {
         commands: commands.map { $0.spec },
         exitStatuses: Status.allCases.map { ($0.rawValue, $0.meaning) },
         sections: [
-            ("Environment", "DISPLAY: the X display (or --display). XAUTHORITY: the X authority file (default ~/.Xauthority). XDG_RUNTIME_DIR: where the clipboard manager's socket is."),
+            ("Environment", "DISPLAY: the X display (or --display); unset or empty: this host's headless xpbd (xpbd --headless). XAUTHORITY: the X authority file (default ~/.Xauthority). XDG_RUNTIME_DIR: where the daemons' sockets are. TMUX, STY: without a display or a headless xpbd, xpb copy's OSC 52 is wrapped for tmux or screen."),
             ("Stand-ins", StandIn.manualText),
         ],
         seeAlso: ["xpbd(1)", "xclip(1)", "xsel(1)"])
