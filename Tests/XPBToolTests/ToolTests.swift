@@ -478,9 +478,13 @@ struct ReadTests {
         let unreachable = try xpb(["paste", "--display", ":4093"], x)
         #expect(unreachable.status == 5)
         #expect(unreachable.error.contains("cannot open X display \":4093\""))
-        let unset = try xpb(["paste"], x, environment: ["DISPLAY": ""])
+        // No display and no headless daemon (a runtime directory of its own, with none in it).
+        let runtime = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-nodisplay-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: runtime) }
+        let unset = try xpb(["paste"], x, environment: ["DISPLAY": "", "XDG_RUNTIME_DIR": runtime.path])
         #expect(unset.status == 5)
-        #expect(unset.error.contains("$DISPLAY is not set"))
+        #expect(unset.error.contains("no display and no headless xpbd: set DISPLAY (or pass --display), or start one with 'xpbd --headless &'"), "\(unset.error)")
     }
 
     @Test("paste -t prefers the first available type, -o writes a file, type not available exits 3")

@@ -148,18 +148,35 @@ extension SyncHub {
                 self?.openRemote(name, stamp: stamp, target: target)
             }
         }
-        do {
-            let owned = try surface.own(name, targets: targets, origin: announce.origin, if: { [weak self] actual in
-                self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual, ours: ours) } ?? false
-            })
-            if owned {
-                logger.info("sync: \(announce.selection) is now the copy from \(announce.origin) (\(announce.targets.count) targets, via \(label))")
-            } else {
-                logger.debug("sync: \(announce.selection): the copy from \(announce.origin) (\(stamp)) is no longer the newest here: not taken")
+        // An X server too busy to answer in time (a timestamp under load) is asked again: a
+        // transient stall must not lose the newest copy. Each attempt is compare-and-own again.
+        for attempt in 1...Self.ownAttempts {
+            do {
+                let owned = try surface.own(name, targets: targets, origin: announce.origin, if: { [weak self] actual in
+                    self?.state.withLock { $0.ledger.mayOwn(announce.selection, stamp: stamp, actualOwner: actual, ours: ours) } ?? false
+                })
+                if owned {
+                    logger.info("sync: \(announce.selection) is now the copy from \(announce.origin) (\(announce.targets.count) targets, via \(label))")
+                } else {
+                    logger.debug("sync: \(announce.selection): the copy from \(announce.origin) (\(stamp)) is no longer the newest here: not taken")
+                }
+                return
+            } catch let error as PasteboardError where attempt < Self.ownAttempts && Self.isTimeout(error) {
+                guard !state.withLock({ $0.isStopped }) else { return }
+                logger.debug("sync: taking \(announce.selection) for the copy from \(announce.origin): \(error); trying again")
+            } catch {
+                logger.warning("sync: could not take \(announce.selection) for the copy from \(announce.origin): \(error)")
+                return
             }
-        } catch {
-            logger.warning("sync: could not take \(announce.selection) for the copy from \(announce.origin): \(error)")
         }
+    }
+
+    /// How often a remote copy is tried when the display times out.
+    static let ownAttempts = 3
+
+    static func isTimeout(_ error: PasteboardError) -> Bool {
+        if case .timedOut = error { return true }
+        return false
     }
 
     /// Compare-and-clear, for a newer clear (or a withdrawn copy) from elsewhere, or a proxy
