@@ -182,7 +182,8 @@ package final class HeadlessDaemon: Sendable {
                 var item = PasteboardItem()
                 for representation in representations {
                     let type = try PasteboardType(representation.type)
-                    var data = Data(capacity: representation.size)
+                    // The size is a claim: memory grows with the bytes that come, never ahead of them.
+                    var data = Data(capacity: min(representation.size, HeadlessProtocol.chunkSize))
                     while data.count < representation.size {
                         guard let frame = try channel.receive(within: ControlServer.frameDeadline) else {
                             return .failure(ControlFailure("the client went away during its write: nothing was changed"))
