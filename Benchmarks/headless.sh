@@ -36,41 +36,9 @@ S_RUN="$work/server-run"; S_HOME="$work/server-home"
 mkdir -p "$S_RUN" "$S_HOME" "$work/desktop-run"; chmod 700 "$S_RUN" "$work/desktop-run"
 server() { env -u DISPLAY XDG_RUNTIME_DIR="$S_RUN" HOME="$S_HOME" "$@"; }
 
-# The loopback sshd: its own host key and user key, 127.0.0.1 only.
-mkdir -p /run/sshd 2>/dev/null || true
-ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/user_key"
-cp "$work/user_key.pub" "$work/authorized_keys"
-port=$((20000 + RANDOM % 30000))
-cat > "$work/sshd_config" <<EOF
-Port $port
-ListenAddress 127.0.0.1
-HostKey $work/host_key
-AuthorizedKeysFile $work/authorized_keys
-PidFile none
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-X11Forwarding no
-EOF
-/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-pids+=("$!")
-for _ in $(seq 100); do grep -q "Server listening" "$work/sshd.log" && break; sleep 0.05; done
-echo "[127.0.0.1]:$port $(cat "$work/host_key.pub")" > "$work/known_hosts"
-cat > "$work/ssh_config" <<EOF
-Host bench-server
-  HostName 127.0.0.1
-  Port $port
-  User $(id -un)
-  IdentityFile $work/user_key
-  IdentitiesOnly yes
-  IdentityAgent none
-  UserKnownHostsFile $work/known_hosts
-  StrictHostKeyChecking yes
-EOF
-ssh="ssh -F $work/ssh_config"
+# The loopback sshd (Benchmarks/loopback-sshd.sh): reached as host bench-server with "$ssh".
+. "$here/loopback-sshd.sh"
+loopback_sshd bench-server
 
 # The desktop's daemon links to the server; its ssh starts the headless daemon there.
 DISPLAY="$A" XDG_RUNTIME_DIR="$work/desktop-run" "$xpbd" --state-dir "$work/state" --peer bench-server --ssh "$ssh" \

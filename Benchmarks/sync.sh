@@ -54,40 +54,9 @@ values = sorted(float(line) for line in open(sys.argv[1]) if line.strip())
 at = lambda p: values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 print('%.2f %.2f %.2f %d' % (at(50), at(99), values[-1], len(values)))" "$1"; }
 
-# The loopback sshd: its own host key and user key, 127.0.0.1 only.
-mkdir -p /run/sshd 2>/dev/null || true
-ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/user_key"
-cp "$work/user_key.pub" "$work/authorized_keys"
-port=$((20000 + RANDOM % 30000))
-cat > "$work/sshd_config" <<EOF
-Port $port
-ListenAddress 127.0.0.1
-HostKey $work/host_key
-AuthorizedKeysFile $work/authorized_keys
-PidFile none
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-EOF
-/usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-pids+=("$!")
-for _ in $(seq 100); do grep -q "Server listening" "$work/sshd.log" && break; sleep 0.05; done
-echo "[127.0.0.1]:$port $(cat "$work/host_key.pub")" > "$work/known_hosts"
-cat > "$work/ssh_config" <<EOF
-Host bench-peer
-  HostName 127.0.0.1
-  Port $port
-  User $(id -un)
-  IdentityFile $work/user_key
-  IdentitiesOnly yes
-  IdentityAgent none
-  UserKnownHostsFile $work/known_hosts
-  StrictHostKeyChecking yes
-EOF
-ssh="ssh -F $work/ssh_config"
+# The loopback sshd (Benchmarks/loopback-sshd.sh): reached as host bench-peer with "$ssh".
+. "$here/loopback-sshd.sh"
+loopback_sshd bench-peer
 
 # 1. Announce latency, two displays on one machine (B joins A through A's socket).
 daemon a "$A"

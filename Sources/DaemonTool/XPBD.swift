@@ -321,14 +321,7 @@ package enum XPBD {
         }
         // Signals stop the daemon through its own path: state is written before exit. Set up
         // before it starts serving, so that no signal finds the default action.
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { daemon.stop() }
-            source.resume()
-            sources.append(source)
-        }
+        var sources = signalSources([SIGTERM, SIGINT]) { daemon.stop() }
         // SIGHUP rereads the configuration file (and the command line over it): what can change
         // while running takes effect; a bad file changes nothing.
         signal(SIGHUP, SIG_IGN)
@@ -349,13 +342,30 @@ package enum XPBD {
         }
         reload.resume()
         sources.append(reload)
+        return runToEnd(start: daemon.start, run: daemon.run, sources: sources, logger: logger)
+    }
+
+    /// Signal sources for `numbers` (their default action ignored) that call `handler`.
+    static func signalSources(_ numbers: [Int32], _ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+        numbers.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            return source
+        }
+    }
+
+    /// Starts a daemon and runs it to its end, then ends the signal sources: 0 for a clean stop,
+    /// 1 for a failure (a failure to start is logged here).
+    static func runToEnd(start: () throws -> Void, run: () -> String?, sources: [any DispatchSourceSignal], logger: Logger) -> Int32 {
         do {
-            try daemon.start()
+            try start()
         } catch {
             logger.critical("\(error)")
             return 1
         }
-        let failure = daemon.run()
+        let failure = run()
         sources.forEach { $0.cancel() }
         return failure == nil ? 0 : 1
     }
@@ -365,24 +375,10 @@ extension XPBD {
     /// `--headless`: the in-memory daemon, until a signal or the idle exit.
     static func runHeadless(_ configuration: DaemonConfiguration, logger: Logger) -> Int32 {
         let daemon = HeadlessDaemon(configuration: configuration, logger: logger)
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT, SIGHUP] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            // SIGHUP: the ssh session that started it ended; the daemon stays for the next one.
-            source.setEventHandler { if number != SIGHUP { daemon.stop() } }
-            source.resume()
-            sources.append(source)
-        }
-        do {
-            try daemon.start()
-        } catch {
-            logger.critical("\(error)")
-            return 1
-        }
-        let failure = daemon.run()
-        sources.forEach { $0.cancel() }
-        return failure == nil ? 0 : 1
+        var sources = signalSources([SIGTERM, SIGINT]) { daemon.stop() }
+        // SIGHUP: the ssh session that started it ended; the daemon stays for the next one.
+        sources += signalSources([SIGHUP]) {}
+        return runToEnd(start: daemon.start, run: daemon.run, sources: sources, logger: logger)
     }
 }
 

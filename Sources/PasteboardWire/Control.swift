@@ -89,8 +89,14 @@ package struct PasteboardWrite: Codable, Sendable, Equatable {
         self.origin = origin
     }
 
-    /// Every representation's bytes in all.
-    package var size: Int { items.joined().reduce(0) { $0 + $1.size } }
+    /// Every representation's bytes in all (`Int.max` when the claimed sizes add up past it: they
+    /// come from another process, which must not make the daemon trap on an overflow).
+    package var size: Int {
+        items.joined().reduce(0) { total, representation in
+            let (sum, overflow) = total.addingReportingOverflow(representation.size)
+            return overflow ? .max : sum
+        }
+    }
 }
 
 /// What a headless daemon's pasteboard offers: its targets (as an X owner would list them) and

@@ -150,11 +150,17 @@ extension CopyCommand {
 
     /// `--append`: the pasteboard's current text, then the new data, as one text item.
     func appended(to items: [PasteboardItem], on backend: X11PasteboardBackend) throws -> [PasteboardItem] {
-        guard let item = items.first, let type = item.types.first else { return items }
+        guard items.first?.types.first != nil else { return items }
         // Nobody owns it (or nothing is text): the new data alone, as a plain copy would be.
         let old = (try? backend.data(of: selection.name, item: 0, type: .utf8PlainText))
             ?? (try? backend.data(of: selection.name, item: 0, type: .plainText)) ?? nil
-        guard let old else { return items }
+        return try Self.joining(old, to: items)
+    }
+
+    /// `--append`: `old` text (nil: none) and the new data as one text item; the new items alone
+    /// when there is no old text.
+    static func joining(_ old: Data?, to items: [PasteboardItem]) throws -> [PasteboardItem] {
+        guard let old, let item = items.first, let type = item.types.first else { return items }
         let new = try item.representation(for: type)?.resolve() ?? Data()
         let textType = TypeRegistry.standard.conforms(type, to: .text) ? type : .utf8PlainText
         var joined = PasteboardItem()

@@ -24,7 +24,6 @@ extension CopyCommand {
 
     /// `--append`: the pasteboard's current text, then the new data, as one text item.
     private func appendedWithoutDisplay(to items: [PasteboardItem], on pasteboards: inout HeadlessPasteboards) throws -> [PasteboardItem] {
-        guard let item = items.first, let type = item.types.first else { return items }
         var old = Data()
         let found = try? pasteboards.stream(selection.selection, item: 0, limit: maxSize, choosing: { types in
             guard let offered = types?.first, let text = TypeRegistry.standard.bestType(among: offered, accepting: [.utf8PlainText, .plainText]) else {
@@ -32,12 +31,7 @@ extension CopyCommand {
             }
             return text
         }, bytes: { old.append($0) })
-        guard found == true else { return items }
-        let new = try item.representation(for: type)?.resolve() ?? Data()
-        let textType = TypeRegistry.standard.conforms(type, to: .text) ? type : .utf8PlainText
-        var joined = PasteboardItem()
-        joined.setData(old + new, for: textType)
-        return [joined]
+        return try Self.joining(found == true ? old : nil, to: items)
     }
 
     // MARK: OSC 52

@@ -199,29 +199,21 @@ struct PasteCommand: Command {
     /// waits for the next change.
     private func followChanges(_ backend: X11PasteboardBackend, _ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) async throws {
         let changes = selection.pasteboard(on: backend).changes
-        var written = Data()
+        var output = FollowOutput()
         let readNow = { () throws -> Data? in
             var data = Data()
             let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
                                            file: { data.append(try $0.read(offset: 0, length: $0.size)) }, bytes: { data.append($0) })
             return found ? data : nil
         }
-        let show = { (data: Data) throws in
-            if data.starts(with: written) {
-                try writeAll(data.dropFirst(written.count), to: STDOUT_FILENO)
-            } else {
-                try writeAll(data, to: STDOUT_FILENO)
-            }
-            written = data
-        }
         do {
-            if let data = try readNow() { try show(data) }
+            if let data = try readNow() { try output.show(data) }
         } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
             // Nothing to write yet: the next change may bring it.
         }
         for await _ in changes {
             do {
-                if let data = try readNow() { try show(data) }
+                if let data = try readNow() { try output.show(data) }
             } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
                 continue
             } catch let error as PasteboardError {
@@ -240,27 +232,41 @@ extension PasteCommand {
         defer { reader.close() }
         var watcher = try HeadlessPasteboards(timeout: timeout)
         defer { watcher.close() }
-        var written = Data()
-        let show = { (reader: inout HeadlessPasteboards) throws in
+        var output = FollowOutput()
+        let readNow = { (reader: inout HeadlessPasteboards) throws -> Data? in
             var data = Data()
-            do {
-                guard try reader.stream(selection.selection, item: item, limit: maxSize, choosing: choose, bytes: { data.append($0) }) else { return }
-            } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
-                // Nothing to write yet: the next change may bring it.
-                return
-            }
-            try writeAll(data.starts(with: written) ? data.dropFirst(written.count) : data, to: STDOUT_FILENO)
-            written = data
+            return try reader.stream(selection.selection, item: item, limit: maxSize, choosing: choose, bytes: { data.append($0) }) ? data : nil
         }
-        try show(&reader)
+        do {
+            if let data = try readNow(&reader) { try output.show(data) }
+        } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
+            // Nothing to write yet: the next change may bring it.
+        }
         try watcher.watch(selection.selection) { _ in
+            let data: Data?
             do {
-                try show(&reader)
-            } catch let failure as Failure where !failure.message.hasPrefix("cannot write") {
-                writeText("xpb: \(failure.message)\n", to: STDERR_FILENO)
+                data = try readNow(&reader)
+            } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
+                return true
+            } catch {
+                // A peer that went away or stalled: the next change may be readable.
+                writeText("xpb: \(Failure(error).message)\n", to: STDERR_FILENO)
+                return true
             }
+            if let data { try output.show(data) }
             return true
         }
+    }
+}
+
+/// What `paste --follow` wrote: new contents that extend it are written as what they add, any
+/// other contents whole.
+struct FollowOutput {
+    private var written = Data()
+
+    mutating func show(_ data: Data) throws {
+        try writeAll(data.starts(with: written) ? data.dropFirst(written.count) : data, to: STDOUT_FILENO)
+        written = data
     }
 }
 

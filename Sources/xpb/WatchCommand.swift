@@ -84,16 +84,32 @@ struct WatchCommand: Command {
         }
     }
 
-    /// The first item as `xpb paste` writes it, in a memory file (nil when there is nothing to give).
+    /// The first item as `xpb paste` writes it, in a memory file (``contents(on:types:)``'s, read
+    /// from the headless daemon).
     private func contentsWithoutDisplay(_ reader: inout HeadlessPasteboards) -> Int32? {
+        Self.memoryFile { fd in
+            _ = try reader.stream(selection.selection, item: 0, limit: CommonOptions.defaultMaxSize,
+                                  choosing: Self.firstItemChooser(.standard), bytes: { try writeAll($0, to: fd) })
+        }
+    }
+
+    /// What a hook is given of the first item: plain text, else an image, else its first type
+    /// that is data; nothing of secret data.
+    private static func firstItemChooser(_ registry: TypeRegistry) -> ([[PasteboardType]]?) throws -> PasteboardType {
+        { items in
+            guard let offered = items?.first, !offered.contains(.passwordManagerHint),
+                  let type = registry.defaultType(among: offered) else { throw Failure("nothing to read", .empty) }
+            return type
+        }
+    }
+
+    /// A memory file filled by `fill`, rewound for reading; empty when `fill` fails (the command
+    /// still runs, with nothing on its standard input), nil when none can be made.
+    private static func memoryFile(_ fill: (Int32) throws -> Void) -> Int32? {
         let fd = clinux_memfd("xpb-watch")
         guard fd >= 0 else { return nil }
         do {
-            _ = try reader.stream(selection.selection, item: 0, limit: CommonOptions.defaultMaxSize, choosing: { items in
-                guard let offered = items?.first, !offered.contains(.passwordManagerHint),
-                      let type = TypeRegistry.standard.defaultType(among: offered) else { throw Failure("nothing to read", .empty) }
-                return type
-            }, bytes: { try writeAll($0, to: fd) })
+            try fill(fd)
         } catch {
             _ = ftruncate(fd, 0)
         }
@@ -131,23 +147,10 @@ struct WatchCommand: Command {
     /// fails to answer, or secret data (`x-kde-passwordManagerHint`), which no hook is handed.
     private func contents(on backend: X11PasteboardBackend, types: [PasteboardType]) -> Int32? {
         guard !types.isEmpty, !types.contains(.passwordManagerHint) else { return nil }
-        let fd = clinux_memfd("xpb-watch")
-        guard fd >= 0 else { return nil }
-        let choose = { (items: [[PasteboardType]]?) throws -> PasteboardType in
-            guard let offered = items?.first, !offered.contains(.passwordManagerHint),
-                  let type = backend.registry.defaultType(among: offered)
-            else { throw Failure("nothing to read", .empty) }
-            return type
-        }
-        do {
-            _ = try backend.stream(of: selection.name, item: 0, limit: CommonOptions.defaultMaxSize, choosing: choose,
+        return Self.memoryFile { fd in
+            _ = try backend.stream(of: selection.name, item: 0, limit: CommonOptions.defaultMaxSize, choosing: Self.firstItemChooser(backend.registry),
                                    file: { try write(.file($0), to: fd) }, bytes: { try writeAll($0, to: fd) })
-        } catch {
-            // The command still runs, with nothing on its standard input.
-            _ = ftruncate(fd, 0)
         }
-        _ = lseek(fd, 0, SEEK_SET)
-        return fd
     }
 
     private func runHook(_ command: String, _ line: Line, input: Int32?) {

@@ -150,3 +150,16 @@ struct ControlDateTests {
         #expect(throws: DecodingError.self) { try ControlCoding.decode(Stamped.self, from: Data(#"{"time":"yesterday"}"#.utf8)) }
     }
 }
+
+@Suite("a headless write's claims")
+struct PasteboardWriteTests {
+    @Test("sizes that add up past Int.max saturate instead of trapping; ordinary sizes add up")
+    func sizeSaturates() {
+        let huge = PasteboardWrite(pasteboard: "CLIPBOARD", items: [[.init(type: "public.data", size: .max), .init(type: "public.html", size: 1)]],
+                                   isLocalOnly: false, expires: nil, origin: "xpb")
+        #expect(huge.size == .max)
+        let plain = PasteboardWrite(pasteboard: "CLIPBOARD", items: [[.init(type: "public.data", size: 3)], [.init(type: "public.html", size: 4)]],
+                                    isLocalOnly: false, expires: nil, origin: "xpb")
+        #expect(plain.size == 7)
+    }
+}

@@ -56,22 +56,9 @@ final class HeadlessClipboard: SyncSurface {
         self.hook.withLock { $0 = hook }
     }
 
-    /// A pasteboard's name in the model, from its selection's name.
-    static func name(of selection: String) -> Pasteboard.Name {
-        switch selection {
-        case "CLIPBOARD": return .general
-        case "PRIMARY": return .find
-        case "SECONDARY": return .secondary
-        default:
-            let prefix = "XPB_PASTEBOARD:"
-            return selection.hasPrefix(prefix) ? Pasteboard.Name(rawValue: String(selection.dropFirst(prefix.count))) : Pasteboard.Name(rawValue: selection)
-        }
-    }
-
     /// Whether a name is a selection a client may use.
     static func isValid(_ selection: String) -> Bool {
-        ["CLIPBOARD", "PRIMARY", "SECONDARY"].contains(selection)
-            || (selection.hasPrefix("XPB_PASTEBOARD:") && (try? Pasteboard.Name.validated(String(selection.dropFirst("XPB_PASTEBOARD:".count)))) != nil)
+        X11PasteboardBackend.pasteboardName(forSelection: selection) != nil
     }
 
     // MARK: Clients
@@ -83,13 +70,14 @@ final class HeadlessClipboard: SyncSurface {
 
     /// New contents from a client on this host.
     func write(_ selection: String, held: HeldSelection, origin: String) {
+        var owner: UInt = 0
         change(selection) { state in
-            let owner = state.nextOwner
+            owner = state.nextOwner
             state.nextOwner += 1
             state.entries[selection] = Entry(owner: owner, contents: .held(held), origin: origin, expires: held.options.expirationDate)
             return (owner, .copied)
         }
-        if let expires = held.options.expirationDate { scheduleExpiry(selection, at: expires) }
+        if let expires = held.options.expirationDate { scheduleExpiry(selection, owner: owner, at: expires) }
     }
 
     /// Empties a pasteboard for a client (`xpb clear`): a clear, as `xsel --clear` is on X.
@@ -100,12 +88,12 @@ final class HeadlessClipboard: SyncSurface {
         }
     }
 
-    /// The current copy's expiry: it is dropped, as an xpb owner gives its selection up.
-    private func scheduleExpiry(_ selection: String, at date: Date) {
-        let owner = state.withLock { $0.entries[selection]?.owner }
+    /// A copy's expiry: it is dropped, as an xpb owner gives its selection up (unless a newer
+    /// copy replaced it).
+    private func scheduleExpiry(_ selection: String, owner: UInt, at date: Date) {
         expiries.asyncAfter(deadline: .now() + min(max(0, date.timeIntervalSinceNow), 1e9)) { [self] in
             change(selection) { state in
-                guard let owner, state.entries[selection]?.owner == owner else { return nil }
+                guard state.entries[selection]?.owner == owner else { return nil }
                 state.entries.removeValue(forKey: selection)
                 return (0, .cleared)
             }
@@ -113,13 +101,15 @@ final class HeadlessClipboard: SyncSurface {
     }
 
     /// Makes a change under the lock (`body` returns the new owner and the event, nil for no
-    /// change), counts it and tells the hub in the same step; then the watchers.
+    /// change), counts it and tells the hub in the same step, so that the hub sees the changes in
+    /// the order they were made (the hub's effects are all queued: it never calls back in here);
+    /// then the watchers.
     private func change(_ selection: String, _ body: (inout State) -> (UInt, SyncLedger.OwnerEvent)?) {
         let hook = self.hook.withLock { $0 }
         let note = state.withLock { state -> (PasteboardChangeNote, [Watcher])? in
             guard let (owner, event) = body(&state) else { return nil }
             state.counts[selection, default: 0] += 1
-            hook?(Self.name(of: selection), owner, event)
+            if let hook, let name = X11PasteboardBackend.pasteboardName(forSelection: selection) { hook(name, owner, event) }
             let entry = state.entries[selection]
             let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
                                             targets: entry?.targets ?? [], origin: entry?.origin)

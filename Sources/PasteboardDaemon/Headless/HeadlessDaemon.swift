@@ -24,7 +24,7 @@ package final class HeadlessDaemon: Sendable {
     private let control = Mutex<ControlServer?>(nil)
     /// When the daemon last had a link, a client or a request.
     private let lastBusy = Mutex(Date())
-    private let stopped = Mutex<(done: Bool, failure: String?)>((false, nil))
+    private let stopped = Mutex(false)
     private let stopSignal = DispatchSemaphore(value: 0)
 
     /// The name this node gives itself: the host's, and that it has no display.
@@ -66,7 +66,8 @@ package final class HeadlessDaemon: Sendable {
         startIdleClock()
     }
 
-    /// Blocks until the daemon stops; returns the failure, nil for a clean stop.
+    /// Blocks until the daemon stops; returns nil (a clean stop: nothing here fails the daemon
+    /// once it runs), as ``ClipboardDaemon/run()`` returns its failure.
     package func run() -> String? {
         stopSignal.wait()
         hub.stop()
@@ -75,7 +76,7 @@ package final class HeadlessDaemon: Sendable {
             server = nil
         }
         logger.info("stopped")
-        return stopped.withLock { $0.failure }
+        return nil
     }
 
     package func stop() {
@@ -83,10 +84,9 @@ package final class HeadlessDaemon: Sendable {
     }
 
     private func finish(reason: String) {
-        let first = stopped.withLock { value -> Bool in
-            guard !value.done else { return false }
-            value = (true, nil)
-            return true
+        let first = stopped.withLock { stopped -> Bool in
+            defer { stopped = true }
+            return !stopped
         }
         guard first else { return }
         idleWake.signal()
@@ -100,8 +100,8 @@ package final class HeadlessDaemon: Sendable {
         lastBusy.withLock { $0 = Date() }
     }
 
-    /// Looks at links and clients a few times per `--idle-exit` period (at most once a second,
-    /// at least once a minute): after a whole period with neither, the daemon stops.
+    /// Looks at links and clients eight times per `--idle-exit` period (at most every 50 ms, at
+    /// least every minute): after a whole period with neither, and no request, the daemon stops.
     private func startIdleClock() {
         guard let idle = configuration.idleExit else { return }
         let period = min(max(idle / 8, 0.05), 60)
@@ -110,7 +110,7 @@ package final class HeadlessDaemon: Sendable {
             try DetachedThread.start(name: "xpbd.idle") { [weak self] in
                 while true {
                     _ = wake.wait(timeout: .now() + period)
-                    guard let self, !stopped.withLock({ $0.done }) else { return }
+                    guard let self, !stopped.withLock({ $0 }) else { return }
                     let busy = hub.peerStatuses().contains { $0.state == "connected" } || (control.withLock { $0?.clientCount } ?? 0) > 0
                     if busy {
                         touch()
@@ -202,7 +202,8 @@ package final class HeadlessDaemon: Sendable {
         }
         let options = PasteboardOptions(localOnly: write.isLocalOnly, expirationDate: write.expires)
         let held = HeldSelection(items: items, options: options)
-        let origin = String(write.origin.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
+        // Another process chose it: one printable line, as a peer's name is.
+        let origin = LogThrottle.printable(write.origin)
         clipboard.write(write.pasteboard, held: held, origin: origin.isEmpty ? "xpb" : origin)
         logger.debug("headless: \(write.pasteboard) holds \(items.count) items (\(ByteCount.format(write.size)))")
         return .success(.reply(.done("\(write.pasteboard) holds \(ByteCount.format(write.size))")))

@@ -128,6 +128,20 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
+    /// The pasteboard a selection holds (the inverse of ``selectionName(for:)``); nil for a
+    /// selection that is no pasteboard, or a name a pasteboard cannot have.
+    package static func pasteboardName(forSelection selection: String) -> Pasteboard.Name? {
+        switch selection {
+        case "CLIPBOARD": return .general
+        case "PRIMARY": return .find
+        case "SECONDARY": return .secondary
+        default:
+            let prefix = "XPB_PASTEBOARD:"
+            guard selection.hasPrefix(prefix) else { return nil }
+            return try? Pasteboard.Name.validated(String(selection.dropFirst(prefix.count)))
+        }
+    }
+
     /// Stops serving and closes the connection. With `handOff`, a clipboard manager (the owner of
     /// `CLIPBOARD_MANAGER`) is first asked to take the clipboard's contents (`SAVE_TARGETS`), with
     /// a bounded wait; contents marked secret are never handed off.

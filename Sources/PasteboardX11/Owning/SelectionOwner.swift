@@ -91,20 +91,13 @@ struct OwnedSelection: Sendable {
             }
             bytes = converted
         case let .urlList(codec, _)?:
-            let urls = try urlRepresentations(codec).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
-            guard !urls.isEmpty else { return nil }
-            bytes = codec.encodeList(urls, cut: try isCut())
+            guard let list = try TargetPlan.urlList(items, codec, registry: registry) else { return nil }
+            bytes = list
         default:
             return nil
         }
         conversions[target] = .done(bytes)
         return bytes
-    }
-
-    /// Whether the items are files to move (the first item carries KDE's cut mark, `1`).
-    func isCut() throws -> Bool {
-        guard let first = items.first, first.types.contains(.cutSelection) else { return false }
-        return try first.data(for: .cutSelection)?.first == UInt8(ascii: "1")
     }
 
     /// Runs what `target` needs before it can be answered without blocking: its providers, and
@@ -114,13 +107,9 @@ struct OwnedSelection: Sendable {
         _ = try? convertedBytes(target)
     }
 
-    /// The URL representation of each item a list target serves: every URL item, or for GNOME's
-    /// copied-files list every file URL item.
+    /// The URL representation of each item a list target serves (``TargetPlan/urlRepresentations(_:_:registry:)``).
     func urlRepresentations(_ codec: TargetCodec) -> [Representation] {
-        let wanted: PasteboardType = codec == .gnomeCopiedFiles ? .fileURL : .url
-        return items.compactMap { item in
-            item.types.first { registry.conforms($0, to: wanted) }.flatMap { item.representation(for: $0) }
-        }
+        TargetPlan.urlRepresentations(items, codec, registry: registry)
     }
 
     /// The providers a conversion to `target` would run that have not run yet.
@@ -177,28 +166,18 @@ extension X11Session {
         let plan = TargetPlan(items: items, options: options, registry: registry)
         var manifest = plan.manifest
         manifest.fastPath = fastPathName()
-        let firstItemTargets = plan.firstItemTargets
-        var names: [String] = []
-        names += firstItemTargets.flatMap { [$0.alias.name, $0.alias.replyType] }
-        names += manifest.entries.flatMap { [$0.target] + registry.targets(for: $0.type).prefix(1).map(\.replyType) }
-        let atomList = atoms(names)
-        let atomOf = Dictionary(zip(names, atomList), uniquingKeysWith: { first, _ in first })
-
+        let entries = plan.firstItem + plan.itemTargets
+        let names = entries.flatMap { [$0.name, $0.replyType] }
+        let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
         var served: [X11Atom: ServedTarget] = [known[.manifest]: .manifest]
-        var advertised = WellKnown.ownerTargets.map { known[$0] }
-        for (alias, type) in firstItemTargets {
-            guard let target = atomOf[alias.name], served[target] == nil, let reply = atomOf[alias.replyType] else { continue }
-            served[target] = alias.codec.isURLList
-                ? .urlList(codec: alias.codec, replyType: reply)
-                : .representation(item: 0, type: type, codec: alias.codec, replyType: reply)
-            advertised.append(target)
+        for entry in entries {
+            guard let target = atomOf[entry.name], let reply = atomOf[entry.replyType] else { continue }
+            switch entry.source {
+            case let .urlList(codec): served[target] = .urlList(codec: codec, replyType: reply)
+            case let .representation(item, type, codec): served[target] = .representation(item: item, type: type, codec: codec, replyType: reply)
+            }
         }
-        advertised.append(known[.manifest])
-        for entry in manifest.entries {
-            guard let target = atomOf[entry.target] else { continue }
-            let reply = registry.targets(for: entry.type).first.flatMap { atomOf[$0.replyType] } ?? target
-            served[target] = .representation(item: entry.item, type: entry.type, codec: .identity, replyType: reply)
-        }
+        let advertised = WellKnown.ownerTargets.map { known[$0] } + plan.firstItem.compactMap { atomOf[$0.name] } + [known[.manifest]]
         let hasProviders = items.contains { item in
             item.representations.contains { if case .lazy = $0.representation { return true } else { return false } }
         }

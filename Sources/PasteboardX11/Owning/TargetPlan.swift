@@ -9,9 +9,25 @@ import PasteboardKit
 /// (``X11Session/makeOwnedSelection(items:options:timestamp:registry:)``) and for a display-less
 /// holder of the same items (``HeldSelection``), so both offer the same targets.
 struct TargetPlan {
-    /// The first item's targets in the order they are advertised (a name may come twice: the
-    /// first wins), with the type each serves.
-    let firstItemTargets: [(alias: TargetAlias, type: PasteboardType)]
+    /// How a target's bytes are made from the items.
+    enum Source: Sendable {
+        /// One representation of one item, converted by the alias's codec.
+        case representation(item: Int, type: PasteboardType, codec: TargetCodec)
+        /// Every URL item at once, as a list (`text/uri-list`, `x-special/gnome-copied-files`).
+        case urlList(TargetCodec)
+    }
+
+    /// One target served: its name, its reply's type and its source.
+    struct Entry: Sendable {
+        let name: String
+        let replyType: String
+        let source: Source
+    }
+
+    /// The first item's targets, each once, in the order they are advertised.
+    let firstItem: [Entry]
+    /// The manifest's item targets, one per representation of every item (served, not advertised).
+    let itemTargets: [Entry]
     let manifest: Manifest
 
     init(items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry) {
@@ -44,7 +60,39 @@ struct TargetPlan {
                 }
             }
         }
-        self.firstItemTargets = firstItemTargets
+        // A name listed twice is served as first listed.
+        var seen = Set<String>()
+        firstItem = firstItemTargets.compactMap { alias, type in
+            guard seen.insert(alias.name).inserted else { return nil }
+            return Entry(name: alias.name, replyType: alias.replyType,
+                         source: alias.codec.isURLList ? .urlList(alias.codec) : .representation(item: 0, type: type, codec: alias.codec))
+        }
+        itemTargets = manifest.entries.map { entry in
+            Entry(name: entry.target, replyType: registry.targets(for: entry.type).first?.replyType ?? entry.target,
+                  source: .representation(item: entry.item, type: entry.type, codec: .identity))
+        }
+    }
+
+    /// The URL representation of each item a list target serves: every URL item, or for GNOME's
+    /// copied-files list every file URL item.
+    static func urlRepresentations(_ items: [PasteboardItem], _ codec: TargetCodec, registry: TypeRegistry) -> [Representation] {
+        let wanted: PasteboardType = codec == .gnomeCopiedFiles ? .fileURL : .url
+        return items.compactMap { item in
+            item.types.first { registry.conforms($0, to: wanted) }.flatMap { item.representation(for: $0) }
+        }
+    }
+
+    /// Whether the items are files to move (the first item carries KDE's cut mark, `1`).
+    static func isCut(_ items: [PasteboardItem]) throws -> Bool {
+        guard let first = items.first, first.types.contains(.cutSelection) else { return false }
+        return try first.data(for: .cutSelection)?.first == UInt8(ascii: "1")
+    }
+
+    /// A list target's bytes: every URL the items hold, in the codec's list (nil when none).
+    static func urlList(_ items: [PasteboardItem], _ codec: TargetCodec, registry: TypeRegistry) throws -> Data? {
+        let urls = try urlRepresentations(items, codec, registry: registry).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
+        guard !urls.isEmpty else { return nil }
+        return codec.encodeList(urls, cut: try isCut(items))
     }
 
     /// Whether an image's header says it converts: an image xpb reads, within the pixel limit.
@@ -70,43 +118,25 @@ package struct HeldSelection: Sendable {
     package let options: PasteboardOptions
     /// The data targets, in the order an X owner advertises them, then `XPB_MANIFEST`.
     package let targets: [String]
-    private let served: [String: (source: Source, replyType: String)]
+    /// Every target served but the manifest, by name.
+    private let served: [String: TargetPlan.Entry]
     private let manifest: Data
     private let registry: TypeRegistry
-
-    private enum Source: Sendable {
-        case representation(item: Int, type: PasteboardType, codec: TargetCodec)
-        case urlList(TargetCodec)
-        case manifest
-    }
 
     package init(items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry = .standard) {
         self.items = items
         self.options = options
         self.registry = registry
         let plan = TargetPlan(items: items, options: options, registry: registry)
-        var served: [String: (source: Source, replyType: String)] = [Manifest.target: (.manifest, Manifest.target)]
-        var targets: [String] = []
-        for (alias, type) in plan.firstItemTargets where served[alias.name] == nil {
-            served[alias.name] = (alias.codec.isURLList ? .urlList(alias.codec) : .representation(item: 0, type: type, codec: alias.codec),
-                                  alias.replyType)
-            targets.append(alias.name)
-        }
-        targets.append(Manifest.target)
-        for entry in plan.manifest.entries {
-            let reply = registry.targets(for: entry.type).first?.replyType ?? entry.target
-            served[entry.target] = (.representation(item: entry.item, type: entry.type, codec: .identity), reply)
-        }
-        self.targets = targets
-        self.served = served
+        targets = plan.firstItem.map(\.name) + [Manifest.target]
+        served = Dictionary((plan.firstItem + plan.itemTargets).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         manifest = plan.manifest.encoded()
     }
 
     /// The size of a target's bytes when it is known without converting (its representation's own).
     package func size(of target: String) -> Int? {
-        guard case let .representation(item, type, codec)? = served[target]?.source, codec == .identity else {
-            return target == Manifest.target ? manifest.count : nil
-        }
+        if target == Manifest.target { return manifest.count }
+        guard case let .representation(item, type, codec)? = served[target]?.source, codec == .identity else { return nil }
         switch items[item].representation(for: type) {
         case let .data(data)?: return data.count
         case let .file(file)?: return file.size
@@ -117,25 +147,15 @@ package struct HeldSelection: Sendable {
     /// A target's reply type and bytes, converted as an X owner converts them; nil when the target
     /// is not served (or its conversion fails).
     package func bytes(for target: String) throws -> (type: String, data: Data)? {
-        guard let (source, replyType) = served[target] else { return nil }
-        switch source {
-        case .manifest:
-            return (replyType, manifest)
+        if target == Manifest.target { return (target, manifest) }
+        guard let entry = served[target] else { return nil }
+        switch entry.source {
         case let .representation(item, type, codec):
             guard let data = try items[item].data(for: type) else { return nil }
-            guard codec != .identity else { return (replyType, data) }
-            return (try? codec.encode(data)).map { (replyType, $0) }
+            guard codec != .identity else { return (entry.replyType, data) }
+            return (try? codec.encode(data)).map { (entry.replyType, $0) }
         case let .urlList(codec):
-            let wanted: PasteboardType = codec == .gnomeCopiedFiles ? .fileURL : .url
-            let urls = try items.compactMap { item in
-                try item.types.first { registry.conforms($0, to: wanted) }.flatMap { try item.data(for: $0) }
-            }.flatMap(TargetCodec.uriListEntries)
-            guard !urls.isEmpty else { return nil }
-            var isCut = false
-            if let first = items.first, first.types.contains(.cutSelection) {
-                isCut = try first.data(for: .cutSelection)?.first == UInt8(ascii: "1")
-            }
-            return (replyType, codec.encodeList(urls, cut: isCut))
+            return try TargetPlan.urlList(items, codec, registry: registry).map { (entry.replyType, $0) }
         }
     }
 }
