@@ -51,6 +51,17 @@ static inline int clinux_peer_uid(int socket, uid_t *uid) {
     return 0;
 }
 
+// The process id of the process at the other end of a connected UNIX socket (SO_PEERCRED: the
+// process that connected, as the kernel recorded it).
+static inline int clinux_peer_pid(int socket, pid_t *pid) {
+    struct clinux_ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    if (length != sizeof credentials) { errno = EPROTO; return -1; }
+    *pid = credentials.pid;
+    return 0;
+}
+
 // A memory file holding `length` bytes, sealed against any change (write, grow, shrink, reseal):
 // whoever receives it reads exactly what was written.
 static inline int clinux_sealed_memfd(const char *name, const void *bytes, size_t length) {

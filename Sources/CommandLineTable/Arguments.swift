@@ -196,7 +196,9 @@ package struct ParsedArguments {
     package func value(_ option: OptionSpec) -> String? { value(option.long) }
     package func all(_ option: OptionSpec) -> [String] { all(option.long) }
     package func integer(_ option: OptionSpec) throws(UsageError) -> Int? { try integer(option.long) }
-    package func seconds(_ option: OptionSpec) throws(UsageError) -> Double? { try seconds(option.long) }
+    package func seconds(_ option: OptionSpec, allowingZero: Bool = false) throws(UsageError) -> Double? {
+        try seconds(option.long, allowingZero: allowingZero)
+    }
     package func size(_ option: OptionSpec) throws(UsageError) -> Int? { try size(option.long) }
 
     /// An integer option's value, nil when absent.
@@ -206,11 +208,11 @@ package struct ParsedArguments {
         return number
     }
 
-    /// A duration in seconds, nil when absent.
-    func seconds(_ long: String) throws(UsageError) -> Double? {
+    /// A duration in seconds, nil when absent; 0 only `allowingZero` (an option whose 0 means "never").
+    func seconds(_ long: String, allowingZero: Bool = false) throws(UsageError) -> Double? {
         guard let text = value(long) else { return nil }
-        guard let number = Double(text), number.isFinite, number > 0 else {
-            throw UsageError("'\(text)' is not a positive number of seconds (--\(long))")
+        guard let number = Double(text), number.isFinite, number > 0 || (allowingZero && number == 0) else {
+            throw UsageError("'\(text)' is not a \(allowingZero ? "number of seconds (0 or more)" : "positive number of seconds") (--\(long))")
         }
         guard number <= Self.maxSeconds else {
             throw UsageError("'\(text)' seconds is too long (--\(long) takes at most \(Int(Self.maxSeconds)), over 30 years)")

@@ -45,7 +45,7 @@ package enum XPBD {
         static let onCopyType = OptionSpec.value(nil, "on-copy-type", "type", "Run --on-copy only for copies with this type (a name as xpb paste -t takes it, or an X target; repeatable).")
         static let onCopyApp = OptionSpec.value(nil, "on-copy-app", "name", "Run --on-copy only for copies by this app (its executable's name; repeatable).")
         static let onCopyTimeout = OptionSpec.value(nil, "on-copy-timeout", "seconds", "Kill an --on-copy action (and what it started) after this many seconds (default 10).")
-        static let headless = OptionSpec.flag(nil, "headless", "Run without a display (a server reached over ssh): hold the pasteboards in memory for xpb on this host, and sync them with the desktops that link here (xpbd --peer THIS-HOST there). 'xpb daemon link' starts one when the host has no display and no daemon.")
+        static let headless = OptionSpec.flag(nil, "headless", "Run without a display (a server reached over ssh): hold the pasteboards in memory for xpb on this host (the copies made here go to the history in the state directory), and sync them with the desktops that link here (xpbd --peer THIS-HOST there). 'xpb daemon link' starts one when the host has no display and no daemon.")
         static let idleExit = OptionSpec.value(nil, "idle-exit", "seconds", "With --headless: exit after this long with no sync link and no client (default 3600; 0: never).")
         static let config = OptionSpec.value(nil, "config", "file", "Read options from this file first (default $XDG_CONFIG_HOME/xpb/xpbd.conf, when it exists; see FILES).")
         static let noConfig = OptionSpec.flag(nil, "no-config", "Read no configuration file.")
@@ -249,9 +249,8 @@ package enum XPBD {
             throw UsageError("--on-copy-type and --on-copy-app filter --on-copy, which is not given")
         }
         configuration.isHeadless = arguments.flag(Option.headless)
-        if let seconds = try arguments.seconds(Option.idleExit) {
+        if let seconds = try arguments.seconds(Option.idleExit, allowingZero: true) {
             guard configuration.isHeadless else { throw UsageError("--idle-exit applies to --headless only") }
-            guard seconds >= 0 else { throw UsageError("--idle-exit takes 0 or more seconds") }
             configuration.idleExit = seconds == 0 ? nil : seconds
         }
         if configuration.isHeadless {
@@ -374,7 +373,13 @@ package enum XPBD {
 extension XPBD {
     /// `--headless`: the in-memory daemon, until a signal or the idle exit.
     static func runHeadless(_ configuration: DaemonConfiguration, logger: Logger) -> Int32 {
-        let daemon = HeadlessDaemon(configuration: configuration, logger: logger)
+        let daemon: HeadlessDaemon
+        do {
+            daemon = try HeadlessDaemon(configuration: configuration, logger: logger)
+        } catch {
+            logger.critical("\(error)")
+            return 1
+        }
         var sources = signalSources([SIGTERM, SIGINT]) { daemon.stop() }
         // SIGHUP: the ssh session that started it ended; the daemon stays for the next one.
         sources += signalSources([SIGHUP]) {}

@@ -122,7 +122,7 @@ package final class ClipboardDaemon: Sendable {
     /// The history in the state directory; when that cannot be used (read-only, not a
     /// directory, no permission), one warning naming it, and a history in memory: the daemon
     /// keeps the clipboard all the same, as with a full disk.
-    private static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> HistoryStore {
+    static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> HistoryStore {
         let store: HistoryStore
         do {
             store = try HistoryStore(directory: configuration.stateDirectory, maxEntries: configuration.maxEntries,

@@ -107,12 +107,21 @@ package struct PasteboardOffer: Codable, Sendable, Equatable {
     package var changeCount: Int
     /// Where the copy was made (this host's `xpb`, or a peer's application).
     package var origin: String
+    /// The process of this host that wrote the copy (nil for another node's): its id, and its
+    /// executable's name and path as `/proc` showed them when it wrote.
+    package var ownerPID: Int?
+    package var ownerApp: String?
+    package var ownerExecutable: String?
 
-    package init(pasteboard: String, targets: [String], changeCount: Int, origin: String) {
+    package init(pasteboard: String, targets: [String], changeCount: Int, origin: String,
+                 ownerPID: Int? = nil, ownerApp: String? = nil, ownerExecutable: String? = nil) {
         self.pasteboard = pasteboard
         self.targets = targets
         self.changeCount = changeCount
         self.origin = origin
+        self.ownerPID = ownerPID
+        self.ownerApp = ownerApp
+        self.ownerExecutable = ownerExecutable
     }
 }
 
@@ -123,12 +132,15 @@ package struct PasteboardChangeNote: Codable, Sendable, Equatable {
     /// The new contents' targets; empty when the pasteboard was emptied.
     package var targets: [String]
     package var origin: String?
+    /// The process of this host that wrote the copy (nil for another node's, or a clear).
+    package var ownerPID: Int?
 
-    package init(pasteboard: String, changeCount: Int, targets: [String], origin: String?) {
+    package init(pasteboard: String, changeCount: Int, targets: [String], origin: String?, ownerPID: Int? = nil) {
         self.pasteboard = pasteboard
         self.changeCount = changeCount
         self.targets = targets
         self.origin = origin
+        self.ownerPID = ownerPID
     }
 }
 

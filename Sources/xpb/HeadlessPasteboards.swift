@@ -34,11 +34,22 @@ struct HeadlessPasteboards {
 
     /// Connects to the headless daemon; a ``Failure`` (status 5, no display) when none runs.
     init(timeout: Double = 10) throws {
+        client = try Self.connect(timeout: timeout)
+    }
+
+    /// A control connection to the headless daemon; a ``Failure`` (status 5, no display) when none runs.
+    static func connect(timeout: Double = 10) throws -> DaemonClient {
         do {
-            client = try DaemonClient(path: Self.socketPath, display: "headless", timeout: timeout, notRunning: Self.notRunning)
-        } catch let failure as Failure where failure.message == Self.notRunning {
-            throw Failure(Self.notRunning, .noDisplay)
+            return try DaemonClient(path: socketPath, display: "headless", timeout: timeout, notRunning: notRunning)
+        } catch let failure as Failure where failure.message == notRunning {
+            throw Failure(notRunning, .noDisplay)
         }
+    }
+
+    /// The daemon to ask about the history: the display's xpbd, or without a display this host's
+    /// headless one.
+    static func daemonClient(display: String?) throws -> DaemonClient {
+        isHeadless(display: display) ? try connect() : try DaemonClient(display: display)
     }
 
     func close() { client.close() }
@@ -49,6 +60,13 @@ struct HeadlessPasteboards {
     mutating func offer(_ selection: String) throws -> PasteboardOffer? {
         guard case let .offer(offer) = try client.send(.offer(pasteboard: selection)) else { throw Failure("xpbd answered out of turn") }
         return offer
+    }
+
+    /// A pasteboard's change count, also when it is empty (every pasteboard changed since the
+    /// daemon started is in its status).
+    mutating func changeCount(_ selection: String) throws -> Int {
+        guard case let .status(status) = try client.send(.status) else { throw Failure("xpbd answered out of turn") }
+        return status.changeCounts[selection] ?? 0
     }
 
     /// Streams a target's bytes to `bytes`; returns the reply's type, nil when the target is not served.

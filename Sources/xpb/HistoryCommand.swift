@@ -26,7 +26,9 @@ struct HistoryCommand: Command {
             entries through a menu program (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found; rofi gets \
             each image's thumbnail as its row's icon; pinned entries first) and select the chosen one. With --json, an image entry has its \
             pixel size and a thumbnail (a PNG under $XDG_CACHE_HOME/xpb/thumbnails). Index 0 is the newest entry. \
-            Needs xpbd running for the display.
+            Needs xpbd running for the display; without a display (no --display, no $DISPLAY), this host's headless \
+            xpbd (xpbd --headless), whose history holds the copies made on this host and serves an entry selected \
+            again from memory.
             """,
         options: [
             CommonOptions.json,
@@ -89,7 +91,7 @@ struct HistoryCommand: Command {
     }
 
     func run() throws {
-        var client = try DaemonClient(display: display)
+        var client = try HeadlessPasteboards.daemonClient(display: display)
         defer { client.close() }
         switch action {
         case .list, .search:

@@ -6,7 +6,7 @@ struct InfoCommand: Command {
     static let spec = CommandSpec(
         name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
-        discussion: "The owner's window and its name, the owning process (its pid from the X server's X-Resource extension, which knows every client on its own host, xclip's too, else the window's _NET_WM_PID), the application (its executable's name and path when it runs on this host, and the WM_CLASS of its top-level window), the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command.",
+        discussion: "The owner's window and its name, the owning process (its pid from the X server's X-Resource extension, which knows every client on its own host, xclip's too, else the window's _NET_WM_PID), the application (its executable's name and path when it runs on this host, and the WM_CLASS of its top-level window), the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command. Without a display (no --display, no $DISPLAY), the headless xpbd's pasteboard: the owner is where the copy was made (this host's process that wrote it, its pid and executable; or the peer and application it came from).",
         options: ReportOptions.specs)
 
     let options: ReportOptions
@@ -30,6 +30,7 @@ struct InfoCommand: Command {
     }
 
     func run() throws {
+        if HeadlessPasteboards.isHeadless(display: selection.display) { return try show(headlessReport()) }
         let backend = try selection.connect(readTimeout: options.timeout)
         defer { backend.close(handOff: false) }
         let owner = try backend.owner(of: selection.name)
@@ -40,8 +41,25 @@ struct InfoCommand: Command {
             owner: owner.map { $0.window.description }, ownerName: owner?.name, ownerPID: owner?.processID,
             ownerApp: owner?.appName, ownerExecutable: owner?.executablePath, ownerClass: owner?.windowClass,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
+        try show(report)
+    }
+
+    /// The report of this host's headless daemon: the owner is where the copy was made.
+    private func headlessReport() throws -> Report {
+        var pasteboards = try HeadlessPasteboards(timeout: options.timeout)
+        defer { pasteboards.close() }
+        let offer = try pasteboards.offer(selection.selection)
+        let items = offer == nil ? [] : try pasteboards.itemTypes(selection.selection) ?? []
+        let count = try offer?.changeCount ?? pasteboards.changeCount(selection.selection)
+        return Report(
+            pasteboard: selection.name.rawValue, selection: selection.selection, owner: offer?.origin, ownerName: nil,
+            ownerPID: offer?.ownerPID, ownerApp: offer?.ownerApp, ownerExecutable: offer?.ownerExecutable, ownerClass: nil,
+            changeCount: count, items: items.map { $0.map(\.identifier) })
+    }
+
+    private func show(_ report: Report) throws {
         // Nothing on the pasteboard exits 2, as paste, types and watch do; the report still says so.
-        let status: Exit? = owner == nil ? Exit(status: Status.empty.rawValue) : nil
+        let status: Exit? = report.owner == nil ? Exit(status: Status.empty.rawValue) : nil
         if options.asJSON {
             writeJSONLine(json(report))
             if let status { throw status }

@@ -68,7 +68,7 @@ struct WatchCommand: Command {
             let types = OfferReader(targets: change.targets, manifest: nil).itemTypes.first ?? []
             let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
                             types: types.map(\.identifier), added: types.filter { !previous.contains($0) }.map(\.identifier),
-                            removed: previous.filter { !types.contains($0) }.map(\.identifier), ownerPID: nil, ownerApp: change.origin)
+                            removed: previous.filter { !types.contains($0) }.map(\.identifier), ownerPID: change.ownerPID, ownerApp: change.origin)
             previous = types
             if asJSON {
                 writeJSONLine(json(line))

@@ -107,12 +107,32 @@ struct StateMachineTests {
         let text = CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data("hi".utf8))
         let item = CapturedTarget(target: "XPB_ITEM_1_0", type: "image/png", data: Data([1, 2]))
         let kept = CapturedTarget(target: "XPB_MANIFEST", type: "UTF8_STRING", data: manifest.encoded())
-        #expect(X11Session.withServableManifest([text, kept]) == [text])
-        let served = X11Session.withServableManifest([text, kept, item])
+        #expect(CapturedPlan.withServableManifest([text, kept]) == [text])
+        let served = CapturedPlan.withServableManifest([text, kept, item])
         #expect(served.map(\.target) == ["UTF8_STRING", "XPB_MANIFEST", "XPB_ITEM_1_0"])
         #expect(Manifest(decoding: served[1].data)?.itemTypes == [[.png]])
         let malformed = CapturedTarget(target: "XPB_MANIFEST", type: "UTF8_STRING", data: Data("nonsense".utf8))
-        #expect(X11Session.withServableManifest([malformed, text]) == [text])
+        #expect(CapturedPlan.withServableManifest([malformed, text]) == [text])
+    }
+
+    @Test("kept contents held without a display serve what the X owner of them serves: the kept targets, and the text targets made from the kept UTF-8")
+    func keptSelectionServesLikeTheOwner() throws {
+        let text = CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data("héllo".utf8))
+        let html = CapturedTarget(target: "text/html", type: "text/html", data: Data("<b>héllo</b>".utf8))
+        let advertised = ["TARGETS", "TIMESTAMP", "text/html", "UTF8_STRING", "STRING", "TEXT", "COMPOUND_TEXT", "application/x-not-kept"]
+        let kept = KeptSelection(advertised: advertised, targets: [text, html])
+        // The owner's order, only what is served: no protocol target, nothing that was not kept.
+        #expect(kept.targets == ["text/html", "UTF8_STRING", "STRING", "TEXT", "COMPOUND_TEXT"])
+        #expect(try kept.bytes(for: "UTF8_STRING")?.data == text.data)
+        #expect(kept.size(of: "UTF8_STRING") == text.data.count)
+        // Made on request, as on X: Latin-1 STRING, TEXT answered as UTF8_STRING.
+        let latin1 = try #require(try kept.bytes(for: "STRING"))
+        #expect(latin1.type == "STRING" && latin1.data == Data([0x68, 0xE9, 0x6C, 0x6C, 0x6F]))
+        #expect(kept.size(of: "STRING") == nil, "a conversion's size is not known before it is made")
+        let asText = try #require(try kept.bytes(for: "TEXT"))
+        #expect(asText.type == "UTF8_STRING" && asText.data == text.data)
+        #expect(try kept.bytes(for: "application/x-not-kept") == nil)
+        #expect(try kept.bytes(for: "TARGETS") == nil)
     }
 
     @Test("a manifest that is not UTF-8 is refused")

@@ -40,6 +40,16 @@ private struct Server {
         return (status["pid"] as? Int).map(Int32.init)
     }
 
+    /// The previews of `xpb history` here, newest first (index 0).
+    func history(_ x: Xvfb, _ arguments: [String] = []) throws -> [String] {
+        let outcome = try run(["history", "--json"] + arguments, x)
+        guard outcome.status == 0 else { throw HistoryFailure(message: outcome.error) }
+        let entries = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] ?? []
+        return entries.map { $0["preview"] as? String ?? "" }
+    }
+
+    struct HistoryFailure: Error { let message: String }
+
     func stopDaemon(_ x: Xvfb) throws {
         guard let pid = try daemonPID(x) else { return }
         kill(pid, SIGTERM)
@@ -144,6 +154,15 @@ struct HeadlessTests {
         owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("after the redial".utf8)))
         #expect(eventually(timeout: 15) { (try? server.run(["paste"], x).text) == "after the redial" })
 
+        // The server's history holds the copies made there (never the secret, never the
+        // desktop's); one selected again there is the desktop's clipboard again.
+        let history = try server.history(x)
+        #expect(history.contains("after the secret") && history.contains("through xsel"), "\(history)")
+        #expect(!history.contains(secret) && !history.contains("after the redial") && !history.contains("from the desktop"), "\(history)")
+        let index = try #require(history.firstIndex(of: "after the secret"))
+        #expect(try server.run(["history", "select", "\(index)"], x).status == 0)
+        #expect(eventually(timeout: 15) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "after the secret" })
+
         try desktop.stop()
         owners.forEach { $0.stop() }
         sshd.stop()
@@ -151,6 +170,92 @@ struct HeadlessTests {
         #expect(stream.range(of: Data("after the secret".utf8)) != nil, "the capture holds the stream")
         #expect(stream.range(of: Data(secret.utf8)) == nil, "the secret crossed the link")
         #expect(stream.range(of: Data("x-kde-passwordManagerHint".utf8)) == nil, "the secret was announced")
+    }
+
+    @Test("without a display, xpb history lists, searches, selects, pins and deletes the copies made on the host, kept in its SQLite file across restarts; xpb info names who copied")
+    func historyAndInfo() throws {
+        let x = try Xvfb()
+        let server = try Server()
+        let arguments = ["--headless", "--idle-exit", "0", "--ignore-match", "token-[0-9]+"]
+        var daemon = try Peer(try builtProduct("xpbd"), arguments, display: x, environment: server.environment)
+        defer { daemon.stop() }
+        #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
+
+        // Nothing yet: an empty history, and info says nobody owns the clipboard (exit 2).
+        #expect(try server.history(x) == [])
+        let empty = try server.run(["info"], x)
+        #expect(empty.status == 2 && empty.text.contains("owner: none"), "\(empty.status) \(empty.text)")
+
+        let page = server.root.appendingPathComponent("page.html")
+        let pageText = server.root.appendingPathComponent("page.txt")
+        try Data("<i>styled</i> page".utf8).write(to: page)
+        try Data("styled page".utf8).write(to: pageText)
+        let files = ["first", "second"].map { server.root.appendingPathComponent("\($0).txt") }
+        for file in files { try Data(file.lastPathComponent.utf8).write(to: file) }
+        #expect(try server.run(["copy"], x, input: Data("plain one".utf8)).status == 0)
+        #expect(try server.run(["copy", "-t", "html=\(page.path)", "-t", "text=\(pageText.path)"], x).status == 0)
+        #expect(try server.run(["copy", "--sensitive"], x, input: Data("hunter2-secret".utf8)).status == 0)
+        #expect(try server.run(["copy"], x, input: Data("the token-4242 here".utf8)).status == 0)
+        #expect(try server.run(["copy", "-t", "text"] + files.map(\.path), x).status == 0)
+        #expect(try server.run(["copy"], x, input: Data("newest".utf8)).status == 0)
+
+        // Written in the background: the history holds the four copies, newest first; neither
+        // the secret nor the text --ignore-match refuses.
+        #expect(eventually(timeout: 10) { (try? server.history(x).count) == 4 }, "\((try? server.history(x)) ?? [])")
+        #expect(try server.history(x) == ["newest", "first.txt", "styled page", "plain one"])
+        #expect(daemon.errorSoFar.contains("not kept: its text matches --ignore-match"), "\(daemon.errorSoFar)")
+        #expect(try server.history(x, ["search", "PAGE"]) == ["styled page"])
+        let listed = try server.run(["history"], x)
+        #expect(listed.text.contains("xpb ("), "the copying process is named: \(listed.text)")
+
+        // info: who copied (this host's xpb, its pid) and the items.
+        let info = try server.run(["info", "--json"], x)
+        let report = try #require(try JSONSerialization.jsonObject(with: info.output) as? [String: Any], "\(info.error)")
+        #expect(report["owner"] as? String == "xpb" && report["ownerApp"] as? String == "xpb", "\(report)")
+        #expect((report["ownerPID"] as? Int ?? 0) > 0 && (report["ownerExecutable"] as? String)?.hasSuffix("/xpb") == true, "\(report)")
+        #expect(report["items"] as? [[String]] == [["public.utf8-plain-text"]], "\(report)")
+
+        // Selected again: the HTML entry with all its types, the two-item entry with both items.
+        #expect(try server.run(["history", "select", "2"], x).text.contains("entry 2 is now CLIPBOARD"))
+        #expect(try server.run(["paste", "-t", "html"], x).text == "<i>styled</i> page")
+        #expect(try server.run(["paste"], x).text == "styled page")
+        let selected = try server.run(["info"], x)
+        #expect(selected.text.contains("owner: history (xpb)") && selected.text.contains("item 0: public.html, public.utf8-plain-text"), "\(selected.text)")
+        // A selection moves the entry to the front; nothing is added.
+        #expect(try server.history(x) == ["styled page", "newest", "first.txt", "plain one"])
+        #expect(try server.run(["history", "select", "2"], x).status == 0)
+        #expect(try server.run(["types", "--items"], x).text.components(separatedBy: "\n").contains("1\tpublic.utf8-plain-text"))
+        #expect(try server.run(["paste", "--item", "1"], x).text == "second.txt")
+        #expect(try server.history(x) == ["first.txt", "styled page", "newest", "plain one"])
+
+        // Pin, delete, clear (the pinned stays).
+        #expect(try server.run(["history", "pin", "3"], x).status == 0)
+        #expect(try server.run(["history", "delete", "2"], x).status == 0)
+        #expect(try server.history(x) == ["first.txt", "styled page", "plain one"])
+        #expect(try server.run(["history", "clear"], x).status == 0)
+        #expect(try server.history(x) == ["plain one"])
+        let missing = try server.run(["history", "select", "7"], x)
+        #expect(missing.status == 1 && missing.error.contains("no history entry 7"), "\(missing.status) \(missing.error)")
+
+        // The history is the state directory's SQLite file: a new daemon finds it.
+        let database = server.home.appendingPathComponent(".local/state/xpb/history.sqlite")
+        #expect(FileManager.default.fileExists(atPath: database.path))
+        let stopped = try { () throws -> Outcome in
+            kill(daemon.pid, SIGTERM)
+            return try daemon.finish(timeout: 10)
+        }()
+        #expect(stopped.status == 0 && stopped.error.contains("history written"), "\(stopped.error)")
+        daemon = try Peer(try builtProduct("xpbd"), arguments, display: x, environment: server.environment)
+        #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
+        #expect(try server.history(x) == ["plain one"])
+        #expect(try server.run(["history", "select", "0"], x).status == 0)
+        #expect(try server.run(["paste"], x).text == "plain one")
+
+        // An expiring copy is forgotten by the history too when it expires.
+        #expect(try server.run(["copy", "--expire", "1"], x, input: Data("brief".utf8)).status == 0)
+        #expect(eventually(timeout: 10) { (try? server.history(x).first) == "brief" })
+        #expect(eventually(timeout: 10) { (try? server.history(x)) == ["plain one"] }, "\((try? server.history(x)) ?? [])")
+        #expect(try server.run(["paste"], x).status == 2, "the expired copy is gone from the clipboard")
     }
 
     @Test("a headless daemon exits after --idle-exit with no link and no client, and not while a client watches")

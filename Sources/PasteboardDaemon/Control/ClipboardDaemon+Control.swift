@@ -62,33 +62,15 @@ extension ClipboardDaemon {
 
     private func reply(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {
         do {
+            let history = try HistoryRequests.answer(request, store: store) { snapshot in
+                try serve(snapshot)
+                hub.selectedFromHistory(snapshot.selection)
+            }
+            if let history { return history }
             switch request {
             case .status:
                 return .success(.status(status()))
-            case let .history(search):
-                return .success(.history(try store.withLock { try $0.summaries(search: search) }))
-            case let .select(index):
-                guard let snapshot = try store.withLock({ try $0.snapshot(at: index) }) else {
-                    return .failure(ControlFailure("no history entry \(index)"))
-                }
-                guard !snapshot.targets.isEmpty else { return .failure(ControlFailure("history entry \(index) has no payload left")) }
-                try serve(snapshot)
-                hub.selectedFromHistory(snapshot.selection)
-                if let id = snapshot.id { try store.withLock { try $0.touch(id) } }
-                return .success(.done("entry \(index) is now \(X11PasteboardBackend.selectionName(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
-            case let .delete(index):
-                guard try store.withLock({ try $0.delete(index: index) }) else { return .failure(ControlFailure("no history entry \(index)")) }
-                return .success(.done("deleted entry \(index)"))
-            case .clear:
-                try store.withLock { try $0.clear() }
-                return .success(.done("history cleared (pinned entries kept)"))
-            case .clearAll:
-                try store.withLock { try $0.clear(includingPinned: true) }
-                return .success(.done("history cleared, pinned entries too"))
-            case let .pin(index, pinned):
-                guard try store.withLock({ try $0.pin(index: index, pinned) }) else { return .failure(ControlFailure("no history entry \(index)")) }
-                return .success(.done("\(pinned ? "pinned" : "unpinned") entry \(index)"))
-            case .offer, .read, .write, .clearPasteboard, .watch:
+            default:
                 return .failure(ControlFailure("this xpbd serves display \(displayName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
             }
         } catch {

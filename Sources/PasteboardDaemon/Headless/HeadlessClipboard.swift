@@ -15,8 +15,19 @@ import Synchronization
 /// (under the store's lock, as the X thread reports ownership changes) and to the watchers.
 final class HeadlessClipboard: SyncSurface {
     enum Contents: Sendable {
-        case held(HeldSelection)
+        /// A copy made on this host (``HeldSelection``), or a history entry selected again
+        /// (``KeptSelection``).
+        case local(any HeldTargets)
+        /// Another node's copy, its bytes fetched from it when read.
         case remote([RemoteTarget])
+    }
+
+    /// The process of this host that wrote a copy (over the control socket: the kernel's account
+    /// of the client).
+    struct Writer: Sendable {
+        let pid: Int
+        let app: String?
+        let executable: String?
     }
 
     struct Entry: Sendable {
@@ -24,11 +35,13 @@ final class HeadlessClipboard: SyncSurface {
         let owner: UInt
         let contents: Contents
         let origin: String
-        let expires: Date?
+        var expires: Date? = nil
+        var isLocalOnly = false
+        var writer: Writer? = nil
 
         var targets: [String] {
             switch contents {
-            case let .held(held): return held.targets
+            case let .local(held): return held.targets
             case let .remote(targets): return targets.map(\.target)
             }
         }
@@ -48,6 +61,7 @@ final class HeadlessClipboard: SyncSurface {
     private let state = Mutex(State())
     private let hook = Mutex<ChangeHook?>(nil)
     private let expiries = DispatchQueue(label: "xpbd.headless.expiry")
+    private let expiryHook = Mutex<(@Sendable () -> Void)?>(nil)
 
     let ourOwner: UInt = 1
 
@@ -68,16 +82,30 @@ final class HeadlessClipboard: SyncSurface {
         state.withLock { ($0.entries[selection], $0.counts[selection, default: 0]) }
     }
 
-    /// New contents from a client on this host.
-    func write(_ selection: String, held: HeldSelection, origin: String) {
+    /// The change count of every pasteboard changed since the start, and CLIPBOARD's and PRIMARY's.
+    func changeCounts() -> [String: Int] {
+        state.withLock { ["CLIPBOARD": 0, "PRIMARY": 0].merging($0.counts) { $1 } }
+    }
+
+    /// New contents from a client on this host (a copy, or a history entry selected again);
+    /// returns the copy's owner number.
+    @discardableResult
+    func write(_ selection: String, contents: any HeldTargets, origin: String, expires: Date?, isLocalOnly: Bool, writer: Writer?) -> UInt {
         var owner: UInt = 0
         change(selection) { state in
             owner = state.nextOwner
             state.nextOwner += 1
-            state.entries[selection] = Entry(owner: owner, contents: .held(held), origin: origin, expires: held.options.expirationDate)
+            state.entries[selection] = Entry(owner: owner, contents: .local(contents), origin: origin, expires: expires,
+                                             isLocalOnly: isLocalOnly, writer: writer)
             return (owner, .copied)
         }
-        if let expires = held.options.expirationDate { scheduleExpiry(selection, owner: owner, at: expires) }
+        if let expires { scheduleExpiry(selection, owner: owner, at: expires) }
+        return owner
+    }
+
+    /// Called when a copy expires (after it is dropped): the history forgets it too.
+    func onExpiry(_ hook: @escaping @Sendable () -> Void) {
+        expiryHook.withLock { $0 = hook }
     }
 
     /// Empties a pasteboard for a client (`xpb clear`): a clear, as `xsel --clear` is on X.
@@ -97,6 +125,7 @@ final class HeadlessClipboard: SyncSurface {
                 state.entries.removeValue(forKey: selection)
                 return (0, .cleared)
             }
+            expiryHook.withLock { $0 }?()
         }
     }
 
@@ -112,7 +141,7 @@ final class HeadlessClipboard: SyncSurface {
             if let hook, let name = X11PasteboardBackend.pasteboardName(forSelection: selection) { hook(name, owner, event) }
             let entry = state.entries[selection]
             let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
-                                            targets: entry?.targets ?? [], origin: entry?.origin)
+                                            targets: entry?.targets ?? [], origin: entry?.origin, ownerPID: entry?.writer?.pid)
             return (note, state.watchers.values.filter { $0.selection == nil || $0.selection == selection })
         }
         guard let (change, watchers) = note else { return }
@@ -146,7 +175,7 @@ final class HeadlessClipboard: SyncSurface {
         let owned = Mutex(false)
         change(selection) { state in
             guard precondition(state.entries[selection]?.owner ?? 0) else { return nil }
-            state.entries[selection] = Entry(owner: ourOwner, contents: .remote(targets), origin: origin, expires: nil)
+            state.entries[selection] = Entry(owner: ourOwner, contents: .remote(targets), origin: origin)
             owned.withLock { $0 = true }
             return (ourOwner, .ours)
         }
@@ -170,9 +199,9 @@ final class HeadlessClipboard: SyncSurface {
     func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
         let selection = X11PasteboardBackend.selectionName(for: name)
         guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner else { return .replaced }
-        guard case let .held(held) = entry.contents else { return .notShared("another node's copy") }
+        guard case let .local(held) = entry.contents else { return .notShared("another node's copy") }
         if KeepPolicy.isSecret(held.targets) { return .notShared("marked secret") }
-        if held.options.isLocalOnly { return .notShared("local-only") }
+        if entry.isLocalOnly { return .notShared("local-only") }
         if let expires = entry.expires, expires <= Date() { return .notShared("expired") }
         let targets = held.targets.filter(KeepPolicy.isKept).prefix(SyncHub.maxTargets).map { SyncTarget(target: $0, size: held.size(of: $0)) }
         guard !targets.isEmpty else { return .notShared("without data targets") }
@@ -183,7 +212,7 @@ final class HeadlessClipboard: SyncSurface {
                isCurrent: @escaping @Sendable () -> Bool, begin: (String, Int?) throws -> Void,
                chunk: (Data) throws -> Void) throws -> SyncServeOutcome {
         let selection = X11PasteboardBackend.selectionName(for: name)
-        guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner, case let .held(held) = entry.contents else {
+        guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner, case let .local(held) = entry.contents else {
             return .refused("\(selection) changed since that announce")
         }
         guard let (type, data) = try held.bytes(for: target) else { return .refused("\(target) cannot be made") }

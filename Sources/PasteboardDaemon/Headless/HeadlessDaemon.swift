@@ -1,3 +1,4 @@
+import CLinux
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -13,12 +14,22 @@ import Synchronization
 /// with the desktop daemons that link to it (`xpbd --peer THIS-HOST` there): a copy is announced,
 /// its bytes move when someone pastes.
 ///
+/// The copies made on this host go to the history (the state directory's, which every daemon of
+/// the user shares), as the desktop daemon's do: `xpb history` lists them and selects one again.
+/// Other nodes' copies are not kept here (their bytes would have to cross for it); their own
+/// daemons keep them.
+///
 /// With no link and no client for `--idle-exit`, it exits: nothing lingers on a server for ever.
 package final class HeadlessDaemon: Sendable {
     package let configuration: DaemonConfiguration
     let logger: Logger
     let clipboard = HeadlessClipboard()
     let hub: SyncHub
+    let store: Mutex<HistoryStore>
+    /// History writes, in order, off the clients' threads.
+    private let storage = DispatchQueue(label: "xpbd.storage")
+    /// `--on-copy`.
+    let actions: CopyActions
     let socketPath: String
     let startedAt = Date()
     private let control = Mutex<ControlServer?>(nil)
@@ -30,12 +41,20 @@ package final class HeadlessDaemon: Sendable {
     /// The name this node gives itself: the host's, and that it has no display.
     static let displayName = "headless"
 
-    package init(configuration: DaemonConfiguration, logger: Logger) {
+    /// Opens the history (in memory when the state directory cannot be used, as the desktop
+    /// daemon's). Nothing is served yet: see ``start()``.
+    package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         socketPath = configuration.socketPath ?? ControlEndpoint.headlessSocketPath(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        store = Mutex(try ClipboardDaemon.openHistory(configuration, logger: logger))
+        actions = CopyActions(configuration.onCopy, logger: logger)
         hub = SyncHub(configuration: configuration.sync, surface: clipboard, displayName: Self.displayName, logger: logger)
         clipboard.onChange { [weak hub] name, owner, event in hub?.ownerChanged(name, owner: owner, event: event) }
+        clipboard.onExpiry { [weak self] in
+            guard let self else { return }
+            storage.async { _ = try? self.store.withLock { try $0.prune() } }
+        }
     }
 
     /// Starts answering on the control socket, dials the configured peers, and starts the idle clock.
@@ -61,7 +80,7 @@ package final class HeadlessDaemon: Sendable {
             self.hub.accept(fd: fd, hello: hello)
         })
         control.withLock { $0 = server }
-        logger.info("headless: holding the pasteboards in memory; listening on \(socketPath)")
+        logger.info("headless: holding the pasteboards in memory, history in \(configuration.stateDirectory.path); listening on \(socketPath)")
         hub.start()
         startIdleClock()
     }
@@ -75,7 +94,9 @@ package final class HeadlessDaemon: Sendable {
             server?.stop()
             server = nil
         }
-        logger.info("stopped")
+        storage.sync {}
+        store.withLock { $0.checkpoint() }
+        logger.info("stopped; history written")
         return nil
     }
 
@@ -143,7 +164,10 @@ package final class HeadlessDaemon: Sendable {
         case let .offer(selection):
             guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
             let (entry, count) = clipboard.entry(selection)
-            return .success(.reply(.offer(entry.map { PasteboardOffer(pasteboard: selection, targets: $0.targets, changeCount: count, origin: $0.origin) })))
+            return .success(.reply(.offer(entry.map {
+                PasteboardOffer(pasteboard: selection, targets: $0.targets, changeCount: count, origin: $0.origin,
+                                ownerPID: $0.writer?.pid, ownerApp: $0.writer?.app, ownerExecutable: $0.writer?.executable)
+            })))
         case let .read(selection, target, limit):
             guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
             return read(selection, target: target, limit: limit, on: &channel)
@@ -158,7 +182,17 @@ package final class HeadlessDaemon: Sendable {
             if let selection, !HeadlessClipboard.isValid(selection) { return .failure(Self.unknown(selection)) }
             return watch(selection, on: &channel)
         case .history, .select, .delete, .clear, .clearAll, .pin:
-            return .failure(ControlFailure("a headless xpbd keeps no history: its pasteboards live in memory until it exits"))
+            do {
+                let answer = try HistoryRequests.answer(request, store: store) { snapshot in
+                    // Served from memory as the desktop serves it on X; a copy made here again.
+                    let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
+                    clipboard.write(X11PasteboardBackend.selectionName(for: snapshot.selection), contents: kept,
+                                    origin: "history (\(snapshot.app ?? snapshot.source ?? "?"))", expires: snapshot.expires, isLocalOnly: snapshot.isLocalOnly, writer: nil)
+                }
+                return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
+            } catch {
+                return .failure(ControlFailure("\(error)"))
+            }
         }
     }
 
@@ -169,6 +203,8 @@ package final class HeadlessDaemon: Sendable {
     /// The bytes of the client's copy, data frame by data frame, exactly the sizes announced;
     /// then held. Nothing is held of a write that breaks off or claims more than the cap.
     private func write(_ write: PasteboardWrite, from channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        // Who writes: the kernel's account of the connecting process, read before it can exit.
+        let writer = Self.writer(of: channel.fd)
         let cap = configuration.maxSnapshotBytes
         guard !write.items.isEmpty, write.items.allSatisfy({ !$0.isEmpty }), write.items.joined().allSatisfy({ $0.size >= 0 }) else {
             return .failure(ControlFailure("a write needs at least one representation per item, with sizes of 0 or more"))
@@ -204,9 +240,53 @@ package final class HeadlessDaemon: Sendable {
         let held = HeldSelection(items: items, options: options)
         // Another process chose it: one printable line, as a peer's name is.
         let origin = LogThrottle.printable(write.origin)
-        clipboard.write(write.pasteboard, held: held, origin: origin.isEmpty ? "xpb" : origin)
+        let owner = clipboard.write(write.pasteboard, contents: held, origin: origin.isEmpty ? "xpb" : origin, expires: write.expires,
+                                    isLocalOnly: write.isLocalOnly, writer: writer)
         logger.debug("headless: \(write.pasteboard) holds \(items.count) items (\(ByteCount.format(write.size)))")
+        record(held, in: write.pasteboard, owner: owner, writer: writer)
         return .success(.reply(.done("\(write.pasteboard) holds \(ByteCount.format(write.size))")))
+    }
+
+    /// The process at the other end of a client's connection, nil when the kernel does not say.
+    static func writer(of fd: Int32) -> HeadlessClipboard.Writer? {
+        var pid: pid_t = 0
+        guard clinux_peer_pid(fd, &pid) == 0, pid > 0 else { return nil }
+        let (name, path) = LocalProcess.executable(of: Int(pid))
+        return HeadlessClipboard.Writer(pid: Int(pid), app: name.map { LogThrottle.printable($0) }, executable: path.map { LogThrottle.printable($0) })
+    }
+
+    /// Keeps a copy made on this host in the history, as the desktop daemon keeps a copy it
+    /// takes from its owner (the same targets: those a manager fetches of what an X owner of
+    /// the items offers), on the storage queue: the client has its answer already. Never a
+    /// secret; a copy the content rules refuse is not kept, and if its text matches
+    /// `--ignore-match` its announce is withdrawn.
+    private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
+        guard !KeepPolicy.isSecret(held.targets), let name = X11PasteboardBackend.pasteboardName(forSelection: selection) else { return }
+        storage.async { [self] in
+            // The item targets the manifest names too (served, not listed), as the desktop's
+            // keeper fetches them of an xpb owner: every item is kept, not the first alone.
+            let manifest = (try? held.bytes(for: OfferReader.manifestTarget))??.data
+            let wanted = KeepPolicy.fetchedTargets(held.targets + (manifest.map { X11PasteboardBackend.manifestTargets($0) } ?? []))
+            let captured = wanted.map { target -> CapturedTarget? in
+                guard let (type, data) = try? held.bytes(for: target) else { return nil }
+                return CapturedTarget(target: target, type: type, data: data)
+            }
+            guard var snapshot = Snapshot(name, advertised: held.targets, captured: captured, cap: configuration.maxSnapshotBytes) else { return }
+            snapshot.source = "xpb"
+            snapshot.pid = writer?.pid
+            snapshot.app = writer?.app
+            if let refusal = configuration.contentRules.refusal(snapshot) {
+                logger.info("\(selection) from \(snapshot.app ?? "xpb") not kept: \(refusal.reason)")
+                if !refusal.synced { hub.withdrawOwn(name, owner: owner) }
+                return
+            }
+            actions.copied(snapshot)
+            do {
+                _ = try store.withLock { try $0.add(snapshot, display: Self.displayName) }
+            } catch {
+                logger.error("history entry not written: \(error); the copy is still held in memory")
+            }
+        }
     }
 
     /// Streams a target's bytes: from memory for a copy made here, else fetched from the node
@@ -218,7 +298,7 @@ package final class HeadlessDaemon: Sendable {
         let tooLarge = { (size: Int) in ControlFailure("the data is \(size) bytes, more than the \(limit)-byte limit") }
         do {
             switch entry.contents {
-            case let .held(held):
+            case let .local(held):
                 guard let (type, data) = try held.bytes(for: target) else { return .success(.reply(.refused("\(target) is not served"))) }
                 guard data.count <= limit else { return .failure(tooLarge(data.count)) }
                 try channel.send(.reply, ControlReply.transfer(type: type, size: data.count))
@@ -292,12 +372,14 @@ package final class HeadlessDaemon: Sendable {
     }
 
     func status() -> DaemonStatus {
-        let counts = ["CLIPBOARD", "PRIMARY"].reduce(into: [String: Int]()) { $0[$1] = clipboard.entry($1).1 }
+        let counts = clipboard.changeCounts()
         let peers = hub.peerStatuses()
+        let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
         return DaemonStatus(
             pid: Int(getpid()), version: ClipboardDaemon.version, display: Self.displayName,
-            keeps: ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"], entryCount: 0, bytes: 0, maxEntries: 0, maxBytes: 0,
-            stateDirectory: "(in memory)", database: "(none)", socket: socketPath, startedAt: startedAt, changeCounts: counts,
+            keeps: ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"], entryCount: totals.count, bytes: totals.bytes,
+            maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path, database: database,
+            socket: socketPath, startedAt: startedAt, changeCounts: counts,
             peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
     }
 }

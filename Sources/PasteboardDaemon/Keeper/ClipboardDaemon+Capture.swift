@@ -85,7 +85,7 @@ extension ClipboardDaemon {
             if let refusal = contentRules.withLock({ $0 }).refusal(snapshot) {
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
                 logger.info("\(selection) from \(describe(owner)) not kept: \(refusal.reason)")
-                if !refusal.synced { hub.withdrawOwn(name, owner: owner.window) }
+                if !refusal.synced { hub.withdrawOwn(name, owner: owner.window.rawValue) }
                 return
             }
             // Kept only if no other ownership began meanwhile (checked where the X thread moves it).
@@ -189,43 +189,14 @@ extension ClipboardDaemon {
     /// per-clipboard cap applied, the xpb manifest's options read and its fast-path field dropped.
     func makeSnapshot(_ name: Pasteboard.Name, advertised: [String], owner: SelectionOwnerInfo, captured: [CapturedTarget?],
                               complete: Bool) -> Snapshot? {
-        var complete = complete
-        var kept: [KeptTarget] = []
-        var total = 0
-        var seen: [Digest: Data] = [:]
-        for value in captured {
-            guard let value else {
-                complete = false
-                continue
-            }
-            var target = KeptTarget(target: value.target, type: value.type, data: value.data)
-            if let data = seen[target.digest] {
-                target.data = data
-            } else {
-                guard total + value.data.count <= configuration.maxSnapshotBytes else {
-                    complete = false
-                    continue
-                }
-                total += value.data.count
-                seen[target.digest] = value.data
-            }
-            kept.append(target)
+        guard var snapshot = Snapshot(name, advertised: advertised, captured: captured, complete: complete, cap: configuration.maxSnapshotBytes) else {
+            return nil
         }
-        guard !kept.isEmpty else { return nil }
-        var snapshot = Snapshot(selection: name, advertised: advertised, targets: kept, source: owner.name, pid: owner.processID)
+        snapshot.source = owner.name
+        snapshot.pid = owner.processID
         snapshot.app = owner.appName
-        snapshot.isComplete = complete
         snapshot.owner = owner.window
         snapshot.capturedFrom = owner.window
-        if let index = kept.firstIndex(where: { $0.target == "XPB_MANIFEST" }) {
-            if let manifest = X11PasteboardBackend.keptManifest(kept[index].data) {
-                snapshot.expires = manifest.options.expirationDate
-                snapshot.isLocalOnly = manifest.options.isLocalOnly
-                snapshot.targets[index] = KeptTarget(target: "XPB_MANIFEST", type: kept[index].type, data: manifest.manifest)
-            } else {
-                snapshot.targets.remove(at: index)
-            }
-        }
         return snapshot
     }
 }

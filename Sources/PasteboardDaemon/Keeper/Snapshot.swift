@@ -55,6 +55,47 @@ package struct Snapshot: Sendable {
         self.pid = pid
     }
 
+    /// The contents made of what was taken from an owner (nil for a target that could not be
+    /// taken): identical bytes kept once, at most `cap` bytes in all (a target past it is left
+    /// out), xpb's manifest without its options (which set the expiry and local-only). Nil when
+    /// nothing is kept.
+    package init?(_ selection: Pasteboard.Name, advertised: [String], captured: [CapturedTarget?], complete: Bool = true, cap: Int) {
+        var complete = complete
+        var kept: [KeptTarget] = []
+        var total = 0
+        var seen: [Digest: Data] = [:]
+        for value in captured {
+            guard let value else {
+                complete = false
+                continue
+            }
+            var target = KeptTarget(target: value.target, type: value.type, data: value.data)
+            if let data = seen[target.digest] {
+                target.data = data
+            } else {
+                guard total + value.data.count <= cap else {
+                    complete = false
+                    continue
+                }
+                total += value.data.count
+                seen[target.digest] = value.data
+            }
+            kept.append(target)
+        }
+        guard !kept.isEmpty else { return nil }
+        self.init(selection: selection, advertised: advertised, targets: kept)
+        isComplete = complete
+        if let index = kept.firstIndex(where: { $0.target == "XPB_MANIFEST" }) {
+            if let manifest = X11PasteboardBackend.keptManifest(kept[index].data) {
+                expires = manifest.options.expirationDate
+                isLocalOnly = manifest.options.isLocalOnly
+                targets[index] = KeptTarget(target: "XPB_MANIFEST", type: kept[index].type, data: manifest.manifest)
+            } else {
+                targets.remove(at: index)
+            }
+        }
+    }
+
     /// Bytes kept, identical payloads counted once.
     package var size: Int {
         var seen: Set<Digest> = []

@@ -55,10 +55,10 @@ extension SyncHub {
 
     /// A history entry became the selection (`xpb history select`): announced like a copy.
     /// Takes back this display's copy by `owner` if it was announced (``SyncLedger/withdrawOwn(_:owner:)``).
-    func withdrawOwn(_ name: Pasteboard.Name, owner: X11Window) {
+    func withdrawOwn(_ name: Pasteboard.Name, owner: UInt) {
         guard synced.contains(name) else { return }
         let selection = X11PasteboardBackend.selectionName(for: name)
-        let effects = state.withLock { $0.ledger.withdrawOwn(selection, owner: owner.rawValue) }
+        let effects = state.withLock { $0.ledger.withdrawOwn(selection, owner: owner) }
         if !effects.isEmpty { logger.info("sync: \(selection) withdrawn: its text matches --ignore-match") }
         perform(effects)
     }

@@ -43,7 +43,7 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 package enum LocalProcess {
     /// The executable's name and path (`/proc/PID/exe`, which another user's process may not
     /// show: then `comm` alone names it).
-    static func executable(of pid: Int) -> (name: String?, path: String?) {
+    package static func executable(of pid: Int) -> (name: String?, path: String?) {
         guard pid > 0 else { return (nil, nil) }
         var path = SystemCall.linkTarget("/proc/\(pid)/exe")
         // A replaced binary reads "/usr/bin/app (deleted)".

@@ -251,69 +251,25 @@ extension X11Session {
     /// A captured xpb manifest is served only for the item targets captured with it
     /// (``Manifest/restricted(to:)``), and not at all when none were.
     func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp) -> OwnedSelection {
-        // A file list in one file manager's flavour is served in the other's too: a cut stays a cut.
-        let targets = FileListFlavours.completed(Self.withServableManifest(targets))
-        let advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
-        let names = advertised + targets.flatMap { [$0.target, $0.type] } + X11PasteboardBackend.derivedTextTargets.values.compactMap(\.replyType)
+        let plan = CapturedPlan(advertised: advertised, targets: targets)
+        let names = plan.names + X11PasteboardBackend.derivedTextTargets.values.compactMap(\.replyType)
         let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
         var served: [X11Atom: ServedTarget] = [:]
-        for target in targets {
-            guard let atom = atomOf[target.target], let type = atomOf[target.type], served[atom] == nil else { continue }
-            served[atom] = .captured(target.data, replyType: type)
-        }
-        // Image formats the owner offered and were not kept: converted from the image that was.
-        if let source = Self.keptImageSource(targets) {
-            for name in advertised {
-                guard let format = ImageFormat(mimeType: name), format.isWritable, let atom = atomOf[name], served[atom] == nil else { continue }
-                served[atom] = .capturedConversion(source.data, .image(format), replyType: atom)
-            }
-        }
-        // Text targets the owner offered and were not kept: made from the UTF-8 text that was.
-        if let source = Self.keptTextSource(targets) {
-            for name in advertised {
-                guard let atom = atomOf[name], served[atom] == nil,
-                      let derived = X11PasteboardBackend.derivedTextTargets[X11PasteboardBackend.normalTextTarget(name)] else { continue }
-                let replyType = derived.replyType.flatMap { atomOf[$0] } ?? atom
-                served[atom] = derived.conversion.map { .capturedConversion(source.data, $0, replyType: replyType) }
-                    ?? .captured(source.data, replyType: replyType)
+        for entry in plan.entries {
+            guard let atom = atomOf[entry.name], let type = atomOf[entry.replyType], served[atom] == nil else { continue }
+            switch entry.source {
+            case let .kept(data): served[atom] = .captured(data, replyType: type)
+            case let .conversion(source, conversion): served[atom] = .capturedConversion(source, conversion, replyType: type)
             }
         }
         let answered = Set(WellKnown.ownerTargets.map { known[$0] })
         var listed: [X11Atom] = []
-        for name in advertised {
+        for name in plan.advertised {
             guard let atom = atomOf[name], served[atom] != nil || answered.contains(atom), !listed.contains(atom) else { continue }
             listed.append(atom)
         }
         return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: listed, served: served,
                               manifest: Data(), registry: .standard, hasProviders: false)
-    }
-
-    /// The kept image other image formats are made from: the first captured target in the best
-    /// format (``keptImageTarget(_:)``) whose bytes are that image.
-    static func keptImageSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
-        let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageCodec.format(of: $0.data) != nil }
-        guard let best = X11PasteboardBackend.keptImageTarget(images.map(\.target)) else { return nil }
-        return images.first { $0.target == best }
-    }
-
-    /// The kept text other text targets are made from: the captured target
-    /// ``X11PasteboardBackend/keptTextTarget(_:)`` names, if its bytes are UTF-8.
-    static func keptTextSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
-        guard let best = X11PasteboardBackend.keptTextTarget(targets.map(\.target)),
-              let source = targets.first(where: { $0.target == best }),
-              String(validating: source.data, as: UTF8.self) != nil else { return nil }
-        return source
-    }
-
-    /// `targets` with their manifest cut down to the targets among them, or without it.
-    static func withServableManifest(_ targets: [CapturedTarget]) -> [CapturedTarget] {
-        guard let index = targets.firstIndex(where: { $0.target == Manifest.target }) else { return targets }
-        let captured = targets[index]
-        // The first of a target is the one served.
-        var rest = targets.filter { $0.target != Manifest.target }
-        guard let manifest = Manifest(decoding: captured.data)?.restricted(to: Set(rest.map(\.target))) else { return rest }
-        rest.insert(CapturedTarget(target: Manifest.target, type: captured.type, data: manifest.encoded()), at: index)
-        return rest
     }
 
     /// Gives a selection up if we own it.

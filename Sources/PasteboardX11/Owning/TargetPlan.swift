@@ -113,7 +113,7 @@ struct TargetPlan {
 /// Items held without a display (a headless daemon's copy), served by target name as an X owner
 /// of them would serve them: the same targets (``TargetPlan``), the same conversions, the
 /// manifest without a fast path.
-package struct HeldSelection: Sendable {
+package struct HeldSelection: HeldTargets {
     package let items: [PasteboardItem]
     package let options: PasteboardOptions
     /// The data targets, in the order an X owner advertises them, then `XPB_MANIFEST`.

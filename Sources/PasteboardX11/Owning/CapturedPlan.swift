@@ -1,0 +1,135 @@
+import FoundationEssentials
+import ImageCodecs
+import PasteboardKit
+
+/// What a clipboard manager serves of contents it took from another owner, by target name,
+/// before any atom exists: the targets it kept, as they came (the manifest cut down to them, a
+/// file list in both file managers' flavours), and the targets the owner offered that it did not
+/// keep, made from the ones it did (other image formats from the kept image, other text encodings
+/// from the kept UTF-8 text). One plan for the X owner of kept contents
+/// (``X11Session/makeCapturedSelection(advertised:targets:timestamp:)``) and for a display-less
+/// holder of them (``KeptSelection``), so both offer the same targets.
+struct CapturedPlan {
+    /// How a target's bytes are made.
+    enum Source: Sendable {
+        /// Kept bytes, served as they came.
+        case kept(Data)
+        /// Made from kept bytes on the first request.
+        case conversion(Data, KeptConversion)
+    }
+
+    /// One target served: its name, its reply's type and its source.
+    struct Entry: Sendable {
+        let name: String
+        let replyType: String
+        let source: Source
+    }
+
+    /// The owner's targets, then those kept that it did not list, in order: `TARGETS`' order.
+    let advertised: [String]
+    /// Every target served, each name once (the first made of it).
+    let entries: [Entry]
+    /// The reply types the entries may name (for interning atoms up front).
+    let names: [String]
+
+    init(advertised: [String], targets: [CapturedTarget]) {
+        // A file list in one file manager's flavour is served in the other's too: a cut stays a cut.
+        let targets = FileListFlavours.completed(Self.withServableManifest(targets))
+        let advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
+        self.advertised = advertised
+        var entries: [Entry] = []
+        var seen: Set<String> = []
+        func add(_ entry: Entry) {
+            if seen.insert(entry.name).inserted { entries.append(entry) }
+        }
+        for target in targets {
+            add(Entry(name: target.target, replyType: target.type, source: .kept(target.data)))
+        }
+        // Image formats the owner offered and were not kept: converted from the image that was.
+        if let source = Self.keptImageSource(targets) {
+            for name in advertised {
+                guard let format = ImageFormat(mimeType: name), format.isWritable else { continue }
+                add(Entry(name: name, replyType: name, source: .conversion(source.data, .image(format))))
+            }
+        }
+        // Text targets the owner offered and were not kept: made from the UTF-8 text that was.
+        if let source = Self.keptTextSource(targets) {
+            for name in advertised {
+                guard let derived = X11PasteboardBackend.derivedTextTargets[X11PasteboardBackend.normalTextTarget(name)] else { continue }
+                let replyType = derived.replyType ?? name
+                add(Entry(name: name, replyType: replyType,
+                          source: derived.conversion.map { .conversion(source.data, $0) } ?? .kept(source.data)))
+            }
+        }
+        self.entries = entries
+        names = advertised + entries.flatMap { [$0.name, $0.replyType] }
+    }
+
+    /// The kept image other image formats are made from: the first captured target in the best
+    /// format (``X11PasteboardBackend/keptImageTarget(_:)``) whose bytes are that image.
+    static func keptImageSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageCodec.format(of: $0.data) != nil }
+        guard let best = X11PasteboardBackend.keptImageTarget(images.map(\.target)) else { return nil }
+        return images.first { $0.target == best }
+    }
+
+    /// The kept text other text targets are made from: the captured target
+    /// ``X11PasteboardBackend/keptTextTarget(_:)`` names, if its bytes are UTF-8.
+    static func keptTextSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        guard let best = X11PasteboardBackend.keptTextTarget(targets.map(\.target)),
+              let source = targets.first(where: { $0.target == best }),
+              String(validating: source.data, as: UTF8.self) != nil else { return nil }
+        return source
+    }
+
+    /// `targets` with their manifest cut down to the targets among them, or without it.
+    static func withServableManifest(_ targets: [CapturedTarget]) -> [CapturedTarget] {
+        guard let index = targets.firstIndex(where: { $0.target == Manifest.target }) else { return targets }
+        let captured = targets[index]
+        // The first of a target is the one served.
+        var rest = targets.filter { $0.target != Manifest.target }
+        guard let manifest = Manifest(decoding: captured.data)?.restricted(to: Set(rest.map(\.target))) else { return rest }
+        rest.insert(CapturedTarget(target: Manifest.target, type: captured.type, data: manifest.encoded()), at: index)
+        return rest
+    }
+}
+
+/// What a display-less holder serves by target name: the items of a copy made on its host
+/// (``HeldSelection``), or contents kept in a history (``KeptSelection``).
+package protocol HeldTargets: Sendable {
+    /// The data targets, in the order an X owner advertises them.
+    var targets: [String] { get }
+    /// The size of a target's bytes when it is known without converting.
+    func size(of target: String) -> Int?
+    /// A target's reply type and bytes, converted as an X owner converts them; nil when the
+    /// target is not served (or its conversion fails).
+    func bytes(for target: String) throws -> (type: String, data: Data)?
+}
+
+/// Contents a clipboard manager kept (a history entry), held without a display and served by
+/// target name as xpbd serves them on X when their owner is gone (``CapturedPlan``).
+package struct KeptSelection: HeldTargets {
+    package let targets: [String]
+    private let served: [String: CapturedPlan.Entry]
+
+    package init(advertised: [String], targets kept: [CapturedTarget]) {
+        let plan = CapturedPlan(advertised: advertised, targets: kept)
+        let served = Dictionary(plan.entries.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.served = served
+        // Only what is served: never `TARGETS` and the like, which a history does not keep.
+        targets = plan.advertised.filter { served[$0] != nil }
+    }
+
+    package func size(of target: String) -> Int? {
+        guard case let .kept(data)? = served[target]?.source else { return nil }
+        return data.count
+    }
+
+    package func bytes(for target: String) throws -> (type: String, data: Data)? {
+        guard let entry = served[target] else { return nil }
+        switch entry.source {
+        case let .kept(data): return (entry.replyType, data)
+        case let .conversion(source, conversion): return (try? conversion.convert(source)).map { (entry.replyType, $0) }
+        }
+    }
+}
