@@ -67,10 +67,21 @@ package struct SyncTarget: Codable, Sendable, Equatable {
     package var target: String
     /// Its size in bytes, when the owner says (`TARGET_SIZES`).
     package var size: Int?
+    /// The bytes themselves, for xpb's manifest (`XPB_MANIFEST`) only: every xpb reader asks
+    /// for it first, and it says which types each item has, not what they hold. Carried with the
+    /// announce, it spares a reader on the other side a round trip over the link before its
+    /// paste can begin. At most ``maxInline`` bytes; absent from older peers' announces.
+    package var inline: Data?
 
-    package init(target: String, size: Int? = nil) {
+    /// The target whose bytes may come with an announce.
+    package static let inlineTarget = "XPB_MANIFEST"
+    /// The most bytes an announce carries of it.
+    package static let maxInline = 64 << 10
+
+    package init(target: String, size: Int? = nil, inline: Data? = nil) {
         self.target = target
         self.size = size
+        self.inline = inline
     }
 }
 

@@ -132,6 +132,15 @@ struct SyncLedgerTests {
             #expect(!SyncLedger.isPlausibleTargetName(name), "\(name)")
         }
         #expect(SyncLedger.malformation(of: announce(1000, "b", "ünïcode"), maxTargets: 10, maxTargetName: 20) != nil)
+        // Bytes come with an announce for xpb's manifest alone, and a small one.
+        var manifest = announce(1000, "b")
+        manifest.targets.append(SyncTarget(target: "XPB_MANIFEST", size: 2, inline: Data("{}".utf8)))
+        #expect(SyncLedger.malformation(of: manifest, maxTargets: 10, maxTargetName: 20) == nil)
+        manifest.targets[1].inline = Data(count: SyncTarget.maxInline + 1)
+        #expect(SyncLedger.malformation(of: manifest, maxTargets: 10, maxTargetName: 20)?.contains("at most") == true)
+        var smuggled = announce(1000, "b")
+        smuggled.targets[0].inline = Data("the text itself".utf8)
+        #expect(SyncLedger.malformation(of: smuggled, maxTargets: 10, maxTargetName: 20)?.contains("only xpb's manifest") == true)
         var ledger = SyncLedger(node: "a")
         _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
         #expect(ledger.announced(announce(1000 + SyncLedger.maxClockSkew + 1, "b"), from: 1, now: 1000, wall: Date()) == [])

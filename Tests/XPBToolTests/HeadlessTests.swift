@@ -112,6 +112,21 @@ struct HeadlessTests {
         let desktopTypes = try run(xpbPath, ["types", "--items"], display: x)
         #expect(desktopTypes.text.contains("0\tpublic.html") && desktopTypes.text.contains("0\tpublic.utf8-plain-text"), "\(desktopTypes.text)")
 
+        // Two items copied on the server: both reach the desktop (xpb's manifest comes with
+        // the announce, its item targets are announced too), and back the other way.
+        let items = ["item one", "item two"].map { server.root.appendingPathComponent("\($0).txt") }
+        for file in items { try Data(file.lastPathComponent.utf8).write(to: file) }
+        #expect(try server.run(["copy", "-t", "text"] + items.map(\.path), x).status == 0)
+        #expect(eventually(timeout: 15) { (try? run(xpbPath, ["paste", "--item", "1"], display: x).text) == "item two.txt" })
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "item one.txt")
+        let listed = try run("xclip", ["-o", "-selection", "clipboard", "-t", "TARGETS"], display: x).text
+        #expect(listed.contains("XPB_MANIFEST") && !listed.contains("XPB_ITEM_"), "item targets are served, not listed: \(listed)")
+        let desktopItems = desktopHome.root.appendingPathComponent("desk.txt")
+        try Data("from the desk".utf8).write(to: desktopItems)
+        owners.append(try Peer(xpbPath, ["copy", "--foreground", "-t", "text", desktopItems.path, items[0].path], display: x))
+        #expect(eventually(timeout: 15) { (try? server.run(["paste", "--item", "1"], x).text) == "item one.txt" })
+        #expect(try server.run(["paste"], x).text == "from the desk")
+
         // 20 MiB from the server: announced at once, its bytes cross only when the desktop pastes.
         let big = payload(20 << 20, seed: 42)
         let bigFile = server.root.appendingPathComponent("big.bin")

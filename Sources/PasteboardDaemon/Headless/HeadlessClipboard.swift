@@ -42,7 +42,8 @@ final class HeadlessClipboard: SyncSurface {
         var targets: [String] {
             switch contents {
             case let .local(held): return held.targets
-            case let .remote(targets): return targets.map(\.target)
+            // xpb's item targets are served, not listed (as their owner lists them).
+            case let .remote(targets): return targets.map(\.target).filter { !$0.hasPrefix("XPB_ITEM_") }
             }
         }
     }
@@ -203,7 +204,8 @@ final class HeadlessClipboard: SyncSurface {
         if KeepPolicy.isSecret(held.targets) { return .notShared("marked secret") }
         if entry.isLocalOnly { return .notShared("local-only") }
         if let expires = entry.expires, expires <= Date() { return .notShared("expired") }
-        let targets = held.targets.filter(KeepPolicy.isKept).prefix(SyncHub.maxTargets).map { SyncTarget(target: $0, size: held.size(of: $0)) }
+        let manifest = held.targets.contains(SyncTarget.inlineTarget) ? (try? held.bytes(for: SyncTarget.inlineTarget))??.data : nil
+        let targets = SyncHub.announcedTargets(held.targets, sizes: { held.size(of: $0) }, manifest: manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
         return .shareable(targets: Array(targets), expires: entry.expires, origin: "\(nodeName) (\(entry.origin))")
     }

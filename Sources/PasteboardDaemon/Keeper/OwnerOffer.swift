@@ -110,7 +110,8 @@ struct OwnerOffer: Sendable {
         advertised = kept.targets.map(\.target).filter { listed.contains($0) }
             + kept.advertised.filter { X11PasteboardBackend.secretMarkers.contains($0) }
         sizes = Dictionary(kept.targets.map { ($0.target, $0.data.count) }, uniquingKeysWith: { first, _ in first })
-        manifest = nil
+        // The kept manifest (its options already taken out) names the item targets kept with it.
+        manifest = kept.targets.first { $0.target == "XPB_MANIFEST" }?.captured
         expires = kept.expires
         verdict = Self.verdict(advertised: advertised, expires: kept.expires, isLocalOnly: kept.isLocalOnly)
     }

@@ -63,6 +63,29 @@ extension SyncHub {
         perform(effects)
     }
 
+    /// A stream of bytes at hand: begun, whole and ended (an X owner's manifest is `UTF8_STRING`).
+    static func finishedStream(_ data: Data) -> ByteStream {
+        let stream = ByteStream(sizeHint: data.count)
+        stream.begin(type: "UTF8_STRING", size: data.count)
+        stream.append(data)
+        stream.finish()
+        return stream
+    }
+
+    /// The targets announced of a copy: those kept of what its owner lists, then the item
+    /// targets its xpb manifest names (an xpb owner serves them without listing them: without
+    /// them only the first item would reach the other side), at most ``maxTargets``; the
+    /// manifest's bytes with it (``SyncTarget/inline``) when it is small enough.
+    static func announcedTargets(_ advertised: [String], sizes: (String) -> Int?, manifest: Data?) -> [SyncTarget] {
+        let names = KeepPolicy.keptTargets(advertised + (manifest.map { X11PasteboardBackend.manifestTargets($0) } ?? []))
+        return names.prefix(maxTargets).map { name in
+            if name == SyncTarget.inlineTarget, let manifest, manifest.count <= SyncTarget.maxInline {
+                return SyncTarget(target: name, size: manifest.count, inline: manifest)
+            }
+            return SyncTarget(target: name, size: sizes(name))
+        }
+    }
+
     func selectedFromHistory(_ name: Pasteboard.Name) {
         guard synced.contains(name) else { return }
         let selection = X11PasteboardBackend.selectionName(for: name)
@@ -144,7 +167,9 @@ extension SyncHub {
         let stamp = announce.stamp
         let ours = surface.ourOwner
         let targets = announce.targets.map { target in
-            RemoteTarget(target: target.target, size: target.size) { [weak self] in
+            // A manifest that came with the announce is served from here, never fetched.
+            if let inline = target.inline { return RemoteTarget(target: target.target, size: inline.count) { Self.finishedStream(inline) } }
+            return RemoteTarget(target: target.target, size: target.size) { [weak self] in
                 self?.openRemote(name, stamp: stamp, target: target)
             }
         }

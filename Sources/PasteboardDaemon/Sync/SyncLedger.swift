@@ -228,6 +228,10 @@ struct SyncLedger {
         for target in announce.targets {
             if target.target.isEmpty || target.target.utf8.count > maxTargetName { return "a target name is empty or too long" }
             if (target.size ?? 0) < 0 { return "a target has a negative size" }
+            if let inline = target.inline {
+                guard target.target == SyncTarget.inlineTarget else { return "it carries the bytes of \(target.target) (only xpb's manifest may come with an announce)" }
+                guard inline.count <= SyncTarget.maxInline else { return "its manifest is \(inline.count) bytes (at most \(SyncTarget.maxInline))" }
+            }
             if !isPlausibleTargetName(target.target) {
                 return "a target name is not a plausible MIME type or atom name (printable ASCII, beginning with a letter or _)"
             }

@@ -64,7 +64,8 @@ final class X11SyncSurface: SyncSurface {
             offer = read
         }
         if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
-        let targets = offer.dataTargets.prefix(SyncHub.maxTargets).map { SyncTarget(target: $0, size: offer.sizes[$0]) }
+        let manifest = offer.manifest.flatMap { X11PasteboardBackend.keptManifest($0.data)?.manifest }
+        let targets = SyncHub.announcedTargets(offer.advertised, sizes: { offer.sizes[$0] }, manifest: manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
         // Where the copy was made: this node and the application (its executable's name or
         // window class, never a path), else the window's name.

@@ -78,15 +78,17 @@ extension X11PasteboardBackend {
 
 extension X11Session {
     /// What we serve for contents that live elsewhere: `TARGETS`, `TIMESTAMP`, then the remote
-    /// targets in their order (protocol names among them are left out).
+    /// targets in their order (protocol names among them are left out, but xpb's manifest; its
+    /// item targets are served and not listed, as their xpb owner serves them).
     func makeRemoteSelection(_ targets: [RemoteTarget], timestamp: X11Timestamp) -> OwnedSelection {
-        let usable = targets.filter { !WellKnown.protocolTargetNames.contains($0.target) && !$0.target.isEmpty }
+        let manifest = WellKnown.manifest.rawValue
+        let usable = targets.filter { ($0.target == manifest || !WellKnown.protocolTargetNames.contains($0.target)) && !$0.target.isEmpty }
         let atomList = atoms(usable.map(\.target))
         var served: [X11Atom: ServedTarget] = [:]
         var advertised = [known[.targets], known[.timestamp]]
         for (atom, target) in zip(atomList, usable) where served[atom] == nil {
             served[atom] = .remote(target)
-            advertised.append(atom)
+            if !target.target.hasPrefix(Manifest.itemTargetPrefix) { advertised.append(atom) }
         }
         return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: advertised, served: served,
                               manifest: Data(), registry: .standard, hasProviders: false)

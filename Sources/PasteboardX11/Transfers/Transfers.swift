@@ -276,7 +276,10 @@ struct Manifest: Equatable {
     var fastPath: String?
 
     /// The target that serves representation `index` of item `item`.
-    static func itemTarget(item: Int, index: Int) -> String { "XPB_ITEM_\(item)_\(index)" }
+    static func itemTarget(item: Int, index: Int) -> String { "\(itemTargetPrefix)\(item)_\(index)" }
+
+    /// What every item target's name begins with: served, never listed in `TARGETS`.
+    static let itemTargetPrefix = "XPB_ITEM_"
 
     /// The manifest of some items: every representation gets its own item target.
     init(items: [PasteboardItem], options: PasteboardOptions) {
