@@ -40,24 +40,27 @@
 // _GNU_SOURCE.
 struct clinux_ucred { pid_t pid; uid_t uid; gid_t gid; };
 
-// The user id of the process at the other end of a connected UNIX socket (SO_PEERCRED: what the
-// kernel recorded at connect time, not something the peer can claim).
+// The credentials of the process at the other end of a connected UNIX socket (SO_PEERCRED: what
+// the kernel recorded when it connected, not something the peer can claim).
+static inline int clinux_peer_credentials(int socket, struct clinux_ucred *credentials) {
+    socklen_t length = sizeof *credentials;
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, credentials, &length) != 0) return -1;
+    if (length != sizeof *credentials) { errno = EPROTO; return -1; }
+    return 0;
+}
+
+// The user id of the peer (clinux_peer_credentials).
 static inline int clinux_peer_uid(int socket, uid_t *uid) {
     struct clinux_ucred credentials;
-    socklen_t length = sizeof credentials;
-    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
-    if (length != sizeof credentials) { errno = EPROTO; return -1; }
+    if (clinux_peer_credentials(socket, &credentials) != 0) return -1;
     *uid = credentials.uid;
     return 0;
 }
 
-// The process id of the process at the other end of a connected UNIX socket (SO_PEERCRED: the
-// process that connected, as the kernel recorded it).
+// The process id of the peer: the process that connected (clinux_peer_credentials).
 static inline int clinux_peer_pid(int socket, pid_t *pid) {
     struct clinux_ucred credentials;
-    socklen_t length = sizeof credentials;
-    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
-    if (length != sizeof credentials) { errno = EPROTO; return -1; }
+    if (clinux_peer_credentials(socket, &credentials) != 0) return -1;
     *pid = credentials.pid;
     return 0;
 }
