@@ -227,13 +227,7 @@ package final class ClipboardDaemon: Sendable {
     /// Stops answering, finishes the writes under way, checkpoints the history, closes the display.
     private func shutDown() {
         state.withLock { $0.isStopped = true }
-        hub.stop()
-        control.withLock { server in
-            server?.stop()
-            server = nil
-        }
-        storage.sync {}
-        store.withLock { $0.checkpoint() }
+        stopServing(hub: hub, control: control, storage: storage, store: store)
         backend.close(handOff: false)
         logger.info("stopped; history written")
     }
@@ -411,4 +405,16 @@ package final class ClipboardDaemon: Sendable {
         if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \($0)" } ?? ""))" }
         return text
     }
+}
+
+/// How both daemons stop, in order: the sync links, then the control socket and its clients,
+/// then the history writes under way; the history is checkpointed.
+func stopServing(hub: SyncHub, control: borrowing Mutex<ControlServer?>, storage: DispatchQueue, store: borrowing Mutex<HistoryStore>) {
+    hub.stop()
+    control.withLock { server in
+        server?.stop()
+        server = nil
+    }
+    storage.sync {}
+    store.withLock { $0.checkpoint() }
 }

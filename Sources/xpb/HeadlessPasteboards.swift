@@ -100,6 +100,12 @@ struct HeadlessPasteboards {
     /// The offer as the reader sees it (its manifest read when it lists one); nil when empty.
     mutating func reader(_ selection: String) throws -> OfferReader? {
         guard let offer = try offer(selection) else { return nil }
+        return try reader(of: offer)
+    }
+
+    /// The reader of an offer already asked for (its manifest read when it lists one).
+    mutating func reader(of offer: PasteboardOffer) throws -> OfferReader {
+        let selection = offer.pasteboard
         var manifest: Data?
         if offer.targets.contains(OfferReader.manifestTarget) {
             var bytes = Data()

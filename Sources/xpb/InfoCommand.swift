@@ -49,7 +49,7 @@ struct InfoCommand: Command {
         var pasteboards = try HeadlessPasteboards(timeout: options.timeout)
         defer { pasteboards.close() }
         let offer = try pasteboards.offer(selection.selection)
-        let items = offer == nil ? [] : try pasteboards.itemTypes(selection.selection) ?? []
+        let items = try offer.map { try pasteboards.reader(of: $0).itemTypes } ?? []
         let count = try offer?.changeCount ?? pasteboards.changeCount(selection.selection)
         return Report(
             pasteboard: selection.name.rawValue, selection: selection.selection, owner: offer?.origin, ownerName: nil,

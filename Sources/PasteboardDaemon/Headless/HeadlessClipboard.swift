@@ -43,7 +43,7 @@ final class HeadlessClipboard: SyncSurface {
             switch contents {
             case let .local(held): return held.targets
             // xpb's item targets are served, not listed (as their owner lists them).
-            case let .remote(targets): return targets.map(\.target).filter { !$0.hasPrefix("XPB_ITEM_") }
+            case let .remote(targets): return targets.map(\.target).filter { !$0.hasPrefix(X11PasteboardBackend.itemTargetPrefix) }
             }
         }
     }
@@ -204,8 +204,8 @@ final class HeadlessClipboard: SyncSurface {
         if KeepPolicy.isSecret(held.targets) { return .notShared("marked secret") }
         if entry.isLocalOnly { return .notShared("local-only") }
         if let expires = entry.expires, expires <= Date() { return .notShared("expired") }
-        let manifest = held.targets.contains(SyncTarget.inlineTarget) ? (try? held.bytes(for: SyncTarget.inlineTarget))??.data : nil
-        let targets = SyncHub.announcedTargets(held.targets, sizes: { held.size(of: $0) }, manifest: manifest)
+        let targets = SyncHub.announcedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), sizes: { held.size(of: $0) },
+                                               manifest: held.manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
         return .shareable(targets: Array(targets), expires: entry.expires, origin: "\(nodeName) (\(entry.origin))")
     }

@@ -89,13 +89,7 @@ package final class HeadlessDaemon: Sendable {
     /// once it runs), as ``ClipboardDaemon/run()`` returns its failure.
     package func run() -> String? {
         stopSignal.wait()
-        hub.stop()
-        control.withLock { server in
-            server?.stop()
-            server = nil
-        }
-        storage.sync {}
-        store.withLock { $0.checkpoint() }
+        stopServing(hub: hub, control: control, storage: storage, store: store)
         logger.info("stopped; history written")
         return nil
     }
@@ -263,10 +257,8 @@ package final class HeadlessDaemon: Sendable {
     private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
         guard !KeepPolicy.isSecret(held.targets), let name = X11PasteboardBackend.pasteboardName(forSelection: selection) else { return }
         storage.async { [self] in
-            // The item targets the manifest names too (served, not listed), as the desktop's
-            // keeper fetches them of an xpb owner: every item is kept, not the first alone.
-            let manifest = (try? held.bytes(for: OfferReader.manifestTarget))??.data
-            let wanted = KeepPolicy.fetchedTargets(held.targets + (manifest.map { X11PasteboardBackend.manifestTargets($0) } ?? []))
+            // Every item's targets, as the desktop's keeper fetches them of an xpb owner.
+            let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest))
             let captured = wanted.map { target -> CapturedTarget? in
                 guard let (type, data) = try? held.bytes(for: target) else { return nil }
                 return CapturedTarget(target: target, type: type, data: data)

@@ -19,7 +19,7 @@ package enum KeepPolicy {
         if skippedTargets.contains(target) { return false }
         if target.hasPrefix("x-special/") { return target == "x-special/gnome-copied-files" }
         if target.hasPrefix("application/vnd.portal.") { return false }
-        if target.hasPrefix("XPB_") { return target == "XPB_MANIFEST" || target.hasPrefix("XPB_ITEM_") }
+        if target.hasPrefix("XPB_") { return target == "XPB_MANIFEST" || target.hasPrefix(X11PasteboardBackend.itemTargetPrefix) }
         if target.hasPrefix("_") { return false }
         return !target.isEmpty
     }
@@ -52,6 +52,13 @@ package enum KeepPolicy {
     package static func keptTargets(_ targets: [String]) -> [String] {
         var seen: Set<String> = []
         return targets.filter { isKept($0) && seen.insert($0).inserted }
+    }
+
+    /// The targets kept of an owner that lists `advertised` and serves xpb's `manifest`: those
+    /// kept of its list, then the item targets the manifest names (an xpb owner serves them
+    /// without listing them: without them only the first item would be kept or synced).
+    package static func keptTargets(_ advertised: [String], manifest: Data?) -> [String] {
+        keptTargets(advertised + (manifest.map { X11PasteboardBackend.manifestTargets($0) } ?? []))
     }
 
     /// The targets a manager fetches of an offer: those kept, less the image formats and text

@@ -54,8 +54,7 @@ struct OwnerOffer: Sendable {
     /// names (an xpb owner serves them without listing them), so that the manifest kept with
     /// them is served with every target it names.
     var keptTargets: [String] {
-        guard let data = manifest?.data else { return dataTargets }
-        return KeepPolicy.keptTargets(advertised + X11PasteboardBackend.manifestTargets(data))
+        KeepPolicy.keptTargets(advertised, manifest: manifest?.data)
     }
 
     /// Reads what `owner` offers on `name` (TARGETS, then TARGET_SIZES and XPB_MANIFEST when

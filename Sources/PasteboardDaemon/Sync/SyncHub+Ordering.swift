@@ -72,13 +72,11 @@ extension SyncHub {
         return stream
     }
 
-    /// The targets announced of a copy: those kept of what its owner lists, then the item
-    /// targets its xpb manifest names (an xpb owner serves them without listing them: without
-    /// them only the first item would reach the other side), at most ``maxTargets``; the
-    /// manifest's bytes with it (``SyncTarget/inline``) when it is small enough.
-    static func announcedTargets(_ advertised: [String], sizes: (String) -> Int?, manifest: Data?) -> [SyncTarget] {
-        let names = KeepPolicy.keptTargets(advertised + (manifest.map { X11PasteboardBackend.manifestTargets($0) } ?? []))
-        return names.prefix(maxTargets).map { name in
+    /// The targets announced of a copy: its kept targets (``KeepPolicy/keptTargets(_:manifest:)``:
+    /// every item's), at most ``maxTargets``; the manifest's bytes with it
+    /// (``SyncTarget/inline``) when it is small enough.
+    static func announcedTargets(_ kept: [String], sizes: (String) -> Int?, manifest: Data?) -> [SyncTarget] {
+        kept.prefix(maxTargets).map { name in
             if name == SyncTarget.inlineTarget, let manifest, manifest.count <= SyncTarget.maxInline {
                 return SyncTarget(target: name, size: manifest.count, inline: manifest)
             }

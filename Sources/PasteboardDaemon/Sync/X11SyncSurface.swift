@@ -65,7 +65,7 @@ final class X11SyncSurface: SyncSurface {
         }
         if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
         let manifest = offer.manifest.flatMap { X11PasteboardBackend.keptManifest($0.data)?.manifest }
-        let targets = SyncHub.announcedTargets(offer.advertised, sizes: { offer.sizes[$0] }, manifest: manifest)
+        let targets = SyncHub.announcedTargets(offer.keptTargets, sizes: { offer.sizes[$0] }, manifest: manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
         // Where the copy was made: this node and the application (its executable's name or
         // window class, never a path), else the window's name.

@@ -175,6 +175,9 @@ extension X11PasteboardBackend {
         return (manifest.options, manifest.encoded())
     }
 
+    /// What xpb's item targets are called (`XPB_ITEM_<item>_<n>`): served, never listed.
+    package static let itemTargetPrefix = Manifest.itemTargetPrefix
+
     /// The targets an xpb manifest names, in its order; empty for a malformed one.
     package static func manifestTargets(_ data: Data) -> [String] {
         Manifest(decoding: data)?.entries.map(\.target) ?? []

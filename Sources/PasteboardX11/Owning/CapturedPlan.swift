@@ -99,6 +99,8 @@ struct CapturedPlan {
 package protocol HeldTargets: Sendable {
     /// The data targets, in the order an X owner advertises them.
     var targets: [String] { get }
+    /// xpb's manifest (without a fast path), if the contents have one.
+    var manifest: Data? { get }
     /// The size of a target's bytes when it is known without converting.
     func size(of target: String) -> Int?
     /// A target's reply type and bytes, converted as an X owner converts them; nil when the
@@ -118,6 +120,11 @@ package struct KeptSelection: HeldTargets {
         self.served = served
         // Only what is served: never `TARGETS` and the like, which a history does not keep.
         targets = plan.advertised.filter { served[$0] != nil }
+    }
+
+    package var manifest: Data? {
+        guard case let .kept(data)? = served[Manifest.target]?.source else { return nil }
+        return data
     }
 
     package func size(of target: String) -> Int? {

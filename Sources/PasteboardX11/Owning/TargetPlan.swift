@@ -120,7 +120,7 @@ package struct HeldSelection: HeldTargets {
     package let targets: [String]
     /// Every target served but the manifest, by name.
     private let served: [String: TargetPlan.Entry]
-    private let manifest: Data
+    private let encodedManifest: Data
     private let registry: TypeRegistry
 
     package init(items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry = .standard) {
@@ -130,12 +130,15 @@ package struct HeldSelection: HeldTargets {
         let plan = TargetPlan(items: items, options: options, registry: registry)
         targets = plan.firstItem.map(\.name) + [Manifest.target]
         served = Dictionary((plan.firstItem + plan.itemTargets).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        manifest = plan.manifest.encoded()
+        encodedManifest = plan.manifest.encoded()
     }
+
+    /// The manifest of the items (it has no fast path: there is no X owner to reach).
+    package var manifest: Data? { encodedManifest }
 
     /// The size of a target's bytes when it is known without converting (its representation's own).
     package func size(of target: String) -> Int? {
-        if target == Manifest.target { return manifest.count }
+        if target == Manifest.target { return encodedManifest.count }
         guard case let .representation(item, type, codec)? = served[target]?.source, codec == .identity else { return nil }
         switch items[item].representation(for: type) {
         case let .data(data)?: return data.count
@@ -147,7 +150,7 @@ package struct HeldSelection: HeldTargets {
     /// A target's reply type and bytes, converted as an X owner converts them; nil when the target
     /// is not served (or its conversion fails).
     package func bytes(for target: String) throws -> (type: String, data: Data)? {
-        if target == Manifest.target { return (target, manifest) }
+        if target == Manifest.target { return (target, encodedManifest) }
         guard let entry = served[target] else { return nil }
         switch entry.source {
         case let .representation(item, type, codec):
