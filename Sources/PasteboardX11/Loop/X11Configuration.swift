@@ -35,6 +35,10 @@ public struct X11Configuration: Sendable {
     /// trickles its data must not keep it from the next copy. Off for pastes (what was asked
     /// for is delivered).
     public var abandonsReadsOnOwnerChange = false
+    /// Where the backend reports what it noticed without failing a read: an INCR transfer whose
+    /// bytes disagree with the size its owner announced (the protocol has no checksum; the
+    /// announcement is all a reader can compare). Called on the X thread; nil: not reported.
+    public var warning: (@Sendable (String) -> Void)? = nil
     /// The X thread's clock for its deadlines, in nanoseconds of a monotonic clock: tests inject
     /// their own.
     var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }

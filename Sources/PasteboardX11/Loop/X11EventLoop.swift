@@ -229,7 +229,9 @@ extension X11Session {
                 if !timestampWaiters.isEmpty { timestampWaiters.removeFirst()(.success(time)) }
                 return
             }
-            if isNewValue { continueIncoming(property: property) }
+        } else if requestorWindows.contains(window) {
+            // Our own deletes come back too: only a new value matters to a reader.
+            if isNewValue { continueIncoming(ReplySlot(window: window, property: property)) }
         } else if !isNewValue {
             continueOutgoing(TransferKey(requestor: window, property: property))
         }

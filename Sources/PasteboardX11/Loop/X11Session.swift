@@ -125,15 +125,12 @@ final class X11Session {
 
     // Reader state.
     var conversions: [PendingConversion] = []
-    var incoming: [X11Atom: IncomingState] = [:]
-    var freeProperties: [X11Atom] = []
-    var propertyCount = 0
-    /// Properties of transfers that ended unfinished, reused last (``failIncoming(_:_:)``).
-    var restingProperties: [X11Atom] = []
+    var incoming: [ReplySlot: IncomingState] = [:]
+    /// Each conversion's own requestor window (``ReplySlot``).
+    var requestorWindows = RequestorWindows()
+    /// Conversions waiting for a drained reply of their selection to end.
+    var heldConversions: [(selection: X11Atom, start: () -> Void, fail: (any Error) -> Void)] = []
     var timestampWaiters: [(Result<X11Timestamp, any Error>) -> Void] = []
-    /// Whether a reader's guess is under way in `XPB_GUESS` (``SpeculativeRead``); for good once
-    /// one failed.
-    var guessInFlight = false
     var nextOperationID = 0
 
     /// Where file chunks are read before they are written to a property (chunkSize bytes, made
@@ -212,6 +209,9 @@ final class X11Session {
     /// Fails every pending operation and closes the display.
     func finish(reason: X11BackendError) {
         let failure: any Error = reason
+        let held = heldConversions
+        heldConversions.removeAll()
+        for conversion in held { conversion.fail(failure) }
         for conversion in conversions { conversion.completion(.failure(failure)) }
         conversions.removeAll()
         for (_, state) in incoming { state.completion(.failure(failure)) }
@@ -222,7 +222,9 @@ final class X11Session {
         owned.removeAll()
         closeFastPath()
         timers = TimerQueue()
+        let requestors = requestorWindows.removeAll()
         if !isDead {
+            for requestor in requestors { XDestroyWindow(display, requestor.rawValue) }
             XDestroyWindow(display, window.rawValue)
             XCloseDisplay(display)
         }

@@ -193,9 +193,10 @@ extension X11Session {
         return body()
     }
 
-    /// Asks the owner of `selection` to convert it to `target` into `property` of our window.
-    func requestConversion(_ selection: X11Atom, to target: X11Atom, property: X11Atom, at time: X11Timestamp) {
-        XConvertSelection(display, selection.rawValue, target.rawValue, property.rawValue, window.rawValue, time.rawValue)
+    /// Asks the owner of `selection` to convert it to `target` into `property` of `requestor`
+    /// (by default our window).
+    func requestConversion(_ selection: X11Atom, to target: X11Atom, property: X11Atom, requestor: X11Window? = nil, at time: X11Timestamp) {
+        XConvertSelection(display, selection.rawValue, target.rawValue, property.rawValue, (requestor ?? window).rawValue, time.rawValue)
     }
 
     /// Tells a requestor how its conversion went (`SelectionNotify`; property None for a refusal).

@@ -618,7 +618,7 @@ extension X11Session {
             self?.conversions.removeAll { $0.id == id }
             if !finished { finished = true; completion(false) }
         }
-        conversions.append(PendingConversion(id: id, selection: manager, target: target, property: property, timer: timer) { result in
+        conversions.append(PendingConversion(id: id, selection: manager, target: target, slot: ReplySlot(window: window, property: property), timer: timer) { result in
             if !finished {
                 finished = true
                 completion((try? result.get()) != nil)

@@ -135,6 +135,9 @@ extension X11PasteboardBackend {
            try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason }, bytes: bytes) {
             return true
         }
+        // Given up before anything else is asked: the rest of its reply is drained first, since
+        // an owner that serves one transfer at a time drops requests meanwhile.
+        speculation?.abandon()
         if let contents = try overFastPath(name, item: item, type: type, offer: offer, limit: .max, FastPathClient.open) {
             try Self.check(contents.size, limit)
             try file(contents)

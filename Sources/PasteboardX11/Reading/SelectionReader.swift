@@ -2,12 +2,28 @@ internal import CX11
 import FoundationEssentials
 import PasteboardKit
 
+/// Where one conversion's reply lands: a requestor window of the conversion's own, and a
+/// property on it.
+///
+/// Each conversion has its own window because owners tell chunks apart by window, not by
+/// property: xclip 0.13 sends the next INCR chunk on *any* PropertyDelete of the requestor's
+/// window (it keeps listening to that window after the transfer, too). A reader that read a
+/// second reply on the window of an INCR transfer (TARGETS beside a guess, the keeper's
+/// concurrent reads) had a chunk overwritten before it was read: 1 MiB lost in the middle of a
+/// paste that exited 0. A window of its own per conversion, destroyed when the conversion ends,
+/// leaves no owner a delete it could take for another transfer's.
+struct ReplySlot: Hashable {
+    let window: X11Window
+    let property: X11Atom
+}
+
 /// A conversion request waiting for the owner's SelectionNotify.
 struct PendingConversion {
     let id: Int
     let selection: X11Atom
     let target: X11Atom
-    let property: X11Atom
+    /// The requestor window (this conversion's own) and the property the reply goes to.
+    let slot: ReplySlot
     var timer: TimerHandle?
     /// The most bytes the reply may have.
     var limit: Int = .max
@@ -26,6 +42,8 @@ struct IncomingState {
     /// The selection read (an ownership change may end the read).
     let selection: X11Atom
     var transfer: IncomingTransfer
+    /// The size the owner announced (a hint: compared with what came, never trusted).
+    let announced: Int?
     var type: X11Atom
     let description: String
     var timer: TimerHandle?
@@ -33,41 +51,80 @@ struct IncomingState {
     var sink: StreamSink?
     /// A streamed chunk was read but the property not yet deleted: the consumer is behind.
     var paused = false
+    /// The owner wrote the property again while the transfer was paused (before we asked):
+    /// read when the transfer resumes, never deleted unread.
+    var wroteWhilePaused = false
     let completion: (Result<PropertyValue?, any Error>) -> Void
 }
 
-extension X11Session {
-    /// The most conversion properties this process ever names (`XPB_SEL_1` …): atoms are never
-    /// freed by the server, so a flapping owner must not make one per change.
-    static let maxConversionProperties = 64
+/// The requestor windows of the conversions under way. A window serves one conversion (or one
+/// MULTIPLE request) and is destroyed when it ends; one whose owner may still write to it (the
+/// conversion failed or was abandoned) rests a while first, so that a late owner writes into a
+/// window that still exists instead of getting an X error (a default error handler exits).
+struct RequestorWindows {
+    /// The most conversions in flight at once.
+    static let maxInUse = 64
+    /// The most windows left resting; past it the one that rested longest is destroyed.
+    static let maxResting = 16
 
-    /// A property of our window for one conversion; each conversion in flight has its own. Nil
-    /// when all are in flight.
-    private func allocateProperty() -> X11Atom? {
-        if !freeProperties.isEmpty { return freeProperties.removeFirst() }
-        if propertyCount < Self.maxConversionProperties {
-            propertyCount += 1
-            return atom("XPB_SEL_\(propertyCount)")
-        }
-        // The one that has rested longest (an unfinished transfer's, see failIncoming).
-        guard !restingProperties.isEmpty else { return nil }
-        let property = restingProperties.removeFirst()
-        deleteProperty(window, property)
-        return property
+    private(set) var inUse: Set<X11Window> = []
+    private(set) var resting: [X11Window] = []
+
+    var isFull: Bool { inUse.count >= Self.maxInUse }
+
+    func contains(_ window: X11Window) -> Bool { inUse.contains(window) }
+
+    mutating func add(_ window: X11Window) { inUse.insert(window) }
+
+    /// Ends a window's use: the windows to destroy now (itself when `clean`, else perhaps the
+    /// one that rested longest).
+    mutating func end(_ window: X11Window, clean: Bool) -> [X11Window] {
+        guard inUse.remove(window) != nil else { return [] }
+        if clean { return [window] }
+        resting.append(window)
+        return resting.count > Self.maxResting ? [resting.removeFirst()] : []
     }
 
-    /// Gives a property back. Reused last (first in, first out), and emptied: an owner that
-    /// answers late writes into a property no current conversion reads from for a while.
-    /// `emptied` when the read that ended the conversion deleted it already (one request less).
-    private func releaseProperty(_ property: X11Atom, emptied: Bool = false) {
-        if property == known[.guess] {
-            // Not the pool's: emptied, and kept for the next guess.
-            if !emptied { deleteProperty(window, property) }
-            return
-        }
-        guard name(of: property)?.hasPrefix("XPB_SEL_") == true, !freeProperties.contains(property) else { return }
-        if !emptied { deleteProperty(window, property) }
-        freeProperties.append(property)
+    /// Every window, for the session's end.
+    mutating func removeAll() -> [X11Window] {
+        defer { inUse.removeAll(); resting.removeAll() }
+        return Array(inUse) + resting
+    }
+}
+
+extension X11Session {
+    /// The property a single conversion's reply goes to (every conversion has its own window).
+    var replyProperty: X11Atom { atom("XPB_SEL_1") }
+
+    /// A new requestor window for one conversion (nil when too many are in flight): two
+    /// requests, no round trip.
+    func makeRequestorWindow() -> X11Window? {
+        guard !requestorWindows.isFull else { return nil }
+        let created = X11Window(rawValue: XCreateSimpleWindow(display, root.rawValue, -10, -10, 1, 1, 0, 0, 0))
+        XSelectInput(display, created.rawValue, PropertyChangeMask)
+        requestorWindows.add(created)
+        return created
+    }
+
+    /// The conversion on `window` ended; `clean`: the owner has nothing more to write to it
+    /// (its reply was read whole, or it refused).
+    func endRequestorWindow(_ window: X11Window, clean: Bool) {
+        guard !isDead else { return }
+        for gone in requestorWindows.end(window, clean: clean) { XDestroyWindow(display, gone.rawValue) }
+    }
+
+    /// Whether a reply of `selection` whose reader gave up is still coming (drained).
+    private func isDraining(_ selection: X11Atom) -> Bool {
+        conversions.contains { $0.selection == selection && $0.sink?.isCancelled == true }
+            || incoming.values.contains { $0.selection == selection && $0.sink?.isCancelled == true }
+    }
+
+    /// Starts the conversions of `selection` held while a reply was drained, once none is.
+    private func releaseHeldConversions(of selection: X11Atom) {
+        guard heldConversions.contains(where: { $0.selection == selection }), !isDraining(selection) else { return }
+        let released = heldConversions.filter { $0.selection == selection }
+        heldConversions.removeAll { $0.selection == selection }
+        for conversion in released { conversion.start() }
     }
 
     /// Asks the owner of `selection` to convert it to `target` and reads the result, following
@@ -82,34 +139,60 @@ extension X11Session {
     ///     owner then replies in the property named like the target).
     ///   - sink: streams the reply's bytes there as they come (the completion's value then has
     ///     no data) instead of collecting them.
-    ///   - property: the property to read into, instead of one of the pool's (`XPB_SEL_n`).
+    ///   - property: the property to read into, instead of `XPB_SEL_1`.
+    ///   - window: the requestor window, made by the caller (MULTIPLE); ended by the caller too.
     func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
                  legacyNoProperty: Bool = false, limit: Int? = nil, truncate: Bool = false, sink: StreamSink? = nil,
-                 into property: X11Atom? = nil, completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
+                 into property: X11Atom? = nil, on window: X11Window? = nil,
+                 completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
+        // An owner that serves one transfer at a time (xclip 0.13) drops the requests that come
+        // while it sends: while a reply this process gave up on is drained (continueIncoming),
+        // new conversions of the selection wait for its end.
+        if isDraining(selection) {
+            heldConversions.append((selection, { [weak self] in
+                self?.convert(selection, to: target, parameters: parameters, parameterType: parameterType, legacyNoProperty: legacyNoProperty,
+                              limit: limit, truncate: truncate, sink: sink, into: property, on: window, completion: completion)
+            }, { error in
+                sink?.finish(.failure(error))
+                completion(.failure(error))
+            }))
+            return
+        }
         // However the conversion ends, a stream's consumer learns it.
         let completion: (Result<PropertyValue?, any Error>) -> Void = { result in
             sink?.finish(result.map { _ in () })
             completion(result)
         }
-        guard let property = legacyNoProperty ? target : property ?? allocateProperty() else {
+        guard let requestor = window ?? makeRequestorWindow() else {
             return completion(.failure(PasteboardError.backendFailure(
-                "too many conversions in flight (\(Self.maxConversionProperties)); the selection owner is not answering")))
+                "too many conversions in flight (\(RequestorWindows.maxInUse)); the selection owner is not answering")))
         }
+        let slot = ReplySlot(window: requestor, property: legacyNoProperty ? target : property ?? replyProperty)
         let id = makeOperationID()
         if let parameters {
-            writeAtoms(window, property, type: parameterType, parameters, onError: { _ in })
+            writeAtoms(requestor, slot.property, type: parameterType, parameters, onError: { _ in })
         }
-        requestConversion(selection, to: target, property: legacyNoProperty ? .none : property, at: .currentTime)
+        requestConversion(selection, to: target, property: legacyNoProperty ? .none : slot.property, requestor: requestor, at: .currentTime)
         XFlush(display)
-        var conversion = PendingConversion(id: id, selection: selection, target: target, property: property, timer: nil,
-                                           limit: limit ?? configuration.maxReadSize, truncate: truncate, sink: sink, completion: completion)
+        // A window the caller made is the caller's to end.
+        let ownsWindow = window == nil
+        var conversion = PendingConversion(id: id, selection: selection, target: target, slot: slot, timer: nil,
+                                           limit: limit ?? configuration.maxReadSize, truncate: truncate, sink: sink,
+                                           completion: { [weak self] result in
+            if ownsWindow, let self {
+                // Clean when the owner answered and its reply was read whole (or refused).
+                var clean = false
+                if case .success = result { clean = true }
+                self.endRequestorWindow(requestor, clean: clean)
+            }
+            completion(result)
+            self?.releaseHeldConversions(of: selection)
+        })
         let seconds = configuration.readTimeout
         conversion.timer = after(seconds) { [weak self] in
             guard let self, let index = self.conversions.firstIndex(where: { $0.id == id }) else { return }
             let expired = self.conversions.remove(at: index)
             self.cancelTimer(expired.deadline)
-            // The property goes back to the end of the free list: a late owner may still write to it.
-            self.releaseProperty(expired.property)
             let what = "reading \(self.name(of: target) ?? "?") from \(self.name(of: selection) ?? "?")"
             expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: seconds)))
         }
@@ -121,33 +204,31 @@ extension X11Session {
             if let index = self.conversions.firstIndex(where: { $0.id == id }) {
                 let expired = self.conversions.remove(at: index)
                 self.cancelTimer(expired.timer)
-                self.releaseProperty(expired.property)
                 expired.completion(.failure(failure))
-            } else if let state = self.incoming[property], state.id == id {
-                self.failIncoming(property, failure)
+            } else if let state = self.incoming[slot], state.id == id {
+                self.failIncoming(slot, failure)
             }
         }
         conversions.append(conversion)
     }
 
     func handleSelectionNotify(requestor: X11Window, selection: X11Atom, target: X11Atom, property: X11Atom) {
-        guard requestor == window else { return }
-        let matches = conversions.indices.filter { conversions[$0].selection == selection && conversions[$0].target == target }
-        guard let index = matches.first(where: { conversions[$0].property == property }) ?? matches.first else { return }
+        // Our windows are our conversions': anything else (another client's event sent to a
+        // window of ours) matches nothing.
+        guard let index = conversions.firstIndex(where: { $0.slot.window == requestor && $0.selection == selection && $0.target == target })
+        else { return }
         let conversion = conversions.remove(at: index)
         cancelTimer(conversion.timer)
-        // Set once the reply was read, and with it deleted.
-        var emptied = false
+        let slot = conversion.slot
         let finish: (Result<PropertyValue?, any Error>) -> Void = { [self] result in
             cancelTimer(conversion.deadline)
-            releaseProperty(conversion.property, emptied: emptied)
             conversion.completion(result)
         }
         guard !property.isNone else { return finish(.success(nil)) }
         let value: PropertyValue?
         do {
             // An INCR marker or the whole reply; a reply over the limit fails without being read.
-            value = try readProperty(window, conversion.property, delete: true, limit: conversion.limit, truncate: conversion.truncate)
+            value = try readProperty(slot.window, slot.property, delete: true, limit: conversion.limit, truncate: conversion.truncate)
         } catch let error as PropertyTooLarge {
             return finish(.failure(PasteboardError.backendFailure(
                 "the selection owner's reply is \(error.size) bytes, more than the \(error.limit)-byte limit; raise the limit if this much is expected")))
@@ -167,14 +248,14 @@ extension X11Session {
             }
             conversion.sink?.noteSize(announced)
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
-            incoming[conversion.property] = IncomingState(
-                id: conversion.id, selection: conversion.selection, transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
-                type: .none, description: description, timer: nil, deadline: conversion.deadline, sink: conversion.sink,
-                completion: conversion.completion)
-            armIncomingTimer(conversion.property)
+            incoming[slot] = IncomingState(
+                id: conversion.id, selection: conversion.selection,
+                transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
+                announced: announced, type: .none, description: description, timer: nil, deadline: conversion.deadline,
+                sink: conversion.sink, completion: conversion.completion)
+            armIncomingTimer(slot)
             return
         }
-        emptied = true
         if let sink = conversion.sink {
             sink.noteType(value.type)
             sink.noteSize(value.data.count)
@@ -184,42 +265,46 @@ extension X11Session {
         finish(.success(value))
     }
 
-    private func armIncomingTimer(_ property: X11Atom) {
-        guard let state = incoming[property] else { return }
+    private func armIncomingTimer(_ slot: ReplySlot) {
+        guard let state = incoming[slot] else { return }
         cancelTimer(state.timer)
         let seconds = configuration.readTimeout
         let id = state.id
-        incoming[property]?.timer = after(seconds) { [weak self] in
-            guard let self, let state = self.incoming[property], state.id == id else { return }
-            self.failIncoming(property, PasteboardError.timedOut(operation: state.description, seconds: seconds))
+        incoming[slot]?.timer = after(seconds) { [weak self] in
+            guard let self, let state = self.incoming[slot], state.id == id else { return }
+            self.failIncoming(slot, PasteboardError.timedOut(operation: state.description, seconds: seconds))
         }
     }
 
-    /// Ends an INCR transfer with an error. Its property rests, left as it is (an owner waiting
-    /// for its deletion sends nothing more into it), and is used again only when no other is
-    /// free, the one that rested longest first. Never given back, 64 failed transfers would
-    /// leave no property to read into, ever.
-    func failIncoming(_ property: X11Atom, _ error: any Error) {
-        guard let state = incoming.removeValue(forKey: property) else { return }
+    /// Ends an INCR transfer with an error. Its window rests (``RequestorWindows``): the owner
+    /// may still write to it.
+    func failIncoming(_ slot: ReplySlot, _ error: any Error) {
+        guard let state = incoming.removeValue(forKey: slot) else { return }
         cancelTimer(state.timer)
         cancelTimer(state.deadline)
-        if name(of: property)?.hasPrefix("XPB_SEL_") == true, !restingProperties.contains(property) { restingProperties.append(property) }
         state.completion(.failure(error))
     }
 
-    /// A new chunk arrived in one of our properties.
-    func continueIncoming(property: X11Atom) {
+    /// A property of one of our requestor windows has a new value: the next chunk of an INCR
+    /// transfer, or (while the transfer is paused) one the owner wrote before we asked.
+    func continueIncoming(_ slot: ReplySlot) {
+        guard let current = incoming[slot] else { return }
+        if current.paused {
+            // Read when the transfer resumes: deleting it unread would lose a chunk.
+            incoming[slot]?.wroteWhilePaused = true
+            return
+        }
         // Take the state out of the dictionary so that appending does not copy the buffer. No
         // other copy of the state may live meanwhile: a `let` bound to it here kept the buffer
         // shared, and every chunk copied all the bytes received so far (a 50 MB capture took
         // 2 s of memcpy and page faults).
-        guard incoming[property]?.paused == false, var state = incoming.removeValue(forKey: property) else { return }
+        guard var state = incoming.removeValue(forKey: slot) else { return }
         var chunkType = X11Atom.none
         var chunkFormat: Int32 = 8
         let streaming = state.sink != nil
         let outcome: Result<Bool, any Error>?
         do {
-            outcome = try readProperty(window, property, delete: !streaming, limit: state.transfer.remaining) { type, format, bytes in
+            outcome = try readProperty(slot.window, slot.property, delete: !streaming, limit: state.transfer.remaining) { type, format, bytes in
                 chunkType = type
                 chunkFormat = format
                 if let sink = state.sink {
@@ -237,49 +322,69 @@ extension X11Session {
             outcome = .failure(error)
         }
         guard let outcome else {
-            incoming[property] = state
+            // No property (a new value already deleted, or an event of no transfer's): wait on.
+            incoming[slot] = state
             return
         }
         switch outcome {
         case let .failure(error):
-            incoming[property] = state
-            failIncoming(property, error)
+            incoming[slot] = state
+            failIncoming(slot, error)
         case let .success(isComplete):
             if isComplete {
                 cancelTimer(state.timer)
                 cancelTimer(state.deadline)
-                // A streamed chunk was read without deleting the property: the release does.
-                releaseProperty(property, emptied: !streaming)
+                // A streamed chunk was read without deleting the property: the window's end does.
+                if let announced = state.announced, announced != state.transfer.received {
+                    warnSizeMismatch(state, announced: announced)
+                }
                 let type = state.type.isNone ? chunkType : state.type
                 state.completion(.success(PropertyValue(type: type, format: chunkFormat, data: state.transfer.data)))
             } else {
                 if state.type.isNone { state.type = chunkType }
                 if let sink = state.sink {
                     // The next chunk is asked for (by deleting the property) only while the consumer
-                    // keeps up: memory holds a bounded backlog, however fast the owner sends.
-                    if sink.wantsMore {
-                        deleteProperty(window, property)
+                    // keeps up: memory holds a bounded backlog, however fast the owner sends. A
+                    // consumer that gave up has the rest drained and dropped: an owner left
+                    // waiting mid-INCR (xclip) would serve nobody else again.
+                    if sink.wantsMore || sink.isCancelled {
+                        deleteProperty(slot.window, slot.property)
                     } else {
                         state.paused = true
                         let id = state.id
                         let enqueue = self.enqueue
                         sink.onDrained {
-                            _ = enqueue? { session in session.resumeIncoming(property, id: id) }
+                            _ = enqueue? { session in session.resumeIncoming(slot, id: id) }
                         }
                     }
                 }
-                incoming[property] = state
-                armIncomingTimer(property)
+                incoming[slot] = state
+                armIncomingTimer(slot)
             }
         }
     }
 
-    /// The consumer of a paused stream caught up: ask for the next chunk.
-    private func resumeIncoming(_ property: X11Atom, id: Int) {
-        guard incoming[property]?.id == id, incoming[property]?.paused == true else { return }
-        incoming[property]?.paused = false
-        deleteProperty(window, property)
-        armIncomingTimer(property)
+    /// The owner's INCR announcement and the bytes that came disagree: the protocol has no
+    /// checksum, so this is all a reader can tell (the announcement is a lower bound by ICCCM,
+    /// and many owners announce the exact size).
+    private func warnSizeMismatch(_ state: IncomingState, announced: Int) {
+        let received = state.transfer.received
+        let what = received < announced ? "fewer bytes than it announced: some may be lost" : "more bytes than it announced"
+        configuration.warning?("\(state.description): the selection owner sent \(received) bytes, \(what) (\(announced))")
+    }
+
+    /// The consumer of a paused stream caught up (or gave up): ask for the next chunk, or read
+    /// the one the owner wrote meanwhile.
+    private func resumeIncoming(_ slot: ReplySlot, id: Int) {
+        guard let state = incoming[slot], state.id == id, state.paused else { return }
+        incoming[slot]?.paused = false
+        if state.wroteWhilePaused {
+            incoming[slot]?.wroteWhilePaused = false
+            continueIncoming(slot)
+        } else {
+            deleteProperty(slot.window, slot.property)
+            armIncomingTimer(slot)
+        }
     }
 
     /// The most targets read from an owner's `TARGETS` (toolkits offer a few dozen).
@@ -308,8 +413,8 @@ extension X11Session {
         guard configuration.abandonsReadsOnOwnerChange else { return }
         let failure = PasteboardError.backendFailure("\(name(of: selection) ?? "the selection") changed owner during the read")
         endWaitingConversions(of: selection, with: .failure(failure))
-        for (property, state) in incoming where state.selection == selection {
-            failIncoming(property, failure)
+        for (slot, state) in incoming where state.selection == selection {
+            failIncoming(slot, failure)
         }
     }
 
@@ -327,7 +432,6 @@ extension X11Session {
         for conversion in waiting {
             cancelTimer(conversion.timer)
             cancelTimer(conversion.deadline)
-            releaseProperty(conversion.property)
             conversion.completion(result)
         }
     }
@@ -339,69 +443,73 @@ extension X11Session {
     /// end as refused (the finished ones are kept).
     func convertMultiple(_ selection: X11Atom, targets: [X11Atom], limit: Int, deadline: Double? = nil,
                          completion: @escaping (Result<[PropertyValue?]?, any Error>) -> Void) {
-        var properties: [X11Atom] = []
-        for _ in targets {
-            guard let property = allocateProperty() else { break }
-            properties.append(property)
-        }
-        guard properties.count == targets.count, !targets.isEmpty else {
-            for property in properties { releaseProperty(property) }
+        // One window for the request: its pairs' properties are XPB_SEL_1 …, the request's own
+        // property the one after them. Atoms are never freed, so the count is capped.
+        guard !targets.isEmpty, targets.count < RequestorWindows.maxInUse, let window = makeRequestorWindow() else {
             return completion(.success(nil))
         }
+        let properties = (1...targets.count).map { atom("XPB_SEL_\($0)") }
         let pairs = zip(targets, properties).flatMap { [$0, $1] }
-        convert(selection, to: known[.multiple], parameters: pairs, parameterType: known[.atomPair],
-                limit: pairs.count * 4) { [weak self] result in
+        // Whether every reply was read whole: the window is then destroyed at once, else it rests.
+        var clean = true
+        convert(selection, to: known[.multiple], parameters: pairs, parameterType: known[.atomPair], limit: pairs.count * 4,
+                into: atom("XPB_SEL_\(targets.count + 1)"), on: window) { [weak self] result in
             guard let self else { return }
             let answered: [X11Atom]
             switch result {
             case let .failure(error):
-                for property in properties { self.releaseProperty(property) }
+                self.endRequestorWindow(window, clean: false)
                 return completion(.failure(error))
             case let .success(value):
                 guard let value, value.format == 32 else {
-                    for property in properties { self.releaseProperty(property) }
+                    self.endRequestorWindow(window, clean: true)
                     return completion(.success(nil))
                 }
                 answered = value.atoms
             }
             var results = [PropertyValue?](repeating: nil, count: targets.count)
             var remaining = targets.count
-            var finished = false
-            let settle: (Int, PropertyValue?) -> Void = { index, value in
+            let settle: (Int, PropertyValue?, Bool) -> Void = { [weak self] index, value, whole in
                 results[index] = value
+                clean = clean && whole
                 remaining -= 1
-                if remaining == 0, !finished {
-                    finished = true
+                if remaining == 0 {
+                    self?.endRequestorWindow(window, clean: clean)
                     completion(.success(results))
                 }
             }
-            var streaming: [(X11Atom, Int)] = []
+            var streaming: [(ReplySlot, Int)] = []
             for (index, property) in properties.enumerated() {
                 // The owner sets a pair's property to None when it could not convert that target.
                 let refused = answered.count > index * 2 + 1 && answered[index * 2 + 1].isNone
-                let value = refused ? nil : (try? self.readProperty(self.window, property, delete: true, limit: limit)) ?? nil
+                let value = refused ? nil : (try? self.readProperty(window, property, delete: true, limit: limit)) ?? nil
                 guard let value, value.type == self.known[.incr] else {
-                    self.releaseProperty(property, emptied: value != nil)
-                    settle(index, value)
+                    settle(index, value, true)
                     continue
                 }
                 let announced = IncomingTransfer.announcedSize(value.longs)
                 if let announced, announced > limit {
-                    settle(index, nil)
+                    // The owner waits for a delete that never comes: the window must rest.
+                    settle(index, nil, false)
                     continue
                 }
                 let id = self.makeOperationID()
-                self.incoming[property] = IncomingState(
-                    id: id, selection: selection, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit), type: .none,
+                let slot = ReplySlot(window: window, property: property)
+                self.incoming[slot] = IncomingState(
+                    id: id, selection: selection, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit),
+                    announced: announced, type: .none,
                     description: "reading \(self.name(of: targets[index]) ?? "?") (MULTIPLE, INCR)", timer: nil, deadline: nil,
-                    sink: nil, completion: { result in settle(index, (try? result.get()) ?? nil) })
-                self.armIncomingTimer(property)
-                streaming.append((property, id))
+                    sink: nil, completion: { result in
+                        let value = (try? result.get()) ?? nil
+                        settle(index, value, value != nil)
+                    })
+                self.armIncomingTimer(slot)
+                streaming.append((slot, id))
             }
             guard let deadline, !streaming.isEmpty else { return }
             self.after(deadline) { [weak self] in
-                for (property, id) in streaming where self?.incoming[property]?.id == id {
-                    self?.failIncoming(property, PasteboardError.timedOut(operation: "reading a MULTIPLE reply", seconds: deadline))
+                for (slot, id) in streaming where self?.incoming[slot]?.id == id {
+                    self?.failIncoming(slot, PasteboardError.timedOut(operation: "reading a MULTIPLE reply", seconds: deadline))
                 }
             }
         }

@@ -21,14 +21,9 @@ final class SpeculativeRead: Sendable {
     }
 
     /// X thread: asks the owner of `selection` for the target, into `XPB_GUESS` (which an xpb
-    /// owner refuses). One guess at a time: while one is under way, this one is skipped. A guess
-    /// that failed (timed out, perhaps mid-INCR) leaves the property to its owner for good: an
-    /// owner that answers late must never write into the next guess.
+    /// owner refuses) of a requestor window of its own, like every conversion.
     func issue(_ selection: X11Atom, in session: X11Session) {
-        guard !session.guessInFlight else { return skip() }
-        session.guessInFlight = true
-        session.convert(selection, to: session.atom(target), limit: limit, sink: sink, into: session.known[.guess]) { [answered, weak session] result in
-            if case .success = result { session?.guessInFlight = false }
+        session.convert(selection, to: session.atom(target), limit: limit, sink: sink, into: session.known[.guess]) { [answered] result in
             answered.fulfil(result.map { $0 != nil })
         }
     }
@@ -46,7 +41,8 @@ final class SpeculativeRead: Sendable {
         return try answered.wait(timeout: timeout, stopped: stopped)
     }
 
-    /// Reader: the guess was wrong; what came is dropped and nothing more is asked for.
+    /// Reader: the guess was wrong; what came is dropped, and the rest of the reply drained by
+    /// the X thread (new conversions of the selection wait for its end).
     func abandon() {
         sink.cancel()
     }

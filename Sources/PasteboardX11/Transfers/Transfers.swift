@@ -189,11 +189,14 @@ final class StreamSink: Sendable {
     /// up, and while the gate is closed).
     var wantsMore: Bool { state.withLock { !$0.cancelled && !$0.gated && $0.bytes < highWater } }
 
+    /// X thread: whether the consumer gave up (the rest of the transfer is drained and dropped).
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
     /// X thread: `action` runs (on the consumer's thread) once the backlog is taken and the gate
-    /// open.
+    /// open, or the consumer gave up.
     func onDrained(_ action: @escaping @Sendable () -> Void) {
         let now = state.withLock { state -> Bool in
-            if state.bytes == 0 && !state.cancelled && !state.gated { return true }
+            if state.cancelled || (state.bytes == 0 && !state.gated) { return true }
             state.drained = action
             return false
         }
@@ -240,14 +243,18 @@ final class StreamSink: Sendable {
         }
     }
 
-    /// Consumer: stops taking chunks (the transfer is then left to time out on the owner's side).
+    /// Consumer: stops taking chunks. The X thread reads the rest of the transfer and drops it:
+    /// an owner left waiting mid-INCR would serve nobody else (xclip 0.13).
     func cancel() {
-        state.withLock {
-            $0.cancelled = true
-            $0.chunks.removeAll()
-            $0.bytes = 0
-            $0.drained = nil
+        let drained = state.withLock { state -> (@Sendable () -> Void)? in
+            state.cancelled = true
+            state.chunks.removeAll()
+            state.bytes = 0
+            var drained: (@Sendable () -> Void)?
+            swap(&drained, &state.drained)
+            return drained
         }
+        drained?()
     }
 }
 
