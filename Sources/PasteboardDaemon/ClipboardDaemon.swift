@@ -97,6 +97,7 @@ package final class ClipboardDaemon: Sendable {
         x11.abandonsReadsOnOwnerChange = true
         // What `xpb info` and a second manager's refusal name.
         x11.windowName = "xpbd"
+        x11.warning = { [logger] message in logger.warning("\(message)") }
         backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
         displayName = backend.displayName
         ourWindow = backend.window

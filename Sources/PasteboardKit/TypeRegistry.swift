@@ -53,12 +53,26 @@ public enum TargetCodec: Sendable, Hashable {
             let url = String(decoding: data, as: UTF8.self)
             return UTF16LE.encode(url + "\n" + url)
         case .textFromHTML:
-            return HTMLText.plainText(data)
+            return try Self.text(fromHTML: data)
         case .latin1FromHTML:
-            return Self.latin1(fromUTF8: HTMLText.plainText(data))
+            return Self.latin1(fromUTF8: try Self.text(fromHTML: data))
         case let .image(format):
             return try ImageCodec.convert(data, to: format)
         }
+    }
+
+    /// Markup with no text in it (an `<img>` alone, as a browser's "Copy image" puts beside
+    /// the image): no text to serve, so the text targets refuse it (a reader asking for text gets
+    /// a refusal, as it gets from the browser, not an empty success).
+    public struct NoText: Error, CustomStringConvertible {
+        public var description: String { "the HTML has no text" }
+    }
+
+    /// The text of HTML; throws ``NoText`` when it has none.
+    public static func text(fromHTML data: Data) throws -> Data {
+        let text = HTMLText.plainText(data)
+        guard !text.isEmpty else { throw NoText() }
+        return text
     }
 
     /// Whether this codec's conversion is heavy enough that an owner never runs it on its event

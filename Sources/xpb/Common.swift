@@ -211,6 +211,8 @@ struct SelectionOptions: Sendable {
             configuration.transferDeadline = max(readTimeout, maxTime ?? configuration.transferDeadline)
         }
         if let maxSize { configuration.maxReadSize = maxSize }
+        // A transfer whose bytes disagree with its owner's announcement is read whole, and said.
+        configuration.warning = { XPB.printError("xpb: warning: \($0)\n") }
         // XPB_FAST_PATH=0: everything through the X server (for measuring it, or to rule the fast
         // path out when something goes wrong).
         if getenv("XPB_FAST_PATH").map({ String(cString: $0) }) == "0" { configuration.fastPath = false }

@@ -129,6 +129,13 @@ struct PasteCommand: Command {
             })
             return try finish(found)
         }
+        // An X target named by --type is the owner's reply for it, whole and as it is.
+        if let target = try rawTarget(backend, registry, wanted: wanted) {
+            guard let found = try backend.stream(of: selection.name, target: target, limit: maxSize, bytes: bytes) else {
+                throw selection.emptyFailure
+            }
+            return try finish(found)
+        }
         found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: likely, choosing: choose,
                                        file: { file in
                                            if conversion.kind != nil { return collected.append(try file.read(offset: 0, length: file.size)) }
@@ -145,6 +152,36 @@ struct PasteCommand: Command {
                                            try bytes(data)
                                        })
         try finish(found)
+    }
+
+    /// The names of --type, in order.
+    private var typeNames: [String] { types.map { $0.split(separator: ",").map { $0.trimmingWhitespace() } } ?? [] }
+
+    /// The X target to read as it is, when --type names one the owner lists before any type it
+    /// has (xclip's `-t NAME`): a name the model has no type for (`COMPOUND_TEXT`,
+    /// `GTK_TEXT_BUFFER_CONTENTS`, `UTF-8`), or one whose bytes the model would decode or cut
+    /// (`STRING`'s Latin-1, `TEXT`, a `text/uri-list` of several files). Other names (`text/html`,
+    /// `UTF8_STRING`, `png`) are read by type: the same bytes, over the fast path where there is one.
+    private func rawTarget(_ backend: X11PasteboardBackend, _ registry: TypeRegistry, wanted: [PasteboardType]?) throws -> String? {
+        guard item == 0, let wanted else { return nil }
+        let names = typeNames
+        let raw = names.filter { name in
+            guard let (_, alias) = registry.type(forTarget: name) else { return true }
+            return alias.codec != .identity || alias.replyType != alias.name
+        }
+        guard !raw.isEmpty else { return nil }
+        let offered = try backend.targets(of: selection.name)
+        var types: [PasteboardType]?
+        for (name, type) in zip(names, wanted) {
+            if raw.contains(name) {
+                if offered.contains(name) { return name }
+                continue
+            }
+            // A type the owner has comes first: read by type.
+            if types == nil { types = (try backend.itemTypes(of: selection.name)).first ?? [] }
+            if registry.bestType(among: types ?? [], accepting: [type]) != nil { return nil }
+        }
+        return nil
     }
 
     /// The accepted types of --type, best first (nil without it); unknown names are warned about.
@@ -282,7 +319,13 @@ final class LocalConversion: Sendable {
         func convert(_ data: Data) throws -> Data {
             switch self {
             case .textFromHTML:
-                return HTMLText.plainText(data)
+                // Markup with no text (a browser's image copy: an <img> alone) has no text to
+                // give: a failure, as xclip's is when the owner refuses text, not an empty success.
+                do {
+                    return try TargetCodec.text(fromHTML: data)
+                } catch {
+                    throw Failure("the HTML the owner has holds no text", .typeUnavailable)
+                }
             case let .image(format):
                 do {
                     return try ImageCodec.convert(data, to: format)

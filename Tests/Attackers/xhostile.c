@@ -25,8 +25,17 @@
  *   owner-incr-claim BYTES         announces an INCR of BYTES, then sends "hi" and ends
  *   owner-pipeline SECONDS         holds each TARGETS answer until the same reader's next request
  *                                  is in (at most SECONDS): prints "pipelined TARGET" when the
- *                                  reader asked for TARGET before its TARGETS was answered,
- *                                  "sequential" when it waited; serves "hello" as UTF8_STRING
+ *                                  reader (the same client) asked for TARGET before its TARGETS
+ *                                  was answered, "sequential" when it waited; serves "hello" as
+ *                                  UTF8_STRING
+ *   owner-incr-seeded SEED FILE [TARGET]
+ *                                  serves FILE as TARGET (UTF8_STRING) always by INCR, request k
+ *                                  played by seed SEED+k (printed "seed N", then "sent N"):
+ *                                  random chunk sizes (1 byte to the maximum request), random
+ *                                  delays, the size announced exactly or as a lower bound, and
+ *                                  any PropertyDelete on the requestor's window taken as the ask
+ *                                  for the next chunk (xclip's habit); one transfer at a time,
+ *                                  requests during it dropped (xclip 0.13's)
  * Other:
  *   flap COUNT                     takes CLIPBOARD and gives it up COUNT times, never answering
  *   screensaver                    prints the screen saver's timeout and interval
@@ -35,6 +44,7 @@
  */
 #include <X11/Xatom.h>
 #include <X11/Xlib.h>
+#include <X11/Xlibint.h> /* the display's resource_mask: which bits of an XID name its client */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +237,95 @@ static void owner_loop(int mode, long argument, const char *text) {
     }
 }
 
+static int same_client(Window a, Window b) {
+    unsigned long mask = dpy->resource_mask;
+    return (a & ~mask) == (b & ~mask);
+}
+
+/* SplitMix64: the test computes nothing from it, but a seed replays a run exactly. */
+static unsigned long long mix_state;
+static unsigned long long mix(void) {
+    unsigned long long z = (mix_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Waits for any PropertyDelete on `requestor`, as xclip 0.13 does (it never checks which
+   property): a reader that deletes anything else on the window of a transfer, or deletes
+   twice, gets the next chunk written over one it has not read. 0 when it went away. */
+static int wait_any_delete(Window requestor, double timeout) {
+    double end = now() + timeout;
+    while (now() < end) {
+        while (XPending(dpy)) {
+            XEvent ev;
+            XNextEvent(dpy, &ev);
+            if (ev.type == PropertyNotify && ev.xproperty.window == requestor && ev.xproperty.state == PropertyDelete) return 1;
+            if (ev.type == DestroyNotify && ev.xdestroywindow.window == requestor) return 0;
+            /* Requests that come during a transfer are dropped, as xclip 0.13 drops them. */
+        }
+        usleep(100);
+    }
+    return 0;
+}
+
+/* Serves FILE's bytes as TARGET, always by INCR, one request at a time. Request k (counted
+   from 0) plays seed SEED + k, printed as "seed N" before it starts: chunk sizes from 1 byte
+   to the server's maximum request, a delay before each chunk (none, up to 2 ms, or up to
+   30 ms), the announced size exact or a lower bound, and every PropertyDelete on the
+   requestor's window taken as the ask for the next chunk. */
+static void owner_incr_seeded(unsigned long long seed, const char *path, const char *target_name) {
+    FILE *file = fopen(path, "rb");
+    if (!file) { fprintf(stderr, "xhostile: cannot open %s\n", path); exit(2); }
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    unsigned char *data = malloc(size > 0 ? (size_t)size : 1);
+    if (size > 0 && fread(data, 1, (size_t)size, file) != (size_t)size) { fprintf(stderr, "xhostile: cannot read %s\n", path); exit(2); }
+    fclose(file);
+    Atom target = XInternAtom(dpy, target_name, False);
+    long max_request = XExtendedMaxRequestSize(dpy) > 0 ? XExtendedMaxRequestSize(dpy) : XMaxRequestSize(dpy);
+    long max_chunk = max_request * 4 - 1024;
+    unsigned long long served = 0;
+    own();
+    for (;;) {
+        XSelectionRequestEvent req = next_request();
+        if (req.property == None) { notify(&req, None); continue; }
+        if (req.target == targets_atom) {
+            Atom list[] = {targets_atom, target};
+            answer_targets(&req, list, 2);
+            continue;
+        }
+        if (req.target != target) { notify(&req, None); continue; }
+        mix_state = seed + served;
+        printf("seed %llu\n", seed + served);
+        served++;
+        /* At most about 64 chunks (a whole run stays quick), at least 1 byte each. */
+        long floor = size / 64 + 1;
+        long span = max_chunk - floor > 0 ? max_chunk - floor : 1;
+        long announced = mix() % 4 == 0 ? size / 2 : size;
+        XSelectInput(dpy, req.requestor, PropertyChangeMask | StructureNotifyMask);
+        XChangeProperty(dpy, req.requestor, req.property, incr, 32, PropModeReplace, (unsigned char *)&announced, 1);
+        notify(&req, req.property);
+        long offset = 0;
+        for (;;) {
+            if (!wait_any_delete(req.requestor, 10)) { printf("reader gone at %ld\n", offset); break; }
+            switch (mix() % 3) {
+            case 0: break;
+            case 1: usleep((useconds_t)(mix() % 2000)); break;
+            default: usleep((useconds_t)(mix() % 30000)); break;
+            }
+            /* Small chunks as often as large ones: a size drawn on a log scale. */
+            long chunk = floor + (long)(mix() % (unsigned long long)(1L << (mix() % 25))) % span;
+            if (chunk > size - offset) chunk = size - offset;
+            XChangeProperty(dpy, req.requestor, req.property, target, 8, PropModeReplace, data + offset, (int)chunk);
+            XFlush(dpy);
+            offset += chunk;
+            if (chunk == 0) { printf("sent %ld\n", offset); break; }
+        }
+    }
+}
+
 static void owner_pipeline(double seconds) {
     own();
     for (;;) {
@@ -248,7 +347,9 @@ static void owner_pipeline(double seconds) {
             }
             if (!got) usleep(1000);
         }
-        if (got && next.requestor == req.requestor) {
+        /* The same reader: the same client, whose windows share the id's client bits (a reader
+           may ask each conversion on a window of its own). */
+        if (got && same_client(next.requestor, req.requestor)) {
             char *name = XGetAtomName(dpy, next.target);
             printf("pipelined %s\n", name);
             XFree(name);
@@ -431,6 +532,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);
     if (!strcmp(mode, "owner-incr-claim")) owner_loop('c', a, NULL);
     if (!strcmp(mode, "owner-pipeline")) owner_pipeline((double)a);
+    if (!strcmp(mode, "owner-incr-seeded") && argc > 3)
+        owner_incr_seeded(strtoull(argv[2], NULL, 10), argv[3], argc > 4 ? argv[4] : "UTF8_STRING");
     fprintf(stderr, "xhostile: unknown mode %s\n", mode);
     return 64;
 }

@@ -195,6 +195,11 @@ extension X11Session {
     }
 
     private func dispatch(_ event: WireEvent) {
+        // Property changes, lost ownership and destroyed windows are the server's word only: any
+        // client may send an event to our windows, and a forged PropertyNotify would have us read
+        // a chunk twice, send the next before the requestor took the last, or take its time for
+        // a server timestamp.
+        if event.sent != 0, [PropertyNotify, SelectionClear, DestroyNotify].contains(Int32(event.kind)) { return }
         switch Int32(event.kind) {
         case SelectionRequest:
             queueRequest(ConversionRequest(event, serial: serial(ofSequence: event.sequence)))

@@ -166,6 +166,14 @@ extension X11PasteboardBackend {
         return alias.name
     }
 
+    /// Streams the owner's reply for one X target as it is, whole: no type, no decoding (what
+    /// `xclip -o -t TARGET` prints). False when the owner refuses it; nil when nobody owns the
+    /// pasteboard, or this process does (its items are read by type).
+    public func stream(of name: Pasteboard.Name, target: String, limit: Int? = nil, bytes: (Data) throws -> Void) throws -> Bool? {
+        guard ownedItems(name) == nil, try ownerWindow(of: name) != .none else { return nil }
+        return try stream(name, target: target, limit: limit ?? configuration.maxReadSize, bytes: bytes)
+    }
+
     /// Converts the selection to `target`, passing its bytes to `bytes` as they arrive; false
     /// when the owner refuses (before any byte).
     private func stream(_ name: Pasteboard.Name, target: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
