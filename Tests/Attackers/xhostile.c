@@ -272,7 +272,7 @@ static int wait_any_delete(Window requestor, double timeout) {
 /* Serves FILE's bytes as TARGET, always by INCR, one request at a time. Request k (counted
    from 0) plays seed SEED + k, printed as "seed N" before it starts: chunk sizes from 1 byte
    to the server's maximum request, a delay before each chunk (none, up to 2 ms, or up to
-   30 ms), the announced size exact or a lower bound, and every PropertyDelete on the
+   10 ms), the announced size exact or a lower bound, and every PropertyDelete on the
    requestor's window taken as the ask for the next chunk. */
 static void owner_incr_seeded(unsigned long long seed, const char *path, const char *target_name) {
     FILE *file = fopen(path, "rb");
@@ -287,6 +287,8 @@ static void owner_incr_seeded(unsigned long long seed, const char *path, const c
     long max_request = XExtendedMaxRequestSize(dpy) > 0 ? XExtendedMaxRequestSize(dpy) : XMaxRequestSize(dpy);
     long max_chunk = max_request * 4 - 1024;
     unsigned long long served = 0;
+    /* A reader that went away mid-transfer must not end the owner (BadWindow). */
+    XSetErrorHandler(ignore_errors);
     own();
     for (;;) {
         XSelectionRequestEvent req = next_request();
@@ -313,7 +315,7 @@ static void owner_incr_seeded(unsigned long long seed, const char *path, const c
             switch (mix() % 3) {
             case 0: break;
             case 1: usleep((useconds_t)(mix() % 2000)); break;
-            default: usleep((useconds_t)(mix() % 30000)); break;
+            default: usleep((useconds_t)(mix() % 10000)); break;
             }
             /* Small chunks as often as large ones: a size drawn on a log scale. */
             long chunk = floor + (long)(mix() % (unsigned long long)(1L << (mix() % 25))) % span;

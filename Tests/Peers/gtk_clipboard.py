@@ -8,6 +8,7 @@ gtk_clipboard.py pixel-diff A B         no clipboard: decodes two image files wi
                                         independent decoder) and prints "size W H" of A and "maxdiff N"
 gtk_clipboard.py set-text TEXT          owns CLIPBOARD with TEXT, prints "ready", serves until killed
 gtk_clipboard.py set-text-window TEXT   the same from an app with a window on screen (WM_CLASS set by GTK)
+gtk_clipboard.py set-text-file FILE     the same with the UTF-8 text of FILE (larger than an argument may be)
 gtk_clipboard.py set-text-and-exit TEXT MS
                                         the same with text (GTK offers it as UTF8_STRING, COMPOUND_TEXT,
                                         TEXT, STRING and two text/plain)
@@ -71,11 +72,15 @@ elif mode == "uris":
 elif mode == "targets":
     ok, targets = clipboard.wait_for_targets()
     print("\n".join(str(target) for target in (targets if ok else [])))
-elif mode in ("set-text", "set-text-window"):
+elif mode in ("set-text", "set-text-window", "set-text-file"):
     if mode == "set-text-window":
         window = Gtk.Window(title="peer")
         window.show_all()
-    clipboard.set_text(sys.argv[2], -1)
+    if mode == "set-text-file":
+        with open(sys.argv[2], encoding="utf-8") as source:
+            clipboard.set_text(source.read(), -1)
+    else:
+        clipboard.set_text(sys.argv[2], -1)
     print("ready", flush=True)
     Gtk.main()
 elif mode == "target-text":

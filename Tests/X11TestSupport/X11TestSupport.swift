@@ -1,4 +1,5 @@
 import Dispatch
+import CCrypto
 import Foundation
 import Synchronization
 
@@ -316,6 +317,19 @@ public func payload(_ size: Int, seed: UInt8 = 7) -> Data {
         }
     }
     return data
+}
+
+/// The SHA-256 digest of `data` in hexadecimal: what a transfer test compares and reports.
+public func sha256Hex(_ data: Data) -> String {
+    var digest = [UInt8](repeating: 0, count: 32)
+    data.withUnsafeBytes { bytes in _ = ccrypto_sha256(bytes.baseAddress, bytes.count, &digest) }
+    return digest.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+}
+
+/// The sizes around the places where an INCR transfer of `chunk`-byte chunks changes shape: one
+/// chunk, two and three chunks, each less one, exactly, and plus one.
+public func chunkBoundaries(_ chunk: Int) -> [Int] {
+    [1, 2, 3].flatMap { count in [count * chunk - 1, count * chunk, count * chunk + 1] }
 }
 
 /// UTF-8 text of exactly `size` bytes with non-ASCII characters.

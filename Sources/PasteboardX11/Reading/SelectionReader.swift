@@ -58,9 +58,11 @@ struct IncomingState {
 }
 
 /// The requestor windows of the conversions under way. A window serves one conversion (or one
-/// MULTIPLE request) and is destroyed when it ends; one whose owner may still write to it (the
-/// conversion failed or was abandoned) rests a while first, so that a late owner writes into a
-/// window that still exists instead of getting an X error (a default error handler exits).
+/// MULTIPLE request). One that got a single reply is destroyed when it ends. One that carried an
+/// INCR transfer, or whose owner may still write to it (the conversion failed or was given up),
+/// rests first: the owner may still act on it (xsel, once the empty chunk's property is deleted,
+/// changes the window's event mask, and its error handler exits on BadWindow), and must meet a
+/// window that still exists. The one that rested longest goes when too many rest.
 struct RequestorWindows {
     /// The most conversions in flight at once.
     static let maxInUse = 64
@@ -69,6 +71,8 @@ struct RequestorWindows {
 
     private(set) var inUse: Set<X11Window> = []
     private(set) var resting: [X11Window] = []
+    /// The windows in use that carried an INCR transfer.
+    private var incremental: Set<X11Window> = []
 
     var isFull: Bool { inUse.count >= Self.maxInUse }
 
@@ -76,18 +80,22 @@ struct RequestorWindows {
 
     mutating func add(_ window: X11Window) { inUse.insert(window) }
 
-    /// Ends a window's use: the windows to destroy now (itself when `clean`, else perhaps the
-    /// one that rested longest).
+    /// An INCR transfer began on `window`: its owner watches it.
+    mutating func noteIncremental(_ window: X11Window) { incremental.insert(window) }
+
+    /// Ends a window's use: the windows to destroy now (itself when `clean` and it carried no
+    /// INCR transfer, else perhaps the one that rested longest).
     mutating func end(_ window: X11Window, clean: Bool) -> [X11Window] {
         guard inUse.remove(window) != nil else { return [] }
-        if clean { return [window] }
+        let watched = incremental.remove(window) != nil
+        if clean && !watched { return [window] }
         resting.append(window)
         return resting.count > Self.maxResting ? [resting.removeFirst()] : []
     }
 
     /// Every window, for the session's end.
     mutating func removeAll() -> [X11Window] {
-        defer { inUse.removeAll(); resting.removeAll() }
+        defer { inUse.removeAll(); resting.removeAll(); incremental.removeAll() }
         return Array(inUse) + resting
     }
 }
@@ -248,6 +256,7 @@ extension X11Session {
             }
             conversion.sink?.noteSize(announced)
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
+            requestorWindows.noteIncremental(slot.window)
             incoming[slot] = IncomingState(
                 id: conversion.id, selection: conversion.selection,
                 transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
@@ -334,7 +343,9 @@ extension X11Session {
             if isComplete {
                 cancelTimer(state.timer)
                 cancelTimer(state.deadline)
-                // A streamed chunk was read without deleting the property: the window's end does.
+                // The end is acknowledged as every chunk is: an owner waits for the delete of the
+                // empty property to finish (xsel), and must have it before the window goes.
+                if streaming { deleteProperty(slot.window, slot.property) }
                 if let announced = state.announced, announced != state.transfer.received {
                     warnSizeMismatch(state, announced: announced)
                 }
@@ -495,6 +506,7 @@ extension X11Session {
                 }
                 let id = self.makeOperationID()
                 let slot = ReplySlot(window: window, property: property)
+                self.requestorWindows.noteIncremental(window)
                 self.incoming[slot] = IncomingState(
                     id: id, selection: selection, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit),
                     announced: announced, type: .none,

@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Every paste arrives whole: each reader a user runs (xpb paste with and without -t, the xclip
+// and xsel stand-ins, xpbd's keeper) against each owner (xclip as a user runs it, xsel, GTK, Qt,
+// xpb, xpbd's kept copy, a seeded hostile INCR owner), at the sizes where INCR changes shape.
+// Every case compares the SHA-256 of what arrived with what was copied, and the exit status.
+
+/// An owner of CLIPBOARD for the matrix.
+enum MatrixOwner: String, CaseIterable, CustomStringConvertible, Sendable {
+    /// `xclip -selection clipboard -i FILE`, as a user types it: it forks into the background.
+    case xclip
+    /// `xsel -b -i < FILE`: it forks too.
+    case xsel
+    case gtk
+    case qt
+    /// `xpb copy < FILE`: a background owner.
+    case xpb
+    /// The seeded INCR owner of xhostile (random chunks and delays, xclip's habits).
+    case seeded
+
+    var description: String { rawValue }
+
+    /// The owner's INCR chunk size, where the protocol changes shape (nil: not fixed).
+    var chunk: Int? {
+        switch self {
+        case .xclip: return 1_048_575  // XExtendedMaxRequestSize / 4 on Xvfb
+        case .xsel: return 4000
+        case .xpb: return 1 << 20
+        default: return nil
+        }
+    }
+}
+
+/// A running owner: its process, when it stays ours to stop.
+struct RunningOwner {
+    let peer: Peer?
+
+    func stop() { peer?.stop() }
+}
+
+/// A file holding `data`, for an owner to copy.
+private func dataFile(_ data: Data) throws -> String { try scratchFile("matrix.data", data) }
+
+/// Makes `owner` own CLIPBOARD with `data` (UTF-8 text) on `x`, and waits until it does: the
+/// selection is emptied first, so the wait sees this owner and not the one before.
+func startOwner(_ owner: MatrixOwner, _ data: Data, on x: Xvfb, seed: UInt64 = 1) throws -> RunningOwner {
+    #expect(try xpb(["clear"], x).status == 0)
+    let file = try dataFile(data)
+    var peer: Peer?
+    switch owner {
+    case .xclip:
+        try run("/bin/sh", ["-c", "xclip -selection clipboard -i \"$0\" >/dev/null 2>&1", file], display: x)
+    case .xsel:
+        try run("/bin/sh", ["-c", "xsel -b -i < \"$0\" >/dev/null 2>&1", file], display: x)
+    case .gtk:
+        peer = try toolkitPeer("gtk_clipboard.py", ["set-text-file", file], display: x)
+        try peer?.waitForOutput("ready")
+    case .qt:
+        peer = try toolkitPeer("qt_clipboard.py", ["set-formats", "text/plain=\(file)"], display: x)
+        try peer?.waitForOutput("ready")
+    case .xpb:
+        let copy = try xpb(["copy"], x, input: data)
+        guard copy.status == 0 else { throw TestFailure("xpb copy failed: \(copy.error)") }
+    case .seeded:
+        peer = try Peer(try attacker(), ["owner-incr-seeded", String(seed), file, "UTF8_STRING"], display: x)
+        try peer?.waitForOutput("ready")
+    }
+    // xclip and xsel take the selection in their forked child, after the command returned.
+    guard try eventually(timeout: 10, { try xpb(["types", "--targets"], x).text.contains("UTF8_STRING") }) else {
+        throw TestFailure("\(owner) did not take CLIPBOARD")
+    }
+    return RunningOwner(peer: peer)
+}
+
+/// A reader of CLIPBOARD for the matrix: a command a user runs.
+enum MatrixReader: String, CaseIterable, CustomStringConvertible, Sendable {
+    /// `xpb paste`: the type chosen from the offer (and guessed with TARGETS).
+    case paste
+    /// `xpb paste -t text -o FILE`.
+    case pasteTyped
+    /// `xclip -o -selection clipboard` through the stand-in.
+    case xclipStandIn
+    /// `xsel -b -o` through the stand-in.
+    case xselStandIn
+
+    var description: String { rawValue }
+
+    /// What the reader wrote, and its exit status.
+    func read(_ x: Xvfb, environment: [String: String] = [:]) throws -> (status: Int32, data: Data, error: String) {
+        switch self {
+        case .paste:
+            let outcome = try xpb(["paste"], x, environment: environment)
+            return (outcome.status, outcome.output, outcome.error)
+        case .pasteTyped:
+            let file = try scratchFile("pasted", Data())
+            let outcome = try xpb(["paste", "-t", "text", "-o", file], x, environment: environment)
+            return (outcome.status, (try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data(), outcome.error)
+        case .xclipStandIn:
+            let outcome = try run(try ClipboardTools.standIns().xclip, ["-o", "-selection", "clipboard"], display: x, environment: environment)
+            return (outcome.status, outcome.output, outcome.error)
+        case .xselStandIn:
+            let outcome = try run(try ClipboardTools.standIns().xsel, ["-b", "-o"], display: x, environment: environment)
+            return (outcome.status, outcome.output, outcome.error)
+        }
+    }
+}
+
+/// Expects `reader` to get `expected` whole with status 0.
+func expectWhole(_ reader: MatrixReader, _ expected: Data, _ x: Xvfb, _ label: String, environment: [String: String] = [:],
+                 sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let (status, data, error) = try reader.read(x, environment: environment)
+    #expect(status == 0 && data.count == expected.count && sha256Hex(data) == sha256Hex(expected),
+            "\(label), \(reader): status \(status), \(data.count) of \(expected.count) bytes, sha256 \(sha256Hex(data).prefix(12)) for \(sha256Hex(expected).prefix(12)); \(error)",
+            sourceLocation: sourceLocation)
+}
+
+@Suite("every paste arrives whole")
+struct PasteMatrixTests {
+    /// Every reader against every owner at one size well past a chunk of each (3 MB: xclip's
+    /// INCR of three chunks, xsel's of 750, GTK's and Qt's of their own).
+    @Test("each reader gets 3 MB whole from each owner", arguments: MatrixOwner.allCases)
+    func everyReaderEveryOwner(owner: MatrixOwner) throws {
+        let x = try Xvfb()
+        let expected = utf8Text(3_000_000)
+        let running = try startOwner(owner, expected, on: x, seed: 4_000)
+        defer { running.stop() }
+        for reader in MatrixReader.allCases {
+            // Twice each: a reader that lost a chunk may also have left the owner stuck.
+            for round in 1...2 { try expectWhole(reader, expected, x, "\(owner), 3 MB, round \(round)") }
+        }
+    }
+
+    /// The sizes where the protocol changes shape, against the owners whose chunk is known, and
+    /// the seeded owner at the same sizes: each reader, each size.
+    @Test("each reader gets every size whole at the chunk boundaries", arguments: [MatrixOwner.xclip, .xsel, .seeded])
+    func chunkBoundaries(owner: MatrixOwner) throws {
+        let x = try Xvfb()
+        // xsel owns nothing for empty input (it clears the selection instead).
+        let sizes = (owner == .xsel ? [1] : [0, 1]) + X11TestSupport.chunkBoundaries(owner.chunk ?? 1_048_575) + [3_000_000]
+        for (index, size) in sizes.enumerated() {
+            let expected = utf8Text(size)
+            let running = try startOwner(owner, expected, on: x, seed: 10_000 + UInt64(index) * 100)
+            defer { running.stop() }
+            for reader in MatrixReader.allCases {
+                // An empty selection is no text to the stand-ins' originals either: xclip prints
+                // nothing and exits 0, as xsel does.
+                try expectWhole(reader, expected, x, "\(owner), \(size) bytes")
+            }
+        }
+    }
+
+    /// The seeded owner: 200 seeds over 20 sizes, each paste whole. A failure names the seed,
+    /// which replays the owner's chunking and timing exactly (xhostile owner-incr-seeded).
+    @Test("a seeded INCR owner: 200 seeds, every paste whole")
+    func seededOwner() throws {
+        let x = try Xvfb()
+        let sizes = [0, 1, 2, 100, 3999, 4000, 4001, 65_535, 65_536, 262_143, 262_144, 1_048_575, 1_048_576, 1_048_577,
+                     2_097_151, 2_097_152, 2_097_153, 3_000_000, 3_145_725, 4_194_304]
+        let readers = MatrixReader.allCases
+        for (batch, size) in sizes.enumerated() {
+            let expected = utf8Text(size)
+            let base = UInt64(batch) * 1000
+            let running = try startOwner(.seeded, expected, on: x, seed: base)
+            defer { running.stop() }
+            for paste in 0..<10 {
+                let before = running.peer?.outputSoFar ?? ""
+                let reader = readers[(batch + paste) % readers.count]
+                let (status, data, error) = try reader.read(x)
+                let seeds = (running.peer?.outputSoFar ?? "").dropFirst(before.count).split(separator: "\n").filter { $0.hasPrefix("seed ") }
+                #expect(status == 0 && sha256Hex(data) == sha256Hex(expected),
+                        "\(size) bytes, \(reader), owner \(seeds.joined(separator: ", ")): status \(status), \(data.count) bytes; \(error)")
+            }
+        }
+    }
+
+    /// xpbd keeps what each owner copied, whole, and serves it once the owner is gone.
+    @Test("xpbd keeps 3 MB whole from each owner and serves it after the owner exits",
+          arguments: [MatrixOwner.xclip, .xsel, .gtk, .qt, .seeded])
+    func keeperAfterOwnerExits(owner: MatrixOwner) throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        let expected = utf8Text(3_000_000)
+        let running = try startOwner(owner, expected, on: x, seed: 7_000)
+        try daemon.waitForLog("kept CLIPBOARD from")
+        if running.peer != nil {
+            running.stop()
+        } else {
+            // xclip and xsel run in the background: ended by the pid xpb info names (the X
+            // server's word), never by name (other tests run theirs at the same time).
+            let info = try xpb(["info"], x).text
+            guard let pid = info.split(separator: "\n").first(where: { $0.hasPrefix("owner pid: ") }).flatMap({ Int32($0.dropFirst(11)) }) else {
+                throw TestFailure("xpb info named no owner pid: \(info)")
+            }
+            kill(pid, SIGTERM)
+        }
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        for reader in MatrixReader.allCases {
+            try expectWhole(reader, expected, x, "xpbd's copy of \(owner)'s", environment: home.environment)
+        }
+    }
+}
