@@ -136,17 +136,15 @@ extension X11Session {
     /// reparenting window manager's frames), up to a bound.
     func windowClass(ofClientOf window: X11Window) -> (instance: String, class: String)? {
         if let own = wmClass(of: window) { return own }
-        let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
-        let client = window.rawValue & ~mask
         var looked = 0
         for top in children(of: root) {
             guard looked < 512 else { break }
             looked += 1
-            if top.rawValue & ~mask == client {
+            if isSameClient(top, window) {
                 if let found = wmClass(of: top) { return found }
                 continue
             }
-            for child in children(of: top) where child.rawValue & ~mask == client {
+            for child in children(of: top) where isSameClient(child, window) {
                 if let found = wmClass(of: child) { return found }
             }
         }

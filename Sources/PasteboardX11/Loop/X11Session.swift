@@ -1,4 +1,5 @@
 internal import CX11
+internal import CXEvents
 import FoundationEssentials
 import Glibc
 import PasteboardKit
@@ -194,6 +195,14 @@ final class X11Session {
     func watchDescriptor(_ fd: Int32, _ handler: @escaping () -> Void) { descriptorHandlers[fd] = handler }
 
     func unwatchDescriptor(_ fd: Int32) { descriptorHandlers.removeValue(forKey: fd) }
+
+    /// Whether two windows belong to one client: the server gives every client its own range of
+    /// ids, the bits outside its resource mask (a reader may ask from a window of each conversion,
+    /// a toolkit from another of its windows than the one that owns a selection).
+    func isSameClient(_ a: X11Window, _ b: X11Window) -> Bool {
+        let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
+        return a.rawValue & ~mask == b.rawValue & ~mask
+    }
 
     /// A new operation id.
     func makeOperationID() -> Int {

@@ -101,8 +101,7 @@ extension X11Session {
         // Only the client that owns CLIPBOARD hands it over (its requestor window may be another
         // of its windows, as Qt's is): from anyone else, saving would take CLIPBOARD from its owner.
         let owner = selectionOwner(known[.clipboard])
-        let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
-        guard !owner.isNone, owner.rawValue & ~mask == request.requestor.rawValue & ~mask else {
+        guard !owner.isNone, isSameClient(owner, request.requestor) else {
             return notify(request, succeeded: false)
         }
         guard watchRequestor(request.requestor) else {

@@ -362,11 +362,19 @@ extension X11Session {
         return MultiplePairs.parse(value.atoms, maxPairs: Self.maxMultiplePairs)
     }
 
-    /// Whether a request names our own window or the root window as its requestor (or none):
-    /// a requestor is another client's window, and ours (whose event mask we must never change on
-    /// anybody's behalf) or the root is a forged request, refused without being watched or queued.
+    /// Whether a request names one of our own windows or the root window as its requestor (or
+    /// none): a requestor is another client's window, and ours (whose event mask we must never
+    /// change on anybody's behalf, and whose reads our own conversions make) or the root is a
+    /// forged request, refused without being watched or queued.
     func isForgedRequestor(_ request: ConversionRequest) -> Bool {
-        request.requestor == window || request.requestor == root || request.requestor.isNone
+        isSameClient(request.requestor, window) || request.requestor == root || request.requestor.isNone
+    }
+
+    /// Whether `requestor` is a window of the clipboard manager's client (it reads each target
+    /// on a window of its own, not on the window that owns `CLIPBOARD_MANAGER`).
+    func isClipboardManagersWindow(_ requestor: X11Window) -> Bool {
+        let manager = selectionOwner(known[.clipboardManager])
+        return !manager.isNone && isSameClient(manager, requestor)
     }
 
     func notify(_ request: ConversionRequest, succeeded: Bool) {
@@ -498,7 +506,7 @@ extension X11Session {
         }
         // A clipboard manager keeping a copy is not a paste (`xpb copy --paste-once` must not be
         // used up by it).
-        if succeeded, reportsServed, let served = content.served, selectionOwner(known[.clipboardManager]) != requestor {
+        if succeeded, reportsServed, let served = content.served, !isClipboardManagersWindow(requestor) {
             delegate?.served(selection: selection, type: served)
         }
         return succeeded
