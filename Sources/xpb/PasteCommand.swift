@@ -165,10 +165,13 @@ struct PasteCommand: Command {
     private func rawTarget(_ backend: X11PasteboardBackend, _ registry: TypeRegistry, wanted: [PasteboardType]?) throws -> String? {
         guard item == 0, let wanted else { return nil }
         let names = typeNames
-        let raw = names.filter { name in
-            guard let (_, alias) = registry.type(forTarget: name) else { return true }
-            return alias.codec != .identity || alias.replyType != alias.name
-        }
+        let raw = zip(names, wanted).filter { name, type in
+            if let (_, alias) = registry.type(forTarget: name) { return alias.codec != .identity || alias.replyType != alias.name }
+            // A name the registry knows (a short name such as html, a MIME type, a UTI) is a type;
+            // a MIME or UTI it does not know is a type passed through under its own name.
+            return registry.descriptor(for: type) == nil && !name.contains("/") && !name.contains(".")
+        }.map(\.0)
+        // Only then is the offer asked for apart from the read (a TARGETS read of its own).
         guard !raw.isEmpty else { return nil }
         let offered = try backend.targets(of: selection.name)
         var types: [PasteboardType]?

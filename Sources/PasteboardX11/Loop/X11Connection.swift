@@ -161,10 +161,13 @@ final class X11Connection: Sendable {
             guard case .open = queue.lifecycle else { return (false, false) }
             queue.lifecycle = .closing
             return (true, queue.add { session in
-                if let finalJob {
-                    finalJob(session) { session.requestStop() }
-                } else {
-                    session.requestStop()
+                // Owners that still act on the window of a transfer just read get to, first.
+                session.afterOwnersSettle {
+                    if let finalJob {
+                        finalJob(session) { session.requestStop() }
+                    } else {
+                        session.requestStop()
+                    }
                 }
             })
         }

@@ -69,10 +69,19 @@ struct RequestorWindows {
     /// The most windows left resting; past it the one that rested longest is destroyed.
     static let maxResting = 16
 
+    /// How long an owner may still act on the window of an INCR transfer that ended: xsel sends
+    /// a second SelectionNotify once it wrote the empty chunk, and exits on the BadWindow of a
+    /// reader that closed its connection before the server took it (the next reader finds
+    /// nobody owning the selection). A closing reader waits this long after its last transfer.
+    static let settleNanoseconds: UInt64 = 25_000_000
+
     private(set) var inUse: Set<X11Window> = []
     private(set) var resting: [X11Window] = []
     /// The windows in use that carried an INCR transfer.
     private var incremental: Set<X11Window> = []
+    /// When the last INCR transfer ended (the X thread's clock), until its owner's
+    /// confirmation came.
+    private(set) var incrementalEnd: UInt64?
 
     var isFull: Bool { inUse.count >= Self.maxInUse }
 
@@ -83,14 +92,26 @@ struct RequestorWindows {
     /// An INCR transfer began on `window`: its owner watches it.
     mutating func noteIncremental(_ window: X11Window) { incremental.insert(window) }
 
-    /// Ends a window's use: the windows to destroy now (itself when `clean` and it carried no
-    /// INCR transfer, else perhaps the one that rested longest).
-    mutating func end(_ window: X11Window, clean: Bool) -> [X11Window] {
+    /// Ends a window's use at `now`: the windows to destroy now (itself when `clean` and it
+    /// carried no INCR transfer, else perhaps the one that rested longest).
+    mutating func end(_ window: X11Window, clean: Bool, now: UInt64) -> [X11Window] {
         guard inUse.remove(window) != nil else { return [] }
         let watched = incremental.remove(window) != nil
         if clean && !watched { return [window] }
+        if watched { incrementalEnd = now }
         resting.append(window)
         return resting.count > Self.maxResting ? [resting.removeFirst()] : []
+    }
+
+    /// An event came to a resting window: its owner is done with it.
+    mutating func noteSettled(_ window: X11Window) {
+        if resting.contains(window) { incrementalEnd = nil }
+    }
+
+    /// Nanoseconds to wait at `now` before closing, so that owners are done with our windows.
+    func settleDelay(now: UInt64) -> UInt64 {
+        guard let ended = incrementalEnd, now < ended + Self.settleNanoseconds else { return 0 }
+        return ended + Self.settleNanoseconds - now
     }
 
     /// Every window, for the session's end.
@@ -118,7 +139,15 @@ extension X11Session {
     /// (its reply was read whole, or it refused).
     func endRequestorWindow(_ window: X11Window, clean: Bool) {
         guard !isDead else { return }
-        for gone in requestorWindows.end(window, clean: clean) { XDestroyWindow(display, gone.rawValue) }
+        for gone in requestorWindows.end(window, clean: clean, now: configuration.clock()) { XDestroyWindow(display, gone.rawValue) }
+    }
+
+    /// Runs `body` once the owners of the transfers just read are done with our windows
+    /// (``RequestorWindows/settleNanoseconds``): at once when none ended lately.
+    func afterOwnersSettle(_ body: @escaping () -> Void) {
+        let delay = requestorWindows.settleDelay(now: configuration.clock())
+        guard delay > 0, !isDead else { return body() }
+        after(Double(delay) / 1e9, body)
     }
 
     /// Whether a reply of `selection` whose reader gave up is still coming (drained).
@@ -224,7 +253,10 @@ extension X11Session {
         // Our windows are our conversions': anything else (another client's event sent to a
         // window of ours) matches nothing.
         guard let index = conversions.firstIndex(where: { $0.slot.window == requestor && $0.selection == selection && $0.target == target })
-        else { return }
+        else {
+            // xsel confirms a finished INCR transfer with a second SelectionNotify.
+            return requestorWindows.noteSettled(requestor)
+        }
         let conversion = conversions.remove(at: index)
         cancelTimer(conversion.timer)
         let slot = conversion.slot

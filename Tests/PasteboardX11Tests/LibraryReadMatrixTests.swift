@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+@testable import PasteboardKit
+@testable import PasteboardX11
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The library's readers (Pasteboard.general's data, and the stream) against owners that send
+// by INCR as real users run them: xclip in the background (not -quiet), xsel, and the seeded
+// hostile owner, at the sizes where INCR changes shape. The typed reads of the round-trip tests
+// only ever saw xclip in the foreground; xpb paste lost a chunk of an xclip copy that they did
+// not see.
+
+/// Owners that serve a file by INCR.
+enum IncrOwner: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case xclip, xsel, seeded
+
+    var testDescription: String { rawValue }
+
+    /// Its chunk size: where the transfer changes shape.
+    var chunk: Int {
+        switch self {
+        case .xclip: return 1_048_575
+        case .xsel: return 4000
+        case .seeded: return 1 << 20
+        }
+    }
+
+    /// Takes CLIPBOARD with `file`'s bytes as UTF8_STRING; the peer to stop when it stays ours.
+    func start(_ file: String, on x: Xvfb, seed: UInt64) throws -> Peer? {
+        switch self {
+        case .xclip:
+            try run("/bin/sh", ["-c", "xclip -selection clipboard -i \"$0\" >/dev/null 2>&1", file], display: x)
+            return nil
+        case .xsel:
+            try run("/bin/sh", ["-c", "xsel -b -i < \"$0\" >/dev/null 2>&1", file], display: x)
+            return nil
+        case .seeded:
+            let peer = try Peer(try attacker(), ["owner-incr-seeded", String(seed), file, "UTF8_STRING"], display: x)
+            try peer.waitForOutput("ready")
+            return peer
+        }
+    }
+}
+
+@Suite("the library reads every INCR owner whole")
+struct LibraryReadMatrixTests {
+    @Test("Pasteboard.general's data and the stream get every size whole", arguments: IncrOwner.allCases)
+    func libraryReaders(owner: IncrOwner) throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-library-matrix-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let sizes = [1] + chunkBoundaries(owner.chunk) + [3_000_000]
+        for (index, size) in sizes.enumerated() {
+            let expected = utf8Text(size)
+            let file = directory.appendingPathComponent("\(owner)-\(size)").path
+            try expected.write(to: URL(fileURLWithPath: file))
+            let before = board.changeCount
+            let peer = try owner.start(file, on: x, seed: 20_000 + UInt64(index) * 100)
+            defer { peer?.stop() }
+            // The new owner's XFixes event has reached this backend (xclip and xsel take the
+            // selection in their forked child, after the command returned).
+            #expect(eventually(timeout: 10) { board.changeCount != before && ((try? backend.targets(of: .general)) ?? []).contains("UTF8_STRING") },
+                    "\(owner) did not take CLIPBOARD")
+            for round in 1...2 {
+                let data = try board.data(forPasteboardType: .utf8PlainText) ?? Data()
+                #expect(sha256Hex(data) == sha256Hex(expected), "\(owner), \(size) bytes, data, round \(round): \(data.count) bytes")
+                var streamed = Data()
+                let found = try backend.stream(of: .general, item: 0, type: .utf8PlainText, file: { streamed.append(try $0.read(offset: 0, length: $0.size)) },
+                                               bytes: { streamed.append($0) })
+                #expect(found && sha256Hex(streamed) == sha256Hex(expected),
+                        "\(owner), \(size) bytes, stream, round \(round): \(streamed.count) bytes")
+            }
+        }
+    }
+
+    @Test("an INCR whose bytes fall short of the owner's announcement is read whole and reported")
+    func sizeMismatchIsReported() throws {
+        let x = try Xvfb()
+        let warnings = Collector()
+        let backend = try x.backend { $0.warning = { warnings.append(Data(($0 + "\n").utf8)) } }
+        defer { backend.close(handOff: false) }
+        // owner-incr-claim announces 5,000,000 bytes, then sends "hi" and ends.
+        let owner = try Peer(try attacker(), ["owner-incr-claim", "5000000"], display: x)
+        defer { owner.stop() }
+        try owner.waitForOutput("ready")
+        let data = try Pasteboard.general(of: backend).data(forPasteboardType: .utf8PlainText)
+        #expect(data == Data("hi".utf8))
+        let said = String(decoding: warnings.data, as: UTF8.self)
+        #expect(said.contains("the selection owner sent 2 bytes, fewer bytes than it announced: some may be lost (5000000)"), "\(said)")
+    }
+}
+
+@Suite("requestor windows")
+struct RequestorWindowTests {
+    @Test("a window of a single reply goes at once; one of an INCR transfer, or of a failure, rests; the oldest rest goes past the cap")
+    func lifecycle() {
+        var windows = RequestorWindows()
+        let single = X11Window(rawValue: 1), incr = X11Window(rawValue: 2), failed = X11Window(rawValue: 3)
+        for window in [single, incr, failed] { windows.add(window) }
+        windows.noteIncremental(incr)
+        #expect(windows.contains(single) && windows.contains(incr))
+        #expect(windows.end(single, clean: true, now: 0) == [single])
+        #expect(windows.end(incr, clean: true, now: 1_000) == [])
+        #expect(windows.end(failed, clean: false, now: 2_000) == [])
+        #expect(windows.resting == [incr, failed])
+        // A closing reader waits for the owner of the INCR transfer, until its confirmation comes.
+        #expect(windows.settleDelay(now: 1_000) == RequestorWindows.settleNanoseconds)
+        #expect(windows.settleDelay(now: 1_000 + RequestorWindows.settleNanoseconds) == 0)
+        windows.noteSettled(incr)
+        #expect(windows.settleDelay(now: 1_000) == 0)
+        #expect(!windows.contains(incr))
+        // Ending a window twice, or one never added, destroys nothing.
+        #expect(windows.end(single, clean: true, now: 0) == [])
+        var destroyed: [X11Window] = []
+        for raw in 100..<UInt(100 + RequestorWindows.maxResting) {
+            let window = X11Window(rawValue: raw)
+            windows.add(window)
+            destroyed += windows.end(window, clean: false, now: 3_000)
+        }
+        #expect(destroyed == [incr, failed])
+        #expect(windows.resting.count == RequestorWindows.maxResting)
+        #expect(windows.removeAll().count == RequestorWindows.maxResting)
+    }
+
+    @Test("at most maxInUse windows are in use")
+    func cap() {
+        var windows = RequestorWindows()
+        for raw in 1...UInt(RequestorWindows.maxInUse) {
+            #expect(!windows.isFull)
+            windows.add(X11Window(rawValue: raw))
+        }
+        #expect(windows.isFull)
+    }
+}
