@@ -204,6 +204,11 @@ struct PasteCommand: Command {
         return { [selection, item] (items: [[PasteboardType]]?) throws -> PasteboardType in
             guard let items else { throw selection.emptyFailure }
             guard !items.isEmpty else {
+                // Asked for a type: what is not there is that type (its owner may offer targets
+                // that have none, which -t reads by their names).
+                if let wanted {
+                    throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); its owner offers no type xpb reads (see xpb types --targets)", .typeUnavailable)
+                }
                 throw Failure("\(selection.label) holds no data its owner will convert", .empty)
             }
             guard item < items.count else {
