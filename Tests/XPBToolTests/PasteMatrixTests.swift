@@ -208,6 +208,31 @@ struct PasteMatrixTests {
     }
 }
 
+@Suite("every paste arrives whole on another display")
+struct SyncPasteMatrixTests {
+    /// xpbd on a second display syncing the first: each reader there gets what each owner here
+    /// copied, fetched over the link when it is read.
+    @Test("a sync peer on a second display gets 3 MB whole from each owner", arguments: MatrixOwner.allCases)
+    func syncPeer(owner: MatrixOwner) throws {
+        let runtime = try DaemonHome()
+        let a = try Xvfb()
+        let b = try Xvfb()
+        let here = try DaemonProcess(a, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-a").path])
+        defer { _ = try? here.stop() }
+        let there = try DaemonProcess(b, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-b").path,
+                                                                    "--sync-display", a.display])
+        defer { _ = try? there.stop() }
+        try there.waitForLog("connected to", timeout: 15)
+        let expected = utf8Text(3_000_000)
+        let running = try startOwner(owner, expected, on: a, seed: 9_000)
+        defer { running.stop() }
+        try there.waitForLog("is now the copy from", timeout: 15)
+        for reader in MatrixReader.allCases {
+            try expectWhole(reader, expected, b, "\(owner)'s copy on another display", environment: runtime.environment)
+        }
+    }
+}
+
 @Suite("xclip's and xsel's habits, kept")
 struct StandInHabitTests {
     /// `-t NAME` is the X target NAME when the owner offers it, read as it is: names the model has
