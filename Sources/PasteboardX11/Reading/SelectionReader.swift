@@ -329,8 +329,9 @@ extension X11Session {
     /// A property of one of our requestor windows has a new value: the next chunk of an INCR
     /// transfer, or (while the transfer is paused) one the owner wrote before we asked.
     func continueIncoming(_ slot: ReplySlot) {
-        guard let current = incoming[slot] else { return }
-        if current.paused {
+        // Asked of the dictionary, not of a copy of the state: a copy would share the buffer.
+        guard let paused = incoming[slot]?.paused else { return }
+        if paused {
             // Read when the transfer resumes: deleting it unread would lose a chunk.
             incoming[slot]?.wroteWhilePaused = true
             return
@@ -419,9 +420,9 @@ extension X11Session {
     /// The consumer of a paused stream caught up (or gave up): ask for the next chunk, or read
     /// the one the owner wrote meanwhile.
     private func resumeIncoming(_ slot: ReplySlot, id: Int) {
-        guard let state = incoming[slot], state.id == id, state.paused else { return }
+        guard incoming[slot]?.id == id, incoming[slot]?.paused == true else { return }
         incoming[slot]?.paused = false
-        if state.wroteWhilePaused {
+        if incoming[slot]?.wroteWhilePaused == true {
             incoming[slot]?.wroteWhilePaused = false
             continueIncoming(slot)
         } else {
