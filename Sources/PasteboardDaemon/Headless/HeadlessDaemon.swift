@@ -53,7 +53,10 @@ package final class HeadlessDaemon: Sendable {
         clipboard.onChange { [weak hub] name, owner, event in hub?.ownerChanged(name, owner: owner, event: event) }
         clipboard.onExpiry { [weak self] in
             guard let self else { return }
-            storage.async { _ = try? self.store.withLock { try $0.prune() } }
+            storage.async {
+                _ = try? self.store.withLock { try $0.prune() }
+                self.logger.info("a copy expired: dropped from the pasteboard and the history")
+            }
         }
     }
 
@@ -273,8 +276,14 @@ package final class HeadlessDaemon: Sendable {
                 return
             }
             actions.copied(snapshot)
+            // Written after its expiry (a storage queue far behind), it would stay until the next.
+            guard !snapshot.isExpired() else {
+                logger.info("\(selection) from \(snapshot.app ?? "xpb") expired before it was written: not kept")
+                return
+            }
             do {
                 _ = try store.withLock { try $0.add(snapshot, display: Self.displayName) }
+                logger.info("\(selection) from \(snapshot.app ?? "xpb") kept in the history (\(ByteCount.format(snapshot.size)))")
             } catch {
                 logger.error("history entry not written: \(error); the copy is still held in memory")
             }
