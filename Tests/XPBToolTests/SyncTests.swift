@@ -62,9 +62,13 @@ private struct Node {
 /// Copies on `from` with xclip (one target) and checks that `to` reads the same bytes.
 private func roundTrip(_ data: Data, target: String, from: Node, to: Node, taken: Int) throws -> Peer {
     let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", target, "-quiet"], display: from.x, input: data)
-    try to.waitForTaken(taken)
+    // A copy that does not arrive, or does not read, is told with both daemons' logs: the side
+    // that announces is the one to look at as often as the side that takes.
+    do { try to.waitForTaken(taken) } catch {
+        throw TestFailure("\(error)\nthe copying display's log:\n\(from.daemon.log)")
+    }
     let read = try to.read(target)
-    #expect(read.status == 0, "xclip -o -t \(target) on the other display: \(read.error)")
+    #expect(read.status == 0, "xclip -o -t \(target) on the other display: \(read.error)\nits log:\n\(to.daemon.log)\nthe copying display's log:\n\(from.daemon.log)")
     #expect(read.output == data, "\(target): \(read.output.count) bytes read, \(data.count) copied")
     return owner
 }
