@@ -10,7 +10,7 @@ struct PasteCommand: Command {
     /// The options, each declared once: the spec lists them and the look-ups name them, so a
     /// look-up can only name a declared option.
     enum Option {
-        static let type = OptionSpec.value("t", "type", "type[,type…]", "Accepted types, best first, comma-separated (UTI, MIME type, X target or short name such as text, html, png).", completion: SelectionOptions.typeCompletion)
+        static let type = OptionSpec.value("t", "type", "type[,type…]", "Accepted types, best first, comma-separated (UTI, MIME type, X target or short name such as text, html, png). An X target the owner offers that xpb has no type for, or would decode (COMPOUND_TEXT, STRING, text/uri-list), is read as it is: the owner's whole reply, as xclip -t reads it.", completion: SelectionOptions.typeCompletion)
         static let item = OptionSpec.value(nil, "item", "n", "The item to read (0 is the first).")
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse data larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)).")
         static let output = OptionSpec.value("o", "output", "file", "Write to this file instead of standard output.")
