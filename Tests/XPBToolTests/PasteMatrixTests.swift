@@ -208,6 +208,40 @@ struct PasteMatrixTests {
     }
 }
 
+@Suite("xpbd keeps PRIMARY whole")
+struct PrimaryKeeperTests {
+    /// The keeper's capture of a 3 MB xclip copy of PRIMARY, with a paste running beside it, three
+    /// rounds: each kept copy is whole once xclip is gone (the shared window of the keeper's reads
+    /// once kept 1–2 MiB of it, served it and wrote it to the history).
+    @Test("xpbd --primary keeps a 3 MB xclip copy whole while a paste reads it too, round after round")
+    func primaryRounds() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--primary"])
+        defer { _ = try? daemon.stop() }
+        for round in 1...3 {
+            let expected = utf8Text(3_000_000 + round)
+            let file = try scratchFile("primary-\(round)", expected)
+            try run("/bin/sh", ["-c", "xclip -selection primary -i \"$0\" >/dev/null 2>&1", file], display: x)
+            // A reader beside the keeper's capture.
+            let beside = try Peer(try xpbPath(), ["paste", "--primary"], display: x, environment: home.environment)
+            try daemon.waitForLog("kept PRIMARY from", count: round)
+            let pasted = try beside.finish()
+            #expect(pasted.status == 0 && sha256Hex(pasted.output) == sha256Hex(expected),
+                    "round \(round): the paste beside the capture: \(pasted.status), \(pasted.output.count) bytes; \(pasted.error)")
+            let info = try xpb(["info", "--primary"], x).text
+            guard let pid = info.split(separator: "\n").first(where: { $0.hasPrefix("owner pid: ") }).flatMap({ Int32($0.dropFirst(11)) }) else {
+                throw TestFailure("xpb info named no owner pid: \(info)")
+            }
+            kill(pid, SIGTERM)
+            try daemon.waitForLog("the owner of PRIMARY went away; serving", count: round)
+            let kept = try xpb(["paste", "--primary"], x, environment: home.environment)
+            #expect(kept.status == 0 && sha256Hex(kept.output) == sha256Hex(expected),
+                    "round \(round): xpbd's copy: \(kept.status), \(kept.output.count) of \(expected.count) bytes; \(kept.error)")
+        }
+    }
+}
+
 @Suite("every paste arrives whole on another display")
 struct SyncPasteMatrixTests {
     /// xpbd on a second display syncing the first: each reader there gets what each owner here
