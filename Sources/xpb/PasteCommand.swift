@@ -189,11 +189,10 @@ struct PasteCommand: Command {
 
     /// The accepted types of --type, best first (nil without it); unknown names are warned about.
     private func wantedTypes(_ registry: TypeRegistry) throws -> [PasteboardType]? {
-        try types.map { types in
-            let names = types.split(separator: ",").map { $0.trimmingWhitespace() }
-            names.forEach { warnIfUnknownType($0, registry: registry) }
-            return try names.map { try registry.resolve($0) }
-        }
+        guard types != nil else { return nil }
+        let names = typeNames
+        names.forEach { warnIfUnknownType($0, registry: registry) }
+        return try names.map { try registry.resolve($0) }
     }
 
     /// How the type is chosen from the owner's offer, as read for the transfer itself: one read

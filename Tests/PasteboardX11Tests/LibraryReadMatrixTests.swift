@@ -13,38 +13,6 @@ import Glibc
 // only ever saw xclip in the foreground; xpb paste lost a chunk of an xclip copy that they did
 // not see.
 
-/// Owners that serve a file by INCR.
-enum IncrOwner: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case xclip, xsel, seeded
-
-    var testDescription: String { rawValue }
-
-    /// Its chunk size: where the transfer changes shape.
-    var chunk: Int {
-        switch self {
-        case .xclip: return 1_048_575
-        case .xsel: return 4000
-        case .seeded: return 1 << 20
-        }
-    }
-
-    /// Takes CLIPBOARD with `file`'s bytes as UTF8_STRING; the peer to stop when it stays ours.
-    func start(_ file: String, on x: Xvfb, seed: UInt64) throws -> Peer? {
-        switch self {
-        case .xclip:
-            try run("/bin/sh", ["-c", "xclip -selection clipboard -i \"$0\" >/dev/null 2>&1", file], display: x)
-            return nil
-        case .xsel:
-            try run("/bin/sh", ["-c", "xsel -b -i < \"$0\" >/dev/null 2>&1", file], display: x)
-            return nil
-        case .seeded:
-            let peer = try Peer(try attacker(), ["owner-incr-seeded", String(seed), file, "UTF8_STRING"], display: x)
-            try peer.waitForOutput("ready")
-            return peer
-        }
-    }
-}
-
 @Suite("the library reads every INCR owner whole")
 struct LibraryReadMatrixTests {
     @Test("Pasteboard.general's data and the stream get every size whole", arguments: IncrOwner.allCases)

@@ -326,6 +326,42 @@ public func sha256Hex(_ data: Data) -> String {
     return digest.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
 }
 
+/// Owners that serve a file's bytes as UTF8_STRING by INCR past their chunk size, as users run
+/// them: xclip and xsel fork into the background; the seeded hostile owner (xhostile
+/// owner-incr-seeded) plays random chunks and delays with xclip's habits.
+public enum IncrOwner: String, CaseIterable, Sendable, CustomStringConvertible {
+    case xclip, xsel, seeded
+
+    public var description: String { rawValue }
+
+    /// Its chunk size: where the transfer changes shape (the seeded owner's vary; 1 MiB is where
+    /// xpb's own owner changes shape).
+    public var chunk: Int {
+        switch self {
+        case .xclip: return 1_048_575  // XExtendedMaxRequestSize / 4 on Xvfb
+        case .xsel: return 4000
+        case .seeded: return 1 << 20
+        }
+    }
+
+    /// Takes CLIPBOARD on `x` with `file`'s bytes; the peer to stop when it stays ours (xclip and
+    /// xsel take the selection in their forked child, after this returns).
+    public func start(_ file: String, on x: Xvfb, seed: UInt64) throws -> Peer? {
+        switch self {
+        case .xclip:
+            try run("/bin/sh", ["-c", "xclip -selection clipboard -i \"$0\" >/dev/null 2>&1", file], display: x)
+            return nil
+        case .xsel:
+            try run("/bin/sh", ["-c", "xsel -b -i < \"$0\" >/dev/null 2>&1", file], display: x)
+            return nil
+        case .seeded:
+            let peer = try Peer(try attacker(), ["owner-incr-seeded", String(seed), file, "UTF8_STRING"], display: x)
+            try peer.waitForOutput("ready")
+            return peer
+        }
+    }
+}
+
 /// The sizes around the places where an INCR transfer of `chunk`-byte chunks changes shape: one
 /// chunk, two and three chunks, each less one, exactly, and plus one.
 public func chunkBoundaries(_ chunk: Int) -> [Int] {

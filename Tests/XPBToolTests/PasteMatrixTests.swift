@@ -26,11 +26,13 @@ enum MatrixOwner: String, CaseIterable, CustomStringConvertible, Sendable {
 
     var description: String { rawValue }
 
+    /// The owner of a file's bytes in X11TestSupport, for those started that way.
+    var incrOwner: IncrOwner? { IncrOwner(rawValue: rawValue) }
+
     /// The owner's INCR chunk size, where the protocol changes shape (nil: not fixed).
     var chunk: Int? {
         switch self {
-        case .xclip: return 1_048_575  // XExtendedMaxRequestSize / 4 on Xvfb
-        case .xsel: return 4000
+        case .xclip, .xsel: return incrOwner?.chunk
         case .xpb: return 1 << 20
         default: return nil
         }
@@ -54,10 +56,8 @@ func startOwner(_ owner: MatrixOwner, _ data: Data, on x: Xvfb, seed: UInt64 = 1
     let file = try dataFile(data)
     var peer: Peer?
     switch owner {
-    case .xclip:
-        try run("/bin/sh", ["-c", "xclip -selection clipboard -i \"$0\" >/dev/null 2>&1", file], display: x)
-    case .xsel:
-        try run("/bin/sh", ["-c", "xsel -b -i < \"$0\" >/dev/null 2>&1", file], display: x)
+    case .xclip, .xsel, .seeded:
+        peer = try owner.incrOwner?.start(file, on: x, seed: seed)
     case .gtk:
         peer = try toolkitPeer("gtk_clipboard.py", ["set-text-file", file], display: x)
         try peer?.waitForOutput("ready")
@@ -67,15 +67,23 @@ func startOwner(_ owner: MatrixOwner, _ data: Data, on x: Xvfb, seed: UInt64 = 1
     case .xpb:
         let copy = try xpb(["copy"], x, input: data)
         guard copy.status == 0 else { throw TestFailure("xpb copy failed: \(copy.error)") }
-    case .seeded:
-        peer = try Peer(try attacker(), ["owner-incr-seeded", String(seed), file, "UTF8_STRING"], display: x)
-        try peer?.waitForOutput("ready")
     }
     // xclip and xsel take the selection in their forked child, after the command returned.
     guard try eventually(timeout: 10, { try xpb(["types", "--targets"], x).text.contains("UTF8_STRING") }) else {
         throw TestFailure("\(owner) did not take CLIPBOARD")
     }
     return RunningOwner(peer: peer)
+}
+
+/// The pid of the process that owns CLIPBOARD (or PRIMARY), as `xpb info` names it from the X
+/// server's word: a background xclip or xsel is ended by it, never by name (other tests run
+/// theirs at the same time).
+func ownerPID(_ x: Xvfb, primary: Bool = false) throws -> Int32 {
+    let info = try xpb(["info"] + (primary ? ["--primary"] : []), x).text
+    guard let pid = info.split(separator: "\n").first(where: { $0.hasPrefix("owner pid: ") }).flatMap({ Int32($0.dropFirst(11)) }) else {
+        throw TestFailure("xpb info named no owner pid: \(info)")
+    }
+    return pid
 }
 
 /// A reader of CLIPBOARD for the matrix: a command a user runs.
@@ -193,13 +201,7 @@ struct PasteMatrixTests {
         if running.peer != nil {
             running.stop()
         } else {
-            // xclip and xsel run in the background: ended by the pid xpb info names (the X
-            // server's word), never by name (other tests run theirs at the same time).
-            let info = try xpb(["info"], x).text
-            guard let pid = info.split(separator: "\n").first(where: { $0.hasPrefix("owner pid: ") }).flatMap({ Int32($0.dropFirst(11)) }) else {
-                throw TestFailure("xpb info named no owner pid: \(info)")
-            }
-            kill(pid, SIGTERM)
+            kill(try ownerPID(x), SIGTERM)
         }
         try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
         for reader in MatrixReader.allCases {
@@ -229,11 +231,7 @@ struct PrimaryKeeperTests {
             let pasted = try beside.finish()
             #expect(pasted.status == 0 && sha256Hex(pasted.output) == sha256Hex(expected),
                     "round \(round): the paste beside the capture: \(pasted.status), \(pasted.output.count) bytes; \(pasted.error)")
-            let info = try xpb(["info", "--primary"], x).text
-            guard let pid = info.split(separator: "\n").first(where: { $0.hasPrefix("owner pid: ") }).flatMap({ Int32($0.dropFirst(11)) }) else {
-                throw TestFailure("xpb info named no owner pid: \(info)")
-            }
-            kill(pid, SIGTERM)
+            kill(try ownerPID(x, primary: true), SIGTERM)
             try daemon.waitForLog("the owner of PRIMARY went away; serving", count: round)
             let kept = try xpb(["paste", "--primary"], x, environment: home.environment)
             #expect(kept.status == 0 && sha256Hex(kept.output) == sha256Hex(expected),
