@@ -2,7 +2,11 @@
 # 13-byte paste at xclip's speed), xpbd being a link to it, and installs them with their man
 # pages, shell completions, systemd user unit and autostart entry.
 #
-#   make                                  build (into .build-static/release)
+#   make                                  install the build's missing packages (Debian, Ubuntu), then build
+#                                         (into .build-static/release)
+#   make deps                             install the build's missing packages alone
+#   make test                             install the build's and the tests' missing packages, build, swift test
+#   make deb                              the Debian packages xpb and xpb-standins (into DEBDIR, .build-deb)
 #   make install PREFIX=~/.local          install (PREFIX defaults to /usr/local; DESTDIR honoured)
 #   make install PREFIX=~/.local LINKS=1  also install xclip and xsel links to xpb (stand-ins)
 #   make enable PREFIX=~/.local           start xpbd with every session (systemd user unit, else autostart)
@@ -47,9 +51,27 @@ unitdir = $(DESTDIR)$(PREFIX)/share/systemd/user
 sharedir = $(DESTDIR)$(PREFIX)/share/xpb
 AUTOSTART ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart
 
-.PHONY: all build install uninstall enable clean
+.PHONY: all deps test deb build install uninstall enable clean
 
-all: build
+all: deps build
+
+# What to install comes from one list, Scripts/packages.txt, which .ci/run reads too.
+deps:
+	@Scripts/deps build
+
+# The README's test command. The static build comes first: the install tests use it, and building
+# it while timing-sensitive tests run would load both cores for minutes.
+test:
+	@Scripts/deps build test
+	@$(MAKE) --no-print-directory build
+	$(SWIFT) test
+
+# The Debian packages: xpb (the binary, xpbd as its link, pages, completions, the user unit and the
+# autostart entry) and xpb-standins (xclip and xsel as links to xpb; it conflicts with the real
+# ones). Scripts/make-deb lays them out with this Makefile's install and builds them with dpkg-deb.
+DEBDIR ?= .build-deb
+deb: build
+	@Scripts/make-deb $(BIN) $(DEBDIR)
 
 # The static link draws warnings from glibc that say nothing to a user ("Using 'getaddrinfo'
 # in statically linked applications requires at runtime the shared libraries ..."): Swift's

@@ -52,6 +52,24 @@ struct InstallTests {
         "share/systemd/user/xpbd.service", "share/xpb/xpbd.desktop",
     ]
 
+    @Test("the README opens with two commands: the first builds, copies and pastes on a display; the second is make test")
+    func readmeFirstCommands() throws {
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let start = readme.range(of: "```sh\n"), let end = readme.range(of: "\n```", range: start.upperBound..<readme.endIndex) else {
+            throw TestFailure("README.md has no sh block")
+        }
+        // Before the block: the title and what xpb is, no other heading and no other command.
+        #expect(!readme[..<start.lowerBound].contains("\n#") && !readme[..<start.lowerBound].contains("```"))
+        let commands = readme[start.upperBound..<end.lowerBound].split(separator: "\n").map(String.init)
+        #expect(commands.count == 2 && commands.last == "make test", "\(commands)")
+        _ = try Self.staticBinary()
+        let x = try Xvfb()
+        let outcome = try run("/bin/bash", ["-c", "cd \"$0\" && \(commands[0])", packageRoot.path], display: x, timeout: 600)
+        #expect(outcome.status == 0, "\(outcome.text)\n\(outcome.error)")
+        #expect(outcome.text.hasSuffix("\nhello from xpb\n"), "\(outcome.text)")
+        #expect(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "hello from xpb\n")
+    }
+
     @Test("installs static binaries, pages, completions, unit and links; they work; uninstall removes them")
     func installAndUninstall() throws {
         let prefix = try Self.prefix()
@@ -159,5 +177,96 @@ struct StaticRuntimeTests {
         // The control: no cookie, no connection (so the two above really used theirs).
         let refused = try run(xpb, ["paste"], display: x, environment: ["DISPLAY": "127.0.0.1:\(number)", "XAUTHORITY": "/nonexistent", "HOME": "/nonexistent"])
         #expect(refused.status == 5, "\(refused.status) \(refused.error)")
+    }
+}
+
+/// `make deb`: the two Debian packages, checked by lintian, listed by `dpkg -c`, installed into a
+/// scratch root with `dpkg --root`, run from there, and removed again without a trace.
+@Suite("make deb")
+struct DebianPackageTests {
+    private static let mainFiles = [
+        "./usr/bin/xpb", "./usr/bin/xpbd -> xpb", "./usr/share/man/man1/xpb.1.gz", "./usr/share/man/man1/xpbd.1.gz",
+        "./usr/share/bash-completion/completions/xpb", "./usr/share/bash-completion/completions/xpbd",
+        "./usr/share/zsh/vendor-completions/_xpb", "./usr/share/zsh/vendor-completions/_xpbd",
+        "./usr/share/fish/vendor_completions.d/xpb.fish", "./usr/share/fish/vendor_completions.d/xpbd.fish",
+        "./usr/lib/systemd/user/xpbd.service", "./usr/share/xpb/xpbd.desktop",
+        "./usr/share/doc/xpb/copyright", "./usr/share/doc/xpb/changelog.gz", "./usr/share/lintian/overrides/xpb",
+    ]
+    private static let standInFiles = [
+        "./usr/bin/xclip -> xpb", "./usr/bin/xsel -> xpb", "./usr/share/man/man1/xclip.1.gz -> xpb.1.gz",
+        "./usr/share/man/man1/xsel.1.gz -> xpb.1.gz", "./usr/share/doc/xpb-standins/copyright",
+    ]
+
+    /// The paths `dpkg -c` lists, a link as "path -> target"; every entry must be root's.
+    private static func contents(_ package: String, display: Xvfb) throws -> [String] {
+        let listed = try run("/usr/bin/dpkg-deb", ["-c", package], display: display)
+        #expect(listed.status == 0, "\(listed.error)")
+        return listed.text.split(separator: "\n").map { line in
+            // "drwxr-xr-x root/root 0 2026-11-26 07:41 ./usr/": the path is the sixth field on.
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            #expect(fields.count == 6 && fields[1] == "root/root", "\(line)")
+            return fields.count == 6 ? String(fields[5]) : String(line)
+        }
+    }
+
+    @Test("builds xpb and xpb-standins; lintian finds no error or warning; they install into a scratch root, run, and go without a trace")
+    func buildCheckInstallRemove() throws {
+        _ = try InstallTests.staticBinary()
+        let x = try Xvfb()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-deb-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let built = try Peer("/usr/bin/nice", ["-n", "19", "make", "-C", packageRoot.path, "deb", "DEBDIR=\(scratch.path)/out"],
+                             display: x).finish(timeout: 1500)
+        #expect(built.status == 0, "make deb failed:\n\(built.text)\n\(built.error)")
+        let version = try run(InstallTests.staticBinary(), ["--version"], display: x).text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let architecture = try run("/usr/bin/dpkg", ["--print-architecture"], display: x).text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let main = "\(scratch.path)/out/xpb_\(version)_\(architecture).deb"
+        let standIns = "\(scratch.path)/out/xpb-standins_\(version)_\(architecture).deb"
+        #expect(FileManager.default.fileExists(atPath: main) && FileManager.default.fileExists(atPath: standIns), "\(built.text)")
+
+        // lintian: no error and no warning, with the overrides the package carries (each justified there).
+        let lint = try run("/usr/bin/lintian", ["--fail-on", "error,warning", main, standIns], display: x, timeout: 300)
+        #expect(lint.status == 0, "lintian:\n\(lint.text)\n\(lint.error)")
+        #expect(!lint.text.contains("E: ") && !lint.text.contains("W: "), "lintian:\n\(lint.text)")
+
+        // What each package holds; the stand-ins are not in the main one.
+        let mainList = try Self.contents(main, display: x)
+        for file in Self.mainFiles { #expect(mainList.contains(file), "xpb lacks \(file): \(mainList)") }
+        #expect(!mainList.contains { $0.hasPrefix("./usr/bin/xclip") || $0.hasPrefix("./usr/bin/xsel") }, "\(mainList)")
+        #expect(!mainList.contains { $0.contains("created-dirs") }, "\(mainList)")
+        let standInList = try Self.contents(standIns, display: x)
+        for file in Self.standInFiles { #expect(standInList.contains(file), "xpb-standins lacks \(file): \(standInList)") }
+        let fields = try run("/usr/bin/dpkg-deb", ["-f", standIns, "Depends", "Conflicts"], display: x).text
+        #expect(fields.contains("Depends: xpb (= \(version))") && fields.contains("Conflicts: xclip, xsel"), "\(fields)")
+
+        // Installed into a scratch root: a dpkg database of its own, nothing of the host's touched.
+        let root = scratch.appendingPathComponent("root").path
+        for directory in ["var/lib/dpkg/info", "var/lib/dpkg/updates"] {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(directory)", withIntermediateDirectories: true)
+        }
+        #expect(FileManager.default.createFile(atPath: "\(root)/var/lib/dpkg/status", contents: Data()))
+        let notRoot = getuid() == 0 ? [] : ["--force-not-root"]
+        let installed = try run("/usr/bin/dpkg", notRoot + ["--root=\(root)", "-i", main, standIns], display: x, timeout: 120)
+        #expect(installed.status == 0, "dpkg -i: \(installed.text) \(installed.error)")
+        let installedVersion = try run("\(root)/usr/bin/xpb", ["--version"], display: x)
+        #expect(installedVersion.status == 0 && installedVersion.text == "\(version)\n", "\(installedVersion.text) \(installedVersion.error)")
+        #expect(try run("\(root)/usr/bin/xpbd", ["--version"], display: x).status == 0)
+        let unitText = try String(contentsOfFile: "\(root)/usr/lib/systemd/user/xpbd.service", encoding: .utf8)
+        #expect(unitText.contains("ExecStart=/usr/bin/xpbd\n"), "\(unitText)")
+        for page in ["xpb", "xpbd", "xclip"] {
+            let rendered = try run("/usr/bin/man", ["-l", "\(root)/usr/share/man/man1/\(page).1.gz"], display: x,
+                                   environment: ["MANPAGER": "cat", "PAGER": "cat", "MANWIDTH": "100"])
+            #expect(rendered.status == 0 && rendered.text.contains("EXIT STATUS") && rendered.error.isEmpty, "man -l \(page).1.gz: \(rendered.error)")
+        }
+        // The installed binary on a display, through its stand-in link as well.
+        #expect(try run("\(root)/usr/bin/xpb", ["copy"], display: x, input: Data("from the package".utf8)).status == 0)
+        #expect(try run("\(root)/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "from the package")
+
+        // dpkg -r leaves nothing but the scratch root's own dpkg database.
+        let removed = try run("/usr/bin/dpkg", notRoot + ["--root=\(root)", "-r", "xpb-standins", "xpb"], display: x, timeout: 120)
+        #expect(removed.status == 0, "dpkg -r: \(removed.text) \(removed.error)")
+        let left = (FileManager.default.enumerator(atPath: root)?.allObjects as? [String] ?? [])
+            .filter { !$0.hasPrefix("var") }
+        #expect(left.isEmpty, "left after dpkg -r: \(left)")
     }
 }
