@@ -93,7 +93,10 @@ static double now(void) {
 
 /* ---- owner side ---- */
 
+static int owned_already; /* a forked child goes on serving what its parent took */
+
 static void own(void) {
+    if (owned_already) return;
     XSetSelectionOwner(dpy, clipboard, win, CurrentTime);
     if (XGetSelectionOwner(dpy, clipboard) != win) { fprintf(stderr, "xhostile: cannot own CLIPBOARD\n"); exit(2); }
     printf("ready\n");
@@ -521,6 +524,21 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "XHOSTILE_PROBE_%ld_%d", (long)time(NULL), getpid());
         printf("%lu\n", (unsigned long)XInternAtom(dpy, name, False));
         return 0;
+    }
+    if (!strcmp(mode, "owner-fork-later")) {
+        /* Takes CLIPBOARD, then after `a` ms forks as xclip does: the parent exits, the child
+           serves on the connection the parent made (the server still names the parent's pid). */
+        own();
+        XSync(dpy, False);
+        usleep((useconds_t)(a * 1000));
+        pid_t child = fork();
+        if (child < 0) return 2;
+        if (child > 0) {
+            printf("forked %d\n", (int)child);
+            _exit(0);
+        }
+        owned_already = 1;
+        owner_loop('h', 0, NULL);
     }
     if (!strcmp(mode, "owner-targets")) owner_loop('t', a, NULL);
     if (!strcmp(mode, "owner-incr-forever")) owner_loop('i', 0, NULL);

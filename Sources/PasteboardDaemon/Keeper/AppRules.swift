@@ -23,12 +23,19 @@ package struct AppRules: Sendable, Equatable {
 
     package init() {}
 
-    /// What applies to a copy by `owner`, strongest first: secret, ignored, not synced.
+    /// What applies to a copy by `owner`, strongest first: secret, ignored, not synced. When the
+    /// owner's process is unknown, a secret app named by a word of the window's title counts
+    /// too ("Passwords.kdbx - KeePassXC"): an owner that cannot be known is not taken as safe.
     package func rule(for owner: SelectionOwnerInfo) -> Rule? {
         let names = [owner.executableName, owner.windowInstance, owner.windowClass].compactMap { $0?.lowercased() }
-        guard !names.isEmpty else { return nil }
         func matches(_ list: [String]) -> Bool { list.contains { names.contains($0.lowercased()) } }
-        if matches(secretApps) || (usesDefaultSecretApps && matches(Self.defaultSecretApps)) { return .secret }
+        let secret = secretApps + (usesDefaultSecretApps ? Self.defaultSecretApps : [])
+        if owner.executableName == nil, let title = owner.name?.lowercased() {
+            let words = Set(title.split { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.map(String.init))
+            if secret.contains(where: { words.contains($0.lowercased()) }) { return .secret }
+        }
+        guard !names.isEmpty else { return nil }
+        if matches(secret) { return .secret }
         if matches(ignoredApps) { return .ignored }
         if matches(noSyncApps) { return .noSync }
         return nil

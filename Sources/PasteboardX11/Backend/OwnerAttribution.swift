@@ -54,27 +54,71 @@ package enum LocalProcess {
         return (name, path)
     }
 
-    /// The process that holds the X connection `pid` made, when `pid` is gone: a client that
-    /// put itself in the background after connecting (xclip, xsel fork and their parent exits)
-    /// is known to the server by its parent's pid. The successor is the first process after
-    /// `pid` (a fork takes the next free pid) that holds a socket connected to the display's
-    /// socket (`/tmp/.X11-unix/XN`, as the kernel's socket diagnostics show). Nil when `pid`
-    /// lives, the display is not local, or none is found.
-    static func successor(of pid: Int, display number: Int) -> Int? {
-        guard pid > 0, !FileManager.default.fileExists(atPath: "/proc/\(pid)") else { return nil }
+    /// Who holds an X connection whose maker is gone. A client that put itself in the
+    /// background after connecting (xclip and xsel fork, and their parent exits; so may any
+    /// owner) is known to the server by the dead parent's pid. What the kernel still knows: the
+    /// client-side end of every connection to the display's socket (socket diagnostics), which
+    /// process holds each (`/proc/N/fd` of the processes `/proc` lists: thread ids are not
+    /// processes), and which of those connections the server accounts to a living process
+    /// (X-Resource's pid of every client). A connection held only by processes the server does
+    /// not account it to was handed down; its holders are the successors. Nothing is guessed:
+    /// one holder names the process; several that run one executable name the executable alone;
+    /// anything else is unknown.
+    package enum Successor: Equatable, Sendable {
+        case process(Int)
+        case executable(name: String, path: String?)
+        case unknown
+    }
+
+    static func successor(of pid: Int, display number: Int, clientPIDs: [Int]) -> Successor {
+        guard pid > 0, !isRunning(pid) else { return .unknown }
         var peers = [UInt32](repeating: 0, count: 4096)
         let count = clinux_unix_peers_named("/tmp/.X11-unix/X\(number)", &peers, Int32(peers.count))
-        guard count > 0 else { return nil }
+        guard count > 0 else { return .unknown }
         let clientEnds = Set(peers.prefix(Int(count)))
-        for candidate in (pid + 1)...(pid + 256) {
-            guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(candidate)/fd") else { continue }
-            for descriptor in descriptors {
-                guard let target = SystemCall.linkTarget("/proc/\(candidate)/fd/\(descriptor)", capacity: 63),
-                      target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()) else { continue }
-                if clientEnds.contains(inode) { return candidate }
+        var held: [Int: Set<UInt32>] = [:]
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+        for process in processes.prefix(65536) {
+            guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
+            for descriptor in descriptors.prefix(4096) {
+                guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63),
+                      target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()),
+                      clientEnds.contains(inode) else { continue }
+                held[process, default: []].insert(inode)
             }
         }
-        return nil
+        let holders = handedDown(held: held, clientPIDs: clientPIDs)
+        if holders.count == 1 { return .process(holders[0]) }
+        let executables = Set(holders.map { executable(of: $0).path ?? "" })
+        if holders.count > 1, executables.count == 1, let path = executables.first, !path.isEmpty,
+           let name = path.split(separator: "/").last.map(String.init) {
+            return .executable(name: name, path: path)
+        }
+        return .unknown
+    }
+
+    /// The processes that hold a connection the server accounts to no process holding it
+    /// (``successor(of:display:clientPIDs:)``): `held` is each process's client-side sockets
+    /// to the display, `clientPIDs` the server's pid of each client. A process that holds no more
+    /// connections than the server accounts to it explains them all, for every holder; one
+    /// that holds more explains none (which of them it made cannot be told).
+    static func handedDown(held: [Int: Set<UInt32>], clientPIDs: [Int]) -> [Int] {
+        var accounted: [Int: Int] = [:]
+        for pid in clientPIDs where pid > 0 { accounted[pid, default: 0] += 1 }
+        var explained = Set<UInt32>()
+        for (process, sockets) in held where sockets.count <= accounted[process, default: 0] {
+            explained.formUnion(sockets)
+        }
+        return held.filter { !$0.value.isSubset(of: explained) }.map(\.key).sorted()
+    }
+
+    /// Whether `pid` is a process that runs: not gone, and not a zombie (an exited process its
+    /// parent has not reaped yet still has its `/proc/N`, but no files and no connection).
+    static func isRunning(_ pid: Int) -> Bool {
+        guard pid > 0, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        let state = stat[stat.index(after: close)...].drop { $0 == " " }.first
+        return state != nil && state != "Z" && state != "X"
     }
 
     /// The display number of a local display name (`:0`, `:1.0`, `unix:2`); nil for a display
@@ -111,12 +155,21 @@ extension X11Session {
         var pid: Int?
         var isLocal = false
         let fromServer = cx11_client_pid(display, owner.rawValue)
+        var handedDown: (name: String, path: String?)?
         if fromServer > 0 {
             pid = Int(fromServer)
             isLocal = true
-            if let number = LocalProcess.localDisplayNumber(String(cString: XDisplayString(display))),
-               let successor = LocalProcess.successor(of: Int(fromServer), display: number) {
-                pid = successor
+            if !LocalProcess.isRunning(Int(fromServer)) {
+                // The process that connected is gone: whoever it handed the connection to, if
+                // the kernel can tell; else unknown, never a guess.
+                pid = nil
+                if let number = LocalProcess.localDisplayNumber(String(cString: XDisplayString(display))) {
+                    switch LocalProcess.successor(of: Int(fromServer), display: number, clientPIDs: allClientPIDs()) {
+                    case .process(let successor): pid = successor
+                    case .executable(let name, let path): handedDown = (name, path)
+                    case .unknown: break
+                    }
+                }
             }
         } else if let claimed = ((try? readProperty(owner, known[.netWMPID], delete: false, limit: 4)) ?? nil)?.longs.first {
             pid = Int(claimed)
@@ -125,10 +178,18 @@ extension X11Session {
                 .map { String(decoding: $0.data, as: UTF8.self) }
             isLocal = machine == LocalProcess.hostName
         }
-        let executable: (name: String?, path: String?) = isLocal ? LocalProcess.executable(of: pid ?? 0) : (nil, nil)
+        let executable: (name: String?, path: String?) = handedDown.map { ($0.name, $0.path) }
+            ?? (isLocal ? LocalProcess.executable(of: pid ?? 0) : (nil, nil))
         let windowClass = self.windowClass(ofClientOf: owner)
         return SelectionOwnerInfo(window: owner, name: name, processID: pid, executableName: executable.name,
                                   executablePath: executable.path, windowInstance: windowClass?.instance, windowClass: windowClass?.class)
+    }
+
+    /// The server's pid of each of its clients (X-Resource), those it knows.
+    private func allClientPIDs() -> [Int] {
+        var pids = [Int](repeating: -1, count: 4096)
+        let count = pids.withUnsafeMutableBufferPointer { cx11_all_client_pids(display, $0.baseAddress, $0.count) }
+        return count > 0 ? Array(pids.prefix(min(Int(count), pids.count))) : []
     }
 
     /// `WM_CLASS` of `window`, else of a top-level window of the same client (the server gives

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+@testable import PasteboardDaemon
+@testable import PasteboardX11
+
+/// The pure parts of the third attack round's fixes (issue 41).
+@Suite("round three: attribution")
+struct AttributionUnitTests {
+    @Test("a connection is handed down only when no holder is the process the server names")
+    func handedDown() {
+        // xclip's child (40) holds the connection its dead parent (39) made; xpbd (10) holds its
+        // two; xprop (41) its one: the child alone.
+        #expect(LocalProcess.handedDown(held: [10: [1, 2], 40: [3], 41: [4]], clientPIDs: [10, 10, 39, 41]) == [40])
+        // A child that shares the connection of a parent that lives explains nothing new.
+        #expect(LocalProcess.handedDown(held: [20: [5], 21: [5]], clientPIDs: [20]).isEmpty)
+        // A process that holds more than the server accounts to it: which one it made is unknown,
+        // so it is a holder of a handed-down connection.
+        #expect(LocalProcess.handedDown(held: [30: [6, 7]], clientPIDs: [30, 29]) == [30])
+        // Two forked owners of dead parents: both, and the caller says unknown unless one
+        // executable runs them both.
+        #expect(LocalProcess.handedDown(held: [50: [8], 60: [9]], clientPIDs: [49, 59]) == [50, 60])
+        // The server's unknown pids (another host's clients) explain nothing.
+        #expect(LocalProcess.handedDown(held: [70: [11]], clientPIDs: [-1, 0]) == [70])
+    }
+
+    @Test("a zombie is not a running process; this process is")
+    func zombies() {
+        #expect(LocalProcess.isRunning(Int(getpid())))
+        #expect(!LocalProcess.isRunning(0))
+        let child = fork()
+        if child == 0 { _exit(0) }
+        // Not reaped yet: /proc/N is there, the process is not.
+        #expect(eventually { !LocalProcess.isRunning(Int(child)) })
+        #expect(FileManager.default.fileExists(atPath: "/proc/\(child)"))
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+    }
+
+    private func eventually(_ condition: () -> Bool) -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+
+    @Test("an owner whose process is unknown is secret when its window's title names a password manager")
+    func unknownOwnerByTitle() {
+        let rules = AppRules()
+        let window = X11Window(rawValue: 0x200001)
+        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "Passwords.kdbx - KeePassXC", processID: nil)) == .secret)
+        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "Bitwarden", processID: nil)) == .secret)
+        // Known to be another program: its title does not decide (an editor showing a file named so).
+        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "notes about keepassxc", processID: 7, executableName: "mousepad")) == nil)
+        // A title that only contains the letters is not the name.
+        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "mykeepassxcnotes", processID: nil)) == nil)
+        // Unknown process, WM_CLASS of a password manager: secret as before.
+        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: nil, processID: nil, windowInstance: "keepassxc", windowClass: "KeePassXC")) == .secret)
+        var custom = AppRules()
+        custom.usesDefaultSecretApps = false
+        custom.secretApps = ["MyVault"]
+        #expect(custom.rule(for: SelectionOwnerInfo(window: window, name: "myvault — unlocked", processID: nil)) == .secret)
+        #expect(custom.rule(for: SelectionOwnerInfo(window: window, name: "KeePassXC", processID: nil)) == nil)
+    }
+}

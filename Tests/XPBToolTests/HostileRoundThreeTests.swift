@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The third attack round (issue 41), end to end: the built xpb and xpbd against hostile owners
+/// and inputs on a private Xvfb.
+@Suite("hostile input, round three")
+struct HostileRoundThreeTests {
+    private func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil) throws -> Outcome {
+        try XPBToolTests.xpb(arguments, x, input: input, environment: home.environment)
+    }
+
+    private func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
+        let outcome = try xpb(["history", "--json"], x, home)
+        guard outcome.status == 0, let list = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] else {
+            throw TestFailure("xpb history --json failed: \(outcome.error)")
+        }
+        return list
+    }
+
+    @Test("attribution never guesses: a keepassxc that forks 100 ms after taking the clipboard is named by its child, not by a client started beside it; its copy is secret, never kept")
+    func forkingPasswordManager() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let bin = home.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let keepass = bin.appendingPathComponent("keepassxc").path
+        try FileManager.default.copyItem(atPath: try attacker(), toPath: keepass)
+        for round in 1...3 {
+            // Started by a shell, which reaps the parent at once (a zombie still shows its name).
+            let said = home.root.appendingPathComponent("forked-\(round)").path
+            let owner = try Peer("/bin/sh", ["-c", "\"$0\" owner-fork-later 100 > \"$1\"", keepass, said], display: x)
+            defer { owner.stop() }
+            // Another client of the display, started beside it: the old look for a successor took
+            // the first process after the owner's pid that had a connection to the display.
+            let decoy = try Peer("/usr/bin/xprop", ["-root", "-spy", "WM_NAME"], display: x)
+            defer { decoy.stop() }
+            var child: Int?
+            #expect(eventually(timeout: 10) {
+                child = (try? String(contentsOfFile: said, encoding: .utf8))?.components(separatedBy: "forked ").dropFirst().first
+                    .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                return child != nil
+            })
+            let childPID = try #require(child)
+            try daemon.waitForLog("holds data marked secret", count: round)
+            let info = try #require(try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x, home).output) as? [String: Any])
+            #expect(info["ownerPID"] as? Int == childPID, "round \(round): \(info), decoy \(decoy.pid)")
+            #expect(info["ownerApp"] as? String == "keepassxc", "round \(round): \(info)")
+            kill(pid_t(childPID), SIGKILL)
+            #expect(eventually(timeout: 10) { !isAlive(childPID) })
+            try daemon.waitForLog("the owner of CLIPBOARD went away; nothing of it was kept", count: round)
+        }
+        #expect(try history(x, home).isEmpty, "\(daemon.log)")
+        try daemon.stop()
+    }
+}
