@@ -402,8 +402,10 @@ package final class ClipboardDaemon: Sendable {
     }
 
     func describe(_ owner: SelectionOwnerInfo) -> String {
-        var text = owner.name.map { "'\($0)'" } ?? "window \(owner.window)"
-        if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \($0)" } ?? ""))" }
+        // The window's name and the executable's are the owner's to choose: escaped, so that no
+        // control character reaches the log (a forged second line, an escape for the terminal).
+        var text = owner.name.map { "'\(printable($0))'" } ?? "window \(owner.window)"
+        if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \(printable($0))" } ?? ""))" }
         return text
     }
 }

@@ -158,9 +158,10 @@ struct WatchCommand: Command {
         var environment = ProcessInfo.processInfo.environment
         environment["XPB_CHANGE_COUNT"] = String(line.changeCount)
         environment["XPB_SELECTION"] = line.selection
-        environment["XPB_TYPES"] = line.types.joined(separator: ",")
+        // Names other clients chose (targets, the executable's name): escaped, as for a terminal.
+        environment["XPB_TYPES"] = printable(line.types.joined(separator: ","))
         environment["XPB_OWNER_PID"] = line.ownerPID.map(String.init)
-        environment["XPB_OWNER_APP"] = line.ownerApp
+        environment["XPB_OWNER_APP"] = line.ownerApp.map { printable($0) }
         var child = ChildProcess.shell(command)
         child.environment = environment
         child.descriptors = [0: input.map { .inherit($0) } ?? .open("/dev/null", flags: O_RDONLY), 1: .inherit(1), 2: .inherit(2)]

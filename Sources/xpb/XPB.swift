@@ -3,6 +3,7 @@ import CommandLineTable
 import DaemonTool
 import FoundationEssentials
 import Glibc
+import PasteboardKit
 import PasteboardWire
 
 @main

@@ -547,6 +547,11 @@ int main(int argc, char **argv) {
         XStoreName(dpy, win, "evil\033]0;pwned\007\033[31mred");
         owner_loop('e', 0, NULL);
     }
+    if (!strcmp(mode, "owner-evil-lines")) {
+        /* A window name that would forge a second line in a log, and clear a terminal. */
+        XStoreName(dpy, win, "evil\nFORGED: a second log line\033[2J\007");
+        owner_loop('h', 0, NULL);
+    }
     if (!strcmp(mode, "owner-manifest")) owner_loop('m', 0, argc > 2 ? argv[2] : "nothing");
     if (!strcmp(mode, "owner-manifest-refusing")) owner_loop('M', 0, "");
     if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);

@@ -58,4 +58,27 @@ struct HostileRoundThreeTests {
         #expect(try history(x, home).isEmpty, "\(daemon.log)")
         try daemon.stop()
     }
+
+    @Test("what an owner names (its window's name, its executable's name) reaches xpbd's log and --on-copy's XPB_OWNER_APP escaped: no forged line, no raw ESC or BEL")
+    func ownerNamesAreEscaped() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let bin = home.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let evil = bin.appendingPathComponent("xh\u{1B}]0;pwned\u{07}").path
+        try FileManager.default.copyItem(atPath: try attacker(), toPath: evil)
+        let seen = home.root.appendingPathComponent("app").path
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--log-level", "debug", "--on-copy", "printf %s \"$XPB_OWNER_APP\" > '\(seen)'"])
+        let owner = try Peer(evil, ["owner-evil-lines"], display: x)
+        defer { owner.stop() }
+        try daemon.waitForLog("kept CLIPBOARD")
+        #expect(eventually(timeout: 10) { FileManager.default.fileExists(atPath: seen) })
+        let app = try String(contentsOfFile: seen, encoding: .utf8)
+        #expect(app == "xh\\x1B]0;pwned\\x07", "XPB_OWNER_APP: \(app.debugDescription)")
+        let log = daemon.log
+        #expect(!log.contains("\u{1B}") && !log.contains("\u{07}"), "raw controls in the log: \(log.debugDescription)")
+        #expect(!log.split(separator: "\n").contains { $0.hasPrefix("FORGED") }, "a forged line: \(log)")
+        #expect(log.contains("'evil\\x0AFORGED: a second log line\\x1B[2J\\x07'"), "\(log)")
+        try daemon.stop()
+    }
 }

@@ -95,9 +95,10 @@ final class CopyActions: Sendable {
         let selection = X11PasteboardBackend.selectionName(for: snapshot.selection)
         var environment = ProcessInfo.processInfo.environment
         environment["XPB_SELECTION"] = selection
-        environment["XPB_TYPES"] = EntryDescription.describe(snapshot.targets.map { .init(name: $0.target, size: $0.data.count) }) { _ in nil }
-            .types.joined(separator: ",")
-        environment["XPB_OWNER_APP"] = snapshot.app
+        // Names other clients chose (targets, the executable's name): escaped, as for a terminal.
+        environment["XPB_TYPES"] = printable(EntryDescription.describe(snapshot.targets.map { .init(name: $0.target, size: $0.data.count) }) { _ in nil }
+            .types.joined(separator: ","))
+        environment["XPB_OWNER_APP"] = snapshot.app.map { printable($0) }
         environment["XPB_OWNER_PID"] = snapshot.pid.map(String.init)
         let pid: pid_t
         do {
