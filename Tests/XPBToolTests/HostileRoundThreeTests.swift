@@ -81,4 +81,43 @@ struct HostileRoundThreeTests {
         #expect(log.contains("'evil\\x0AFORGED: a second log line\\x1B[2J\\x07'"), "\(log)")
         try daemon.stop()
     }
+
+    /// The processes of group `group` that run (not zombies).
+    private func groupMembers(_ group: Int) -> [Int] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> Int? in
+            guard let pid = Int(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 2 && fields[0] != "Z" && Int(fields[2]) == group ? pid : nil
+        }
+    }
+
+    @Test("--on-copy: what an action puts in the background is the action too: it counts against the four at once, and the timeout kills all of it")
+    func onCopyBackgroundedChildren() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let directory = home.root.path
+        let action = "for i in 1 2 3 4 5; do sleep 60 & done; echo $$ > '\(directory)/group.'$(cat)"
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--on-copy", action, "--on-copy-timeout", "3"])
+        var groups: [Int] = []
+        for copy in 1...4 {
+            #expect(try xpb(["copy"], x, home, input: Data("copy\(copy)".utf8)).status == 0)
+            try daemon.waitForLog("kept CLIPBOARD", count: copy)
+            #expect(eventually(timeout: 10) { FileManager.default.fileExists(atPath: "\(directory)/group.copy\(copy)") })
+            let group = try #require(Int(try String(contentsOfFile: "\(directory)/group.copy\(copy)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            groups.append(group)
+            #expect(groupMembers(group).count == 5, "copy \(copy): the shell is gone, its five sleeps run")
+        }
+        // The four actions still run (their shells are gone): a fifth copy gets none.
+        #expect(try xpb(["copy"], x, home, input: Data("copy5".utf8)).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD", count: 5)
+        try daemon.waitForLog("on-copy: 4 actions still run; none for this copy")
+        // Past the timeout, every sleep of every action is killed.
+        try daemon.waitForLog("ran 3.0 s and was killed", count: 4)
+        #expect(eventually(timeout: 10) { groups.allSatisfy { groupMembers($0).isEmpty } }, "\(groups.map { groupMembers($0) })")
+        // The slots are free again.
+        #expect(try xpb(["copy"], x, home, input: Data("copy6".utf8)).status == 0)
+        #expect(eventually(timeout: 10) { FileManager.default.fileExists(atPath: "\(directory)/group.copy6") })
+        try daemon.stop()
+    }
 }

@@ -114,22 +114,48 @@ final class CopyActions: Sendable {
             logger.error("on-copy: cannot run /bin/sh: \(error)")
             return
         }
-        // Killed with its process group (what it started too) past the timeout.
-        let finished = Mutex(false)
-        let timeout = configuration.timeout
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [logger] in
-            guard !finished.withLock({ $0 }) else { return }
-            kill(-pid, SIGKILL)
-            logger.warning("on-copy: the action for \(selection) ran \(timeout) s and was killed")
+        // The action is its whole process group, what the shell put in the background too: it
+        // runs (and counts against the cap) until the last of them ends, and past the timeout the
+        // group is killed. The shell is left unreaped until then, so that its pid, the group's id,
+        // cannot pass to another process meanwhile.
+        let deadline = Date().addingTimeInterval(configuration.timeout)
+        var shellEnded = false
+        var killed = false
+        while true {
+            if !shellEnded {
+                var info = siginfo_t()
+                shellEnded = waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info._sifields._sigchld.si_pid == pid
+            }
+            if shellEnded, !Self.groupRuns(pid) { break }
+            if Date() >= deadline {
+                kill(-pid, SIGKILL)
+                killed = true
+                logger.warning("on-copy: the action for \(selection) ran \(configuration.timeout) s and was killed")
+                break
+            }
+            usleep(shellEnded ? 100_000 : 20_000)
         }
         let status = ChildProcess.wait(for: pid)
-        finished.withLock { $0 = true }
         let exited = status & 0x7F == 0
         if exited, (status >> 8) & 0xFF != 0 {
             logger.warning("on-copy: the action for \(selection) exited with status \((status >> 8) & 0xFF)")
-        } else if !exited, status & 0x7F != SIGKILL {
+        } else if !exited, !killed {
             logger.warning("on-copy: the action for \(selection) ended by signal \(status & 0x7F)")
         }
+    }
+
+    /// Whether a process of group `group` other than a zombie runs (`/proc/N/stat`'s fifth field).
+    static func groupRuns(_ group: pid_t) -> Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+        for entry in entries {
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // After the command: state, ppid, pgrp.
+            guard fields.count > 2, fields[0] != "Z", fields[0] != "X", Int32(fields[2]) == group else { continue }
+            return true
+        }
+        return false
     }
 
     /// The first item as `xpb paste` writes it: the text, else the best image, else the first
