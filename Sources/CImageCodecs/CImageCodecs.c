@@ -30,6 +30,14 @@ static int fail(char *error, size_t error_size, int code, const char *format, ..
     return code;
 }
 
+// A libtiff failure: its handler wrote the message into `error` itself, so it is copied out
+// before being formatted back in (vsnprintf must not read the buffer it writes).
+static int fail_tiff(char *error, size_t error_size, int code, const char *otherwise) {
+    char message[256];
+    snprintf(message, sizeof message, "%s", error && error[0] ? error : otherwise);
+    return fail(error, error_size, code, "TIFF: %s", message);
+}
+
 static int too_large(char *error, size_t error_size, uint64_t width, uint64_t height, uint64_t max_pixels) {
     return fail(error, error_size, XPB_IMAGE_TOO_LARGE,
                 "the image is %llux%llu pixels, more than the limit of %llu pixels",
@@ -211,6 +219,9 @@ int xpb_image_info(const uint8_t *data, size_t size, uint32_t *width, uint32_t *
         if (!stbi_info_from_memory(data, (int)size, &w, &h, &components)) {
             return fail(error, error_size, XPB_IMAGE_MALFORMED, "%s", stbi_failure_reason());
         }
+        // A BMP stored top-down says so by a negative height, which stbi_info passes on as it is.
+        if (h < 0 && h != INT32_MIN) h = -h;
+        if (w <= 0 || h <= 0) return fail(error, error_size, XPB_IMAGE_MALFORMED, "the image has no pixels");
         *width = (uint32_t)w;
         *height = (uint32_t)h;
         return XPB_IMAGE_OK;
@@ -219,7 +230,7 @@ int xpb_image_info(const uint8_t *data, size_t size, uint32_t *width, uint32_t *
         pthread_once(&tiff_once, tiff_silence);
         memory_file file = { (uint8_t *)data, size, size, 0, 0, error, error_size };
         TIFF *tiff = tiff_open(&file, "rm", 64 << 20);
-        if (!tiff) return fail(error, error_size, XPB_IMAGE_MALFORMED, "TIFF: %s", error && error[0] ? error : "unreadable");
+        if (!tiff) return fail_tiff(error, error_size, XPB_IMAGE_MALFORMED, "unreadable");
         uint32_t w = 0, h = 0;
         int ok = TIFFGetField(tiff, TIFFTAG_IMAGEWIDTH, &w) && TIFFGetField(tiff, TIFFTAG_IMAGELENGTH, &h);
         TIFFClose(tiff);
@@ -334,7 +345,7 @@ int xpb_image_decode(const uint8_t *data, size_t size, uint64_t max_pixels, xpb_
         TIFFClose(tiff);
         if (!ok) {
             free(pixels);
-            return fail(error, error_size, XPB_IMAGE_MALFORMED, "TIFF: %s", error && error[0] ? error : "the image data is invalid");
+            return fail_tiff(error, error_size, XPB_IMAGE_MALFORMED, "the image data is invalid");
         }
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         for (size_t index = 0; index < (size_t)width * height; index++) {
@@ -450,7 +461,7 @@ static int encode_tiff(const xpb_image *image, int alpha, uint8_t **out, size_t 
     TIFFClose(tiff);
     if (!ok) {
         free(file.bytes);
-        return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "TIFF: %s", error && error[0] ? error : "writing failed");
+        return fail_tiff(error, error_size, XPB_IMAGE_NO_MEMORY, "writing failed");
     }
     *out = file.bytes;
     *out_size = file.size;

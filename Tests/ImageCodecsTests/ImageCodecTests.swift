@@ -142,4 +142,49 @@ func gradient(width: Int, height: Int, alpha: Bool) -> Pixels {
         let small = try ImageCodec.encode(gradient(width: 20, height: 10, alpha: true), as: .png)
         #expect(try ImageCodec.size(of: try ImageCodec.thumbnail(small)) == (20, 10))
     }
+
+    /// A 24-bit BMP of `width` × `height` stored top-down (a negative height in its header): the
+    /// top row red, the rest blue.
+    static func topDownBMP(width: Int, height: Int) -> Data {
+        let row = (width * 3 + 3) / 4 * 4
+        var data = Data()
+        func le(_ value: Int, _ bytes: Int) { for index in 0..<bytes { data.append(UInt8(truncatingIfNeeded: value >> (8 * index))) } }
+        data += [0x42, 0x4D]; le(54 + row * height, 4); le(0, 4); le(54, 4)
+        le(40, 4); le(width, 4); le(-height, 4); le(1, 2); le(24, 2); le(0, 4); le(row * height, 4); le(2835, 4); le(2835, 4); le(0, 4); le(0, 4)
+        for y in 0..<height {
+            for _ in 0..<width { data += y == 0 ? [0, 0, 255] : [255, 0, 0] }  // BGR
+            data += [UInt8](repeating: 0, count: row - width * 3)
+        }
+        return data
+    }
+
+    @Test func topDownBMPIsItsSize() throws {
+        let bmp = Self.topDownBMP(width: 64, height: 48)
+        #expect(try ImageCodec.size(of: bmp) == (64, 48))
+        let pixels = try ImageCodec.decode(bmp)
+        #expect(pixels.width == 64 && pixels.height == 48)
+        #expect(Array(pixels.rgba.prefix(4)) == [255, 0, 0, 255], "the first row is the top one")
+        #expect(Array(pixels.rgba.suffix(4)) == [0, 0, 255, 255])
+        #expect(ImageCodec.format(of: try ImageCodec.convert(bmp, to: .png)) == .png)
+    }
+
+    @Test func tiffErrorsReadOnce() throws {
+        // A 10×10 grey TIFF whose strip lies past the end of the file: libtiff's message about it,
+        // prefixed once ("TIFF: TIFF: rror…" was vsnprintf reading the buffer it wrote).
+        var tiff = Data([0x49, 0x49, 42, 0, 8, 0, 0, 0])
+        func le(_ value: Int, _ bytes: Int) { for index in 0..<bytes { tiff.append(UInt8(truncatingIfNeeded: value >> (8 * index))) } }
+        let entries: [(tag: Int, type: Int, value: Int)] = [(256, 3, 10), (257, 3, 10), (258, 3, 8), (259, 3, 1), (262, 3, 1),
+                                                            (273, 4, 1000), (277, 3, 1), (278, 3, 10), (279, 4, 100)]
+        le(entries.count, 2)
+        for entry in entries { le(entry.tag, 2); le(entry.type, 2); le(1, 4); le(entry.value, 4) }
+        le(0, 4)
+        #expect(try ImageCodec.size(of: tiff) == (10, 10))
+        do {
+            _ = try ImageCodec.decode(tiff)
+            Issue.record("a strip past the end decoded")
+        } catch {
+            #expect(error.description.hasPrefix("TIFF: ") && !error.description.hasPrefix("TIFF: TIFF"), "\(error.description)")
+            #expect(error.description.count > 12 && !error.description.dropFirst(6).hasPrefix("rror"), "\(error.description)")
+        }
+    }
 }
