@@ -165,7 +165,14 @@ struct HeadlessPasteboards {
                     piece = data.subdata(in: data.startIndex + offset ..< data.startIndex + offset + length)
                 }
                 guard piece.count == length else { throw Failure("the \(type.identifier) data changed while it was copied") }
-                try client.sendData(piece)
+                do {
+                    try client.sendData(piece)
+                } catch {
+                    // The daemon refused the write from its announcement (a cap) and closed: its
+                    // answer says why, where the broken pipe would not.
+                    _ = try client.nextReply()
+                    throw error
+                }
                 offset += length
             }
         }

@@ -278,6 +278,33 @@ struct HeadlessTests {
         #expect(try server.run(["paste"], x).status == 2, "the expired copy is gone from the clipboard")
     }
 
+    @Test("a headless daemon holds at most 32 named pasteboards and --max-size in all; a copy past either is refused whole with a clear error, the others unchanged")
+    func namedPasteboardCaps() throws {
+        let x = try Xvfb()
+        let server = try Server()
+        let daemon = try Peer(try builtProduct("xpbd"), ["--headless", "--idle-exit", "0", "--max-size", "8M"], display: x, environment: server.environment)
+        defer { daemon.stop() }
+        #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
+        for index in 1...32 {
+            let copied = try server.run(["copy", "--pasteboard", "n\(index)"], x, input: Data("named \(index)".utf8))
+            #expect(copied.status == 0, "n\(index): \(copied.error)")
+        }
+        let over = try server.run(["copy", "--pasteboard", "n33"], x, input: Data("one too many".utf8))
+        #expect(over.status != 0 && over.error.contains("holds 32 named pasteboards already"), "\(over.status) \(over.error)")
+        #expect(try server.run(["paste", "--pasteboard", "n33"], x).status == 2)
+        // One that exists is replaced, and CLIPBOARD is not a named one.
+        #expect(try server.run(["copy", "--pasteboard", "n1"], x, input: Data("named 1 again".utf8)).status == 0)
+        #expect(try server.run(["paste", "--pasteboard", "n1"], x).text == "named 1 again")
+        // The bytes: 3 × 3 MiB fit in 8 MiB with the rest, the third does not.
+        let big = Data(repeating: 0x61, count: 3 << 20)
+        #expect(try server.run(["copy"], x, input: big).status == 0)
+        #expect(try server.run(["copy", "--pasteboard", "n2"], x, input: big).status == 0)
+        let heavy = try server.run(["copy", "--pasteboard", "n3"], x, input: big)
+        #expect(heavy.status != 0 && heavy.error.contains("would pass its 8.0 MiB (--max-size)"), "\(heavy.status) \(heavy.error)")
+        #expect(try server.run(["paste", "--pasteboard", "n3"], x).text == "named 3", "unchanged")
+        #expect(try server.run(["paste"], x).output == big)
+    }
+
     @Test("a headless daemon exits after --idle-exit with no link and no client, and not while a client watches")
     func idleExit() throws {
         let x = try Xvfb()

@@ -38,6 +38,8 @@ final class HeadlessClipboard: SyncSurface {
         var expires: Date? = nil
         var isLocalOnly = false
         var writer: Writer? = nil
+        /// The bytes held in memory for it (a local copy's; another node's are fetched when read).
+        var size = 0
 
         var targets: [String] {
             switch contents {
@@ -91,17 +93,40 @@ final class HeadlessClipboard: SyncSurface {
     /// New contents from a client on this host (a copy, or a history entry selected again);
     /// returns the copy's owner number.
     @discardableResult
-    func write(_ selection: String, contents: any HeldTargets, origin: String, expires: Date?, isLocalOnly: Bool, writer: Writer?) -> UInt {
+    func write(_ selection: String, contents: any HeldTargets, size: Int, origin: String, expires: Date?, isLocalOnly: Bool, writer: Writer?) -> UInt {
         var owner: UInt = 0
         change(selection) { state in
             owner = state.nextOwner
             state.nextOwner += 1
             state.entries[selection] = Entry(owner: owner, contents: .local(contents), origin: origin, expires: expires,
-                                             isLocalOnly: isLocalOnly, writer: writer)
+                                             isLocalOnly: isLocalOnly, writer: writer, size: size)
             return (owner, .copied)
         }
         if let expires { scheduleExpiry(selection, owner: owner, at: expires) }
         return owner
+    }
+
+    /// The most named pasteboards a headless xpbd holds at once. On X each is a process of its own
+    /// (the owner `xpb copy --pasteboard` leaves), which the X server's client limit bounds;
+    /// here they are this one process's memory.
+    static let maxNamed = 32
+
+    /// Why a new copy of `size` bytes to `selection` is refused, nil when it may be held: no more
+    /// than ``maxNamed`` named pasteboards, and no more than `budget` bytes held in all (what
+    /// `selection` holds now is replaced, so it does not count). Refused before its bytes come.
+    func refusal(of selection: String, size: Int, budget: Int) -> String? {
+        state.withLock { state in
+            let others = state.entries.filter { $0.key != selection }
+            let isNamed = { (name: String) in !["CLIPBOARD", "PRIMARY", "SECONDARY"].contains(name) }
+            if isNamed(selection), others.keys.filter(isNamed).count >= Self.maxNamed {
+                return "xpbd holds \(Self.maxNamed) named pasteboards already: clear one first (xpb clear --pasteboard NAME)"
+            }
+            let held = others.values.reduce(0) { $0 + $1.size }
+            if held + size > budget {
+                return "xpbd holds \(ByteCount.format(held)) in its pasteboards; \(ByteCount.format(size)) more would pass its \(ByteCount.format(budget)) (--max-size): clear a pasteboard first"
+            }
+            return nil
+        }
     }
 
     /// Called when a copy expires (after it is dropped): the history forgets it too.

@@ -183,7 +183,7 @@ package final class HeadlessDaemon: Sendable {
                 let answer = try HistoryRequests.answer(request, store: store) { snapshot in
                     // Served from memory as the desktop serves it on X; a copy made here again.
                     let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
-                    clipboard.write(X11PasteboardBackend.selectionName(for: snapshot.selection), contents: kept,
+                    clipboard.write(X11PasteboardBackend.selectionName(for: snapshot.selection), contents: kept, size: snapshot.size,
                                     origin: "history (\(snapshot.app ?? snapshot.source ?? "?"))", expires: snapshot.expires, isLocalOnly: snapshot.isLocalOnly, writer: nil)
                 }
                 return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
@@ -208,6 +208,9 @@ package final class HeadlessDaemon: Sendable {
         }
         guard write.size <= cap else {
             return .failure(ControlFailure("the copy is \(ByteCount.format(write.size)), more than the \(ByteCount.format(cap)) a headless xpbd holds (--max-target-size)"))
+        }
+        if let refusal = clipboard.refusal(of: write.pasteboard, size: write.size, budget: configuration.maxBytes) {
+            return .failure(ControlFailure(refusal + "; nothing was changed"))
         }
         var items: [PasteboardItem] = []
         do {
@@ -237,7 +240,7 @@ package final class HeadlessDaemon: Sendable {
         let held = HeldSelection(items: items, options: options)
         // Another process chose it: one printable line, as a peer's name is.
         let origin = LogThrottle.printable(write.origin)
-        let owner = clipboard.write(write.pasteboard, contents: held, origin: origin.isEmpty ? "xpb" : origin, expires: write.expires,
+        let owner = clipboard.write(write.pasteboard, contents: held, size: write.size, origin: origin.isEmpty ? "xpb" : origin, expires: write.expires,
                                     isLocalOnly: write.isLocalOnly, writer: writer)
         logger.debug("headless: \(write.pasteboard) holds \(items.count) items (\(ByteCount.format(write.size)))")
         record(held, in: write.pasteboard, owner: owner, writer: writer)
