@@ -19,6 +19,18 @@ public enum HTMLText {
         return Data(converter.output)
     }
 
+    /// The text, and the work its conversion took: every byte the converter looked at, of the
+    /// input and of the output so far. Linear means a small multiple of the input's size, whatever
+    /// the input (the fuzz target and the tests hold it to that).
+    package static func plainTextWork(_ html: Data) -> (text: Data, steps: Int) {
+        var converter = Converter(bytes: Self.utf8(html))
+        converter.run()
+        return (Data(converter.output), converter.steps)
+    }
+
+    /// The most work a conversion of `count` bytes may take (``plainTextWork(_:)``).
+    package static func workBound(_ count: Int) -> Int { 16 * count + 64 }
+
     /// The input as UTF-8 bytes: a UTF-16 byte order mark (as some browsers write `text/html`)
     /// converts, a UTF-8 one is dropped.
     static func utf8(_ data: Data) -> [UInt8] {
@@ -71,6 +83,8 @@ public enum HTMLText {
         private(set) var isHidden = false
         /// Whether a cell was written in the current table row (the next one is set apart by a tab).
         var cellInRow = false
+        /// The bytes looked at so far (``HTMLText/plainTextWork(_:)``).
+        var steps = 0
 
         init(bytes: [UInt8]) {
             self.bytes = bytes
@@ -79,6 +93,7 @@ public enum HTMLText {
 
         mutating func run() {
             while index < bytes.count {
+                steps += 1
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "<"), tag() { continue }
                 if byte == UInt8(ascii: "&") {
@@ -93,7 +108,10 @@ public enum HTMLText {
                     text(CollectionOfOne(byte))
                 }
             }
-            while let last = output.last, isSpace(last) { output.removeLast() }
+            while let last = output.last, isSpace(last) {
+                output.removeLast()
+                steps += 1
+            }
         }
 
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0C || byte == 0x0D }
@@ -105,8 +123,14 @@ public enum HTMLText {
             guard !isHidden, !piece.isEmpty else { return }
             if !output.isEmpty {
                 if pendingBreaks > 0 {
-                    while let last = output.last, last == 0x20 || last == 0x09 && !cellInRow { output.removeLast() }
-                    let trailing = output.reversed().prefix { $0 == 0x0A }.count
+                    while let last = output.last, last == 0x20 || last == 0x09 && !cellInRow {
+                        output.removeLast()
+                        steps += 1
+                    }
+                    // Only as many trailing newlines as are owed need counting: counting them all
+                    // made every <br> after a <p> cost the length of the run (quadratic).
+                    let trailing = output.reversed().prefix(pendingBreaks).prefix { $0 == 0x0A }.count
+                    steps += trailing + 1
                     output += [UInt8](repeating: 0x0A, count: max(0, pendingBreaks - trailing))
                 } else if pendingSpace, let last = output.last, last != 0x0A, last != 0x20, last != 0x09 {
                     output.append(0x20)
@@ -146,8 +170,10 @@ public enum HTMLText {
             while nameEnd < bytes.count, !isSpace(bytes[nameEnd]), bytes[nameEnd] != UInt8(ascii: ">"), bytes[nameEnd] != UInt8(ascii: "/") {
                 nameEnd += 1
             }
+            steps += nameEnd - nameStart
             let name = String(decoding: bytes[nameStart ..< nameEnd].map { isLetter($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
             index = endOfTag(from: nameEnd)
+            steps += index - nameEnd
             if closing { end(name) } else { start(name) }
             return true
         }
@@ -224,7 +250,7 @@ public enum HTMLText {
         }
 
         /// Where `needle` is next, from `start`; `caseless` for ASCII letters (an end tag's name).
-        func find(_ needle: [UInt8], caseless: Bool = false, from start: Int) -> Int? {
+        mutating func find(_ needle: [UInt8], caseless: Bool = false, from start: Int) -> Int? {
             let fold: UInt8 = caseless ? 0x20 : 0
             var position = start
             while position + needle.count <= bytes.count {
@@ -233,6 +259,7 @@ public enum HTMLText {
                     matches = false
                     break
                 }
+                steps += 1
                 if matches { return position }
                 position += 1
             }
@@ -254,6 +281,7 @@ public enum HTMLText {
                     digits += 1
                     position += 1
                 }
+                steps += position - index
                 guard digits > 0 else { return ampersand }
                 if position < bytes.count, bytes[position] == UInt8(ascii: ";") { position += 1 }
                 index = position
@@ -264,6 +292,7 @@ public enum HTMLText {
             while end < bytes.count, end - index < 32, isLetter(bytes[end]) || (bytes[end] >= UInt8(ascii: "0") && bytes[end] <= UInt8(ascii: "9")) {
                 end += 1
             }
+            steps += end - index
             let name = String(decoding: bytes[index ..< end], as: UTF8.self)
             let terminated = end < bytes.count && bytes[end] == UInt8(ascii: ";")
             guard let scalar = HTMLEntities.named[name], terminated || HTMLEntities.legacy.contains(name) else { return ampersand }

@@ -74,4 +74,34 @@ struct HTMLTextTests {
         let json = try? PasteboardType("public.json")
         if let json { #expect(registry.servedTargets(for: json).first { $0.name == "UTF8_STRING" }?.codec == .identity) }
     }
+
+    /// Inputs that once cost more than one pass, or could: the work stays a small multiple of the
+    /// input, at every size (quadratic work would pass the bound from a few kilobytes on).
+    @Test(arguments: [
+        "<p><br>",                  // each <br> after a <p> counted the whole run of newlines (1 MiB took 3.3 s)
+        "<p> <br>\n",
+        "<div><br><br></p>",
+        "<tr><td>a</td><td><br></td></tr>",
+        "<pre>\n\n</pre><br>",
+        "<!--",                     // an unclosed comment, a tag, a reference each scan ahead once
+        "<a href=\"",
+        "&#1234567890",
+        "<script>",
+        "<b",
+    ])
+    func workIsLinear(_ unit: String) {
+        for count in [1_000, 10_000, 30_000] {
+            let html = Data(String(repeating: unit, count: count).utf8)
+            let (_, steps) = HTMLText.plainTextWork(html)
+            #expect(steps <= HTMLText.workBound(html.count), "\(unit.debugDescription) × \(count): \(steps) steps for \(html.count) bytes")
+        }
+    }
+
+    @Test func paragraphsOfBreaksAreTheirLines() {
+        // A <p> owes a blank line (two newlines, unless the text ends so already); each <br> is a
+        // newline of its own.
+        #expect(text("a<p><br><br>b") == "a\n\n\n\nb")
+        let many = String(decoding: HTMLText.plainText(Data(("x" + String(repeating: "<p><br>", count: 50_000) + "y").utf8)), as: UTF8.self)
+        #expect(many == "x" + String(repeating: "\n", count: 2 + 50_000) + "y", "\(many.count)")
+    }
 }

@@ -45,8 +45,11 @@ package enum UntrustedInput {
         precondition(latin1.count <= data.count, "Latin-1 grew past its UTF-8 source")
         _ = TargetCodec.uriListEntries(data)
         _ = try? PasteboardColor(encoded: data)
-        // An owner's HTML as the text of an HTML-only item: one pass, never much larger.
-        precondition(HTMLText.plainText(data).count <= data.count * 2 + 16, "text from HTML grew past its source")
+        // An owner's HTML as the text of an HTML-only item: one pass, never much larger, and work
+        // linear in the input (`<p><br>` repeated once made it quadratic).
+        let html = HTMLText.plainTextWork(data)
+        precondition(html.text.count <= data.count * 2 + 16, "text from HTML grew past its source")
+        precondition(html.steps <= HTMLText.workBound(data.count), "text from \(data.count) bytes of HTML took \(html.steps) steps")
         _ = ValueCoding.decodeText(data, as: .utf16PlainText)
         _ = ValueCoding.decodeText(data, as: .utf8PlainText)
         exerciseImage(data)
