@@ -246,6 +246,19 @@ int xpb_image_info(const uint8_t *data, size_t size, uint32_t *width, uint32_t *
 
 // MARK: - Decode
 
+#define XPB_JPEG_MAX_SCANS 100u
+#define XPB_JPEG_MAX_SCAN_PIXELS (1ull << 30)
+
+// The scans of a JPEG: its start-of-scan markers. FF DA cannot occur inside entropy-coded data
+// (an FF byte there is followed by 00 or a restart marker), so counting the pair is exact.
+static size_t jpeg_scan_count(const uint8_t *data, size_t size) {
+    size_t count = 0;
+    for (size_t index = 0; index + 1 < size; index++) {
+        if (data[index] == 0xFF && data[index + 1] == 0xDA) count++;
+    }
+    return count;
+}
+
 static uint8_t *allocate_pixels(uint32_t width, uint32_t height) {
     size_t count = (size_t)width * (size_t)height * 4;
     return malloc(count ? count : 1);
@@ -280,6 +293,14 @@ int xpb_image_decode(const uint8_t *data, size_t size, uint64_t max_pixels, xpb_
         return XPB_IMAGE_OK;
     }
     case XPB_IMAGE_JPEG: {
+        // Each scan of a progressive JPEG goes over the whole image again: refused before any
+        // decoding when the scans are many or their pixels together too many (600 scans took
+        // 3.3 s to fail at libjpeg-turbo's own limit of 500). Ordinary files have 1 to about 20.
+        size_t scans = jpeg_scan_count(data, size);
+        if (scans > XPB_JPEG_MAX_SCANS || (uint64_t)scans * width * height > XPB_JPEG_MAX_SCAN_PIXELS) {
+            return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "JPEG: %zu scans of %ux%u pixels, more work than xpb decodes (at most %u scans, %llu pixels in all)",
+                        scans, width, height, XPB_JPEG_MAX_SCANS, (unsigned long long)XPB_JPEG_MAX_SCAN_PIXELS);
+        }
         tjhandle handle = tjInitDecompress();
         if (!handle) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(NULL));
         uint8_t *pixels = allocate_pixels(width, height);
@@ -537,10 +558,21 @@ static int compare_colors(const void *a, const void *b) {
 
 // An XPM through libXpm: the image's colours (a translucent pixel under half opacity is XPM's
 // None) named by 1 to 4 characters each.
+// XPM is a format for icons: a pixel is up to 4 characters of text, a colour a line of its
+// table, and libXpm makes a copy of all of it. Bounded so that one conversion costs tens of
+// megabytes, not gigabytes (64 Mpx of 16.7 M colours took 3.8 GB and 12.6 s): at most
+// XPB_XPM_MAX_PIXELS pixels and XPB_XPM_MAX_COLORS colours, else refused as too large.
+#define XPB_XPM_MAX_PIXELS (4u << 20)
+#define XPB_XPM_MAX_COLORS 65536u
+
 static int encode_xpm(const xpb_image *image, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.#";
     const uint32_t none = 0xFF000000u;
     size_t count = (size_t)image->width * image->height;
+    if (count > XPB_XPM_MAX_PIXELS) {
+        return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "XPM holds at most %u pixels (an icon's format); the image has %ux%u",
+                    XPB_XPM_MAX_PIXELS, image->width, image->height);
+    }
     uint32_t *keys = malloc(count * sizeof *keys);
     uint32_t *colors = malloc(count * sizeof *colors);
     unsigned int *data = malloc(count * sizeof *data);
@@ -560,6 +592,11 @@ static int encode_xpm(const xpb_image *image, uint8_t **out, size_t *out_size, c
     qsort(colors, count, sizeof *colors, compare_colors);
     for (size_t index = 0; index < count; index++) {
         if (index == 0 || colors[index] != colors[index - 1]) colors[ncolors++] = colors[index];
+    }
+    if (ncolors > XPB_XPM_MAX_COLORS) {
+        code = fail(error, error_size, XPB_IMAGE_TOO_LARGE, "XPM holds at most %u colours (an icon's format); the image has %zu",
+                    XPB_XPM_MAX_COLORS, ncolors);
+        goto done;
     }
     unsigned cpp = 1;
     for (size_t capacity = 64; capacity < ncolors; capacity *= 64) cpp += 1;

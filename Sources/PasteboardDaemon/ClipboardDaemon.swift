@@ -86,6 +86,9 @@ package final class ClipboardDaemon: Sendable {
     package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        // What the kept copies' conversions (other image formats, other text encodings) may hold:
+        // one of them at most --max-target-size, all of them at most a snapshot's cap.
+        ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
         var x11 = X11Configuration()
         x11.readTimeout = configuration.targetTimeout
         x11.transferDeadline = configuration.targetDeadline

@@ -240,6 +240,36 @@ static void owner_loop(int mode, long argument, const char *text) {
     }
 }
 
+/* Serves FILE as `served` and advertises it under `count` other names too (spellings of one
+   format: IMAGE/BMP, Image/Bmp, image/x-bmp …), which it refuses itself: a manager that keeps
+   FILE makes the others from it, each by conversion. */
+static void owner_spellings(const char *path, Atom served, char **names, int count) {
+    FILE *file = fopen(path, "rb");
+    if (!file) { fprintf(stderr, "xhostile: cannot read %s\n", path); exit(2); }
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    unsigned char *bytes = malloc((size_t)size + 1);
+    if (fread(bytes, 1, (size_t)size, file) != (size_t)size) exit(2);
+    fclose(file);
+    Atom *list = malloc(sizeof(Atom) * (size_t)(count + 2));
+    list[0] = targets_atom;
+    list[1] = served;
+    for (int i = 0; i < count; i++) list[i + 2] = XInternAtom(dpy, names[i], False);
+    own();
+    for (;;) {
+        XSelectionRequestEvent req = next_request();
+        if (req.property != None && req.target == targets_atom) {
+            answer_targets(&req, list, count + 2);
+        } else if (req.property != None && req.target == served) {
+            XChangeProperty(dpy, req.requestor, req.property, served, 8, PropModeReplace, bytes, (int)size);
+            notify(&req, req.property);
+        } else {
+            notify(&req, None);
+        }
+    }
+}
+
 static int same_client(Window a, Window b) {
     unsigned long mask = dpy->resource_mask;
     return (a & ~mask) == (b & ~mask);
@@ -547,6 +577,8 @@ int main(int argc, char **argv) {
         XStoreName(dpy, win, "evil\033]0;pwned\007\033[31mred");
         owner_loop('e', 0, NULL);
     }
+    if (!strcmp(mode, "owner-spellings") && argc > 4)
+        owner_spellings(argv[2], XInternAtom(dpy, argv[3], False), argv + 4, argc - 4);
     if (!strcmp(mode, "owner-evil-lines")) {
         /* A window name that would forge a second line in a log, and clear a terminal. */
         XStoreName(dpy, win, "evil\nFORGED: a second log line\033[2J\007");

@@ -187,4 +187,34 @@ func gradient(width: Int, height: Int, alpha: Bool) -> Pixels {
             #expect(error.description.count > 12 && !error.description.dropFirst(6).hasPrefix("rror"), "\(error.description)")
         }
     }
+
+    @Test func xpmIsBoundedAsAnIconFormat() throws {
+        // 65,536 colours fit; one more is refused, before libXpm copies any of it.
+        var rgba: [UInt8] = []
+        for index in 0..<65_537 { rgba += [UInt8(index & 0xFF), UInt8(index >> 8 & 0xFF), UInt8(index >> 16), 255] }
+        let fits = Pixels(width: 65_536, height: 1, rgba: Array(rgba.prefix(65_536 * 4)))
+        #expect(try ImageCodec.encode(fits, as: .xpm).starts(with: Data("/* XPM */".utf8)))
+        let colourful = Pixels(width: 65_537, height: 1, rgba: rgba)
+        #expect { try ImageCodec.encode(colourful, as: .xpm) } throws: {
+            ($0 as? ImageError)?.kind == .tooLarge && "\($0)".contains("65536 colours")
+        }
+        // A photo's size (4096 × 1025 > 4 Mpx) is refused from its size, one colour or many.
+        let big = Pixels(width: 4096, height: 1025, rgba: [UInt8](repeating: 200, count: 4096 * 1025 * 4))
+        #expect { try ImageCodec.encode(big, as: .xpm) } throws: { ($0 as? ImageError)?.kind == .tooLarge && "\($0)".contains("4194304 pixels") }
+    }
+
+    @Test func jpegOfManyScansIsRefusedBeforeDecoding() throws {
+        let jpeg = [UInt8](try ImageCodec.encode(gradient(width: 64, height: 48, alpha: false), as: .jpeg))
+        let start = try #require((0..<jpeg.count - 1).first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA })
+        let end = try #require((0..<jpeg.count - 1).last { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xD9 })
+        func scans(_ count: Int) -> Data {
+            var bytes = Array(jpeg[..<start])
+            for _ in 0..<count { bytes += jpeg[start..<end] }
+            return Data(bytes + [0xFF, 0xD9])
+        }
+        #expect(try ImageCodec.size(of: scans(600)) == (64, 48), "the header is valid")
+        #expect { try ImageCodec.decode(scans(600)) } throws: { ($0 as? ImageError)?.kind == .tooLarge && "\($0)".contains("600 scans") }
+        #expect { try ImageCodec.decode(scans(101)) } throws: { ($0 as? ImageError)?.kind == .tooLarge }
+        #expect(try ImageCodec.decode(scans(1)).width == 64)
+    }
 }

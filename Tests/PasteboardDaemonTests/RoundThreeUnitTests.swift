@@ -63,3 +63,25 @@ struct AttributionUnitTests {
         #expect(custom.rule(for: SelectionOwnerInfo(window: window, name: "KeePassXC", processID: nil)) == nil)
     }
 }
+
+@Suite("round three: the conversion budget", .serialized)
+struct ConversionBudgetTests {
+    @Test("one budget for the process: a conversion past its share or past what is left is refused; a cache gone gives its bytes back")
+    func budget() {
+        let saved = ConversionBudget.limits
+        defer { ConversionBudget.limits = saved }
+        ConversionBudget.limits = .init(perConversion: 100, total: 150)
+        let base = ConversionBudget.held
+        do {
+            let cache = ConversionCache()
+            #expect(cache.keep(Data(count: 101), for: .captured(.latin1)).bytes == nil, "past one conversion's share")
+            #expect(cache.keep(Data(count: 90), for: .captured(.compoundText)).bytes?.count == 90)
+            // The same conversion asked again (another name of it) is what is kept.
+            #expect(cache.keep(Data(count: 10), for: .captured(.compoundText)).bytes?.count == 90)
+            let other = ConversionCache()
+            #expect(other.keep(Data(count: 70), for: .captured(.compoundText)).bytes == nil, "past the process's total")
+            #expect(ConversionBudget.held == base + 90)
+        }
+        #expect(ConversionBudget.held == base, "released with the cache")
+    }
+}

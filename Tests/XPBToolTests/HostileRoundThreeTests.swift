@@ -120,4 +120,87 @@ struct HostileRoundThreeTests {
         #expect(eventually(timeout: 10) { FileManager.default.fileExists(atPath: "\(directory)/group.copy6") })
         try daemon.stop()
     }
+
+    /// A 24-bit BMP of `width` × `height`, bottom-up, of noise.
+    private func noiseBMP(width: Int, height: Int) -> Data {
+        let row = (width * 3 + 3) / 4 * 4
+        var data = Data()
+        func le(_ value: Int, _ bytes: Int) { for index in 0..<bytes { data.append(UInt8(truncatingIfNeeded: value >> (8 * index))) } }
+        data += [0x42, 0x4D]; le(54 + row * height, 4); le(0, 4); le(54, 4)
+        le(40, 4); le(width, 4); le(height, 4); le(1, 2); le(24, 2); le(0, 4); le(row * height, 4); le(2835, 4); le(2835, 4); le(0, 4); le(0, 4)
+        var random = SeededRandom(seed: 41)
+        data += (0..<(row * height)).map { _ in UInt8.random(in: 0...255, using: &random) }
+        return data
+    }
+
+    @Test("a kept image asked for under eight names of one format is converted and held once, not once per name")
+    func conversionsByFormat() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        // The kept image is a PNG (made by xpb from a BMP of noise): each BMP asked for is a decode
+        // and an encode of 9 MB.
+        let bmp = noiseBMP(width: 2000, height: 1500)
+        let bmpFile = home.root.appendingPathComponent("noise.bmp")
+        try bmp.write(to: bmpFile)
+        #expect(try xpb(["copy", "--pasteboard", "convert", bmpFile.path], x, home).status == 0)
+        let png = try xpb(["paste", "--pasteboard", "convert", "-t", "png"], x, home)
+        #expect(png.status == 0 && png.output.starts(with: [0x89, 0x50, 0x4E, 0x47]), "\(png.error)")
+        let file = home.root.appendingPathComponent("noise.png")
+        try png.output.write(to: file)
+        let spellings = ["image/bmp", "IMAGE/BMP", "Image/Bmp", "image/BMP", "IMAGE/bmp", "image/x-bmp", "image/x-MS-bmp", "IMAGE/X-BMP"]
+        let owner = try Peer(try attacker(), ["owner-spellings", file.path, "image/png"] + spellings, display: x)
+        try daemon.waitForLog("kept CLIPBOARD")
+        owner.stop()
+        try daemon.waitForLog("went away; serving its")
+        let before = try #require(residentMemory(daemon.peer.pid))
+        var sizes: [Int] = []
+        for name in spellings {
+            let read = try run("/usr/bin/xclip", ["-o", "-selection", "clipboard", "-t", name], display: x, timeout: 60)
+            #expect(read.status == 0, "\(name): \(read.error)")
+            sizes.append(read.output.count)
+        }
+        // Every spelling the same BMP, made from the kept PNG.
+        #expect(Set(sizes).count == 1 && sizes[0] >= bmp.count, "\(sizes)")
+        let after = try #require(residentMemory(daemon.peer.pid))
+        // Held once: one converted BMP (9 MB), one decode's pixels (12 MB) and the allocator's
+        // slack, about 34 MB; one conversion held per name grew it by 113 MB.
+        #expect(after - before < 6 * bmp.count, "xpbd grew by \((after - before) >> 20) MiB serving \(spellings.count) spellings of a \(bmp.count >> 20) MiB BMP")
+        try daemon.stop()
+    }
+
+    @Test("an image that gives no thumbnail (a JPEG of 151 scans) is refused before decoding, remembered as failed and not decoded again; the listing works")
+    func failedThumbnailsAreRemembered() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        #expect(try xpb(["copy", "--pasteboard", "convert", testImage], x, home).status == 0)
+        let jpeg = try xpb(["paste", "--pasteboard", "convert", "-t", "jpeg"], x, home).output
+        // The one scan of the JPEG, 151 times: a progressive-looking file whose header is valid.
+        let bytes = [UInt8](jpeg)
+        let start = try #require((0..<bytes.count - 1).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xDA })
+        let end = try #require((0..<bytes.count - 1).last { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xD9 })
+        let scan = bytes[start..<end]
+        var crafted = Array(bytes[..<start])
+        for _ in 0..<151 { crafted += scan }
+        crafted += [0xFF, 0xD9]
+        let file = home.root.appendingPathComponent("scans.jpg")
+        try Data(crafted).write(to: file)
+        // Offered by xclip as image/jpeg alone, so the manager keeps it as it came.
+        #expect(try run("/bin/sh", ["-c", "xclip -selection clipboard -t image/jpeg -i \"$0\" >/dev/null 2>&1", file.path], display: x).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD")
+        let thumbnails = home.cacheDirectory.appendingPathComponent("xpb/thumbnails")
+        for round in 1...2 {
+            let listed = try history(x, home)
+            let entry = try #require(listed.first)
+            #expect(entry["pixelWidth"] as? Int == 64 && entry["thumbnail"] == nil, "round \(round): \(entry)")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: thumbnails.path)) ?? []
+            #expect(names.count == 1 && names[0].hasSuffix(".failed"), "round \(round): \(names)")
+        }
+        // Forgotten with its entry.
+        #expect(try xpb(["history", "clear"], x, home).status == 0)
+        _ = try history(x, home)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: thumbnails.path)) ?? []).isEmpty)
+        try daemon.stop()
+    }
 }

@@ -48,16 +48,22 @@ extension ClipboardDaemon {
     /// unchanged: menus and scripts list it again and again, and the encoding is half of the
     /// daemon's part of a listing (about 6 of 11 ms for 1000 entries).
     private func fullListing() throws -> ControlAnswer {
-        try store.withLock { store in
+        let listed = try store.withLock { store -> (HistoryStore.ListingVersion?, HistoryListing)? in
             if let version = store.listingVersion(), let cached = listing.withLock({ $0 }), cached.version == version {
-                return .encoded(cached.payload)
+                return nil
             }
-            let payload = try ControlCoding.encode(ControlReply.history(try store.summaries()))
+            let entries = try store.listing()
             // The version after listing: a listing that wrote (a recovered database) counts its own writes.
-            let version = store.listingVersion()
-            listing.withLock { $0 = version.map { (version: $0, payload: payload) } }
-            return .encoded(payload)
+            return (store.listingVersion(), entries)
         }
+        guard let listed else {
+            return try listing.withLock { $0 }.map { .encoded($0.payload) } ?? fullListing()
+        }
+        // Thumbnails still to make are made after the history's lock is released.
+        var entries = listed.1
+        let payload = try ControlCoding.encode(ControlReply.history(entries.finished()))
+        listing.withLock { $0 = listed.0.map { (version: $0, payload: payload) } }
+        return .encoded(payload)
     }
 
     private func reply(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {

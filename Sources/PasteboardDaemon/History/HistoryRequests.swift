@@ -13,7 +13,9 @@ enum HistoryRequests {
                        select: (Snapshot) throws -> Void) throws -> Result<ControlReply, ControlFailure>? {
         switch request {
         case let .history(search):
-            return .success(.history(try store.withLock { try $0.summaries(search: search) }))
+            // Thumbnails still to make are made after the lock: a slow image holds up nobody else.
+            var listing = try store.withLock { try $0.listing(search: search) }
+            return .success(.history(listing.finished()))
         case let .select(index):
             guard let snapshot = try store.withLock({ try $0.snapshot(at: index) }) else {
                 return .failure(ControlFailure("no history entry \(index)"))

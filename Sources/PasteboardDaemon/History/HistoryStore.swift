@@ -503,8 +503,17 @@ final class HistoryStore {
     }
 
     /// The entries, newest first, as a person reads them (``EntryDescription``); with `search`,
-    /// only those whose text, types or preview contain it (ignoring case).
+    /// only those whose text, types or preview contain it (ignoring case). Thumbnails not made
+    /// yet are made here (``listing(search:)`` leaves them for after the lock).
     func summaries(search: String? = nil) throws -> [HistoryEntrySummary] {
+        var listing = try listing(search: search)
+        return listing.finished()
+    }
+
+    /// The entries as ``summaries(search:)`` lists them, with the thumbnails still to make left
+    /// out: the caller makes them (``HistoryListing/finished()``) after releasing the history's
+    /// lock, so that decoding images never holds up the history.
+    func listing(search: String? = nil) throws -> HistoryListing {
         try recovering {
             // The text (up to 64 KiB an entry) is read whole only to search it.
             let searching = !(search ?? "").isEmpty
@@ -520,7 +529,7 @@ final class HistoryStore {
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
             var result: [HistoryEntrySummary] = []
-            var pictured: Set<String> = []
+            var pending: [HistoryListing.Pending] = []
             var sized: Set<String> = []
             for (index, row) in rows.enumerated() {
                 let id = row[0].integer ?? 0
@@ -536,10 +545,16 @@ final class HistoryStore {
                    let size = pixelSize(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline) {
                     let target = kept[position]
                     sized.insert(target.digest)
-                    let thumbnail = thumbnails?.thumbnail(for: target.digest) {
-                        self.payload(entry: id, position: position, digest: target.digest, inline: target.inline)
+                    var thumbnail: String?
+                    switch thumbnails?.existing(target.digest) {
+                    case let .made(path)?: thumbnail = path
+                    case .failed?: break
+                    case nil:
+                        // Made after the lock; the payload is mapped (a file) or small (inline).
+                        if thumbnails != nil, let image = payload(entry: id, position: position, digest: target.digest, inline: target.inline) {
+                            pending.append(.init(index: result.count, digest: target.digest, image: image))
+                        }
                     }
-                    if thumbnail != nil { pictured.insert(target.digest) }
                     picture = (size.width, size.height, thumbnail)
                 }
                 if head == nil, let type = description.types.first {
@@ -565,10 +580,10 @@ final class HistoryStore {
             // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too, and
             // the pixel sizes remembered for them.
             if !searching {
-                thumbnails?.prune(keeping: pictured)
+                thumbnails?.prune(keeping: sized)
                 pixelSizes = pixelSizes.filter { sized.contains($0.key) }
             }
-            return result
+            return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails)
         }
     }
 
@@ -656,4 +671,27 @@ struct POSIXFailure: Error, CustomStringConvertible {
     }
     var isDiskFull: Bool { code == ENOSPC || code == EDQUOT }
     var description: String { "\(operation): \(String(cString: strerror(code)))" }
+}
+
+/// A listing of the history whose thumbnails are made after the history's lock is released
+/// (``HistoryStore/listing(search:)``).
+struct HistoryListing {
+    struct Pending {
+        let index: Int
+        let digest: String
+        let image: Data
+    }
+
+    var entries: [HistoryEntrySummary]
+    var pending: [Pending]
+    let thumbnails: ThumbnailCache?
+
+    /// The entries, with the thumbnails still to make made (or found failed, and remembered so).
+    mutating func finished() -> [HistoryEntrySummary] {
+        for item in pending {
+            entries[item.index].thumbnail = thumbnails?.thumbnail(for: item.digest, image: item.image)
+        }
+        pending = []
+        return entries
+    }
 }

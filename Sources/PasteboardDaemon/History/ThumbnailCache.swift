@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import ImageCodecs
+import Synchronization
 
 /// Small PNGs of the history's images, for pickers that show pictures (rofi's row icons,
 /// `xpb history --json`'s `thumbnail`): named by the digest of the image they show, so that one
@@ -26,12 +27,47 @@ struct ThumbnailCache {
 
     func path(for digest: String) -> String { directory.appendingPathComponent("\(digest).png").path }
 
-    /// The thumbnail of the image with `digest`, made from `image()` when missing; nil when the
-    /// image does not decode (malformed, over the pixel limit) or the cache cannot be written.
-    func thumbnail(for digest: String, image: () -> Data?) -> String? {
+    /// Where an image that gave no thumbnail is remembered (an empty file), so that it is not
+    /// decoded again at every listing: a JPEG that fails after 500 scans took 3.3 s each time.
+    func failurePath(for digest: String) -> String { directory.appendingPathComponent("\(digest).failed").path }
+
+    enum Existing: Equatable {
+        case made(String)
+        case failed
+    }
+
+    /// The thumbnail of `digest` if it was made, `.failed` if its image gave none; nil when it
+    /// was not tried yet.
+    func existing(_ digest: String) -> Existing? {
         let path = path(for: digest)
-        if FileManager.default.fileExists(atPath: path) { return path }
-        guard let data = image(), let png = try? ImageCodec.thumbnail(data, maxSide: Self.maxSide) else { return nil }
+        if FileManager.default.fileExists(atPath: path) { return .made(path) }
+        if FileManager.default.fileExists(atPath: failurePath(for: digest)) { return .failed }
+        return nil
+    }
+
+    /// One thumbnail made at a time in the process: two listings at once do not decode one
+    /// image twice, nor two images at once.
+    private static let making = Mutex(())
+
+    /// The thumbnail of the image with `digest`, made from `image` when missing; nil when the
+    /// image does not decode (malformed, over the pixel or work limits: remembered, not tried
+    /// again) or the cache cannot be written.
+    func thumbnail(for digest: String, image: Data) -> String? {
+        Self.making.withLock { _ in make(digest, image) }
+    }
+
+    private func make(_ digest: String, _ image: Data) -> String? {
+        switch existing(digest) {
+        case let .made(path)?: return path
+        case .failed?: return nil
+        case nil: break
+        }
+        let path = path(for: digest)
+        guard let png = try? ImageCodec.thumbnail(image, maxSide: Self.maxSide) else {
+            try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            _ = FileManager.default.createFile(atPath: failurePath(for: digest), contents: Data(), attributes: [.posixPermissions: 0o600])
+            return nil
+        }
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             // Written whole under another name, then renamed: a reader never sees half a file.
@@ -51,7 +87,9 @@ struct ThumbnailCache {
     /// entry's picture does not outlive it here).
     func prune(keeping digests: Set<String>) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
-        for name in names where name.hasSuffix(".png") && !digests.contains(String(name.dropLast(4))) {
+        for name in names {
+            let digest = name.hasSuffix(".png") ? name.dropLast(4) : name.hasSuffix(".failed") ? name.dropLast(7) : nil
+            guard let digest, !digests.contains(String(digest)) else { continue }
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
         }
     }

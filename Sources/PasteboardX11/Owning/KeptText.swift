@@ -4,7 +4,7 @@ import PasteboardKit
 
 /// How a clipboard manager serves a target it did not fetch, made from one it did: another
 /// format of the kept image, or the kept UTF-8 text in another text encoding.
-enum KeptConversion: Sendable, Equatable {
+enum KeptConversion: Sendable, Hashable {
     /// The kept image converted to this format (decoded and encoded whole: on a worker).
     case image(ImageFormat)
     /// The kept UTF-8 text as ISO 8859-1 (`STRING`); characters outside Latin-1 become `?`.

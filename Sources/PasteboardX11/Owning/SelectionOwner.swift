@@ -38,8 +38,24 @@ struct OwnedSelection: Sendable {
     /// Whether any representation is a lazy provider: without one (every `xpb copy`), requests
     /// are answered at once, with no look for pending providers.
     let hasProviders: Bool
-    /// Conversions computed once and shared by every requestor of the target.
+    /// Conversions computed once and shared by every requestor, by what they make: the targets
+    /// that name one format (`image/bmp`, `image/x-bmp`, `IMAGE/BMP` …) share one.
     let conversions = ConversionCache()
+
+    /// What converting `target` makes, the key its bytes are kept under; nil for a target served
+    /// as it is.
+    func conversionKey(_ target: X11Atom) -> ConversionKey? {
+        switch served[target] {
+        case let .representation(item, type, codec, _)? where codec != .identity:
+            return .representation(item: item, type: type.identifier, codec: codec)
+        case let .capturedConversion(_, conversion, _)?:
+            return .captured(conversion)
+        case let .urlList(codec, _)?:
+            return .urlList(codec)
+        default:
+            return nil
+        }
+    }
 
     /// Converted bytes of a large source are computed on a worker, not on the X thread.
     static let inlineConversionLimit = 256 << 10
@@ -48,7 +64,7 @@ struct OwnedSelection: Sendable {
     /// has not run, or a conversion of a large representation not computed yet.
     func needsPreparation(_ target: X11Atom) -> Bool {
         if hasProviders, !pendingProviders(for: target).isEmpty { return true }
-        guard conversions[target] == nil else { return false }
+        guard let key = conversionKey(target), conversions[key] == nil else { return false }
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
             return codec.isHeavy || items[item].representation(for: type).map(Self.sourceSize) ?? 0 > Self.inlineConversionLimit
@@ -74,19 +90,20 @@ struct OwnedSelection: Sendable {
     /// a malformed image or a bomb is decoded once, not for every request. Throws when a
     /// provider fails.
     func convertedBytes(_ target: X11Atom) throws -> Data? {
-        if let cached = conversions[target] { return cached.bytes }
+        guard let key = conversionKey(target) else { return nil }
+        if let cached = conversions[key] { return cached.bytes }
         let bytes: Data
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
             guard let source = try items[item].data(for: type) else { return nil }
-            guard let converted = try? codec.encode(source) else {
-                conversions[target] = .failed
+            guard let converted = try? ConversionBudget.convert(isHeavy: codec.isHeavy, { try codec.encode(source) }) else {
+                conversions[key] = .failed
                 return nil
             }
             bytes = converted
         case let .capturedConversion(source, conversion, _)?:
-            guard let converted = try? conversion.convert(source) else {
-                conversions[target] = .failed
+            guard let converted = try? ConversionBudget.convert(isHeavy: conversion.isHeavy, { try conversion.convert(source) }) else {
+                conversions[key] = .failed
                 return nil
             }
             bytes = converted
@@ -96,8 +113,7 @@ struct OwnedSelection: Sendable {
         default:
             return nil
         }
-        conversions[target] = .done(bytes)
-        return bytes
+        return conversions.keep(bytes, for: key).bytes
     }
 
     /// Runs what `target` needs before it can be answered without blocking: its providers, and
@@ -402,7 +418,9 @@ extension X11Session {
         let id = makeOperationID()
         waitingForPreparation[id] = (remaining: work.count, requestor: requestor, answer: answer, timedOut: timedOut)
         for target in work {
-            let key = PreparationKey(conversions: ObjectIdentifier(state.conversions), target: target)
+            // Targets that make the same conversion share its work: it runs once.
+            let key = PreparationKey(conversions: ObjectIdentifier(state.conversions),
+                                     work: state.conversionKey(target).map { .conversion($0) } ?? .target(target))
             if preparations[key] != nil {
                 preparations[key]?.waiters.append(id)
                 continue
@@ -680,9 +698,18 @@ extension X11Session {
 
 }
 
-/// Conversions of an owned selection's representations (Latin-1 text, URL lists, images),
-/// computed once and shared by every requestor; computed on a worker thread when large (images
-/// always). A failed conversion is kept as failed.
+/// What a conversion makes, whatever target names it: one representation through one codec,
+/// a kept target converted one way, or the URL list in one flavour.
+enum ConversionKey: Hashable, Sendable {
+    case representation(item: Int, type: String, codec: TargetCodec)
+    case captured(KeptConversion)
+    case urlList(TargetCodec)
+}
+
+/// Conversions of an owned selection's representations (Latin-1 text, URL lists, images), by
+/// what they make (``ConversionKey``), computed once and shared by every requestor; computed on a
+/// worker thread when large (images always). A failed conversion is kept as failed. What is kept
+/// counts against the process's ``ConversionBudget`` until the selection goes.
 final class ConversionCache: Sendable {
     enum Conversion: Sendable {
         case done(Data)
@@ -694,18 +721,92 @@ final class ConversionCache: Sendable {
         }
     }
 
-    private let storage = Mutex<[X11Atom: Conversion]>([:])
+    private let storage = Mutex<(conversions: [ConversionKey: Conversion], bytes: Int)>(([:], 0))
 
-    subscript(_ target: X11Atom) -> Conversion? {
-        get { storage.withLock { $0[target] } }
-        set { storage.withLock { $0[target] = newValue } }
+    subscript(_ key: ConversionKey) -> Conversion? {
+        get { storage.withLock { $0.conversions[key] } }
+        set { storage.withLock { $0.conversions[key] = newValue } }
+    }
+
+    /// Keeps `bytes` as `key`'s conversion if the budget has room for them, else keeps the
+    /// conversion as failed (the target is refused; what the process holds stays bounded).
+    /// Returns what is kept: a conversion that raced this one keeps its result.
+    func keep(_ bytes: Data, for key: ConversionKey) -> Conversion {
+        storage.withLock { state in
+            if let existing = state.conversions[key] { return existing }
+            let kept: Conversion = ConversionBudget.reserve(bytes.count) ? .done(bytes) : .failed
+            if case .done = kept { state.bytes += bytes.count }
+            state.conversions[key] = kept
+            return kept
+        }
+    }
+
+    deinit {
+        ConversionBudget.release(storage.withLock { $0.bytes })
     }
 }
 
-/// One target's preparation (providers, conversion) for one ownership.
+/// The converted bytes one process holds, in all its owned selections: at most ``limits``'s
+/// total, each conversion at most its share; a conversion past either is refused (`xpbd` sets
+/// them from `--max-target-size` and the snapshot cap). Heavy conversions (images: a decode of
+/// up to 256 MiB of pixels each) run one at a time, so that eight formats asked at once cost the
+/// memory of one.
+package enum ConversionBudget {
+    package struct Limits: Sendable {
+        package var perConversion: Int
+        package var total: Int
+        package init(perConversion: Int, total: Int) {
+            self.perConversion = perConversion
+            self.total = total
+        }
+    }
+
+    private static let state = Mutex((limits: Limits(perConversion: 256 << 20, total: 512 << 20), held: 0))
+    private static let heavy = DispatchSemaphore(value: 1)
+
+    package static var limits: Limits {
+        get { state.withLock { $0.limits } }
+        set { state.withLock { $0.limits = newValue } }
+    }
+
+    /// The bytes held now (for tests and status).
+    package static var held: Int { state.withLock { $0.held } }
+
+    static func reserve(_ count: Int) -> Bool {
+        state.withLock { state in
+            guard count <= state.limits.perConversion, state.held + count <= state.limits.total else { return false }
+            state.held += count
+            return true
+        }
+    }
+
+    static func release(_ count: Int) {
+        guard count > 0 else { return }
+        state.withLock { $0.held = max(0, $0.held - count) }
+    }
+
+    /// Runs a conversion, a heavy one alone; its output past the per-conversion limit is refused.
+    static func convert(isHeavy: Bool, _ conversion: () throws -> Data) throws -> Data {
+        if isHeavy { heavy.wait() }
+        defer { if isHeavy { heavy.signal() } }
+        let bytes = try conversion()
+        guard bytes.count <= limits.perConversion else { throw ConversionRefused() }
+        return bytes
+    }
+
+    struct ConversionRefused: Error {}
+}
+
+/// One target's preparation (providers, conversion) for one ownership: by the conversion it
+/// makes, so that targets naming the same one share it.
 struct PreparationKey: Hashable {
+    enum Work: Hashable {
+        case conversion(ConversionKey)
+        case target(X11Atom)
+    }
+
     let conversions: ObjectIdentifier
-    let target: X11Atom
+    let work: Work
 }
 
 /// The untrusted list of a `MULTIPLE` request.
