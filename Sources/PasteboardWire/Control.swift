@@ -25,11 +25,17 @@ package struct ControlHello: Codable, Sendable, Equatable {
 
 /// A command for the daemon.
 package enum ControlRequest: Codable, Sendable, Equatable {
+    /// The entries `xpb history` lists by default, and the page the daemon encodes ahead.
+    package static let historyPageSize = 1000
+
     /// The daemon's state (``DaemonStatus``).
     case status
     /// History entries, newest first, optionally only those whose text contains `search`
     /// (case-insensitive).
     case history(search: String?)
+    /// A page of them: at most `limit` from entry `offset` on (of the search's matches with
+    /// `search`), fewer when they are large (``ControlReply/historyPage(entries:total:)``).
+    case historyPage(search: String?, offset: Int, limit: Int)
     /// Entry `index` (0 = newest) becomes the selection it came from, served by the daemon.
     case select(index: Int)
     /// Forgets entry `index`.
@@ -157,6 +163,9 @@ package enum HeadlessProtocol {
 package enum ControlReply: Codable, Sendable, Equatable {
     case status(DaemonStatus)
     case history([HistoryEntrySummary])
+    /// A page of the history, and how many entries the whole listing (or search) has: the next
+    /// page begins at the offset asked plus the entries given.
+    case historyPage(entries: [HistoryEntrySummary], total: Int)
     /// The command was carried out; the text says what happened.
     case done(String)
     /// A headless pasteboard's offer; nil when it is empty.

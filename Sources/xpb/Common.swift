@@ -240,6 +240,11 @@ func writeLine(_ line: String) {
 /// and the C1 controls, which JSON allows raw, become `\u007F`-style escapes (the same string to
 /// a JSON reader). ``writeLine`` would make them `\x7F`, which is not JSON.
 func writeJSONLine(_ json: String) {
+    writeText(jsonSafe(json) + "\n", to: STDOUT_FILENO)
+}
+
+/// JSON with DEL and the C1 controls as `\u007F`-style escapes (``writeJSONLine(_:)``).
+func jsonSafe(_ json: String) -> String {
     var result = ""
     result.unicodeScalars.reserveCapacity(json.unicodeScalars.count)
     for scalar in json.unicodeScalars {
@@ -249,7 +254,7 @@ func writeJSONLine(_ json: String) {
             result.unicodeScalars.append(scalar)
         }
     }
-    writeText(result + "\n", to: STDOUT_FILENO)
+    return result
 }
 
 /// JSON text of an encodable value, keys sorted.

@@ -11,13 +11,15 @@ struct HistoryCommand: Command {
         static let pinned = OptionSpec.flag(nil, "pinned", "With 'clear': forget the pinned entries too.")
         static let menu = OptionSpec.value(nil, "menu", "command", "The menu program for 'menu', run by /bin/sh: reads one entry per line, prints the chosen line.")
         static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).", completion: .displays)
+        static let count = OptionSpec.value(nil, "count", "n", "With 'list' or 'search': the newest n entries (default 1000).")
+        static let all = OptionSpec.flag(nil, "all", "With 'list' or 'search': every entry, fetched a page at a time.")
     }
 
     static let spec = CommandSpec(
         name: "history",
         abstract: "List, search, select and delete what the clipboard manager (xpbd) kept.",
         discussion: """
-            Actions: 'list' (the default): every entry, newest first, with its index, age, size (an image's in \
+            Actions: 'list' (the default): the newest 1000 entries (--count, --all), newest first, with its index, age, size (an image's in \
             pixels, 1920×1080), source, types and a one-line preview; 'search TEXT': the entries whose text contains \
             TEXT (ignoring case); 'select N': entry N becomes the clipboard again (or the selection it came from) with \
             all its targets, served by xpbd; 'delete N': forget entry N; 'pin N' / 'unpin N': a pinned entry is never \
@@ -32,6 +34,8 @@ struct HistoryCommand: Command {
             """,
         options: [
             CommonOptions.json,
+            Option.count,
+            Option.all,
             Option.pinned,
             Option.menu,
             Option.display,
@@ -51,11 +55,17 @@ struct HistoryCommand: Command {
 
     let action: Action
     let asJSON: Bool
+    /// How many entries 'list' and 'search' show (nil: all).
+    let count: Int?
     let menu: String?
     let display: String?
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         asJSON = arguments.flag(CommonOptions.json)
+        let wanted = try arguments.integer(Option.count)
+        if let wanted, wanted <= 0 { throw UsageError("--count takes a positive number") }
+        if wanted != nil, arguments.flag(Option.all) { throw UsageError("--count and --all go separately") }
+        count = arguments.flag(Option.all) ? nil : wanted ?? ControlRequest.historyPageSize
         menu = arguments.value(Option.menu)
         display = arguments.value(Option.display)
         var words = arguments.positionals
@@ -88,6 +98,8 @@ struct HistoryCommand: Command {
         }
         if arguments.flag(Option.pinned), verb != "clear" { throw UsageError("--pinned goes with 'history clear'") }
         if menu != nil, action != .menu { throw UsageError("--menu goes with 'history menu'") }
+        let listing: Bool = { if case .search = action { return true }; return action == .list }()
+        if !listing, wanted != nil || arguments.flag(Option.all) { throw UsageError("--count and --all go with 'history list' and 'history search'") }
     }
 
     func run() throws {
@@ -97,20 +109,7 @@ struct HistoryCommand: Command {
         case .list, .search:
             var search: String?
             if case let .search(text) = action { search = text }
-            guard case let .history(entries) = try client.send(.history(search: search)) else { throw Failure("xpbd answered out of turn") }
-            if asJSON {
-                writeJSONLine(String(decoding: try ControlCoding.encode(entries), as: UTF8.self))
-            } else {
-                // One write for the whole list, not one per line.
-                let now = Date()
-                var text = ""
-                text.reserveCapacity(entries.count * 120)
-                for entry in entries {
-                    text += printable(Self.line(entry, now: now))
-                    text += "\n"
-                }
-                writeText(text, to: STDOUT_FILENO)
-            }
+            try list(search: search, client: &client)
         case let .select(index):
             try report(client.send(.select(index: index)))
         case let .delete(index):
@@ -120,10 +119,48 @@ struct HistoryCommand: Command {
         case let .clear(includingPinned):
             try report(client.send(includingPinned ? .clearAll : .clear))
         case .menu:
-            guard case let .history(entries) = try client.send(.history(search: nil)) else { throw Failure("xpbd answered out of turn") }
+            let page = ControlRequest.historyPage(search: nil, offset: 0, limit: ControlRequest.historyPageSize)
+            guard case let .historyPage(entries, _) = try client.send(page) else { throw Failure("xpbd answered out of turn") }
             guard !entries.isEmpty else { throw Failure("the history is empty", .empty) }
             guard let chosen = try choose(from: entries) else { throw Exit(status: Status.empty.rawValue) }
             try report(client.send(.select(index: chosen)))
+        }
+    }
+
+    /// The newest `count` entries (all without it), a page at a time, each written as it comes:
+    /// a history of 100,000 entries never makes one reply (a frame holds at most 16 MiB) nor
+    /// one string here.
+    private func list(search: String?, client: inout DaemonClient) throws {
+        var offset = 0
+        var total = 0
+        let now = Date()
+        if asJSON { writeText("[", to: STDOUT_FILENO) }
+        while count.map({ offset < $0 }) ?? true {
+            let limit = min(ControlRequest.historyPageSize, count.map { $0 - offset } ?? .max)
+            guard case let .historyPage(entries, all) = try client.send(.historyPage(search: search, offset: offset, limit: limit)) else {
+                throw Failure("xpbd answered out of turn")
+            }
+            total = all
+            if asJSON {
+                let array = String(decoding: try ControlCoding.encode(entries), as: UTF8.self)
+                let inner = array.dropFirst().dropLast()
+                if !inner.isEmpty { writeText((offset > 0 ? "," : "") + jsonSafe(String(inner)), to: STDOUT_FILENO) }
+            } else {
+                // One write a page, not one per line.
+                var text = ""
+                text.reserveCapacity(entries.count * 120)
+                for entry in entries {
+                    text += printable(Self.line(entry, now: now))
+                    text += "\n"
+                }
+                writeText(text, to: STDOUT_FILENO)
+            }
+            offset += entries.count
+            if entries.isEmpty || offset >= all { break }
+        }
+        if asJSON { writeText("]\n", to: STDOUT_FILENO) }
+        if let count, total > offset, offset >= count, !asJSON {
+            XPB.printError("xpb: the newest \(offset) of \(total) entries\(search == nil ? "" : " found"); --count N shows more, --all every one\n")
         }
     }
 

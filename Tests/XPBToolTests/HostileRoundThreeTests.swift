@@ -10,8 +10,8 @@ import Glibc
 /// and inputs on a private Xvfb.
 @Suite("hostile input, round three")
 struct HostileRoundThreeTests {
-    private func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil) throws -> Outcome {
-        try XPBToolTests.xpb(arguments, x, input: input, environment: home.environment)
+    private func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil, timeout: Double = 30) throws -> Outcome {
+        try XPBToolTests.xpb(arguments, x, input: input, environment: home.environment, timeout: timeout)
     }
 
     private func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
@@ -201,6 +201,51 @@ struct HostileRoundThreeTests {
         #expect(try xpb(["history", "clear"], x, home).status == 0)
         _ = try history(x, home)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: thumbnails.path)) ?? []).isEmpty)
+        try daemon.stop()
+    }
+
+    @Test("a history of 100,000 entries: xpb history shows the newest 1000 and says so, --count and --all page through every one, search pages too")
+    func historyAtScale() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        // The database made by xpbd, then filled as 100,000 copies would fill it (one transaction).
+        try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000"]).stop()
+        let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
+        let fill = """
+            import hashlib, sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            with db:
+                for n in range(100000):
+                    text = "entry %d%s" % (n, " needle" if n % 1000 == 7 else "")
+                    data = text.encode()
+                    cursor = db.execute("INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised) VALUES ('general', ':0', ?, ?, 'xclip', 1, ?, ?, ?, 'UTF8_STRING')",
+                                        (1e9 + n, 1e9 + n, len(data), text, text))
+                    db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, 0, 'UTF8_STRING', 'UTF8_STRING', ?, ?, ?)",
+                               (cursor.lastrowid, hashlib.sha256(data).hexdigest(), len(data), data))
+            """
+        let filled = try run("/usr/bin/python3", ["-c", fill, database], display: x, timeout: 300)
+        #expect(filled.status == 0, "\(filled.error)")
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000"])
+        let newest = try xpb(["history"], x, home)
+        #expect(newest.status == 0, "\(newest.error)")
+        let lines = newest.text.split(separator: "\n")
+        #expect(lines.count == 1000 && lines.first?.hasSuffix("entry 99999") == true, "\(lines.count) \(lines.first ?? "")")
+        #expect(newest.error.contains("the newest 1000 of 100000 entries"), "\(newest.error)")
+        let some = try xpb(["history", "--count", "2500", "--json"], x, home)
+        let someEntries = try JSONSerialization.jsonObject(with: some.output) as? [[String: Any]] ?? []
+        #expect(someEntries.count == 2500 && someEntries.last?["index"] as? Int == 2499, "\(someEntries.count)")
+        let all = try xpb(["history", "--all", "--json"], x, home, timeout: 300)
+        #expect(all.status == 0, "\(all.error)")
+        let entries = try JSONSerialization.jsonObject(with: all.output) as? [[String: Any]] ?? []
+        #expect(entries.count == 100_000, "\(entries.count)")
+        #expect(entries.map { $0["index"] as? Int ?? -1 } == Array(0..<100_000), "indexes in order, each once")
+        #expect(entries.last?["preview"] as? String == "entry 0")
+        // A search pages too; each match keeps its index in the whole history.
+        let found = try xpb(["history", "search", "needle", "--all", "--json"], x, home, timeout: 300)
+        let matches = try JSONSerialization.jsonObject(with: found.output) as? [[String: Any]] ?? []
+        #expect(matches.count == 100 && matches.first?["index"] as? Int == 99_999 - 99_007, "\(matches.count) \(matches.first ?? [:])")
+        #expect(try xpb(["history", "select", "\(matches[0]["index"] as? Int ?? 0)"], x, home).status == 0)
+        #expect(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "entry 99007 needle")
         try daemon.stop()
     }
 }

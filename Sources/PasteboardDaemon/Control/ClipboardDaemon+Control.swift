@@ -12,9 +12,9 @@ extension ClipboardDaemon {
 
     func answer(_ request: ControlRequest) -> Result<ControlAnswer, ControlFailure> {
         switch request {
-        case let .history(search) where (search ?? "").isEmpty:
+        case .historyPage(let search, 0, ControlRequest.historyPageSize) where (search ?? "").isEmpty:
             do {
-                return .success(try fullListing())
+                return .success(try firstPage())
             } catch {
                 return .failure(ControlFailure("\(error)"))
             }
@@ -36,7 +36,7 @@ extension ClipboardDaemon {
             guard listingWrites.withLock({ $0 }) == write else { return }
             let started = DispatchTime.now()
             do {
-                _ = try fullListing()
+                _ = try firstPage()
                 logger.debug("history listing encoded ahead in \((DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000) ms")
             } catch {
                 logger.debug("history listing not encoded ahead: \(error)")
@@ -44,24 +44,25 @@ extension ClipboardDaemon {
         }
     }
 
-    /// The whole history as `xpb history` lists it, encoded once and kept while the history is
+    /// The history as `xpb history` lists it (its first page, the newest
+    /// ``ControlRequest/historyPageSize`` entries), encoded once and kept while the history is
     /// unchanged: menus and scripts list it again and again, and the encoding is half of the
     /// daemon's part of a listing (about 6 of 11 ms for 1000 entries).
-    private func fullListing() throws -> ControlAnswer {
+    private func firstPage() throws -> ControlAnswer {
         let listed = try store.withLock { store -> (HistoryStore.ListingVersion?, HistoryListing)? in
             if let version = store.listingVersion(), let cached = listing.withLock({ $0 }), cached.version == version {
                 return nil
             }
-            let entries = try store.listing()
+            let entries = try store.listing(offset: 0, limit: ControlRequest.historyPageSize)
             // The version after listing: a listing that wrote (a recovered database) counts its own writes.
             return (store.listingVersion(), entries)
         }
         guard let listed else {
-            return try listing.withLock { $0 }.map { .encoded($0.payload) } ?? fullListing()
+            return try listing.withLock { $0 }.map { .encoded($0.payload) } ?? firstPage()
         }
         // Thumbnails still to make are made after the history's lock is released.
         var entries = listed.1
-        let payload = try ControlCoding.encode(ControlReply.history(entries.finished()))
+        let payload = try ControlCoding.encode(ControlReply.historyPage(entries: entries.finished(), total: entries.total))
         listing.withLock { $0 = listed.0.map { (version: $0, payload: payload) } }
         return .encoded(payload)
     }

@@ -178,7 +178,7 @@ package final class HeadlessDaemon: Sendable {
         case let .watch(selection):
             if let selection, !HeadlessClipboard.isValid(selection) { return .failure(Self.unknown(selection)) }
             return watch(selection, on: &channel)
-        case .history, .select, .delete, .clear, .clearAll, .pin:
+        case .history, .historyPage, .select, .delete, .clear, .clearAll, .pin:
             do {
                 let answer = try HistoryRequests.answer(request, store: store) { snapshot in
                     // Served from memory as the desktop serves it on X; a copy made here again.

@@ -12,6 +12,10 @@ enum HistoryRequests {
     static func answer(_ request: ControlRequest, store: borrowing Mutex<HistoryStore>,
                        select: (Snapshot) throws -> Void) throws -> Result<ControlReply, ControlFailure>? {
         switch request {
+        case let .historyPage(search, offset, limit):
+            guard offset >= 0, limit > 0 else { return .failure(ControlFailure("a history page needs an offset of 0 or more and a limit over 0")) }
+            var listing = try store.withLock { try $0.listing(search: search, offset: offset, limit: limit) }
+            return .success(.historyPage(entries: listing.finished(), total: listing.total))
         case let .history(search):
             // Thumbnails still to make are made after the lock: a slow image holds up nobody else.
             var listing = try store.withLock { try $0.listing(search: search) }

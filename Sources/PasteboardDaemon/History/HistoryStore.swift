@@ -513,25 +513,48 @@ final class HistoryStore {
     /// The entries as ``summaries(search:)`` lists them, with the thumbnails still to make left
     /// out: the caller makes them (``HistoryListing/finished()``) after releasing the history's
     /// lock, so that decoding images never holds up the history.
-    func listing(search: String? = nil) throws -> HistoryListing {
+    /// The most bytes of entries one page carries (about: previews, lines, target names), well
+    /// under a frame's 16 MiB; a page past it ends early, and the next begins where it ended.
+    static let pageBytes = 4 << 20
+
+    func listing(search: String? = nil, offset: Int = 0, limit: Int? = nil) throws -> HistoryListing {
         try recovering {
             // The text (up to 64 KiB an entry) is read whole only to search it.
             let searching = !(search ?? "").isEmpty
             let wanted = search?.lowercased() ?? ""
+            let now = Date().timeIntervalSince1970
+            // Without a search, a page is asked of SQLite: 1,000 of 100,000 entries cost 1,000.
+            let paged = !searching && (limit != nil || offset > 0)
+            let window = paged ? " LIMIT \(limit ?? -1) OFFSET \(max(0, offset))" : ""
             let rows = try database.query("""
                 SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
                        length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app, pinned
-                FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
-                """, [.real(Date().timeIntervalSince1970)])
+                FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC\(window)
+                """, [.real(now)])
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-            for row in try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets ORDER BY entry, position") {
+            let targetRows = paged
+                ? try database.query("""
+                    SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN
+                        (SELECT id FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC\(window))
+                    ORDER BY entry, position
+                    """, [.real(now)])
+                : try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets ORDER BY entry, position")
+            for row in targetRows {
                 guard let entry = row[0].integer, let name = row[1].text else { continue }
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
+            let total = paged ? Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)])
+                .first?[0].integer ?? 0) : 0
             var result: [HistoryEntrySummary] = []
             var pending: [HistoryListing.Pending] = []
             var sized: Set<String> = []
-            for (index, row) in rows.enumerated() {
+            var matches = 0
+            var bytes = 0
+            var full = false
+            for (position, row) in rows.enumerated() {
+                let index = (paged ? max(0, offset) : 0) + position
+                // A search looks at every entry (its matches are counted); only the page's are described.
+                if full && !searching { break }
                 let id = row[0].integer ?? 0
                 let kept = targets[id] ?? []
                 let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
@@ -541,6 +564,7 @@ final class HistoryStore {
                 let head = row[10].text
                 // An image is shown by its pixel size and, where the cache is, a thumbnail.
                 var picture: (width: Int, height: Int, thumbnail: String?)?
+                var toMake: (position: Int, digest: String, inline: Bool)?
                 if head == nil, let position = kept.firstIndex(where: { ImageFormat(mimeType: $0.name)?.isReadable ?? false }),
                    let size = pixelSize(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline) {
                     let target = kept[position]
@@ -549,11 +573,7 @@ final class HistoryStore {
                     switch thumbnails?.existing(target.digest) {
                     case let .made(path)?: thumbnail = path
                     case .failed?: break
-                    case nil:
-                        // Made after the lock; the payload is mapped (a file) or small (inline).
-                        if thumbnails != nil, let image = payload(entry: id, position: position, digest: target.digest, inline: target.inline) {
-                            pending.append(.init(index: result.count, digest: target.digest, image: image))
-                        }
+                    case nil: toMake = (position, target.digest, target.inline)
                     }
                     picture = (size.width, size.height, thumbnail)
                 }
@@ -568,6 +588,14 @@ final class HistoryStore {
                 if searching {
                     let fields = [row[7].text ?? "", preview, row[11].text ?? ""] + description.types
                     guard fields.contains(where: { $0.lowercased().contains(wanted) }) else { continue }
+                    matches += 1
+                    guard matches > offset, !full, limit.map({ result.count < $0 }) ?? true else { continue }
+                }
+                bytes += 256 + preview.utf8.count + lines.rest.utf8.count + kept.reduce(0) { $0 + $1.name.utf8.count + 3 }
+                if let toMake, thumbnails != nil,
+                   let image = payload(entry: id, position: toMake.position, digest: toMake.digest, inline: toMake.inline) {
+                    // Made after the lock; the payload is mapped (a file) or small (inline).
+                    pending.append(.init(index: result.count, digest: toMake.digest, image: image))
                 }
                 result.append(HistoryEntrySummary(
                     index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
@@ -576,14 +604,20 @@ final class HistoryStore {
                     preview: preview, moreLines: lines.count, rest: lines.rest,
                     pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text,
                     pinned: row[12].integer == 1))
+                if limit != nil, bytes >= Self.pageBytes { full = true }
             }
-            // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too, and
-            // the pixel sizes remembered for them.
-            if !searching {
+            if !searching, !paged {
+                // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too,
+                // and the pixel sizes remembered for them.
                 thumbnails?.prune(keeping: sized)
                 pixelSizes = pixelSizes.filter { sized.contains($0.key) }
+            } else if !searching, offset == 0 {
+                // A first page: thumbnails of images no entry keeps any more go.
+                let kept = try database.query("SELECT DISTINCT digest FROM targets").compactMap { $0[0].text }
+                thumbnails?.prune(keeping: Set(kept))
             }
-            return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails)
+            return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails,
+                                  total: searching ? matches : paged ? total : result.count)
         }
     }
 
@@ -685,6 +719,8 @@ struct HistoryListing {
     var entries: [HistoryEntrySummary]
     var pending: [Pending]
     let thumbnails: ThumbnailCache?
+    /// How many entries the whole listing (or search) has, the page's and the others.
+    var total = 0
 
     /// The entries, with the thumbnails still to make made (or found failed, and remembered so).
     mutating func finished() -> [HistoryEntrySummary] {
