@@ -62,6 +62,8 @@ package final class ClipboardDaemon: Sendable {
     let bridges = DispatchQueue(label: "xpbd.bridges")
     /// The selections we serve carried from the other one, with the source's owner.
     let bridged = Mutex<[Pasteboard.Name: X11Window]>([:])
+    /// Copies of what the bridge carried, made by another syncer (``BridgeEchoes``).
+    let echoes = Mutex(BridgeEchoes())
     /// Turns at each owner: the keeper, a peer's fetch and a save request read one at a time.
     let gate = OwnerGate()
     /// What each new owner offers, read once for the keeper and sync.

@@ -270,6 +270,79 @@ static void owner_spellings(const char *path, Atom served, char **names, int cou
     }
 }
 
+/* An autocutsel-like syncer, one way: whenever PRIMARY gets a new owner, it reads PRIMARY's text
+   and takes CLIPBOARD with it (whatever it got, nothing too: as a naive script does), serving it
+   until the next. Prints "synced N BYTES" for each copy it makes. */
+static void syncer(void) {
+    Atom primary = XA_PRIMARY;
+    Atom property = XInternAtom(dpy, "XHOSTILE_SYNC", False);
+    unsigned char *text = NULL;
+    unsigned long length = 0;
+    Window seen = XGetSelectionOwner(dpy, primary);
+    long synced = 0;
+    for (;;) {
+        while (XPending(dpy)) {
+            XEvent ev;
+            XNextEvent(dpy, &ev);
+            if (ev.type != SelectionRequest) continue;
+            XSelectionRequestEvent req = ev.xselectionrequest;
+            if (req.property != None && req.target == targets_atom) {
+                Atom list[] = {targets_atom, utf8};
+                answer_targets(&req, list, 2);
+            } else if (req.property != None && req.target == utf8) {
+                XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, text ? text : (unsigned char *)"", (int)length);
+                notify(&req, req.property);
+            } else {
+                notify(&req, None);
+            }
+        }
+        Window owner = XGetSelectionOwner(dpy, primary);
+        if (owner == None || owner == seen) {
+            usleep(5000);
+            continue;
+        }
+        seen = owner;
+        XDeleteProperty(dpy, win, property);
+        XConvertSelection(dpy, primary, utf8, property, win, CurrentTime);
+        XFlush(dpy);
+        double end = now() + 2;
+        int got = 0;
+        while (!got && now() < end) {
+            XEvent ev;
+            if (!XCheckTypedWindowEvent(dpy, win, SelectionNotify, &ev)) {
+                /* Serve CLIPBOARD meanwhile (the daemon may read it to answer this very read). */
+                while (XCheckTypedEvent(dpy, SelectionRequest, &ev)) {
+                    XSelectionRequestEvent req = ev.xselectionrequest;
+                    if (req.property != None && req.target == targets_atom) {
+                        Atom list[] = {targets_atom, utf8};
+                        answer_targets(&req, list, 2);
+                    } else if (req.property != None && req.target == utf8) {
+                        XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, text ? text : (unsigned char *)"", (int)length);
+                        notify(&req, req.property);
+                    } else {
+                        notify(&req, None);
+                    }
+                }
+                usleep(1000);
+                continue;
+            }
+            got = 1;
+            if (text) XFree(text);
+            text = NULL;
+            length = 0;
+            if (ev.xselection.property != None) {
+                Atom type;
+                int format;
+                unsigned long after;
+                XGetWindowProperty(dpy, win, property, 0, 1 << 20, True, AnyPropertyType, &type, &format, &length, &after, &text);
+            }
+        }
+        XSetSelectionOwner(dpy, clipboard, win, CurrentTime);
+        XFlush(dpy);
+        printf("synced %ld %lu\n", ++synced, length);
+    }
+}
+
 static int same_client(Window a, Window b) {
     unsigned long mask = dpy->resource_mask;
     return (a & ~mask) == (b & ~mask);
@@ -577,6 +650,7 @@ int main(int argc, char **argv) {
         XStoreName(dpy, win, "evil\033]0;pwned\007\033[31mred");
         owner_loop('e', 0, NULL);
     }
+    if (!strcmp(mode, "syncer")) syncer();
     if (!strcmp(mode, "owner-spellings") && argc > 4)
         owner_spellings(argv[2], XInternAtom(dpy, argv[3], False), argv + 4, argc - 4);
     if (!strcmp(mode, "owner-evil-lines")) {

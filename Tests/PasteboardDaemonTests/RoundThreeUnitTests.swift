@@ -85,3 +85,31 @@ struct ConversionBudgetTests {
         #expect(ConversionBudget.held == base, "released with the cache")
     }
 }
+
+@Suite("round three: the bridge's echoes")
+struct BridgeEchoesTests {
+    @Test("a copy in the source right after a read of what we carried is an echo; episodes are said once; a new carry or a destination not ours starts afresh")
+    func echoes() {
+        var echoes = BridgeEchoes()
+        // No read of PRIMARY since we carried: the user's copy.
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 100) == .carry)
+        echoes.read(.find, at: 100.2)
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 100.5) == .echo(firstOfEpisode: true))
+        echoes.read(.find, at: 101)
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 101.1) == .echo(firstOfEpisode: false))
+        // Past the window: a copy of its own.
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 102.5) == .carry)
+        // Not ours any more: nothing to echo.
+        echoes.read(.find, at: 103)
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: false, at: 103.1) == .carry)
+        // A new carry forgets the reads of the one before.
+        echoes.carried(.find)
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 103.2) == .carry)
+        // After a quiet half minute, the next episode is said again.
+        echoes.read(.find, at: 200)
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 200.1) == .echo(firstOfEpisode: true))
+        // A read of the other direction's destination says nothing of this one.
+        echoes.read(.general, at: 300)
+        #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 300.1) == .carry)
+    }
+}

@@ -248,4 +248,36 @@ struct HostileRoundThreeTests {
         #expect(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "entry 99007 needle")
         try daemon.stop()
     }
+
+    @Test("--clipboard-to-primary beside an autocutsel-like syncer (PRIMARY to CLIPBOARD): no ping-pong, said once; the user's copies stay whole, never replaced by nothing")
+    func syncerLoop() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--clipboard-to-primary"])
+        let syncer = try Peer(try attacker(), ["syncer"], display: x)
+        defer { syncer.stop() }
+        func read(_ selection: String) throws -> String { try run("/usr/bin/xclip", ["-o", "-selection", selection], display: x).text }
+        func synced() -> [Substring] { syncer.outputSoFar.split(separator: "\n").filter { $0.hasPrefix("synced ") } }
+
+        #expect(try xclipCopy("first copy", display: x).status == 0)
+        try daemon.waitForLog("CLIPBOARD also serves PRIMARY")
+        try syncer.waitForOutput("synced 1 ")
+        try daemon.waitForLog("not carried back")
+        // Each selection serves the copy, read through the other's owner; reading them is what the
+        // syncer reacted to before, and nothing moves now.
+        for _ in 0..<3 {
+            #expect(try read("clipboard") == "first copy")
+            #expect(try read("primary") == "first copy")
+        }
+        #expect(synced() == ["synced 1 10"], "the syncer copied again: \(synced())")
+        #expect(daemon.log.components(separatedBy: "CLIPBOARD also serves PRIMARY").count - 1 == 1, "\(daemon.log)")
+
+        // The next copy is carried; the syncer's copy of it is not carried back either.
+        #expect(try xclipCopy("second copy", display: x).status == 0)
+        #expect(eventually(timeout: 10) { (try? read("clipboard")) == "second copy" && (try? read("primary")) == "second copy" })
+        #expect(!synced().contains { $0.hasSuffix(" 0") }, "a copy of nothing: \(synced())")
+        #expect(synced().count <= 2, "\(synced())")
+        #expect(daemon.log.components(separatedBy: "by the program that just read it").count - 1 == 1, "said once: \(daemon.log)")
+        try daemon.stop()
+    }
 }

@@ -9,7 +9,8 @@ import PasteboardX11
 /// the copy's owner at that moment: no byte moves until someone pastes. A PRIMARY still being
 /// dragged (a pointer button held) is taken once it is finished. Secrets, ignored apps and
 /// expired copies are never carried across (the offer's one verdict); neither is a copy the
-/// daemon made itself, so the two directions together do not loop.
+/// daemon made itself, so the two directions together do not loop; nor is a copy another syncer
+/// made of what the daemon carried (``BridgeEchoes``), so the daemon and it do not loop either.
 extension ClipboardDaemon {
     /// The selection a new copy in `name` is carried to, if one is asked for.
     func bridgeTarget(of name: Pasteboard.Name) -> Pasteboard.Name? {
@@ -43,9 +44,24 @@ extension ClipboardDaemon {
                 }
                 return
             }
+            // Another syncer's copy of what we carry: served from its owner from now on, without
+            // taking the destination again (which would be its next trigger).
+            let destinationIsOurs = bridged.withLock { $0[destination] != nil } && (try? backend.ownerWindow(of: destination)) == ourWindow
+            let decision = echoes.withLock {
+                $0.changed(source, carriedTo: destination, destinationIsOurs: destinationIsOurs, at: Date().timeIntervalSince1970)
+            }
+            if case let .echo(first) = decision {
+                bridged.withLock { $0[destination] = change.owner }
+                if first {
+                    logger.notice("\(from) was copied from \(to) by the program that just read it (another syncer, such as autocutsel): not carried back; \(to) serves it as it is, while this goes on")
+                } else {
+                    logger.debug("\(from): another echo of \(to), not carried back")
+                }
+                return
+            }
             let targets = offer.dataTargets.map { target in
                 RemoteTarget(target: target, size: offer.sizes[target]) { [self] in
-                    self.openBridged(source, target: target, owner: change.owner)
+                    self.openBridged(source, to: destination, target: target)
                 }
             }
             guard !targets.isEmpty else { return }
@@ -53,6 +69,7 @@ extension ClipboardDaemon {
                 // Only if the copy is still the newest: its owner still owns the source.
                 guard isCurrent(), try backend.proxy(destination, targets: targets, if: { _ in true }) else { return }
                 bridged.withLock { $0[destination] = change.owner }
+                echoes.withLock { $0.carried(destination) }
                 logger.info("\(from) also serves \(to) (\(targets.count) targets; bytes move when someone pastes)")
             } catch {
                 logger.warning("\(from) not carried to \(to): \(error)")
@@ -61,11 +78,13 @@ extension ClipboardDaemon {
     }
 
     /// The bytes of `target` as the copy's owner gives them now, for a paste of the other
-    /// selection; refused when that owner no longer owns the source.
-    func openBridged(_ source: Pasteboard.Name, target: String, owner: X11Window) -> ByteStream? {
+    /// selection (`destination`); refused when that owner no longer owns the source.
+    func openBridged(_ source: Pasteboard.Name, to destination: Pasteboard.Name, target: String) -> ByteStream? {
         let stream = ByteStream()
+        let owner = bridged.withLock { $0[destination] }
+        echoes.withLock { $0.read(destination, at: Date().timeIntervalSince1970) }
         DispatchQueue.global().async { [self] in
-            guard (try? backend.ownerWindow(of: source)) == owner else {
+            guard let owner, (try? backend.ownerWindow(of: source)) == owner else {
                 return stream.fail("\(X11PasteboardBackend.selectionName(for: source)) changed since")
             }
             do {
