@@ -270,6 +270,19 @@ static void owner_spellings(const char *path, Atom served, char **names, int cou
     }
 }
 
+/* The syncer's answer to a request of CLIPBOARD: its TARGETS, or the text it copied. */
+static void serve_synced(XSelectionRequestEvent *req, unsigned char *text, unsigned long length) {
+    if (req->property != None && req->target == targets_atom) {
+        Atom list[] = {targets_atom, utf8};
+        answer_targets(req, list, 2);
+    } else if (req->property != None && req->target == utf8) {
+        XChangeProperty(dpy, req->requestor, req->property, utf8, 8, PropModeReplace, text ? text : (unsigned char *)"", (int)length);
+        notify(req, req->property);
+    } else {
+        notify(req, None);
+    }
+}
+
 /* An autocutsel-like syncer, one way: whenever PRIMARY gets a new owner, it reads PRIMARY's text
    and takes CLIPBOARD with it (whatever it got, nothing too: as a naive script does), serving it
    until the next. Prints "synced N BYTES" for each copy it makes. */
@@ -285,16 +298,7 @@ static void syncer(void) {
             XEvent ev;
             XNextEvent(dpy, &ev);
             if (ev.type != SelectionRequest) continue;
-            XSelectionRequestEvent req = ev.xselectionrequest;
-            if (req.property != None && req.target == targets_atom) {
-                Atom list[] = {targets_atom, utf8};
-                answer_targets(&req, list, 2);
-            } else if (req.property != None && req.target == utf8) {
-                XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, text ? text : (unsigned char *)"", (int)length);
-                notify(&req, req.property);
-            } else {
-                notify(&req, None);
-            }
+            serve_synced(&ev.xselectionrequest, text, length);
         }
         Window owner = XGetSelectionOwner(dpy, primary);
         if (owner == None || owner == seen) {
@@ -312,16 +316,7 @@ static void syncer(void) {
             if (!XCheckTypedWindowEvent(dpy, win, SelectionNotify, &ev)) {
                 /* Serve CLIPBOARD meanwhile (the daemon may read it to answer this very read). */
                 while (XCheckTypedEvent(dpy, SelectionRequest, &ev)) {
-                    XSelectionRequestEvent req = ev.xselectionrequest;
-                    if (req.property != None && req.target == targets_atom) {
-                        Atom list[] = {targets_atom, utf8};
-                        answer_targets(&req, list, 2);
-                    } else if (req.property != None && req.target == utf8) {
-                        XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, text ? text : (unsigned char *)"", (int)length);
-                        notify(&req, req.property);
-                    } else {
-                        notify(&req, None);
-                    }
+                    serve_synced(&ev.xselectionrequest, text, length);
                 }
                 usleep(1000);
                 continue;
