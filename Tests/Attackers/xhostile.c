@@ -270,6 +270,28 @@ static void owner_spellings(const char *path, Atom served, char **names, int cou
     }
 }
 
+/* Offers text/html alone and serves it; refuses any other target only after `delay_ms`, as a
+   loaded owner does, and dies of BadWindow as xclip does (Xlib's default handler) when the
+   requestor's window is gone by then. */
+static void owner_slow_refusal(long delay_ms) {
+    Atom html = XInternAtom(dpy, "text/html", False);
+    own();
+    for (;;) {
+        XSelectionRequestEvent req = next_request();
+        if (req.property != None && req.target == targets_atom) {
+            Atom list[] = {targets_atom, html};
+            answer_targets(&req, list, 2);
+        } else if (req.property != None && req.target == html) {
+            XChangeProperty(dpy, req.requestor, req.property, html, 8, PropModeReplace, (const unsigned char *)"<p>x</p>", 8);
+            notify(&req, req.property);
+        } else {
+            usleep((useconds_t)(delay_ms * 1000));
+            notify(&req, None);
+            XSync(dpy, False);
+        }
+    }
+}
+
 /* The syncer's answer to a request of CLIPBOARD: its TARGETS, or the text it copied. */
 static void serve_synced(XSelectionRequestEvent *req, unsigned char *text, unsigned long length) {
     if (req->property != None && req->target == targets_atom) {
@@ -646,6 +668,7 @@ int main(int argc, char **argv) {
         owner_loop('e', 0, NULL);
     }
     if (!strcmp(mode, "syncer")) syncer();
+    if (!strcmp(mode, "owner-slow-refusal")) owner_slow_refusal(a);
     if (!strcmp(mode, "owner-spellings") && argc > 4)
         owner_spellings(argv[2], XInternAtom(dpy, argv[3], False), argv + 4, argc - 4);
     if (!strcmp(mode, "owner-evil-lines")) {

@@ -280,4 +280,20 @@ struct HostileRoundThreeTests {
         #expect(daemon.log.components(separatedBy: "by the program that just read it").count - 1 == 1, "said once: \(daemon.log)")
         try daemon.stop()
     }
+
+    @Test("a paste whose guess is refused late (a loaded owner) waits for the refusal before closing: the owner, which dies of a window gone as xclip does, lives")
+    func lateRefusalOutlivesTheReader() throws {
+        let x = try Xvfb()
+        let owner = try Peer(try attacker(), ["owner-slow-refusal", "300"], display: x)
+        defer { owner.stop() }
+        try owner.waitForOutput("ready")
+        for round in 1...3 {
+            // Its TARGETS say text/html: the guess for -t png is refused, 300 ms later.
+            let png = try XPBToolTests.xpb(["paste", "-t", "png"], x)
+            #expect(png.status == 3, "round \(round): \(png.status) \(png.error)")
+            #expect(owner.isRunning, "round \(round): the owner died of our window")
+            let targets = try XPBToolTests.xpb(["types", "--targets"], x)
+            #expect(targets.text == "TARGETS\ntext/html\n", "round \(round): \(targets.status) \(targets.error)")
+        }
+    }
 }

@@ -195,6 +195,11 @@ struct StandInTests {
                     && (try? run("/usr/bin/xclip", ["-o", "-selection", "primary"], display: x).text) == "P"
             })
             _ = try shell("$XSEL -k </dev/null >/dev/null 2>&1", tools, x)
+            // The real xsel returns before its background child has read both selections and
+            // taken them: the owners are stopped only once they lost them (xclip exits then).
+            // Stopped earlier, as a loaded run once did, the child read nothing from PRIMARY.
+            // (A loop, not eventually { }: that closure crashes Swift 6.3.1's SendNonSendable pass here.)
+            for _ in 0..<1000 where primary.isRunning || secondary.isRunning { usleep(10_000) }
             primary.stop()
             secondary.stop()
             seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "primary"], display: x).text)

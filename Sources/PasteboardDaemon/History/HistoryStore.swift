@@ -510,13 +510,15 @@ final class HistoryStore {
         return listing.finished()
     }
 
-    /// The entries as ``summaries(search:)`` lists them, with the thumbnails still to make left
-    /// out: the caller makes them (``HistoryListing/finished()``) after releasing the history's
-    /// lock, so that decoding images never holds up the history.
     /// The most bytes of entries one page carries (about: previews, lines, target names), well
     /// under a frame's 16 MiB; a page past it ends early, and the next begins where it ended.
     static let pageBytes = 4 << 20
 
+    /// The entries as ``summaries(search:)`` lists them, with the thumbnails still to make left
+    /// out: the caller makes them (``HistoryListing/finished()``) after releasing the history's
+    /// lock, so that decoding images never holds up the history. With `limit`, a page: at most
+    /// `limit` entries (fewer past ``pageBytes``) from entry `offset` on, of the whole history or
+    /// of the search's matches; `total` says how many there are in all.
     func listing(search: String? = nil, offset: Int = 0, limit: Int? = nil) throws -> HistoryListing {
         try recovering {
             // The text (up to 64 KiB an entry) is read whole only to search it.

@@ -144,24 +144,38 @@ extension X11Session {
         for gone in requestorWindows.end(window, clean: clean, now: configuration.clock()) { XDestroyWindow(display, gone.rawValue) }
     }
 
-    /// Runs `body` once the owners of the transfers just read are done with our windows: after
-    /// one round trip to the server when an INCR transfer ended lately (its owner's last requests,
-    /// sent with the empty chunk, are taken by the server before our answer; xsel's second
-    /// SelectionNotify among them), at once otherwise.
+    /// Runs `body` once the owners of the transfers just read are done with our windows (closing
+    /// the connection destroys them, and an owner that writes to a window gone gets BadWindow,
+    /// which ends xclip and xsel): after one round trip to the server when an INCR transfer ended
+    /// lately (its owner's last requests, sent with the empty chunk, are taken by the server
+    /// before our answer; xsel's second SelectionNotify among them), and once every request
+    /// asked is answered (a guess the reader gave up on: a slow owner answers it after the
+    /// reader is done), for at most ``settleLimit``; at once when nothing is outstanding.
     func afterOwnersSettle(_ body: @escaping () -> Void) {
-        guard requestorWindows.settleDelay(now: configuration.clock()) > 0, !isDead else { return body() }
+        guard ownersAreBusy, !isDead else { return body() }
         // What the server took from the owner before our answer comes back as events.
         XSync(display, 0)
-        waitForOwnersToSettle(body)
+        waitForOwnersToSettle(until: configuration.clock() + UInt64(min(Self.settleLimit, configuration.readTimeout) * 1e9), body)
     }
 
-    /// Checks every 2 ms (the loop handles the events between) until the owner's confirmation
-    /// came or the settle time passed.
-    private func waitForOwnersToSettle(_ body: @escaping () -> Void) {
-        guard requestorWindows.settleDelay(now: configuration.clock()) > 0, !isDead else { return body() }
+    /// The longest a closing reader waits for owners to answer what it asked (a loaded machine
+    /// once took longer than the reader to refuse a guess, and xclip died of the window gone).
+    static let settleLimit = 1.0
+
+    /// Whether an owner may still write to one of our windows: an INCR ended moments ago, a
+    /// request is not answered yet, or a reply given up on is still being drained.
+    private var ownersAreBusy: Bool {
+        requestorWindows.settleDelay(now: configuration.clock()) > 0 || !conversions.isEmpty
+            || incoming.values.contains { $0.sink?.isCancelled == true }
+    }
+
+    /// Checks every 2 ms (the loop handles the events between) until the owners are done or
+    /// `deadline` passed.
+    private func waitForOwnersToSettle(until deadline: UInt64, _ body: @escaping () -> Void) {
+        guard ownersAreBusy, configuration.clock() < deadline, !isDead else { return body() }
         after(0.002) { [weak self] in
             guard let self else { return body() }
-            self.waitForOwnersToSettle(body)
+            self.waitForOwnersToSettle(until: deadline, body)
         }
     }
 
