@@ -556,8 +556,6 @@ static int compare_colors(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// An XPM through libXpm: the image's colours (a translucent pixel under half opacity is XPM's
-// None) named by 1 to 4 characters each.
 // XPM is a format for icons: a pixel is up to 4 characters of text, a colour a line of its
 // table, and libXpm makes a copy of all of it. Bounded so that one conversion costs tens of
 // megabytes, not gigabytes (64 Mpx of 16.7 M colours took 3.8 GB and 12.6 s): at most
@@ -565,6 +563,8 @@ static int compare_colors(const void *a, const void *b) {
 #define XPB_XPM_MAX_PIXELS (4u << 20)
 #define XPB_XPM_MAX_COLORS 65536u
 
+// An XPM through libXpm: the image's colours (a translucent pixel under half opacity is XPM's
+// None) named by 1 to 4 characters each.
 static int encode_xpm(const xpb_image *image, uint8_t **out, size_t *out_size, char *error, size_t error_size) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.#";
     const uint32_t none = 0xFF000000u;

@@ -31,7 +31,8 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     /// The daemon's state (``DaemonStatus``).
     case status
     /// History entries, newest first, optionally only those whose text contains `search`
-    /// (case-insensitive).
+    /// (case-insensitive), all in one reply: what an xpb from before ``historyPage(search:offset:limit:)``
+    /// asks (this xpb asks for pages; one reply holds at most 16 MiB).
     case history(search: String?)
     /// A page of them: at most `limit` from entry `offset` on (of the search's matches with
     /// `search`), fewer when they are large (``ControlReply/historyPage(entries:total:)``).

@@ -144,18 +144,10 @@ final class CopyActions: Sendable {
         }
     }
 
-    /// Whether a process of group `group` other than a zombie runs (`/proc/N/stat`'s fifth field).
+    /// Whether a process of group `group` other than a zombie runs.
     static func groupRuns(_ group: pid_t) -> Bool {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
-        for entry in entries {
-            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { continue }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            // After the command: state, ppid, pgrp.
-            guard fields.count > 2, fields[0] != "Z", fields[0] != "X", Int32(fields[2]) == group else { continue }
-            return true
-        }
-        return false
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+        return processes.contains { LocalProcess.status(of: $0).map { $0.isRunning && $0.processGroup == Int(group) } ?? false }
     }
 
     /// The first item as `xpb paste` writes it: the text, else the best image, else the first

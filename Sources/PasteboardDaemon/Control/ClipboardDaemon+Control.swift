@@ -49,22 +49,27 @@ extension ClipboardDaemon {
     /// unchanged: menus and scripts list it again and again, and the encoding is half of the
     /// daemon's part of a listing (about 6 of 11 ms for 1000 entries).
     private func firstPage() throws -> ControlAnswer {
-        let listed = try store.withLock { store -> (HistoryStore.ListingVersion?, HistoryListing)? in
+        enum Listed {
+            case encoded(Data)
+            case listed(HistoryStore.ListingVersion?, HistoryListing)
+        }
+        let listed = try store.withLock { store -> Listed in
             if let version = store.listingVersion(), let cached = listing.withLock({ $0 }), cached.version == version {
-                return nil
+                return .encoded(cached.payload)
             }
             let entries = try store.listing(offset: 0, limit: ControlRequest.historyPageSize)
             // The version after listing: a listing that wrote (a recovered database) counts its own writes.
-            return (store.listingVersion(), entries)
+            return .listed(store.listingVersion(), entries)
         }
-        guard let listed else {
-            return try listing.withLock { $0 }.map { .encoded($0.payload) } ?? firstPage()
+        switch listed {
+        case let .encoded(payload):
+            return .encoded(payload)
+        case .listed(let version, var entries):
+            // Thumbnails still to make are made after the history's lock is released.
+            let payload = try ControlCoding.encode(ControlReply.historyPage(entries: entries.finished(), total: entries.total))
+            listing.withLock { $0 = version.map { (version: $0, payload: payload) } }
+            return .encoded(payload)
         }
-        // Thumbnails still to make are made after the history's lock is released.
-        var entries = listed.1
-        let payload = try ControlCoding.encode(ControlReply.historyPage(entries: entries.finished(), total: entries.total))
-        listing.withLock { $0 = listed.0.map { (version: $0, payload: payload) } }
-        return .encoded(payload)
     }
 
     private func reply(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {

@@ -608,15 +608,13 @@ final class HistoryStore {
                     pinned: row[12].integer == 1))
                 if limit != nil, bytes >= Self.pageBytes { full = true }
             }
-            if !searching, !paged {
-                // Listing every entry: thumbnails of entries gone since (deleted, evicted) go too,
-                // and the pixel sizes remembered for them.
-                thumbnails?.prune(keeping: sized)
-                pixelSizes = pixelSizes.filter { sized.contains($0.key) }
-            } else if !searching, offset == 0 {
-                // A first page: thumbnails of images no entry keeps any more go.
-                let kept = try database.query("SELECT DISTINCT digest FROM targets").compactMap { $0[0].text }
-                thumbnails?.prune(keeping: Set(kept))
+            if !searching, offset == 0 {
+                // A listing from the newest entry: the thumbnails and remembered pixel sizes of
+                // images no entry keeps any more (deleted, evicted) go. A page does not see every
+                // image, so it asks the database which are kept.
+                let kept = paged ? Set(try database.query("SELECT DISTINCT digest FROM targets").compactMap { $0[0].text }) : sized
+                thumbnails?.prune(keeping: kept)
+                pixelSizes = pixelSizes.filter { kept.contains($0.key) }
             }
             return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails,
                                   total: searching ? matches : paged ? total : result.count)

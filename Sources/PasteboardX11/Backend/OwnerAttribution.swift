@@ -115,10 +115,18 @@ package enum LocalProcess {
     /// Whether `pid` is a process that runs: not gone, and not a zombie (an exited process its
     /// parent has not reaped yet still has its `/proc/N`, but no files and no connection).
     static func isRunning(_ pid: Int) -> Bool {
+        status(of: pid)?.isRunning ?? false
+    }
+
+    /// A process's state and process group, from `/proc/N/stat` (nil when it is gone). The
+    /// fields after the command, which may hold spaces and parentheses itself, are read after
+    /// its last `)`: state, parent, process group.
+    package static func status(of pid: Int) -> (isRunning: Bool, processGroup: Int)? {
         guard pid > 0, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return false }
-        let state = stat[stat.index(after: close)...].drop { $0 == " " }.first
-        return state != nil && state != "Z" && state != "X"
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 2, let group = Int(fields[2]) else { return nil }
+        return (fields[0] != "Z" && fields[0] != "X", group)
     }
 
     /// The display number of a local display name (`:0`, `:1.0`, `unix:2`); nil for a display
