@@ -8,12 +8,12 @@ import Glibc
 
 /// xpb on the display, talking to the daemon of `home`.
 @discardableResult
-private func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil) throws -> Outcome {
-    try xpb(arguments, x, input: input, environment: home.environment)
+func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil, timeout: Double = 30) throws -> Outcome {
+    try xpb(arguments, x, input: input, environment: home.environment, timeout: timeout)
 }
 
 /// The history as `xpb history --json` lists it.
-private func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
+func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
     let outcome = try xpb(["history", "--json"], x, home)
     guard outcome.status == 0, let list = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] else {
         throw TestFailure("xpb history --json failed: \(outcome.error)")

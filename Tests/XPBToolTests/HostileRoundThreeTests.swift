@@ -10,18 +10,6 @@ import Glibc
 /// and inputs on a private Xvfb.
 @Suite("hostile input, round three")
 struct HostileRoundThreeTests {
-    private func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil, timeout: Double = 30) throws -> Outcome {
-        try XPBToolTests.xpb(arguments, x, input: input, environment: home.environment, timeout: timeout)
-    }
-
-    private func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
-        let outcome = try xpb(["history", "--json"], x, home)
-        guard outcome.status == 0, let list = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] else {
-            throw TestFailure("xpb history --json failed: \(outcome.error)")
-        }
-        return list
-    }
-
     @Test("attribution never guesses: a keepassxc that forks 100 ms after taking the clipboard is named by its child, not by a client started beside it; its copy is secret, never kept")
     func forkingPasswordManager() throws {
         let x = try Xvfb()
