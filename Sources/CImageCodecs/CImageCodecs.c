@@ -704,14 +704,16 @@ int xpb_image_encode(const xpb_image *image, int format, int quality, uint8_t **
             return fail(error, error_size, XPB_IMAGE_TOO_LARGE, "JPEG holds at most 65500x65500 pixels; the image is %ux%u",
                         image->width, image->height);
         }
+        /* Full-resolution colour (4:4:4), as libjpeg's cjpeg and ImageMagick choose at quality 90 and
+           above: screenshots' coloured text and single-pixel lines keep their colour. */
         tjhandle handle = tjInitCompress();
         if (!handle) return fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(NULL));
         uint8_t *rgb = rgb_pixels(image, 1);
-        unsigned long capacity = tjBufSize((int)image->width, (int)image->height, TJSAMP_420);
+        unsigned long capacity = tjBufSize((int)image->width, (int)image->height, TJSAMP_444);
         uint8_t *bytes = rgb && capacity != (unsigned long)-1 ? malloc(capacity) : NULL;
         unsigned long size = capacity;
         int ok = bytes && tjCompress2(handle, rgb, (int)image->width, 0, (int)image->height, TJPF_RGB, &bytes, &size,
-                                      TJSAMP_420, quality, TJFLAG_NOREALLOC) == 0;
+                                      TJSAMP_444, quality, TJFLAG_NOREALLOC) == 0;
         int code = ok ? XPB_IMAGE_OK : fail(error, error_size, XPB_IMAGE_NO_MEMORY, "JPEG: %s", tjGetErrorStr2(handle));
         tjDestroy(handle);
         free(rgb);

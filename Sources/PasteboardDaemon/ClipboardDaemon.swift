@@ -342,8 +342,9 @@ package final class ClipboardDaemon: Sendable {
             epochAtOwn.withLock { $0 = epoch }
             return (!ifUnowned || owner.isNone) && (since == nil || since == epoch)
         }
+        let credit = snapshot.app.map { CopyCredit(name: $0, pid: snapshot.pid) }
         guard try backend.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
-                               timestamp: timestamp, if: check) else { return false }
+                               timestamp: timestamp, credit: credit, if: check) else { return false }
         var served = snapshot
         served.owner = ourWindow
         let epoch = epochAtOwn.withLock { $0 }
@@ -411,6 +412,7 @@ package final class ClipboardDaemon: Sendable {
         // control character reaches the log (a forged second line, an escape for the terminal).
         var text = owner.name.map { "'\(printable($0))'" } ?? "window \(owner.window)"
         if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \(printable($0))" } ?? ""))" }
+        if let credit = owner.copiedBy { text += " for \(printable(credit.name))\(credit.pid.map { " (pid \($0))" } ?? "")" }
         return text
     }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Glibc
 import PasteboardKit
@@ -41,7 +42,11 @@ extension CopyCommand {
         // Written and closed once: by the success line, else by the failure line.
         var ready = readyFD
         do {
-            let backend = try selection.connect()
+            // Who ran the copy: as the starting process found it, else (in the foreground) now.
+            let backend = try selection.connect(copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
+            // Killed, the owner hands its copy to the clipboard manager first, as GTK and Qt apps do.
+            let signals = HandOffOnSignal(backend)
+            defer { signals.cancel() }
             var items = try makeItems()
             if append { items = try appended(to: items, on: backend) }
             if filter, readyFD == nil { try echo(items) }
@@ -110,6 +115,8 @@ extension CopyCommand {
         // The owner's own options go right after the command name: after a `--` they would be
         // taken for file names.
         var arguments = commandLine
+        // Who ran the copy is found here: the owner's parents are gone by the time it is asked.
+        if copiedBy == nil, let credit = CopyCredit.current() { savedArguments.append("--copied-by=" + Self.argument(for: credit)) }
         arguments.insert(contentsOf: ["--ready-fd", "3"] + savedArguments, at: min(1, arguments.count))
         let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log)
         Glibc.close(readyPipe[1])
@@ -183,6 +190,41 @@ extension CopyCommand {
             if collected.contains(UInt8(ascii: "\n")) { break }
         }
         return String(decoding: collected, as: UTF8.self)
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP make an owner hand `CLIPBOARD` to the clipboard manager
+/// (`SAVE_TARGETS`: what a GTK or Qt app does as it exits) before it dies of the signal, so a
+/// copy killed right after it was made is not lost. Without a manager, or for a copy marked
+/// secret, it dies at once. A second signal during the hand-off waits for it (at most the
+/// hand-off's timeout, 3 s).
+struct HandOffOnSignal: ~Copyable {
+    static let signals = [SIGTERM, SIGINT, SIGHUP]
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ backend: X11PasteboardBackend) {
+        let once = Mutex(false)
+        sources = Self.signals.map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                // The first signal hands off; the others wait for it to end the process.
+                guard once.withLock({ done in defer { done = true }; return !done }) else { return }
+                _ = backend.close(handOff: true)
+                signal(number, SIG_DFL)
+                raise(number)
+            }
+            source.resume()
+            signal(number, SIG_IGN)
+            return source
+        }
+    }
+
+    /// Restores the signals' default action.
+    func cancel() {
+        for (number, source) in zip(Self.signals, sources) {
+            source.cancel()
+            signal(number, SIG_DFL)
+        }
     }
 }
 

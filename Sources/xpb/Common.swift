@@ -202,8 +202,9 @@ struct SelectionOptions: Sendable {
     var selection: String { X11PasteboardBackend.selectionName(for: name) }
 
     /// Connects to the display.
-    func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil) throws -> X11PasteboardBackend {
+    func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil, copiedBy: CopyCredit? = nil) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
+        configuration.copiedBy = copiedBy
         if let readTimeout {
             configuration.readTimeout = readTimeout
             // Each answer of a read that has no data phase (TARGETS, the manifest) is bounded by

@@ -26,6 +26,7 @@ struct CopyCommand: Command {
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)); the clipboard keeps what it had.")
         static let readyFd = OptionSpec.value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true)
         static let savedFd = OptionSpec.value(nil, "saved-fd", "input=fd", "An input the parent saved for the background owner.", hidden: true)
+        static let copiedBy = OptionSpec.value(nil, "copied-by", "pid:name", "Who ran the copy, as the parent found it for the background owner.", hidden: true)
     }
 
     static let spec = CommandSpec(
@@ -69,6 +70,7 @@ struct CopyCommand: Command {
             Option.maxSize,
             Option.readyFd,
             Option.savedFd,
+            Option.copiedBy,
         ],
         positional: PositionalSpec(valueName: "file", help: "Files to copy, one item each; none or `-` for standard input."))
 
@@ -94,6 +96,8 @@ struct CopyCommand: Command {
     /// Inputs the parent saved for the background owner, as `INPUT=FD`: standard input and
     /// anything that is not a regular file (a pipe like `<(cmd)` cannot be reopened by a child).
     let savedFDs: [String]
+    /// Who ran the copy (``CopyCredit``), as the starting process found it; nil: look now.
+    let copiedBy: CopyCredit?
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
@@ -116,10 +120,25 @@ struct CopyCommand: Command {
         maxSize = try arguments.size(Option.maxSize) ?? CommonOptions.defaultMaxSize
         readyFD = try arguments.integer(Option.readyFd).map { Int32(clamping: $0) }
         savedFDs = arguments.all(Option.savedFd)
+        copiedBy = arguments.value(Option.copiedBy).flatMap(Self.credit(from:))
         try validate()
     }
 
     static let sensitiveExpiry: Double = 45
+
+    /// `--copied-by`'s value for a credit: `PID:NAME` (the pid empty when unknown).
+    static func argument(for credit: CopyCredit) -> String {
+        "\(credit.pid.map(String.init) ?? ""):\(credit.name)"
+    }
+
+    /// The credit `--copied-by` gives; nil for a malformed value.
+    static func credit(from argument: String) -> CopyCredit? {
+        guard let colon = argument.firstIndex(of: ":") else { return nil }
+        let name = String(argument[argument.index(after: colon)...])
+        let pid = Int(argument[..<colon])
+        guard !name.isEmpty, pid != nil || argument[..<colon].isEmpty else { return nil }
+        return CopyCredit(name: name, pid: pid)
+    }
 
     /// Files up to this size are held in memory by the owner; bigger ones are served from disk.
     static let inMemoryLimit = 1 << 20

@@ -19,9 +19,11 @@ struct HistoryCommand: Command {
         name: "history",
         abstract: "List, search, select and delete what the clipboard manager (xpbd) kept.",
         discussion: """
-            Actions: 'list' (the default): the newest 1000 entries (--count, --all), newest first, with its index, age, size (an image's in \
-            pixels, 1920×1080), source, types and a one-line preview; 'search TEXT': the entries whose text contains \
-            TEXT (ignoring case); 'select N': entry N becomes the clipboard again (or the selection it came from) with \
+            Actions: 'list' (the default): the newest 1000 entries (--count, --all), newest first, with its index, age, size (the content's: \
+            a text's bytes, whatever richer forms came with it; an image's pixels, 1920×1080), the app that copied and its \
+            pid, the content's types (its own first: a copied JPEG is image/jpeg) and a one-line preview; 'search TEXT': the \
+            entries whose text, preview, types or app contain TEXT (ignoring case), exit status 1 when none does (as \
+            grep); 'select N': entry N becomes the clipboard again (or the selection it came from) with \
             all its targets, served by xpbd; 'delete N': forget entry N; 'pin N' / 'unpin N': a pinned entry is never \
             evicted by xpbd's caps and survives 'clear' (unless --pinned); 'clear': forget every entry but the pinned; \
             'menu': pipe the \
@@ -109,7 +111,9 @@ struct HistoryCommand: Command {
         case .list, .search:
             var search: String?
             if case let .search(text) = action { search = text }
-            try list(search: search, client: &client)
+            let found = try list(search: search, client: &client)
+            // As grep: a search that finds nothing exits 1 (its listing, or `[]`, still written).
+            if search != nil, found == 0 { throw Exit(status: Status.failure.rawValue) }
         case let .select(index):
             try report(client.send(.select(index: index)))
         case let .delete(index):
@@ -130,7 +134,8 @@ struct HistoryCommand: Command {
     /// The newest `count` entries (all without it), a page at a time, each written as it comes:
     /// a history of 100,000 entries never makes one reply (a frame holds at most 16 MiB) nor
     /// one string here.
-    private func list(search: String?, client: inout DaemonClient) throws {
+    @discardableResult
+    private func list(search: String?, client: inout DaemonClient) throws -> Int {
         var offset = 0
         var total = 0
         let now = Date()
@@ -162,6 +167,7 @@ struct HistoryCommand: Command {
         if let count, total > offset, offset >= count, !asJSON {
             XPB.printError("xpb: the newest \(offset) of \(total) entries\(search == nil ? "" : " found"); --count N shows more, --all every one\n")
         }
+        return total
     }
 
     private func report(_ reply: ControlReply) throws {
@@ -233,7 +239,9 @@ struct HistoryCommand: Command {
         let ordered = entries.filter { $0.pinned == true } + entries.filter { $0.pinned != true }
         let lines = ordered.map { entry in
             let shown = (entry.pinned == true ? "[pinned] " : "") + (entry.preview.isEmpty ? entry.types.joined(separator: ",") : Self.preview(entry))
-            let row = "\(entry.index)\t\(printable(shown + (entry.rest.isEmpty ? "" : "  ⏎ " + entry.rest)))"
+            // The app that copied ends the row: typing "chromium" finds Chromium's copies.
+            let app = (entry.app ?? entry.source).map { "  · " + $0 } ?? ""
+            let row = "\(entry.index)\t\(printable(shown + (entry.rest.isEmpty ? "" : "  ⏎ " + entry.rest) + app))"
             guard icons, let thumbnail = entry.thumbnail, !thumbnail.contains("\n"), !thumbnail.contains("\u{1F}") else { return row }
             return row + "\0icon\u{1F}" + thumbnail
         }

@@ -1,12 +1,13 @@
 import CommandLineTable
 import FoundationEssentials
 import PasteboardKit
+import Glibc
 
 struct InfoCommand: Command {
     static let spec = CommandSpec(
         name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
-        discussion: "The owner's window and its name, the owning process (its pid from the X server's X-Resource extension, which knows every client on its own host, xclip's too, else the window's _NET_WM_PID), the application (its executable's name and path when it runs on this host, and the WM_CLASS of its top-level window), the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command. Without a display (no --display, no $DISPLAY), the headless xpbd's pasteboard: the owner is where the copy was made (this host's process that wrote it, its pid and executable; or the peer and application it came from).",
+        discussion: "The owner's window and its name, the owning process (its pid from the X server's X-Resource extension, which knows every client on its own host, xclip's too, else the window's _NET_WM_PID), the application (its executable's name and path when it runs on this host, and the WM_CLASS of its top-level window), who made the copy where an xpb owner says so (`copied by`: the program that ran xpb copy or an xclip or xsel stand-in, past shells, env and timeout; for a copy xpbd keeps, the app it was taken from, with the pid it had), the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command. Without a display (no --display, no $DISPLAY), the headless xpbd's pasteboard: the owner is where the copy was made (this host's process that wrote it, its pid and executable; or the peer and application it came from).",
         options: ReportOptions.specs)
 
     let options: ReportOptions
@@ -25,6 +26,12 @@ struct InfoCommand: Command {
         let ownerApp: String?
         let ownerExecutable: String?
         let ownerClass: String?
+        /// Who made the copy, where an xpb owner says (the program that ran `xpb copy` or a
+        /// stand-in; for a clipboard manager's kept copy, the app it was taken from), its pid
+        /// then, and whether that process still runs.
+        var copiedBy: String? = nil
+        var copiedByPID: Int? = nil
+        var copiedByRuns: Bool? = nil
         let changeCount: Int
         let items: [[String]]
     }
@@ -36,11 +43,16 @@ struct InfoCommand: Command {
         let owner = try backend.owner(of: selection.name)
         let board = selection.pasteboard(on: backend)
         let items = owner == nil ? [] : try board.itemTypes()
-        let report = Report(
+        var report = Report(
             pasteboard: selection.name.rawValue, selection: selection.selection,
             owner: owner.map { $0.window.description }, ownerName: owner?.name, ownerPID: owner?.processID,
             ownerApp: owner?.appName, ownerExecutable: owner?.executablePath, ownerClass: owner?.windowClass,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
+        if let credit = owner?.copiedBy {
+            report.copiedBy = credit.name
+            report.copiedByPID = credit.pid
+            report.copiedByRuns = credit.pid.map { kill(pid_t(clamping: $0), 0) == 0 || errno == EPERM }
+        }
         try show(report)
     }
 
@@ -72,6 +84,10 @@ struct InfoCommand: Command {
         if let pid = report.ownerPID { writeLine("owner pid: \(pid)") }
         if let app = report.ownerApp { writeLine("owner app: \(printable(app))\(report.ownerExecutable.map { " (\(printable($0)))" } ?? "")") }
         if let windowClass = report.ownerClass { writeLine("owner class: \(printable(windowClass))") }
+        if let maker = report.copiedBy {
+            let pid = report.copiedByPID.map { " (pid \($0)\(report.copiedByRuns == false ? ", exited" : ""))" } ?? ""
+            writeLine("copied by: \(printable(maker))\(pid)")
+        }
         writeLine("change count: \(report.changeCount)")
         writeLine("items: \(report.items.count)")
         for (index, types) in report.items.enumerated() {

@@ -12,6 +12,9 @@ gtk_clipboard.py set-text-file FILE     the same with the UTF-8 text of FILE (la
 gtk_clipboard.py set-text-and-exit TEXT MS
                                         the same with text (GTK offers it as UTF8_STRING, COMPOUND_TEXT,
                                         TEXT, STRING and two text/plain)
+gtk_clipboard.py set-text-view TEXT      copies TEXT from a GtkTextView's buffer, as Mousepad does (GTK offers
+                                        its rich-text serialisation, application/x-gtk-text-buffer-rich-text,
+                                        beside the text targets), prints "ready", serves until killed
 gtk_clipboard.py target-text TARGET     reads TARGET and prints the text GTK decodes from it (its own
                                         converters: Xlib's for COMPOUND_TEXT, Latin-1 for STRING)
 gtk_clipboard.py set-image-and-exit PNG MS
@@ -81,6 +84,13 @@ elif mode in ("set-text", "set-text-window", "set-text-file"):
             clipboard.set_text(source.read(), -1)
     else:
         clipboard.set_text(sys.argv[2], -1)
+    print("ready", flush=True)
+    Gtk.main()
+elif mode == "set-text-view":
+    buffer = Gtk.TextBuffer()
+    buffer.set_text(sys.argv[2], -1)
+    buffer.select_range(buffer.get_start_iter(), buffer.get_end_iter())
+    buffer.copy_clipboard(clipboard)
     print("ready", flush=True)
     Gtk.main()
 elif mode == "target-text":

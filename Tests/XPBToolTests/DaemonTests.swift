@@ -22,7 +22,7 @@ func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
 }
 
 /// Waits until the history has `count` entries; a failure shows `daemon`'s log.
-private func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, daemon: DaemonProcess? = nil, timeout: Double = 10) throws {
+func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, daemon: DaemonProcess? = nil, timeout: Double = 10) throws {
     guard try eventually(timeout: timeout, { try history(x, home).count >= count }) else {
         throw TestFailure("the history did not reach \(count) entries: \(try history(x, home))\(daemon.map { "\nxpbd's log:\n\($0.log)" } ?? "")")
     }
@@ -76,7 +76,7 @@ private func bytesUnder(_ directory: URL) -> Data {
 }
 
 /// A small real PNG (made for the tests by Python's zlib: 64 × 48 RGB).
-private func pngFile() -> String {
+func pngFile() -> String {
     packageRoot.appendingPathComponent("Tests/Peers/image.png").path
 }
 

@@ -264,7 +264,7 @@ package final class HeadlessDaemon: Sendable {
         guard !KeepPolicy.isSecret(held.targets), let name = X11PasteboardBackend.pasteboardName(forSelection: selection) else { return }
         storage.async { [self] in
             // Every item's targets, as the desktop's keeper fetches them of an xpb owner.
-            let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest))
+            let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), manifest: held.manifest)
             let captured = wanted.map { target -> CapturedTarget? in
                 guard let (type, data) = try? held.bytes(for: target) else { return nil }
                 return CapturedTarget(target: target, type: type, data: data)

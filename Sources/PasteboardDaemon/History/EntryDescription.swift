@@ -11,33 +11,65 @@ struct EntryDescription: Equatable {
         let size: Int
     }
 
-    /// MIME names, the most telling first: every type but plain text in the owner's order, then
-    /// `text/plain`. Markers (``TypeRegistry/isPrivate(_:)``) and bare X atoms are left out.
+    /// MIME names of the content, the most telling first. An entry with text is text: file
+    /// lists, then the text's rich forms (HTML, RTF, JSON …), then `text/plain`, then the rest
+    /// (a spreadsheet's picture of its cells). An entry without text: file lists, images and
+    /// the other types the registry knows, then its rich text forms. Types the registry does not
+    /// know (a toolkit's serialisation, `application/x-gtk-text-buffer-rich-text`) come last.
+    /// Markers (``TypeRegistry/isPrivate(_:)``) and bare X atoms are left out.
     var types: [String]
-    /// The bytes of the first type's target.
+    /// The size of the content: the text's bytes for an entry with text (43 B of Mousepad's
+    /// text, not the 144 B of GTK's rich-text serialisation of it), else the first type's.
     var size: Int
 
+    /// Where a type is listed: its rank, lowest first.
+    enum Rank: Int, Comparable {
+        case files, richText, plainText, other, unknown
+
+        static func < (a: Rank, b: Rank) -> Bool { a.rawValue < b.rawValue }
+    }
+
     /// Describes `targets`; `head` gives the first bytes of target `index`, asked only when no
-    /// name is recognised (an image under a vendor's name alone, read by its magic number).
+    /// name is recognised (an image, or a text, under a vendor's name alone, read by its bytes).
     static func describe(_ targets: [Target], registry: TypeRegistry = .standard, head: (Int) -> Data?) -> EntryDescription {
-        var rich: [(type: String, size: Int)] = []
-        var plain: Int?
+        var found: [(type: String, size: Int, rank: Rank)] = []
         for target in targets {
             guard !TypeRegistry.isPrivate(target.name), let (type, _) = registry.type(forTarget: target.name) else { continue }
-            if registry.conforms(type, to: .plainText) {
-                if plain == nil { plain = target.size }
-                continue
+            let isPlain = registry.conforms(type, to: .plainText)
+            let name = isPlain ? "text/plain" : mimeName(registry.preferredMIMEType(for: type) ?? type.identifier)
+            guard !found.contains(where: { $0.type == name }) else { continue }
+            let rank: Rank
+            if isPlain || name == "text/plain" {
+                rank = .plainText
+            } else if registry.descriptor(for: type) == nil {
+                rank = .unknown
+            } else if registry.conforms(type, to: .url) || name == "text/uri-list" || name == "x-special/gnome-copied-files" {
+                rank = .files
+            } else if registry.conforms(type, to: .text) {
+                rank = .richText
+            } else {
+                rank = .other
             }
-            let name = mimeName(registry.preferredMIMEType(for: type) ?? type.identifier)
-            if name == "text/plain" {
-                if plain == nil { plain = target.size }
-            } else if !rich.contains(where: { $0.type == name }) {
-                rich.append((name, target.size))
-            }
+            found.append((name, target.size, rank))
         }
-        var types = rich
-        if let plain { types.append(("text/plain", plain)) }
-        if let first = types.first { return EntryDescription(types: types.map(\.type), size: first.size) }
+        if let text = found.first(where: { $0.rank == .plainText }) {
+            // Stable: the owner's order within a rank.
+            let ordered = found.enumerated().sorted { ($0.element.rank, $0.offset) < ($1.element.rank, $1.offset) }.map(\.element)
+            return EntryDescription(types: ordered.map(\.type), size: text.size)
+        }
+        if !found.isEmpty {
+            func order(_ rank: Rank) -> Int {
+                switch rank {
+                case .files: return 0
+                case .other: return 1
+                case .richText: return 2
+                case .plainText: return 3
+                case .unknown: return 4
+                }
+            }
+            let ordered = found.enumerated().sorted { (order($0.element.rank), $0.offset) < (order($1.element.rank), $1.offset) }.map(\.element)
+            return EntryDescription(types: ordered.map(\.type), size: ordered[0].size)
+        }
         // Nothing named is recognised: the largest target's bytes may be (an image under a
         // vendor's name alone).
         guard let largest = targets.indices.filter({ !targets[$0].name.hasPrefix("XPB_") }).max(by: { targets[$0].size < targets[$1].size })

@@ -50,6 +50,7 @@ final class HistoryStore {
             chmod(path, 0o700)
         }
         database = try Self.open(databasePath, logger: logger)
+        describeUndescribed()
         collectGarbage()
         _ = try? prune()
         keepReserve()
@@ -68,6 +69,40 @@ final class HistoryStore {
         databasePath = ":memory:"
         database = try SQLiteDatabase(path: ":memory:")
         try Self.prepare(database, inMemory: true)
+    }
+
+    /// Describes the entries written without a description (by an earlier xpbd, or before the
+    /// description's rules changed, ``HistoryIndex/descriptionVersion``): their types, content
+    /// size and content key, which listings, searches and the look for a copy kept before read.
+    private func describeUndescribed() {
+        do {
+            let undescribed = "SELECT id FROM entries WHERE types IS NULL OR content_key IS NULL"
+            let ids = try database.query(undescribed).compactMap { $0[0].integer }
+            guard !ids.isEmpty else { return }
+            let start = Date()
+            var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
+            for row in try database.query("""
+                SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (\(undescribed)) ORDER BY entry, position
+                """) {
+                guard let entry = row[0].integer, let name = row[1].text else { continue }
+                targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
+            }
+            try database.transaction {
+                for id in ids {
+                    let kept = targets[id] ?? []
+                    let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
+                        self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
+                    }
+                    try database.query("UPDATE entries SET types = ?, content_size = ?, content_key = ? WHERE id = ?", [
+                        .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)),
+                        .text(Self.contentKey(kept.map { ($0.name, $0.digest) })), .integer(id),
+                    ])
+                }
+            }
+            logger.info("described \(ids.count) history entries in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
+        } catch {
+            logger.warning("could not describe the history's entries: \(error)")
+        }
     }
 
     /// How long opening waits for the other daemons of the user (they share the database) that
@@ -157,6 +192,7 @@ final class HistoryStore {
         let columns = try database.query("PRAGMA table_info(entries)").compactMap { $0[1].text }
         if !columns.contains("app") { try database.execute("ALTER TABLE entries ADD COLUMN app TEXT") }
         if !columns.contains("pinned") { try database.execute("ALTER TABLE entries ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0") }
+        try HistoryIndex.prepare(database, columns: Set(columns))
         // A file the header check passed can still be damaged inside.
         let check = try database.query("PRAGMA quick_check").first?.first?.text
         if check != "ok" { throw SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")") }
@@ -192,11 +228,12 @@ final class HistoryStore {
             var replaced: [Int64] = []
             var pinned = false
             if !content.isEmpty {
+                // The entries of the same content, found by its key (indexed), not by a look at each one.
                 let rows = try database.query("""
                     SELECT id, (SELECT group_concat(pair, ' ') FROM (SELECT name || ':' || digest AS pair FROM targets WHERE entry = entries.id ORDER BY position)),
                            pinned
-                    FROM entries WHERE selection = ? ORDER BY used DESC, id DESC
-                    """, [.text(snapshot.selection.rawValue)])
+                    FROM entries WHERE selection = ? AND content_key = ? ORDER BY used DESC, id DESC
+                    """, [.text(snapshot.selection.rawValue), .text(content)])
                 for row in rows {
                     guard let id = row[0].integer else { continue }
                     let pairs = (row[1].text ?? "").split(separator: " ").compactMap { pair -> (String, String)? in
@@ -227,13 +264,17 @@ final class HistoryStore {
                 throw error
             }
             let named = replaced.isEmpty ? [] : referencedFiles() ?? []
+            let description = EntryDescription.describe(snapshot.targets.map { EntryDescription.Target(name: $0.target, size: $0.data.count) }) {
+                snapshot.targets[$0].data.prefix(64)
+            }
             let id: Int64
             do {
                 id = try database.transaction { () throws -> Int64 in
                     for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
                     try database.query("""
-                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete, app, pinned)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete, app,
+                                            pinned, types, content_size, content_key)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, [
                             .text(snapshot.selection.rawValue), .text(display), .real(snapshot.time.timeIntervalSince1970),
                             .real(snapshot.time.timeIntervalSince1970), snapshot.source.map { .text($0) } ?? .null,
@@ -241,6 +282,7 @@ final class HistoryStore {
                             snapshot.text().map { .text($0) } ?? .null, .text(snapshot.advertised.joined(separator: "\n")),
                             snapshot.expires.map { .real($0.timeIntervalSince1970) } ?? .null, .integer(snapshot.isLocalOnly ? 1 : 0),
                             .integer(snapshot.isComplete ? 1 : 0), snapshot.app.map { .text($0) } ?? .null, .integer(pinned ? 1 : 0),
+                            .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)), .text(content),
                         ])
                     let id = database.lastInsertedRow
                     for (position, target) in snapshot.targets.enumerated() {
@@ -521,45 +563,53 @@ final class HistoryStore {
     /// of the search's matches; `total` says how many there are in all.
     func listing(search: String? = nil, offset: Int = 0, limit: Int? = nil) throws -> HistoryListing {
         try recovering {
-            // The text (up to 64 KiB an entry) is read whole only to search it.
             let searching = !(search ?? "").isEmpty
-            let wanted = search?.lowercased() ?? ""
             let now = Date().timeIntervalSince1970
-            // Without a search, a page is asked of SQLite: 1,000 of 100,000 entries cost 1,000.
-            let paged = !searching && (limit != nil || offset > 0)
+            // A search asks the index for its matches (``HistoryIndex``), then lists the page's
+            // alone; without one, a page is asked of SQLite: 1,000 of 100,000 entries cost 1,000.
+            let matched = searching ? try HistoryIndex.matches(search ?? "", in: database, now: now) : nil
+            let start = min(max(0, offset), matched?.count ?? .max)
+            let page = matched.map { Array($0[start..<min($0.count, limit.map { start + $0 } ?? $0.count)]) }
+            let paged = limit != nil || offset > 0
             let window = paged ? " LIMIT \(limit ?? -1) OFFSET \(max(0, offset))" : ""
+            let chosen = page.map { "id IN (\($0.map(String.init).joined(separator: ",")))" } ?? "expires IS NULL OR expires > ?"
+            let order = "ORDER BY used DESC, id DESC\(page == nil ? window : "")"
+            let bindings: [SQLiteValue] = page == nil ? [.real(now)] : []
             let rows = try database.query("""
-                SELECT id, selection, used, source, pid, size, preview, \(searching ? "text" : "NULL"),
-                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app, pinned
-                FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC\(window)
-                """, [.real(now)])
+                SELECT id, selection, used, source, pid, size, preview, NULL,
+                       length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app, pinned,
+                       types, content_size
+                FROM entries WHERE \(chosen) \(order)
+                """, bindings)
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-            let targetRows = paged
+            let targetRows = paged || page != nil
                 ? try database.query("""
-                    SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN
-                        (SELECT id FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC\(window))
+                    SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (SELECT id FROM entries WHERE \(chosen) \(order))
                     ORDER BY entry, position
-                    """, [.real(now)])
+                    """, bindings)
                 : try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets ORDER BY entry, position")
             for row in targetRows {
                 guard let entry = row[0].integer, let name = row[1].text else { continue }
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
-            let total = paged ? Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)])
-                .first?[0].integer ?? 0) : 0
+            var total = matched?.count ?? 0
+            if matched == nil, paged {
+                total = Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)]).first?[0].integer ?? 0)
+            }
+            // A match's index is its place in the whole history (what `select N` takes).
+            let indexes = matched == nil ? [:] : try self.indexes(of: Set(page ?? []), now: now)
             var result: [HistoryEntrySummary] = []
             var pending: [HistoryListing.Pending] = []
             var sized: Set<String> = []
-            var matches = 0
             var bytes = 0
-            var full = false
             for (position, row) in rows.enumerated() {
-                let index = (paged ? max(0, offset) : 0) + position
-                // A search looks at every entry (its matches are counted); only the page's are described.
-                if full && !searching { break }
                 let id = row[0].integer ?? 0
+                let index = indexes[id] ?? ((paged ? max(0, offset) : 0) + position)
                 let kept = targets[id] ?? []
-                let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
+                // Described when kept; an entry written without a description is described now.
+                let description = row[13].text.map { types in
+                    EntryDescription(types: types.isEmpty ? [] : types.components(separatedBy: "\n"), size: Int(row[14].integer ?? 0))
+                } ?? EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
                     self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
                 }
                 var preview = row[6].text ?? ""
@@ -587,12 +637,6 @@ final class HistoryStore {
                 let lines = head.map {
                     EntryDescription.moreLines(head: $0, lineFeeds: Int(row[8].integer ?? 0), endsWithLineFeed: row[9].integer == 1)
                 } ?? (count: 0, rest: "")
-                if searching {
-                    let fields = [row[7].text ?? "", preview, row[11].text ?? ""] + description.types
-                    guard fields.contains(where: { $0.lowercased().contains(wanted) }) else { continue }
-                    matches += 1
-                    guard matches > offset, !full, limit.map({ result.count < $0 }) ?? true else { continue }
-                }
                 bytes += 256 + preview.utf8.count + lines.rest.utf8.count + kept.reduce(0) { $0 + $1.name.utf8.count + 3 }
                 if let toMake, thumbnails != nil,
                    let image = payload(entry: id, position: toMake.position, digest: toMake.digest, inline: toMake.inline) {
@@ -606,19 +650,46 @@ final class HistoryStore {
                     preview: preview, moreLines: lines.count, rest: lines.rest,
                     pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text,
                     pinned: row[12].integer == 1))
-                if limit != nil, bytes >= Self.pageBytes { full = true }
+                if limit != nil, bytes >= Self.pageBytes { break }
             }
             if !searching, offset == 0 {
                 // A listing from the newest entry: the thumbnails and remembered pixel sizes of
                 // images no entry keeps any more (deleted, evicted) go. A page does not see every
-                // image, so it asks the database which are kept.
-                let kept = paged ? Set(try database.query("SELECT DISTINCT digest FROM targets").compactMap { $0[0].text }) : sized
+                // image, so it asks the database which of those it knows of are kept (by the
+                // digest's index: a history of 100,000 texts is not read for it).
+                let kept = paged ? try keptDigests(among: (thumbnails?.digests() ?? []).union(pixelSizes.keys)) : sized
                 thumbnails?.prune(keeping: kept)
                 pixelSizes = pixelSizes.filter { kept.contains($0.key) }
             }
             return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails,
-                                  total: searching ? matches : paged ? total : result.count)
+                                  total: searching || paged ? total : result.count)
         }
+    }
+
+    /// Those of `digests` that a kept target has.
+    private func keptDigests(among digests: Set<String>) throws -> Set<String> {
+        var kept: Set<String> = []
+        let all = Array(digests)
+        for start in stride(from: 0, to: all.count, by: 500) {
+            let chunk = all[start..<min(all.count, start + 500)]
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            for row in try database.query("SELECT DISTINCT digest FROM targets WHERE digest IN (\(marks))", chunk.map { .text($0) }) {
+                if let digest = row[0].text { kept.insert(digest) }
+            }
+        }
+        return kept
+    }
+
+    /// The place of each of `ids` in the whole history, newest first (what `select N` takes).
+    private func indexes(of ids: Set<Int64>, now: Double) throws -> [Int64: Int] {
+        guard !ids.isEmpty else { return [:] }
+        let rows = try database.query("""
+            SELECT id, place FROM (SELECT id, row_number() OVER (ORDER BY used DESC, id DESC) - 1 AS place
+                                   FROM entries WHERE expires IS NULL OR expires > ?)
+            WHERE id IN (\(ids.map(String.init).joined(separator: ",")))
+            """, [.real(now)])
+        return Dictionary(rows.compactMap { row in row[0].integer.flatMap { id in row[1].integer.map { (id, Int($0)) } } },
+                          uniquingKeysWith: { first, _ in first })
     }
 
     /// The first bytes of a kept target, from the database or its payload file.

@@ -85,6 +85,14 @@ struct ThumbnailCache {
 
     /// Removes the thumbnails of images no entry keeps any more (a deleted, cleared or evicted
     /// entry's picture does not outlive it here).
+    /// The digests of the images the cache holds a thumbnail (or a failure) of.
+    func digests() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return Set(names.compactMap { name in
+            name.hasSuffix(".png") ? String(name.dropLast(4)) : name.hasSuffix(".failed") ? String(name.dropLast(7)) : nil
+        })
+    }
+
     func prune(keeping digests: Set<String>) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
         for name in names {

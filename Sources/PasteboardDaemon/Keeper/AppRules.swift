@@ -27,7 +27,8 @@ package struct AppRules: Sendable, Equatable {
     /// owner's process is unknown, a secret app named by a word of the window's title counts
     /// too ("Passwords.kdbx - KeePassXC"): an owner that cannot be known is not taken as safe.
     package func rule(for owner: SelectionOwnerInfo) -> Rule? {
-        let names = [owner.executableName, owner.windowInstance, owner.windowClass].compactMap { $0?.lowercased() }
+        // The program an xpb owner names as the copy's maker too: `pass` through the xclip stand-in.
+        let names = [owner.executableName, owner.windowInstance, owner.windowClass, owner.copiedBy?.name].compactMap { $0?.lowercased() }
         func matches(_ list: [String]) -> Bool { list.contains { names.contains($0.lowercased()) } }
         let secret = secretApps + (usesDefaultSecretApps ? Self.defaultSecretApps : [])
         if owner.executableName == nil, let title = owner.name?.lowercased() {

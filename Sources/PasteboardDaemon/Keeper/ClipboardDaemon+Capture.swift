@@ -113,7 +113,7 @@ extension ClipboardDaemon {
                useMultiple: Bool = false, deadline: Date? = nil, progress: ((CapturedTarget) -> Void)? = nil) -> Snapshot? {
         let owner = offer.owner
         let advertised = offer.advertised.isEmpty ? ["TARGETS"] + extra : offer.advertised
-        let wanted = KeepPolicy.fetchedTargets(offer.advertised.isEmpty ? extra : offer.keptTargets)
+        let wanted = KeepPolicy.fetchedTargets(offer.advertised.isEmpty ? extra : offer.keptTargets, manifest: offer.manifest?.data)
         var complete = true
         var planned: [String] = []
         var announced = 0
@@ -193,8 +193,8 @@ extension ClipboardDaemon {
             return nil
         }
         snapshot.source = owner.name
-        snapshot.pid = owner.processID
-        snapshot.app = owner.appName
+        snapshot.pid = owner.creditedPID
+        snapshot.app = owner.creditedApp
         snapshot.owner = owner.window
         snapshot.capturedFrom = owner.window
         return snapshot

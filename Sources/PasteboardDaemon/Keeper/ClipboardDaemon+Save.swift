@@ -34,7 +34,7 @@ extension ClipboardDaemon {
             logger.info("\(describe(owner)) asked to save CLIPBOARD; its app is ignored: refused")
             return
         }
-        let wanted = Set(KeepPolicy.fetchedTargets(requested))
+        let wanted = Set(KeepPolicy.fetchedTargets(requested, manifest: offer.manifest?.data))
         var snapshot = state.withLock { state -> Snapshot? in
             if let current = state.current[.general], current.owner == owner.window, current.isComplete,
                wanted.isSubset(of: Set(current.targets.map(\.target))) {

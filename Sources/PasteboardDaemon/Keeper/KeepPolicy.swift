@@ -33,9 +33,12 @@ package enum KeepPolicy {
     /// `targets` with one image kept: of the image formats xpb writes, only the best lossless
     /// one the owner offers (``X11PasteboardBackend/keptImageTarget(_:)``) is fetched; the others
     /// are made from it when a reader asks (a Qt image is offered in a dozen encodings of one
-    /// picture). Formats xpb does not write (GIF, icons, netpbm) are fetched as they are.
-    package static func withOneImage(_ targets: [String]) -> [String] {
-        guard let kept = X11PasteboardBackend.keptImageTarget(targets) else { return targets }
+    /// picture). Formats xpb does not write (GIF, icons, netpbm) are fetched as they are. Of an
+    /// xpb owner, whose manifest says which formats are the image's own (`own`), the best of
+    /// those: a copied JPEG is kept as the JPEG, not as the PNG its owner would convert it to.
+    package static func withOneImage(_ targets: [String], own: [String] = []) -> [String] {
+        let original = own.filter(targets.contains)
+        guard let kept = X11PasteboardBackend.keptImageTarget(original.isEmpty ? targets : original) else { return targets }
         return targets.filter { $0 == kept || !X11PasteboardBackend.isConvertibleImageTarget($0) }
     }
 
@@ -62,9 +65,10 @@ package enum KeepPolicy {
     }
 
     /// The targets a manager fetches of an offer: those kept, less the image formats and text
-    /// encodings it makes from the one image and the one text it fetches.
-    package static func fetchedTargets(_ targets: [String]) -> [String] {
-        withOneText(withOneImage(keptTargets(targets)))
+    /// encodings it makes from the one image and the one text it fetches (`manifest`: an xpb
+    /// owner's, which names the image's own format).
+    package static func fetchedTargets(_ targets: [String], manifest: Data? = nil) -> [String] {
+        withOneText(withOneImage(keptTargets(targets), own: manifest.map(X11PasteboardBackend.ownImageTargets) ?? []))
     }
 }
 

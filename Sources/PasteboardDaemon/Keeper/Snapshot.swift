@@ -107,7 +107,9 @@ package struct Snapshot: Sendable {
     /// The targets a text can be read from, best first.
     static let textTargets = ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"]
 
-    /// The text of the contents, if they have a text target (the first `limit` bytes).
+    /// The text of the contents, if they have a text target (the first `limit` bytes); for
+    /// contents under names no reader knows alone (an app's `FOO_BAR`), their bytes if they are
+    /// text, as the listing names them `text/plain`.
     package func text(limit: Int = 64 << 10) -> String? {
         for name in Self.textTargets {
             guard let target = targets.first(where: { $0.target == name }) else { continue }
@@ -115,7 +117,12 @@ package struct Snapshot: Sendable {
             if name == "STRING" { return String(bytes.map { Character(Unicode.Scalar($0)) }) }
             return String(decoding: bytes, as: UTF8.self)
         }
-        return nil
+        let named = targets.filter { !$0.target.hasPrefix("XPB_") && !TypeRegistry.isPrivate($0.target) }
+        guard !named.contains(where: { TypeRegistry.standard.type(forTarget: $0.target) != nil }),
+              let largest = named.max(by: { $0.data.count < $1.data.count }),
+              let sniffed = ContentSniffer.sniff(largest.data.prefix(4096), totalSize: largest.data.count),
+              TypeRegistry.standard.conforms(sniffed, to: .plainText) else { return nil }
+        return String(decoding: largest.data.prefix(limit), as: UTF8.self)
     }
 
     /// One line for listings: the text's first non-empty line (shortened), or the first type

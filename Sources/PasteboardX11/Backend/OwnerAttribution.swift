@@ -23,9 +23,13 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
     /// `WM_CLASS` (instance and class) of the owning client's top-level window, when it has one.
     public let windowInstance: String?
     public let windowClass: String?
+    /// Who made the copy, as an xpb owner (`xpb copy`, a stand-in, a clipboard manager serving
+    /// what it kept) publishes it (``CopyCredit``): the program that ran it, not xpb. Read only
+    /// from an owner whose executable is xpb's.
+    public let copiedBy: CopyCredit?
 
     package init(window: X11Window, name: String?, processID: Int?, executableName: String? = nil, executablePath: String? = nil,
-                 windowInstance: String? = nil, windowClass: String? = nil) {
+                 windowInstance: String? = nil, windowClass: String? = nil, copiedBy: CopyCredit? = nil) {
         self.window = window
         self.name = name
         self.processID = processID
@@ -33,10 +37,20 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
         self.executablePath = executablePath
         self.windowInstance = windowInstance
         self.windowClass = windowClass
+        self.copiedBy = copiedBy
     }
 
     /// A name for the application: the executable's, else the window class, else the window's name.
     public var appName: String? { executableName ?? windowClass ?? name }
+
+    /// The application a copy is credited to: the program that made it where an xpb owner says
+    /// (``copiedBy``), else ``appName``.
+    public var creditedApp: String? { copiedBy?.name ?? appName }
+    /// Its process id (the one it had, if it is gone).
+    public var creditedPID: Int? { copiedBy.map(\.pid) ?? processID }
+
+    /// The executables that publish a ``CopyCredit`` (xpbd may be a link to xpb).
+    static let crediting: Set<String> = ["xpb", "xpbd"]
 }
 
 /// A process of this host, as `/proc` shows it.
@@ -189,8 +203,14 @@ extension X11Session {
         let executable: (name: String?, path: String?) = handedDown.map { ($0.name, $0.path) }
             ?? (isLocal ? LocalProcess.executable(of: pid ?? 0) : (nil, nil))
         let windowClass = self.windowClass(ofClientOf: owner)
+        var credit: CopyCredit?
+        if let executable = executable.name, SelectionOwnerInfo.crediting.contains(executable), let property = creditProperty(selection),
+           let value = (try? readProperty(owner, property, delete: false, limit: 1024, truncate: true)) ?? nil, value.format == 8 {
+            credit = CopyCredit(decoding: value.data)
+        }
         return SelectionOwnerInfo(window: owner, name: name, processID: pid, executableName: executable.name,
-                                  executablePath: executable.path, windowInstance: windowClass?.instance, windowClass: windowClass?.class)
+                                  executablePath: executable.path, windowInstance: windowClass?.instance, windowClass: windowClass?.class,
+                                  copiedBy: credit)
     }
 
     /// The server's pid of each of its clients (X-Resource), those it knows.

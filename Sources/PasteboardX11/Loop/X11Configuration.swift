@@ -1,4 +1,5 @@
 import Dispatch
+import PasteboardKit
 
 /// Tunables of the X11 backend.
 public struct X11Configuration: Sendable {
@@ -29,6 +30,9 @@ public struct X11Configuration: Sendable {
     /// The name of this process's window (`WM_NAME`), which `xpb info`, xprop and "another
     /// clipboard manager runs" messages show for what it owns.
     public var windowName = "xpb"
+    /// Who made the copies this process owns (``CopyCredit``): published beside each selection
+    /// it owns with items, for clipboard managers and `xpb info`. Nil: the process itself.
+    public var copiedBy: CopyCredit? = nil
     /// Whether a read ends as soon as its selection changes owner (a watched selection's XFixes
     /// event), with ``PasteboardError/backendFailure(_:)``, instead of following the old owner's
     /// INCR to its end: a clipboard manager reads one ownership at a time, and an owner that

@@ -92,15 +92,16 @@ extension X11PasteboardBackend {
     /// `advertised` that are served or answered by the protocol, in that order. `timestamp` is a
     /// client's (a `SAVE_TARGETS` request's), or nil for a fresh server timestamp.
     /// With `precondition` (compare-and-own), the selection is taken only if it holds for the
-    /// owner at that moment; false is returned otherwise.
+    /// owner at that moment; false is returned otherwise. `credit` names who made the copy
+    /// (published beside the selection, ``CopyCredit``).
     @discardableResult
     package func keep(_ name: Pasteboard.Name, advertised: [String], targets: [CapturedTarget], timestamp: UInt? = nil,
-                      if precondition: (@Sendable (X11Window) -> Bool)? = nil) throws -> Bool {
+                      credit: CopyCredit? = nil, if precondition: (@Sendable (X11Window) -> Bool)? = nil) throws -> Bool {
         do {
             let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
                 session.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
                             making: { session, time in
-                                session.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time)
+                                session.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time, credit: credit)
                             }) { done($0) }
             }
         } catch is OwnDeclined {
@@ -177,6 +178,17 @@ extension X11PasteboardBackend {
 
     /// What xpb's item targets are called (`XPB_ITEM_<item>_<n>`): served, never listed.
     package static let itemTargetPrefix = Manifest.itemTargetPrefix
+
+    /// The image targets (MIME names) of the first item's own images, as an xpb manifest names
+    /// them: `xpb copy photo.jpg` has `image/jpeg`, whatever other formats its owner converts to.
+    package static func ownImageTargets(_ data: Data) -> [String] {
+        guard let manifest = Manifest(decoding: data) else { return [] }
+        let registry = TypeRegistry.standard
+        return manifest.entries.compactMap { entry in
+            guard entry.item == 0, registry.imageFormat(of: entry.type) != nil else { return nil }
+            return registry.preferredMIMEType(for: entry.type)
+        }
+    }
 
     /// The targets an xpb manifest names, in its order; empty for a malformed one.
     package static func manifestTargets(_ data: Data) -> [String] {

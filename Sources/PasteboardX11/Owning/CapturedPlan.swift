@@ -35,8 +35,7 @@ struct CapturedPlan {
     init(advertised: [String], targets: [CapturedTarget]) {
         // A file list in one file manager's flavour is served in the other's too: a cut stays a cut.
         let targets = FileListFlavours.completed(Self.withServableManifest(targets))
-        let advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
-        self.advertised = advertised
+        var advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
         var entries: [Entry] = []
         var seen: Set<String> = []
         func add(_ entry: Entry) {
@@ -45,8 +44,10 @@ struct CapturedPlan {
         for target in targets {
             add(Entry(name: target.target, replyType: target.type, source: .kept(target.data)))
         }
-        // Image formats the owner offered and were not kept: converted from the image that was.
+        // A kept image is offered in every format an xpb owner offers, as well as those its owner
+        // listed: each made from the kept image on the first request.
         if let source = Self.keptImageSource(targets) {
+            advertised = Self.listing(TypeRegistry.imageTargetNames.map(\.name), after: { ImageFormat(mimeType: $0) != nil }, in: advertised)
             for name in advertised {
                 guard let format = ImageFormat(mimeType: name), format.isWritable else { continue }
                 add(Entry(name: name, replyType: name, source: .conversion(source.data, .image(format))))
@@ -60,9 +61,44 @@ struct CapturedPlan {
                 add(Entry(name: name, replyType: replyType,
                           source: derived.conversion.map { .conversion(source.data, $0) } ?? .kept(source.data)))
             }
+        } else if let html = Self.keptHTMLWithText(targets) {
+            // Kept HTML and no text: its text, as an xpb owner of HTML serves it.
+            advertised = Self.listing(Self.textTargetsOfHTML.map(\.name), after: { $0 == html.target }, in: advertised)
+            for (name, replyType, conversion) in Self.textTargetsOfHTML {
+                add(Entry(name: name, replyType: replyType, source: .conversion(html.data, conversion)))
+            }
         }
+        self.advertised = advertised
         self.entries = entries
         names = advertised + entries.flatMap { [$0.name, $0.replyType] }
+    }
+
+    /// The text targets served from kept HTML: its text in UTF-8 under each plain-text name, and
+    /// in Latin-1 as `STRING`.
+    static let textTargetsOfHTML: [(name: String, replyType: String, conversion: KeptConversion)] = [
+        ("UTF8_STRING", "UTF8_STRING", .textFromHTML), ("text/plain;charset=utf-8", "text/plain;charset=utf-8", .textFromHTML),
+        ("TEXT", "UTF8_STRING", .textFromHTML), ("STRING", "STRING", .latin1FromHTML), ("text/plain", "text/plain", .textFromHTML),
+    ]
+
+    /// `advertised` with those of `names` it lacks listed after its last name matching `anchor`
+    /// (at its end when none does).
+    static func listing(_ names: [String], after anchor: (String) -> Bool, in advertised: [String]) -> [String] {
+        let missing = names.filter { !advertised.contains($0) }
+        guard !missing.isEmpty else { return advertised }
+        var listed = advertised
+        let index = listed.lastIndex(where: anchor).map { $0 + 1 } ?? listed.endIndex
+        listed.insert(contentsOf: missing, at: index)
+        return listed
+    }
+
+    /// The kept HTML (`text/html`) text targets are made from when no text was kept: nil when
+    /// there is none, or when it is markup without text (a browser's `<img>` beside a copied
+    /// image), checked only for HTML small enough to look at now (larger HTML is taken to have text;
+    /// a reader asking for it then gets a refusal, as an xpb owner's reader does).
+    static func keptHTMLWithText(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        guard let html = targets.first(where: { TypeRegistry.normalizedMIME($0.target).hasPrefix("text/html") }) else { return nil }
+        if html.data.count <= 64 << 10, HTMLText.plainText(html.data).isEmpty { return nil }
+        return html
     }
 
     /// The kept image other image formats are made from: the first captured target in the best

@@ -11,6 +11,10 @@ enum KeptConversion: Sendable, Hashable {
     case latin1
     /// The kept UTF-8 text as X11 Compound Text (``CompoundText``).
     case compoundText
+    /// The kept HTML's text (``HTMLText``), as UTF-8; throws when the markup has none.
+    case textFromHTML
+    /// The kept HTML's text in ISO 8859-1 (`STRING`).
+    case latin1FromHTML
 
     /// The converted bytes; throws when an image cannot be converted.
     func convert(_ source: Data) throws -> Data {
@@ -18,6 +22,8 @@ enum KeptConversion: Sendable, Hashable {
         case let .image(format): return try ImageCodec.convert(source, to: format)
         case .latin1: return try TargetCodec.latin1.encode(source)
         case .compoundText: return CompoundText.encode(utf8: source)
+        case .textFromHTML: return try TargetCodec.textFromHTML.encode(source)
+        case .latin1FromHTML: return try TargetCodec.latin1FromHTML.encode(source)
         }
     }
 

@@ -41,6 +41,8 @@ struct OwnedSelection: Sendable {
     /// Conversions computed once and shared by every requestor, by what they make: the targets
     /// that name one format (`image/bmp`, `image/x-bmp`, `IMAGE/BMP` …) share one.
     let conversions = ConversionCache()
+    /// Who made the copy, published beside the selection while we own it (``CopyCredit``).
+    var credit: CopyCredit? = nil
 
     /// What converting `target` makes, the key its bytes are kept under; nil for a target served
     /// as it is.
@@ -198,7 +200,8 @@ extension X11Session {
             item.representations.contains { if case .lazy = $0.representation { return true } else { return false } }
         }
         return OwnedSelection(items: items, options: options, timestamp: timestamp, advertised: advertised,
-                              served: served, manifest: manifest.encoded(), registry: registry, hasProviders: hasProviders)
+                              served: served, manifest: manifest.encoded(), registry: registry, hasProviders: hasProviders,
+                              credit: configuration.copiedBy)
     }
 
     /// Becomes owner of `selection` with a real server timestamp and checks that it won.
@@ -258,7 +261,22 @@ extension X11Session {
             _ = consumeOurChange(selection, at: time)
             return .failure(X11BackendError.ownershipRefused(selection: name(of: selection) ?? "the selection"))
         }
+        publishCredit(selection, state)
         return .success(time)
+    }
+
+    /// The window property that names who made the copy of `selection` we own
+    /// (``CopyCredit``): `_XPB_COPIED_BY_<SELECTION>`.
+    func creditProperty(_ selection: X11Atom) -> X11Atom? {
+        name(of: selection).map { atom("_XPB_COPIED_BY_" + $0) }
+    }
+
+    /// Publishes who made the copy we now own; for kept contents without a credit, takes the
+    /// last one's away (a copy of items without one never had any).
+    private func publishCredit(_ selection: X11Atom, _ state: OwnedSelection) {
+        guard state.credit != nil || state.items.isEmpty, let property = creditProperty(selection) else { return }
+        guard let credit = state.credit else { return deleteProperty(window, property) }
+        credit.encoded.withUnsafeBytes { writeBytes(window, property, type: known[.utf8String], $0, onError: { _ in }) }
     }
 
     /// What we serve for contents taken from another owner: exactly the targets listed in
@@ -266,7 +284,8 @@ extension X11Session {
     /// text encodings made from a captured one), in that order.
     /// A captured xpb manifest is served only for the item targets captured with it
     /// (``Manifest/restricted(to:)``), and not at all when none were.
-    func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp) -> OwnedSelection {
+    func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp,
+                               credit: CopyCredit? = nil) -> OwnedSelection {
         let plan = CapturedPlan(advertised: advertised, targets: targets)
         let names = plan.names + X11PasteboardBackend.derivedTextTargets.values.compactMap(\.replyType)
         let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
@@ -285,7 +304,7 @@ extension X11Session {
             listed.append(atom)
         }
         return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: listed, served: served,
-                              manifest: Data(), registry: .standard, hasProviders: false)
+                              manifest: Data(), registry: .standard, hasProviders: false, credit: credit)
     }
 
     /// Gives a selection up if we own it.

@@ -1,0 +1,131 @@
+import FoundationEssentials
+import Glibc
+
+/// Who made a copy that xpb serves for it: the program that ran `xpb copy` or one of its
+/// stand-ins (`xclip`, `xsel`), found by walking up the parent chain past shells that only ran a
+/// command (`sh -c`, an interactive shell), `env` and `timeout`. Neovim's copy names `nvim`,
+/// tmux's copy-pipe `tmux`, a shell script the script. The owner publishes it beside its
+/// selection (``X11PasteboardBackend``'s `_XPB_COPIED_BY_<SELECTION>` window property), so that
+/// a clipboard manager's history and `xpb info` name the program, not xpb; a clipboard manager
+/// publishes it again for the copies it keeps.
+public struct CopyCredit: Sendable, Equatable, Hashable {
+    /// The program's name: its executable's, or a script's file name.
+    public var name: String
+    /// Its process id (the one it had, once it is gone).
+    public var pid: Int?
+
+    public init(name: String, pid: Int?) {
+        self.name = name
+        self.pid = pid
+    }
+
+    /// One process of a parent chain, as `/proc` shows it.
+    public struct ProcessFacts: Sendable, Equatable {
+        public var pid: Int
+        /// The executable's file name (`/proc/N/exe`'s, else `comm`).
+        public var executable: String
+        /// Its arguments (`/proc/N/cmdline`), `argv[0]` first.
+        public var arguments: [String]
+
+        public init(pid: Int, executable: String, arguments: [String]) {
+            self.pid = pid
+            self.executable = executable
+            self.arguments = arguments
+        }
+    }
+
+    /// Programs that run a command on another's behalf and are passed over: shells (unless they
+    /// run a script), `env` and `timeout`.
+    public static let shells: Set<String> = ["sh", "bash", "zsh", "fish", "dash"]
+    public static let wrappers: Set<String> = ["env", "timeout"]
+    /// Where a walk ends without a credit: the system's first process and session managers.
+    static let roots: Set<String> = ["init", "systemd"]
+
+    /// The credit a parent chain gives (the parent first, then its parent …): the first process
+    /// that is neither a wrapper nor a shell running a command (a shell running a script names
+    /// the script); nil when the chain ends first, or in the system's first process.
+    public static func credit(_ chain: [ProcessFacts]) -> CopyCredit? {
+        for process in chain {
+            guard process.pid > 1, !roots.contains(process.executable) else { return nil }
+            if wrappers.contains(process.executable) { continue }
+            if shells.contains(process.executable) {
+                // A script read from a descriptor (`bash <(…)`) has no name worth showing.
+                if let script = script(of: process.arguments), !script.hasPrefix("/dev/fd/"), !script.hasPrefix("/proc/") {
+                    let name = script.split(separator: "/").last.map(String.init) ?? script
+                    return CopyCredit(name: name, pid: process.pid)
+                }
+                continue
+            }
+            return CopyCredit(name: process.executable, pid: process.pid)
+        }
+        return nil
+    }
+
+    /// The script a shell's arguments name: the first that is not an option, unless a command
+    /// (`-c`) or standard input (`-s`) is what it runs.
+    static func script(of arguments: [String]) -> String? {
+        var rest = arguments.dropFirst()
+        while let argument = rest.first {
+            rest = rest.dropFirst()
+            if argument == "--" { return rest.first }
+            if argument.hasPrefix("-") || argument.hasPrefix("+") {
+                // -c (alone or among other letters: -ec, -xc) runs a command; -s reads standard input.
+                let letters = argument.dropFirst()
+                if !argument.hasPrefix("--"), letters.contains("c") || letters.contains("s") { return nil }
+                // -o OPTION takes the next argument.
+                if argument == "-o" || argument == "+o" { rest = rest.dropFirst() }
+                continue
+            }
+            return argument
+        }
+        return nil
+    }
+
+    /// The credit for this process's copy: its parent chain, as `/proc` shows it now (at most
+    /// 64 steps up).
+    public static func current() -> CopyCredit? {
+        var chain: [ProcessFacts] = []
+        var pid = Int(getppid())
+        while pid > 0, chain.count < 64, let facts = facts(of: pid) {
+            chain.append(facts.process)
+            pid = facts.parent
+        }
+        return credit(chain)
+    }
+
+    /// What `/proc` tells of a process, and its parent's pid; nil when it is gone.
+    static func facts(of pid: Int) -> (process: ProcessFacts, parent: Int)? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 1, let parent = Int(fields[1]) else { return nil }
+        let comm = String(stat[stat.index(after: open)..<close])
+        var executable = SystemCall.linkTarget("/proc/\(pid)/exe").flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm
+        if executable.hasSuffix(" (deleted)") { executable = String(executable.dropLast(10)) }
+        let arguments = ((try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data())
+            .split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return (ProcessFacts(pid: pid, executable: executable, arguments: arguments), parent)
+    }
+
+    /// The property's bytes: `PID<TAB>NAME` (the pid empty when unknown).
+    public var encoded: Data {
+        Data("\(pid.map(String.init) ?? "")\t\(name)".utf8)
+    }
+
+    /// A property's credit; nil for anything else (no tab, an empty or overlong name, a bad pid).
+    public init?(decoding data: Data) {
+        guard data.count <= 1024, let text = String(validating: data, as: UTF8.self),
+              let tab = text.firstIndex(of: "\t") else { return nil }
+        let pidText = text[..<tab]
+        let name = String(text[text.index(after: tab)...])
+        guard !name.isEmpty else { return nil }
+        if pidText.isEmpty {
+            pid = nil
+        } else if let pid = Int(pidText), pid > 0 {
+            self.pid = pid
+        } else {
+            return nil
+        }
+        self.name = name
+    }
+}
