@@ -38,15 +38,14 @@ extension CopyCommand {
 
     /// Owns the selection and serves it until another client takes it (or it expires, or, with
     /// --paste-once, after the first paste), then finishes running transfers.
-    func serve() async throws {
+    func serve(signals: HandOffOnSignal? = nil) async throws {
         // Written and closed once: by the success line, else by the failure line.
         var ready = readyFD
         do {
             // Who ran the copy: as the starting process found it, else (in the foreground) now.
             let backend = try selection.connect(copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
             // Killed, the owner hands its copy to the clipboard manager first, as GTK and Qt apps do.
-            let signals = HandOffOnSignal(backend)
-            defer { signals.cancel() }
+            signals?.arm(backend)
             var items = try makeItems()
             if append { items = try appended(to: items, on: backend) }
             if filter, readyFD == nil { try echo(items) }
@@ -195,36 +194,55 @@ extension CopyCommand {
 
 /// SIGTERM, SIGINT and SIGHUP make an owner hand `CLIPBOARD` to the clipboard manager
 /// (`SAVE_TARGETS`: what a GTK or Qt app does as it exits) before it dies of the signal, so a
-/// copy killed right after it was made is not lost. Without a manager, or for a copy marked
-/// secret, it dies at once. A second signal during the hand-off waits for it (at most the
-/// hand-off's timeout, 3 s).
-struct HandOffOnSignal: ~Copyable {
+/// copy killed right after it was made is not lost. Without a manager, for a copy marked secret,
+/// or before the owner is connected, it dies at once. A second signal during the hand-off waits
+/// for it (at most the hand-off's timeout, 3 s).
+///
+/// Made on the main thread before any other thread runs: the signals are blocked there, so in
+/// every thread made after (which inherit the mask), and read from a signalfd by the dispatch
+/// source; a thread that did not block them would take them first and die, or lose them.
+final class HandOffOnSignal: Sendable {
     static let signals = [SIGTERM, SIGINT, SIGHUP]
-    private let sources: [any DispatchSourceSignal]
+    private let backend = Mutex<X11PasteboardBackend?>(nil)
 
-    init(_ backend: X11PasteboardBackend) {
+    private init() {}
+
+    /// Blocks the signals and starts their sources; keep the sources while the owner runs.
+    static func install() -> (HandOffOnSignal, sources: [any DispatchSourceSignal]) {
+        let handOff = HandOffOnSignal()
+        var set = sigset_t()
+        sigemptyset(&set)
+        for number in Self.signals { sigaddset(&set, number) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
         let once = Mutex(false)
-        sources = Self.signals.map { number in
+        let sources = signals.map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 // The first signal hands off; the others wait for it to end the process.
                 guard once.withLock({ done in defer { done = true }; return !done }) else { return }
-                _ = backend.close(handOff: true)
-                signal(number, SIG_DFL)
-                raise(number)
+                if let owner = handOff.backend.withLock({ $0 }) { _ = owner.close(handOff: true) }
+                die(of: number)
             }
             source.resume()
-            signal(number, SIG_IGN)
             return source
         }
+        return (handOff, sources)
     }
 
-    /// Restores the signals' default action.
-    func cancel() {
-        for (number, source) in zip(Self.signals, sources) {
-            source.cancel()
-            signal(number, SIG_DFL)
-        }
+    /// From now on, a signal hands `owner`'s clipboard off first.
+    func arm(_ owner: X11PasteboardBackend) {
+        backend.withLock { $0 = owner }
+    }
+
+    /// Ends the process by `number`, as its default action does (the exit status says so).
+    private static func die(of number: Int32) -> Never {
+        signal(number, SIG_DFL)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, number)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        raise(number)
+        _exit(128 + number)
     }
 }
 

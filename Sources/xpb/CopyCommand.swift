@@ -210,7 +210,10 @@ struct CopyCommand: Command {
         if readyFD == nil, HeadlessPasteboards.isHeadless(display: selection.display) {
             try copyWithoutDisplay()
         } else if foreground || readyFD != nil {
-            try blocking { try await self.serve() }
+            // Before the first thread but this one starts (``HandOffOnSignal``).
+            let (signals, sources) = HandOffOnSignal.install()
+            defer { withExtendedLifetime(sources) {} }
+            try blocking { try await self.serve(signals: signals) }
         } else {
             try detach()
         }

@@ -106,7 +106,14 @@ struct DaemonTests {
             // Once for each owner killed so far: the daemon serves this one's kept contents.
             try daemon.waitForLog("the owner of CLIPBOARD went away; serving", count: number + 1)
             #expect(try xclipOut(x, ["-t", item.target]).output == item.data, "\(item.target) from the daemon")
-            #expect(try xclipOut(x, ["-t", "TARGETS"]).text == targets)
+            // Every target xclip listed, in its order; besides, only what xpbd makes of a kept
+            // image (the other formats) or of kept HTML (its text).
+            let listed = targets.split(separator: "\n").map(String.init)
+            let served = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
+            #expect(served.filter(listed.contains) == listed, "\(served)")
+            let made: Set<String> = ["image/jpeg", "image/bmp", "image/x-bmp", "image/x-MS-bmp", "image/tiff", "image/webp",
+                                     "UTF8_STRING", "text/plain;charset=utf-8", "TEXT", "STRING", "text/plain"]
+            #expect(Set(served.filter { !listed.contains($0) }).isSubset(of: made), "\(served)")
         }
         let entries = try history(x, home)
         #expect(entries.count == 4)
@@ -247,7 +254,9 @@ struct DaemonTests {
         try daemon.waitForLog("saved CLIPBOARD for")
 
         let served = try xclipOut(x, ["-t", "TARGETS"]).text.split(separator: "\n").map(String.init)
-        #expect(served.filter { $0.hasPrefix("image/") } == images, "the image targets, in Qt's order")
+        // Qt's image targets in its order, then those an xpb owner offers that Qt did not.
+        let extra = ["image/png", "image/jpeg", "image/bmp", "image/x-bmp", "image/x-MS-bmp", "image/tiff", "image/webp"].filter { !images.contains($0) }
+        #expect(served.filter { $0.hasPrefix("image/") } == images + extra, "the image targets, in Qt's order")
         // The lossless targets (GdkPixbuf decodes each, independently of xpb).
         let decodable: Set<String> = ["image/png", "image/bmp", "image/tiff", "image/ppm", "image/pgm", "image/xpm"]
         for target in images {
@@ -394,7 +403,7 @@ struct DaemonTests {
         chmod(menu.path, 0o755)
         #expect(try xpb(["history", "menu", "--menu", menu.path], x, home).status == 0)
         let rows = try String(contentsOfFile: menu.path + ".input", encoding: .utf8).split(separator: "\n")
-        #expect(rows.first?.hasSuffix("\t[pinned] keep me") == true, "\(rows)")
+        #expect(rows.first?.contains("\t[pinned] keep me  · ") == true, "\(rows)")
         // Selected from the menu: it is the clipboard again.
         #expect(try xclipOut(x).text == "keep me")
         #expect(try xpb(["history", "clear"], x, home).status == 0)

@@ -2,72 +2,99 @@ import FoundationEssentials
 
 /// What the history keeps beside each entry to list and search it without reading every one:
 /// its description (the content's types and size, ``EntryDescription``), its content key (the
-/// look for a copy kept before is one indexed query), and a full-text index of its text,
-/// preview and app (SQLite's FTS5 with the trigram tokenizer: any part of a word matches,
-/// ignoring case, as the search always did).
+/// look for a copy kept before is one indexed query), and a full-text index of the start of its
+/// text, its preview and its app (SQLite's FTS5 with the trigram tokenizer: any part of a word
+/// matches, ignoring case, as the search always did).
+///
+/// The index holds no text of its own (contentless) and is written by the store, never by
+/// triggers: every row deleted is taken out of it first if it is in it (``delete(_:_:in:)``),
+/// clearing the history empties it in one step (a full disk has room for that, not for a
+/// tombstone a row), and rows another writer added (an earlier xpbd, a test filling the
+/// database) are indexed at the next open and searched by a look at each meanwhile (their
+/// `indexed` is 0).
 enum HistoryIndex {
     /// The version of ``EntryDescription``'s rules the stored descriptions follow: a history
     /// described by earlier rules is described again when opened.
     static let descriptionVersion: Int64 = 1
 
-    /// The full-text index (external content: it holds the index, `entries` the text) and the
-    /// triggers that keep it in step with `entries`, whoever writes them (every xpbd of the
-    /// user shares the history). `used` (touched by every select) and the description columns
-    /// are not indexed: changing them costs no indexing.
-    static let schema = """
-        CREATE VIRTUAL TABLE IF NOT EXISTS entries_search USING fts5(
-            text, preview, app, content='entries', content_rowid='id', tokenize='trigram');
-        CREATE TRIGGER IF NOT EXISTS entries_search_insert AFTER INSERT ON entries BEGIN
-            INSERT INTO entries_search(rowid, text, preview, app) VALUES (new.id, new.text, new.preview, new.app);
-        END;
-        CREATE TRIGGER IF NOT EXISTS entries_search_delete AFTER DELETE ON entries BEGIN
-            INSERT INTO entries_search(entries_search, rowid, text, preview, app) VALUES ('delete', old.id, old.text, old.preview, old.app);
-        END;
-        CREATE TRIGGER IF NOT EXISTS entries_search_update AFTER UPDATE OF text, preview, app ON entries BEGIN
-            INSERT INTO entries_search(entries_search, rowid, text, preview, app) VALUES ('delete', old.id, old.text, old.preview, old.app);
-            INSERT INTO entries_search(rowid, text, preview, app) VALUES (new.id, new.text, new.preview, new.app);
-        END;
-        """
+    /// The characters of an entry's text the index holds: a text longer than that is looked at
+    /// whole by a search (few are; a trigram index of a long random text, a key or a base64
+    /// blob, would be several times its size).
+    static let indexedCharacters = 4096
+
+    /// The columns the index is given for a row: the same expressions to add it and to take it
+    /// out (a contentless index must be told exactly what it was given).
+    private static let indexed = "substr(coalesce(text, ''), 1, \(indexedCharacters)), preview, coalesce(app, '')"
 
     /// Adds the description columns, the content key's index and the full-text index to a
-    /// history that lacks them (`columns`: the entries table's columns now); an index made here
-    /// is filled from the entries at once. Descriptions of earlier rules are cleared, to be made
-    /// again (``HistoryStore``'s `describeUndescribed`).
+    /// history that lacks them (`columns`: the entries table's columns now). Descriptions of
+    /// earlier rules are cleared, to be made again (``HistoryStore``'s `describeUndescribed`,
+    /// which indexes the rows not indexed yet too).
     static func prepare(_ database: SQLiteDatabase, columns: Set<String>) throws(SQLiteError) {
-        for (column, type) in [("types", "TEXT"), ("content_size", "INTEGER"), ("content_key", "TEXT")] where !columns.contains(column) {
+        for (column, type) in [("types", "TEXT"), ("content_size", "INTEGER"), ("content_key", "TEXT"), ("indexed", "INTEGER NOT NULL DEFAULT 0")]
+        where !columns.contains(column) {
             try database.execute("ALTER TABLE entries ADD COLUMN \(column) \(type)")
         }
-        try database.execute("CREATE INDEX IF NOT EXISTS entries_content ON entries(selection, content_key)")
+        try database.execute("""
+            CREATE INDEX IF NOT EXISTS entries_content ON entries(selection, content_key);
+            CREATE VIRTUAL TABLE IF NOT EXISTS entries_search USING fts5(text, preview, app, content='', tokenize='trigram');
+            """)
         if (try database.query("PRAGMA user_version").first?[0].integer ?? 0) < descriptionVersion {
             try database.execute("UPDATE entries SET types = NULL, content_size = NULL; PRAGMA user_version = \(descriptionVersion)")
         }
-        let existed = try database.query("SELECT count(*) FROM sqlite_master WHERE name = 'entries_search'").first?[0].integer == 1
-        try database.execute(schema)
-        if !existed { try database.execute("INSERT INTO entries_search(entries_search) VALUES ('rebuild')") }
+    }
+
+    /// Whether a row is in the index (its document, by rowid).
+    private static let isIndexed = "EXISTS (SELECT 1 FROM entries_search WHERE rowid = entries.id)"
+
+    /// Indexes the rows `condition` names that are not in the index.
+    static func index(_ condition: String, _ bindings: [SQLiteValue], in database: SQLiteDatabase) throws(SQLiteError) {
+        try database.query("""
+            INSERT INTO entries_search(rowid, text, preview, app) SELECT id, \(indexed) FROM entries WHERE (\(condition)) AND NOT \(isIndexed)
+            """, bindings)
+        try database.query("UPDATE entries SET indexed = 1 WHERE indexed = 0 AND (\(condition))", bindings)
+    }
+
+    /// Deletes the rows `condition` names, out of the index first. Run inside a transaction: the
+    /// two steps are one change.
+    static func delete(_ condition: String, _ bindings: [SQLiteValue], in database: SQLiteDatabase) throws(SQLiteError) {
+        try database.query("""
+            INSERT INTO entries_search(entries_search, rowid, text, preview, app) SELECT 'delete', id, \(indexed) FROM entries
+            WHERE (\(condition)) AND \(isIndexed)
+            """, bindings)
+        try database.query("DELETE FROM entries WHERE \(condition)", bindings)
+    }
+
+    /// Empties the index in one step; the rows that stay are to be indexed again
+    /// (``index(_:_:in:)``, after their `indexed` is cleared).
+    static func empty(in database: SQLiteDatabase) throws(SQLiteError) {
+        try database.execute("INSERT INTO entries_search(entries_search) VALUES ('delete-all')")
     }
 
     /// The ids of the entries (not expired at `now`) whose text, preview, app or types contain
-    /// `search` (ignoring case), newest first. Three characters or more go through the
-    /// full-text index; shorter ones (which no trigram holds) look at every entry.
+    /// `search` (ignoring case), newest first. Three characters or more go through the index
+    /// (for the start of each text; the rest of a long text, and rows not indexed yet, are
+    /// looked at); shorter ones, which no trigram holds, look at every entry.
     static func matches(_ search: String, in database: SQLiteDatabase, now: Double) throws(SQLiteError) -> [Int64] {
         let wanted = search.lowercased()
-        let live = "(expires IS NULL OR expires > ?)"
-        let inTypes = "instr(lower(coalesce(types, '')), ?) > 0"
-        let rows: [[SQLiteValue]]
+        let inRow = """
+            instr(lower(coalesce(text, '')), ?2) > 0 OR instr(lower(preview), ?2) > 0 OR instr(lower(coalesce(app, '')), ?2) > 0
+            """
+        let inTypes = "instr(lower(coalesce(types, '')), ?2) > 0"
+        let found: String
+        var bindings: [SQLiteValue] = [.real(now), .text(wanted)]
         if wanted.count >= 3 {
             // One phrase: the trigrams of the whole string, in order (a substring).
-            let phrase = "\"" + wanted.replacing("\"", with: "\"\"") + "\""
-            rows = try database.query("""
-                SELECT id FROM entries WHERE \(live) AND (id IN (SELECT rowid FROM entries_search WHERE entries_search MATCH ?) OR \(inTypes))
-                ORDER BY used DESC, id DESC
-                """, [.real(now), .text(phrase), .text(wanted)])
+            bindings.append(.text("\"" + wanted.replacing("\"", with: "\"\"") + "\""))
+            found = """
+                id IN (SELECT rowid FROM entries_search WHERE entries_search MATCH ?3) OR \(inTypes)
+                OR (indexed = 0 AND (\(inRow))) OR (length(text) > \(indexedCharacters) AND instr(lower(text), ?2) > 0)
+                """
         } else {
-            rows = try database.query("""
-                SELECT id FROM entries WHERE (expires IS NULL OR expires > ?1) AND (instr(lower(coalesce(text, '')), ?2) > 0
-                    OR instr(lower(preview), ?2) > 0 OR instr(lower(coalesce(app, '')), ?2) > 0 OR instr(lower(coalesce(types, '')), ?2) > 0)
-                ORDER BY used DESC, id DESC
-                """, [.real(now), .text(wanted)])
+            found = "\(inRow) OR \(inTypes)"
         }
-        return rows.compactMap { $0[0].integer }
+        return try database.query("""
+            SELECT id FROM entries WHERE (expires IS NULL OR expires > ?1) AND (\(found)) ORDER BY used DESC, id DESC
+            """, bindings).compactMap { $0[0].integer }
     }
 }

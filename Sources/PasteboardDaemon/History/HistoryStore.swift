@@ -73,11 +73,18 @@ final class HistoryStore {
 
     /// Describes the entries written without a description (by an earlier xpbd, or before the
     /// description's rules changed, ``HistoryIndex/descriptionVersion``): their types, content
-    /// size and content key, which listings, searches and the look for a copy kept before read.
+    /// size and content key, which listings, searches and the look for a copy kept before read;
+    /// and indexes those not in the search index.
     private func describeUndescribed() {
         do {
             let undescribed = "SELECT id FROM entries WHERE types IS NULL OR content_key IS NULL"
             let ids = try database.query(undescribed).compactMap { $0[0].integer }
+            let unindexed = try database.query("SELECT count(*) FROM entries WHERE indexed = 0").first?[0].integer ?? 0
+            if unindexed > 0 {
+                let start = Date()
+                try database.transaction { try HistoryIndex.index("1", [], in: database) }
+                logger.info("indexed \(unindexed) history entries for search in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
+            }
             guard !ids.isEmpty else { return }
             let start = Date()
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
@@ -270,7 +277,7 @@ final class HistoryStore {
             let id: Int64
             do {
                 id = try database.transaction { () throws -> Int64 in
-                    for id in replaced { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
+                    for id in replaced { try HistoryIndex.delete("id = ?", [.integer(id)], in: database) }
                     try database.query("""
                         INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, expires, local_only, complete, app,
                                             pinned, types, content_size, content_key)
@@ -285,6 +292,7 @@ final class HistoryStore {
                             .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)), .text(content),
                         ])
                     let id = database.lastInsertedRow
+                    try HistoryIndex.index("id = ?", [.integer(id)], in: database)
                     for (position, target) in snapshot.targets.enumerated() {
                         try database.query("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, ?, ?, ?, ?, ?)", [
                             .integer(id), .integer(Int64(position)), .text(target.target), .text(target.type), .text(target.digest.hex),
@@ -364,7 +372,7 @@ final class HistoryStore {
         try recovering {
             let named = referencedFiles() ?? []
             let removed = try database.transaction { () throws -> Bool in
-                try database.query("DELETE FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(Date().timeIntervalSince1970)])
+                try HistoryIndex.delete("expires IS NOT NULL AND expires <= ?", [.real(Date().timeIntervalSince1970)], in: database)
                 let rows = try database.query("SELECT id, size FROM entries WHERE pinned = 0 ORDER BY used DESC, id DESC")
                 var total = 0
                 var doomed: [Int64] = []
@@ -372,7 +380,7 @@ final class HistoryStore {
                     total += Int(row[1].integer ?? 0)
                     if position > 0, position >= maxEntries || total > maxBytes { doomed.append(row[0].integer ?? 0) }
                 }
-                for id in doomed { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
+                for id in doomed { try HistoryIndex.delete("id = ?", [.integer(id)], in: database) }
                 return !doomed.isEmpty
             }
             if removed { collectGarbage(named: named) }
@@ -427,7 +435,7 @@ final class HistoryStore {
         try recovering {
             guard let id = try id(at: index) else { return false }
             let named = referencedFiles() ?? []
-            _ = try freeingSpace { try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)]) }
+            try freeingSpace { try database.transaction { try HistoryIndex.delete("id = ?", [.integer(id)], in: database) } }
             collectGarbage(named: named)
             keepReserve()
             return true
@@ -439,16 +447,30 @@ final class HistoryStore {
         try recovering {
             let named = referencedFiles() ?? []
             let which = includingPinned ? "" : " WHERE pinned = 0"
+            // The search index emptied in one step, the pinned entries that stay indexed again.
+            let reindexPinned = {
+                try self.database.query("UPDATE entries SET indexed = 0 WHERE pinned = 1")
+                try HistoryIndex.index("pinned = 1", [], in: self.database)
+            }
             do {
-                try freeingSpace { try database.execute("DELETE FROM entries\(which)") }
+                try freeingSpace {
+                    try database.transaction {
+                        try HistoryIndex.empty(in: database)
+                        try database.execute("DELETE FROM entries\(which)")
+                        if !includingPinned { try reindexPinned() }
+                    }
+                }
             } catch let error as SQLiteError where error.isFull {
                 // All at once needs log space for every page: one entry at a time, each written
                 // back into the database (whose space it frees) before the next.
+                checkpoint()
+                try database.transaction { try HistoryIndex.empty(in: database) }
                 checkpoint()
                 while let id = try database.query("SELECT id FROM entries\(which) LIMIT 1").first?[0].integer {
                     try database.query("DELETE FROM entries WHERE id = ?", [.integer(id)])
                     checkpoint()
                 }
+                if !includingPinned { try database.transaction { try reindexPinned() } }
             }
             collectGarbage(named: named)
             keepReserve()
