@@ -195,11 +195,20 @@ final class HistoryStore {
             CREATE INDEX IF NOT EXISTS targets_digest ON targets(digest);
             CREATE INDEX IF NOT EXISTS entries_used ON entries(used);
             """)
-        // Entries written before the owner's application was recorded.
-        let columns = try database.query("PRAGMA table_info(entries)").compactMap { $0[1].text }
-        if !columns.contains("app") { try database.execute("ALTER TABLE entries ADD COLUMN app TEXT") }
-        if !columns.contains("pinned") { try database.execute("ALTER TABLE entries ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0") }
-        try HistoryIndex.prepare(database, columns: Set(columns))
+        // What earlier versions lacked, added by one daemon at a time (those of other displays,
+        // started in the same instant, wait for the write lock, then find it done).
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            // Entries written before the owner's application was recorded.
+            let columns = try database.query("PRAGMA table_info(entries)").compactMap { $0[1].text }
+            if !columns.contains("app") { try database.execute("ALTER TABLE entries ADD COLUMN app TEXT") }
+            if !columns.contains("pinned") { try database.execute("ALTER TABLE entries ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0") }
+            try HistoryIndex.prepare(database, columns: Set(columns))
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
         // A file the header check passed can still be damaged inside.
         let check = try database.query("PRAGMA quick_check").first?.first?.text
         if check != "ok" { throw SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")") }
