@@ -3,7 +3,7 @@ import Glibc
 
 /// Who made a copy that xpb serves for it: the program that ran `xpb copy` or one of its
 /// stand-ins (`xclip`, `xsel`), found by walking up the parent chain past shells that only ran a
-/// command (`sh -c`, an interactive shell), `env` and `timeout`. Neovim's copy names `nvim`,
+/// command (`sh -c`, an interactive shell), `env`, `timeout` and the like. Neovim's copy names `nvim`,
 /// tmux's copy-pipe `tmux`, a shell script the script. The owner publishes it beside its
 /// selection (``X11PasteboardBackend``'s `_XPB_COPIED_BY_<SELECTION>` window property), so that
 /// a clipboard manager's history and `xpb info` name the program, not xpb; a clipboard manager
@@ -37,9 +37,10 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
     /// Programs that run a command on another's behalf and are passed over: shells (unless they
     /// run a script), `env` and `timeout`.
     public static let shells: Set<String> = ["sh", "bash", "zsh", "fish", "dash"]
-    public static let wrappers: Set<String> = ["env", "timeout"]
-    /// Where a walk ends without a credit: the system's first process and session managers.
-    static let roots: Set<String> = ["init", "systemd"]
+    public static let wrappers: Set<String> = ["env", "timeout", "sudo", "nohup", "setsid", "nice"]
+    /// Where a walk ends without a credit: the system's first process, session managers, and a
+    /// remote command's sshd (`ssh host xpb copy`: xpb itself made it).
+    static let roots: Set<String> = ["init", "systemd", "sshd", "login"]
 
     /// The credit a parent chain gives (the parent first, then its parent …): the first process
     /// that is neither a wrapper nor a shell running a command (a shell running a script names

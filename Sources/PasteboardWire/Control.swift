@@ -87,13 +87,20 @@ package struct PasteboardWrite: Codable, Sendable, Equatable {
     package var expires: Date?
     /// Who wrote it, for people (`xpb` and the user's host).
     package var origin: String
+    /// The program that ran the writing xpb (`CopyCredit`: past shells, `env`, `timeout`) and its
+    /// pid, where it found one (absent from earlier clients).
+    package var copiedBy: String?
+    package var copiedByPID: Int?
 
-    package init(pasteboard: String, items: [[Representation]], isLocalOnly: Bool, expires: Date?, origin: String) {
+    package init(pasteboard: String, items: [[Representation]], isLocalOnly: Bool, expires: Date?, origin: String,
+                 copiedBy: String? = nil, copiedByPID: Int? = nil) {
         self.pasteboard = pasteboard
         self.items = items
         self.isLocalOnly = isLocalOnly
         self.expires = expires
         self.origin = origin
+        self.copiedBy = copiedBy
+        self.copiedByPID = copiedByPID
     }
 
     /// Every representation's bytes in all (`Int.max` when the claimed sizes add up past it: they
@@ -119,9 +126,13 @@ package struct PasteboardOffer: Codable, Sendable, Equatable {
     package var ownerPID: Int?
     package var ownerApp: String?
     package var ownerExecutable: String?
+    /// The program that ran that xpb, and its pid, as xpb found them (``PasteboardWrite/copiedBy``).
+    package var copiedBy: String?
+    package var copiedByPID: Int?
 
     package init(pasteboard: String, targets: [String], changeCount: Int, origin: String,
-                 ownerPID: Int? = nil, ownerApp: String? = nil, ownerExecutable: String? = nil) {
+                 ownerPID: Int? = nil, ownerApp: String? = nil, ownerExecutable: String? = nil,
+                 copiedBy: String? = nil, copiedByPID: Int? = nil) {
         self.pasteboard = pasteboard
         self.targets = targets
         self.changeCount = changeCount
@@ -129,6 +140,8 @@ package struct PasteboardOffer: Codable, Sendable, Equatable {
         self.ownerPID = ownerPID
         self.ownerApp = ownerApp
         self.ownerExecutable = ownerExecutable
+        self.copiedBy = copiedBy
+        self.copiedByPID = copiedByPID
     }
 }
 

@@ -19,7 +19,7 @@ extension CopyCommand {
         if filter { try echo(items) }
         let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
         let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
-        try pasteboards.write(selection.selection, items: items, options: options)
+        try pasteboards.write(selection.selection, items: items, options: options, credit: copiedBy ?? CopyCredit.current())
     }
 
     /// `--append`: the pasteboard's current text, then the new data, as one text item.

@@ -137,7 +137,7 @@ struct HeadlessPasteboards {
     // MARK: Writing
 
     /// Hands new contents to the daemon: every representation's bytes, then its answer.
-    mutating func write(_ selection: String, items: [PasteboardItem], options: PasteboardOptions) throws {
+    mutating func write(_ selection: String, items: [PasteboardItem], options: PasteboardOptions, credit: CopyCredit? = nil) throws {
         var representations: [[(type: PasteboardType, value: Representation, size: Int)]] = []
         for item in items {
             representations.append(try item.types.compactMap { type in
@@ -151,7 +151,8 @@ struct HeadlessPasteboards {
             })
         }
         let write = PasteboardWrite(pasteboard: selection, items: representations.map { $0.map { PasteboardWrite.Representation(type: $0.type.identifier, size: $0.size) } },
-                                    isLocalOnly: options.isLocalOnly, expires: options.expirationDate, origin: "xpb")
+                                    isLocalOnly: options.isLocalOnly, expires: options.expirationDate, origin: "xpb",
+                                    copiedBy: credit?.name, copiedByPID: credit?.pid)
         try client.post(.write(write))
         for (type, value, size) in representations.joined() {
             var offset = 0

@@ -63,10 +63,16 @@ struct InfoCommand: Command {
         let offer = try pasteboards.offer(selection.selection)
         let items = try offer.map { try pasteboards.reader(of: $0).itemTypes } ?? []
         let count = try offer?.changeCount ?? pasteboards.changeCount(selection.selection)
-        return Report(
+        var report = Report(
             pasteboard: selection.name.rawValue, selection: selection.selection, owner: offer?.origin, ownerName: nil,
             ownerPID: offer?.ownerPID, ownerApp: offer?.ownerApp, ownerExecutable: offer?.ownerExecutable, ownerClass: nil,
             changeCount: count, items: items.map { $0.map(\.identifier) })
+        if let maker = offer?.copiedBy {
+            report.copiedBy = maker
+            report.copiedByPID = offer?.copiedByPID
+            report.copiedByRuns = offer?.copiedByPID.map { kill(pid_t(clamping: $0), 0) == 0 || errno == EPERM }
+        }
+        return report
     }
 
     private func show(_ report: Report) throws {

@@ -33,7 +33,9 @@ struct CopyCreditTests {
         #expect(CopyCredit.credit([process(62, "zsh", "--", "tool.zsh"), process(5, "xterm")])?.name == "tool.zsh")
         // Interactive, a login shell, one reading standard input: the terminal that runs it.
         #expect(CopyCredit.credit([process(63, "bash"), process(5, "xterm")])?.name == "xterm")
-        #expect(CopyCredit.credit([CopyCredit.ProcessFacts(pid: 64, executable: "bash", arguments: ["-bash"]), process(5, "sshd")])?.name == "sshd")
+        #expect(CopyCredit.credit([CopyCredit.ProcessFacts(pid: 64, executable: "bash", arguments: ["-bash"]), process(5, "tmux")])?.name == "tmux")
+        // A remote command (`ssh host xpb copy`): nobody but xpb made it.
+        #expect(CopyCredit.credit([CopyCredit.ProcessFacts(pid: 64, executable: "bash", arguments: ["bash", "-c", "xpb copy"]), process(5, "sshd")]) == nil)
         #expect(CopyCredit.credit([process(65, "dash", "-s"), process(5, "foot")])?.name == "foot")
         // A script read from a descriptor (`bash <(curl …)`) has no name worth showing.
         #expect(CopyCredit.credit([process(66, "bash", "/dev/fd/63"), process(5, "kitty")])?.name == "kitty")

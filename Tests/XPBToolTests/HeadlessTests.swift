@@ -220,8 +220,10 @@ struct HeadlessTests {
         #expect(try server.history(x) == ["newest", "first.txt", "styled page", "plain one"])
         #expect(daemon.errorSoFar.contains("not kept: its text matches --ignore-match"), "\(daemon.errorSoFar)")
         #expect(try server.history(x, ["search", "PAGE"]) == ["styled page"])
+        // Credited to the program that ran xpb: this test runner.
+        let runner = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")).lastPathComponent
         let listed = try server.run(["history"], x)
-        #expect(listed.text.contains("xpb ("), "the copying process is named: \(listed.text)")
+        #expect(listed.text.contains("\(runner) (\(getpid()))"), "the program that copied is named: \(listed.text)")
 
         // info: who copied (this host's xpb, its pid) and the items.
         let info = try server.run(["info", "--json"], x)
@@ -229,13 +231,14 @@ struct HeadlessTests {
         #expect(report["owner"] as? String == "xpb" && report["ownerApp"] as? String == "xpb", "\(report)")
         #expect((report["ownerPID"] as? Int ?? 0) > 0 && (report["ownerExecutable"] as? String)?.hasSuffix("/xpb") == true, "\(report)")
         #expect(report["items"] as? [[String]] == [["public.utf8-plain-text"]], "\(report)")
+        #expect(report["copiedBy"] as? String == runner && report["copiedByPID"] as? Int == Int(getpid()), "\(report)")
 
         // Selected again: the HTML entry with all its types, the two-item entry with both items.
         #expect(try server.run(["history", "select", "2"], x).text.contains("entry 2 is now CLIPBOARD"))
         #expect(try server.run(["paste", "-t", "html"], x).text == "<i>styled</i> page")
         #expect(try server.run(["paste"], x).text == "styled page")
         let selected = try server.run(["info"], x)
-        #expect(selected.text.contains("owner: history (xpb)") && selected.text.contains("item 0: public.html, public.utf8-plain-text"), "\(selected.text)")
+        #expect(selected.text.contains("owner: history (\(runner))") && selected.text.contains("item 0: public.html, public.utf8-plain-text"), "\(selected.text)")
         // A selection moves the entry to the front; nothing is added.
         #expect(try server.history(x) == ["styled page", "newest", "first.txt", "plain one"])
         #expect(try server.run(["history", "select", "2"], x).status == 0)

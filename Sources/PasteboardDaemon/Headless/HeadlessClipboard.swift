@@ -28,6 +28,9 @@ final class HeadlessClipboard: SyncSurface {
         let pid: Int
         let app: String?
         let executable: String?
+        /// The program that ran it, as it said (``PasteboardWrite/copiedBy``): what the history
+        /// credits.
+        var credit: (name: String, pid: Int?)? = nil
     }
 
     struct Entry: Sendable {

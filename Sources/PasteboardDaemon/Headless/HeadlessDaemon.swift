@@ -163,7 +163,8 @@ package final class HeadlessDaemon: Sendable {
             let (entry, count) = clipboard.entry(selection)
             return .success(.reply(.offer(entry.map {
                 PasteboardOffer(pasteboard: selection, targets: $0.targets, changeCount: count, origin: $0.origin,
-                                ownerPID: $0.writer?.pid, ownerApp: $0.writer?.app, ownerExecutable: $0.writer?.executable)
+                                ownerPID: $0.writer?.pid, ownerApp: $0.writer?.app, ownerExecutable: $0.writer?.executable,
+                                copiedBy: $0.writer?.credit?.name, copiedByPID: $0.writer?.credit?.pid)
             })))
         case let .read(selection, target, limit):
             guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
@@ -201,7 +202,7 @@ package final class HeadlessDaemon: Sendable {
     /// then held. Nothing is held of a write that breaks off or claims more than the cap.
     private func write(_ write: PasteboardWrite, from channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         // Who writes: the kernel's account of the connecting process, read before it can exit.
-        let writer = Self.writer(of: channel.fd)
+        var writer = Self.writer(of: channel.fd)
         let cap = configuration.maxSnapshotBytes
         guard !write.items.isEmpty, write.items.allSatisfy({ !$0.isEmpty }), write.items.joined().allSatisfy({ $0.size >= 0 }) else {
             return .failure(ControlFailure("a write needs at least one representation per item, with sizes of 0 or more"))
@@ -238,6 +239,9 @@ package final class HeadlessDaemon: Sendable {
         }
         let options = PasteboardOptions(localOnly: write.isLocalOnly, expirationDate: write.expires)
         let held = HeldSelection(items: items, options: options)
+        // The program that ran xpb, as xpb found it (a claim of the user's own process, as the
+        // desktop's owners publish it): the history and `xpb info` name it, not xpb.
+        if let maker = write.copiedBy.map({ LogThrottle.printable($0) }), !maker.isEmpty { writer?.credit = (maker, write.copiedByPID) }
         // Another process chose it: one printable line, as a peer's name is.
         let origin = LogThrottle.printable(write.origin)
         let owner = clipboard.write(write.pasteboard, contents: held, size: write.size, origin: origin.isEmpty ? "xpb" : origin, expires: write.expires,
@@ -271,8 +275,8 @@ package final class HeadlessDaemon: Sendable {
             }
             guard var snapshot = Snapshot(name, advertised: held.targets, captured: captured, cap: configuration.maxSnapshotBytes) else { return }
             snapshot.source = "xpb"
-            snapshot.pid = writer?.pid
-            snapshot.app = writer?.app
+            snapshot.pid = writer?.credit.map { $0.pid } ?? writer?.pid
+            snapshot.app = writer?.credit?.name ?? writer?.app
             if let refusal = configuration.contentRules.refusal(snapshot) {
                 logger.info("\(selection) from \(snapshot.app ?? "xpb") not kept: \(refusal.reason)")
                 if !refusal.synced { hub.withdrawOwn(name, owner: owner) }
