@@ -85,7 +85,7 @@ for count in 1000 10000 100000; do
     hyperfine -N -w 3 -r "$runs" --export-json "$home/many.json" "$xpb history search gamma" > /dev/null 2>&1
     hyperfine -N -w 3 -r "$runs" -i --export-json "$home/none.json" "$xpb history search 'no such words'" > /dev/null 2>&1
     hyperfine -N -w 3 -r "$runs" --export-json "$home/menu.json" "$xpb history menu --menu 'head -n 1'" > /dev/null 2>&1
-    matched=$("$xpb" history search gamma 2>&1 >/dev/null | sed -n 's/.* of \([0-9]*\) entries found.*/\1/p')
+    matched=$("$xpb" history search gamma --all --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
     kill "$daemon" && wait "$daemon" 2>/dev/null || true
     bytes=$(stat -c %s "$database")
     index=$(sqlite3 "$database" "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'entries_search%'" 2>/dev/null || echo "?")
@@ -100,7 +100,7 @@ section=$(
     echo "Each history: xpbd's own database filled with copies shaped like a desktop's (a line to a page of words, every fifth with"
     echo "its HTML, seven apps), opened by xpbd, which describes the entries it did not write (the open's time, once)."
     echo "\`search needle\` finds one entry in 1,000; \`search gamma\` about six in ten (the newest 1,000 shown); \`menu\` lists the newest 1,000"
-    echo "through \`head -n 1\` and selects the first. The index is SQLite's FTS5 (trigram) over the text, preview and app."
+    echo "through \`head -n 1\` and selects the first. The index is SQLite's FTS5 (trigram) over each text's first 4,096 characters, its preview, app and types."
     echo
     echo "| entries | \`xpb history\` (newest 1000) | \`search needle\` | \`search gamma\` | search, no match (exit 1) | \`history menu\` | describing at open | database |"
     echo "|---|---|---|---|---|---|---|---|"

@@ -3,33 +3,39 @@ import FoundationEssentials
 /// What the history keeps beside each entry to list and search it without reading every one:
 /// its description (the content's types and size, ``EntryDescription``), its content key (the
 /// look for a copy kept before is one indexed query), and a full-text index of the start of its
-/// text, its preview and its app (SQLite's FTS5 with the trigram tokenizer: any part of a word
-/// matches, ignoring case, as the search always did).
+/// text, its preview, its app and its types (SQLite's FTS5 with the trigram tokenizer: any part
+/// of a word matches, ignoring case, as the search always did).
 ///
 /// The index holds no text of its own (contentless) and is written by the store, never by
 /// triggers: every row deleted is taken out of it first if it is in it (``delete(_:_:in:)``),
 /// clearing the history empties it in one step (a full disk has room for that, not for a
 /// tombstone a row), and rows another writer added (an earlier xpbd, a test filling the
 /// database) are indexed at the next open and searched by a look at each meanwhile (their
-/// `indexed` is 0).
+/// `indexed` is 0; a partial index finds them).
 enum HistoryIndex {
     /// The version of ``EntryDescription``'s rules the stored descriptions follow: a history
     /// described by earlier rules is described again when opened.
     static let descriptionVersion: Int64 = 1
 
     /// The characters of an entry's text the index holds: a text longer than that is looked at
-    /// whole by a search (few are; a trigram index of a long random text, a key or a base64
-    /// blob, would be several times its size).
+    /// whole by a search (a partial index finds the few that are; a trigram index of a long
+    /// random text, a key or a base64 blob, would be several times its size).
     static let indexedCharacters = 4096
 
     /// The columns the index is given for a row: the same expressions to add it and to take it
     /// out (a contentless index must be told exactly what it was given).
-    private static let indexed = "substr(coalesce(text, ''), 1, \(indexedCharacters)), preview, coalesce(app, '')"
+    private static let indexed = "substr(coalesce(text, ''), 1, \(indexedCharacters)), preview, coalesce(app, ''), coalesce(types, '')"
 
-    /// Adds the description columns, the content key's index and the full-text index to a
-    /// history that lacks them (`columns`: the entries table's columns now). Descriptions of
-    /// earlier rules are cleared, to be made again (``HistoryStore``'s `describeUndescribed`,
-    /// which indexes the rows not indexed yet too).
+    /// Whether a row is in the index (its document, by rowid).
+    private static let isIndexed = "EXISTS (SELECT 1 FROM entries_search WHERE rowid = entries.id)"
+
+    /// Adds the description columns, the content key's index, the expiry's index (a listing
+    /// asks for the next expiry each time), the listing order's index (newest first, and
+    /// whether expired, without reading a row: a match's place in the whole history is counted
+    /// along it), the full-text index and the partial indexes of the
+    /// rows a search looks at whole to a history that lacks them (`columns`: the entries table's
+    /// columns now). Descriptions of earlier rules are cleared, to be made again
+    /// (``HistoryStore``'s `describeUndescribed`, which indexes the rows not indexed yet too).
     static func prepare(_ database: SQLiteDatabase, columns: Set<String>) throws(SQLiteError) {
         for (column, type) in [("types", "TEXT"), ("content_size", "INTEGER"), ("content_key", "TEXT"), ("indexed", "INTEGER NOT NULL DEFAULT 0")]
         where !columns.contains(column) {
@@ -37,29 +43,43 @@ enum HistoryIndex {
         }
         try database.execute("""
             CREATE INDEX IF NOT EXISTS entries_content ON entries(selection, content_key);
-            CREATE VIRTUAL TABLE IF NOT EXISTS entries_search USING fts5(text, preview, app, content='', tokenize='trigram');
+            CREATE INDEX IF NOT EXISTS entries_expires ON entries(expires);
+            DROP INDEX IF EXISTS entries_used;
+            CREATE INDEX IF NOT EXISTS entries_order ON entries(used, id, expires);
+            CREATE INDEX IF NOT EXISTS entries_unindexed ON entries(id) WHERE indexed = 0;
+            CREATE INDEX IF NOT EXISTS entries_long ON entries(id) WHERE length(text) > \(indexedCharacters);
+            CREATE VIRTUAL TABLE IF NOT EXISTS entries_search USING fts5(text, preview, app, types, content='', tokenize='trigram');
             """)
         if (try database.query("PRAGMA user_version").first?[0].integer ?? 0) < descriptionVersion {
+            // Described again, and indexed again with the new types.
+            try unindex("1", [], in: database)
             try database.execute("UPDATE entries SET types = NULL, content_size = NULL; PRAGMA user_version = \(descriptionVersion)")
         }
     }
 
-    /// Whether a row is in the index (its document, by rowid).
-    private static let isIndexed = "EXISTS (SELECT 1 FROM entries_search WHERE rowid = entries.id)"
-
     /// Indexes the rows `condition` names that are not in the index.
     static func index(_ condition: String, _ bindings: [SQLiteValue], in database: SQLiteDatabase) throws(SQLiteError) {
         try database.query("""
-            INSERT INTO entries_search(rowid, text, preview, app) SELECT id, \(indexed) FROM entries WHERE (\(condition)) AND NOT \(isIndexed)
+            INSERT INTO entries_search(rowid, text, preview, app, types) SELECT id, \(indexed) FROM entries
+            WHERE (\(condition)) AND NOT \(isIndexed)
             """, bindings)
         try database.query("UPDATE entries SET indexed = 1 WHERE indexed = 0 AND (\(condition))", bindings)
+    }
+
+    /// Takes the rows `condition` names out of the index (before what it holds of them changes).
+    static func unindex(_ condition: String, _ bindings: [SQLiteValue], in database: SQLiteDatabase) throws(SQLiteError) {
+        try database.query("""
+            INSERT INTO entries_search(entries_search, rowid, text, preview, app, types) SELECT 'delete', id, \(indexed) FROM entries
+            WHERE (\(condition)) AND \(isIndexed)
+            """, bindings)
+        try database.query("UPDATE entries SET indexed = 0 WHERE indexed = 1 AND (\(condition))", bindings)
     }
 
     /// Deletes the rows `condition` names, out of the index first. Run inside a transaction: the
     /// two steps are one change.
     static func delete(_ condition: String, _ bindings: [SQLiteValue], in database: SQLiteDatabase) throws(SQLiteError) {
         try database.query("""
-            INSERT INTO entries_search(entries_search, rowid, text, preview, app) SELECT 'delete', id, \(indexed) FROM entries
+            INSERT INTO entries_search(entries_search, rowid, text, preview, app, types) SELECT 'delete', id, \(indexed) FROM entries
             WHERE (\(condition)) AND \(isIndexed)
             """, bindings)
         try database.query("DELETE FROM entries WHERE \(condition)", bindings)
@@ -72,29 +92,54 @@ enum HistoryIndex {
     }
 
     /// The ids of the entries (not expired at `now`) whose text, preview, app or types contain
-    /// `search` (ignoring case), newest first. Three characters or more go through the index
-    /// (for the start of each text; the rest of a long text, and rows not indexed yet, are
-    /// looked at); shorter ones, which no trigram holds, look at every entry.
+    /// `search` (ignoring case), newest first. Three characters or more go through the index,
+    /// which holds the start of each text; the rest of a long text, and rows not indexed yet, are
+    /// looked at (each found by its partial index). Shorter ones, which no trigram holds, look at
+    /// every entry.
     static func matches(_ search: String, in database: SQLiteDatabase, now: Double) throws(SQLiteError) -> [Int64] {
         let wanted = search.lowercased()
         let inRow = """
             instr(lower(coalesce(text, '')), ?2) > 0 OR instr(lower(preview), ?2) > 0 OR instr(lower(coalesce(app, '')), ?2) > 0
+            OR instr(lower(coalesce(types, '')), ?2) > 0
             """
-        let inTypes = "instr(lower(coalesce(types, '')), ?2) > 0"
         let found: String
         var bindings: [SQLiteValue] = [.real(now), .text(wanted)]
         if wanted.count >= 3 {
             // One phrase: the trigrams of the whole string, in order (a substring).
             bindings.append(.text("\"" + wanted.replacing("\"", with: "\"\"") + "\""))
             found = """
-                id IN (SELECT rowid FROM entries_search WHERE entries_search MATCH ?3) OR \(inTypes)
-                OR (indexed = 0 AND (\(inRow))) OR (length(text) > \(indexedCharacters) AND instr(lower(text), ?2) > 0)
+                id IN (SELECT rowid FROM entries_search WHERE entries_search MATCH ?3
+                       UNION SELECT id FROM entries WHERE indexed = 0 AND (\(inRow))
+                       UNION SELECT id FROM entries WHERE length(text) > \(indexedCharacters) AND instr(lower(text), ?2) > 0)
                 """
         } else {
-            found = "\(inRow) OR \(inTypes)"
+            found = inRow
         }
-        return try database.query("""
-            SELECT id FROM entries WHERE (expires IS NULL OR expires > ?1) AND (\(found)) ORDER BY used DESC, id DESC
-            """, bindings).compactMap { $0[0].integer }
+        var ids: [Int64] = []
+        // Along the listing order's index, each row looked up among the matches: no sort of
+        // 60,000 matches, no row read for one.
+        try database.forEachInteger("""
+            SELECT id FROM entries INDEXED BY entries_order WHERE (expires IS NULL OR expires > ?1) AND (\(found)) ORDER BY used DESC, id DESC
+            """, bindings) { id in
+            ids.append(id)
+            return true
+        }
+        return ids
+    }
+
+    /// The place of each of `ids` in the whole history, newest first (what `select N` takes):
+    /// counted along the listing order's index, up to the last of them.
+    static func places(of ids: Set<Int64>, in database: SQLiteDatabase, now: Double) throws(SQLiteError) -> [Int64: Int] {
+        var places: [Int64: Int] = [:]
+        guard !ids.isEmpty else { return places }
+        var place = 0
+        try database.forEachInteger("""
+            SELECT id FROM entries INDEXED BY entries_order WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
+            """, [.real(now)]) { id in
+            if ids.contains(id) { places[id] = place }
+            place += 1
+            return places.count < ids.count
+        }
+        return places
     }
 }

@@ -79,34 +79,37 @@ final class HistoryStore {
         do {
             let undescribed = "SELECT id FROM entries WHERE types IS NULL OR content_key IS NULL"
             let ids = try database.query(undescribed).compactMap { $0[0].integer }
+            if !ids.isEmpty {
+                let start = Date()
+                var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
+                for row in try database.query("""
+                    SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (\(undescribed)) ORDER BY entry, position
+                    """) {
+                    guard let entry = row[0].integer, let name = row[1].text else { continue }
+                    targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
+                }
+                try database.transaction {
+                    // Out of the search index while their types change; indexed again below.
+                    try HistoryIndex.unindex("types IS NULL OR content_key IS NULL", [], in: database)
+                    for id in ids {
+                        let kept = targets[id] ?? []
+                        let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
+                            self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
+                        }
+                        try database.query("UPDATE entries SET types = ?, content_size = ?, content_key = ? WHERE id = ?", [
+                            .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)),
+                            .text(Self.contentKey(kept.map { ($0.name, $0.digest) })), .integer(id),
+                        ])
+                    }
+                }
+                logger.info("described \(ids.count) history entries in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
+            }
             let unindexed = try database.query("SELECT count(*) FROM entries WHERE indexed = 0").first?[0].integer ?? 0
             if unindexed > 0 {
                 let start = Date()
-                try database.transaction { try HistoryIndex.index("1", [], in: database) }
+                try database.transaction { try HistoryIndex.index("indexed = 0", [], in: database) }
                 logger.info("indexed \(unindexed) history entries for search in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
             }
-            guard !ids.isEmpty else { return }
-            let start = Date()
-            var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-            for row in try database.query("""
-                SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (\(undescribed)) ORDER BY entry, position
-                """) {
-                guard let entry = row[0].integer, let name = row[1].text else { continue }
-                targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
-            }
-            try database.transaction {
-                for id in ids {
-                    let kept = targets[id] ?? []
-                    let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
-                        self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
-                    }
-                    try database.query("UPDATE entries SET types = ?, content_size = ?, content_key = ? WHERE id = ?", [
-                        .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)),
-                        .text(Self.contentKey(kept.map { ($0.name, $0.digest) })), .integer(id),
-                    ])
-                }
-            }
-            logger.info("described \(ids.count) history entries in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
         } catch {
             logger.warning("could not describe the history's entries: \(error)")
         }
@@ -193,7 +196,6 @@ final class HistoryStore {
                 data BLOB,
                 PRIMARY KEY(entry, position));
             CREATE INDEX IF NOT EXISTS targets_digest ON targets(digest);
-            CREATE INDEX IF NOT EXISTS entries_used ON entries(used);
             """)
         // What earlier versions lacked, added by one daemon at a time (those of other displays,
         // started in the same instant, wait for the write lock, then find it done).
@@ -628,7 +630,7 @@ final class HistoryStore {
                 total = Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)]).first?[0].integer ?? 0)
             }
             // A match's index is its place in the whole history (what `select N` takes).
-            let indexes = matched == nil ? [:] : try self.indexes(of: Set(page ?? []), now: now)
+            let indexes = matched == nil ? [:] : try HistoryIndex.places(of: Set(page ?? []), in: database, now: now)
             var result: [HistoryEntrySummary] = []
             var pending: [HistoryListing.Pending] = []
             var sized: Set<String> = []
@@ -709,18 +711,6 @@ final class HistoryStore {
             }
         }
         return kept
-    }
-
-    /// The place of each of `ids` in the whole history, newest first (what `select N` takes).
-    private func indexes(of ids: Set<Int64>, now: Double) throws -> [Int64: Int] {
-        guard !ids.isEmpty else { return [:] }
-        let rows = try database.query("""
-            SELECT id, place FROM (SELECT id, row_number() OVER (ORDER BY used DESC, id DESC) - 1 AS place
-                                   FROM entries WHERE expires IS NULL OR expires > ?)
-            WHERE id IN (\(ids.map(String.init).joined(separator: ",")))
-            """, [.real(now)])
-        return Dictionary(rows.compactMap { row in row[0].integer.flatMap { id in row[1].integer.map { (id, Int($0)) } } },
-                          uniquingKeysWith: { first, _ in first })
     }
 
     /// The first bytes of a kept target, from the database or its payload file.
