@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import PasteboardDaemon
 @testable import PasteboardX11
+import PasteboardKit
 
 /// Targets of the given names and sizes.
 private func targets(_ pairs: (String, Int)...) -> [EntryDescription.Target] {
@@ -49,6 +50,53 @@ struct EntryDescriptionTests {
                              targets: [KeptTarget(target: "image/png", type: "image/png", data: Data([0x89, 0x50])),
                                        KeptTarget(target: "FOO_BAR", type: "FOO_BAR", data: Data("caption".utf8))])
         #expect(image.text() == nil)
+    }
+}
+
+@Suite("the lines after a preview")
+struct MoreLinesTests {
+    /// The rule as first written: every line split, the rest measured again after each line.
+    func naive(_ head: String, _ lineFeeds: Int, _ endsWithLineFeed: Bool, _ limit: Int) -> (Int, String) {
+        let lines = head.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let first = lines.firstIndex(where: { !$0.trimmingWhitespace().isEmpty }) else { return (0, "") }
+        var rest = ""
+        for line in lines.dropFirst(first + 1) {
+            let trimmed = line.trimmingWhitespace()
+            guard !trimmed.isEmpty else { continue }
+            rest += (rest.isEmpty ? "" : " ⏎ ") + trimmed
+            if rest.count >= limit {
+                rest = String(rest.prefix(limit - 1)) + "…"
+                break
+            }
+        }
+        return (max(0, lineFeeds + (endsWithLineFeed ? 0 : 1) - first - 1), rest)
+    }
+
+    @Test("found line by line, the same as splitting every line and measuring again (seeded texts)")
+    func sameAsNaive() {
+        var generator = SeededGenerator(seed: 42)
+        let pieces = ["a", "bc", " ", "\n", "\n\n", "é", "日本", "  x  ", "line"]
+        for round in 0..<300 {
+            let head = (0..<Int.random(in: 0...60, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+            let feeds = head.filter { $0 == "\n" }.count
+            let limit = [5, 12, 1000][round % 3]
+            let fast = EntryDescription.moreLines(head: head, lineFeeds: feeds, endsWithLineFeed: head.hasSuffix("\n"), limit: limit)
+            let slow = naive(head, feeds, head.hasSuffix("\n"), limit)
+            #expect(fast.count == slow.0 && fast.rest == slow.1, "\(head.debugDescription) limit \(limit)")
+        }
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for the seeded tests.
+private struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
 

@@ -90,20 +90,55 @@ struct EntryDescription: Equatable {
     /// feeds in the whole text, whose first characters are `head`), and those of `head` that
     /// are not empty, joined by " ⏎ " (at most `limit` characters).
     static func moreLines(head: String, lineFeeds: Int, endsWithLineFeed: Bool, limit: Int = 1000) -> (count: Int, rest: String) {
-        let lines = head.split(separator: "\n", omittingEmptySubsequences: false)
-        guard let first = lines.firstIndex(where: { !$0.trimmingWhitespace().isEmpty }) else { return (0, "") }
+        // Line by line, as far as the rest needs (a listing of 1,000 entries does this 1,000
+        // times): the characters counted as they are added, never the whole string again.
+        var lines = Lines(remaining: head[...])
+        var first = 0
+        var found = false
+        while let line = lines.next() {
+            if !line.trimmingWhitespace().isEmpty {
+                found = true
+                break
+            }
+            first += 1
+        }
+        guard found else { return (0, "") }
         let total = lineFeeds + (endsWithLineFeed ? 0 : 1)
         let count = max(0, total - first - 1)
         var rest = ""
-        for line in lines.dropFirst(first + 1) {
+        var characters = 0
+        while let line = lines.next() {
             let trimmed = line.trimmingWhitespace()
             guard !trimmed.isEmpty else { continue }
-            rest += (rest.isEmpty ? "" : " ⏎ ") + trimmed
-            if rest.count >= limit {
-                rest = String(rest.prefix(limit - 1)) + "…"
+            let separator = rest.isEmpty ? "" : " ⏎ "
+            let length = trimmed.count + separator.count
+            if characters + length >= limit {
+                rest += String((separator + trimmed).prefix(limit - 1 - characters)) + "…"
                 break
             }
+            rest += separator + trimmed
+            characters += length
         }
         return (count, rest)
+    }
+}
+
+/// The lines of a text one at a time, as `split(separator: "\n", omittingEmptySubsequences:
+/// false)` gives them (a CRLF ends a line too, as the count of line feeds has it), found as they
+/// are asked for.
+private struct Lines: IteratorProtocol {
+    var remaining: Substring
+    var isDone = false
+
+    mutating func next() -> Substring? {
+        guard !isDone else { return nil }
+        // By its bytes: a line feed is one, and no grapheme need be found on the way.
+        guard let end = remaining.utf8.firstIndex(of: UInt8(ascii: "\n")) else {
+            isDone = true
+            return remaining
+        }
+        let line = remaining[..<end]
+        remaining = remaining[remaining.index(after: end)...]
+        return line
     }
 }

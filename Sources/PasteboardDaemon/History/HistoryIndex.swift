@@ -91,55 +91,55 @@ enum HistoryIndex {
         try database.execute("INSERT INTO entries_search(entries_search) VALUES ('delete-all')")
     }
 
-    /// The ids of the entries (not expired at `now`) whose text, preview, app or types contain
-    /// `search` (ignoring case), newest first. Three characters or more go through the index,
-    /// which holds the start of each text; the rest of a long text, and rows not indexed yet, are
-    /// looked at (each found by its partial index). Shorter ones, which no trigram holds, look at
-    /// every entry.
-    static func matches(_ search: String, in database: SQLiteDatabase, now: Double) throws(SQLiteError) -> [Int64] {
+    /// The entries (not expired at `now`) whose text, preview, app or types contain `search`
+    /// (ignoring case), newest first: how many there are, and those from match `offset` on (at
+    /// most `limit`), each with its place in the whole history (what `select N` takes).
+    ///
+    /// The matches are gathered first: three characters or more through the index, which holds
+    /// the start of each text, with the rest of a long text and the rows not indexed yet looked
+    /// at (each found by its partial index); shorter ones, which no trigram holds, by a look at
+    /// every entry. Then one walk along the listing order's index (ids alone, no row read)
+    /// counts them and places the page's: no sort of 60,000 matches, no temporary table.
+    static func search(_ search: String, offset: Int, limit: Int?, in database: SQLiteDatabase,
+                       now: Double) throws(SQLiteError) -> (page: [(id: Int64, place: Int)], total: Int) {
         let wanted = search.lowercased()
+        // A look at a row: LIKE (ASCII letters in either case, as SQLite's lower() knows them),
+        // the search's own % and _ escaped.
+        let pattern = "%" + wanted.replacing("\\", with: "\\\\").replacing("%", with: "\\%").replacing("_", with: "\\_") + "%"
         let inRow = """
-            instr(lower(coalesce(text, '')), ?2) > 0 OR instr(lower(preview), ?2) > 0 OR instr(lower(coalesce(app, '')), ?2) > 0
-            OR instr(lower(coalesce(types, '')), ?2) > 0
+            text LIKE ?1 ESCAPE '\\' OR preview LIKE ?1 ESCAPE '\\' OR app LIKE ?1 ESCAPE '\\' OR types LIKE ?1 ESCAPE '\\'
             """
-        let found: String
-        var bindings: [SQLiteValue] = [.real(now), .text(wanted)]
-        if wanted.count >= 3 {
-            // One phrase: the trigrams of the whole string, in order (a substring).
-            bindings.append(.text("\"" + wanted.replacing("\"", with: "\"\"") + "\""))
-            found = """
-                id IN (SELECT rowid FROM entries_search WHERE entries_search MATCH ?3
-                       UNION SELECT id FROM entries WHERE indexed = 0 AND (\(inRow))
-                       UNION SELECT id FROM entries WHERE length(text) > \(indexedCharacters) AND instr(lower(text), ?2) > 0)
-                """
-        } else {
-            found = inRow
-        }
-        var ids: [Int64] = []
-        // Along the listing order's index, each row looked up among the matches: no sort of
-        // 60,000 matches, no row read for one.
-        try database.forEachInteger("""
-            SELECT id FROM entries INDEXED BY entries_order WHERE (expires IS NULL OR expires > ?1) AND (\(found)) ORDER BY used DESC, id DESC
-            """, bindings) { id in
-            ids.append(id)
+        var found = Set<Int64>()
+        let add: (Int64) -> Bool = { id in
+            found.insert(id)
             return true
         }
-        return ids
-    }
-
-    /// The place of each of `ids` in the whole history, newest first (what `select N` takes):
-    /// counted along the listing order's index, up to the last of them.
-    static func places(of ids: Set<Int64>, in database: SQLiteDatabase, now: Double) throws(SQLiteError) -> [Int64: Int] {
-        var places: [Int64: Int] = [:]
-        guard !ids.isEmpty else { return places }
-        var place = 0
-        try database.forEachInteger("""
-            SELECT id FROM entries INDEXED BY entries_order WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
-            """, [.real(now)]) { id in
-            if ids.contains(id) { places[id] = place }
-            place += 1
-            return places.count < ids.count
+        if wanted.count >= 3 {
+            // One phrase: the trigrams of the whole string, in order (a substring).
+            let phrase = "\"" + wanted.replacing("\"", with: "\"\"") + "\""
+            try database.forEachInteger("SELECT rowid FROM entries_search WHERE entries_search MATCH ?", [.text(phrase)], add)
+            try database.forEachInteger("SELECT id FROM entries WHERE indexed = 0 AND (\(inRow))", [.text(pattern)], add)
+            try database.forEachInteger("""
+                SELECT id FROM entries WHERE length(text) > \(indexedCharacters) AND text LIKE ? ESCAPE '\\'
+                """, [.text(pattern)], add)
+        } else {
+            try database.forEachInteger("SELECT id FROM entries WHERE \(inRow)", [.text(pattern)], add)
         }
-        return places
+        var page: [(id: Int64, place: Int)] = []
+        var total = 0
+        var place = 0
+        if !found.isEmpty {
+            try database.forEachInteger("""
+                SELECT id FROM entries INDEXED BY entries_order WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
+                """, [.real(now)]) { id in
+                if found.contains(id) {
+                    if total >= offset, limit.map({ page.count < $0 }) ?? true { page.append((id, place)) }
+                    total += 1
+                }
+                place += 1
+                return true
+            }
+        }
+        return (page, total)
     }
 }

@@ -600,9 +600,8 @@ final class HistoryStore {
             let now = Date().timeIntervalSince1970
             // A search asks the index for its matches (``HistoryIndex``), then lists the page's
             // alone; without one, a page is asked of SQLite: 1,000 of 100,000 entries cost 1,000.
-            let matched = searching ? try HistoryIndex.matches(search ?? "", in: database, now: now) : nil
-            let start = min(max(0, offset), matched?.count ?? .max)
-            let page = matched.map { Array($0[start..<min($0.count, limit.map { start + $0 } ?? $0.count)]) }
+            let matched = searching ? try HistoryIndex.search(search ?? "", offset: max(0, offset), limit: limit, in: database, now: now) : nil
+            let page = matched.map { $0.page.map(\.id) }
             let paged = limit != nil || offset > 0
             let window = paged ? " LIMIT \(limit ?? -1) OFFSET \(max(0, offset))" : ""
             let chosen = page.map { "id IN (\($0.map(String.init).joined(separator: ",")))" } ?? "expires IS NULL OR expires > ?"
@@ -625,12 +624,12 @@ final class HistoryStore {
                 guard let entry = row[0].integer, let name = row[1].text else { continue }
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
-            var total = matched?.count ?? 0
+            var total = matched?.total ?? 0
             if matched == nil, paged {
                 total = Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)]).first?[0].integer ?? 0)
             }
             // A match's index is its place in the whole history (what `select N` takes).
-            let indexes = matched == nil ? [:] : try HistoryIndex.places(of: Set(page ?? []), in: database, now: now)
+            let indexes = Dictionary(matched?.page.map { ($0.id, $0.place) } ?? [], uniquingKeysWith: { first, _ in first })
             var result: [HistoryEntrySummary] = []
             var pending: [HistoryListing.Pending] = []
             var sized: Set<String> = []
