@@ -52,6 +52,10 @@ package enum UntrustedInput {
         precondition(html.steps <= HTMLText.workBound(data.count), "text from \(data.count) bytes of HTML took \(html.steps) steps")
         _ = ValueCoding.decodeText(data, as: .utf16PlainText)
         _ = ValueCoding.decodeText(data, as: .utf8PlainText)
+        // An owner's word on who made its copy (`_XPB_COPIED_BY_…`): what parses says it again.
+        if let credit = CopyCredit(decoding: data) {
+            precondition(CopyCredit(decoding: credit.encoded) == credit && !credit.name.isEmpty, "a copy credit changed through encode and decode")
+        }
         exerciseImage(data)
     }
 
