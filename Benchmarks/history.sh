@@ -31,7 +31,8 @@ exec 9< <(Xvfb -displayfd 1 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
 read -r _ xvfb_pid <&9
 read -r number <&9
 export DISPLAY=":$number"
-trap 'kill $xvfb_pid 2>/dev/null; pkill -f "xpbd --max-entries 200000" 2>/dev/null; rm -rf "$work"' EXIT
+daemon=""
+trap 'kill $xvfb_pid $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 
 cat > "$work/fill.py" <<'EOF'
 import hashlib, random, sqlite3, sys

@@ -33,7 +33,9 @@ exec 9< <(Xvfb -displayfd 1 -screen 0 3840x2160x24 -nolisten tcp -noreset 2>/dev
 read -r _ xvfb_pid <&9
 read -r number <&9
 export DISPLAY=":$number"
-trap 'kill $xvfb_pid 2>/dev/null; pkill -f "xpbd.*$work" 2>/dev/null; rm -rf "$work"' EXIT
+# The daemon started below, by its pid; a cleanup that finds nothing to stop is no failure.
+xpbd_pid=""
+trap 'kill $xvfb_pid $xpbd_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 /usr/bin/python3 - "$root/README.md" > /dev/null 2>&1 <<'EOF' &
 import sys, gi
 gi.require_version("Gtk", "3.0")
@@ -102,6 +104,7 @@ row JPEG image/jpeg jpg
 export XDG_STATE_HOME="$work/state" XDG_RUNTIME_DIR="$work/runtime" XDG_CACHE_HOME="$work/cache"
 mkdir -p "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 "$xpbd" > "$work/xpbd.log" 2>&1 &
+xpbd_pid=$!
 for _ in $(seq 100); do "$xpb" daemon status > /dev/null 2>&1 && break; sleep 0.1; done
 QT_QPA_PLATFORM=xcb /usr/bin/python3 "$root/Tests/Peers/qt_clipboard.py" set-image-and-exit "$work/shot.png" "$work/qt-exit" > "$work/qt.log" 2>&1 &
 for _ in $(seq 300); do grep -q ready "$work/qt.log" 2>/dev/null && break; sleep 0.1; done
