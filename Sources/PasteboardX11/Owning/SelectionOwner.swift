@@ -271,10 +271,10 @@ extension X11Session {
         name(of: selection).map { atom("_XPB_COPIED_BY_" + $0) }
     }
 
-    /// Publishes who made the copy we now own; for kept contents without a credit, takes the
-    /// last one's away (a copy of items without one never had any).
+    /// Publishes who made the copy we now own, or takes the last one's away (a daemon that kept
+    /// an app's copy may own the selection next for a copy synced from elsewhere).
     private func publishCredit(_ selection: X11Atom, _ state: OwnedSelection) {
-        guard state.credit != nil || state.items.isEmpty, let property = creditProperty(selection) else { return }
+        guard let property = creditProperty(selection) else { return }
         guard let credit = state.credit else { return deleteProperty(window, property) }
         credit.encoded.withUnsafeBytes { writeBytes(window, property, type: known[.utf8String], $0, onError: { _ in }) }
     }
