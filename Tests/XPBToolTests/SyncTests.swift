@@ -128,6 +128,9 @@ struct SyncTests {
         // The last copy was xclip's on b: the announce names b and the app, never a path.
         let origin = try #require(try a.syncValue("CLIPBOARD")?["origin"] as? String)
         #expect(origin.hasSuffix("(xclip)") && !origin.contains("/usr"), "\(origin)")
+        // xpb info on a says who made the copy it serves for b: the announce's node and app.
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], a.x, environment: a.daemon.home.environment).output) as? [String: Any]
+        #expect(info?["copiedBy"] as? String == origin && info?["copiedByPID"] == nil, "\(info ?? [:])")
         let peers = try b.peers()
         #expect(peers.count == 1)
         #expect(peers.first?["state"] as? String == "connected")

@@ -39,7 +39,9 @@ final class X11SyncSurface: SyncSurface {
     }
 
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
-        try backend.proxy(name, targets: targets, if: { precondition($0.rawValue) })
+        // Who made it, for `xpb info` here: the node and app the announce names (a peer's words,
+        // shown escaped, bounded).
+        try backend.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { precondition($0.rawValue) })
     }
 
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
@@ -67,9 +69,10 @@ final class X11SyncSurface: SyncSurface {
         let manifest = offer.manifest.flatMap { X11PasteboardBackend.keptManifest($0.data)?.manifest }
         let targets = SyncHub.announcedTargets(offer.keptTargets, sizes: { offer.sizes[$0] }, manifest: manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
-        // Where the copy was made: this node and the application (its executable's name or
-        // window class, never a path), else the window's name.
-        let ownerName = owner == ourWindow ? "history" : offer.owner.executableName ?? offer.owner.windowClass ?? offer.owner.name ?? "window \(owner)"
+        // Where the copy was made: this node and the application (the program that ran an xpb
+        // owner, else its executable's name or window class, never a path), else the window's name.
+        let ownerName = owner == ourWindow ? "history" : offer.owner.copiedBy?.name ?? offer.owner.executableName ?? offer.owner.windowClass
+            ?? offer.owner.name ?? "window \(owner)"
         return .shareable(targets: Array(targets), expires: offer.expires, origin: "\(nodeName) (\(ownerName))")
     }
 

@@ -10,11 +10,14 @@ extension X11PasteboardBackend {
     /// Compare-and-own: `precondition` is asked on the X thread, after the server timestamp is
     /// taken, with the selection's owner at that moment; false leaves the selection alone and
     /// returns false.
-    package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget], if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
+    package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget], credit: CopyCredit? = nil,
+                       if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
         do {
             let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
                 session.own(self.selectionAtom(name, in: session), at: nil, if: precondition, making: { session, time in
-                    session.makeRemoteSelection(targets, timestamp: time)
+                    var state = session.makeRemoteSelection(targets, timestamp: time)
+                    state.credit = credit
+                    return state
                 }) { done($0) }
             }
         } catch is OwnDeclined {
