@@ -140,6 +140,8 @@ hyperfine -N --runs 30 --export-json "$work/history-fresh.json" --style basic \
 history_fresh_ms=$("$python3" -c "import json,sys; print('%.1f' % (1000 * json.load(open(sys.argv[1]))['results'][0]['median']))" "$work/history-fresh.json")
 stop_daemon
 
+# The sections other scripts write (history.sh's "History at scale") are kept as they are.
+kept=$("$python3" -c "import sys; t = open(sys.argv[1]).read() if __import__('os').path.exists(sys.argv[1]) else ''; i = t.find('\n## '); print(t[i + 1:] if i >= 0 else '', end='')" "$out")
 cat > "$out" <<REPORT
 # xpbd benchmarks
 
@@ -155,4 +157,5 @@ Written by \`bash Benchmarks/daemon.sh\` on $(date -u +%Y-%m-%d), one private Xv
 | \`xpb history\` on ${count} entries, the first listing after a copy (median of 30) | ${history_fresh_ms} ms | ≤ 20 ms |
 | xpbd idle wake-ups over 10 s (context switches, all threads) | ${idle_wakeups} | 0 |
 REPORT
+if [ -n "$kept" ]; then printf '\n%s\n' "$kept" >> "$out"; fi
 cat "$out"

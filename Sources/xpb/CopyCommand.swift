@@ -46,7 +46,11 @@ struct CopyCommand: Command {
             By default xpb returns at once and a background owner (a new session, standard \
             streams on /dev/null) serves the data until another client takes the selection, so \
             `$(xpb copy <<< hi)` and pipes never hang. Files over 1 MiB are served from disk in \
-            pieces, never held in memory whole.
+            pieces, never held in memory whole. Sent SIGTERM, SIGINT or SIGHUP, the owner (in the \
+            background or with --foreground) first hands the clipboard to the clipboard manager, \
+            as a GTK or Qt app does when it exits, then dies of the signal. The copy is credited to \
+            the program that ran xpb (its parents past shells, env and timeout): a clipboard \
+            manager's history and `xpb info` name it.
 
             Without a display (no $DISPLAY, no --display) the copy goes to this host's headless \
             xpbd (xpbd --headless), which shares it with the desktops linked to it. The fallback \
