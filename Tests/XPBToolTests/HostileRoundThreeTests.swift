@@ -60,7 +60,8 @@ struct HostileRoundThreeTests {
         let owner = try Peer(evil, ["owner-evil-lines"], display: x)
         defer { owner.stop() }
         try daemon.waitForLog("kept CLIPBOARD")
-        #expect(eventually(timeout: 10) { FileManager.default.fileExists(atPath: seen) })
+        // The shell's `>` makes the file before printf writes to it: wait for what it writes.
+        #expect(eventually(timeout: 10) { !((try? String(contentsOfFile: seen, encoding: .utf8)) ?? "").isEmpty })
         let app = try String(contentsOfFile: seen, encoding: .utf8)
         #expect(app == "xh\\x1B]0;pwned\\x07", "XPB_OWNER_APP: \(app.debugDescription)")
         let log = daemon.log
@@ -91,8 +92,12 @@ struct HostileRoundThreeTests {
         for copy in 1...4 {
             #expect(try xpb(["copy"], x, home, input: Data("copy\(copy)".utf8)).status == 0)
             try daemon.waitForLog("kept CLIPBOARD", count: copy)
-            #expect(eventually(timeout: 10) { FileManager.default.fileExists(atPath: "\(directory)/group.copy\(copy)") })
-            let group = try #require(Int(try String(contentsOfFile: "\(directory)/group.copy\(copy)", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            // The shell's `>` makes the file before `echo` writes the number: wait for the number.
+            let written = { () -> Int? in
+                (try? String(contentsOfFile: "\(directory)/group.copy\(copy)", encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            }
+            #expect(eventually(timeout: 10) { written() != nil })
+            let group = try #require(written())
             groups.append(group)
             // The group file is the shell's last word: it may not have exited yet when it is read.
             #expect(eventually(timeout: 10) { groupMembers(group).count == 5 }, "copy \(copy): the shell is gone, its five sleeps run: \(groupMembers(group))")
