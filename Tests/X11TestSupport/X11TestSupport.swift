@@ -45,21 +45,8 @@ enum Spawner {
             let argv = ([path] + arguments).map { strdup($0) } + [nil]
             let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
             defer { (argv + envp).forEach { free($0) } }
-            // As a shell starts a program: no signal blocked, every one at its default action (the
-            // spawning thread's mask would be inherited: a tmux server started with SIGCHLD
-            // blocked never sees its jobs end).
-            var attributes = posix_spawnattr_t()
-            posix_spawnattr_init(&attributes)
-            defer { posix_spawnattr_destroy(&attributes) }
-            var all = sigset_t()
-            var none = sigset_t()
-            sigfillset(&all)
-            sigemptyset(&none)
-            posix_spawnattr_setsigdefault(&attributes, &all)
-            posix_spawnattr_setsigmask(&attributes, &none)
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
             var pid: pid_t = 0
-            let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+            let status = posix_spawn(&pid, path, &actions, nil, argv, envp)
             guard status == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(status)))") }
             return pid
         }

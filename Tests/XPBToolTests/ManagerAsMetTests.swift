@@ -168,13 +168,17 @@ struct ManagerAsMetTests {
         let madecopynotesh = try newest()
         #expect(madecopynotesh["app"] as? String == "copy-note.sh", "\(madecopynotesh)")
 
-        // tmux runs its commands through sh -c, and env and timeout pass the command on.
+        // tmux runs its commands through sh -c, and env and timeout pass the command on. Its
+        // server starts as a shell would start it, no signal blocked (the test's peers inherit
+        // the test thread's mask: a tmux server with SIGCHLD blocked never sees a job end).
         let socket = home.root.appendingPathComponent("tmux.socket").path
-        #expect(try run("/usr/bin/tmux", ["-S", socket, "-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24"], display: x,
-                        environment: ["PATH": path]).status == 0)
-        defer { _ = try? run("/usr/bin/tmux", ["-S", socket, "kill-server"], display: x) }
-        #expect(try run("/usr/bin/tmux", ["-S", socket, "run-shell", "printf 'from tmux' | env timeout 20 xclip -selection clipboard"], display: x,
-                        environment: ["PATH": path]).status == 0)
+        let unblocked = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])"
+        func tmux(_ arguments: [String]) throws -> Outcome {
+            try run("/usr/bin/python3", ["-c", unblocked, "/usr/bin/tmux", "-S", socket] + arguments, display: x, environment: ["PATH": path])
+        }
+        #expect(try tmux(["-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24"]).status == 0)
+        defer { _ = try? tmux(["kill-server"]) }
+        #expect(try tmux(["run-shell", "printf 'from tmux' | env timeout 20 xclip -selection clipboard"]).status == 0)
         try waitForEntries(3, x, home, daemon: daemon)
         let madetmux = try newest()
         #expect(madetmux["app"] as? String == "tmux", "\(madetmux)")

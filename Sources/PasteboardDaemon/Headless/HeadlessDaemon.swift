@@ -241,7 +241,10 @@ package final class HeadlessDaemon: Sendable {
         let held = HeldSelection(items: items, options: options)
         // The program that ran xpb, as xpb found it (a claim of the user's own process, as the
         // desktop's owners publish it): the history and `xpb info` name it, not xpb.
-        if let maker = write.copiedBy.map({ LogThrottle.printable($0) }), !maker.isEmpty { writer?.credit = (maker, write.copiedByPID) }
+        // One printable line of a bounded length, a pid only if it could be one.
+        if let maker = write.copiedBy.map({ LogThrottle.printable(String($0.prefix(256))) }), !maker.isEmpty {
+            writer?.credit = (maker, write.copiedByPID.flatMap { $0 > 0 ? $0 : nil })
+        }
         // Another process chose it: one printable line, as a peer's name is.
         let origin = LogThrottle.printable(write.origin)
         let owner = clipboard.write(write.pasteboard, contents: held, size: write.size, origin: origin.isEmpty ? "xpb" : origin, expires: write.expires,
