@@ -51,7 +51,7 @@ struct InfoCommand: Command {
         if let credit = owner?.copiedBy {
             report.copiedBy = credit.name
             report.copiedByPID = credit.pid
-            report.copiedByRuns = credit.pid.map { kill(pid_t(clamping: $0), 0) == 0 || errno == EPERM }
+            report.copiedByRuns = credit.pid.map(Self.runs)
         }
         try show(report)
     }
@@ -70,9 +70,14 @@ struct InfoCommand: Command {
         if let maker = offer?.copiedBy {
             report.copiedBy = maker
             report.copiedByPID = offer?.copiedByPID
-            report.copiedByRuns = offer?.copiedByPID.map { kill(pid_t(clamping: $0), 0) == 0 || errno == EPERM }
+            report.copiedByRuns = offer?.copiedByPID.map(Self.runs)
         }
         return report
+    }
+
+    /// Whether a process of this host runs (another user's too).
+    static func runs(_ pid: Int) -> Bool {
+        kill(pid_t(clamping: pid), 0) == 0 || errno == EPERM
     }
 
     private func show(_ report: Report) throws {

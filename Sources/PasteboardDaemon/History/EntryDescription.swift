@@ -22,12 +22,15 @@ struct EntryDescription: Equatable {
     /// text, not the 144 B of GTK's rich-text serialisation of it), else the first type's.
     var size: Int
 
-    /// Where a type is listed: its rank, lowest first.
-    enum Rank: Int, Comparable {
+    /// What kind of type a target is, for the order types are listed in.
+    enum Rank {
         case files, richText, plainText, other, unknown
-
-        static func < (a: Rank, b: Rank) -> Bool { a.rawValue < b.rawValue }
     }
+
+    /// The order of the kinds: an entry with text lists its rich forms and its text before
+    /// anything else it carries; one without, its images and the like before rich text.
+    static let textOrder: [Rank] = [.files, .richText, .plainText, .other, .unknown]
+    static let otherOrder: [Rank] = [.files, .other, .richText, .plainText, .unknown]
 
     /// Describes `targets`; `head` gives the first bytes of target `index`, asked only when no
     /// name is recognised (an image, or a text, under a vendor's name alone, read by its bytes).
@@ -52,23 +55,14 @@ struct EntryDescription: Equatable {
             }
             found.append((name, target.size, rank))
         }
-        if let text = found.first(where: { $0.rank == .plainText }) {
-            // Stable: the owner's order within a rank.
-            let ordered = found.enumerated().sorted { ($0.element.rank, $0.offset) < ($1.element.rank, $1.offset) }.map(\.element)
-            return EntryDescription(types: ordered.map(\.type), size: text.size)
-        }
         if !found.isEmpty {
-            func order(_ rank: Rank) -> Int {
-                switch rank {
-                case .files: return 0
-                case .other: return 1
-                case .richText: return 2
-                case .plainText: return 3
-                case .unknown: return 4
-                }
-            }
-            let ordered = found.enumerated().sorted { (order($0.element.rank), $0.offset) < (order($1.element.rank), $1.offset) }.map(\.element)
-            return EntryDescription(types: ordered.map(\.type), size: ordered[0].size)
+            let text = found.first { $0.rank == .plainText }
+            let order = text == nil ? Self.otherOrder : Self.textOrder
+            // Stable: the owner's order within a kind.
+            let ordered = found.enumerated().sorted {
+                (order.firstIndex(of: $0.element.rank) ?? 0, $0.offset) < (order.firstIndex(of: $1.element.rank) ?? 0, $1.offset)
+            }.map(\.element)
+            return EntryDescription(types: ordered.map(\.type), size: text?.size ?? ordered[0].size)
         }
         // Nothing named is recognised: the largest target's bytes may be (an image under a
         // vendor's name alone).

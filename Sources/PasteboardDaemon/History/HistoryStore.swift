@@ -617,7 +617,7 @@ final class HistoryStore {
             let order = "ORDER BY used DESC, id DESC\(page == nil ? window : "")"
             let bindings: [SQLiteValue] = page == nil ? [.real(now)] : []
             let rows = try database.query("""
-                SELECT id, selection, used, source, pid, size, preview, NULL,
+                SELECT id, selection, used, source, pid, size, preview,
                        length(text) - length(replace(text, char(10), '')), substr(text, -1) = char(10), substr(text, 1, 4096), app, pinned,
                        types, content_size
                 FROM entries WHERE \(chosen) \(order)
@@ -648,13 +648,13 @@ final class HistoryStore {
                 let index = indexes[id] ?? ((paged ? max(0, offset) : 0) + position)
                 let kept = targets[id] ?? []
                 // Described when kept; an entry written without a description is described now.
-                let description = row[13].text.map { types in
-                    EntryDescription(types: types.isEmpty ? [] : types.components(separatedBy: "\n"), size: Int(row[14].integer ?? 0))
+                let description = row[12].text.map { types in
+                    EntryDescription(types: types.isEmpty ? [] : types.components(separatedBy: "\n"), size: Int(row[13].integer ?? 0))
                 } ?? EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
                     self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
                 }
                 var preview = row[6].text ?? ""
-                let head = row[10].text
+                let head = row[9].text
                 // An image is shown by its pixel size and, where the cache is, a thumbnail.
                 var picture: (width: Int, height: Int, thumbnail: String?)?
                 var toMake: (position: Int, digest: String, inline: Bool)?
@@ -676,7 +676,7 @@ final class HistoryStore {
                     preview = picture.map { "[\(type) \($0.width)×\($0.height)]" } ?? "[\(type) \(ByteCount.format(description.size))]"
                 }
                 let lines = head.map {
-                    EntryDescription.moreLines(head: $0, lineFeeds: Int(row[8].integer ?? 0), endsWithLineFeed: row[9].integer == 1)
+                    EntryDescription.moreLines(head: $0, lineFeeds: Int(row[7].integer ?? 0), endsWithLineFeed: row[8].integer == 1)
                 } ?? (count: 0, rest: "")
                 bytes += 256 + preview.utf8.count + lines.rest.utf8.count + kept.reduce(0) { $0 + $1.name.utf8.count + 3 }
                 if let toMake, thumbnails != nil,
@@ -689,8 +689,8 @@ final class HistoryStore {
                     time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
                     preview: preview, moreLines: lines.count, rest: lines.rest,
-                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[11].text,
-                    pinned: row[12].integer == 1))
+                    pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[10].text,
+                    pinned: row[11].integer == 1))
                 if limit != nil, bytes >= Self.pageBytes { break }
             }
             if !searching, offset == 0 {
