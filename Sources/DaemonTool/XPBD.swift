@@ -310,7 +310,6 @@ package enum XPBD {
         // Everything the daemon writes (history, sockets) is the user's alone.
         umask(0o077)
         signal(SIGPIPE, SIG_IGN)
-        if configuration.isHeadless { return runHeadless(configuration, logger: logger) }
         let daemon: ClipboardDaemon
         do {
             daemon = try ClipboardDaemon(configuration: configuration, logger: logger)
@@ -322,7 +321,8 @@ package enum XPBD {
         // before it starts serving, so that no signal finds the default action.
         var sources = signalSources([SIGTERM, SIGINT]) { daemon.stop() }
         // SIGHUP rereads the configuration file (and the command line over it): what can change
-        // while running takes effect; a bad file changes nothing.
+        // while running takes effect; a bad file changes nothing. A headless daemon started by
+        // ssh gets one when that session ends: it rereads its settings and stays for the next.
         signal(SIGHUP, SIG_IGN)
         let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "xpbd.reload"))
         reload.setEventHandler {
@@ -367,23 +367,6 @@ package enum XPBD {
         let failure = run()
         sources.forEach { $0.cancel() }
         return failure == nil ? 0 : 1
-    }
-}
-
-extension XPBD {
-    /// `--headless`: the in-memory daemon, until a signal or the idle exit.
-    static func runHeadless(_ configuration: DaemonConfiguration, logger: Logger) -> Int32 {
-        let daemon: HeadlessDaemon
-        do {
-            daemon = try HeadlessDaemon(configuration: configuration, logger: logger)
-        } catch {
-            logger.critical("\(error)")
-            return 1
-        }
-        var sources = signalSources([SIGTERM, SIGINT]) { daemon.stop() }
-        // SIGHUP: the ssh session that started it ended; the daemon stays for the next one.
-        sources += signalSources([SIGHUP]) {}
-        return runToEnd(start: daemon.start, run: daemon.run, sources: sources, logger: logger)
     }
 }
 

@@ -7,122 +7,61 @@ import PasteboardWire
 import PasteboardX11
 import Synchronization
 
-/// The clipboard manager: holds `CLIPBOARD_MANAGER`, answers `SAVE_TARGETS`, keeps each kept
-/// selection's contents (fetched once per owner change, after a short debounce, one target at a
-/// time), serves them when their owner goes away, writes them to the history, publishes the
-/// display's change counts, and answers `xpb` on its control socket.
+/// xpbd: the history and the record pipeline (content rules, `--on-copy` actions, caps), the
+/// control socket, the sync hub, status, SIGHUP reload and the lifecycle, over a host that holds
+/// the pasteboards (``ClipboardHost``): the X display (``DisplayHost``), or memory on a host
+/// without one (``MemoryHost``, `--headless`). What differs between the two lives in the host
+/// alone, so that the two cannot drift apart.
 ///
-/// Threads: the backend's X thread does the X work; ownership changes are handled on `events`
-/// (quick), fetches run on one queue per selection (``captures(_:)``: a source app is asked for one
-/// target at a time, never flooded, and a slow owner of one selection never delays another's),
-/// save requests on `saves`, disk writes on `storage`.
+/// Threads: the host has its own (the X thread, the keeper's queues); history writes run in order
+/// on `storage`; each control client is served on a thread of its own.
 package final class ClipboardDaemon: Sendable {
-    struct State {
-        /// The newest contents kept per selection, and the owner they came from.
-        var current: [Pasteboard.Name: Snapshot] = [:]
-        /// The owner per selection as XFixes last reported it.
-        var owners: [Pasteboard.Name: X11Window] = [:]
-        /// Moves on every ownership change: a fetch for an older generation stops.
-        var generations: [Pasteboard.Name: Int] = [:]
-        /// The display's change counts (CLIPBOARD, PRIMARY), every change counted.
-        var counts = [0, 0]
-        var isStopped = false
-        /// The keeper's fetch under way per selection: its owner and the targets fetched so far
-        /// (a save request for the same owner takes them instead of asking the owner again).
-        var inProgress: [Pasteboard.Name: (owner: X11Window, epoch: Int, targets: [CapturedTarget])] = [:]
-        /// Moves (on the X thread) whenever another client takes a selection or clears it: an
-        /// ownership is told apart by it, since the X server reuses window ids of clients gone.
-        var epochs: [Pasteboard.Name: Int] = [:]
-
-        /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
-        /// in its place).
-        func kept(_ name: Pasteboard.Name, from owner: X11Window) -> Snapshot? {
-            guard !owner.isNone, let snapshot = current[name], snapshot.owner == owner || snapshot.capturedFrom == owner else { return nil }
-            return snapshot
-        }
-    }
-
     package let configuration: DaemonConfiguration
     let logger: Logger
-    let backend: X11PasteboardBackend
+    let host: any ClipboardHost
     let store: Mutex<HistoryStore>
-    let state = Mutex(State())
-    let ourWindow: X11Window
-    let displayName: String
-    let socketPath: String
-    let startedAt = Date()
-    let events = DispatchQueue(label: "xpbd.events")
-    /// The keeper's work per selection (fetches, serving kept contents), in order.
-    private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
-        uniqueKeysWithValues: [Pasteboard.Name.general, .find, .secondary].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
-    private let otherCaptures = DispatchQueue(label: "xpbd.captures")
-    let saves = DispatchQueue(label: "xpbd.saves")
+    /// History writes, in order, off the hosts' and the clients' threads.
     let storage = DispatchQueue(label: "xpbd.storage")
-    /// `--primary-to-clipboard`, `--clipboard-to-primary`: waits for a finished selection.
-    let bridges = DispatchQueue(label: "xpbd.bridges")
-    /// The selections we serve carried from the other one, with the source's owner.
-    let bridged = Mutex<[Pasteboard.Name: X11Window]>([:])
-    /// Copies of what the bridge carried, made by another syncer (``BridgeEchoes``).
-    let echoes = Mutex(BridgeEchoes())
-    /// Turns at each owner: the keeper, a peer's fetch and a save request read one at a time.
-    let gate = OwnerGate()
-    /// What each new owner offers, read once for the keeper and sync.
-    let offers: OwnerOffers
     /// `--on-copy`.
     let actions: CopyActions
     /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
     let contentRules: Mutex<ContentRules>
+    /// Sync with other displays and machines (links dialed by us or by them).
+    let hub: SyncHub
+    let socketPath: String
+    let startedAt = Date()
     private let control = Mutex<ControlServer?>(nil)
     /// The full history listing's encoded reply and the history version it lists.
     let listing = Mutex<(version: HistoryStore.ListingVersion, payload: Data)?>(nil)
     /// Counts history writes, so that a burst of them encodes the listing ahead once
     /// (``encodeListingSoon()``).
     let listingWrites = Mutex(0)
-    /// Sync with other displays and machines (links dialed by us or by them).
-    let hub: SyncHub
     /// Signalled once when the daemon must stop, with the reason (nil: asked to).
     private let stopped = Mutex<(done: Bool, failure: String?)>((false, nil))
     private let stopSignal = DispatchSemaphore(value: 0)
+    /// When the daemon last had a link, a client or a request (`--idle-exit`).
+    private let lastBusy = Mutex(Date())
+    /// Wakes the idle clock when the daemon stops.
+    private let idleWake = DispatchSemaphore(value: 0)
 
-    /// Connects to the display and opens the history. Nothing is owned yet: see ``start()``.
-    package init(configuration: DaemonConfiguration, logger: Logger) throws {
+    /// The host the configuration asks for (the display, or memory with `--headless`), and the
+    /// history. Nothing is served yet: see ``start()``.
+    package convenience init(configuration: DaemonConfiguration, logger: Logger) throws {
+        let host: any ClipboardHost = configuration.isHeadless
+            ? MemoryHost(configuration: configuration, logger: logger)
+            : try DisplayHost(configuration: configuration, logger: logger)
+        try self.init(host: host, configuration: configuration, logger: logger)
+    }
+
+    init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        // What the kept copies' conversions (other image formats, other text encodings) may hold:
-        // one of them at most --max-target-size, all of them at most a snapshot's cap.
-        ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
-        var x11 = X11Configuration()
-        x11.readTimeout = configuration.targetTimeout
-        x11.transferDeadline = configuration.targetDeadline
-        x11.maxReadSize = configuration.maxTargetBytes
-        // Our own readers never meet our own owner through the fast path; kept contents are served
-        // through the X server like any owner's.
-        x11.fastPath = false
-        // Every read is of one ownership: a new copy ends it (the keeper moves on to the new one).
-        x11.abandonsReadsOnOwnerChange = true
-        // What `xpb info` and a second manager's refusal name.
-        x11.windowName = "xpbd"
-        x11.warning = { [logger] message in logger.warning("\(message)") }
-        backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
-        displayName = backend.displayName
-        ourWindow = backend.window
+        self.host = host
         store = Mutex(try Self.openHistory(configuration, logger: logger))
-        socketPath = configuration.socketPath ?? ControlEndpoint.socketPath(
-            display: displayName, environment: ProcessInfo.processInfo.environment, uid: getuid())
-        offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
+        socketPath = configuration.socketPath ?? host.defaultSocketPath
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
-        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers)
-        hub = SyncHub(configuration: configuration.sync, surface: surface, displayName: displayName, logger: logger)
-        surface.setHooks(SyncHooks(kept: { [weak self] name, owner in
-            self?.state.withLock { $0.kept(name, from: owner) }
-        }, keptTarget: { [weak self] name, owner, target in
-            self?.state.withLock { state -> CapturedTarget? in
-                if let snapshot = state.kept(name, from: owner) { return snapshot.targets.first { $0.target == target }?.captured }
-                guard !owner.isNone, let partial = state.inProgress[name], partial.owner == owner else { return nil }
-                return partial.targets.first { $0.target == target }
-            }
-        }))
+        hub = SyncHub(configuration: configuration.sync, surface: host.surface, displayName: host.nodeName, logger: logger)
     }
 
     /// The history in the state directory; when that cannot be used (read-only, not a
@@ -142,72 +81,64 @@ package final class ClipboardDaemon: Sendable {
         return store
     }
 
-    /// Becomes the display's clipboard manager, restores the last contents where nobody owns a
-    /// kept selection, and starts answering on the control socket.
+    // MARK: Lifecycle
+
+    /// Takes the host's selections, starts answering on the control socket, dials the configured
+    /// peers and, where the host stops when idle, starts the idle clock.
     ///
-    /// - Throws: ``PasteboardX11/ClipboardManagerError`` when another manager runs (without
-    ///   `replace`), or the socket cannot be made.
+    /// - Throws: when another daemon serves the host (another clipboard manager without
+    ///   `replace`, another headless daemon of this user), or the socket cannot be made.
     package func start() throws {
-        backend.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
-        for name in configuration.keptNames { try backend.watch(name) }
-        try backend.becomeClipboardManager(replace: configuration.replace, onSave: { [weak self] targets, time in
-            guard let self else { return }
-            self.saves.async { self.save(listed: targets, time: time) }
-        }, onLost: { [weak self] in
-            self?.finish(failure: nil, reason: "another clipboard manager took CLIPBOARD_MANAGER: stopping")
-        })
-        backend.publishChangeCounts([0, 0])
-        logger.info("clipboard manager of display \(displayName) (window \(ourWindow)), keeping \(configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
-        for name in configuration.keptSelections {
-            let owner = try? backend.owner(of: name)
-            if let owner {
-                state.withLock { $0.owners[name] = owner.window }
-                schedule(name)
-            } else if configuration.restoresAtStart {
-                captures(name).async { self.restoreLast(name) }
-            }
-        }
-        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, _ in
+        try host.start(self)
+        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, channel in
             guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
-            return self.answer(request)
+            self.touch()
+            defer { self.touch() }
+            return self.answer(request, on: &channel)
         }, syncHandler: { [weak self] fd, hello in
             guard let self else {
                 close(fd)
                 return
             }
+            self.touch()
             self.hub.accept(fd: fd, hello: hello)
         })
         control.withLock { $0 = server }
         logger.info("listening on \(socketPath)")
-        // On the X thread, as each ownership change's event is read: the previous owner's offer
-        // is forgotten, and sync stamps the change before the X thread does anything else.
-        backend.onOwnerChangeRead { [weak self] change in
-            self?.ownershipRead(change)
-            self?.offers.ownerChanged(change.name)
-            self?.hub.ownerChangeRead(change)
-        }
+        host.connect(self)
         hub.start()
-        // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
-        backend.onConnectionStop { [weak self] reason in
-            self?.finish(failure: "lost the connection to the X server (\(reason))", reason: "lost the connection to the X server (\(reason))")
-        }
-        if !backend.isConnected { finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server") }
+        startIdleClock()
     }
 
-    /// Blocks until the daemon stops (``stop()``, a replacing manager, or a lost X server), then
-    /// writes its state and closes. Returns the failure, nil for a clean stop.
+    /// Blocks until the daemon stops (``stop()``, a replacing manager, a lost X server, the idle
+    /// exit), then writes its state and closes. Returns the failure, nil for a clean stop.
     package func run() -> String? {
         stopSignal.wait()
-        shutDown()
+        host.stopping()
+        // In order: the sync links, then the control socket and its clients, then the history
+        // writes under way; the history is checkpointed.
+        hub.stop()
+        control.withLock { server in
+            server?.stop()
+            server = nil
+        }
+        storage.sync {}
+        store.withLock { $0.checkpoint() }
+        host.close()
+        logger.info("stopped; history written")
         return stopped.withLock { $0.failure }
     }
 
     /// Asks the daemon to stop (SIGTERM, SIGINT).
+    package func stop() {
+        finish(failure: nil, reason: "asked to stop")
+    }
+
     /// Takes what can change while running from a reread configuration (SIGHUP): the app
-    /// rules, the content rules and the history caps (applied at the next entry kept). The rest (display, sync
-    /// links, state directory …) takes effect at the next start.
+    /// rules, the content rules and the history caps (applied at the next entry kept). The rest
+    /// (display, sync links, state directory …) takes effect at the next start.
     package func reload(_ fresh: DaemonConfiguration) {
-        offers.rules = fresh.appRules
+        host.reload(fresh)
         contentRules.withLock { $0 = fresh.contentRules }
         store.withLock { store in
             store.maxEntries = fresh.maxEntries
@@ -215,11 +146,8 @@ package final class ClipboardDaemon: Sendable {
         }
     }
 
-    package func stop() {
-        finish(failure: nil, reason: "asked to stop")
-    }
-
-    private func finish(failure: String?, reason: String) {
+    /// Stops the daemon once, for `reason` (logged; `failure` makes the run fail).
+    func finish(failure: String?, reason: String) {
         let first = stopped.withLock { value -> Bool in
             guard !value.done else { return false }
             value = (true, failure)
@@ -227,204 +155,89 @@ package final class ClipboardDaemon: Sendable {
         }
         guard first else { return }
         if failure != nil { logger.error("\(reason)") } else { logger.notice("\(reason)") }
+        idleWake.signal()
         stopSignal.signal()
     }
 
-    /// Stops answering, finishes the writes under way, checkpoints the history, closes the display.
-    private func shutDown() {
-        state.withLock { $0.isStopped = true }
-        stopServing(hub: hub, control: control, storage: storage, store: store)
-        backend.close(handOff: false)
-        logger.info("stopped; history written")
+    // MARK: Idle exit
+
+    private func touch() {
+        lastBusy.withLock { $0 = Date() }
     }
 
-    /// The queue of the keeper's work on `name`.
-    func captures(_ name: Pasteboard.Name) -> DispatchQueue {
-        captureQueues[name] ?? otherCaptures
-    }
-
-    // MARK: Ownership changes
-
-    /// On the X thread, as an ownership change's event is read: a copy of another client, or a
-    /// clear, begins a new ownership. What the keeper kept or is fetching is no longer any
-    /// window's contents (the new owner may have a window id an earlier, gone owner had).
-    private func ownershipRead(_ change: SelectionOwnerChange) {
-        // A fetch waiting for its turn at an owner looks again at whether that owner still owns.
-        defer { gate.ownershipChanged() }
-        guard !change.isOurs, change.owner != ourWindow, !change.owner.isNone || change.reason == .setOwner else { return }
-        state.withLock { state in
-            state.epochs[change.name, default: 0] += 1
-            state.inProgress.removeValue(forKey: change.name)
-            if var snapshot = state.current[change.name] {
-                snapshot.owner = .none
-                snapshot.capturedFrom = .none
-                state.current[change.name] = snapshot
-            }
-        }
-    }
-
-    private func ownerChanged(_ change: SelectionOwnerChange) {
-        events.async { [self] in
-            let counts = state.withLock { state -> [Int]? in
-                switch change.name {
-                case .general: state.counts[0] += 1
-                case .find: state.counts[1] += 1
-                default: return nil
-                }
-                return state.counts
-            }
-            if let counts { backend.publishChangeCounts(counts) }
-            bridge(change)
-            guard configuration.keptSelections.contains(change.name) else { return }
-            let selection = X11PasteboardBackend.selectionName(for: change.name)
-            if change.isOurs || change.owner == ourWindow {
-                state.withLock { $0.owners[change.name] = ourWindow }
-                return
-            }
-            if !change.owner.isNone {
-                state.withLock { $0.owners[change.name] = change.owner }
-                schedule(change.name)
-                return
-            }
-            // Nobody owns it now.
-            let (previous, kept, epoch) = state.withLock { state -> (X11Window?, Snapshot?, Int) in
-                state.generations[change.name, default: 0] += 1
-                let previous = state.owners.removeValue(forKey: change.name)
-                if change.reason == .setOwner {
-                    // Cleared on purpose (xsel --clear, a password manager): never brought back.
-                    state.current.removeValue(forKey: change.name)
-                    return (previous, nil, 0)
-                }
-                return (previous, state.current[change.name], state.epochs[change.name, default: 0])
-            }
-            if change.reason == .setOwner {
-                logger.info("\(selection) was cleared by its owner: not brought back")
-                return
-            }
-            guard let kept, kept.owner == previous, !kept.targets.isEmpty, !kept.isExpired() else {
-                logger.info("the owner of \(selection) went away; nothing of it was kept")
-                return
-            }
-            captures(change.name).async { [self] in
-                do {
-                    // Only if no copy was made since (a copy that is gone already too, perhaps
-                    // with this window id, is newer than these contents: not brought back).
-                    guard try serve(kept, ifUnowned: true, since: epoch) else {
-                        logger.info("the owner of \(selection) went away; a newer copy took \(selection) meanwhile: its kept contents stay in the history")
-                        return
+    /// Looks at links and clients eight times per `--idle-exit` period (at most every 50 ms, at
+    /// least every minute): after a whole period with neither, and no request, the daemon stops.
+    private func startIdleClock() {
+        guard host.stopsWhenIdle, let idle = configuration.idleExit else { return }
+        let period = min(max(idle / 8, 0.05), 60)
+        let wake = idleWake
+        do {
+            try DetachedThread.start(name: "xpbd.idle") { [weak self] in
+                while true {
+                    _ = wake.wait(timeout: .now() + period)
+                    guard let self, !stopped.withLock({ $0.done }) else { return }
+                    let busy = hub.peerStatuses().contains { $0.state == "connected" } || (control.withLock { $0?.clientCount } ?? 0) > 0
+                    if busy {
+                        touch()
+                    } else if Date().timeIntervalSince(lastBusy.withLock { $0 }) >= idle {
+                        return finish(failure: nil, reason: "no link and no client for \(Self.duration(idle)): exiting (--idle-exit)")
                     }
-                    logger.info("the owner of \(selection) went away; serving its \(kept.targets.count) kept targets (\(ByteCount.format(kept.size)))")
-                } catch {
-                    logger.warning("the owner of \(selection) went away; could not serve its kept contents: \(error)")
                 }
             }
+        } catch {
+            logger.error("cannot start the idle clock's thread (--idle-exit will not apply): \(error)")
         }
     }
 
-
-    /// Serves kept contents on their selection (from this process, through the X server).
-    /// `ifUnowned`: only if nobody owns the selection at that moment on the X thread
-    /// (compare-and-own: a copy that came since, from this display or through sync, is never
-    /// replaced by older kept contents); `since`: only if no other client's ownership was read
-    /// after that epoch. Returns whether it serves them.
-    ///
-    /// The keeper's state is brought up to date only if no other client's copy was read after
-    /// ours: such a copy owns the selection now, and its event (handled on `events`, perhaps
-    /// before this returns) set the owner the keeper waits for. The owner recorded for our own
-    /// ownership is set by its event too, in order.
-    @discardableResult
-    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false, since: Int? = nil) throws -> Bool {
-        let name = snapshot.selection
-        // The ownerships read before ours, taken on the X thread as ours begins.
-        let epochAtOwn = Mutex<Int?>(nil)
-        let check: @Sendable (X11Window) -> Bool = { [self] owner in
-            let epoch = state.withLock { $0.epochs[name, default: 0] }
-            epochAtOwn.withLock { $0 = epoch }
-            return (!ifUnowned || owner.isNone) && (since == nil || since == epoch)
-        }
-        let credit = snapshot.app.map { CopyCredit(name: $0, pid: snapshot.pid) }
-        guard try backend.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
-                               timestamp: timestamp, credit: credit, if: check) else { return false }
-        var served = snapshot
-        served.owner = ourWindow
-        let epoch = epochAtOwn.withLock { $0 }
-        state.withLock { state in
-            if state.epochs[name, default: 0] == epoch { state.current[name] = served }
-        }
-        scheduleExpiry(served)
-        return true
+    /// `1 h`, `90 s`, `0.5 s`.
+    static func duration(_ seconds: Double) -> String {
+        if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) h" }
+        if seconds >= 60, seconds.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(seconds / 60)) min" }
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 
-    /// Writes a snapshot to the history (on `storage`); a failed write is logged and the
-    /// daemon goes on serving from memory.
-    func record(_ snapshot: Snapshot) {
-        scheduleExpiry(snapshot)
+    // MARK: The record pipeline
+
+    /// Whether the content rules let a copy be kept. A refused copy is logged (`from` names its
+    /// maker) and, unless the rule lets it sync, its announce to other nodes is withdrawn.
+    func admits(_ snapshot: Snapshot, from maker: String, owner: UInt) -> Bool {
+        guard let refusal = contentRules.withLock({ $0 }).refusal(snapshot) else { return true }
+        logger.info("\(X11PasteboardBackend.selectionName(for: snapshot.selection)) from \(maker) not kept: \(refusal.reason)")
+        if !refusal.synced { hub.withdrawOwn(snapshot.selection, owner: owner) }
+        return false
+    }
+
+    /// Keeps an admitted copy: the `--on-copy` actions run, and the history is written on
+    /// `storage` (the caller has its answer already). A copy expired before its turn is not
+    /// written (it would stay until the next). `written` hears the entry's id. A failed write is
+    /// logged and the host goes on serving from memory.
+    func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
         actions.copied(snapshot)
         storage.async { [self] in
+            let selection = X11PasteboardBackend.selectionName(for: snapshot.selection)
+            guard !snapshot.isExpired() else {
+                logger.info("\(selection) from \(snapshot.app ?? snapshot.source ?? "?") expired before it was written: not kept")
+                return
+            }
             do {
-                let id = try store.withLock { try $0.add(snapshot, display: displayName) }
+                let id = try store.withLock { try $0.add(snapshot, display: host.nodeName) }
                 encodeListingSoon()
-                state.withLock { state -> Void in
-                    if state.current[snapshot.selection]?.time == snapshot.time { state.current[snapshot.selection]?.id = id }
-                }
+                written?(id)
             } catch let error as POSIXFailure where error.isDiskFull {
                 logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
             } catch let error as SQLiteError where error.isFull {
                 logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
             } catch {
-                logger.error("history entry not written: \(error)")
+                logger.error("history entry not written: \(error); still serving the clipboard from memory")
             }
         }
     }
 
-    /// At a snapshot's expiration date: stop serving it, and forget it everywhere.
-    func scheduleExpiry(_ snapshot: Snapshot) {
-        guard let expires = snapshot.expires else { return }
-        let delay = min(max(0, expires.timeIntervalSinceNow), 1e9)
-        events.asyncAfter(deadline: .now() + delay) { [self] in
-            let (isCurrent, weServe) = state.withLock { state -> (Bool, Bool) in
-                guard state.current[snapshot.selection]?.time == snapshot.time else { return (false, false) }
-                state.current.removeValue(forKey: snapshot.selection)
-                return (true, state.owners[snapshot.selection] == ourWindow)
-            }
-            if weServe { try? backend.clear(snapshot.selection) }
-            if isCurrent { logger.info("\(X11PasteboardBackend.selectionName(for: snapshot.selection)) contents expired: dropped") }
-            storage.async { [self] in _ = try? store.withLock { try $0.prune() } }
-        }
+    /// A copy expired on the host: the history forgets it too (on `storage`).
+    func expired() {
+        storage.async { [self] in _ = try? store.withLock { try $0.prune() } }
     }
 
-    /// Serves the newest history entry of a selection nobody owns (at start).
-    private func restoreLast(_ name: Pasteboard.Name) {
-        let selection = X11PasteboardBackend.selectionName(for: name)
-        let epoch = state.withLock { $0.epochs[name, default: 0] }
-        guard (try? backend.owner(of: name)) == nil else { return }
-        do {
-            guard let snapshot = try store.withLock({ try $0.latest(selection: name, display: displayName) }) else { return }
-            guard !snapshot.targets.isEmpty, try serve(snapshot, ifUnowned: true, since: epoch) else { return }
-            logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) targets" : "“\(snapshot.preview)”")")
-        } catch {
-            logger.warning("could not restore \(selection) from the history: \(error)")
-        }
-    }
-
-    func describe(_ owner: SelectionOwnerInfo) -> String {
-        // The window's name and the executable's are the owner's to choose: escaped, so that no
-        // control character reaches the log (a forged second line, an escape for the terminal).
-        var text = owner.name.map { "'\(printable($0))'" } ?? "window \(owner.window)"
-        if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \(printable($0))" } ?? ""))" }
-        if let credit = owner.copiedBy { text += " for \(printable(credit.name))\(credit.pid.map { " (pid \($0))" } ?? "")" }
-        return text
-    }
-}
-
-/// How both daemons stop, in order: the sync links, then the control socket and its clients,
-/// then the history writes under way; the history is checkpointed.
-func stopServing(hub: SyncHub, control: borrowing Mutex<ControlServer?>, storage: DispatchQueue, store: borrowing Mutex<HistoryStore>) {
-    hub.stop()
-    control.withLock { server in
-        server?.stop()
-        server = nil
-    }
-    storage.sync {}
-    store.withLock { $0.checkpoint() }
+    /// The version `xpbd --version` prints (xpb's: ``Release/version``).
+    package static let version = Release.version
 }

@@ -44,7 +44,7 @@ package struct DaemonConfiguration: Sendable {
     package var clipboardToPrimary = false
     /// `--on-copy`: a command run for each new copy kept.
     package var onCopy = CopyActionConfiguration()
-    /// `--headless`: no display; the pasteboards are held in memory (``HeadlessDaemon``).
+    /// `--headless`: no display; the pasteboards are held in memory (``MemoryHost``).
     package var isHeadless = false
     /// A headless daemon with no link and no client for this long exits, in seconds (nil: never).
     package var idleExit: Double? = 3600

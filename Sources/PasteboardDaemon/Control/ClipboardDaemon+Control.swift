@@ -4,22 +4,32 @@ import Glibc
 import Logging
 import PasteboardKit
 import PasteboardWire
-import PasteboardX11
 
 /// Answers to `xpb` on the control socket.
 extension ClipboardDaemon {
     // MARK: Control
 
-    func answer(_ request: ControlRequest) -> Result<ControlAnswer, ControlFailure> {
+    /// The answer to one request of a client: the status and the history here, the pasteboards
+    /// themselves by the host.
+    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         switch request {
+        case .status:
+            return .success(.reply(.status(status())))
         case .historyPage(let search, 0, ControlRequest.historyPageSize) where (search ?? "").isEmpty:
             do {
                 return .success(try firstPage())
             } catch {
                 return .failure(ControlFailure("\(error)"))
             }
-        default:
-            return reply(request).map { .reply($0) }
+        case .history, .historyPage, .select, .delete, .clear, .clearAll, .pin:
+            do {
+                let answer = try HistoryRequests.answer(request, store: store) { try host.serveSelected($0) }
+                return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
+            } catch {
+                return .failure(ControlFailure("\(error)"))
+            }
+        case .offer, .read, .write, .clearPasteboard, .watch:
+            return host.answer(request, on: &channel)
         }
     }
 
@@ -72,36 +82,13 @@ extension ClipboardDaemon {
         }
     }
 
-    private func reply(_ request: ControlRequest) -> Result<ControlReply, ControlFailure> {
-        do {
-            let history = try HistoryRequests.answer(request, store: store) { snapshot in
-                try serve(snapshot)
-                hub.selectedFromHistory(snapshot.selection)
-            }
-            if let history { return history }
-            switch request {
-            case .status:
-                return .success(.status(status()))
-            default:
-                return .failure(ControlFailure("this xpbd serves display \(displayName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
-            }
-        } catch {
-            return .failure(ControlFailure("\(error)"))
-        }
-    }
-
     func status() -> DaemonStatus {
         let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
-        let counts = state.withLock { $0.counts }
         let peers = hub.peerStatuses()
         return DaemonStatus(
-            pid: Int(getpid()), version: Self.version, display: displayName,
-            keeps: configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) }, entryCount: totals.count,
+            pid: Int(getpid()), version: Self.version, display: host.nodeName, keeps: host.keeps, entryCount: totals.count,
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
-            database: database, socket: socketPath, startedAt: startedAt, changeCounts: ["CLIPBOARD": counts[0], "PRIMARY": counts[1]],
+            database: database, socket: socketPath, startedAt: startedAt, changeCounts: host.changeCounts(),
             peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
     }
-
-    /// The version `xpbd --version` prints (xpb's: ``Release/version``).
-    package static let version = Release.version
 }

@@ -6,7 +6,7 @@ import PasteboardWire
 import PasteboardX11
 
 /// `SAVE_TARGETS`: an app about to exit asks the clipboard manager to take its clipboard.
-extension ClipboardDaemon {
+extension DisplayHost {
     /// A client asks us to save the clipboard (it is about to exit): fetch what it listed (or
     /// what it offers), take CLIPBOARD with its request's timestamp, then reply.
     func save(listed: [String], time: UInt) {

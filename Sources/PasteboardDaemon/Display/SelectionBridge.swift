@@ -11,7 +11,7 @@ import PasteboardX11
 /// expired copies are never carried across (the offer's one verdict); neither is a copy the
 /// daemon made itself, so the two directions together do not loop; nor is a copy another syncer
 /// made of what the daemon carried (``BridgeEchoes``), so the daemon and it do not loop either.
-extension ClipboardDaemon {
+extension DisplayHost {
     /// The selection a new copy in `name` is carried to, if one is asked for.
     func bridgeTarget(of name: Pasteboard.Name) -> Pasteboard.Name? {
         if name == .find, configuration.primaryToClipboard { return .general }

@@ -8,7 +8,7 @@ import PasteboardX11
 /// The keeper's capture: after an ownership change and its debounce, what the new owner offers
 /// is read once (``OwnerOffer``) and its kept targets fetched, one conversion per turn at the
 /// owner's ``OwnerGate``.
-extension ClipboardDaemon {
+extension DisplayHost {
     /// Fetches a selection's contents after the debounce, unless its owner changes meanwhile.
     func schedule(_ name: Pasteboard.Name) {
         let generation = state.withLock { state -> Int in
@@ -82,10 +82,8 @@ extension ClipboardDaemon {
                 logger.debug("\(selection): nothing kept of \(describe(owner)) (nothing fetched, a newer change, or expired)")
                 return
             }
-            if let refusal = contentRules.withLock({ $0 }).refusal(snapshot) {
+            guard daemon?.admits(snapshot, from: describe(owner), owner: owner.window.rawValue) == true else {
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
-                logger.info("\(selection) from \(describe(owner)) not kept: \(refusal.reason)")
-                if !refusal.synced { hub.withdrawOwn(name, owner: owner.window.rawValue) }
                 return
             }
             // Kept only if no other ownership began meanwhile (checked where the X thread moves it).

@@ -8,7 +8,7 @@ import PasteboardWire
 import PasteboardX11
 import Synchronization
 
-/// `xpbd --headless`: the daemon of a host without a display (a server reached over ssh). Its
+/// The host of `xpbd --headless`, a host without a display (a server reached over ssh): its
 /// pasteboards live in memory (``HeadlessClipboard``); `xpb` on this host reads and writes them on
 /// the control socket, and the sync hub shares CLIPBOARD (and PRIMARY with `--sync-primary`)
 /// with the desktop daemons that link to it (`xpbd --peer THIS-HOST` there): a copy is announced,
@@ -19,145 +19,73 @@ import Synchronization
 /// Other nodes' copies are not kept here (their bytes would have to cross for it); their own
 /// daemons keep them.
 ///
-/// With no link and no client for `--idle-exit`, it exits: nothing lingers on a server for ever.
-package final class HeadlessDaemon: Sendable {
-    package let configuration: DaemonConfiguration
+/// With no link and no client for `--idle-exit`, its daemon exits: nothing lingers on a server
+/// for ever.
+final class MemoryHost: ClipboardHost {
+    let configuration: DaemonConfiguration
     let logger: Logger
     let clipboard = HeadlessClipboard()
-    let hub: SyncHub
-    let store: Mutex<HistoryStore>
-    /// History writes, in order, off the clients' threads.
-    private let storage = DispatchQueue(label: "xpbd.storage")
-    /// `--on-copy`.
-    let actions: CopyActions
-    let socketPath: String
-    let startedAt = Date()
-    private let control = Mutex<ControlServer?>(nil)
-    /// When the daemon last had a link, a client or a request.
-    private let lastBusy = Mutex(Date())
-    private let stopped = Mutex(false)
-    private let stopSignal = DispatchSemaphore(value: 0)
+    /// The daemon this host serves, from ``start(_:)`` to ``close()``.
+    private let served = Mutex<ClipboardDaemon?>(nil)
 
-    /// The name this node gives itself: the host's, and that it has no display.
+    /// The name this node gives itself: that it has no display.
     static let displayName = "headless"
 
-    /// Opens the history (in memory when the state directory cannot be used, as the desktop
-    /// daemon's). Nothing is served yet: see ``start()``.
-    package init(configuration: DaemonConfiguration, logger: Logger) throws {
+    init(configuration: DaemonConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        socketPath = configuration.socketPath ?? ControlEndpoint.headlessSocketPath(environment: ProcessInfo.processInfo.environment, uid: getuid())
-        store = Mutex(try ClipboardDaemon.openHistory(configuration, logger: logger))
-        actions = CopyActions(configuration.onCopy, logger: logger)
-        hub = SyncHub(configuration: configuration.sync, surface: clipboard, displayName: Self.displayName, logger: logger)
+    }
+
+    var daemon: ClipboardDaemon? { served.withLock { $0 } }
+    var nodeName: String { Self.displayName }
+    var surface: any SyncSurface { clipboard }
+    var keeps: [String] { ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"] }
+    var stopsWhenIdle: Bool { true }
+
+    var defaultSocketPath: String {
+        ControlEndpoint.headlessSocketPath(environment: ProcessInfo.processInfo.environment, uid: getuid())
+    }
+
+    /// - Throws: when another headless daemon of this user answers on the socket.
+    func start(_ daemon: ClipboardDaemon) throws {
+        if let fd = try? LocalSocket.connect(daemon.socketPath) {
+            Glibc.close(fd)
+            throw ControlFailure("another headless xpbd of this user listens on \(daemon.socketPath)")
+        }
+        served.withLock { $0 = daemon }
+        let hub = daemon.hub
         clipboard.onChange { [weak hub] name, owner, event in hub?.ownerChanged(name, owner: owner, event: event) }
         clipboard.onExpiry { [weak self] in
-            guard let self else { return }
-            storage.async {
-                _ = try? self.store.withLock { try $0.prune() }
-                self.logger.info("a copy expired: dropped from the pasteboard and the history")
-            }
+            guard let self, let daemon = self.daemon else { return }
+            daemon.expired()
+            self.logger.info("a copy expired: dropped from the pasteboard and the history")
         }
+        logger.info("headless: holding the pasteboards in memory, history in \(configuration.stateDirectory.path)")
     }
 
-    /// Starts answering on the control socket, dials the configured peers, and starts the idle clock.
-    ///
-    /// - Throws: when another headless daemon of this user answers on the socket, or the socket
-    ///   cannot be made.
-    package func start() throws {
-        if let fd = try? LocalSocket.connect(socketPath) {
-            close(fd)
-            throw ControlFailure("another headless xpbd of this user listens on \(socketPath)")
-        }
-        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, channel in
-            guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
-            self.touch()
-            defer { self.touch() }
-            return self.answer(request, on: &channel)
-        }, syncHandler: { [weak self] fd, hello in
-            guard let self else {
-                close(fd)
-                return
-            }
-            self.touch()
-            self.hub.accept(fd: fd, hello: hello)
-        })
-        control.withLock { $0 = server }
-        logger.info("headless: holding the pasteboards in memory, history in \(configuration.stateDirectory.path); listening on \(socketPath)")
-        hub.start()
-        startIdleClock()
+    func connect(_ daemon: ClipboardDaemon) {}
+
+    func serveSelected(_ snapshot: Snapshot) throws {
+        // Served from memory as the desktop serves it on X; a copy made here again.
+        let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
+        clipboard.write(X11PasteboardBackend.selectionName(for: snapshot.selection), contents: kept, size: snapshot.size,
+                        origin: "history (\(snapshot.app ?? snapshot.source ?? "?"))", expires: snapshot.expires, isLocalOnly: snapshot.isLocalOnly, writer: nil)
     }
 
-    /// Blocks until the daemon stops; returns nil (a clean stop: nothing here fails the daemon
-    /// once it runs), as ``ClipboardDaemon/run()`` returns its failure.
-    package func run() -> String? {
-        stopSignal.wait()
-        stopServing(hub: hub, control: control, storage: storage, store: store)
-        logger.info("stopped; history written")
-        return nil
-    }
+    func changeCounts() -> [String: Int] { clipboard.changeCounts() }
 
-    package func stop() {
-        finish(reason: "asked to stop")
-    }
+    func reload(_ fresh: DaemonConfiguration) {}
 
-    private func finish(reason: String) {
-        let first = stopped.withLock { stopped -> Bool in
-            defer { stopped = true }
-            return !stopped
-        }
-        guard first else { return }
-        idleWake.signal()
-        logger.notice("\(reason)")
-        stopSignal.signal()
-    }
+    func stopping() {}
 
-    // MARK: Idle exit
-
-    private func touch() {
-        lastBusy.withLock { $0 = Date() }
-    }
-
-    /// Looks at links and clients eight times per `--idle-exit` period (at most every 50 ms, at
-    /// least every minute): after a whole period with neither, and no request, the daemon stops.
-    private func startIdleClock() {
-        guard let idle = configuration.idleExit else { return }
-        let period = min(max(idle / 8, 0.05), 60)
-        let wake = idleWake
-        do {
-            try DetachedThread.start(name: "xpbd.idle") { [weak self] in
-                while true {
-                    _ = wake.wait(timeout: .now() + period)
-                    guard let self, !stopped.withLock({ $0 }) else { return }
-                    let busy = hub.peerStatuses().contains { $0.state == "connected" } || (control.withLock { $0?.clientCount } ?? 0) > 0
-                    if busy {
-                        touch()
-                    } else if Date().timeIntervalSince(lastBusy.withLock { $0 }) >= idle {
-                        return finish(reason: "no link and no client for \(Self.duration(idle)): exiting (--idle-exit)")
-                    }
-                }
-            }
-        } catch {
-            logger.error("cannot start the idle clock's thread (--idle-exit will not apply): \(error)")
-        }
-    }
-
-    /// Wakes the idle clock when the daemon stops.
-    private let idleWake = DispatchSemaphore(value: 0)
-
-    /// `1 h`, `90 s`, `0.5 s`.
-    static func duration(_ seconds: Double) -> String {
-        if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) h" }
-        if seconds >= 60, seconds.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(seconds / 60)) min" }
-        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    func close() {
+        served.withLock { $0 = nil }
     }
 
     // MARK: Requests
 
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         switch request {
-        case .status:
-            return .success(.reply(.status(status())))
         case let .offer(selection):
             guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }
             let (entry, count) = clipboard.entry(selection)
@@ -179,18 +107,8 @@ package final class HeadlessDaemon: Sendable {
         case let .watch(selection):
             if let selection, !HeadlessClipboard.isValid(selection) { return .failure(Self.unknown(selection)) }
             return watch(selection, on: &channel)
-        case .history, .historyPage, .select, .delete, .clear, .clearAll, .pin:
-            do {
-                let answer = try HistoryRequests.answer(request, store: store) { snapshot in
-                    // Served from memory as the desktop serves it on X; a copy made here again.
-                    let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
-                    clipboard.write(X11PasteboardBackend.selectionName(for: snapshot.selection), contents: kept, size: snapshot.size,
-                                    origin: "history (\(snapshot.app ?? snapshot.source ?? "?"))", expires: snapshot.expires, isLocalOnly: snapshot.isLocalOnly, writer: nil)
-                }
-                return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
-            } catch {
-                return .failure(ControlFailure("\(error)"))
-            }
+        default:
+            return .failure(ControlFailure("not a request about the pasteboards"))
         }
     }
 
@@ -268,8 +186,8 @@ package final class HeadlessDaemon: Sendable {
     /// secret; a copy the content rules refuse is not kept, and if its text matches
     /// `--ignore-match` its announce is withdrawn.
     private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
-        guard !KeepPolicy.isSecret(held.targets), let name = X11PasteboardBackend.pasteboardName(forSelection: selection) else { return }
-        storage.async { [self] in
+        guard !KeepPolicy.isSecret(held.targets), let name = X11PasteboardBackend.pasteboardName(forSelection: selection), let daemon else { return }
+        daemon.storage.async { [self] in
             // Every item's targets, as the desktop's keeper fetches them of an xpb owner.
             let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), manifest: held.manifest)
             let captured = wanted.map { target -> CapturedTarget? in
@@ -280,23 +198,9 @@ package final class HeadlessDaemon: Sendable {
             snapshot.source = "xpb"
             snapshot.pid = writer?.credit.map { $0.pid } ?? writer?.pid
             snapshot.app = writer?.credit?.name ?? writer?.app
-            if let refusal = configuration.contentRules.refusal(snapshot) {
-                logger.info("\(selection) from \(snapshot.app ?? "xpb") not kept: \(refusal.reason)")
-                if !refusal.synced { hub.withdrawOwn(name, owner: owner) }
-                return
-            }
-            actions.copied(snapshot)
-            // Written after its expiry (a storage queue far behind), it would stay until the next.
-            guard !snapshot.isExpired() else {
-                logger.info("\(selection) from \(snapshot.app ?? "xpb") expired before it was written: not kept")
-                return
-            }
-            do {
-                _ = try store.withLock { try $0.add(snapshot, display: Self.displayName) }
-                logger.info("\(selection) from \(snapshot.app ?? "xpb") kept in the history (\(ByteCount.format(snapshot.size)))")
-            } catch {
-                logger.error("history entry not written: \(error); the copy is still held in memory")
-            }
+            guard daemon.admits(snapshot, from: snapshot.app ?? "xpb", owner: owner) else { return }
+            let kept = "\(selection) from \(snapshot.app ?? "xpb") kept in the history (\(ByteCount.format(snapshot.size)))"
+            daemon.record(snapshot) { [logger] _ in logger.info("\(kept)") }
         }
     }
 
@@ -380,17 +284,5 @@ package final class HeadlessDaemon: Sendable {
             logger.debug("headless: a watcher left: \(error)")
         }
         return .success(.answered)
-    }
-
-    func status() -> DaemonStatus {
-        let counts = clipboard.changeCounts()
-        let peers = hub.peerStatuses()
-        let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
-        return DaemonStatus(
-            pid: Int(getpid()), version: ClipboardDaemon.version, display: Self.displayName,
-            keeps: ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"], entryCount: totals.count, bytes: totals.bytes,
-            maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path, database: database,
-            socket: socketPath, startedAt: startedAt, changeCounts: counts,
-            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
     }
 }

@@ -1,0 +1,47 @@
+import FoundationEssentials
+import PasteboardKit
+import PasteboardWire
+
+/// Where a daemon's pasteboards live: an X display (``DisplayHost``: the keeper, `SAVE_TARGETS`,
+/// PRIMARY↔CLIPBOARD) or this process's memory (``MemoryHost``, a host without a display). The
+/// daemon (``ClipboardDaemon``) does everything else the same over either: the history and the
+/// record pipeline (content rules, actions, caps), control, the sync hub, status, reload, its
+/// lifecycle.
+///
+/// A host calls back into its daemon (``ClipboardDaemon/record(_:written:)``,
+/// ``ClipboardDaemon/admits(_:from:owner:)``, ``ClipboardDaemon/finish(failure:reason:)``) from
+/// the moment ``start(_:)`` hands it over until ``close()``.
+protocol ClipboardHost: AnyObject, Sendable {
+    /// The node's name in logs, status and sync: the display's, or `headless`.
+    var nodeName: String { get }
+    /// The control socket when the configuration names none.
+    var defaultSocketPath: String { get }
+    /// What the sync hub drives.
+    var surface: any SyncSurface { get }
+    /// The selections the status lists as kept.
+    var keeps: [String] { get }
+    /// Whether `--idle-exit` applies: a daemon with no link and no client stops (a server's,
+    /// started by ssh, never lingers; a desktop's runs for the session).
+    var stopsWhenIdle: Bool { get }
+
+    /// Takes the host's selections (the manager selection, owners already there, the last
+    /// contents restored), before the control socket answers. Throws when another daemon serves
+    /// this host.
+    func start(_ daemon: ClipboardDaemon) throws
+    /// After the control socket answers and before the hub dials: ownership changes begin to
+    /// reach the hub.
+    func connect(_ daemon: ClipboardDaemon)
+    /// Serves a history entry selected again.
+    func serveSelected(_ snapshot: Snapshot) throws
+    /// The requests about the pasteboards themselves (`offer`, `read`, `write`, `clearPasteboard`,
+    /// `watch`); may talk on the client's connection before it returns.
+    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure>
+    /// The change count of each selection counted.
+    func changeCounts() -> [String: Int]
+    /// Takes what can change while running from a reread configuration.
+    func reload(_ fresh: DaemonConfiguration)
+    /// Stops taking new work (before the links, the socket and the history writes stop).
+    func stopping()
+    /// Lets go of the host (after everything else stopped) and of the daemon.
+    func close()
+}

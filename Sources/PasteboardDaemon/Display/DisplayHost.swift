@@ -1,0 +1,356 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Logging
+import PasteboardKit
+import PasteboardWire
+import PasteboardX11
+import Synchronization
+
+/// The host of a desktop daemon: an X display. Holds `CLIPBOARD_MANAGER`, answers
+/// `SAVE_TARGETS`, keeps each kept selection's contents (fetched once per owner change, after a
+/// short debounce, one target at a time), serves them when their owner goes away, hands them to
+/// the daemon's record pipeline, publishes the display's change counts, and carries PRIMARY and
+/// CLIPBOARD across (`--primary-to-clipboard`, `--clipboard-to-primary`).
+///
+/// Threads: the backend's X thread does the X work; ownership changes are handled on `events`
+/// (quick), fetches run on one queue per selection (``captures(_:)``: a source app is asked for one
+/// target at a time, never flooded, and a slow owner of one selection never delays another's),
+/// save requests on `saves`.
+final class DisplayHost: ClipboardHost {
+    struct State {
+        /// The newest contents kept per selection, and the owner they came from.
+        var current: [Pasteboard.Name: Snapshot] = [:]
+        /// The owner per selection as XFixes last reported it.
+        var owners: [Pasteboard.Name: X11Window] = [:]
+        /// Moves on every ownership change: a fetch for an older generation stops.
+        var generations: [Pasteboard.Name: Int] = [:]
+        /// The display's change counts (CLIPBOARD, PRIMARY), every change counted.
+        var counts = [0, 0]
+        var isStopped = false
+        /// The keeper's fetch under way per selection: its owner and the targets fetched so far
+        /// (a save request for the same owner takes them instead of asking the owner again).
+        var inProgress: [Pasteboard.Name: (owner: X11Window, epoch: Int, targets: [CapturedTarget])] = [:]
+        /// Moves (on the X thread) whenever another client takes a selection or clears it: an
+        /// ownership is told apart by it, since the X server reuses window ids of clients gone.
+        var epochs: [Pasteboard.Name: Int] = [:]
+
+        /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
+        /// in its place).
+        func kept(_ name: Pasteboard.Name, from owner: X11Window) -> Snapshot? {
+            guard !owner.isNone, let snapshot = current[name], snapshot.owner == owner || snapshot.capturedFrom == owner else { return nil }
+            return snapshot
+        }
+    }
+
+    let configuration: DaemonConfiguration
+    let logger: Logger
+    let backend: X11PasteboardBackend
+    let state = Mutex(State())
+    let ourWindow: X11Window
+    let nodeName: String
+    let events = DispatchQueue(label: "xpbd.events")
+    /// The keeper's work per selection (fetches, serving kept contents), in order.
+    private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
+        uniqueKeysWithValues: [Pasteboard.Name.general, .find, .secondary].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
+    private let otherCaptures = DispatchQueue(label: "xpbd.captures")
+    let saves = DispatchQueue(label: "xpbd.saves")
+    /// `--primary-to-clipboard`, `--clipboard-to-primary`: waits for a finished selection.
+    let bridges = DispatchQueue(label: "xpbd.bridges")
+    /// The selections we serve carried from the other one, with the source's owner.
+    let bridged = Mutex<[Pasteboard.Name: X11Window]>([:])
+    /// Copies of what the bridge carried, made by another syncer (``BridgeEchoes``).
+    let echoes = Mutex(BridgeEchoes())
+    /// Turns at each owner: the keeper, a peer's fetch and a save request read one at a time.
+    let gate = OwnerGate()
+    /// What each new owner offers, read once for the keeper and sync.
+    let offers: OwnerOffers
+    let surface: any SyncSurface
+    /// The daemon this host serves, from ``start(_:)`` to ``close()``.
+    private let served = Mutex<ClipboardDaemon?>(nil)
+
+    /// Connects to the display. Nothing is owned yet: see ``start(_:)``.
+    init(configuration: DaemonConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        // What the kept copies' conversions (other image formats, other text encodings) may hold:
+        // one of them at most --max-target-size, all of them at most a snapshot's cap.
+        ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
+        var x11 = X11Configuration()
+        x11.readTimeout = configuration.targetTimeout
+        x11.transferDeadline = configuration.targetDeadline
+        x11.maxReadSize = configuration.maxTargetBytes
+        // Our own readers never meet our own owner through the fast path; kept contents are served
+        // through the X server like any owner's.
+        x11.fastPath = false
+        // Every read is of one ownership: a new copy ends it (the keeper moves on to the new one).
+        x11.abandonsReadsOnOwnerChange = true
+        // What `xpb info` and a second manager's refusal name.
+        x11.windowName = "xpbd"
+        x11.warning = { [logger] message in logger.warning("\(message)") }
+        backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
+        nodeName = backend.displayName
+        ourWindow = backend.window
+        offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
+        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers)
+        self.surface = surface
+        surface.setHooks(SyncHooks(kept: { [weak self] name, owner in
+            self?.state.withLock { $0.kept(name, from: owner) }
+        }, keptTarget: { [weak self] name, owner, target in
+            self?.state.withLock { state -> CapturedTarget? in
+                if let snapshot = state.kept(name, from: owner) { return snapshot.targets.first { $0.target == target }?.captured }
+                guard !owner.isNone, let partial = state.inProgress[name], partial.owner == owner else { return nil }
+                return partial.targets.first { $0.target == target }
+            }
+        }))
+    }
+
+    /// The daemon served, while it runs.
+    var daemon: ClipboardDaemon? { served.withLock { $0 } }
+
+    var defaultSocketPath: String {
+        ControlEndpoint.socketPath(display: nodeName, environment: ProcessInfo.processInfo.environment, uid: getuid())
+    }
+
+    var keeps: [String] { configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) } }
+
+    var stopsWhenIdle: Bool { false }
+
+    /// Becomes the display's clipboard manager and restores the last contents where nobody owns
+    /// a kept selection.
+    ///
+    /// - Throws: ``PasteboardX11/ClipboardManagerError`` when another manager runs (without
+    ///   `replace`).
+    func start(_ daemon: ClipboardDaemon) throws {
+        served.withLock { $0 = daemon }
+        backend.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
+        for name in configuration.keptNames { try backend.watch(name) }
+        try backend.becomeClipboardManager(replace: configuration.replace, onSave: { [weak self] targets, time in
+            guard let self else { return }
+            self.saves.async { self.save(listed: targets, time: time) }
+        }, onLost: { [weak self] in
+            self?.daemon?.finish(failure: nil, reason: "another clipboard manager took CLIPBOARD_MANAGER: stopping")
+        })
+        backend.publishChangeCounts([0, 0])
+        logger.info("clipboard manager of display \(nodeName) (window \(ourWindow)), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
+        for name in configuration.keptSelections {
+            let owner = try? backend.owner(of: name)
+            if let owner {
+                state.withLock { $0.owners[name] = owner.window }
+                schedule(name)
+            } else if configuration.restoresAtStart {
+                captures(name).async { self.restoreLast(name) }
+            }
+        }
+    }
+
+    func connect(_ daemon: ClipboardDaemon) {
+        // On the X thread, as each ownership change's event is read: the previous owner's offer
+        // is forgotten, and sync stamps the change before the X thread does anything else.
+        let hub = daemon.hub
+        backend.onOwnerChangeRead { [weak self, weak hub] change in
+            self?.ownershipRead(change)
+            self?.offers.ownerChanged(change.name)
+            hub?.ownerChangeRead(change)
+        }
+        // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
+        backend.onConnectionStop { [weak daemon] reason in
+            daemon?.finish(failure: "lost the connection to the X server (\(reason))", reason: "lost the connection to the X server (\(reason))")
+        }
+        if !backend.isConnected { daemon.finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server") }
+    }
+
+    func serveSelected(_ snapshot: Snapshot) throws {
+        try serve(snapshot)
+        daemon?.hub.selectedFromHistory(snapshot.selection)
+    }
+
+    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        .failure(ControlFailure("this xpbd serves display \(nodeName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
+    }
+
+    func changeCounts() -> [String: Int] {
+        let counts = state.withLock { $0.counts }
+        return ["CLIPBOARD": counts[0], "PRIMARY": counts[1]]
+    }
+
+    func reload(_ fresh: DaemonConfiguration) {
+        offers.rules = fresh.appRules
+    }
+
+    func stopping() {
+        state.withLock { $0.isStopped = true }
+    }
+
+    func close() {
+        backend.close(handOff: false)
+        served.withLock { $0 = nil }
+    }
+
+    /// The queue of the keeper's work on `name`.
+    func captures(_ name: Pasteboard.Name) -> DispatchQueue {
+        captureQueues[name] ?? otherCaptures
+    }
+
+    // MARK: Ownership changes
+
+    /// On the X thread, as an ownership change's event is read: a copy of another client, or a
+    /// clear, begins a new ownership. What the keeper kept or is fetching is no longer any
+    /// window's contents (the new owner may have a window id an earlier, gone owner had).
+    private func ownershipRead(_ change: SelectionOwnerChange) {
+        // A fetch waiting for its turn at an owner looks again at whether that owner still owns.
+        defer { gate.ownershipChanged() }
+        guard !change.isOurs, change.owner != ourWindow, !change.owner.isNone || change.reason == .setOwner else { return }
+        state.withLock { state in
+            state.epochs[change.name, default: 0] += 1
+            state.inProgress.removeValue(forKey: change.name)
+            if var snapshot = state.current[change.name] {
+                snapshot.owner = .none
+                snapshot.capturedFrom = .none
+                state.current[change.name] = snapshot
+            }
+        }
+    }
+
+    private func ownerChanged(_ change: SelectionOwnerChange) {
+        events.async { [self] in
+            let counts = state.withLock { state -> [Int]? in
+                switch change.name {
+                case .general: state.counts[0] += 1
+                case .find: state.counts[1] += 1
+                default: return nil
+                }
+                return state.counts
+            }
+            if let counts { backend.publishChangeCounts(counts) }
+            bridge(change)
+            guard configuration.keptSelections.contains(change.name) else { return }
+            let selection = X11PasteboardBackend.selectionName(for: change.name)
+            if change.isOurs || change.owner == ourWindow {
+                state.withLock { $0.owners[change.name] = ourWindow }
+                return
+            }
+            if !change.owner.isNone {
+                state.withLock { $0.owners[change.name] = change.owner }
+                schedule(change.name)
+                return
+            }
+            // Nobody owns it now.
+            let (previous, kept, epoch) = state.withLock { state -> (X11Window?, Snapshot?, Int) in
+                state.generations[change.name, default: 0] += 1
+                let previous = state.owners.removeValue(forKey: change.name)
+                if change.reason == .setOwner {
+                    // Cleared on purpose (xsel --clear, a password manager): never brought back.
+                    state.current.removeValue(forKey: change.name)
+                    return (previous, nil, 0)
+                }
+                return (previous, state.current[change.name], state.epochs[change.name, default: 0])
+            }
+            if change.reason == .setOwner {
+                logger.info("\(selection) was cleared by its owner: not brought back")
+                return
+            }
+            guard let kept, kept.owner == previous, !kept.targets.isEmpty, !kept.isExpired() else {
+                logger.info("the owner of \(selection) went away; nothing of it was kept")
+                return
+            }
+            captures(change.name).async { [self] in
+                do {
+                    // Only if no copy was made since (a copy that is gone already too, perhaps
+                    // with this window id, is newer than these contents: not brought back).
+                    guard try serve(kept, ifUnowned: true, since: epoch) else {
+                        logger.info("the owner of \(selection) went away; a newer copy took \(selection) meanwhile: its kept contents stay in the history")
+                        return
+                    }
+                    logger.info("the owner of \(selection) went away; serving its \(kept.targets.count) kept targets (\(ByteCount.format(kept.size)))")
+                } catch {
+                    logger.warning("the owner of \(selection) went away; could not serve its kept contents: \(error)")
+                }
+            }
+        }
+    }
+
+
+    /// Serves kept contents on their selection (from this process, through the X server).
+    /// `ifUnowned`: only if nobody owns the selection at that moment on the X thread
+    /// (compare-and-own: a copy that came since, from this display or through sync, is never
+    /// replaced by older kept contents); `since`: only if no other client's ownership was read
+    /// after that epoch. Returns whether it serves them.
+    ///
+    /// The keeper's state is brought up to date only if no other client's copy was read after
+    /// ours: such a copy owns the selection now, and its event (handled on `events`, perhaps
+    /// before this returns) set the owner the keeper waits for. The owner recorded for our own
+    /// ownership is set by its event too, in order.
+    @discardableResult
+    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false, since: Int? = nil) throws -> Bool {
+        let name = snapshot.selection
+        // The ownerships read before ours, taken on the X thread as ours begins.
+        let epochAtOwn = Mutex<Int?>(nil)
+        let check: @Sendable (X11Window) -> Bool = { [self] owner in
+            let epoch = state.withLock { $0.epochs[name, default: 0] }
+            epochAtOwn.withLock { $0 = epoch }
+            return (!ifUnowned || owner.isNone) && (since == nil || since == epoch)
+        }
+        let credit = snapshot.app.map { CopyCredit(name: $0, pid: snapshot.pid) }
+        guard try backend.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
+                               timestamp: timestamp, credit: credit, if: check) else { return false }
+        var served = snapshot
+        served.owner = ourWindow
+        let epoch = epochAtOwn.withLock { $0 }
+        state.withLock { state in
+            if state.epochs[name, default: 0] == epoch { state.current[name] = served }
+        }
+        scheduleExpiry(served)
+        return true
+    }
+
+    /// Hands a kept snapshot to the daemon's record pipeline; its entry's id is noted on the
+    /// kept contents if they are still current.
+    func record(_ snapshot: Snapshot) {
+        scheduleExpiry(snapshot)
+        daemon?.record(snapshot) { [weak self] id in
+            self?.state.withLock { state -> Void in
+                if state.current[snapshot.selection]?.time == snapshot.time { state.current[snapshot.selection]?.id = id }
+            }
+        }
+    }
+
+    /// At a snapshot's expiration date: stop serving it, and forget it everywhere.
+    func scheduleExpiry(_ snapshot: Snapshot) {
+        guard let expires = snapshot.expires else { return }
+        let delay = min(max(0, expires.timeIntervalSinceNow), 1e9)
+        events.asyncAfter(deadline: .now() + delay) { [self] in
+            let (isCurrent, weServe) = state.withLock { state -> (Bool, Bool) in
+                guard state.current[snapshot.selection]?.time == snapshot.time else { return (false, false) }
+                state.current.removeValue(forKey: snapshot.selection)
+                return (true, state.owners[snapshot.selection] == ourWindow)
+            }
+            if weServe { try? backend.clear(snapshot.selection) }
+            if isCurrent { logger.info("\(X11PasteboardBackend.selectionName(for: snapshot.selection)) contents expired: dropped") }
+            daemon?.expired()
+        }
+    }
+
+    /// Serves the newest history entry of a selection nobody owns (at start).
+    private func restoreLast(_ name: Pasteboard.Name) {
+        let selection = X11PasteboardBackend.selectionName(for: name)
+        let epoch = state.withLock { $0.epochs[name, default: 0] }
+        guard (try? backend.owner(of: name)) == nil else { return }
+        do {
+            guard let snapshot = try daemon?.store.withLock({ try $0.latest(selection: name, display: nodeName) }) else { return }
+            guard !snapshot.targets.isEmpty, try serve(snapshot, ifUnowned: true, since: epoch) else { return }
+            logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) targets" : "“\(snapshot.preview)”")")
+        } catch {
+            logger.warning("could not restore \(selection) from the history: \(error)")
+        }
+    }
+
+    func describe(_ owner: SelectionOwnerInfo) -> String {
+        // The window's name and the executable's are the owner's to choose: escaped, so that no
+        // control character reaches the log (a forged second line, an escape for the terminal).
+        var text = owner.name.map { "'\(printable($0))'" } ?? "window \(owner.window)"
+        if let pid = owner.processID { text += " (pid \(pid)\(owner.executableName.map { ", \(printable($0))" } ?? ""))" }
+        if let credit = owner.copiedBy { text += " for \(printable(credit.name))\(credit.pid.map { " (pid \($0))" } ?? "")" }
+        return text
+    }
+}
