@@ -54,11 +54,12 @@ public final class DaemonProcess: Sendable {
     public let peer: Peer
     public let home: DaemonHome
 
-    /// `launcher`: a command that runs xpbd (its path and arguments follow), such as `unshare`.
-    public init(_ x: Xvfb, home: DaemonHome, arguments: [String] = [], launcher: [String] = []) throws {
+    /// `launcher`: a command that runs xpbd (its path and arguments follow), such as `unshare`;
+    /// `environment`: over the home's (`DISPLAY: ""` for a daemon of a host without a display).
+    public init(_ x: Xvfb, home: DaemonHome, arguments: [String] = [], launcher: [String] = [], environment: [String: String] = [:]) throws {
         self.home = home
         let command = launcher + [try builtProduct("xpbd"), "--log-level", "debug"] + arguments
-        peer = try Peer(command[0], Array(command.dropFirst()), display: x, environment: home.environment)
+        peer = try Peer(command[0], Array(command.dropFirst()), display: x, environment: home.environment.merging(environment) { $1 })
         // Ready once it listens (a socket file may be left from a daemon killed before).
         let deadline = Date().addingTimeInterval(20)
         while !peer.errorSoFar.contains("listening on") {
