@@ -3,12 +3,22 @@ import FoundationEssentials
 // The sync protocol between daemons (docs/sync-protocol.md): the same frames as the control
 // protocol, over any byte stream (a daemon's UNIX socket, or `ssh HOST xpb daemon link`).
 // The first frame each way is a hello frame carrying ``SyncHello``; then ``FrameKind/sync``
-// frames carry ``SyncMessage`` JSON and ``FrameKind/data`` frames carry a transfer's bytes.
+// frames carry ``SyncMessage`` JSON (one object, its `kind` and its fields side by side) and
+// ``FrameKind/data`` frames carry a transfer's bytes.
+//
+// Growing the protocol: a newer peer may send message kinds and fields this version does not
+// know. They are ignored and counted (``SyncIncoming``), never fatal; a change that an older
+// peer could not ignore safely takes a new version, and the link speaks the lower of the two
+// sides' versions (``SyncHello/agreedVersion(with:)``).
 
 /// The first frame each way on a sync link.
 package struct SyncHello: Codable, Sendable, Equatable {
     package static let protocolName = "xpb-sync"
-    package static let version = 1
+    /// The newest version this side speaks. 1 was xpb's first, whose messages were Swift's
+    /// synthesized enum encoding (`{"announce":{"_0":…}}`) and which refused any other version.
+    package static let version = 2
+    /// The oldest version this side still speaks.
+    package static let oldestVersion = 2
 
     package var `protocol`: String
     package var version: Int
@@ -33,13 +43,20 @@ package struct SyncHello: Codable, Sendable, Equatable {
         self.selections = selections
     }
 
-    /// Nil when `other` speaks this protocol and version, else why not.
+    /// Nil when a link with `other` can speak a version both sides know, else why not.
     package func mismatch(with other: SyncHello) -> String? {
         guard other.protocol == self.protocol else { return "the peer speaks '\(other.protocol)', not '\(self.protocol)'" }
-        guard other.version == version else {
-            return "the peer speaks \(self.protocol) version \(other.version), this side version \(version): run the same xpb version on both sides"
+        guard agreedVersion(with: other) != nil else {
+            return "the peer speaks \(self.protocol) up to version \(other.version), this side versions \(Self.oldestVersion) to \(version): update the older xpb"
         }
         return nil
+    }
+
+    /// The version a link with `other` speaks: the lower of the two sides' newest, if this
+    /// side still speaks it (a newer peer steps down to it by the same rule).
+    package func agreedVersion(with other: SyncHello) -> Int? {
+        let agreed = min(version, other.version)
+        return agreed >= Self.oldestVersion ? agreed : nil
     }
 }
 
@@ -108,6 +125,10 @@ package struct SyncAnnounce: Codable, Sendable, Equatable {
 /// A message on a sync link (a ``FrameKind/sync`` frame). Transfer ids are chosen by the side
 /// that sends `fetch`; `begin`, `end`, `failed` (and data frames) answer it; `credit` and
 /// `cancel` go with it.
+///
+/// On the wire: one JSON object, `{"kind": "fetch", "id": 7, "selection": "CLIPBOARD", …}`: the
+/// message's name under `kind` and each of its fields under its own name
+/// (docs/sync-protocol.md lists them).
 package enum SyncMessage: Codable, Sendable, Equatable {
     /// New contents (see ``SyncAnnounce``).
     case announce(SyncAnnounce)
@@ -131,6 +152,141 @@ package enum SyncMessage: Codable, Sendable, Equatable {
     /// Liveness and round-trip time: answer a ping with a pong of the same sequence number.
     case ping(seq: Int)
     case pong(seq: Int)
+
+    /// The name under `kind`.
+    package var kind: String {
+        switch self {
+        case .announce: "announce"
+        case .withdraw: "withdraw"
+        case .fetch: "fetch"
+        case .begin: "begin"
+        case .end: "end"
+        case .failed: "failed"
+        case .credit: "credit"
+        case .cancel: "cancel"
+        case .ping: "ping"
+        case .pong: "pong"
+        }
+    }
+
+    /// The fields of each kind this version knows, `kind` aside.
+    package static let fields: [String: Set<String>] = [
+        "announce": ["selection", "stamp", "origin", "targets", "expires"],
+        "withdraw": ["selection", "stamp"],
+        "fetch": ["id", "selection", "stamp", "target", "window", "limit"],
+        "begin": ["id", "type", "size"],
+        "end": ["id", "total"],
+        "failed": ["id", "message"],
+        "credit": ["id", "bytes"],
+        "cancel": ["id"],
+        "ping": ["seq"],
+        "pong": ["seq"],
+    ]
+
+    package struct Key: CodingKey {
+        package var stringValue: String
+        package var intValue: Int? { nil }
+        package init(_ name: String) { stringValue = name }
+        package init?(stringValue: String) { self.stringValue = stringValue }
+        package init?(intValue: Int) { nil }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(kind, forKey: Key("kind"))
+        switch self {
+        case let .announce(announce):
+            try container.encode(announce.selection, forKey: Key("selection"))
+            try container.encode(announce.stamp, forKey: Key("stamp"))
+            try container.encode(announce.origin, forKey: Key("origin"))
+            try container.encode(announce.targets, forKey: Key("targets"))
+            try container.encodeIfPresent(announce.expires, forKey: Key("expires"))
+        case let .withdraw(selection, stamp):
+            try container.encode(selection, forKey: Key("selection"))
+            try container.encode(stamp, forKey: Key("stamp"))
+        case let .fetch(id, selection, stamp, target, window, limit):
+            try container.encode(id, forKey: Key("id"))
+            try container.encode(selection, forKey: Key("selection"))
+            try container.encode(stamp, forKey: Key("stamp"))
+            try container.encode(target, forKey: Key("target"))
+            try container.encode(window, forKey: Key("window"))
+            try container.encode(limit, forKey: Key("limit"))
+        case let .begin(id, type, size):
+            try container.encode(id, forKey: Key("id"))
+            try container.encode(type, forKey: Key("type"))
+            try container.encodeIfPresent(size, forKey: Key("size"))
+        case let .end(id, total):
+            try container.encode(id, forKey: Key("id"))
+            try container.encode(total, forKey: Key("total"))
+        case let .failed(id, message):
+            try container.encode(id, forKey: Key("id"))
+            try container.encode(message, forKey: Key("message"))
+        case let .credit(id, bytes):
+            try container.encode(id, forKey: Key("id"))
+            try container.encode(bytes, forKey: Key("bytes"))
+        case let .cancel(id):
+            try container.encode(id, forKey: Key("id"))
+        case let .ping(seq), let .pong(seq):
+            try container.encode(seq, forKey: Key("seq"))
+        }
+    }
+
+    /// Decodes a message of a kind this version knows; a kind it does not know is
+    /// ``SyncIncoming/Unknown`` (``SyncIncoming`` tells the two apart without an error).
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Key.self)
+        let kind = try container.decode(String.self, forKey: Key("kind"))
+        func value<T: Decodable>(_ name: String) throws -> T { try container.decode(T.self, forKey: Key(name)) }
+        switch kind {
+        case "announce":
+            self = .announce(SyncAnnounce(selection: try value("selection"), stamp: try value("stamp"), origin: try value("origin"),
+                                          targets: try value("targets"), expires: try container.decodeIfPresent(Date.self, forKey: Key("expires"))))
+        case "withdraw": self = .withdraw(selection: try value("selection"), stamp: try value("stamp"))
+        case "fetch":
+            self = .fetch(id: try value("id"), selection: try value("selection"), stamp: try value("stamp"), target: try value("target"),
+                          window: try value("window"), limit: try value("limit"))
+        case "begin": self = .begin(id: try value("id"), type: try value("type"), size: try container.decodeIfPresent(Int.self, forKey: Key("size")))
+        case "end": self = .end(id: try value("id"), total: try value("total"))
+        case "failed": self = .failed(id: try value("id"), message: try value("message"))
+        case "credit": self = .credit(id: try value("id"), bytes: try value("bytes"))
+        case "cancel": self = .cancel(id: try value("id"))
+        case "ping": self = .ping(seq: try value("seq"))
+        case "pong": self = .pong(seq: try value("seq"))
+        default: throw SyncIncoming.Unknown(kind: kind)
+        }
+    }
+}
+
+/// A sync frame as this version reads it: a message it knows (with the names of any fields it
+/// does not know, which it ignores), or a message of a kind it does not know, ignored whole. Only
+/// a frame that is not a JSON object with a `kind`, or a known kind with a field missing or of
+/// the wrong type, is malformed.
+package enum SyncIncoming: Sendable, Equatable {
+    case message(SyncMessage, unknownFields: [String])
+    case unknown(kind: String)
+
+    struct Unknown: Error {
+        let kind: String
+    }
+
+    package static func decode(_ payload: Data) throws -> SyncIncoming {
+        do {
+            let message = try ControlCoding.decode(SyncMessage.self, from: payload)
+            let keys = try ControlCoding.decode(FieldNames.self, from: payload).names
+            let known = SyncMessage.fields[message.kind] ?? []
+            return .message(message, unknownFields: keys.filter { $0 != "kind" && !known.contains($0) }.sorted())
+        } catch let unknown as Unknown {
+            return .unknown(kind: unknown.kind)
+        }
+    }
+
+    /// The names of an object's fields.
+    private struct FieldNames: Decodable {
+        let names: [String]
+        init(from decoder: any Decoder) throws {
+            names = try decoder.container(keyedBy: SyncMessage.Key.self).allKeys.map(\.stringValue)
+        }
+    }
 }
 
 /// A data frame's payload: the transfer id (8 bytes, big-endian), then bytes.
@@ -172,6 +328,10 @@ package struct PeerStatus: Codable, Sendable, Equatable {
     package var announcesReceived: Int
     package var bytesSent: Int
     package var bytesReceived: Int
+    /// Sync messages of kinds this version does not know, and unknown fields of known ones,
+    /// that the peer sent (a newer xpb): ignored.
+    package var ignoredMessages: Int
+    package var ignoredFields: Int
     package var lastError: String?
     /// The transport's process (ssh), while it runs.
     package var transportPID: Int?
@@ -183,7 +343,8 @@ package struct PeerStatus: Codable, Sendable, Equatable {
 
     package init(name: String, state: String, direction: String, selections: [String], remote: String? = nil, since: Date,
                 roundTripMilliseconds: Double? = nil, lastAnnounce: Date? = nil, announcesSent: Int = 0, announcesReceived: Int = 0,
-                bytesSent: Int = 0, bytesReceived: Int = 0, lastError: String? = nil, transportPID: Int? = nil) {
+                bytesSent: Int = 0, bytesReceived: Int = 0, ignoredMessages: Int = 0, ignoredFields: Int = 0,
+                lastError: String? = nil, transportPID: Int? = nil) {
         self.name = name
         self.state = state
         self.direction = direction
@@ -196,6 +357,8 @@ package struct PeerStatus: Codable, Sendable, Equatable {
         self.announcesReceived = announcesReceived
         self.bytesSent = bytesSent
         self.bytesReceived = bytesReceived
+        self.ignoredMessages = ignoredMessages
+        self.ignoredFields = ignoredFields
         self.lastError = lastError
         self.transportPID = transportPID
     }

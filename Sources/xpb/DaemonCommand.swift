@@ -89,6 +89,9 @@ struct DaemonCommand: Command {
             details += ", announces \(peer.announcesSent) out / \(peer.announcesReceived) in"
             if let last = peer.lastAnnounce { details += " (last \(HistoryCommand.age(Date().timeIntervalSince(last))) ago)" }
             details += ", \(ByteCount.format(peer.bytesSent)) sent, \(ByteCount.format(peer.bytesReceived)) received"
+            if peer.ignoredMessages + peer.ignoredFields > 0 {
+                details += "; ignored from a newer peer: \(peer.ignoredMessages) messages, \(peer.ignoredFields) fields"
+            }
             writeLine(details)
             if let error = peer.lastError, peer.state != "connected" { writeLine("      last error: \(error)") }
         }

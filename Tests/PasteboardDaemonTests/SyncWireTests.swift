@@ -72,14 +72,43 @@ struct SyncWireTests {
         #expect(try decoder.next()?.kind == .sync)
     }
 
-    @Test("hellos of another version or protocol are refused with a message that says so")
-    func versions() {
+    @Test("a link speaks the lower of the two sides' versions; an older peer than this side speaks, or another protocol, is refused with a message that says so")
+    func versions() throws {
         let ours = SyncHello(node: "a", name: "here :0", sends: true, receives: true, selections: ["CLIPBOARD"])
-        #expect(ours.mismatch(with: SyncHello(node: "b", name: "there :0", sends: true, receives: true, selections: ["CLIPBOARD"])) == nil)
-        let newer = SyncHello(node: "b", name: "there", sends: true, receives: true, selections: [], version: 2)
-        #expect(ours.mismatch(with: newer)?.contains("version 2, this side version 1") == true)
+        let same = SyncHello(node: "b", name: "there :0", sends: true, receives: true, selections: ["CLIPBOARD"])
+        #expect(ours.mismatch(with: same) == nil && ours.agreedVersion(with: same) == SyncHello.version)
+        let newer = SyncHello(node: "b", name: "there", sends: true, receives: true, selections: [], version: SyncHello.version + 3)
+        #expect(ours.mismatch(with: newer) == nil && ours.agreedVersion(with: newer) == SyncHello.version)
+        let older = SyncHello(node: "b", name: "there", sends: true, receives: true, selections: [], version: 1)
+        #expect(ours.mismatch(with: older)?.contains("up to version 1, this side versions 2 to") == true, "\(ours.mismatch(with: older) ?? "")")
         let other = SyncHello(node: "b", name: "there", sends: true, receives: true, selections: [], protocol: "xpb-control")
         #expect(ours.mismatch(with: other)?.contains("'xpb-control'") == true)
+        // A newer peer's hello with fields this version does not know is read all the same.
+        let hello = Data(#"{"protocol":"xpb-sync","version":9,"node":"n","name":"future","sends":true,"receives":false,"selections":["CLIPBOARD"],"compression":["zstd"]}"#.utf8)
+        let decoded = try ControlCoding.decode(SyncHello.self, from: hello)
+        #expect(decoded.version == 9 && decoded.name == "future" && ours.agreedVersion(with: decoded) == SyncHello.version)
+    }
+
+    @Test("the wire form: the kind and each field by name, no positional keys; a newer peer's kinds and fields are told apart, not errors")
+    func explicitEncoding() throws {
+        let stamp = SyncStamp(clock: 5, node: "n")
+        let fetch = try ControlCoding.encode(SyncMessage.fetch(id: 7, selection: "CLIPBOARD", stamp: stamp, target: "UTF8_STRING", window: 64, limit: 128))
+        #expect(String(decoding: fetch, as: UTF8.self)
+            == #"{"id":7,"kind":"fetch","limit":128,"selection":"CLIPBOARD","stamp":{"clock":5,"node":"n"},"target":"UTF8_STRING","window":64}"#)
+        let announce = try ControlCoding.encode(SyncMessage.announce(SyncAnnounce(selection: "CLIPBOARD", stamp: stamp, origin: "o", targets: [SyncTarget(target: "UTF8_STRING", size: 2)])))
+        #expect(String(decoding: announce, as: UTF8.self)
+            == #"{"kind":"announce","origin":"o","selection":"CLIPBOARD","stamp":{"clock":5,"node":"n"},"targets":[{"size":2,"target":"UTF8_STRING"}]}"#)
+        #expect(!String(decoding: announce, as: UTF8.self).contains("_0"))
+
+        let future = Data(#"{"kind":"presence","user":"away"}"#.utf8)
+        #expect(try SyncIncoming.decode(future) == .unknown(kind: "presence"))
+        let extended = Data(#"{"kind":"ping","seq":4,"priority":1,"trace":"x"}"#.utf8)
+        #expect(try SyncIncoming.decode(extended) == .message(.ping(seq: 4), unknownFields: ["priority", "trace"]))
+        #expect(try SyncIncoming.decode(Data(#"{"kind":"pong","seq":4}"#.utf8)) == .message(.pong(seq: 4), unknownFields: []))
+        // Malformed: not an object, no kind, a known kind without a field it needs, a field of the wrong type, the old form.
+        for bad in ["[]", #"{"seq":4}"#, #"{"kind":"ping"}"#, #"{"kind":"ping","seq":"four"}"#, #"{"ping":{"seq":4}}"#, "{"] {
+            #expect(throws: (any Error).self, "\(bad)") { try SyncIncoming.decode(Data(bad.utf8)) }
+        }
     }
 
     @Test("link specs: displays, peers with a remote display, one-way and CLIPBOARD-only links; bad ones named")

@@ -57,7 +57,7 @@ private let fakeSyncPeer = """
         return kind, read(s, length)
     def join(path, node, sends, receives):
         s = socket.socket(socket.AF_UNIX); s.connect(path)
-        hello = {"protocol": "xpb-sync", "version": 1, "node": node, "name": "attacker",
+        hello = {"protocol": "xpb-sync", "version": 2, "node": node, "name": "attacker",
                  "sends": sends, "receives": receives, "selections": ["CLIPBOARD"]}
         s.sendall(frame(1, json.dumps(hello).encode()))
         kind, _ = next_frame(s)
@@ -979,6 +979,56 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a newer peer (a higher version, a message kind and fields this one does not know) keeps its link, and its copy crosses: ignored and counted")
+    func newerPeer() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try controlSocket(of: daemon)
+        // A peer of a later version: its hello has a field more; it sends a kind this version does
+        // not know, then announces a text with fields more (in the announce and in a target), and
+        // serves the fetch with a field more in its begin; it answers pings as long as it runs.
+        let script = fakeSyncPeer + """
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            hello = {"protocol": "xpb-sync", "version": 7, "node": "future", "name": "future", "sends": True,
+                     "receives": False, "selections": ["CLIPBOARD"], "compression": ["zstd"]}
+            s.sendall(frame(1, json.dumps(hello).encode()))
+            kind, payload = next_frame(s)
+            if kind != 1: print("refused", payload, flush=True); sys.exit(1)
+            print("joined version", json.loads(payload)["version"], flush=True)
+            s.sendall(frame(16, json.dumps({"kind": "presence", "state": "typing"}).encode()))
+            text = b"from the future"
+            announce = {"kind": "announce", "selection": "CLIPBOARD", "stamp": {"clock": int(time.time() * 1000), "node": "future"},
+                        "origin": "future host", "thumbnail": "AAAA",
+                        "targets": [{"target": "UTF8_STRING", "size": len(text), "hash": "x"}]}
+            s.sendall(frame(16, json.dumps(announce).encode()))
+            while True:
+                kind, payload = next_frame(s)
+                if kind is None: print("link closed", flush=True); sys.exit(1)
+                if kind != 16: continue
+                message = json.loads(payload)
+                if message.get("kind") == "ping":
+                    s.sendall(frame(16, json.dumps({"kind": "pong", "seq": message["seq"]}).encode()))
+                if message.get("kind") == "fetch":
+                    s.sendall(frame(16, json.dumps({"kind": "begin", "id": message["id"], "type": "UTF8_STRING", "size": len(text), "compressed": False}).encode()))
+                    s.sendall(frame(17, struct.pack(">Q", message["id"]) + text))
+                    s.sendall(frame(16, json.dumps({"kind": "end", "id": message["id"], "total": len(text)}).encode()))
+            """
+        let peer = try Peer("/usr/bin/python3", ["-c", script, socket], display: x)
+        defer { peer.stop() }
+        #expect(eventually(timeout: 10) { peer.outputSoFar.contains("joined version \(2)") }, "\(peer.outputSoFar) \(daemon.log.suffix(1500))")
+        try daemon.waitForLog("sent a 'presence' message, which this version does not know: ignored")
+        #expect(eventually(timeout: 10) { (try? xclipOut(x).text) == "from the future" }, "\(daemon.log.suffix(2000))")
+        let status = try xpb(["daemon", "status", "--json"], x, home)
+        let object = try #require(try JSONSerialization.jsonObject(with: status.output) as? [String: Any], "\(status.error)")
+        let peers = try #require((object["status"] as? [String: Any])?["peers"] as? [[String: Any]])
+        #expect(peers.count == 1 && peers[0]["state"] as? String == "connected", "\(peers)")
+        #expect(peers.first?["ignoredMessages"] as? Int == 1 && peers.first?["ignoredFields"] as? Int == 2, "\(peers)")
+        #expect(try xpb(["daemon", "status"], x, home).text.contains("ignored from a newer peer: 1 messages, 2 fields"))
+        #expect(peer.isRunning && !peer.outputSoFar.contains("link closed"))
+        try daemon.stop()
+    }
+
     @Test("a sync peer that sends past the credit window to a reader that does not read: the transfer is cancelled, nothing piles up")
     func peerIgnoresWindow() throws {
         let x = try Xvfb()
@@ -992,14 +1042,14 @@ struct DaemonTests {
             if not joined: print("refused", flush=True); sys.exit(1)
             announce = {"selection": "CLIPBOARD", "stamp": {"clock": int(time.time() * 1000), "node": "attacker"},
                         "origin": "attacker", "targets": [{"target": "UTF8_STRING", "size": 256 << 20}]}
-            s.sendall(frame(16, json.dumps({"announce": {"_0": announce}}).encode()))
+            s.sendall(frame(16, json.dumps(dict(announce, kind="announce")).encode()))
             print("announced", flush=True)
             fetch = None
             while fetch is None:
                 kind, payload = next_frame(s)
                 if kind is None: print("closed before the fetch", flush=True); sys.exit(1)
-                if kind == 16 and "fetch" in json.loads(payload): fetch = json.loads(payload)["fetch"]
-            s.sendall(frame(16, json.dumps({"begin": {"id": fetch["id"], "type": "UTF8_STRING", "size": 256 << 20}}).encode()))
+                if kind == 16 and json.loads(payload).get("kind") == "fetch": fetch = json.loads(payload)
+            s.sendall(frame(16, json.dumps({"kind": "begin", "id": fetch["id"], "type": "UTF8_STRING", "size": 256 << 20}).encode()))
             chunk = frame(17, struct.pack(">Q", fetch["id"]) + b"x" * (256 << 10))
             import select
             sent, told, pending = 0, None, b""
@@ -1055,7 +1105,7 @@ struct DaemonTests {
                 targets = [{"target": "application/x-attack-%d-%d" % (copy, n)} for n in range(100)]
                 announce = {"selection": "CLIPBOARD", "stamp": {"clock": clock + copy, "node": "attacker"},
                             "origin": "attacker", "targets": targets}
-                s.sendall(frame(16, json.dumps({"announce": {"_0": announce}}).encode()))
+                s.sendall(frame(16, json.dumps(dict(announce, kind="announce")).encode()))
             print("announced", flush=True)
             time.sleep(600)
             """
@@ -1090,15 +1140,15 @@ struct DaemonTests {
                 if kind is None: print("closed before the announce", flush=True); sys.exit(1)
                 if kind == 16:
                     message = json.loads(payload)
-                    if "announce" in message: stamp = message["announce"]["_0"]["stamp"]
-            fetch = {"fetch": {"id": 1, "selection": "CLIPBOARD", "stamp": stamp, "target": "UTF8_STRING", "window": 65536, "limit": 1 << 30}}
+                    if message.get("kind") == "announce": stamp = message["stamp"]
+            fetch = {"kind": "fetch", "id": 1, "selection": "CLIPBOARD", "stamp": stamp, "target": "UTF8_STRING", "window": 65536, "limit": 1 << 30}
             s.sendall(frame(16, json.dumps(fetch).encode()))
             got = 0
             while got == 0:
                 kind, payload = next_frame(s)
                 if kind is None: print("closed before data", flush=True); sys.exit(1)
                 if kind == 17: got += len(payload) - 8
-            s.sendall(frame(16, json.dumps({"credit": {"id": 1, "bytes": int(sys.argv[2])}}).encode()))
+            s.sendall(frame(16, json.dumps({"kind": "credit", "id": 1, "bytes": int(sys.argv[2])}).encode()))
             s.settimeout(20)
             try:
                 while True:

@@ -54,5 +54,7 @@ extension SyncHub {
         status.announcesReceived = stats.announcesReceived
         status.bytesSent = stats.bytesSent
         status.bytesReceived = stats.bytesReceived
+        status.ignoredMessages = stats.ignoredMessages
+        status.ignoredFields = stats.ignoredFields
     }
 }

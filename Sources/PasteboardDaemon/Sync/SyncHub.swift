@@ -271,10 +271,20 @@ final class SyncHub: Sendable {
             guard let (id, bytes) = SyncData.decode(frame.payload) else { return link.close("a malformed data frame") }
             deliver(bytes, to: id, from: link)
         case .sync:
-            guard let message = try? ControlCoding.decode(SyncMessage.self, from: frame.payload) else {
-                return link.close("a malformed sync message")
+            switch try? SyncIncoming.decode(frame.payload) {
+            case nil:
+                link.close("a malformed sync message")
+            case let .message(message, unknownFields):
+                if !unknownFields.isEmpty { link.stats.withLock { $0.ignoredFields += unknownFields.count } }
+                handle(message, from: link)
+            case let .unknown(kind):
+                // A newer peer's message: ignored, counted, and named in the log once per kind.
+                let first = link.stats.withLock { stats in
+                    stats.ignoredMessages += 1
+                    return stats.ignoredKindsLogged.count < 16 && stats.ignoredKindsLogged.insert(kind).inserted
+                }
+                if first { logger.info("sync: \(link.label) sent a '\(LogThrottle.printable(String(kind.prefix(64))))' message, which this version does not know: ignored") }
             }
-            handle(message, from: link)
         case .error:
             let message = (try? ControlCoding.decode(ControlFailure.self, from: frame.payload))?.message ?? "(no reason)"
             link.close("the peer reported: \(message)")

@@ -98,6 +98,11 @@ final class SyncLink: Sendable {
         var announcesReceived = 0
         var bytesSent = 0
         var bytesReceived = 0
+        /// What a newer peer sent that this version does not know, ignored: messages of unknown
+        /// kinds, and unknown fields of known ones; and the kinds logged already.
+        var ignoredMessages = 0
+        var ignoredFields = 0
+        var ignoredKindsLogged: Set<String> = []
     }
 
     private struct Outbox {

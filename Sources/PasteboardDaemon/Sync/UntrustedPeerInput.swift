@@ -47,7 +47,7 @@ package enum UntrustedPeerInput {
                 guard let (id, bytes) = SyncData.decode(frame.payload) else { continue }
                 _ = transfers.data(id, count: bytes.count, from: 1, now: wall)
             case .sync:
-                guard let message = try? ControlCoding.decode(SyncMessage.self, from: frame.payload) else { continue }
+                guard case let .message(message, _) = try? SyncIncoming.decode(frame.payload) else { continue }
                 switch message {
                 case let .announce(announce):
                     guard SyncLedger.malformation(of: announce, maxTargets: SyncHub.maxTargets, maxTargetName: SyncHub.maxTargetName) == nil else { continue }
