@@ -475,7 +475,7 @@ extension SyncTests {
         try b.daemon.stop()
     }
 
-    @Test("a peer speaking another protocol version is refused at hello with a message naming both versions")
+    @Test("a peer speaking only an older protocol version is refused at hello with a message naming both versions; a newer one is answered with this version")
     func versionMismatch() throws {
         let runtime = try DaemonHome()
         let a = try Node(runtime: runtime)
@@ -483,13 +483,23 @@ extension SyncTests {
         var channel = FrameChannel(fd: try LocalSocket.connect(path))
         defer { close(channel.fd) }
         channel.setTimeout(5)
-        try channel.send(.hello, SyncHello(node: "future", name: "a future xpb", sends: true, receives: true, selections: ["CLIPBOARD"],
-                                           version: SyncHello.version + 1))
+        try channel.send(.hello, SyncHello(node: "past", name: "an old xpb", sends: true, receives: true, selections: ["CLIPBOARD"],
+                                           version: SyncHello.oldestVersion - 1))
         let reply = try #require(try channel.receive())
         #expect(reply.kind == .error)
         let message = try ControlCoding.decode(ControlFailure.self, from: reply.payload).message
-        #expect(message.contains("version \(SyncHello.version + 1), this side version \(SyncHello.version)"), "\(message)")
-        try a.daemon.waitForLog("refused a link from a future xpb")
+        #expect(message.contains("up to version \(SyncHello.oldestVersion - 1), this side versions \(SyncHello.oldestVersion) to \(SyncHello.version)"), "\(message)")
+        try a.daemon.waitForLog("refused a link from an old xpb")
+
+        var newer = FrameChannel(fd: try LocalSocket.connect(path))
+        defer { close(newer.fd) }
+        newer.setTimeout(5)
+        try newer.send(.hello, SyncHello(node: "future", name: "a future xpb", sends: true, receives: true, selections: ["CLIPBOARD"],
+                                         version: SyncHello.version + 1))
+        let answer = try #require(try newer.receive())
+        #expect(answer.kind == .hello)
+        let theirs = try ControlCoding.decode(SyncHello.self, from: answer.payload)
+        #expect(theirs.version == SyncHello.version)
         try a.daemon.stop()
     }
 }
