@@ -51,7 +51,7 @@ unitdir = $(DESTDIR)$(PREFIX)/share/systemd/user
 sharedir = $(DESTDIR)$(PREFIX)/share/xpb
 AUTOSTART ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart
 
-.PHONY: all deps test deb build install uninstall enable clean
+.PHONY: all deps test deb build docs install uninstall enable clean
 
 all: deps build
 
@@ -66,6 +66,10 @@ test:
 	@$(MAKE) --no-print-directory build
 	$(SWIFT) test
 
+# The generated parts of docs/xpb.md and docs/xpbd.md, from the option tables (a test checks them).
+docs: build
+	@Scripts/gen-docs $(BIN)/xpb $(BIN)/xpbd
+
 # The Debian packages: xpb (the binary, xpbd as its link, pages, completions, the user unit and the
 # autostart entry) and xpb-standins (xclip and xsel as links to xpb; it conflicts with the real
 # ones). Scripts/make-deb lays them out with this Makefile's install and builds them with dpkg-deb.
@@ -78,7 +82,7 @@ deb: build
 # runtime, FoundationEssentials, libX11 and libxcb reference glibc's NSS, dlopen and mktemp.
 # What is reached at run time: getaddrinfo only for a display on another host by name (xcb's TCP
 # connection; a numeric address needs no NSS module, and localhost:N is opened as 127.0.0.1:N);
-# the user database only when $$HOME is unset; dlopen and mktemp never. The README says the
+# the user database only when $$HOME is unset; dlopen and mktemp never. docs/building.md says the
 # same. They are left out of the output, with one note; every other line, warnings included, is
 # shown.
 QUIET_GLIBC = sed -e "/in statically linked applications requires at runtime the shared libraries/d" \
@@ -91,7 +95,7 @@ build:
 	@{ $(SWIFT) build $(STATIC_FLAGS) --product xpb 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
 		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status
 	ln -sf xpb $(BIN)/xpbd
-	@echo "note: glibc's warnings about static linking were left out (see the README, 'Set up')"
+	@echo "note: glibc's warnings about static linking were left out (see docs/building.md)"
 
 # The directories install creates (those missing, up to the first that exists) are listed in
 # $(sharedir)/created-dirs, so that uninstall removes them again once they are empty, and

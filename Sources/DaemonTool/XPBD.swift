@@ -52,6 +52,7 @@ package enum XPBD {
         static let logLevel = OptionSpec.value(nil, "log-level", "level", "trace, debug, info (default), notice, warning, error or critical.")
         static let version = OptionSpec.flag(nil, "version", "Show the version.")
         static let manual = OptionSpec.flag(nil, "manual", "Print the man page (roff; read it with: xpbd --manual | man -l -).")
+        static let markdown = OptionSpec.flag(nil, "markdown", "With --manual: the reference in Markdown instead (the generated part of docs/xpbd.md).")
         static let completions = OptionSpec.value(nil, "completions", "shell", "Print the completion script for bash, zsh or fish.")
     }
 
@@ -113,6 +114,7 @@ package enum XPBD {
             Option.logLevel,
             Option.version,
             Option.manual,
+            Option.markdown,
             Option.completions,
         ],
         program: "xpbd")
@@ -131,7 +133,7 @@ package enum XPBD {
     }
 
     /// Options a configuration file cannot give.
-    static let commandLineOnly = [Option.config, Option.noConfig, Option.version, Option.manual, Option.completions]
+    static let commandLineOnly = [Option.config, Option.noConfig, Option.version, Option.manual, Option.markdown, Option.completions]
 
     /// `$XDG_CONFIG_HOME/xpb/xpbd.conf`, else `~/.config/xpb/xpbd.conf`.
     static func defaultConfigPath() -> String {
@@ -277,7 +279,7 @@ package enum XPBD {
                 return 0
             }
             if given.flag(Option.manual) {
-                print(ManualPage.render(program, date: Release.date), terminator: "")
+                print(given.flag(Option.markdown) ? MarkdownReference.render(program) : ManualPage.render(program, date: Release.date), terminator: "")
                 return 0
             }
             if let shell = given.value(Option.completions) {

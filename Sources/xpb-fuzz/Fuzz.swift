@@ -6,7 +6,7 @@ import PasteboardX11
 // The fuzz target of xpb's parsers of untrusted bytes: what other X clients send
 // (``UntrustedInput``), and what sync peers and control clients send (``UntrustedPeerInput``).
 // Built for libFuzzer
-// (see the README):
+// (see docs/library.md, "Fuzzing"):
 //
 //     swift build -c release --product xpb-fuzz -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING
 //     .build/release/xpb-fuzz -max_total_time=600 Fuzz/corpus

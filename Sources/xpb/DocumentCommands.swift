@@ -32,11 +32,19 @@ struct ManualCommand: Command {
     static let spec = CommandSpec(
         name: "manual",
         abstract: "Print xpb's man page (roff; read it with: xpb manual | man -l -).",
-        discussion: "Generated from the same option tables as --help. 'make install' installs it as xpb.1.")
+        discussion: "Generated from the same option tables as --help. 'make install' installs it as xpb.1; 'make docs' writes its Markdown form (--markdown) into docs/xpb.md.",
+        options: [markdown])
 
-    init(_ arguments: ParsedArguments) throws(UsageError) {}
+    static let markdown = OptionSpec.flag(nil, "markdown", "The reference in Markdown instead: the generated part of docs/xpb.md.")
+
+    let isMarkdown: Bool
+
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        isMarkdown = arguments.flag(Self.markdown)
+    }
 
     func run() throws {
-        try writeAll(Data(ManualPage.render(XPB.program, date: XPB.releaseDate).utf8), to: STDOUT_FILENO)
+        let text = isMarkdown ? MarkdownReference.render(XPB.program) : ManualPage.render(XPB.program, date: XPB.releaseDate)
+        try writeAll(Data(text.utf8), to: STDOUT_FILENO)
     }
 }

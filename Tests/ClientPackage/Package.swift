@@ -13,7 +13,7 @@ let package = Package(
             .product(name: "PasteboardKit", package: "xpb"),
             .product(name: "PasteboardX11", package: "xpb"),
         ]),
-        // The README's "Use the library" example, word for word (a test checks they agree).
+        // docs/library.md's example, word for word (a test checks they agree).
         .executableTarget(name: "readme-example", dependencies: [
             .product(name: "PasteboardKit", package: "xpb"),
             .product(name: "PasteboardX11", package: "xpb"),

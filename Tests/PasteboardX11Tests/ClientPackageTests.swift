@@ -108,11 +108,11 @@ struct ClientPackageTests {
         #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "from a git dependency" })
     }
 
-    @Test("the README's library example is the client package's readme-example, word for word, and it runs")
+    @Test("docs/library.md's example is the client package's readme-example, word for word, and it runs")
     func readmeExample() throws {
         let source = try String(contentsOf: packageRoot.appendingPathComponent("Tests/ClientPackage/Sources/readme-example/main.swift"), encoding: .utf8)
-        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        #expect(readme.contains("```swift\n" + source + "```"), "README.md's example differs from Tests/ClientPackage/Sources/readme-example/main.swift")
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("docs/library.md"), encoding: .utf8)
+        #expect(readme.contains("```swift\n" + source + "```"), "docs/library.md's example differs from Tests/ClientPackage/Sources/readme-example/main.swift")
         let client = try Self.build("debug")
         let example = client.replacingOccurrences(of: "/xpb-client", with: "/readme-example")
         let outcome = try run(example, [], display: try Xvfb(), timeout: 60)

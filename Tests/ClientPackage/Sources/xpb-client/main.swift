@@ -1,4 +1,4 @@
-// A library user's program: the README's example, an actor using the async API, and a slow
+// A library user's program: docs/library.md's example, an actor using the async API, and a slow
 // provider for the benchmark. Every mode prints what it saw; errors go to stderr, exit 1.
 import Foundation
 import PasteboardKit
