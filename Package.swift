@@ -46,8 +46,10 @@ let package = Package(
         // which links libX11, for writing XPM). FoundationEssentials only, as every module the
         // binaries link: Foundation proper brings 44 MB of ICU data into a static binary.
         .target(name: "PasteboardKit", dependencies: ["ImageCodecs", "CLinux"]),
-        // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
-        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "CX11", "CXEvents", "CLinux"]),
+        // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib. Also the backend
+        // of a host without a display (xpbd's control socket, PasteboardWire), which the same
+        // readers drive: Pasteboard.general picks it where there is no display and xpbd answers.
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardWire", "CX11", "CXEvents", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.

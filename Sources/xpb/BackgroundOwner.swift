@@ -43,7 +43,7 @@ extension CopyCommand {
         var ready = readyFD
         do {
             // Who ran the copy: as the starting process found it, else (in the foreground) now.
-            let backend = try selection.connect(copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
+            let backend = try selection.connectToDisplay(selection.display, copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
             // Killed, the owner hands its copy to the clipboard manager first, as GTK and Qt apps do.
             signals?.arm(backend)
             var items = try makeItems()
@@ -155,7 +155,7 @@ extension CopyCommand {
     }
 
     /// `--append`: the pasteboard's current text, then the new data, as one text item.
-    func appended(to items: [PasteboardItem], on backend: X11PasteboardBackend) throws -> [PasteboardItem] {
+    func appended(to items: [PasteboardItem], on backend: any PasteboardBackend) throws -> [PasteboardItem] {
         guard items.first?.types.first != nil else { return items }
         // Nobody owns it (or nothing is text): the new data alone, as a plain copy would be.
         let old = (try? backend.data(of: selection.name, item: 0, type: .utf8PlainText))

@@ -15,12 +15,6 @@ struct ClearCommand: Command {
     }
 
     func run() throws {
-        if HeadlessPasteboards.isHeadless(display: selection.display) {
-            // Without a display: this host's headless daemon.
-            var pasteboards = try HeadlessPasteboards()
-            defer { pasteboards.close() }
-            return try pasteboards.clear(selection.selection)
-        }
         let backend = try selection.connect()
         defer { backend.close(handOff: false) }
         try backend.clear(selection.name)

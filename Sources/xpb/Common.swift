@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import PasteboardKit
+import PasteboardWire
 import PasteboardX11
 
 /// The exit statuses xpb documents.
@@ -52,6 +53,8 @@ struct Failure: Error {
             }
         case let error as PasteboardError:
             if case .timedOut = error { self.init(error.description, .timedOut) } else { self.init(error.description) }
+        case let error as ControlClientError:
+            self.init(error.message, error.kind == .noDisplay ? .noDisplay : .failure)
         default:
             self.init(String(describing: error))
         }
@@ -201,8 +204,49 @@ struct SelectionOptions: Sendable {
     /// The X selection behind it.
     var selection: String { X11PasteboardBackend.selectionName(for: name) }
 
-    /// Connects to the display.
-    func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil, copiedBy: CopyCredit? = nil) throws -> X11PasteboardBackend {
+    /// Where the pasteboards live: the X display (`--display`, else `$DISPLAY`), or, with
+    /// neither, this host's headless xpbd.
+    enum Host: Equatable {
+        case display(String?)
+        case daemon
+
+        /// Whether the host keeps what is written after xpb exits (the daemon does; on a display
+        /// a process must own the selection: ``CopyCommand``'s background owner).
+        var keepsContents: Bool { self == .daemon }
+
+        /// The display named (`--display`), else `$DISPLAY`'s; with neither, the daemon.
+        init(display: String?) {
+            self = display != nil || !(ProcessInfo.processInfo.environment["DISPLAY"] ?? "").isEmpty ? .display(display) : .daemon
+        }
+
+        /// What a lost connection is said as.
+        var lostConnection: String {
+            self == .daemon ? "the headless xpbd stopped" : X11BackendError.connectionLost.description
+        }
+    }
+
+    var host: Host { Host(display: display) }
+
+    /// Connects to the host of the pasteboards (``host``). `copiedBy` names who makes the copies
+    /// written; `observesChanges` is for the change streams (watch, paste --follow).
+    ///
+    /// - Throws: a ``Failure`` with ``Status/noDisplay`` when there is neither a display nor a
+    ///   headless xpbd.
+    func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil, copiedBy: CopyCredit? = nil,
+                 observesChanges: Bool = false) throws -> any StreamingPasteboardBackend {
+        guard case let .display(display) = host else {
+            do {
+                return try DaemonPasteboardBackend(credit: copiedBy, timeout: readTimeout ?? 10, observesChanges: observesChanges)
+            } catch PasteboardError.unavailable(let message) {
+                throw Failure(message, .noDisplay)
+            }
+        }
+        return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy)
+    }
+
+    /// Connects to the display (``host`` is one).
+    func connectToDisplay(_ display: String?, readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil,
+                          copiedBy: CopyCredit? = nil) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configuration.copiedBy = copiedBy
         if let readTimeout {
@@ -221,7 +265,7 @@ struct SelectionOptions: Sendable {
     }
 
     /// The chosen pasteboard on a backend.
-    func pasteboard(on backend: X11PasteboardBackend) -> Pasteboard {
+    func pasteboard(on backend: any PasteboardBackend) -> Pasteboard {
         switch name {
         case .general: return .general(of: backend)
         case .find: return .find(of: backend)

@@ -211,8 +211,8 @@ struct CopyCommand: Command {
         if let readyFD {
             closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
         }
-        if readyFD == nil, HeadlessPasteboards.isHeadless(display: selection.display) {
-            try copyWithoutDisplay()
+        if readyFD == nil, selection.host.keepsContents {
+            try copyToKeepingHost()
         } else if foreground || readyFD != nil {
             // Before the first thread but this one starts (``HandOffOnSignal``).
             let (signals, sources) = HandOffOnSignal.install()

@@ -43,18 +43,22 @@ struct DaemonCommand: Command {
         let status: DaemonStatus
     }
 
+    /// The display's daemon socket, as a not-running report names it.
+    private static func socketPath(display: String?) throws -> (path: String, display: String) {
+        do {
+            return try ControlClient.socketPath(display: display)
+        } catch {
+            throw Failure(error)
+        }
+    }
+
     func run() throws {
         if isLink { return try DaemonLink(display: display).run() }
-        var client: DaemonClient
+        var client: ControlClient
         do {
-            if HeadlessPasteboards.isHeadless(display: display), HeadlessPasteboards.isRunning {
-                // Without a display: this host's headless daemon.
-                client = try DaemonClient(path: HeadlessPasteboards.socketPath, display: "headless", notRunning: HeadlessPasteboards.notRunning)
-            } else {
-                client = try DaemonClient(display: display)
-            }
+            client = try DaemonAccess.client(display: display)
         } catch let failure as Failure where failure.status == .failure {
-            let (socket, display) = try DaemonClient.socketPath(display: display)
+            let (socket, display) = try Self.socketPath(display: display)
             if asJSON {
                 writeJSONLine(String(decoding: try ControlCoding.encode(NotRunning(display: display, socket: socket, reason: failure.message)), as: UTF8.self))
             } else {

@@ -2,6 +2,7 @@ import FoundationEssentials
 import PasteboardKit
 import Glibc
 import PasteboardWire
+import PasteboardX11
 
 /// `xpb daemon link`: joins standard input and output to the daemon's socket, byte for byte,
 /// until either side ends. The remote command of `xpbd --peer`: ssh carries the sync protocol
@@ -35,17 +36,17 @@ struct DaemonLink {
     /// Starts `xpbd --headless` (this binary, detached, its log beside its socket) and waits
     /// until it answers; returns its socket.
     static func startHeadless() throws -> String {
-        let path = HeadlessPasteboards.socketPath
+        let path = DaemonPasteboardBackend.socketPath
         let directory = ControlEndpoint.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let log = directory + "/xpbd-headless.log"
         let pid = try Detach.spawn(arguments: ["--headless", "--sync-primary"], fds: [], log: log, program: "xpbd")
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if HeadlessPasteboards.isRunning { return path }
+            if DaemonPasteboardBackend.isRunning { return path }
             // Another link started one at the same moment: ours stops, theirs answers.
             var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid, !HeadlessPasteboards.isRunning {
+            if waitpid(pid, &status, WNOHANG) == pid, !DaemonPasteboardBackend.isRunning {
                 throw Failure("the headless xpbd exited at once (status \(status >> 8)); see \(log)", .failure)
             }
             usleep(10_000)

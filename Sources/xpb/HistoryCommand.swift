@@ -105,7 +105,7 @@ struct HistoryCommand: Command {
     }
 
     func run() throws {
-        var client = try HeadlessPasteboards.daemonClient(display: display)
+        var client = try DaemonAccess.client(display: display)
         defer { client.close() }
         switch action {
         case .list, .search:
@@ -135,7 +135,7 @@ struct HistoryCommand: Command {
     /// a history of 100,000 entries never makes one reply (a frame holds at most 16 MiB) nor
     /// one string here.
     @discardableResult
-    private func list(search: String?, client: inout DaemonClient) throws -> Int {
+    private func list(search: String?, client: inout ControlClient) throws -> Int {
         var offset = 0
         var total = 0
         let now = Date()

@@ -37,15 +37,14 @@ struct InfoCommand: Command {
     }
 
     func run() throws {
-        if HeadlessPasteboards.isHeadless(display: selection.display) { return try show(headlessReport()) }
         let backend = try selection.connect(readTimeout: options.timeout)
         defer { backend.close(handOff: false) }
-        let owner = try backend.owner(of: selection.name)
+        let owner = try backend.contentsOwner(of: selection.name)
         let board = selection.pasteboard(on: backend)
         let items = owner == nil ? [] : try board.itemTypes()
         var report = Report(
             pasteboard: selection.name.rawValue, selection: selection.selection,
-            owner: owner.map { $0.window.description }, ownerName: owner?.name, ownerPID: owner?.processID,
+            owner: owner?.id, ownerName: owner?.name, ownerPID: owner?.processID,
             ownerApp: owner?.appName, ownerExecutable: owner?.executablePath, ownerClass: owner?.windowClass,
             changeCount: board.changeCount, items: items.map { $0.map(\.identifier) })
         if let credit = owner?.copiedBy {
@@ -54,25 +53,6 @@ struct InfoCommand: Command {
             report.copiedByRuns = credit.pid.map(Self.runs)
         }
         try show(report)
-    }
-
-    /// The report of this host's headless daemon: the owner is where the copy was made.
-    private func headlessReport() throws -> Report {
-        var pasteboards = try HeadlessPasteboards(timeout: options.timeout)
-        defer { pasteboards.close() }
-        let offer = try pasteboards.offer(selection.selection)
-        let items = try offer.map { try pasteboards.reader(of: $0).itemTypes } ?? []
-        let count = try offer?.changeCount ?? pasteboards.changeCount(selection.selection)
-        var report = Report(
-            pasteboard: selection.name.rawValue, selection: selection.selection, owner: offer?.origin, ownerName: nil,
-            ownerPID: offer?.ownerPID, ownerApp: offer?.ownerApp, ownerExecutable: offer?.ownerExecutable, ownerClass: nil,
-            changeCount: count, items: items.map { $0.map(\.identifier) })
-        if let maker = offer?.copiedBy {
-            report.copiedBy = maker
-            report.copiedByPID = offer?.copiedByPID
-            report.copiedByRuns = offer?.copiedByPID.map(Self.runs)
-        }
-        return report
     }
 
     /// Whether a process of this host runs (another user's too).

@@ -71,11 +71,9 @@ struct PasteCommand: Command {
         if output == nil, StandardDescriptors.wasClosed(STDOUT_FILENO) {
             throw Failure("standard output is closed: nothing to write the data to (use -o FILE)")
         }
-        // Without a display: this host's headless daemon.
-        let headless = HeadlessPasteboards.isHeadless(display: selection.display)
-        let backend = headless ? nil : try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize)
-        defer { backend?.close(handOff: false) }
-        let registry = backend?.registry ?? .standard
+        let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize, observesChanges: follow)
+        defer { backend.close(handOff: false) }
+        let registry = backend.registry
         // Set by the chooser when what is written is made here from what the owner has.
         let conversion = LocalConversion()
         let wanted = try wantedTypes(registry)
@@ -83,10 +81,7 @@ struct PasteCommand: Command {
         // Asked for with the owner's offer: the first of --type, else UTF-8 text (what a paste
         // without --type reads from most owners).
         let likely = wanted?.first ?? .utf8PlainText
-        if follow {
-            guard let backend else { return try followHeadless(choose) }
-            return try blocking { try await self.followChanges(backend, choose) }
-        }
+        if follow { return try blocking { try await self.followChanges(backend, choose) } }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
         var destination: Int32? = output == nil ? STDOUT_FILENO : nil
@@ -120,15 +115,6 @@ struct PasteCommand: Command {
             _ = try open()
         }
         let found: Bool
-        guard let backend else {
-            var pasteboards = try HeadlessPasteboards(timeout: timeout)
-            defer { pasteboards.close() }
-            found = try pasteboards.stream(selection.selection, item: item, limit: maxSize, choosing: choose, bytes: { data in
-                guard conversion.kind == nil else { return collected.append(data) }
-                try bytes(data)
-            })
-            return try finish(found)
-        }
         // An X target named by --type is the owner's reply for it, whole and as it is.
         if let target = try rawTarget(backend, registry, wanted: wanted) {
             guard let found = try backend.stream(of: selection.name, target: target, limit: maxSize, bytes: bytes) else {
@@ -162,7 +148,7 @@ struct PasteCommand: Command {
     /// `GTK_TEXT_BUFFER_CONTENTS`, `UTF-8`), or one whose bytes the model would decode or cut
     /// (`STRING`'s Latin-1, `TEXT`, a `text/uri-list` of several files). Other names (`text/html`,
     /// `UTF8_STRING`, `png`) are read by type: the same bytes, over the fast path where there is one.
-    private func rawTarget(_ backend: X11PasteboardBackend, _ registry: TypeRegistry, wanted: [PasteboardType]?) throws -> String? {
+    private func rawTarget(_ backend: any StreamingPasteboardBackend, _ registry: TypeRegistry, wanted: [PasteboardType]?) throws -> String? {
         guard item == 0, let wanted else { return nil }
         let names = typeNames
         let raw = zip(names, wanted).filter { name, type in
@@ -241,12 +227,12 @@ struct PasteCommand: Command {
     /// --follow: the contents, then what each change adds to them. A change that does not extend
     /// what was written (a new copy) is written whole; an empty pasteboard writes nothing and
     /// waits for the next change.
-    private func followChanges(_ backend: X11PasteboardBackend, _ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) async throws {
+    private func followChanges(_ backend: any StreamingPasteboardBackend, _ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) async throws {
         let changes = selection.pasteboard(on: backend).changes
         var output = FollowOutput()
         let readNow = { () throws -> Data? in
             var data = Data()
-            let found = try backend.stream(of: selection.name, item: item, limit: maxSize, choosing: choose,
+            let found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: nil, choosing: choose,
                                            file: { data.append(try $0.read(offset: 0, length: $0.size)) }, bytes: { data.append($0) })
             return found ? data : nil
         }
@@ -265,41 +251,7 @@ struct PasteCommand: Command {
                 writeText("xpb: \(Failure(error).message)\n", to: STDERR_FILENO)
             }
         }
-        if !backend.isConnected { throw X11BackendError.connectionLost }
-    }
-}
-
-extension PasteCommand {
-    /// --follow without a display: the headless daemon's changes, read as they come.
-    func followHeadless(_ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) throws {
-        var reader = try HeadlessPasteboards(timeout: timeout)
-        defer { reader.close() }
-        var watcher = try HeadlessPasteboards(timeout: timeout)
-        defer { watcher.close() }
-        var output = FollowOutput()
-        let readNow = { (reader: inout HeadlessPasteboards) throws -> Data? in
-            var data = Data()
-            return try reader.stream(selection.selection, item: item, limit: maxSize, choosing: choose, bytes: { data.append($0) }) ? data : nil
-        }
-        do {
-            if let data = try readNow(&reader) { try output.show(data) }
-        } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
-            // Nothing to write yet: the next change may bring it.
-        }
-        try watcher.watch(selection.selection) { _ in
-            let data: Data?
-            do {
-                data = try readNow(&reader)
-            } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
-                return true
-            } catch {
-                // A peer that went away or stalled: the next change may be readable.
-                writeText("xpb: \(Failure(error).message)\n", to: STDERR_FILENO)
-                return true
-            }
-            if let data { try output.show(data) }
-            return true
-        }
+        if !backend.isConnected { throw Failure(selection.host.lostConnection) }
     }
 }
 

@@ -34,28 +34,15 @@ struct TypesCommand: Command {
     }
 
     func run() throws {
-        let all: [[PasteboardType]]?
-        if HeadlessPasteboards.isHeadless(display: selection.display) {
-            // Without a display: this host's headless daemon.
-            var pasteboards = try HeadlessPasteboards(timeout: timeout)
-            defer { pasteboards.close() }
-            if targets {
-                guard let offer = try pasteboards.offer(selection.selection) else { throw selection.emptyFailure }
-                offer.targets.forEach(writeLine)
-                return
-            }
-            all = try pasteboards.itemTypes(selection.selection)
-        } else {
-            let backend = try selection.connect(readTimeout: timeout)
-            defer { backend.close(handOff: false) }
-            if targets {
-                let names = try backend.targets(of: selection.name)
-                guard !names.isEmpty else { throw selection.emptyFailure }
-                names.forEach(writeLine)
-                return
-            }
-            all = try backend.itemTypesIfOwned(of: selection.name)
+        let backend = try selection.connect(readTimeout: timeout)
+        defer { backend.close(handOff: false) }
+        if targets {
+            let names = try backend.targets(of: selection.name)
+            guard !names.isEmpty else { throw selection.emptyFailure }
+            names.forEach(writeLine)
+            return
         }
+        let all = try backend.itemTypesIfOwned(of: selection.name)
         guard let all else { throw selection.emptyFailure }
         guard !all.isEmpty else {
             throw Failure("the owner of \(selection.selection) offers no type xpb can read (see --targets)", .empty)

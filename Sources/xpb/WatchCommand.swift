@@ -51,46 +51,7 @@ struct WatchCommand: Command {
     }
 
     func run() throws {
-        if HeadlessPasteboards.isHeadless(display: selection.display) { return try watchWithoutDisplay() }
         try blocking { try await self.watch() }
-    }
-
-    /// Without a display: the headless daemon's changes. Types are named as the reader sees
-    /// them: by the types behind the targets (the manifest's items are not read for each change).
-    private func watchWithoutDisplay() throws {
-        var pasteboards = try HeadlessPasteboards()
-        defer { pasteboards.close() }
-        var reader = try HeadlessPasteboards()
-        defer { reader.close() }
-        var seen = 0
-        var previous: [PasteboardType] = []
-        try pasteboards.watch(selection.selection) { change in
-            let types = OfferReader(targets: change.targets, manifest: nil).itemTypes.first ?? []
-            let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
-                            types: types.map(\.identifier), added: types.filter { !previous.contains($0) }.map(\.identifier),
-                            removed: previous.filter { !types.contains($0) }.map(\.identifier), ownerPID: change.ownerPID, ownerApp: change.origin)
-            previous = types
-            if asJSON {
-                writeJSONLine(json(line))
-            } else {
-                writeLine("\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
-            }
-            if let command {
-                runHook(command, line, input: types.isEmpty || types.contains(.passwordManagerHint) ? nil : contentsWithoutDisplay(&reader))
-            }
-            seen += 1
-            if let count, seen >= count { return false }
-            return true
-        }
-    }
-
-    /// The first item as `xpb paste` writes it, in a memory file (``contents(on:types:)``'s, read
-    /// from the headless daemon).
-    private func contentsWithoutDisplay(_ reader: inout HeadlessPasteboards) -> Int32? {
-        Self.memoryFile { fd in
-            _ = try reader.stream(selection.selection, item: 0, limit: CommonOptions.defaultMaxSize,
-                                  choosing: Self.firstItemChooser(.standard), bytes: { try writeAll($0, to: fd) })
-        }
     }
 
     /// What a hook is given of the first item: plain text, else an image, else its first type
@@ -118,17 +79,17 @@ struct WatchCommand: Command {
     }
 
     private func watch() async throws {
-        let backend = try selection.connect()
+        let backend = try selection.connect(observesChanges: true)
         defer { backend.close(handOff: false) }
         let board = selection.pasteboard(on: backend)
         var seen = 0
         for await change in board.changes {
             // The types as the owner lists them, in the order `xpb types` prints them; who copied,
             // for --json and --exec (a few round trips each change).
-            let owner = (asJSON || command != nil) && !change.types.isEmpty ? try? backend.owner(of: selection.name) : nil
+            let owner = (asJSON || command != nil) && !change.types.isEmpty ? try? backend.contentsOwner(of: selection.name) : nil
             let line = Line(changeCount: change.changeCount, pasteboard: selection.name.rawValue, selection: selection.selection,
                             types: change.types.map(\.identifier), added: change.typesAdded.map(\.identifier),
-                            removed: change.typesRemoved.map(\.identifier), ownerPID: owner?.processID, ownerApp: owner?.appName)
+                            removed: change.typesRemoved.map(\.identifier), ownerPID: owner?.processID, ownerApp: owner?.appName ?? owner?.origin)
             if asJSON {
                 writeJSONLine(json(line))
             } else {
@@ -138,17 +99,18 @@ struct WatchCommand: Command {
             seen += 1
             if let count, seen >= count { break }
         }
-        if !backend.isConnected { throw X11BackendError.connectionLost }
+        if !backend.isConnected { throw Failure(selection.host.lostConnection) }
     }
 
     /// The first item as `xpb paste` would write it (plain text, else an image, else its first
     /// type that is data), in a memory file for the command's standard input: the command may read it or not,
     /// and nothing waits on a pipe. nil when there is nothing to give: no owner, an owner that
     /// fails to answer, or secret data (`x-kde-passwordManagerHint`), which no hook is handed.
-    private func contents(on backend: X11PasteboardBackend, types: [PasteboardType]) -> Int32? {
+    private func contents(on backend: any StreamingPasteboardBackend, types: [PasteboardType]) -> Int32? {
         guard !types.isEmpty, !types.contains(.passwordManagerHint) else { return nil }
         return Self.memoryFile { fd in
-            _ = try backend.stream(of: selection.name, item: 0, limit: CommonOptions.defaultMaxSize, choosing: Self.firstItemChooser(backend.registry),
+            _ = try backend.stream(of: selection.name, item: 0, limit: CommonOptions.defaultMaxSize, likely: nil,
+                                   choosing: Self.firstItemChooser(backend.registry),
                                    file: { try write(.file($0), to: fd) }, bytes: { try writeAll($0, to: fd) })
         }
     }

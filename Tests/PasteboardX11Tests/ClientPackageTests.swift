@@ -108,6 +108,40 @@ struct ClientPackageTests {
         #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "from a git dependency" })
     }
 
+    @Test("on a host without a display, Pasteboard.general is the headless xpbd's: a library program sets it and exits, and the desktop reads it with xpb paste over a real ssh")
+    func headlessGeneral() throws {
+        let client = try Self.build("debug")
+        let x = try Xvfb()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-headless-client-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let runtime = root.appendingPathComponent("runtime").path
+        let home = root.appendingPathComponent("home").path
+        for directory in [runtime, home] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        // The server: no display (the Xvfb only lends the test's environment), its own runtime directory.
+        let server = ["DISPLAY": "", "XDG_RUNTIME_DIR": runtime, "HOME": home, "XDG_STATE_HOME": home + "/state", "XDG_CACHE_HOME": home + "/cache",
+                      "XDG_CONFIG_HOME": home + "/config"]
+        // No daemon yet: the library says what is missing.
+        let none = try run(client, ["read"], display: x, environment: server)
+        #expect(none.status == 1 && none.error.contains("no display and no headless xpbd"), "\(none.status) \(none.error)")
+        let daemon = try Peer(try builtProduct("xpbd"), ["--headless", "--idle-exit", "0"], display: x, environment: server)
+        defer { daemon.stop() }
+        #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
+        let set = try run(client, ["set", "hi from a server"], display: x, environment: server)
+        #expect(set.status == 0 && set.text == "set changeCount=1\n", "\(set.status) \(set.text) \(set.error)")
+        // Another library process there reads it back.
+        #expect(try run(client, ["read"], display: x, environment: server).text == "hi from a server\n")
+        // The desktop, over ssh (sshd passes no environment: the remote command sets it).
+        let sshd = try LoopbackSSHD(display: x)
+        defer { sshd.stop() }
+        let remote = "env -u DISPLAY XDG_RUNTIME_DIR=\(runtime) HOME=\(home) \(try builtProduct("xpb")) paste"
+        let pasted = try run("/bin/sh", ["-c", "\(sshd.sshCommand) \(LoopbackSSHD.host) '\(remote)'"], display: x, timeout: 60)
+        #expect(pasted.status == 0 && pasted.text == "hi from a server", "\(pasted.status) \(pasted.text) \(pasted.error)")
+        let info = try run("/bin/sh", ["-c", "\(sshd.sshCommand) \(LoopbackSSHD.host) '\(remote.dropLast("paste".count))info'"], display: x, timeout: 60)
+        #expect(info.text.contains("owner app: xpb-client"), "the library process that copied: \(info.text) \(info.error)")
+    }
+
     @Test("docs/library.md's example is the client package's readme-example, word for word, and it runs")
     func readmeExample() throws {
         let source = try String(contentsOf: packageRoot.appendingPathComponent("Tests/ClientPackage/Sources/readme-example/main.swift"), encoding: .utf8)

@@ -584,3 +584,13 @@ extension X11PasteboardBackend: X11SessionDelegate {
     }
 }
 
+
+extension X11PasteboardBackend: StreamingPasteboardBackend {
+    /// The selection's owner as ``PasteboardKit/PasteboardOwner``: its window, process and application.
+    public func contentsOwner(of name: Pasteboard.Name) throws -> PasteboardOwner? {
+        try owner(of: name).map { owner in
+            PasteboardOwner(id: owner.window.description, name: owner.name, processID: owner.processID, appName: owner.appName,
+                            executablePath: owner.executablePath, windowClass: owner.windowClass, copiedBy: owner.copiedBy)
+        }
+    }
+}

@@ -33,6 +33,11 @@ do {
         Pasteboard.general.string = arguments.dropFirst().joined(separator: " ")
         say("ready changeCount=\(Pasteboard.general.changeCount)")
         while true { sleep(60) }
+    case "set":
+        // The one-liner where the pasteboards outlive this process (a host without a display,
+        // whose headless xpbd holds them): set, then exit.
+        Pasteboard.general.string = arguments.dropFirst().joined(separator: " ")
+        say("set changeCount=\(Pasteboard.general.changeCount)")
     case "read":
         print(try Pasteboard.general.readString() ?? "(no text)")
     case "actor":
@@ -50,7 +55,7 @@ do {
         say("ready")
         while true { sleep(60) }
     default:
-        FileHandle.standardError.write(Data("usage: xpb-client write TEXT | read | actor TEXT | slow-provider SECONDS\n".utf8))
+        FileHandle.standardError.write(Data("usage: xpb-client write TEXT | set TEXT | read | actor TEXT | slow-provider SECONDS\n".utf8))
         exit(64)
     }
 } catch {

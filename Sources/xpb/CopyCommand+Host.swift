@@ -1,37 +1,30 @@
 import FoundationEssentials
 import Glibc
 import PasteboardKit
-import PasteboardWire
+import PasteboardX11
 
-/// `xpb copy` without a display: the copy goes to this host's headless daemon (and from there,
-/// lazily, to the desktops linked to it), and the command returns at once. With no daemon
-/// either, text goes to the terminal as OSC 52, the last resort.
+/// `xpb copy` to a host that keeps what is written (this host's headless xpbd, where there is no
+/// display): the copy is handed over (and from there, lazily, to the desktops linked to it), and
+/// the command returns at once. With no such host either, text goes to the terminal as OSC 52,
+/// the last resort.
 extension CopyCommand {
-    func copyWithoutDisplay() throws {
+    func copyToKeepingHost() throws {
         if foreground || loops != nil {
             throw Failure("--foreground, --paste-once and --loops need a display: without one, the headless xpbd holds the copy", .usage)
         }
-        guard HeadlessPasteboards.isRunning else { return try copyByTerminal() }
-        var pasteboards = try HeadlessPasteboards()
-        defer { pasteboards.close() }
+        let backend: any StreamingPasteboardBackend
+        do {
+            backend = try selection.connect(copiedBy: copiedBy ?? CopyCredit.current())
+        } catch let failure as Failure where failure.status == .noDisplay {
+            return try copyByTerminal()
+        }
+        defer { backend.close(handOff: false) }
         var items = try makeItems()
-        if append { items = try appendedWithoutDisplay(to: items, on: &pasteboards) }
+        if append { items = try appended(to: items, on: backend) }
         if filter { try echo(items) }
         let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
         let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
-        try pasteboards.write(selection.selection, items: items, options: options, credit: copiedBy ?? CopyCredit.current())
-    }
-
-    /// `--append`: the pasteboard's current text, then the new data, as one text item.
-    private func appendedWithoutDisplay(to items: [PasteboardItem], on pasteboards: inout HeadlessPasteboards) throws -> [PasteboardItem] {
-        var old = Data()
-        let found = try? pasteboards.stream(selection.selection, item: 0, limit: maxSize, choosing: { types in
-            guard let offered = types?.first, let text = TypeRegistry.standard.bestType(among: offered, accepting: [.utf8PlainText, .plainText]) else {
-                throw Failure("no text", .empty)
-            }
-            return text
-        }, bytes: { old.append($0) })
-        return try Self.joining(found == true ? old : nil, to: items)
+        try backend.setItems(items, options: options, on: selection.name)
     }
 
     // MARK: OSC 52
@@ -45,7 +38,7 @@ extension CopyCommand {
     /// cut copy.
     private func copyByTerminal() throws {
         let tty = open("/dev/tty", O_WRONLY | O_NOCTTY | O_CLOEXEC)
-        guard tty >= 0 else { throw Failure(HeadlessPasteboards.notRunning, .noDisplay) }
+        guard tty >= 0 else { throw Failure(DaemonPasteboardBackend.notRunning, .noDisplay) }
         defer { Glibc.close(tty) }
         let target: String
         switch selection.name {

@@ -1,0 +1,70 @@
+import FoundationEssentials
+
+/// A backend whose pasteboards live outside this process (an X display, or xpbd's memory on a
+/// host without one) and that a command line client drives directly: it reads one
+/// representation as a stream of bytes, as they come, into a sink (never whole in memory), names
+/// the owner, and lists the raw targets. `xpb` drives every host through this one protocol.
+public protocol StreamingPasteboardBackend: PasteboardBackend {
+    /// Whether the host still answers.
+    var isConnected: Bool { get }
+
+    /// The targets the owner lists, as it names them; empty when nobody owns the pasteboard.
+    func targets(of name: Pasteboard.Name) throws -> [String]
+    /// The types of every item, nil when nobody owns the pasteboard.
+    func itemTypesIfOwned(of name: Pasteboard.Name) throws -> [[PasteboardType]]?
+    /// Who owns the contents now, nil when nobody does.
+    func contentsOwner(of name: Pasteboard.Name) throws -> PasteboardOwner?
+
+    /// Streams one representation of item `item`, of the type `choose` picks from the types of
+    /// every item (nil: nobody owns the pasteboard; it may throw to refuse them all). `likely` is
+    /// the type most likely chosen, which a host may ask for with the offer. A file the owner
+    /// passes whole goes to `file` where the host can, else its bytes to `bytes`.
+    ///
+    /// - Returns: false when the owner offered the type but did not deliver it.
+    func stream(of name: Pasteboard.Name, item: Int, limit: Int?, likely: PasteboardType?,
+                choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
+                file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool
+    /// Streams the owner's reply for one raw target, as it is; nil when nobody owns the
+    /// pasteboard, false when the owner refuses the target.
+    func stream(of name: Pasteboard.Name, target: String, limit: Int?, bytes: (Data) throws -> Void) throws -> Bool?
+
+    /// Empties the pasteboard, whoever holds it.
+    func clear(_ name: Pasteboard.Name) throws
+    /// Lets go of the host; with `handOff`, contents only this process holds go to a clipboard
+    /// manager first. Returns whether one took them.
+    @discardableResult
+    func close(handOff: Bool) -> Bool
+}
+
+/// Who owns a pasteboard's contents, as its host can tell: on X the selection owner's window and
+/// process; on a host without a display, where the copy was made.
+public struct PasteboardOwner: Sendable, Equatable {
+    /// How the host names the owner: an X window id, or where a copy held by xpbd came from
+    /// (`xpb`, `history (APP)`, a peer).
+    public let id: String
+    /// The owner window's name, if it has one.
+    public let name: String?
+    public let processID: Int?
+    /// The application: its executable's name, else its window class or name.
+    public let appName: String?
+    public let executablePath: String?
+    /// `WM_CLASS`'s class, on X.
+    public let windowClass: String?
+    /// Who made the copy where an xpb owner says: the program that ran it.
+    public let copiedBy: CopyCredit?
+    /// Where a copy xpbd holds was made (`xpb`, `history (APP)`, another node's host, display and
+    /// application); nil on X, whose owners are windows.
+    public let origin: String?
+
+    public init(id: String, name: String? = nil, processID: Int? = nil, appName: String? = nil, executablePath: String? = nil,
+                windowClass: String? = nil, copiedBy: CopyCredit? = nil, origin: String? = nil) {
+        self.origin = origin
+        self.id = id
+        self.name = name
+        self.processID = processID
+        self.appName = appName
+        self.executablePath = executablePath
+        self.windowClass = windowClass
+        self.copiedBy = copiedBy
+    }
+}
