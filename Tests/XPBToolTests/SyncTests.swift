@@ -459,6 +459,18 @@ extension SyncTests {
         try a.stop()
     }
 
+    @Test("a peer ssh cannot reach: the status gives ssh's own last line, read once its standard error ends")
+    func sshSaysWhy() throws {
+        let runtime = try DaemonHome()
+        // An ssh that fails as a real one does: a line on standard error, then exit 255.
+        let ssh = "/bin/sh -c 'echo one line before >&2; echo \"ssh: connect to host nowhere port 22: No route to host\" >&2; exit 255' ssh"
+        let b = try Node(runtime: runtime, arguments: ["--peer", "nowhere", "--ssh", ssh])
+        try b.daemon.waitForLog("(ssh: ssh: connect to host nowhere port 22: No route to host); retrying")
+        let peer = try #require(try b.peers().first)
+        #expect((peer["lastError"] as? String)?.hasSuffix("(ssh: ssh: connect to host nowhere port 22: No route to host)") == true, "\(peer)")
+        try b.daemon.stop()
+    }
+
     @Test("a link whose daemon is not there retries with backoff, says why in the status, and logs it once")
     func retries() throws {
         let runtime = try DaemonHome()

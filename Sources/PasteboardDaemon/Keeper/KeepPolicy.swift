@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import PasteboardX11
 
 /// Which targets a clipboard manager keeps, and which contents it must never touch.
@@ -69,18 +68,5 @@ package enum KeepPolicy {
     /// owner's, which names the image's own format).
     package static func fetchedTargets(_ targets: [String], manifest: Data? = nil) -> [String] {
         withOneText(withOneImage(keptTargets(targets), own: manifest.map(X11PasteboardBackend.ownImageTargets) ?? []))
-    }
-}
-
-extension X11PasteboardBackend {
-    /// A PRIMARY still being dragged changes with every pointer motion: waits (at most a minute)
-    /// until no button is held. False when `isCurrent` stopped holding meanwhile.
-    func waitForPointerRelease(while isCurrent: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(60)
-        while isPointerButtonHeld(), Date() < deadline {
-            usleep(50_000)
-            guard isCurrent() else { return false }
-        }
-        return true
     }
 }

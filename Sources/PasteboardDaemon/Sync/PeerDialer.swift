@@ -120,9 +120,12 @@ final class PeerDialer: Sendable {
             return .failed
         }
         let stderrLines = Mutex<[String]>([])
+        // Signalled when ssh's standard error ends (ssh exited, or closed it).
+        let stderrEnded = DispatchSemaphore(value: 0)
         if let process = transport.process {
             state.withLock { $0.status.transportPID = Int(process.pid) }
             let readStderr: @Sendable () -> Void = { [logger, spec] in
+                defer { stderrEnded.signal() }
                 var pending = Data()
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 while true {
@@ -166,9 +169,10 @@ final class PeerDialer: Sendable {
                 set("refused", error: failure.message, level: .error, "refused: \(failure.message)")
                 return .refused
             }
-            // What ssh said is the clearest reason (no route, auth, xpb not on the remote PATH).
+            // What ssh said is the clearest reason (no route, auth, xpb not on the remote PATH):
+            // its last line, once its standard error ends (within half a second).
             var reason = failure.message
-            usleep(50_000)
+            if transport.process != nil { _ = stderrEnded.wait(timeout: .now() + 0.5) }
             if let said = stderrLines.withLock({ $0.last }), !said.isEmpty { reason += " (ssh: \(said))" }
             set("retrying", error: reason, level: .warning, "\(reason); retrying")
             return .failed

@@ -455,13 +455,13 @@ public final class X11PasteboardBackend: PasteboardBackend {
         changeCenter.publish(change, in: slot)
     }
 
-    /// Waits (briefly) until the clipboard manager has counted our change, so that this process's
-    /// `changeCount` after a write is the one every other process sees.
+    /// Waits (at most 250 ms) until the clipboard manager has counted our change, so that this
+    /// process's `changeCount` after a write is the one every other process sees: woken by the
+    /// PropertyNotify of the manager's new count, not by looking again and again.
     private func waitForSharedCount(of name: Pasteboard.Name, toPass before: Int) {
-        let deadline = Date().addingTimeInterval(0.25)
-        while Date() < deadline {
-            guard let now = sharedChangeCount(of: name), now == before else { return }
-            usleep(2000)
+        guard let index = [Pasteboard.Name.general, .find].firstIndex(of: name) else { return }
+        _ = try? connection.sync(timeout: 1) { (session, done: @escaping @Sendable (Result<Bool, any Error>) -> Void) in
+            session.waitForSharedCount(index: index, toPass: before, within: 0.25) { done(.success($0)) }
         }
     }
 

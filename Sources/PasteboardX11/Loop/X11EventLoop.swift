@@ -237,6 +237,8 @@ extension X11Session {
         } else if requestorWindows.contains(window) {
             // Our own deletes come back too: only a new value matters to a reader.
             if isNewValue { continueIncoming(ReplySlot(window: window, property: property)) }
+        } else if property == known[.changeCounts], !sharedCountWaiters.isEmpty {
+            sharedCountsChanged(on: window)
         } else if !isNewValue {
             continueOutgoing(TransferKey(requestor: window, property: property))
         }

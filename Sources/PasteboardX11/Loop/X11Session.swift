@@ -80,6 +80,8 @@ final class X11Session {
     var namesByAtom: [X11Atom: String] = [:]
 
     var timers = TimerQueue<() -> Void>()
+    /// Writes waiting for the clipboard manager to count them (``waitForSharedCount(index:toPass:within:done:)``).
+    var sharedCountWaiters: [SharedCountWaiter] = []
     /// Error routes: a span of request serials and what to do with an error in it.
     var errorRoutes: [ErrorRoute] = []
     /// Whether collectErrors is under way (a route's handler may call it again).

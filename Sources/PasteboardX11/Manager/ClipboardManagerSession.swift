@@ -147,6 +147,40 @@ extension X11Session {
         return value.longs.map { Int($0) }
     }
 
+    /// Calls `done(true)` once the clipboard manager's published change count at `index` passes
+    /// `before` (it counted a change this process made), `done(false)` when there is no manager,
+    /// its window goes, or `seconds` pass first. Each new value of its property comes as a
+    /// PropertyNotify from its window, whose property changes are asked for during the wait.
+    func waitForSharedCount(index: Int, toPass before: Int, within seconds: Double, done: @escaping (Bool) -> Void) {
+        let manager = selectionOwner(known[.clipboardManager])
+        guard !manager.isNone, manager != window, selectInput(manager, Int(PropertyChangeMask)) else { return done(false) }
+        let id = (sharedCountWaiters.map(\.id).max() ?? 0) + 1
+        let timer = after(seconds) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
+        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: before, timer: timer, done: done))
+        // A value written before the events were asked for is read now.
+        sharedCountsChanged(on: manager)
+    }
+
+    /// A new value of the change counts on `manager`'s window: the waits it satisfies end.
+    func sharedCountsChanged(on manager: X11Window) {
+        let waiting = sharedCountWaiters.filter { $0.manager == manager }
+        guard !waiting.isEmpty else { return }
+        let counts = sharedChangeCounts()
+        for waiter in waiting {
+            guard let counts, counts.indices.contains(waiter.index) else { continue }
+            if counts[waiter.index] != waiter.before { finishSharedCountWait(waiter.id, passed: true) }
+        }
+    }
+
+    private func finishSharedCountWait(_ id: Int, passed: Bool) {
+        guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }) else { return }
+        let waiter = sharedCountWaiters.remove(at: index)
+        cancelTimer(waiter.timer)
+        // The manager's window is another client's: its events stop when no wait needs them.
+        if !sharedCountWaiters.contains(where: { $0.manager == waiter.manager }) { selectInput(waiter.manager, 0) }
+        waiter.done(passed)
+    }
+
     /// Whether a pointer button is held now (a selection may still be being dragged).
     func isPointerButtonHeld() -> Bool {
         var rootReturn: UInt = 0
@@ -176,4 +210,14 @@ package enum ClipboardManagerError: Error, Sendable, CustomStringConvertible {
             return "could not take CLIPBOARD_MANAGER: \(reason)"
         }
     }
+}
+
+/// A write waiting for the clipboard manager to count it.
+struct SharedCountWaiter {
+    let id: Int
+    let manager: X11Window
+    let index: Int
+    let before: Int
+    let timer: TimerHandle
+    let done: (Bool) -> Void
 }

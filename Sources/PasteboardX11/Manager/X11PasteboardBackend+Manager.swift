@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import PasteboardKit
 
 /// An ownership change of a watched selection, as a clipboard manager needs it.
@@ -145,6 +146,22 @@ extension X11PasteboardBackend {
     /// Whether a pointer button is held (a selection may still be being dragged).
     package func isPointerButtonHeld() -> Bool {
         (try? connection.sync(timeout: timeout) { session, done in done(.success(session.isPointerButtonHeld())) }) ?? false
+    }
+
+    /// A PRIMARY still being dragged changes with every pointer motion: waits (at most a minute)
+    /// until no button is held. False when `isCurrent` stopped holding meanwhile.
+    ///
+    /// Polled, every 50 ms: core X sends no event for the release of a button pressed in another
+    /// client's window (the press grabs the pointer for that client, which gets the release).
+    /// XInput 2's raw button events would say it, at the cost of libXi and of generic events in
+    /// the event loop; a selection is seldom dragged for long.
+    package func waitForPointerRelease(while isCurrent: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(60)
+        while isPointerButtonHeld(), Date() < deadline {
+            usleep(50_000)
+            guard isCurrent() else { return false }
+        }
+        return true
     }
 
     /// The id of this process's window on the display (owner of what it serves).
