@@ -40,12 +40,15 @@ let package = Package(
             .linkedLibrary("stb"), .linkedLibrary("netpbm"), .linkedLibrary("Xpm"), .linkedLibrary("X11"),
             .linkedLibrary("z"), .linkedLibrary("m"),
         ]),
-        // Image conversion between the formats the clipboard carries, with a pixel limit on decodes.
-        .target(name: "ImageCodecs", dependencies: ["CImageCodecs"]),
-        // The platform-neutral pasteboard model: no X11 API here (its image codecs link libXpm,
-        // which links libX11, for writing XPM). FoundationEssentials only, as every module the
-        // binaries link: Foundation proper brings 44 MB of ICU data into a static binary.
-        .target(name: "PasteboardKit", dependencies: ["ImageCodecs", "CLinux"]),
+        // Image conversion between the formats the clipboard carries, with a pixel limit on
+        // decodes; registers itself as the model's image converter (PasteboardKit's
+        // ImageConversion), so that the model links no image library.
+        .target(name: "ImageCodecs", dependencies: ["CImageCodecs", "PasteboardKit"]),
+        // The platform-neutral pasteboard model: no X11 API and no X library here (the image
+        // codecs, whose XPM writer links libX11, register themselves from their own module).
+        // FoundationEssentials only, as every module the binaries link: Foundation proper brings
+        // 44 MB of ICU data into a static binary.
+        .target(name: "PasteboardKit", dependencies: ["CLinux"]),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib. Also the backend
         // of a host without a display (xpbd's control socket, PasteboardWire), which the same
         // readers drive: Pasteboard.general picks it where there is no display and xpbd answers.
@@ -74,7 +77,7 @@ let package = Package(
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardDaemon"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
-        .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "X11TestSupport"]),
+        .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", dependencies: ["CCrypto"], path: "Tests/X11TestSupport"),
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11", "X11TestSupport"]),

@@ -1,54 +1,19 @@
 internal import CImageCodecs
 import FoundationEssentials
+public import PasteboardKit
 
-/// An image encoding the clipboard carries: what it is called on X11 and in the model, and
-/// whether xpb writes it.
-public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
-    case png, jpeg, bmp, gif, tiff, webp
-    /// Netpbm's colour, grey and bitmap formats and X's XPM: written only, for the owners that
-    /// offer them (Qt), never read.
-    case ppm, pgm, pbm, xpm
+/// Registers these codecs as the model's image converter (``PasteboardKit/ImageConversion``):
+/// found by name in any program that links this module.
+public final class ImageCodecRegistration: ImageConverterProvider {
+    public static var converter: any ImageConverter { Converter() }
 
-    /// Whether xpb encodes this format (GIF is read, never written).
-    public var isWritable: Bool { self != .gif }
-
-    /// Whether xpb decodes this format.
-    public var isReadable: Bool { ![.ppm, .pgm, .pbm, .xpm].contains(self) }
-
-    /// The format's MIME name.
-    public var mimeType: String {
-        switch self {
-        case .png: "image/png"
-        case .jpeg: "image/jpeg"
-        case .bmp: "image/bmp"
-        case .gif: "image/gif"
-        case .tiff: "image/tiff"
-        case .webp: "image/webp"
-        case .ppm: "image/x-portable-pixmap"
-        case .pgm: "image/x-portable-graymap"
-        case .pbm: "image/x-portable-bitmap"
-        case .xpm: "image/x-xpixmap"
-        }
+    struct Converter: ImageConverter {
+        func convert(_ data: Data, to format: ImageFormat) throws -> Data { try ImageCodec.convert(data, to: format) }
+        func size(of data: Data) throws -> (width: Int, height: Int) { try ImageCodec.size(of: data) }
     }
+}
 
-    /// The format of a MIME name, under any spelling toolkits use (`image/x-MS-bmp`, `image/jpg`).
-    public init?(mimeType: String) {
-        switch mimeType.lowercased() {
-        case "image/png": self = .png
-        case "image/jpeg", "image/jpg", "image/pjpeg": self = .jpeg
-        // (GTK's image/x-win-bitmap is an icon, not a bitmap.)
-        case "image/bmp", "image/x-bmp", "image/x-ms-bmp": self = .bmp
-        case "image/gif": self = .gif
-        case "image/tiff", "image/x-tiff": self = .tiff
-        case "image/webp": self = .webp
-        case "image/x-portable-pixmap", "image/ppm": self = .ppm
-        case "image/x-portable-graymap", "image/pgm": self = .pgm
-        case "image/x-portable-bitmap", "image/pbm": self = .pbm
-        case "image/x-xpixmap", "image/xpm": self = .xpm
-        default: return nil
-        }
-    }
-
+extension ImageFormat {
     fileprivate var code: Int32 {
         switch self {
         case .png: Int32(XPB_IMAGE_PNG)
@@ -70,26 +35,7 @@ public enum ImageFormat: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// Why an image could not be read or written.
-public struct ImageError: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
-        /// Not an image in a format xpb reads, or a format xpb does not write.
-        case unsupported
-        /// More pixels than the limit (a decompression bomb is refused here, from its header).
-        case tooLarge
-        /// The codec refused the bytes.
-        case malformed
-        case outOfMemory
-    }
-
-    public let kind: Kind
-    public let description: String
-
-    public init(_ kind: Kind, _ description: String) {
-        self.kind = kind
-        self.description = description
-    }
-
+extension ImageError {
     fileprivate init(status: Int32, message: [CChar]) {
         let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         switch status {

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import ImageCodecs
 
 /// An encoded image: its bytes and the type that says their format (PNG, JPEG, …).
 public struct PasteboardImage: Sendable, Hashable {
@@ -29,11 +28,11 @@ public struct PasteboardImage: Sendable, Hashable {
             throw ImageError(.unsupported, "\(type.identifier) is not an image format xpb writes")
         }
         if registry.imageFormat(of: self.type) == format { return self }
-        return PasteboardImage(data: try ImageCodec.convert(data, to: format), type: type)
+        return PasteboardImage(data: try ImageConversion.convert(data, to: format), type: type)
     }
 
     /// The image's width and height in pixels, from its header.
-    public func pixelSize() throws -> (width: Int, height: Int) { try ImageCodec.size(of: data) }
+    public func pixelSize() throws -> (width: Int, height: Int) { try ImageConversion.size(of: data) }
 }
 
 /// A color with red, green, blue and alpha between 0 and 1, stored as `application/x-color`:

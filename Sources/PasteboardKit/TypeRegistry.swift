@@ -1,5 +1,4 @@
 import FoundationEssentials
-public import ImageCodecs
 
 /// How the bytes of one X11 target relate to the bytes the model stores for a type.
 public enum TargetCodec: Sendable, Hashable {
@@ -57,7 +56,7 @@ public enum TargetCodec: Sendable, Hashable {
         case .latin1FromHTML:
             return Self.latin1(fromUTF8: try Self.text(fromHTML: data))
         case let .image(format):
-            return try ImageCodec.convert(data, to: format)
+            return try ImageConversion.convert(data, to: format)
         }
     }
 
@@ -344,33 +343,26 @@ public struct TypeRegistry: Sendable {
         }
     }
 
-    /// The image targets Qt and GTK owners advertise for one image, in their order (PNG first).
-    public static let imageTargetNames: [(name: String, format: ImageFormat)] = [
-        ("image/png", .png), ("image/jpeg", .jpeg), ("image/bmp", .bmp), ("image/x-bmp", .bmp), ("image/x-MS-bmp", .bmp),
-        ("image/tiff", .tiff), ("image/webp", .webp),
-    ]
-
     /// The image format of a type, when xpb's codecs read it.
     public func imageFormat(of type: PasteboardType) -> ImageFormat? {
         guard conforms(type, to: .image), let mime = preferredMIMEType(for: type) else { return nil }
         return ImageFormat(mimeType: mime)
     }
 
-    /// The image an owner converts from, among an item's types: the best lossless one xpb reads
-    /// (PNG, TIFF, BMP, WebP, GIF, then JPEG; never a format xpb only writes).
+    /// The image an owner converts from, among an item's types: the best one xpb reads
+    /// (``ImageFormat/sourceRank``: lossless first; never a format xpb only writes).
     public func imageSource(among types: [PasteboardType]) -> PasteboardType? {
-        let readable = types.filter { imageFormat(of: $0)?.isReadable ?? false }
-        return ReaderPreference.image.first { readable.contains($0) } ?? readable.first
+        types.compactMap { type in imageFormat(of: type)?.sourceRank.map { (type, $0) } }.min { $0.1 < $1.1 }?.0
     }
 
     /// The image targets an owner serves for an item with an image xpb reads, in
-    /// ``imageTargetNames``' order: each from the item's own representation of that format when
+    /// ``ImageFormat/offeredTargets``' order: each from the item's own representation of that format when
     /// it has one, else converted from ``imageSource(among:)`` (``TargetCodec/image(_:)``).
     /// Empty for items with no such image.
     public func imageTargets(for types: [PasteboardType]) -> [(alias: TargetAlias, type: PasteboardType)] {
         guard let source = imageSource(among: types) else { return [] }
         let own = Dictionary(types.compactMap { type in imageFormat(of: type).map { ($0, type) } }, uniquingKeysWith: { first, _ in first })
-        return Self.imageTargetNames.map { name, format in
+        return ImageFormat.offeredTargets.map { name, format in
             if let type = own[format] { return (TargetAlias(name), type) }
             return (TargetAlias(name, codec: .image(format)), source)
         }
@@ -530,6 +522,7 @@ public enum ReaderPreference {
     public static let richText: [PasteboardType] = [.html, .rtf, .utf8PlainText, .plainText]
     /// A plain-text reader.
     public static let plainText: [PasteboardType] = [.utf8PlainText, .plainText]
-    /// An image reader: lossless formats first.
-    public static let image: [PasteboardType] = [.png, .tiff, .bmp, .webP, .gif, .jpeg, .image]
+    /// An image reader: the formats xpb reads in ``ImageFormat/sourceRank``'s order (lossless
+    /// first), then any image.
+    public static let image: [PasteboardType] = ImageFormat.bySourceRank.compactMap(\.type) + [.image]
 }

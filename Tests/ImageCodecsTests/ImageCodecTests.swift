@@ -1,5 +1,6 @@
 import Foundation
 import ImageCodecs
+import PasteboardKit
 import Testing
 import X11TestSupport
 

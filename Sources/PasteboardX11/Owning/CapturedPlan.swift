@@ -47,7 +47,7 @@ struct CapturedPlan {
         // A kept image is offered in every format an xpb owner offers, as well as those its owner
         // listed: each made from the kept image on the first request.
         if let source = Self.keptImageSource(targets) {
-            advertised = Self.listing(TypeRegistry.imageTargetNames.map(\.name), after: { ImageFormat(mimeType: $0) != nil }, in: advertised)
+            advertised = Self.listing(ImageFormat.offeredTargets.map(\.name), after: { ImageFormat(mimeType: $0) != nil }, in: advertised)
             for name in advertised {
                 guard let format = ImageFormat(mimeType: name), format.isWritable else { continue }
                 add(Entry(name: name, replyType: name, source: .conversion(source.data, .image(format))))

@@ -840,17 +840,11 @@ enum MultiplePairs {
 
 extension X11PasteboardBackend {
     /// The image a clipboard manager keeps of an owner's offer, the other image formats being
-    /// made from it on request: the best lossless format xpb reads (PNG, TIFF, BMP, WebP, GIF, then
-    /// JPEG). Nil when no target is such an image.
+    /// made from it on request: the best format xpb reads (``ImageFormat/sourceRank``: lossless
+    /// first). Nil when no target is such an image.
     public static func keptImageTarget(_ targets: [String]) -> String? {
-        let order = imageSourceOrder
-        let images = targets.compactMap { target in ImageFormat(mimeType: target).map { (target, $0) } }
-        return order.lazy.compactMap { format in images.first { $0.1 == format }?.0 }.first
+        targets.compactMap { target in ImageFormat(mimeType: target)?.sourceRank.map { (target, $0) } }.min { $0.1 < $1.1 }?.0
     }
-
-    /// The image formats in the order an image reader prefers them (``ReaderPreference/image``:
-    /// lossless first), the one order for choosing an image to convert from.
-    static let imageSourceOrder = ReaderPreference.image.compactMap { TypeRegistry.standard.imageFormat(of: $0) }
 
     /// Whether a manager that keeps ``keptImageTarget(_:)`` can leave `target` out: an image
     /// format xpb writes, made from the kept image when asked.
