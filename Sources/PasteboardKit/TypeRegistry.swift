@@ -1,6 +1,8 @@
 import FoundationEssentials
 
-/// How the bytes of one X11 target relate to the bytes the model stores for a type.
+/// How the bytes of one X11 target relate to the bytes the model stores for a type: the one
+/// conversion type, used by an owner serving its items, by a clipboard manager serving a target
+/// made from one it kept, and by a reader making what the owner lacks (`xpb paste -t jpeg`).
 public enum TargetCodec: Sendable, Hashable {
     /// The same bytes.
     case identity
@@ -17,6 +19,8 @@ public enum TargetCodec: Sendable, Hashable {
     /// The model stores file URLs; the target carries GNOME's `x-special/gnome-copied-files`:
     /// `copy` (or `cut`), then one URL per line, as file managers copy files.
     case gnomeCopiedFiles
+    /// The model stores UTF-8 text; the target carries it as X11 Compound Text (``CompoundText``).
+    case compoundText
     /// The model stores HTML; the target carries its plain text (``HTMLText``), as UTF-8.
     case textFromHTML
     /// The model stores HTML; the target carries its plain text in ISO 8859-1 (`STRING`).
@@ -51,6 +55,8 @@ public enum TargetCodec: Sendable, Hashable {
         case .mozURL:
             let url = String(decoding: data, as: UTF8.self)
             return UTF16LE.encode(url + "\n" + url)
+        case .compoundText:
+            return CompoundText.encode(utf8: data)
         case .textFromHTML:
             return try Self.text(fromHTML: data)
         case .latin1FromHTML:
@@ -84,9 +90,9 @@ public enum TargetCodec: Sendable, Hashable {
     /// Converts this target's bytes into the model's bytes.
     public func decode(_ data: Data) -> Data {
         switch self {
-        case .identity, .textFromHTML, .latin1FromHTML, .image:
+        case .identity, .textFromHTML, .latin1FromHTML, .image, .compoundText:
             // (Text derived from HTML is served, never read back as HTML; a converted image is
-            // read as the image it is.)
+            // read as the image it is; Compound Text is served, and read only as a raw target.)
             return data
         case .latin1:
             // ICCCM's STRING is Latin-1, but xsel and other tools put UTF-8 into it. Latin-1 text

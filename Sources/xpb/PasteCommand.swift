@@ -1,7 +1,6 @@
 import CommandLineTable
 import FoundationEssentials
 import Glibc
-import ImageCodecs
 import PasteboardKit
 import PasteboardX11
 import Synchronization
@@ -106,7 +105,7 @@ struct PasteCommand: Command {
         // HTML made into text, an image into another format: collected whole, converted at the end.
         var collected = Data()
         let finish = { (found: Bool) throws in
-            if found, let kind = conversion.kind { try bytes(try kind.convert(collected)) }
+            if found, conversion.codec != nil { try bytes(try conversion.convert(collected)) }
             guard found else {
                 // Offered, then refused: a failure of the owner (status 1), not a type that is not
                 // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
@@ -124,7 +123,7 @@ struct PasteCommand: Command {
         }
         found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: likely, choosing: choose,
                                        file: { file in
-                                           if conversion.kind != nil { return collected.append(try file.read(offset: 0, length: file.size)) }
+                                           if conversion.codec != nil { return collected.append(try file.read(offset: 0, length: file.size)) }
                                            guard trimNewline else { return try write(.file(file), to: open()) }
                                            var offset = 0
                                            while offset < file.size {
@@ -134,7 +133,7 @@ struct PasteCommand: Command {
                                            }
                                        },
                                        bytes: { data in
-                                           guard conversion.kind == nil else { return collected.append(data) }
+                                           guard conversion.codec == nil else { return collected.append(data) }
                                            try bytes(data)
                                        })
         try finish(found)
@@ -266,36 +265,26 @@ struct FollowOutput {
     }
 }
 
-/// A flag set on one thread and read on another (the chooser runs where the read begins).
-/// What `xpb paste` makes here from the type it reads, when the owner lacks the one asked for.
+/// What `xpb paste` makes here from the type it reads, when the owner lacks the one asked for
+/// (plain text from HTML, an image in another format): the conversion (``TargetCodec``) the
+/// chooser sets on the thread where the read begins, applied to the whole source at the end.
 final class LocalConversion: Sendable {
-    enum Kind: Sendable {
-        /// Plain text from HTML.
-        case textFromHTML
-        /// An image in another format.
-        case image(ImageFormat)
+    private let value = Mutex<TargetCodec?>(nil)
+    var codec: TargetCodec? { value.withLock { $0 } }
+    func set(_ codec: TargetCodec) { value.withLock { $0 = codec } }
 
-        func convert(_ data: Data) throws -> Data {
-            switch self {
-            case .textFromHTML:
-                // Markup with no text (a browser's image copy: an <img> alone) has no text to
-                // give: a failure, as xclip's is when the owner refuses text, not an empty success.
-                do {
-                    return try TargetCodec.text(fromHTML: data)
-                } catch {
-                    throw Failure("the HTML the owner has holds no text", .typeUnavailable)
-                }
-            case let .image(format):
-                do {
-                    return try ImageCodec.convert(data, to: format)
-                } catch {
-                    throw Failure("cannot convert the owner's image to \(format.mimeType): \(error)")
-                }
-            }
+    /// The source converted; a failure says what the owner's data lacked.
+    func convert(_ data: Data) throws -> Data {
+        guard let codec else { return data }
+        do {
+            return try codec.encode(data)
+        } catch is TargetCodec.NoText {
+            // Markup with no text (a browser's image copy: an <img> alone) has no text to give: a
+            // failure, as xclip's is when the owner refuses text, not an empty success.
+            throw Failure("the HTML the owner has holds no text", .typeUnavailable)
+        } catch {
+            guard case let .image(format) = codec else { throw error }
+            throw Failure("cannot convert the owner's image to \(format.mimeType): \(error)")
         }
     }
-
-    private let value = Mutex<Kind?>(nil)
-    var kind: Kind? { value.withLock { $0 } }
-    func set(_ kind: Kind) { value.withLock { $0 = kind } }
 }

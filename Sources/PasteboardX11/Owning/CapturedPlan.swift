@@ -15,7 +15,7 @@ struct CapturedPlan {
         /// Kept bytes, served as they came.
         case kept(Data)
         /// Made from kept bytes on the first request.
-        case conversion(Data, KeptConversion)
+        case conversion(Data, TargetCodec)
     }
 
     /// One target served: its name, its reply's type and its source.
@@ -75,7 +75,7 @@ struct CapturedPlan {
 
     /// The text targets served from kept HTML: its text in UTF-8 under each plain-text name, and
     /// in Latin-1 as `STRING`.
-    static let textTargetsOfHTML: [(name: String, replyType: String, conversion: KeptConversion)] = [
+    static let textTargetsOfHTML: [(name: String, replyType: String, conversion: TargetCodec)] = [
         ("UTF8_STRING", "UTF8_STRING", .textFromHTML), ("text/plain;charset=utf-8", "text/plain;charset=utf-8", .textFromHTML),
         ("TEXT", "UTF8_STRING", .textFromHTML), ("STRING", "STRING", .latin1FromHTML), ("text/plain", "text/plain", .textFromHTML),
     ]
@@ -172,7 +172,7 @@ package struct KeptSelection: HeldTargets {
         guard let entry = served[target] else { return nil }
         switch entry.source {
         case let .kept(data): return (entry.replyType, data)
-        case let .conversion(source, conversion): return (try? conversion.convert(source)).map { (entry.replyType, $0) }
+        case let .conversion(source, conversion): return (try? conversion.encode(source)).map { (entry.replyType, $0) }
         }
     }
 }

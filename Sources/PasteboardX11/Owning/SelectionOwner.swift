@@ -19,7 +19,7 @@ enum ServedTarget: Sendable {
     /// A target the owner offered and the manager did not fetch, made from one it kept: an image
     /// in another format, the text in another encoding. Converted on the first request
     /// (``OwnedSelection/convertedBytes(_:)``).
-    case capturedConversion(Data, KeptConversion, replyType: X11Atom)
+    case capturedConversion(Data, TargetCodec, replyType: X11Atom)
     /// Bytes that live elsewhere (a sync peer), streamed when a requestor converts the target
     /// (``X11Session/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
     case remote(RemoteTarget)
@@ -104,7 +104,7 @@ struct OwnedSelection: Sendable {
             }
             bytes = converted
         case let .capturedConversion(source, conversion, _)?:
-            guard let converted = try? ConversionBudget.convert(isHeavy: conversion.isHeavy, { try conversion.convert(source) }) else {
+            guard let converted = try? ConversionBudget.convert(isHeavy: conversion.isHeavy, { try conversion.encode(source) }) else {
                 conversions[key] = .failed
                 return nil
             }
@@ -721,7 +721,7 @@ extension X11Session {
 /// a kept target converted one way, or the URL list in one flavour.
 enum ConversionKey: Hashable, Sendable {
     case representation(item: Int, type: String, codec: TargetCodec)
-    case captured(KeptConversion)
+    case captured(TargetCodec)
     case urlList(TargetCodec)
 }
 
