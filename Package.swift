@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "PasteboardKit", targets: ["PasteboardKit"]),
         .library(name: "PasteboardX11", targets: ["PasteboardX11"]),
+        .library(name: "PasteboardSelections", targets: ["PasteboardSelections"]),
         .executable(name: "xpb", targets: ["xpb"]),
         .executable(name: "xpbd", targets: ["xpbd"]),
     ],
@@ -49,14 +50,17 @@ let package = Package(
         // FoundationEssentials only, as every module the binaries link: Foundation proper brings
         // 44 MB of ICU data into a static binary.
         .target(name: "PasteboardKit", dependencies: ["CLinux"]),
-        // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib. Also the backend
-        // of a host without a display (xpbd's control socket, PasteboardWire), which the same
-        // readers drive: Pasteboard.general picks it where there is no display and xpbd answers.
-        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardWire", "CX11", "CXEvents", "CLinux"]),
+        // What every host of pasteboards serves and reads, with no display: selection names, the
+        // manifest, the target plans of held and kept selections, the offer reader, remote
+        // targets; and the backend of a host without a display (xpbd's control socket), which
+        // Pasteboard.general picks where there is no display and xpbd answers.
+        .target(name: "PasteboardSelections", dependencies: ["PasteboardKit", "PasteboardWire", "CLinux"]),
+        // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
+        .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CX11", "CXEvents", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool"]),
         // The table-driven command line parser and help of xpb and xpbd.
         .target(name: "CommandLineTable"),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
@@ -64,7 +68,7 @@ let package = Package(
         .target(name: "PasteboardWire"),
         // The daemon's logic as a library: clipboard manager, keeper, history store, control server.
         .target(name: "PasteboardDaemon", dependencies: [
-            "PasteboardKit", "PasteboardX11", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            "PasteboardKit", "PasteboardSelections", "PasteboardX11", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // xpbd's command line (options, configuration file, logging, signals), thin over
@@ -75,16 +79,16 @@ let package = Package(
         .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
-        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardDaemon"]),
+        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", dependencies: ["CCrypto"], path: "Tests/X11TestSupport"),
-        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardKit", "CX11", "X11TestSupport"]),
+        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),
         // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.
-        .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "PasteboardWire", "PasteboardX11", "PasteboardKit", "X11TestSupport"]),
+        .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "PasteboardWire", "PasteboardX11", "PasteboardSelections", "PasteboardKit", "X11TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

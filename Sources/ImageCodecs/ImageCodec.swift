@@ -10,6 +10,7 @@ public final class ImageCodecRegistration: ImageConverterProvider {
     struct Converter: ImageConverter {
         func convert(_ data: Data, to format: ImageFormat) throws -> Data { try ImageCodec.convert(data, to: format) }
         func size(of data: Data) throws -> (width: Int, height: Int) { try ImageCodec.size(of: data) }
+        func format(of data: Data) -> ImageFormat? { ImageCodec.format(of: data) }
     }
 }
 
@@ -67,9 +68,8 @@ public struct Pixels: Sendable, Equatable {
 /// Image conversion through Debian's codecs (libpng, libjpeg-turbo, libwebp, libtiff, stb_image
 /// for BMP and GIF; libnetpbm and libXpm for writing netpbm and XPM). Every decode checks the declared size against a pixel limit first.
 public enum ImageCodec {
-    /// The most pixels a decode accepts: 64 Mpx, 256 MiB of RGBA (a 50-megapixel photo fits; a
-    /// bomb that declares 60000×60000 is refused from its header).
-    public static let defaultMaxPixels = 64 << 20
+    /// The most pixels a decode accepts (``PasteboardKit/ImageConversion/maxPixels``).
+    public static let defaultMaxPixels = ImageConversion.maxPixels
 
     /// The JPEG quality of conversions.
     public static let jpegQuality: Int32 = 90

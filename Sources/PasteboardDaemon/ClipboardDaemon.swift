@@ -3,8 +3,8 @@ import FoundationEssentials
 import Glibc
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 /// xpbd: the history and the record pipeline (content rules, `--on-copy` actions, caps), the
@@ -202,7 +202,7 @@ package final class ClipboardDaemon: Sendable {
     /// maker) and, unless the rule lets it sync, its announce to other nodes is withdrawn.
     func admits(_ snapshot: Snapshot, from maker: String, owner: UInt) -> Bool {
         guard let refusal = contentRules.withLock({ $0 }).refusal(snapshot) else { return true }
-        logger.info("\(X11PasteboardBackend.selectionName(for: snapshot.selection)) from \(maker) not kept: \(refusal.reason)")
+        logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(maker) not kept: \(refusal.reason)")
         if !refusal.synced { hub.withdrawOwn(snapshot.selection, owner: owner) }
         return false
     }
@@ -214,7 +214,7 @@ package final class ClipboardDaemon: Sendable {
     func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
         actions.copied(snapshot)
         storage.async { [self] in
-            let selection = X11PasteboardBackend.selectionName(for: snapshot.selection)
+            let selection = SelectionNames.selection(for: snapshot.selection)
             guard !snapshot.isExpired() else {
                 logger.info("\(selection) from \(snapshot.app ?? snapshot.source ?? "?") expired before it was written: not kept")
                 return

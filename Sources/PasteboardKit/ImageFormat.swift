@@ -127,6 +127,8 @@ public protocol ImageConverter: Sendable {
     func convert(_ data: Data, to format: ImageFormat) throws -> Data
     /// The declared width and height of an image, from its header alone.
     func size(of data: Data) throws -> (width: Int, height: Int)
+    /// The format of an image by its signature; nil for other bytes.
+    func format(of data: Data) -> ImageFormat?
 }
 
 /// A type that provides the image converter; its class is looked up by name.
@@ -172,4 +174,14 @@ public enum ImageConversion {
     public static func size(of data: Data) throws -> (width: Int, height: Int) {
         try required().size(of: data)
     }
+
+    /// An image's format by its signature (``ImageConverter/format(of:)``); nil for other bytes,
+    /// or when no codecs are linked.
+    public static func format(of data: Data) -> ImageFormat? {
+        converter?.format(of: data)
+    }
+
+    /// The most pixels a decode accepts: 64 Mpx, 256 MiB of RGBA (a 50-megapixel photo fits; a
+    /// bomb that declares 60000×60000 is refused from its header).
+    public static let maxPixels = 64 << 20
 }

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 
@@ -202,7 +203,7 @@ struct SelectionOptions: Sendable {
     }
 
     /// The X selection behind it.
-    var selection: String { X11PasteboardBackend.selectionName(for: name) }
+    var selection: String { SelectionNames.selection(for: name) }
 
     /// Where the pasteboards live: the X display (`--display`, else `$DISPLAY`), or, with
     /// neither, this host's headless xpbd.

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 import PasteboardX11
 
 /// `xpb copy` to a host that keeps what is written (this host's headless xpbd, where there is no

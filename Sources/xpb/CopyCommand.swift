@@ -1,6 +1,7 @@
 import CommandLineTable
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import PasteboardX11
 
 #if canImport(Glibc)
@@ -177,7 +178,7 @@ struct CopyCommand: Command {
             let resolved: PasteboardType
             do { resolved = try TypeRegistry.standard.resolve(type) } catch { throw UsageError(String(describing: error)) }
             warnIfUnknownType(type)
-            for alias in TypeRegistry.standard.targets(for: resolved) where X11PasteboardBackend.isReservedTarget(alias.name) {
+            for alias in TypeRegistry.standard.targets(for: resolved) where SelectionNames.isReservedTarget(alias.name) {
                 throw UsageError("'\(type)' is a name the X selection protocol reserves (\(alias.name)); choose another type")
             }
         }

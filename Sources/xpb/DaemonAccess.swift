@@ -1,3 +1,4 @@
+import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 

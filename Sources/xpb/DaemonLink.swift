@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import Glibc
 import PasteboardWire
 import PasteboardX11

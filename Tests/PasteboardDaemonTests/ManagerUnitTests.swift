@@ -3,6 +3,7 @@ import Testing
 @testable import PasteboardDaemon
 @testable import PasteboardX11
 import PasteboardKit
+@testable import PasteboardSelections
 
 /// Targets of the given names and sizes.
 private func targets(_ pairs: (String, Int)...) -> [EntryDescription.Target] {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import PasteboardDaemon
 @testable import PasteboardX11
+@testable import PasteboardSelections
 
 /// The pure parts of the third attack round's fixes (issue 41).
 @Suite("round three: attribution")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import PasteboardKit
+@testable import PasteboardSelections
 @testable import PasteboardX11
 import Testing
 

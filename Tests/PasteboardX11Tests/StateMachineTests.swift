@@ -1,5 +1,6 @@
 import Foundation
 import PasteboardKit
+@testable import PasteboardSelections
 import Synchronization
 import Testing
 @testable import PasteboardX11

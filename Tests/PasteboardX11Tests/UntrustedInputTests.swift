@@ -1,5 +1,6 @@
 import Foundation
 import PasteboardKit
+@testable import PasteboardSelections
 @testable import PasteboardX11
 import Synchronization
 import Testing

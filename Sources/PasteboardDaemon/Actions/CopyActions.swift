@@ -4,8 +4,8 @@ import FoundationEssentials
 import ImageCodecs
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 #if canImport(Glibc)
@@ -92,7 +92,7 @@ final class CopyActions: Sendable {
         let contents = Self.contents(of: snapshot)
         _ = contents.withUnsafeBytes { writeAll(input, $0) }
         lseek(input, 0, SEEK_SET)
-        let selection = X11PasteboardBackend.selectionName(for: snapshot.selection)
+        let selection = SelectionNames.selection(for: snapshot.selection)
         var environment = ProcessInfo.processInfo.environment
         environment["XPB_SELECTION"] = selection
         // Names other clients chose (targets, the executable's name): escaped, as for a terminal.
@@ -155,7 +155,7 @@ final class CopyActions: Sendable {
     static func contents(of snapshot: Snapshot) -> Data {
         if let text = snapshot.text(limit: .max) { return Data(text.utf8) }
         let images = snapshot.targets.filter { ImageFormat(mimeType: $0.target)?.isReadable ?? false }
-        if let best = X11PasteboardBackend.keptImageTarget(images.map(\.target)), let image = images.first(where: { $0.target == best }) {
+        if let best = KeptTargets.keptImageTarget(images.map(\.target)), let image = images.first(where: { $0.target == best }) {
             return image.data
         }
         return snapshot.targets.first { KeepPolicy.isKept($0.target) && !$0.target.hasPrefix("XPB_") }?.data ?? Data()

@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 
@@ -17,7 +18,7 @@ extension DisplayHost {
         }
         captures(name).asyncAfter(deadline: .now() + configuration.debounce) { [self] in
             guard isCurrent(name, generation) else {
-                logger.debug("\(X11PasteboardBackend.selectionName(for: name)) changed again within the debounce")
+                logger.debug("\(SelectionNames.selection(for: name)) changed again within the debounce")
                 return
             }
             capture(name, generation: generation)
@@ -31,7 +32,7 @@ extension DisplayHost {
     /// Fetches what the owner of `name` offers (on `captures`) and keeps it, unless its offer
     /// says it must not be (secret, expired, unreadable).
     func capture(_ name: Pasteboard.Name, generation: Int) {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
         let owner = try? backend.owner(of: name)
         let recorded = state.withLock { $0.owners[name] }
@@ -133,12 +134,12 @@ extension DisplayHost {
                     try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
                 }
                 guard let value else {
-                    logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: the owner was busy with another transfer, or changed")
+                    logger.debug("\(SelectionNames.selection(for: name)): \(target) not kept: the owner was busy with another transfer, or changed")
                     return nil
                 }
                 return value
             } catch {
-                logger.debug("\(X11PasteboardBackend.selectionName(for: name)): \(target) not kept: \(error)")
+                logger.debug("\(SelectionNames.selection(for: name)): \(target) not kept: \(error)")
                 return nil
             }
         }
@@ -160,7 +161,7 @@ extension DisplayHost {
                 }
             }
             captured = planned.map { byTarget[$0] }
-            logger.debug("\(X11PasteboardBackend.selectionName(for: name)): fetched \(remaining.count) targets with one MULTIPLE request")
+            logger.debug("\(SelectionNames.selection(for: name)): fetched \(remaining.count) targets with one MULTIPLE request")
         } else {
             for target in planned {
                 guard isCurrent() else { return nil }

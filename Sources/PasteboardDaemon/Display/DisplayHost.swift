@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 import Synchronization
@@ -112,7 +113,7 @@ final class DisplayHost: ClipboardHost {
         ControlEndpoint.socketPath(display: nodeName, environment: ProcessInfo.processInfo.environment, uid: getuid())
     }
 
-    var keeps: [String] { configuration.keptSelections.map { X11PasteboardBackend.selectionName(for: $0) } }
+    var keeps: [String] { configuration.keptSelections.map { SelectionNames.selection(for: $0) } }
 
     var stopsWhenIdle: Bool { false }
 
@@ -225,7 +226,7 @@ final class DisplayHost: ClipboardHost {
             if let counts { backend.publishChangeCounts(counts) }
             bridge(change)
             guard configuration.keptSelections.contains(change.name) else { return }
-            let selection = X11PasteboardBackend.selectionName(for: change.name)
+            let selection = SelectionNames.selection(for: change.name)
             if change.isOurs || change.owner == ourWindow {
                 state.withLock { $0.owners[change.name] = ourWindow }
                 return
@@ -326,14 +327,14 @@ final class DisplayHost: ClipboardHost {
                 return (true, state.owners[snapshot.selection] == ourWindow)
             }
             if weServe { try? backend.clear(snapshot.selection) }
-            if isCurrent { logger.info("\(X11PasteboardBackend.selectionName(for: snapshot.selection)) contents expired: dropped") }
+            if isCurrent { logger.info("\(SelectionNames.selection(for: snapshot.selection)) contents expired: dropped") }
             daemon?.expired()
         }
     }
 
     /// Serves the newest history entry of a selection nobody owns (at start).
     private func restoreLast(_ name: Pasteboard.Name) {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         let epoch = state.withLock { $0.epochs[name, default: 0] }
         guard (try? backend.owner(of: name)) == nil else { return }
         do {

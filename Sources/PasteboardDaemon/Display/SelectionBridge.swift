@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import PasteboardX11
 
 /// `--primary-to-clipboard` and `--clipboard-to-primary` (Klipper's "synchronize contents",
@@ -26,8 +27,8 @@ extension DisplayHost {
         if isOthers { _ = bridged.withLock { $0.removeValue(forKey: change.name) } }
         guard let destination = bridgeTarget(of: change.name), isOthers, !change.owner.isNone else { return }
         let source = change.name
-        let from = X11PasteboardBackend.selectionName(for: source)
-        let to = X11PasteboardBackend.selectionName(for: destination)
+        let from = SelectionNames.selection(for: source)
+        let to = SelectionNames.selection(for: destination)
         bridges.async { [self] in
             let isCurrent = { (try? self.backend.ownerWindow(of: source)) == change.owner }
             if source == .find {
@@ -85,7 +86,7 @@ extension DisplayHost {
         echoes.withLock { $0.read(destination, at: Date().timeIntervalSince1970) }
         DispatchQueue.global().async { [self] in
             guard let owner, (try? backend.ownerWindow(of: source)) == owner else {
-                return stream.fail("\(X11PasteboardBackend.selectionName(for: source)) changed since")
+                return stream.fail("\(SelectionNames.selection(for: source)) changed since")
             }
             do {
                 let ok = try backend.stream(source, target: target, limit: configuration.maxTargetBytes,

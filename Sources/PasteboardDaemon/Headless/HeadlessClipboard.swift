@@ -2,8 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 /// The selections of a host without a display, held in memory: what an X server and its owners
@@ -48,7 +48,7 @@ final class HeadlessClipboard: SyncSurface {
             switch contents {
             case let .local(held): return held.targets
             // xpb's item targets are served, not listed (as their owner lists them).
-            case let .remote(targets): return targets.map(\.target).filter { !$0.hasPrefix(X11PasteboardBackend.itemTargetPrefix) }
+            case let .remote(targets): return targets.map(\.target).filter { !$0.hasPrefix(Manifest.itemTargetPrefix) }
             }
         }
     }
@@ -78,7 +78,7 @@ final class HeadlessClipboard: SyncSurface {
 
     /// Whether a name is a selection a client may use.
     static func isValid(_ selection: String) -> Bool {
-        X11PasteboardBackend.pasteboardName(forSelection: selection) != nil
+        SelectionNames.pasteboard(forSelection: selection) != nil
     }
 
     // MARK: Clients
@@ -167,7 +167,7 @@ final class HeadlessClipboard: SyncSurface {
         let note = state.withLock { state -> (PasteboardChangeNote, [Watcher])? in
             guard let (owner, event) = body(&state) else { return nil }
             state.counts[selection, default: 0] += 1
-            if let hook, let name = X11PasteboardBackend.pasteboardName(forSelection: selection) { hook(name, owner, event) }
+            if let hook, let name = SelectionNames.pasteboard(forSelection: selection) { hook(name, owner, event) }
             let entry = state.entries[selection]
             let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
                                             targets: entry?.targets ?? [], origin: entry?.origin, ownerPID: entry?.writer?.pid)
@@ -195,12 +195,12 @@ final class HeadlessClipboard: SyncSurface {
     // MARK: SyncSurface
 
     func currentOwner(of name: Pasteboard.Name) -> UInt? {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         return state.withLock { $0.entries[selection]?.owner }
     }
 
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         let owned = Mutex(false)
         change(selection) { state in
             guard precondition(state.entries[selection]?.owner ?? 0) else { return nil }
@@ -212,7 +212,7 @@ final class HeadlessClipboard: SyncSurface {
     }
 
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         let cleared = Mutex(false)
         change(selection) { state in
             guard precondition(state.entries[selection]?.owner ?? 0) else { return nil }
@@ -226,7 +226,7 @@ final class HeadlessClipboard: SyncSurface {
     func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
 
     func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner else { return .replaced }
         guard case let .local(held) = entry.contents else { return .notShared("another node's copy") }
         if KeepPolicy.isSecret(held.targets) { return .notShared("marked secret") }
@@ -241,7 +241,7 @@ final class HeadlessClipboard: SyncSurface {
     func serve(_ name: Pasteboard.Name, owner: UInt, target: String, limit: Int, turnDeadline: Date,
                isCurrent: @escaping @Sendable () -> Bool, begin: (String, Int?) throws -> Void,
                chunk: (Data) throws -> Void) throws -> SyncServeOutcome {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner, case let .local(held) = entry.contents else {
             return .refused("\(selection) changed since that announce")
         }

@@ -4,8 +4,8 @@ import FoundationEssentials
 import Glibc
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 /// The host of `xpbd --headless`, a host without a display (a server reached over ssh): its
@@ -68,7 +68,7 @@ final class MemoryHost: ClipboardHost {
     func serveSelected(_ snapshot: Snapshot) throws {
         // Served from memory as the desktop serves it on X; a copy made here again.
         let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
-        clipboard.write(X11PasteboardBackend.selectionName(for: snapshot.selection), contents: kept, size: snapshot.size,
+        clipboard.write(SelectionNames.selection(for: snapshot.selection), contents: kept, size: snapshot.size,
                         origin: "history (\(snapshot.app ?? snapshot.source ?? "?"))", expires: snapshot.expires, isLocalOnly: snapshot.isLocalOnly, writer: nil)
     }
 
@@ -186,7 +186,7 @@ final class MemoryHost: ClipboardHost {
     /// secret; a copy the content rules refuse is not kept, and if its text matches
     /// `--ignore-match` its announce is withdrawn.
     private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
-        guard !KeepPolicy.isSecret(held.targets), let name = X11PasteboardBackend.pasteboardName(forSelection: selection), let daemon else { return }
+        guard !KeepPolicy.isSecret(held.targets), let name = SelectionNames.pasteboard(forSelection: selection), let daemon else { return }
         daemon.storage.async { [self] in
             // Every item's targets, as the desktop's keeper fetches them of an xpb owner.
             let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), manifest: held.manifest)

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 /// The history's requests (`xpb history`), answered the same by the desktop daemon and the
@@ -27,7 +27,7 @@ enum HistoryRequests {
             guard !snapshot.targets.isEmpty else { return .failure(ControlFailure("history entry \(index) has no payload left")) }
             try select(snapshot)
             if let id = snapshot.id { try store.withLock { try $0.touch(id) } }
-            return .success(.done("entry \(index) is now \(X11PasteboardBackend.selectionName(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
+            return .success(.done("entry \(index) is now \(SelectionNames.selection(for: snapshot.selection)) (\(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)))"))
         case let .delete(index):
             guard try store.withLock({ try $0.delete(index: index) }) else { return .failure(ControlFailure("no history entry \(index)")) }
             return .success(.done("deleted entry \(index)"))

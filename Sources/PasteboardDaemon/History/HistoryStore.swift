@@ -3,8 +3,8 @@ import Glibc
 import ImageCodecs
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 
 /// The clipboard history on disk: SQLite (WAL) for the entries and small payloads, and
 /// content-addressed files (`blobs/ab/abcdef…`, named by SHA-256) for large ones, which
@@ -685,7 +685,7 @@ final class HistoryStore {
                     pending.append(.init(index: result.count, digest: toMake.digest, image: image))
                 }
                 result.append(HistoryEntrySummary(
-                    index: index, selection: X11PasteboardBackend.selectionName(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
+                    index: index, selection: SelectionNames.selection(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
                     time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
                     preview: preview, moreLines: lines.count, rest: lines.rest,

@@ -1,3 +1,4 @@
+import PasteboardSelections
 import FoundationEssentials
 import PasteboardX11
 
@@ -18,7 +19,7 @@ package enum KeepPolicy {
         if skippedTargets.contains(target) { return false }
         if target.hasPrefix("x-special/") { return target == "x-special/gnome-copied-files" }
         if target.hasPrefix("application/vnd.portal.") { return false }
-        if target.hasPrefix("XPB_") { return target == "XPB_MANIFEST" || target.hasPrefix(X11PasteboardBackend.itemTargetPrefix) }
+        if target.hasPrefix("XPB_") { return target == "XPB_MANIFEST" || target.hasPrefix(Manifest.itemTargetPrefix) }
         if target.hasPrefix("_") { return false }
         return !target.isEmpty
     }
@@ -37,8 +38,8 @@ package enum KeepPolicy {
     /// those: a copied JPEG is kept as the JPEG, not as the PNG its owner would convert it to.
     package static func withOneImage(_ targets: [String], own: [String] = []) -> [String] {
         let original = own.filter(targets.contains)
-        guard let kept = X11PasteboardBackend.keptImageTarget(original.isEmpty ? targets : original) else { return targets }
-        return targets.filter { $0 == kept || !X11PasteboardBackend.isConvertibleImageTarget($0) }
+        guard let kept = KeptTargets.keptImageTarget(original.isEmpty ? targets : original) else { return targets }
+        return targets.filter { $0 == kept || !KeptTargets.isConvertibleImageTarget($0) }
     }
 
     /// `targets` with one text kept: of an owner's text targets, only its first UTF-8 one
@@ -46,8 +47,8 @@ package enum KeepPolicy {
     /// `COMPOUND_TEXT` and the other `text/plain` are made from it when a reader asks. GTK offers
     /// one text under six targets, and takes seconds to make `COMPOUND_TEXT` of a large one.
     package static func withOneText(_ targets: [String]) -> [String] {
-        guard let kept = X11PasteboardBackend.keptTextTarget(targets) else { return targets }
-        return targets.filter { $0 == kept || !X11PasteboardBackend.isDerivableTextTarget($0) }
+        guard let kept = KeptTargets.keptTextTarget(targets) else { return targets }
+        return targets.filter { $0 == kept || !KeptTargets.isDerivableTextTarget($0) }
     }
 
     /// The targets to keep, in the owner's order, each once.

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 

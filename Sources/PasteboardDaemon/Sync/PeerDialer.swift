@@ -1,10 +1,10 @@
 import Dispatch
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import Glibc
 import Logging
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 /// Keeps one configured link up: dials (another display's daemon socket, or `ssh HOST xpb
@@ -31,7 +31,7 @@ final class PeerDialer: Sendable {
         hubReference = HubReference(hub)
         self.logger = logger
         state = Mutex(State(status: PeerStatus(name: spec.name, state: "connecting", direction: spec.direction,
-                                               selections: hub.configuration.selections(for: spec).map(X11PasteboardBackend.selectionName(for:)),
+                                               selections: hub.configuration.selections(for: spec).map(SelectionNames.selection(for:)),
                                                since: Date())))
     }
 

@@ -2,8 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 
 /// The driver of ``SyncLedger``: this display's ownership changes (stamped on the X thread),
 /// other nodes' announces and withdraws go in; the ledger's effects are performed here: offers
@@ -22,25 +22,10 @@ extension SyncHub {
     static let maxForeignNames = 8192
     static let maxTargetName = 1024
 
-    /// On the X thread, as an ownership change's event is read (the daemon's hook calls it):
-    /// stamped now, before anything the X thread does next (such as taking the selection for
-    /// another node's copy).
-    func ownerChangeRead(_ change: SelectionOwnerChange) {
-        let event: SyncLedger.OwnerEvent
-        if change.isOurs || change.owner.rawValue == surface.ourOwner {
-            event = .ours
-        } else if change.owner.isNone {
-            event = change.reason == .setOwner ? .cleared : .gone
-        } else {
-            event = .copied
-        }
-        ownerChanged(change.name, owner: change.owner.rawValue, event: event)
-    }
-
     /// A change of a synced selection's owner, in the surface's order of changes: stamped now.
     func ownerChanged(_ name: Pasteboard.Name, owner: UInt, event: SyncLedger.OwnerEvent) {
         guard synced.contains(name) else { return }
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         let (effects, senders) = state.withLock { state -> ([SyncLedger.Effect], [ServeTask]) in
             guard !state.isStopped else { return ([], []) }
             return (state.ledger.ownerChanged(selection, owner: owner, event: event, now: Self.wallClock),
@@ -57,7 +42,7 @@ extension SyncHub {
     /// Takes back this display's copy by `owner` if it was announced (``SyncLedger/withdrawOwn(_:owner:)``).
     func withdrawOwn(_ name: Pasteboard.Name, owner: UInt) {
         guard synced.contains(name) else { return }
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         let effects = state.withLock { $0.ledger.withdrawOwn(selection, owner: owner) }
         if !effects.isEmpty { logger.info("sync: \(selection) withdrawn: its text matches --ignore-match") }
         perform(effects)
@@ -86,7 +71,7 @@ extension SyncHub {
 
     func selectedFromHistory(_ name: Pasteboard.Name) {
         guard synced.contains(name) else { return }
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         perform(state.withLock { $0.ledger.selectedAgain(selection, owner: surface.ourOwner, now: Self.wallClock) })
     }
 

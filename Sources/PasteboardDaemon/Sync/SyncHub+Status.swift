@@ -2,8 +2,8 @@ import Dispatch
 import FoundationEssentials
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 
 /// What `xpb daemon status` shows of sync: the value per selection and each link.
 extension SyncHub {
@@ -11,7 +11,7 @@ extension SyncHub {
     func valueStatuses() -> [SyncValueStatus] {
         state.withLock { state in
             synced.map { name in
-                let selection = X11PasteboardBackend.selectionName(for: name)
+                let selection = SelectionNames.selection(for: name)
                 let slot = state.ledger.slots[selection]
                 let shared = slot?.shared
                 let via = shared?.source.flatMap { state.links[$0]?.label } ?? shared?.source.map { "link \($0) (closed)" }
@@ -37,7 +37,7 @@ extension SyncHub {
         for link in links.sorted(by: { $0.id < $1.id }) where link.label.hasPrefix("incoming") {
             var status = PeerStatus(name: link.label, state: "connected",
                                     direction: PeerStatus.direction(sends: link.sends, receives: link.receives),
-                                    selections: link.selections.map { X11PasteboardBackend.selectionName(for: $0) }.sorted(),
+                                    selections: link.selections.map { SelectionNames.selection(for: $0) }.sorted(),
                                     remote: link.theirs.name, since: Date())
             Self.merge(link, into: &status)
             statuses.append(status)

@@ -1,8 +1,8 @@
 import Dispatch
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 
 /// Transfers, the driver of ``TransferTable``: fetches this node asks for (for a reader on this
 /// display, or relayed for another link), and fetches it serves from this display's owners or
@@ -73,7 +73,7 @@ extension SyncHub {
     /// A reader on this display converts a target of another node's copy (on the X thread: only
     /// bookkeeping and a queued frame here).
     func openRemote(_ name: Pasteboard.Name, stamp: SyncStamp, target: SyncTarget) -> ByteStream? {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         let what = "\(selection) \(target.target)"
         let opened = state.withLock { state -> Result<(ByteStream, [TransferTable.Effect]), TransferRefusal> in
             guard !state.isStopped, let shared = state.ledger.sharedCopy(selection, stamp: stamp),
@@ -193,7 +193,7 @@ extension SyncHub {
     /// Streams one target of this display's contents to a link, within the credit it grants.
     func serveLocal(id: UInt64, name: Pasteboard.Name, target: String, stamp: SyncStamp, owner: UInt, limit: Int,
                     window: Int, task: ServeTask, to link: SyncLink) {
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         // The bytes must be the announced contents': a newer copy (maybe a secret) is never sent
         // under an older stamp.
         let isCurrent = { @Sendable [self] in

@@ -3,8 +3,8 @@ import FoundationEssentials
 import Glibc
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 import Synchronization
 
 /// One node of the sync mesh: a thin driver over two pure values kept under one lock,
@@ -111,7 +111,7 @@ final class SyncHub: Sendable {
         }
         for name in synced {
             if let owner = surface.currentOwner(of: name), owner != surface.ourOwner {
-                let selection = X11PasteboardBackend.selectionName(for: name)
+                let selection = SelectionNames.selection(for: name)
                 perform(state.withLock { $0.ledger.ownerChanged(selection, owner: owner, event: .copied, now: Self.wallClock) })
             }
         }
@@ -143,7 +143,7 @@ final class SyncHub: Sendable {
     /// This side's hello on a link it dials.
     func hello(for spec: SyncLinkSpec) -> SyncHello {
         SyncHello(node: node, name: nodeName, sends: spec.sends, receives: spec.receives,
-                  selections: configuration.selections(for: spec).map(X11PasteboardBackend.selectionName(for:)))
+                  selections: configuration.selections(for: spec).map(SelectionNames.selection(for:)))
     }
 
     /// Checks the other side's hello: nil when the link can go on, else why not.
@@ -158,7 +158,7 @@ final class SyncHub: Sendable {
     func register(transport: SyncTransport, reader: FrameReader, label: String, ours: SyncHello, theirs: SyncHello,
                   incoming: Bool = false) -> SyncLink {
         let selections = Set(ours.selections).intersection(theirs.selections).compactMap(Self.name(ofSelection:))
-        let names = { (names: Set<Pasteboard.Name>) in Set(names.map(X11PasteboardBackend.selectionName(for:))) }
+        let names = { (names: Set<Pasteboard.Name>) in Set(names.map(SelectionNames.selection(for:))) }
         // The ledger knows the link before its reader starts: an announce the peer sends at once
         // is weighed, never dropped as coming from an unknown link (seen under load). Changes of
         // this display made while no link was up are read now; the other side is caught up with
@@ -194,7 +194,7 @@ final class SyncHub: Sendable {
             return
         }
         let ours = SyncHello(node: node, name: nodeName, sends: theirs.receives, receives: theirs.sends,
-                             selections: synced.map(X11PasteboardBackend.selectionName(for:)))
+                             selections: synced.map(SelectionNames.selection(for:)))
         // A place among the incoming links is taken before the answer, so that links coming in
         // at once cannot all pass the cap.
         let admitted = state.withLock { state -> Bool in
@@ -223,7 +223,7 @@ final class SyncHub: Sendable {
         }
         let link = register(transport: SyncTransport(socket: fd), reader: FrameReader(fd: fd), label: "incoming \(theirs.name)",
                             ours: ours, theirs: theirs, incoming: true)
-        logger.info("sync: \(theirs.name) joined (\(link.sends && link.receives ? "both ways" : link.sends ? "we send only" : "we receive only"), \(link.selections.map { X11PasteboardBackend.selectionName(for: $0) }.sorted().joined(separator: ", ")))")
+        logger.info("sync: \(theirs.name) joined (\(link.sends && link.receives ? "both ways" : link.sends ? "we send only" : "we receive only"), \(link.selections.map { SelectionNames.selection(for: $0) }.sorted().joined(separator: ", ")))")
     }
 
     private func linkClosed(_ link: SyncLink, reason: String) {

@@ -1,6 +1,6 @@
 import FoundationEssentials
 import PasteboardKit
-import PasteboardX11
+import PasteboardSelections
 
 /// The selections a sync node shares, as the hub sees them: an X display's (``X11SyncSurface``)
 /// or a headless daemon's, held in memory (``HeadlessClipboard``). Owners are plain numbers (an
@@ -38,12 +38,4 @@ enum SyncServeOutcome: Equatable {
     case busy
     /// Why the bytes cannot be had.
     case refused(String)
-}
-
-/// What the sync hub asks of the clipboard manager it runs in, on a display.
-struct SyncHooks: Sendable {
-    /// The kept contents of a selection, if they came from `owner` (or are served by us for it).
-    let kept: @Sendable (Pasteboard.Name, X11Window) -> Snapshot?
-    /// One target of `owner`'s contents, if the keeper has it (kept, or fetched so far).
-    let keptTarget: @Sendable (Pasteboard.Name, X11Window, String) -> CapturedTarget?
 }

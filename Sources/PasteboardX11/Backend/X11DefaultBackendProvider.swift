@@ -1,4 +1,5 @@
 import PasteboardKit
+import PasteboardSelections
 
 /// Makes `Pasteboard.general` the X clipboard in any process that links this module and has
 /// `$DISPLAY` set, and, on a host without a display where this user's headless xpbd answers,

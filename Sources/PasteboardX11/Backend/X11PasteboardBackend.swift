@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 import Synchronization
 
 /// Pasteboards on an X server: general ↔ `CLIPBOARD`, find ↔ `PRIMARY`, a named pasteboard
@@ -109,38 +110,11 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
     }
 
-    /// Whether an X target name belongs to the selection protocol (`TARGETS`, `INCR`, `MULTIPLE`,
-    /// xpb's own `XPB_…` targets …) or names a basic X type (`ATOM`, `INTEGER`): a type of that
-    /// name is never advertised as a target (a reader would take its data for the protocol's),
-    /// only through the manifest.
-    public static func isReservedTarget(_ name: String) -> Bool {
-        WellKnown.protocolTargetNames.contains(name) || WellKnown.basicTypeNames.contains(name) || name.hasPrefix("XPB_")
-    }
+    /// Whether an X target name belongs to the selection protocol (``SelectionNames/isReservedTarget(_:)``).
+    public static func isReservedTarget(_ name: String) -> Bool { SelectionNames.isReservedTarget(name) }
 
-    /// The X selection that holds a pasteboard: `CLIPBOARD`, `PRIMARY`, `SECONDARY`, or
-    /// `XPB_PASTEBOARD:<name>`.
-    public static func selectionName(for name: Pasteboard.Name) -> String {
-        switch name {
-        case .general: return "CLIPBOARD"
-        case .find: return "PRIMARY"
-        case .secondary: return "SECONDARY"
-        default: return "XPB_PASTEBOARD:" + name.rawValue
-        }
-    }
-
-    /// The pasteboard a selection holds (the inverse of ``selectionName(for:)``); nil for a
-    /// selection that is no pasteboard, or a name a pasteboard cannot have.
-    package static func pasteboardName(forSelection selection: String) -> Pasteboard.Name? {
-        switch selection {
-        case "CLIPBOARD": return .general
-        case "PRIMARY": return .find
-        case "SECONDARY": return .secondary
-        default:
-            let prefix = "XPB_PASTEBOARD:"
-            guard selection.hasPrefix(prefix) else { return nil }
-            return try? Pasteboard.Name.validated(String(selection.dropFirst(prefix.count)))
-        }
-    }
+    /// The X selection that holds a pasteboard (``SelectionNames/selection(for:)``).
+    public static func selectionName(for name: Pasteboard.Name) -> String { SelectionNames.selection(for: name) }
 
     /// Stops serving and closes the connection. With `handOff`, a clipboard manager (the owner of
     /// `CLIPBOARD_MANAGER`) is first asked to take the clipboard's contents (`SAVE_TARGETS`), with
@@ -485,11 +459,6 @@ public final class X11PasteboardBackend: PasteboardBackend {
     }
 }
 
-extension Pasteboard.Name {
-    /// X11's third selection, `SECONDARY` (xsel -s, xclip -selection secondary); UIPasteboard
-    /// has no counterpart.
-    public static let secondary = Pasteboard.Name(rawValue: "org.x.secondary")
-}
 
 extension X11PasteboardBackend: X11SessionDelegate {
     func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, reason: OwnerChangeReason, isOurs: Bool,

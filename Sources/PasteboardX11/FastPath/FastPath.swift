@@ -3,6 +3,7 @@ internal import CX11
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 
 /// The same-host fast path between two xpb processes: the bytes move outside the X server.
 ///
@@ -21,7 +22,7 @@ import PasteboardKit
 /// another xpb owner's, gets no request), then sends `XPB2<TAB>selection<TAB>target\n`; the owner
 /// answers `ok<TAB>size<TAB>reply-type\n` with the descriptor attached, or `no<TAB>reason\n`.
 enum FastPath {
-    static let manifestField = "fast-path2"
+    static let manifestField = Manifest.fastPathField
     static let version = "XPB2"
     /// The most connections an owner serves at once; more wait in the listen backlog.
     static let maxClients = 32

@@ -1,4 +1,5 @@
 internal import CX11
+import PasteboardSelections
 
 /// An X atom: a name the server interned. Xlib hands atoms, windows and timestamps over as the
 /// same `unsigned long`; these wrappers let the compiler tell them apart (as swift-system's
@@ -95,10 +96,8 @@ enum WellKnown: String, CaseIterable, Sendable {
     /// Targets about the protocol rather than data: never shown as types, never handed to a
     /// clipboard manager.
     static let protocolTargets: [WellKnown] = ownerTargets + [.delete, .insertSelection, .insertProperty, .length, .atomPair, .incr, .manifest]
-    static let protocolTargetNames = Set(protocolTargets.map(\.rawValue) + [WellKnown.null.rawValue])
-    /// The core protocol's type atoms, which no data target may be called.
-    static let basicTypeNames: Set<String> = ["ATOM", "INTEGER", "CARDINAL", "WINDOW", "PIXMAP", "DRAWABLE", "BITMAP",
-                                              "COLORMAP", "CURSOR", "FONT", "VISUALID", "SPAN", "PIXEL", "NULL"]
+    /// Their names (and `NULL`): the display-free table, which these atoms must match.
+    static let protocolTargetNames = SelectionNames.protocolTargetNames
 }
 
 /// The interned atoms of ``WellKnown``.

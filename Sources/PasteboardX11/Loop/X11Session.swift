@@ -3,6 +3,7 @@ internal import CXEvents
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 
 /// What the X thread tells the backend.
 protocol X11SessionDelegate: AnyObject, Sendable {

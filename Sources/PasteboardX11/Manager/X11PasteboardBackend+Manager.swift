@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 
 /// An ownership change of a watched selection, as a clipboard manager needs it.
 package struct SelectionOwnerChange: Sendable, Equatable {
@@ -193,8 +194,6 @@ extension X11PasteboardBackend {
         return (manifest.options, manifest.encoded())
     }
 
-    /// What xpb's item targets are called (`XPB_ITEM_<item>_<n>`): served, never listed.
-    package static let itemTargetPrefix = Manifest.itemTargetPrefix
 
     /// The image targets (MIME names) of the first item's own images, as an xpb manifest names
     /// them: `xpb copy photo.jpg` has `image/jpeg`, whatever other formats its owner converts to.

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 
 /// What a sync daemon needs beyond a clipboard manager: owning a selection whose bytes live
 /// elsewhere, and streaming an owner's target out without holding it whole.

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 import ImageCodecs
 import PasteboardKit
+import PasteboardSelections
 import Synchronization
 
 /// How one target of an owned selection is served.
@@ -287,7 +288,7 @@ extension X11Session {
     func makeCapturedSelection(advertised: [String], targets: [CapturedTarget], timestamp: X11Timestamp,
                                credit: CopyCredit? = nil) -> OwnedSelection {
         let plan = CapturedPlan(advertised: advertised, targets: targets)
-        let names = plan.names + X11PasteboardBackend.derivedTextTargets.values.compactMap(\.replyType)
+        let names = plan.names + KeptTargets.derivedTextTargets.values.compactMap(\.replyType)
         let atomOf = Dictionary(zip(names, atoms(names)), uniquingKeysWith: { first, _ in first })
         var served: [X11Atom: ServedTarget] = [:]
         for entry in plan.entries {
@@ -765,56 +766,6 @@ final class ConversionCache: Sendable {
     }
 }
 
-/// The converted bytes one process holds, in all its owned selections: at most ``limits``'s
-/// total, each conversion at most its share; a conversion past either is refused (`xpbd` sets
-/// them from `--max-target-size` and the snapshot cap). Heavy conversions (images: a decode of
-/// up to 256 MiB of pixels each) run one at a time, so that eight formats asked at once cost the
-/// memory of one.
-package enum ConversionBudget {
-    package struct Limits: Sendable {
-        package var perConversion: Int
-        package var total: Int
-        package init(perConversion: Int, total: Int) {
-            self.perConversion = perConversion
-            self.total = total
-        }
-    }
-
-    private static let state = Mutex((limits: Limits(perConversion: 256 << 20, total: 512 << 20), held: 0))
-    private static let heavy = DispatchSemaphore(value: 1)
-
-    package static var limits: Limits {
-        get { state.withLock { $0.limits } }
-        set { state.withLock { $0.limits = newValue } }
-    }
-
-    /// The bytes held now (for tests and status).
-    package static var held: Int { state.withLock { $0.held } }
-
-    static func reserve(_ count: Int) -> Bool {
-        state.withLock { state in
-            guard count <= state.limits.perConversion, state.held + count <= state.limits.total else { return false }
-            state.held += count
-            return true
-        }
-    }
-
-    static func release(_ count: Int) {
-        guard count > 0 else { return }
-        state.withLock { $0.held = max(0, $0.held - count) }
-    }
-
-    /// Runs a conversion, a heavy one alone; its output past the per-conversion limit is refused.
-    static func convert(isHeavy: Bool, _ conversion: () throws -> Data) throws -> Data {
-        if isHeavy { heavy.wait() }
-        defer { if isHeavy { heavy.signal() } }
-        let bytes = try conversion()
-        guard bytes.count <= limits.perConversion else { throw ConversionRefused() }
-        return bytes
-    }
-
-    struct ConversionRefused: Error {}
-}
 
 /// One target's preparation (providers, conversion) for one ownership: by the conversion it
 /// makes, so that targets naming the same one share it.
@@ -838,17 +789,3 @@ enum MultiplePairs {
     }
 }
 
-extension X11PasteboardBackend {
-    /// The image a clipboard manager keeps of an owner's offer, the other image formats being
-    /// made from it on request: the best format xpb reads (``ImageFormat/sourceRank``: lossless
-    /// first). Nil when no target is such an image.
-    public static func keptImageTarget(_ targets: [String]) -> String? {
-        targets.compactMap { target in ImageFormat(mimeType: target)?.sourceRank.map { (target, $0) } }.min { $0.1 < $1.1 }?.0
-    }
-
-    /// Whether a manager that keeps ``keptImageTarget(_:)`` can leave `target` out: an image
-    /// format xpb writes, made from the kept image when asked.
-    public static func isConvertibleImageTarget(_ target: String) -> Bool {
-        ImageFormat(mimeType: target)?.isWritable ?? false
-    }
-}

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 
 /// What another client offers: its targets, and the manifest if it is an xpb owner.
 struct ForeignOffer: Sendable {
@@ -13,12 +14,7 @@ struct ForeignOffer: Sendable {
 
     /// The types of each item: the manifest's, else one item of the types behind the targets.
     func itemTypes(_ registry: TypeRegistry) -> [[PasteboardType]] {
-        if let manifest { return manifest.itemTypes }
-        var seen = Set<PasteboardType>()
-        let types = targets.filter { !WellKnown.protocolTargetNames.contains($0) }
-            .compactMap { registry.type(forTarget: $0)?.type }
-            .filter { seen.insert($0).inserted }
-        return types.isEmpty ? [] : [types]
+        OfferReading.itemTypes(targets: targets, manifest: manifest, registry: registry)
     }
 }
 

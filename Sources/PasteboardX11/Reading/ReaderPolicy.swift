@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 
 /// How a read is carried out: over the fast path when an xpb owner offers one, else by converting
 /// the best advertised target and decoding it by the registry's codec.
@@ -162,7 +163,7 @@ extension X11PasteboardBackend {
     /// type's first target whose bytes are the model's bytes (`UTF8_STRING` for UTF-8 text).
     private func speculativeTarget(for type: PasteboardType) -> String? {
         guard let alias = registry.targets(for: type).first, alias.codec == .identity, alias.replyType == alias.name,
-              !X11PasteboardBackend.isReservedTarget(alias.name) else { return nil }
+              !SelectionNames.isReservedTarget(alias.name) else { return nil }
         return alias.name
     }
 

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import ImageCodecs
 import PasteboardKit
+import PasteboardSelections
 
 /// Every parser of bytes another X client controls, behind one entry point for the fuzz target
 /// (`Sources/xpb-fuzz`): the manifest, `MULTIPLE` pair lists, INCR size claims and chunks,

@@ -1,4 +1,5 @@
 internal import CX11
+import PasteboardSelections
 import FoundationEssentials
 
 /// Identifies one transfer to a requestor: its window and the property it reads.

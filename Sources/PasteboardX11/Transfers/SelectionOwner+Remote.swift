@@ -1,4 +1,5 @@
 internal import CX11
+import PasteboardSelections
 import FoundationEssentials
 
 /// Serving targets whose bytes live elsewhere (a sync peer): the request waits, off nothing but

@@ -6,14 +6,14 @@ import PasteboardKit
 /// KDE's `application/x-kde-cutselection` is `1` beside a `text/uri-list` (Dolphin, Qt). An
 /// owner offers one; kept contents (a clipboard manager's, after the owner exits) are served in
 /// both, so that a cut made in one file manager still pastes as a move in the other.
-enum FileListFlavours {
-    static let gnome = "x-special/gnome-copied-files"
-    static let kde = "application/x-kde-cutselection"
-    static let uriList = "text/uri-list"
+package enum FileListFlavours {
+    package static let gnome = "x-special/gnome-copied-files"
+    package static let kde = "application/x-kde-cutselection"
+    package static let uriList = "text/uri-list"
 
     /// `targets` with the other flavour's targets added when one flavour is there; the same
     /// targets otherwise. Targets already there are never replaced.
-    static func completed(_ targets: [CapturedTarget]) -> [CapturedTarget] {
+    package static func completed(_ targets: [CapturedTarget]) -> [CapturedTarget] {
         let byName = Dictionary(targets.map { ($0.target, $0) }, uniquingKeysWith: { first, _ in first })
         var added: [CapturedTarget] = []
         if let list = byName[gnome] {

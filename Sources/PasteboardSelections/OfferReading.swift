@@ -3,12 +3,12 @@ import PasteboardKit
 
 /// The reader's rules for an offer of targets, whatever carries the bytes: an X owner's
 /// conversions, or a display-less daemon's (``OfferReader``).
-enum OfferReading {
+package enum OfferReading {
     /// The targets to try for a type, best first: the advertised aliases in the registry's order
     /// (UTF-8 before Latin-1), then any other advertised target the registry maps to the type.
     /// Only advertised targets: xclip answers any target it is asked for with its data during
     /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
-    static func candidateAliases(for type: PasteboardType, offered: [String], registry: TypeRegistry) -> [TargetAlias] {
+    package static func candidateAliases(for type: PasteboardType, offered: [String], registry: TypeRegistry) -> [TargetAlias] {
         let offeredSet = Set(offered)
         let candidates = registry.targets(for: type).filter { offeredSet.contains($0.name) }
         let others = offered.compactMap { registry.type(forTarget: $0) }
@@ -16,11 +16,22 @@ enum OfferReading {
         return candidates + others
     }
 
+    /// The types of each item of an offer: the manifest's, else one item of the types behind
+    /// the targets (protocol targets left out).
+    package static func itemTypes(targets: [String], manifest: Manifest?, registry: TypeRegistry) -> [[PasteboardType]] {
+        if let manifest { return manifest.itemTypes }
+        var seen = Set<PasteboardType>()
+        let types = targets.filter { !SelectionNames.protocolTargetNames.contains($0) }
+            .compactMap { registry.type(forTarget: $0)?.type }
+            .filter { seen.insert($0).inserted }
+        return types.isEmpty ? [] : [types]
+    }
+
     /// How to decode a reply: by the requested alias, except for targets whose encoding the
     /// owner chooses (`TEXT`, whose reply type differs from its name): those by the reply's type
     /// (`TEXT` answered as `STRING` is Latin-1). Reply types of other targets are not trusted:
     /// xsel answers UTF8_STRING with UTF-8 bytes typed STRING.
-    static func codec(for type: PasteboardType, requested: TargetAlias, replyType: String, registry: TypeRegistry) -> TargetCodec {
+    package static func codec(for type: PasteboardType, requested: TargetAlias, replyType: String, registry: TypeRegistry) -> TargetCodec {
         if requested.replyType != requested.name, replyType != requested.name,
            let reply = registry.type(forTarget: replyType), reply.type == type {
             return reply.alias.codec
@@ -50,7 +61,7 @@ package struct OfferReader: Sendable {
 
     /// The types of each item: the manifest's, else one item of the types behind the targets.
     package var itemTypes: [[PasteboardType]] {
-        ForeignOffer(owner: .none, targets: targets, manifest: manifest).itemTypes(registry)
+        OfferReading.itemTypes(targets: targets, manifest: manifest, registry: registry)
     }
 
     /// Streams one representation. `convert` streams a target's bytes to its closure and returns
@@ -84,5 +95,5 @@ package struct OfferReader: Sendable {
 
 /// Bytes collected by an escaping closure on the caller's thread.
 private final class Collected {
-    var data = Data()
+    package var data = Data()
 }

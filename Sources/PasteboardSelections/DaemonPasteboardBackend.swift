@@ -69,7 +69,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
         if observesChanges { try startWatching() }
     }
 
-    static func connect(_ path: String, timeout: Double) throws -> ControlClient {
+    package static func connect(_ path: String, timeout: Double) throws -> ControlClient {
         do {
             return try ControlClient(path: path, display: "headless", timeout: timeout, notRunning: notRunning)
         } catch let error as ControlClientError where error.kind == .notRunning {
@@ -95,7 +95,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
         }
     }
 
-    private static func selection(_ name: Pasteboard.Name) -> String { X11PasteboardBackend.selectionName(for: name) }
+    private static func selection(_ name: Pasteboard.Name) -> String { SelectionNames.selection(for: name) }
 
     // MARK: Reading
 
@@ -369,7 +369,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
     }
 
     private func publish(_ note: PasteboardChangeNote) {
-        guard let name = X11PasteboardBackend.pasteboardName(forSelection: note.pasteboard) else { return }
+        guard let name = SelectionNames.pasteboard(forSelection: note.pasteboard) else { return }
         let types = OfferReader(targets: note.targets, manifest: nil, registry: registry).itemTypes.first ?? []
         let before = state.withLock { state -> [PasteboardType] in
             state.counts[note.pasteboard] = note.changeCount
@@ -382,6 +382,6 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
 
 /// A value handed to the one thread that uses it from then on.
 private struct UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+    package let value: Value
+    package init(_ value: Value) { self.value = value }
 }

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import ImageCodecs
 import PasteboardKit
 
 /// What a clipboard manager serves of contents it took from another owner, by target name,
@@ -9,9 +8,9 @@ import PasteboardKit
 /// from the kept UTF-8 text). One plan for the X owner of kept contents
 /// (``X11Session/makeCapturedSelection(advertised:targets:timestamp:)``) and for a display-less
 /// holder of them (``KeptSelection``), so both offer the same targets.
-struct CapturedPlan {
+package struct CapturedPlan {
     /// How a target's bytes are made.
-    enum Source: Sendable {
+    package enum Source: Sendable {
         /// Kept bytes, served as they came.
         case kept(Data)
         /// Made from kept bytes on the first request.
@@ -19,20 +18,20 @@ struct CapturedPlan {
     }
 
     /// One target served: its name, its reply's type and its source.
-    struct Entry: Sendable {
-        let name: String
-        let replyType: String
-        let source: Source
+    package struct Entry: Sendable {
+        package let name: String
+        package let replyType: String
+        package let source: Source
     }
 
     /// The owner's targets, then those kept that it did not list, in order: `TARGETS`' order.
-    let advertised: [String]
+    package let advertised: [String]
     /// Every target served, each name once (the first made of it).
-    let entries: [Entry]
+    package let entries: [Entry]
     /// The reply types the entries may name (for interning atoms up front).
-    let names: [String]
+    package let names: [String]
 
-    init(advertised: [String], targets: [CapturedTarget]) {
+    package init(advertised: [String], targets: [CapturedTarget]) {
         // A file list in one file manager's flavour is served in the other's too: a cut stays a cut.
         let targets = FileListFlavours.completed(Self.withServableManifest(targets))
         var advertised = advertised + targets.map(\.target).filter { !advertised.contains($0) }
@@ -56,7 +55,7 @@ struct CapturedPlan {
         // Text targets the owner offered and were not kept: made from the UTF-8 text that was.
         if let source = Self.keptTextSource(targets) {
             for name in advertised {
-                guard let derived = X11PasteboardBackend.derivedTextTargets[X11PasteboardBackend.normalTextTarget(name)] else { continue }
+                guard let derived = KeptTargets.derivedTextTargets[KeptTargets.normalTextTarget(name)] else { continue }
                 let replyType = derived.replyType ?? name
                 add(Entry(name: name, replyType: replyType,
                           source: derived.conversion.map { .conversion(source.data, $0) } ?? .kept(source.data)))
@@ -75,14 +74,14 @@ struct CapturedPlan {
 
     /// The text targets served from kept HTML: its text in UTF-8 under each plain-text name, and
     /// in Latin-1 as `STRING`.
-    static let textTargetsOfHTML: [(name: String, replyType: String, conversion: TargetCodec)] = [
+    package static let textTargetsOfHTML: [(name: String, replyType: String, conversion: TargetCodec)] = [
         ("UTF8_STRING", "UTF8_STRING", .textFromHTML), ("text/plain;charset=utf-8", "text/plain;charset=utf-8", .textFromHTML),
         ("TEXT", "UTF8_STRING", .textFromHTML), ("STRING", "STRING", .latin1FromHTML), ("text/plain", "text/plain", .textFromHTML),
     ]
 
     /// `advertised` with those of `names` it lacks listed after its last name matching `anchor`
     /// (at its end when none does).
-    static func listing(_ names: [String], after anchor: (String) -> Bool, in advertised: [String]) -> [String] {
+    package static func listing(_ names: [String], after anchor: (String) -> Bool, in advertised: [String]) -> [String] {
         let missing = names.filter { !advertised.contains($0) }
         guard !missing.isEmpty else { return advertised }
         var listed = advertised
@@ -95,7 +94,7 @@ struct CapturedPlan {
     /// there is none, or when it is markup without text (a browser's `<img>` beside a copied
     /// image), checked only for HTML small enough to look at now (larger HTML is taken to have text;
     /// a reader asking for it then gets a refusal, as an xpb owner's reader does).
-    static func keptHTMLWithText(_ targets: [CapturedTarget]) -> CapturedTarget? {
+    package static func keptHTMLWithText(_ targets: [CapturedTarget]) -> CapturedTarget? {
         guard let html = targets.first(where: { TypeRegistry.normalizedMIME($0.target).hasPrefix("text/html") }) else { return nil }
         if html.data.count <= 64 << 10, HTMLText.plainText(html.data).isEmpty { return nil }
         return html
@@ -103,23 +102,23 @@ struct CapturedPlan {
 
     /// The kept image other image formats are made from: the first captured target in the best
     /// format (``X11PasteboardBackend/keptImageTarget(_:)``) whose bytes are that image.
-    static func keptImageSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
-        let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageCodec.format(of: $0.data) != nil }
-        guard let best = X11PasteboardBackend.keptImageTarget(images.map(\.target)) else { return nil }
+    package static func keptImageSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageConversion.format(of: $0.data) != nil }
+        guard let best = KeptTargets.keptImageTarget(images.map(\.target)) else { return nil }
         return images.first { $0.target == best }
     }
 
     /// The kept text other text targets are made from: the captured target
     /// ``X11PasteboardBackend/keptTextTarget(_:)`` names, if its bytes are UTF-8.
-    static func keptTextSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
-        guard let best = X11PasteboardBackend.keptTextTarget(targets.map(\.target)),
+    package static func keptTextSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
+        guard let best = KeptTargets.keptTextTarget(targets.map(\.target)),
               let source = targets.first(where: { $0.target == best }),
               String(validating: source.data, as: UTF8.self) != nil else { return nil }
         return source
     }
 
     /// `targets` with their manifest cut down to the targets among them, or without it.
-    static func withServableManifest(_ targets: [CapturedTarget]) -> [CapturedTarget] {
+    package static func withServableManifest(_ targets: [CapturedTarget]) -> [CapturedTarget] {
         guard let index = targets.firstIndex(where: { $0.target == Manifest.target }) else { return targets }
         let captured = targets[index]
         // The first of a target is the one served.

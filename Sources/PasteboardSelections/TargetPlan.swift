@@ -1,5 +1,4 @@
 import FoundationEssentials
-import ImageCodecs
 import PasteboardKit
 
 /// What an owner of some items serves, by target name, before any atom exists: the first item's
@@ -8,9 +7,9 @@ import PasteboardKit
 /// representation of every item, listed by the manifest. One plan for the X owner
 /// (``X11Session/makeOwnedSelection(items:options:timestamp:registry:)``) and for a display-less
 /// holder of the same items (``HeldSelection``), so both offer the same targets.
-struct TargetPlan {
+package struct TargetPlan {
     /// How a target's bytes are made from the items.
-    enum Source: Sendable {
+    package enum Source: Sendable {
         /// One representation of one item, converted by the alias's codec.
         case representation(item: Int, type: PasteboardType, codec: TargetCodec)
         /// Every URL item at once, as a list (`text/uri-list`, `x-special/gnome-copied-files`).
@@ -18,19 +17,19 @@ struct TargetPlan {
     }
 
     /// One target served: its name, its reply's type and its source.
-    struct Entry: Sendable {
-        let name: String
-        let replyType: String
-        let source: Source
+    package struct Entry: Sendable {
+        package let name: String
+        package let replyType: String
+        package let source: Source
     }
 
     /// The first item's targets, each once, in the order they are advertised.
-    let firstItem: [Entry]
+    package let firstItem: [Entry]
     /// The manifest's item targets, one per representation of every item (served, not advertised).
-    let itemTargets: [Entry]
-    let manifest: Manifest
+    package let itemTargets: [Entry]
+    package let manifest: Manifest
 
-    init(items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry) {
+    package init(items: [PasteboardItem], options: PasteboardOptions, registry: TypeRegistry) {
         manifest = Manifest(items: items, options: options)
         var firstItemTargets: [(alias: TargetAlias, type: PasteboardType)] = []
         if let first = items.first {
@@ -49,13 +48,13 @@ struct TargetPlan {
                     firstItemTargets += images
                     images = []
                 }
-                for alias in registry.targets(for: type) where !X11PasteboardBackend.isReservedTarget(alias.name) {
+                for alias in registry.targets(for: type) where !SelectionNames.isReservedTarget(alias.name) {
                     firstItemTargets.append((alias, type))
                 }
             }
             for type in first.types {
                 let own = Set(registry.targets(for: type).map(\.name))
-                for alias in registry.servedTargets(for: type) where !own.contains(alias.name) && !X11PasteboardBackend.isReservedTarget(alias.name) {
+                for alias in registry.servedTargets(for: type) where !own.contains(alias.name) && !SelectionNames.isReservedTarget(alias.name) {
                     firstItemTargets.append((alias, type))
                 }
             }
@@ -75,7 +74,7 @@ struct TargetPlan {
 
     /// The URL representation of each item a list target serves: every URL item, or for GNOME's
     /// copied-files list every file URL item.
-    static func urlRepresentations(_ items: [PasteboardItem], _ codec: TargetCodec, registry: TypeRegistry) -> [Representation] {
+    package static func urlRepresentations(_ items: [PasteboardItem], _ codec: TargetCodec, registry: TypeRegistry) -> [Representation] {
         let wanted: PasteboardType = codec == .gnomeCopiedFiles ? .fileURL : .url
         return items.compactMap { item in
             item.types.first { registry.conforms($0, to: wanted) }.flatMap { item.representation(for: $0) }
@@ -83,13 +82,13 @@ struct TargetPlan {
     }
 
     /// Whether the items are files to move (the first item carries KDE's cut mark, `1`).
-    static func isCut(_ items: [PasteboardItem]) throws -> Bool {
+    package static func isCut(_ items: [PasteboardItem]) throws -> Bool {
         guard let first = items.first, first.types.contains(.cutSelection) else { return false }
         return try first.data(for: .cutSelection)?.first == UInt8(ascii: "1")
     }
 
     /// A list target's bytes: every URL the items hold, in the codec's list (nil when none).
-    static func urlList(_ items: [PasteboardItem], _ codec: TargetCodec, registry: TypeRegistry) throws -> Data? {
+    package static func urlList(_ items: [PasteboardItem], _ codec: TargetCodec, registry: TypeRegistry) throws -> Data? {
         let urls = try urlRepresentations(items, codec, registry: registry).flatMap { TargetCodec.uriListEntries(try $0.resolve()) }
         guard !urls.isEmpty else { return nil }
         return codec.encodeList(urls, cut: try isCut(items))
@@ -98,15 +97,15 @@ struct TargetPlan {
     /// Whether an image's header says it converts: an image xpb reads, within the pixel limit.
     /// Read from the bytes at hand or the start of a file (a JPEG's size may follow 64 KiB of
     /// Exif); a lazy provider's image is taken on trust until a reader asks.
-    static func isConvertibleImage(_ representation: Representation) -> Bool {
+    package static func isConvertibleImage(_ representation: Representation) -> Bool {
         let head: Data?
         switch representation {
         case let .data(data): head = data
         case let .file(file): head = try? file.read(offset: 0, length: min(file.size, 256 << 10))
         case .lazy: return true
         }
-        guard let head, let size = try? ImageCodec.size(of: head) else { return false }
-        return size.width > 0 && size.height > 0 && size.width * size.height <= ImageCodec.defaultMaxPixels
+        guard let head, let size = try? ImageConversion.size(of: head) else { return false }
+        return size.width > 0 && size.height > 0 && size.width * size.height <= ImageConversion.maxPixels
     }
 }
 

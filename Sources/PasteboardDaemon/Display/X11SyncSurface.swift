@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 import Synchronization
@@ -80,7 +81,7 @@ final class X11SyncSurface: SyncSurface {
                isCurrent: @escaping @Sendable () -> Bool, begin: (String, Int?) throws -> Void,
                chunk: (Data) throws -> Void) throws -> SyncServeOutcome {
         let owner = X11Window(rawValue: rawOwner)
-        let selection = X11PasteboardBackend.selectionName(for: name)
+        let selection = SelectionNames.selection(for: name)
         // In its turn at the owner, like the keeper's capture (many owners serve one transfer at
         // a time): a target the keeper took meanwhile is served from memory.
         let outcome: SyncServeOutcome? = try offers.gate.withTurn(name, owner, until: turnDeadline) {
@@ -111,5 +112,30 @@ final class X11SyncSurface: SyncSurface {
             return converted ? .served : .refused("the owner refused \(target)")
         }
         return outcome ?? .busy
+    }
+}
+
+/// What the sync hub asks of the clipboard manager it runs in, on a display.
+struct SyncHooks: Sendable {
+    /// The kept contents of a selection, if they came from `owner` (or are served by us for it).
+    let kept: @Sendable (Pasteboard.Name, X11Window) -> Snapshot?
+    /// One target of `owner`'s contents, if the keeper has it (kept, or fetched so far).
+    let keptTarget: @Sendable (Pasteboard.Name, X11Window, String) -> CapturedTarget?
+}
+
+extension SyncHub {
+    /// On the X thread, as an ownership change's event is read (the daemon's hook calls it):
+    /// stamped now, before anything the X thread does next (such as taking the selection for
+    /// another node's copy).
+    func ownerChangeRead(_ change: SelectionOwnerChange) {
+        let event: SyncLedger.OwnerEvent
+        if change.isOurs || change.owner.rawValue == surface.ourOwner {
+            event = .ours
+        } else if change.owner.isNone {
+            event = change.reason == .setOwner ? .cleared : .gone
+        } else {
+            event = .copied
+        }
+        ownerChanged(change.name, owner: change.owner.rawValue, event: event)
     }
 }

@@ -1,0 +1,112 @@
+import CLinux
+import FoundationEssentials
+import Glibc
+import PasteboardKit
+
+/// A process of this host, as `/proc` shows it.
+package enum LocalProcess {
+    /// The executable's name and path (`/proc/PID/exe`, which another user's process may not
+    /// show: then `comm` alone names it).
+    package static func executable(of pid: Int) -> (name: String?, path: String?) {
+        guard pid > 0 else { return (nil, nil) }
+        var path = SystemCall.linkTarget("/proc/\(pid)/exe")
+        // A replaced binary reads "/usr/bin/app (deleted)".
+        if let trimmed = path, trimmed.hasSuffix(" (deleted)") { path = String(trimmed.dropLast(10)) }
+        let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
+            .trimming(while: \.isNewline)
+        let name = path.flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm.flatMap { $0.isEmpty ? nil : $0 }
+        return (name, path)
+    }
+
+    /// Who holds an X connection whose maker is gone. A client that put itself in the
+    /// background after connecting (xclip and xsel fork, and their parent exits; so may any
+    /// owner) is known to the server by the dead parent's pid. What the kernel still knows: the
+    /// client-side end of every connection to the display's socket (socket diagnostics), which
+    /// process holds each (`/proc/N/fd` of the processes `/proc` lists: thread ids are not
+    /// processes), and which of those connections the server accounts to a living process
+    /// (X-Resource's pid of every client). A connection held only by processes the server does
+    /// not account it to was handed down; its holders are the successors. Nothing is guessed:
+    /// one holder names the process; several that run one executable name the executable alone;
+    /// anything else is unknown.
+    package enum Successor: Equatable, Sendable {
+        case process(Int)
+        case executable(name: String, path: String?)
+        case unknown
+    }
+
+    package static func successor(of pid: Int, display number: Int, clientPIDs: [Int]) -> Successor {
+        guard pid > 0, !isRunning(pid) else { return .unknown }
+        var peers = [UInt32](repeating: 0, count: 4096)
+        let count = clinux_unix_peers_named("/tmp/.X11-unix/X\(number)", &peers, Int32(peers.count))
+        guard count > 0 else { return .unknown }
+        let clientEnds = Set(peers.prefix(Int(count)))
+        var held: [Int: Set<UInt32>] = [:]
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+        for process in processes.prefix(65536) {
+            guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
+            for descriptor in descriptors.prefix(4096) {
+                guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63),
+                      target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()),
+                      clientEnds.contains(inode) else { continue }
+                held[process, default: []].insert(inode)
+            }
+        }
+        let holders = handedDown(held: held, clientPIDs: clientPIDs)
+        if holders.count == 1 { return .process(holders[0]) }
+        let executables = Set(holders.map { executable(of: $0).path ?? "" })
+        if holders.count > 1, executables.count == 1, let path = executables.first, !path.isEmpty,
+           let name = path.split(separator: "/").last.map(String.init) {
+            return .executable(name: name, path: path)
+        }
+        return .unknown
+    }
+
+    /// The processes that hold a connection the server accounts to no process holding it
+    /// (``successor(of:display:clientPIDs:)``): `held` is each process's client-side sockets
+    /// to the display, `clientPIDs` the server's pid of each client. A process that holds no more
+    /// connections than the server accounts to it explains them all, for every holder; one
+    /// that holds more explains none (which of them it made cannot be told).
+    package static func handedDown(held: [Int: Set<UInt32>], clientPIDs: [Int]) -> [Int] {
+        var accounted: [Int: Int] = [:]
+        for pid in clientPIDs where pid > 0 { accounted[pid, default: 0] += 1 }
+        var explained = Set<UInt32>()
+        for (process, sockets) in held where sockets.count <= accounted[process, default: 0] {
+            explained.formUnion(sockets)
+        }
+        return held.filter { !$0.value.isSubset(of: explained) }.map(\.key).sorted()
+    }
+
+    /// Whether `pid` is a process that runs: not gone, and not a zombie (an exited process its
+    /// parent has not reaped yet still has its `/proc/N`, but no files and no connection).
+    package static func isRunning(_ pid: Int) -> Bool {
+        status(of: pid)?.isRunning ?? false
+    }
+
+    /// A process's state and process group, from `/proc/N/stat` (nil when it is gone). The
+    /// fields after the command, which may hold spaces and parentheses itself, are read after
+    /// its last `)`: state, parent, process group.
+    package static func status(of pid: Int) -> (isRunning: Bool, processGroup: Int)? {
+        guard pid > 0, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 2, let group = Int(fields[2]) else { return nil }
+        return (fields[0] != "Z" && fields[0] != "X", group)
+    }
+
+    /// The display number of a local display name (`:0`, `:1.0`, `unix:2`); nil for a display
+    /// on another host or over TCP.
+    package static func localDisplayNumber(_ name: String) -> Int? {
+        guard let colon = name.lastIndex(of: ":") else { return nil }
+        let host = name[..<colon]
+        guard host.isEmpty || host == "unix" else { return nil }
+        return Int(name[name.index(after: colon)...].prefix { $0.isNumber })
+    }
+
+    /// This host's name, as X clients put it in `WM_CLIENT_MACHINE` (gethostname, not
+    /// ProcessInfo.hostName, which may ask DNS and wait).
+    package static var hostName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

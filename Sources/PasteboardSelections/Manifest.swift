@@ -1,0 +1,113 @@
+import FoundationEssentials
+import PasteboardKit
+
+/// The manifest that lets xpb-aware readers see every item without moving data: one header line,
+/// then one line per representation, tab-separated: item index, type identifier, the target that
+/// serves it.
+///
+///     xpb-manifest<TAB>1<TAB>items=2<TAB>local-only=0<TAB>expires=-
+///     0<TAB>public.utf8-plain-text<TAB>XPB_ITEM_0_0
+///
+/// Type identifiers cannot hold tabs or newlines (they are refused as control characters).
+package struct Manifest: Equatable {
+    package static let target = "XPB_MANIFEST"
+    package static let magic = "xpb-manifest"
+    /// The header field naming the owner's fast-path listener (`FastPath`).
+    package static let fastPathField = "fast-path2"
+
+    package struct Entry: Equatable {
+        package let item: Int
+        package let type: PasteboardType
+        package let target: String
+    }
+
+    package var itemCount: Int
+    package var entries: [Entry]
+    package var options: PasteboardOptions
+    /// The owner's fast-path listener (``FastPath``), if it offers one.
+    package var fastPath: String?
+
+    /// The target that serves representation `index` of item `item`.
+    package static func itemTarget(item: Int, index: Int) -> String { "\(itemTargetPrefix)\(item)_\(index)" }
+
+    /// What every item target's name begins with: served, never listed in `TARGETS`.
+    package static let itemTargetPrefix = "XPB_ITEM_"
+
+    /// The manifest of some items: every representation gets its own item target.
+    package init(items: [PasteboardItem], options: PasteboardOptions) {
+        itemCount = items.count
+        self.options = options
+        entries = items.enumerated().flatMap { item, value in
+            value.types.enumerated().map { Entry(item: item, type: $1, target: Self.itemTarget(item: item, index: $0)) }
+        }
+    }
+
+    package init(itemCount: Int, entries: [Entry], options: PasteboardOptions) {
+        self.itemCount = itemCount
+        self.entries = entries
+        self.options = options
+    }
+
+    /// The manifest cut down to the representations whose targets `served` holds: an item left
+    /// with none is dropped (later items move up), and nil when nothing is left. A manifest must
+    /// never name a target its owner does not serve: a reader trusts it and asks for that target.
+    package func restricted(to served: Set<String>) -> Manifest? {
+        let usable = entries.filter { served.contains($0.target) }
+        guard !usable.isEmpty else { return nil }
+        // Items keep their order; only the emptied ones leave it.
+        let items = Set(usable.map(\.item)).sorted()
+        let renumbered = Dictionary(uniqueKeysWithValues: items.enumerated().map { ($1, $0) })
+        let kept = usable.map { Entry(item: renumbered[$0.item]!, type: $0.type, target: $0.target) }
+        var manifest = Manifest(itemCount: items.count, entries: kept, options: options)
+        manifest.fastPath = fastPath
+        return manifest
+    }
+
+    /// The types of each item.
+    package var itemTypes: [[PasteboardType]] {
+        var result = Array(repeating: [PasteboardType](), count: itemCount)
+        for entry in entries where result.indices.contains(entry.item) { result[entry.item].append(entry.type) }
+        return result
+    }
+
+    package func encoded() -> Data {
+        let expires = options.expirationDate.map { String($0.timeIntervalSince1970) } ?? "-"
+        var header = "\(Self.magic)\t1\titems=\(itemCount)\tlocal-only=\(options.isLocalOnly ? 1 : 0)\texpires=\(expires)"
+        if let fastPath { header += "\t\(Self.fastPathField)=\(fastPath)" }
+        var lines = [header]
+        lines += entries.map { "\($0.item)\t\($0.type.identifier)\t\($0.target)" }
+        return Data((lines.joined(separator: "\n") + "\n").utf8)
+    }
+
+    /// Parses a manifest; nil for anything malformed (the reader then falls back to `TARGETS`).
+    package init?(decoding data: Data) {
+        guard let text = String(validating: data, as: UTF8.self) else { return nil }
+        // Split on the bytes, not on characters: "\r\n" is one Character, so a field ending in
+        // "\r" would otherwise swallow the line break after it.
+        func split(_ text: Substring, _ separator: Unicode.Scalar, omittingEmpty: Bool) -> [Substring] {
+            text.unicodeScalars.split(separator: separator, omittingEmptySubsequences: omittingEmpty).map { Substring($0) }
+        }
+        let lines = split(text[...], "\n", omittingEmpty: true)
+        guard let header = lines.first.map({ split($0, "\t", omittingEmpty: true) }), header.count >= 3,
+              header[0] == Self.magic, header[1] == "1" else { return nil }
+        var fields = [String: String]()
+        for field in header.dropFirst(2) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        guard let count = fields["items"].flatMap({ Int($0) }), (0...1_000_000).contains(count) else { return nil }
+        var entries = [Entry]()
+        for line in lines.dropFirst() {
+            let parts = split(line, "\t", omittingEmpty: false)
+            // A target is an atom name: no control characters.
+            guard parts.count == 3, let item = Int(parts[0]), (0..<count).contains(item),
+                  let type = try? PasteboardType(String(parts[1])), !parts[2].isEmpty,
+                  !parts[2].unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
+            entries.append(Entry(item: item, type: type, target: String(parts[2])))
+        }
+        let expires = fields["expires"].flatMap { Double($0) }.flatMap { $0.isFinite ? $0 : nil }.map { Date(timeIntervalSince1970: $0) }
+        self.init(itemCount: count, entries: entries,
+                  options: PasteboardOptions(localOnly: fields["local-only"] == "1", expirationDate: expires))
+        fastPath = fields[Self.fastPathField].flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
