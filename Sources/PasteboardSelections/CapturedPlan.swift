@@ -101,7 +101,7 @@ package struct CapturedPlan {
     }
 
     /// The kept image other image formats are made from: the first captured target in the best
-    /// format (``X11PasteboardBackend/keptImageTarget(_:)``) whose bytes are that image.
+    /// format (``KeptTargets/keptImageTarget(_:)``) whose bytes are that image.
     package static func keptImageSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
         let images = targets.filter { ImageFormat(mimeType: $0.target) != nil && ImageConversion.format(of: $0.data) != nil }
         guard let best = KeptTargets.keptImageTarget(images.map(\.target)) else { return nil }
@@ -109,7 +109,7 @@ package struct CapturedPlan {
     }
 
     /// The kept text other text targets are made from: the captured target
-    /// ``X11PasteboardBackend/keptTextTarget(_:)`` names, if its bytes are UTF-8.
+    /// ``KeptTargets/keptTextTarget(_:)`` names, if its bytes are UTF-8.
     package static func keptTextSource(_ targets: [CapturedTarget]) -> CapturedTarget? {
         guard let best = KeptTargets.keptTextTarget(targets.map(\.target)),
               let source = targets.first(where: { $0.target == best }),

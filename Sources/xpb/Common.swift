@@ -116,6 +116,21 @@ enum CommonOptions {
     }
 }
 
+/// A command whose options are ``ReportOptions`` alone (info, detect): parsed, and its
+/// pasteboard chosen, by them.
+protocol ReportCommand: Command {
+    var options: ReportOptions { get }
+    init(options: ReportOptions)
+}
+
+extension ReportCommand {
+    init(_ arguments: ParsedArguments) throws(UsageError) {
+        self.init(options: try ReportOptions(arguments))
+    }
+
+    var selection: SelectionOptions { options.selection }
+}
+
 /// What the reporting commands (`info`, `detect`) take: the pasteboard, `--json`, `--timeout`.
 struct ReportOptions: Sendable {
     static let specs = SelectionOptions.specs + [CommonOptions.json, CommonOptions.timeout]

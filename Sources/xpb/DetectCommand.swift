@@ -2,7 +2,7 @@ import CommandLineTable
 import FoundationEssentials
 import PasteboardKit
 
-struct DetectCommand: Command {
+struct DetectCommand: ReportCommand {
     static let spec = CommandSpec(
         name: "detect",
         abstract: "Detect patterns in the first item: probable URL, search or number; links, emails, phone numbers, numbers.",
@@ -10,11 +10,6 @@ struct DetectCommand: Command {
         options: ReportOptions.specs)
 
     let options: ReportOptions
-    var selection: SelectionOptions { options.selection }
-
-    init(_ arguments: ParsedArguments) throws(UsageError) {
-        options = try ReportOptions(arguments)
-    }
 
     struct Report: Encodable {
         let patterns: [String]

@@ -3,7 +3,7 @@ import FoundationEssentials
 import PasteboardKit
 import Glibc
 
-struct InfoCommand: Command {
+struct InfoCommand: ReportCommand {
     static let spec = CommandSpec(
         name: "info",
         abstract: "Show who owns a pasteboard and what it holds.",
@@ -11,11 +11,6 @@ struct InfoCommand: Command {
         options: ReportOptions.specs)
 
     let options: ReportOptions
-    var selection: SelectionOptions { options.selection }
-
-    init(_ arguments: ParsedArguments) throws(UsageError) {
-        options = try ReportOptions(arguments)
-    }
 
     struct Report: Encodable {
         let pasteboard: String

@@ -31,7 +31,7 @@ package enum KeepPolicy {
     }
 
     /// `targets` with one image kept: of the image formats xpb writes, only the best lossless
-    /// one the owner offers (``X11PasteboardBackend/keptImageTarget(_:)``) is fetched; the others
+    /// one the owner offers (``KeptTargets/keptImageTarget(_:)``) is fetched; the others
     /// are made from it when a reader asks (a Qt image is offered in a dozen encodings of one
     /// picture). Formats xpb does not write (GIF, icons, netpbm) are fetched as they are. Of an
     /// xpb owner, whose manifest says which formats are the image's own (`own`), the best of
@@ -43,7 +43,7 @@ package enum KeepPolicy {
     }
 
     /// `targets` with one text kept: of an owner's text targets, only its first UTF-8 one
-    /// (``X11PasteboardBackend/keptTextTarget(_:)``) is fetched; `STRING`, `TEXT`,
+    /// (``KeptTargets/keptTextTarget(_:)``) is fetched; `STRING`, `TEXT`,
     /// `COMPOUND_TEXT` and the other `text/plain` are made from it when a reader asks. GTK offers
     /// one text under six targets, and takes seconds to make `COMPOUND_TEXT` of a large one.
     package static func withOneText(_ targets: [String]) -> [String] {
