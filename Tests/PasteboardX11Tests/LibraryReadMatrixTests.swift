@@ -71,17 +71,27 @@ struct RequestorWindowTests {
         var windows = RequestorWindows()
         let single = X11Window(rawValue: 1), incr = X11Window(rawValue: 2), failed = X11Window(rawValue: 3)
         for window in [single, incr, failed] { windows.add(window) }
-        windows.noteIncremental(incr)
+        windows.noteIncremental(incr, selection: X11Atom(rawValue: 9))
         #expect(windows.contains(single) && windows.contains(incr))
         #expect(windows.end(single, clean: true, now: 0) == [single])
         #expect(windows.end(incr, clean: true, now: 1_000) == [])
         #expect(windows.end(failed, clean: false, now: 2_000) == [])
         #expect(windows.resting == [incr, failed])
-        // A closing reader waits for the owner of the INCR transfer, until its confirmation comes.
+        // A closing reader waits for the owner of the INCR transfer, until its confirmation comes;
+        // it asks that owner (the selection is known) rather than wait out the clock.
+        #expect(windows.unconfirmedSelection == X11Atom(rawValue: 9))
         #expect(windows.settleDelay(now: 1_000) == RequestorWindows.settleNanoseconds)
         #expect(windows.settleDelay(now: 1_000 + RequestorWindows.settleNanoseconds) == 0)
         windows.noteSettled(incr)
-        #expect(windows.settleDelay(now: 1_000) == 0)
+        #expect(windows.settleDelay(now: 1_000) == 0 && windows.unconfirmedSelection == nil)
+        // A probe ends the clock's part too: the probe's answer is waited for instead.
+        let again = X11Window(rawValue: 4)
+        windows.add(again)
+        windows.noteIncremental(again, selection: X11Atom(rawValue: 9))
+        _ = windows.end(again, clean: true, now: 5_000)
+        #expect(windows.unconfirmedSelection != nil && windows.settleDelay(now: 5_000) > 0)
+        windows.noteProbed()
+        #expect(windows.unconfirmedSelection == nil && windows.settleDelay(now: 5_000) == 0)
         #expect(!windows.contains(incr))
         // Ending a window twice, or one never added, destroys nothing.
         #expect(windows.end(single, clean: true, now: 0) == [])
@@ -91,7 +101,7 @@ struct RequestorWindowTests {
             windows.add(window)
             destroyed += windows.end(window, clean: false, now: 3_000)
         }
-        #expect(destroyed == [incr, failed])
+        #expect(destroyed == [incr, failed, again])
         #expect(windows.resting.count == RequestorWindows.maxResting)
         #expect(windows.removeAll().count == RequestorWindows.maxResting)
     }

@@ -69,21 +69,25 @@ struct RequestorWindows {
     /// The most windows left resting; past it the one that rested longest is destroyed.
     static let maxResting = 16
 
-    /// How long an owner may still act on the window of an INCR transfer that ended: xsel sends
-    /// a second SelectionNotify once it wrote the empty chunk, and exits on the BadWindow of a
-    /// reader that closed its connection before the server took it (the next reader finds
-    /// nobody owning the selection). A closing reader waits at most this long after its last
-    /// transfer, less when the owner's confirmation comes (measured: with no wait, 1 run in 2 of
-    /// the xsel boundary matrix lost its owner; with one round trip alone, 1 in 6).
+    /// How long an owner may still act on the window of an INCR transfer that ended, when it
+    /// cannot be asked: xsel sends a second SelectionNotify once it wrote the empty chunk, and
+    /// exits on the BadWindow of a reader that closed its connection before the server took it
+    /// (the next reader finds nobody owning the selection). A closing reader asks the owner for
+    /// `TARGETS` instead (``unconfirmedSelection``): an owner answers requests in order, so its
+    /// answer comes after its confirmation. This fixed wait is for when no probe can be made
+    /// (measured: with no wait, 1 run in 2 of the xsel boundary matrix lost its owner; with one
+    /// round trip alone, 1 in 6; with 10 ms, 1 full suite in 10 under two busy loops, xsel
+    /// descheduled longer).
     static let settleNanoseconds: UInt64 = 10_000_000
 
     private(set) var inUse: Set<X11Window> = []
     private(set) var resting: [X11Window] = []
-    /// The windows in use that carried an INCR transfer.
-    private var incremental: Set<X11Window> = []
-    /// When the last INCR transfer ended (the X thread's clock), until its owner's
-    /// confirmation came.
+    /// The windows in use that carried an INCR transfer, with the selection read.
+    private var incremental: [X11Window: X11Atom] = [:]
+    /// When the last INCR transfer ended (the X thread's clock) and its selection, until its
+    /// owner's confirmation came or a probe asked it.
     private(set) var incrementalEnd: UInt64?
+    private(set) var unconfirmedSelection: X11Atom?
 
     var isFull: Bool { inUse.count >= Self.maxInUse }
 
@@ -92,22 +96,35 @@ struct RequestorWindows {
     mutating func add(_ window: X11Window) { inUse.insert(window) }
 
     /// An INCR transfer began on `window`: its owner watches it.
-    mutating func noteIncremental(_ window: X11Window) { incremental.insert(window) }
+    mutating func noteIncremental(_ window: X11Window, selection: X11Atom) { incremental[window] = selection }
 
     /// Ends a window's use at `now`: the windows to destroy now (itself when `clean` and it
     /// carried no INCR transfer, else perhaps the one that rested longest).
     mutating func end(_ window: X11Window, clean: Bool, now: UInt64) -> [X11Window] {
         guard inUse.remove(window) != nil else { return [] }
-        let watched = incremental.remove(window) != nil
-        if clean && !watched { return [window] }
-        if watched { incrementalEnd = now }
+        let watched = incremental.removeValue(forKey: window)
+        if clean && watched == nil { return [window] }
+        if let watched {
+            incrementalEnd = now
+            unconfirmedSelection = watched
+        }
         resting.append(window)
         return resting.count > Self.maxResting ? [resting.removeFirst()] : []
     }
 
     /// An event came to a resting window: its owner is done with it.
     mutating func noteSettled(_ window: X11Window) {
-        if resting.contains(window) { incrementalEnd = nil }
+        if resting.contains(window) {
+            incrementalEnd = nil
+            unconfirmedSelection = nil
+        }
+    }
+
+    /// A probe was sent to the owner of ``unconfirmedSelection``: its answer, not the clock,
+    /// ends the wait.
+    mutating func noteProbed() {
+        incrementalEnd = nil
+        unconfirmedSelection = nil
     }
 
     /// Nanoseconds to wait at `now` before closing, so that owners are done with our windows.
@@ -119,6 +136,7 @@ struct RequestorWindows {
     /// Every window, for the session's end.
     mutating func removeAll() -> [X11Window] {
         defer { inUse.removeAll(); resting.removeAll(); incremental.removeAll() }
+        unconfirmedSelection = nil
         return Array(inUse) + resting
     }
 }
@@ -153,6 +171,14 @@ extension X11Session {
     /// reader is done), for at most ``settleLimit``; at once when nothing is outstanding.
     func afterOwnersSettle(_ body: @escaping () -> Void) {
         guard ownersAreBusy, !isDead else { return body() }
+        // The owner of an INCR transfer not confirmed yet: asked for TARGETS (every owner
+        // answers it with its short list; xclip answers any other name with its whole data),
+        // whose answer comes after whatever it still does with our windows (an owner handles
+        // requests in order); the wait then lasts until that answer, not a fixed time.
+        if let selection = requestorWindows.unconfirmedSelection, !requestorWindows.isFull {
+            requestorWindows.noteProbed()
+            convert(selection, to: known[.targets], limit: Self.maxTargets * 4, truncate: true) { _ in }
+        }
         // What the server took from the owner before our answer comes back as events.
         XSync(display, 0)
         waitForOwnersToSettle(until: configuration.clock() + UInt64(min(Self.settleLimit, configuration.readTimeout) * 1e9), body)
@@ -317,7 +343,7 @@ extension X11Session {
             }
             conversion.sink?.noteSize(announced)
             let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
-            requestorWindows.noteIncremental(slot.window)
+            requestorWindows.noteIncremental(slot.window, selection: conversion.selection)
             incoming[slot] = IncomingState(
                 id: conversion.id, selection: conversion.selection,
                 transfer: IncomingTransfer(announcedSize: conversion.sink == nil ? announced ?? 0 : 0, limit: conversion.limit),
@@ -568,7 +594,7 @@ extension X11Session {
                 }
                 let id = self.makeOperationID()
                 let slot = ReplySlot(window: window, property: property)
-                self.requestorWindows.noteIncremental(window)
+                self.requestorWindows.noteIncremental(window, selection: selection)
                 self.incoming[slot] = IncomingState(
                     id: id, selection: selection, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit),
                     announced: announced, type: .none,
