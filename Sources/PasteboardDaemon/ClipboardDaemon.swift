@@ -233,9 +233,12 @@ package final class ClipboardDaemon: Sendable {
         }
     }
 
-    /// A copy expired on the host: the history forgets it too (on `storage`).
-    func expired() {
-        storage.async { [self] in _ = try? store.withLock { try $0.prune() } }
+    /// A copy expired on the host: the history forgets it too (on `storage`), then `done` runs.
+    func expired(then done: (@Sendable () -> Void)? = nil) {
+        storage.async { [self] in
+            _ = try? store.withLock { try $0.prune() }
+            done?()
+        }
     }
 
     /// The version `xpbd --version` prints (xpb's: ``Release/version``).

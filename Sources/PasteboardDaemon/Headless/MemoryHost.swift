@@ -55,10 +55,9 @@ final class MemoryHost: ClipboardHost {
         served.withLock { $0 = daemon }
         let hub = daemon.hub
         clipboard.onChange { [weak hub] name, owner, event in hub?.ownerChanged(name, owner: owner, event: event) }
-        clipboard.onExpiry { [weak self] in
-            guard let self, let daemon = self.daemon else { return }
-            daemon.expired()
-            self.logger.info("a copy expired: dropped from the pasteboard and the history")
+        clipboard.onExpiry { [weak self, logger] in
+            // Logged once the history forgot it too: what the log says is done.
+            self?.daemon?.expired { logger.info("a copy expired: dropped from the pasteboard and the history") }
         }
         logger.info("headless: holding the pasteboards in memory, history in \(configuration.stateDirectory.path)")
     }
