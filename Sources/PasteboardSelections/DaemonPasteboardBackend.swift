@@ -69,6 +69,12 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
         if observesChanges { try startWatching() }
     }
 
+    /// A backend let go without ``close(handOff:)`` closes its connections (the watch thread
+    /// ends with its own).
+    deinit {
+        close(handOff: false)
+    }
+
     package static func connect(_ path: String, timeout: Double) throws -> ControlClient {
         do {
             return try ControlClient(path: path, display: "headless", timeout: timeout, notRunning: notRunning)
