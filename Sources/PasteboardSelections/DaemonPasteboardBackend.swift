@@ -83,8 +83,8 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
         }
     }
 
-    /// Asks the daemon on the request connection; `body` may stream on it. A broken connection is
-    /// made again for the next request.
+    /// Asks the daemon on the request connection; `body` may stream on it. A connection a
+    /// request broke off on is made again for the next request.
     private func request<T>(_ body: (inout ControlClient) throws -> T) throws -> T {
         try client.withLock { client in
             if client == nil {
@@ -93,10 +93,13 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
             }
             do {
                 return try body(&client!)
-            } catch let error as ControlClientError {
+            } catch {
+                // A request that broke off (a refusal, a limit, a sink that failed) may leave
+                // frames of its answer on the way: the next request gets a new connection.
                 client?.close()
                 client = nil
-                throw PasteboardError.backendFailure(error.message)
+                if let error = error as? ControlClientError { throw PasteboardError.backendFailure(error.message) }
+                throw error
             }
         }
     }
