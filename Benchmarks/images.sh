@@ -36,13 +36,13 @@ export DISPLAY=":$number"
 # The daemon started below, by its pid; a cleanup that finds nothing to stop is no failure.
 xpbd_pid=""
 trap 'kill $xvfb_pid $xpbd_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-/usr/bin/python3 - "$root/README.md" > /dev/null 2>&1 <<'EOF' &
+/usr/bin/python3 - "$root/docs/xpb.md" "$root/docs/xpbd.md" "$root/docs/library.md" > /dev/null 2>&1 <<'EOF' &
 import sys, gi
 gi.require_version("Gtk", "3.0")
 from gi.repository import Gtk, GLib
 window = Gtk.Window(default_width=3840, default_height=2160)
 view = Gtk.TextView()
-view.get_buffer().set_text(open(sys.argv[1]).read() * 2)
+view.get_buffer().set_text("".join(open(path).read() for path in sys.argv[1:]) * 2)
 window.add(view)
 window.show_all()
 GLib.timeout_add(30000, Gtk.main_quit)
