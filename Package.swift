@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
         .target(name: "X11TestSupport", dependencies: ["CCrypto"], path: "Tests/X11TestSupport"),
-        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardKit", "CX11", "X11TestSupport"]),
+        .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardWire", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),
         // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.

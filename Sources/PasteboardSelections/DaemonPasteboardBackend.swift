@@ -104,14 +104,12 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
         }
     }
 
-    private static func selection(_ name: Pasteboard.Name) -> String { SelectionNames.selection(for: name) }
-
     // MARK: Reading
 
     /// What a pasteboard offers, nil when it is empty.
     package func offer(of name: Pasteboard.Name) throws -> PasteboardOffer? {
         let offer = try request { client -> PasteboardOffer? in
-            guard case let .offer(offer) = try client.send(.offer(pasteboard: Self.selection(name))) else {
+            guard case let .offer(offer) = try client.send(.offer(pasteboard: SelectionNames.selection(for: name))) else {
                 throw ControlClientError("xpbd answered out of turn")
             }
             return offer
@@ -188,7 +186,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
         let type = try choose(types)
         guard let reader, let types else { return false }
         guard types.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: types.count) }
-        let selection = Self.selection(name)
+        let selection = SelectionNames.selection(for: name)
         let limit = limit ?? Int.max
         return try reader.read(item: item, type: type, convert: { target, sink in
             try self.read(selection, target: target, limit: limit, bytes: sink)
@@ -197,7 +195,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
 
     public func stream(of name: Pasteboard.Name, target: String, limit: Int?, bytes: (Data) throws -> Void) throws -> Bool? {
         guard try offer(of: name) != nil else { return nil }
-        return try read(Self.selection(name), target: target, limit: limit ?? Int.max, bytes: bytes) != nil
+        return try read(SelectionNames.selection(for: name), target: target, limit: limit ?? Int.max, bytes: bytes) != nil
     }
 
     // MARK: PasteboardBackend
@@ -229,7 +227,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
 
     /// The count the daemon gives; the last one heard when it cannot be asked.
     public func changeCount(of name: Pasteboard.Name) -> Int {
-        let selection = Self.selection(name)
+        let selection = SelectionNames.selection(for: name)
         if let counts = try? changeCounts() { return counts[selection] ?? 0 }
         return state.withLock { $0.counts[selection] ?? 0 }
     }
@@ -286,7 +284,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
                 }
             })
         }
-        let write = PasteboardWrite(pasteboard: Self.selection(name),
+        let write = PasteboardWrite(pasteboard: SelectionNames.selection(for: name),
                                     items: representations.map { $0.map { PasteboardWrite.Representation(type: $0.type.identifier, size: $0.size) } },
                                     isLocalOnly: options.isLocalOnly, expires: options.expirationDate, origin: "xpb",
                                     copiedBy: credit?.name, copiedByPID: credit?.pid)
@@ -331,7 +329,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
 
     public func clear(_ name: Pasteboard.Name) throws {
         try request { client in
-            guard case .done = try client.send(.clearPasteboard(pasteboard: Self.selection(name))) else {
+            guard case .done = try client.send(.clearPasteboard(pasteboard: SelectionNames.selection(for: name))) else {
                 throw ControlClientError("xpbd answered out of turn")
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import PasteboardKit
 import PasteboardSelections
+import PasteboardWire
 import Testing
 import X11TestSupport
 
@@ -19,7 +20,7 @@ struct DaemonBackendTests {
         let daemon = try Peer(try builtProduct("xpbd"), ["--headless", "--idle-exit", "0"], display: x, environment: environment)
         defer { daemon.stop() }
         #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
-        let socket = ControlEndpointPath.headless(runtime: runtime)
+        let socket = ControlEndpoint.headlessSocketPath(environment: ["XDG_RUNTIME_DIR": runtime], uid: getuid())
         let backend = try DaemonPasteboardBackend(socketPath: socket, credit: CopyCredit(name: "tester", pid: nil))
         defer { backend.close(handOff: false) }
         let changes = Pasteboard.general(of: backend).changes
@@ -54,9 +55,4 @@ struct DaemonBackendTests {
         // (The sync hub answers a clear with a compare-and-clear of its own, counted too.)
         #expect(backend.changeCount(of: .general) >= 3, "\(daemon.errorSoFar)")
     }
-}
-
-/// The headless daemon's socket in a runtime directory (as `ControlEndpoint` names it).
-private enum ControlEndpointPath {
-    static func headless(runtime: String) -> String { runtime + "/xpb/xpbd-headless.socket" }
 }

@@ -233,6 +233,15 @@ struct StateMachineTests {
     }
 }
 
+@Suite("Protocol target names")
+struct ProtocolTargetNameTests {
+    @Test("the display-free table of protocol targets is the X side's atoms, NULL with them")
+    func sameNames() {
+        #expect(SelectionNames.protocolTargetNames == Set(WellKnown.protocolTargets.map(\.rawValue) + [WellKnown.null.rawValue]))
+        #expect(Manifest.target == WellKnown.manifest.rawValue)
+    }
+}
+
 @Suite("File lists in both file managers' flavours")
 struct FileListFlavourTests {
     func target(_ name: String, _ text: String) -> CapturedTarget { CapturedTarget(target: name, type: name, data: Data(text.utf8)) }

@@ -216,11 +216,8 @@ final class DisplayHost: ClipboardHost {
     private func ownerChanged(_ change: SelectionOwnerChange) {
         events.async { [self] in
             let counts = state.withLock { state -> [Int]? in
-                switch change.name {
-                case .general: state.counts[0] += 1
-                case .find: state.counts[1] += 1
-                default: return nil
-                }
+                guard let index = X11PasteboardBackend.sharedCountIndex(of: change.name) else { return nil }
+                state.counts[index] += 1
                 return state.counts
             }
             if let counts { backend.publishChangeCounts(counts) }

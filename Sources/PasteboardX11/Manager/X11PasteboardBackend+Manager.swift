@@ -170,15 +170,15 @@ extension X11PasteboardBackend {
         (try? connection.sync(timeout: timeout) { session, done in done(.success(session.window)) }) ?? .none
     }
 
+    /// Where a clipboard manager's published counts hold `name`'s (CLIPBOARD, then PRIMARY); nil
+    /// for a named pasteboard, which has none.
+    package static func sharedCountIndex(of name: Pasteboard.Name) -> Int? {
+        [Pasteboard.Name.general, .find].firstIndex(of: name)
+    }
+
     /// The count a clipboard manager publishes for `name`, nil without one (or for named pasteboards).
     func sharedChangeCount(of name: Pasteboard.Name) -> Int? {
-        let index: Int
-        switch name {
-        case .general: index = 0
-        case .find: index = 1
-        default: return nil
-        }
-        guard connection.stopReason == nil,
+        guard let index = Self.sharedCountIndex(of: name), connection.stopReason == nil,
               let counts = try? connection.sync(timeout: timeout, { session, done in done(.success(session.sharedChangeCounts())) }),
               counts.indices.contains(index) else { return nil }
         return counts[index]

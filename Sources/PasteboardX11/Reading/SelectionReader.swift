@@ -76,18 +76,20 @@ struct RequestorWindows {
     /// `TARGETS` instead (``unconfirmedSelection``): an owner answers requests in order, so its
     /// answer comes after its confirmation. This fixed wait is for when no probe can be made
     /// (measured: with no wait, 1 run in 2 of the xsel boundary matrix lost its owner; with one
-    /// round trip alone, 1 in 6; with 10 ms, 1 full suite in 10 under two busy loops, xsel
-    /// descheduled longer).
+    /// round trip alone, 1 in 6; with 10 ms, once in about ten full suites under two busy loops,
+    /// xsel descheduled longer).
     static let settleNanoseconds: UInt64 = 10_000_000
 
     private(set) var inUse: Set<X11Window> = []
     private(set) var resting: [X11Window] = []
     /// The windows in use that carried an INCR transfer, with the selection read.
     private var incremental: [X11Window: X11Atom] = [:]
-    /// When the last INCR transfer ended (the X thread's clock) and its selection, until its
-    /// owner's confirmation came or a probe asked it.
-    private(set) var incrementalEnd: UInt64?
-    private(set) var unconfirmedSelection: X11Atom?
+    /// The last INCR transfer that ended: its selection and when (the X thread's clock), until
+    /// its owner's confirmation came or a probe asked that owner.
+    private var unconfirmed: (selection: X11Atom, ended: UInt64)?
+
+    /// The selection whose owner has not confirmed the INCR transfer that ended last.
+    var unconfirmedSelection: X11Atom? { unconfirmed?.selection }
 
     var isFull: Bool { inUse.count >= Self.maxInUse }
 
@@ -104,39 +106,31 @@ struct RequestorWindows {
         guard inUse.remove(window) != nil else { return [] }
         let watched = incremental.removeValue(forKey: window)
         if clean && watched == nil { return [window] }
-        if let watched {
-            incrementalEnd = now
-            unconfirmedSelection = watched
-        }
+        if let watched { unconfirmed = (watched, now) }
         resting.append(window)
         return resting.count > Self.maxResting ? [resting.removeFirst()] : []
     }
 
     /// An event came to a resting window: its owner is done with it.
     mutating func noteSettled(_ window: X11Window) {
-        if resting.contains(window) {
-            incrementalEnd = nil
-            unconfirmedSelection = nil
-        }
+        if resting.contains(window) { unconfirmed = nil }
     }
 
     /// A probe was sent to the owner of ``unconfirmedSelection``: its answer, not the clock,
     /// ends the wait.
     mutating func noteProbed() {
-        incrementalEnd = nil
-        unconfirmedSelection = nil
+        unconfirmed = nil
     }
 
     /// Nanoseconds to wait at `now` before closing, so that owners are done with our windows.
     func settleDelay(now: UInt64) -> UInt64 {
-        guard let ended = incrementalEnd, now < ended + Self.settleNanoseconds else { return 0 }
+        guard let ended = unconfirmed?.ended, now < ended + Self.settleNanoseconds else { return 0 }
         return ended + Self.settleNanoseconds - now
     }
 
     /// Every window, for the session's end.
     mutating func removeAll() -> [X11Window] {
-        defer { inUse.removeAll(); resting.removeAll(); incremental.removeAll() }
-        unconfirmedSelection = nil
+        defer { inUse.removeAll(); resting.removeAll(); incremental.removeAll(); unconfirmed = nil }
         return Array(inUse) + resting
     }
 }
