@@ -233,7 +233,7 @@ extension X11PasteboardBackend {
         let items = [item]
         let registry = self.registry
         let _: X11Timestamp = try connection.sync(timeout: 10) { session, done in
-            session.own(session.atom(selection), items: items, options: PasteboardOptions(), registry: registry) { done($0) }
+            session.owner.own(session.wire.atom(selection), items: items, options: PasteboardOptions(), registry: registry) { done($0) }
         }
     }
 }

@@ -18,19 +18,19 @@ extension X11PasteboardBackend {
     func rawConvert(_ selection: String = "CLIPBOARD", target: String, parameters: [String]? = nil,
                     legacyNoProperty: Bool = false) throws -> PropertyValue? {
         try connection.sync(timeout: 30) { session, done in
-            let parameterAtoms = parameters.map { session.atoms($0) }
-            session.convert(session.atom(selection), to: session.atom(target), parameters: parameterAtoms,
-                            parameterType: session.atom("ATOM_PAIR"), legacyNoProperty: legacyNoProperty) { done($0) }
+            let parameterAtoms = parameters.map { session.wire.atoms($0) }
+            session.reader.convert(session.wire.atom(selection), to: session.wire.atom(target), parameters: parameterAtoms,
+                            parameterType: session.wire.atom("ATOM_PAIR"), legacyNoProperty: legacyNoProperty) { done($0) }
         }
     }
 
     /// The names of format-32 atoms.
     func atomNames(_ atoms: [X11Atom]) throws -> [String?] {
-        try connection.sync(timeout: 30) { session, done in done(.success(session.names(of: atoms))) }
+        try connection.sync(timeout: 30) { session, done in done(.success(session.wire.names(of: atoms))) }
     }
 
     /// How many INCR transfers this backend is receiving.
     func receivingCount() throws -> Int {
-        try connection.sync(timeout: 30) { session, done in done(.success(session.incoming.count)) }
+        try connection.sync(timeout: 30) { session, done in done(.success(session.reader.incomingCount)) }
     }
 }

@@ -158,11 +158,9 @@ final class OwnerOffers: @unchecked Sendable {
         set { condition.lock(); currentRules = newValue; condition.unlock() }
     }
     private var currentRules: AppRules
-    // Guards `entries` and `changes`; broadcast when a reading ends or an owner changes.
+    // Guards `entries`; broadcast when a reading ends or an owner changes.
     private let condition = Condition()
     private var entries: [Pasteboard.Name: Entry] = [:]
-    /// Moves on every ownership change of a selection: a reading of an earlier owner is not kept.
-    private var changes: [Pasteboard.Name: Int] = [:]
 
     init(backend: X11PasteboardBackend, gate: OwnerGate, turnDeadline: Double, rules: AppRules = AppRules()) {
         self.backend = backend
@@ -175,7 +173,6 @@ final class OwnerOffers: @unchecked Sendable {
     func ownerChanged(_ name: Pasteboard.Name) {
         condition.lock()
         entries.removeValue(forKey: name)
-        changes[name, default: 0] += 1
         condition.broadcast()
         condition.unlock()
     }
@@ -189,7 +186,9 @@ final class OwnerOffers: @unchecked Sendable {
             condition.unlock()
             return offer
         }
-        let change = changes[name, default: 0]
+        // The backend's count of ownership changes (moved before this is called): a reading of
+        // an earlier owner is not kept.
+        let change = backend.ownershipEpoch(of: name)
         entries[name] = Entry(owner: owner, offer: nil)
         condition.unlock()
 
@@ -199,7 +198,7 @@ final class OwnerOffers: @unchecked Sendable {
             offer = OwnerOffer.read(name, owner: info, backend: backend, gate: gate, turnDeadline: turnDeadline, rules: rules)
         }
         condition.lock()
-        if changes[name, default: 0] == change, entries[name]?.owner == owner {
+        if backend.ownershipEpoch(of: name) == change, entries[name]?.owner == owner {
             if let offer { entries[name]?.offer = offer } else { entries.removeValue(forKey: name) }
         }
         condition.broadcast()

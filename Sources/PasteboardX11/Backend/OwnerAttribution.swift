@@ -55,22 +55,27 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 }
 
 
-extension X11Session {
+/// Who owns a selection, as far as the server and the kernel can tell: the owner window's
+/// properties, the X-Resource client id, a look through the top-level windows, and the process
+/// behind the connection.
+struct OwnerAttribution {
+    let wire: X11Wire
+
     /// Who owns a selection (``SelectionOwnerInfo``); nil when nobody does. A few round trips:
     /// the owner window's properties, the X-Resource client id, and where the window has no
     /// `WM_CLASS`, a look through the top-level windows for one of the same client.
     func ownerInfo(_ selection: X11Atom) -> SelectionOwnerInfo? {
-        let owner = selectionOwner(selection)
+        let owner = wire.selectionOwner(selection)
         guard !owner.isNone else { return nil }
         var name: String?
-        if let value = (try? readProperty(owner, known[.netWMName], delete: false, limit: 4096, truncate: true)) ?? nil
-            ?? (try? readProperty(owner, known[.wmName], delete: false, limit: 4096, truncate: true)) ?? nil,
+        if let value = (try? wire.readProperty(owner, wire.known[.netWMName], delete: false, limit: 4096, truncate: true)) ?? nil
+            ?? (try? wire.readProperty(owner, wire.known[.wmName], delete: false, limit: 4096, truncate: true)) ?? nil,
            value.format == 8 {
             name = String(decoding: value.data, as: UTF8.self)
         }
         var pid: Int?
         var isLocal = false
-        let fromServer = cx11_client_pid(display, owner.rawValue)
+        let fromServer = cx11_client_pid(wire.display, owner.rawValue)
         var handedDown: (name: String, path: String?)?
         if fromServer > 0 {
             pid = Int(fromServer)
@@ -79,7 +84,7 @@ extension X11Session {
                 // The process that connected is gone: whoever it handed the connection to, if
                 // the kernel can tell; else unknown, never a guess.
                 pid = nil
-                if let number = LocalProcess.localDisplayNumber(String(cString: XDisplayString(display))) {
+                if let number = LocalProcess.localDisplayNumber(String(cString: XDisplayString(wire.display))) {
                     switch LocalProcess.successor(of: Int(fromServer), display: number, clientPIDs: allClientPIDs()) {
                     case .process(let successor): pid = successor
                     case .executable(let name, let path): handedDown = (name, path)
@@ -87,10 +92,10 @@ extension X11Session {
                     }
                 }
             }
-        } else if let claimed = ((try? readProperty(owner, known[.netWMPID], delete: false, limit: 4)) ?? nil)?.longs.first {
+        } else if let claimed = ((try? wire.readProperty(owner, wire.known[.netWMPID], delete: false, limit: 4)) ?? nil)?.longs.first {
             pid = Int(claimed)
             // A pid a window claims names a process of this host only if the window says so.
-            let machine = ((try? readProperty(owner, known[.wmClientMachine], delete: false, limit: 256, truncate: true)) ?? nil)
+            let machine = ((try? wire.readProperty(owner, wire.known[.wmClientMachine], delete: false, limit: 256, truncate: true)) ?? nil)
                 .map { String(decoding: $0.data, as: UTF8.self) }
             isLocal = machine == LocalProcess.hostName
         }
@@ -98,8 +103,8 @@ extension X11Session {
             ?? (isLocal ? LocalProcess.executable(of: pid ?? 0) : (nil, nil))
         let windowClass = self.windowClass(ofClientOf: owner)
         var credit: CopyCredit?
-        if let executable = executable.name, SelectionOwnerInfo.crediting.contains(executable), let property = creditProperty(selection),
-           let value = (try? readProperty(owner, property, delete: false, limit: 1024, truncate: true)) ?? nil, value.format == 8 {
+        if let executable = executable.name, SelectionOwnerInfo.crediting.contains(executable), let property = wire.creditProperty(selection),
+           let value = (try? wire.readProperty(owner, property, delete: false, limit: 1024, truncate: true)) ?? nil, value.format == 8 {
             credit = CopyCredit(decoding: value.data)
         }
         return SelectionOwnerInfo(window: owner, name: name, processID: pid, executableName: executable.name,
@@ -110,7 +115,7 @@ extension X11Session {
     /// The server's pid of each of its clients (X-Resource), those it knows.
     private func allClientPIDs() -> [Int] {
         var pids = [Int](repeating: -1, count: 4096)
-        let count = pids.withUnsafeMutableBufferPointer { cx11_all_client_pids(display, $0.baseAddress, $0.count) }
+        let count = pids.withUnsafeMutableBufferPointer { cx11_all_client_pids(wire.display, $0.baseAddress, $0.count) }
         return count > 0 ? Array(pids.prefix(min(Int(count), pids.count))) : []
     }
 
@@ -120,14 +125,14 @@ extension X11Session {
     func windowClass(ofClientOf window: X11Window) -> (instance: String, class: String)? {
         if let own = wmClass(of: window) { return own }
         var looked = 0
-        for top in children(of: root) {
+        for top in children(of: wire.root) {
             guard looked < 512 else { break }
             looked += 1
-            if isSameClient(top, window) {
+            if wire.isSameClient(top, window) {
                 if let found = wmClass(of: top) { return found }
                 continue
             }
-            for child in children(of: top) where isSameClient(child, window) {
+            for child in children(of: top) where wire.isSameClient(child, window) {
                 if let found = wmClass(of: child) { return found }
             }
         }
@@ -135,7 +140,7 @@ extension X11Session {
     }
 
     private func wmClass(of window: X11Window) -> (instance: String, class: String)? {
-        guard let value = (try? readProperty(window, known[.wmClass], delete: false, limit: 1024, truncate: true)) ?? nil,
+        guard let value = (try? wire.readProperty(window, wire.known[.wmClass], delete: false, limit: 1024, truncate: true)) ?? nil,
               value.format == 8 else { return nil }
         let parts = value.data.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         guard parts.count >= 2, !parts[1].isEmpty else { return nil }
@@ -148,7 +153,7 @@ extension X11Session {
         var parent: Window = 0
         var list: UnsafeMutablePointer<Window>?
         var count: UInt32 = 0
-        guard XQueryTree(display, window.rawValue, &root, &parent, &list, &count) != 0, let list else { return [] }
+        guard XQueryTree(wire.display, window.rawValue, &root, &parent, &list, &count) != 0, let list else { return [] }
         defer { XFree(list) }
         return (0..<Int(count)).map { X11Window(rawValue: list[$0]) }
     }

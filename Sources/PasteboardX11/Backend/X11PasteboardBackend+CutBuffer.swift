@@ -14,7 +14,7 @@ extension X11PasteboardBackend {
         let property = try Self.cutBufferAtom(index)
         let limit = limit ?? configuration.maxReadSize
         return try connection.sync(timeout: timeout) { session, done in
-            done(Result { try session.readProperty(session.root, property, delete: false, limit: limit)?.data })
+            done(Result { try session.wire.readProperty(session.wire.root, property, delete: false, limit: limit)?.data })
         }
     }
 
@@ -24,22 +24,22 @@ extension X11PasteboardBackend {
         let property = try Self.cutBufferAtom(index)
         let failed: Bool = try connection.sync(timeout: Self.transferTimeout) { session, done in
             var failed = false
-            let piece = session.chunkSize
+            let piece = session.wire.chunkSize
             data.withUnsafeBytes { bytes in
                 var offset = 0
                 repeat {
                     let end = min(bytes.count, offset + piece)
                     let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<end])
-                    session.routeErrors({
-                        _ = XChangeProperty(session.display, session.root.rawValue, property.rawValue, X11Atom.string.rawValue, 8,
+                    session.wire.routeErrors({
+                        _ = XChangeProperty(session.wire.display, session.wire.root.rawValue, property.rawValue, X11Atom.string.rawValue, 8,
                                             offset == 0 ? PropModeReplace : PropModeAppend,
                                             slice.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(slice.count))
                     }, onError: { _ in failed = true })
                     offset = end
                 } while offset < bytes.count
             }
-            XSync(session.display, 0)
-            session.collectErrors()
+            XSync(session.wire.display, 0)
+            session.wire.collectErrors()
             done(.success(failed))
         }
         if failed { throw PasteboardError.backendFailure("the X server refused to store \(data.count) bytes in cut buffer \(index)") }

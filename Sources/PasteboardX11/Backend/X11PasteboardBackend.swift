@@ -101,10 +101,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
         changeCenter.attach(self)
         try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
             session.delegate = self
-            for atom in [session.known[.clipboard], session.known[.primary]] { session.watch(atom) }
+            for atom in [session.wire.known[.clipboard], session.wire.known[.primary]] { session.watch(atom) }
             self.state.withLock {
-                $0.selectionNames[session.known[.clipboard]] = .general
-                $0.selectionNames[session.known[.primary]] = .find
+                $0.selectionNames[session.wire.known[.clipboard]] = .general
+                $0.selectionNames[session.wire.known[.primary]] = .find
             }
             done(.success(()))
         }
@@ -129,7 +129,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         let saved = Mutex(false)
         connection.close(timeout: timeout + 2) { session, done in
             guard shouldHandOff else { return done() }
-            session.handOff(session.known[.clipboard], timeout: timeout) { ok in
+            session.reader.handOff(session.wire.known[.clipboard], timeout: timeout) { ok in
                 saved.withLock { $0 = ok }
                 done()
             }
@@ -170,7 +170,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         // Counting pastes costs a round trip per conversion (is the requestor the clipboard
         // manager?): the X thread makes it only while someone counts.
         let counts = handler != nil
-        _ = connection.submit { session in session.reportsServed = counts }
+        _ = connection.submit { session in session.owner.reportsServed = counts }
     }
 
     /// How many reads came over the same-host fast path (``X11Configuration/fastPath``) instead
@@ -187,14 +187,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     /// How many INCR transfers this process is still serving (they go on after ownership ends).
     public func activeTransferCount() throws -> Int {
-        try connection.sync(timeout: timeout) { session, done in done(.success(session.outgoing.count)) }
+        try connection.sync(timeout: timeout) { session, done in done(.success(session.owner.sends.count)) }
     }
 
     /// Who owns a pasteboard's selection: the owner's window, and its name and process id where
     /// it publishes them; nil when nobody does.
     public func owner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
         try connection.sync(timeout: timeout) { [self] session, done in
-            let info = session.ownerInfo(self.selectionAtom(name, in: session))
+            let info = OwnerAttribution(wire: session.wire).ownerInfo(self.selectionAtom(name, in: session))
             done(.success(info))
         }
     }
@@ -203,7 +203,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// without the look at who the owner is that ``owner(of:)`` takes.
     package func ownerWindow(of name: Pasteboard.Name) throws -> X11Window {
         try connection.sync(timeout: timeout) { [self] session, done in
-            done(.success(session.selectionOwner(self.selectionAtom(name, in: session))))
+            done(.success(session.wire.selectionOwner(self.selectionAtom(name, in: session))))
         }
     }
 
@@ -211,8 +211,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func targets(of name: Pasteboard.Name) throws -> [String] {
         if ownedItems(name) != nil {
             return try connection.sync(timeout: timeout) { session, done in
-                let state = session.owned[session.atom(Self.selectionName(for: name))]
-                done(.success(session.names(of: state?.advertised ?? []).compactMap { $0 }))
+                let state = session.owner.owned[session.wire.atom(Self.selectionName(for: name))]
+                done(.success(session.wire.names(of: state?.advertised ?? []).compactMap { $0 }))
             }
         }
         return try foreignOffer(name)?.targets ?? []
@@ -221,7 +221,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// Empties a pasteboard whoever owns it: its selection gets no owner.
     public func clear(_ name: Pasteboard.Name) throws {
         try connection.sync(timeout: timeout) { [self] session, done in
-            session.clear(self.selectionAtom(name, in: session)) { done($0) }
+            session.owner.clear(self.selectionAtom(name, in: session)) { done($0) }
         }
         let change = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot)? in
             guard state.owned.removeValue(forKey: name) != nil else { return nil }
@@ -233,7 +233,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     // MARK: Names
 
     func selectionAtom(_ name: Pasteboard.Name, in session: X11Session) -> X11Atom {
-        let atom = session.atom(Self.selectionName(for: name))
+        let atom = session.wire.atom(Self.selectionName(for: name))
         state.withLock { $0.selectionNames[atom] = name }
         session.watch(atom)
         return atom
@@ -251,7 +251,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// cannot be asked.
     private func hasOwner(_ selection: @escaping @Sendable (X11Session) -> X11Atom) -> Bool {
         let owner = try? connection.sync(timeout: timeout) { session, done in
-            done(.success(session.selectionOwner(selection(session))))
+            done(.success(session.wire.selectionOwner(selection(session))))
         }
         return owner.map { !$0.isNone } ?? false
     }
@@ -270,7 +270,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public func remove(_ name: Pasteboard.Name) {
         guard !name.isSystem else { return }
         _ = try? connection.sync(timeout: timeout) { [self] session, done in
-            session.relinquish(self.selectionAtom(name, in: session))
+            session.owner.relinquish(self.selectionAtom(name, in: session))
             done(.success(()))
         }
         let (count, types, slot) = state.withLock { state -> (Int, [PasteboardType], ChangeCenter.Slot) in
@@ -286,7 +286,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// `CLIPBOARD_MANAGER`) runs to keep it: X11 itself keeps nothing once the owner exits. No
     /// manager keeps the find or named pasteboards, so they are never persistent.
     public func isPersistent(_ name: Pasteboard.Name) -> Bool {
-        name == .general && hasOwner { $0.known[.clipboardManager] }
+        name == .general && hasOwner { $0.wire.known[.clipboardManager] }
     }
 
     /// Does nothing on X11: whether contents outlive their writer is up to the clipboard manager,
@@ -387,7 +387,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         let registry = self.registry
         let sharedBefore = sharedChangeCount(of: name)
         let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-            session.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) {
+            session.owner.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) {
                 done($0)
             }
         }
@@ -419,7 +419,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// Gives the selection up (the pasteboard becomes empty), counting it as one change.
     private func relinquish(_ name: Pasteboard.Name) throws {
         try connection.sync(timeout: timeout) { [self] session, done in
-            session.relinquish(self.selectionAtom(name, in: session))
+            session.owner.relinquish(self.selectionAtom(name, in: session))
             done(.success(()))
         }
         let (change, slot) = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot) in
@@ -435,7 +435,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     private func waitForSharedCount(of name: Pasteboard.Name, toPass before: Int) {
         guard let index = Self.sharedCountIndex(of: name) else { return }
         _ = try? connection.sync(timeout: 1) { (session, done: @escaping @Sendable (Result<Bool, any Error>) -> Void) in
-            session.waitForSharedCount(index: index, toPass: before, within: 0.25) { done(.success($0)) }
+            session.manager.waitForSharedCount(index: index, toPass: before, within: 0.25) { done(.success($0)) }
         }
     }
 
@@ -485,7 +485,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
         // the new owner's types are known.
         let (count, slot, epoch) = state.withLock { state -> (Int, ChangeCenter.Slot, Int) in
             state.changeCounts[name, default: 0] += 1
-            if owner != session.window { state.owned.removeValue(forKey: name) }
+            if owner != session.wire.window { state.owned.removeValue(forKey: name) }
             return (state.changeCounts[name]!, changeCenter.reserve(), state.ownershipEpochs[name] ?? 0)
         }
         let publish: @Sendable ([PasteboardType]) -> Void = { [self] types in
@@ -499,8 +499,8 @@ extension X11PasteboardBackend: X11SessionDelegate {
         guard !owner.isNone else {
             // Gone (not cleared on purpose) while another client is the clipboard manager: held
             // back for a moment; the manager's taking over (or any change) withdraws it.
-            guard reason != .setOwner, !session.isClipboardManager,
-                  !session.selectionOwner(session.known[.clipboardManager]).isNone else { return publish([]) }
+            guard reason != .setOwner, !session.manager.isClipboardManager,
+                  !session.wire.selectionOwner(session.wire.known[.clipboardManager]).isNone else { return publish([]) }
             let id = state.withLock { state -> Int in
                 state.holds += 1
                 return state.holds
@@ -521,7 +521,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
         }
         let registry = self.registry
         // Read as a paste reads it (the manifest too), and kept for the reads that follow.
-        session.readOffer(of: selection, owner: owner) { result in
+        session.reader.readOffer(of: selection, owner: owner) { result in
             guard case let .success(offer) = result else { return publish([]) }
             self.state.withLock { state in
                 if state.ownershipEpochs[name] == epoch { state.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }

@@ -58,14 +58,19 @@ enum FastPath {
     }
 }
 
-/// The owner's listener and the connections it is answering. Lives on the X thread.
+/// The owner's listener and the connections it is answering: the same-host fast path's server
+/// part. Lives on the X thread; serves what ``SelectionServer`` owns.
 final class FastPathServer {
+    private unowned let session: X11Session
     let name: String
     let listener: Int32
     /// Request bytes received so far per connection, and its deadline timer.
-    var clients: [Int32: (buffer: [UInt8], timer: TimerHandle?)] = [:]
+    private var clients: [Int32: (buffer: [UInt8], timer: TimerHandle?)] = [:]
+    /// Closed: the listener's descriptor is no longer ours.
+    private var isClosed = false
 
-    init() throws {
+    init(session: X11Session) throws {
+        self.session = session
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw PasteboardError.backendFailure("fast path: socket: \(String(cString: strerror(errno)))") }
         var name = FastPath.makeName()
@@ -74,7 +79,7 @@ final class FastPathServer {
             name = FastPath.makeName()
             bound = FastPath.withAddress(name) { bind(fd, $0, $1) } ?? -1
         }
-        guard bound == 0, listen(fd, 64) == 0 else {
+        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
             let reason = String(cString: strerror(errno))
             Glibc.close(fd)
             throw PasteboardError.backendFailure("fast path: cannot listen: \(reason)")
@@ -82,37 +87,29 @@ final class FastPathServer {
         self.name = name
         listener = fd
     }
-}
 
-extension X11Session {
-    /// The fast-path listener's name, started on first use; nil when disabled or unavailable.
-    func fastPathName() -> String? {
-        guard configuration.fastPath else { return nil }
-        if let fastPath { return fastPath.name }
-        guard let server = try? FastPathServer() else { return nil }
-        fastPath = server
-        watchDescriptor(server.listener) { [weak self] in self?.acceptFastPathClients() }
-        return server.name
+    /// Starts answering connections.
+    func listen() {
+        session.watchDescriptor(listener) { [weak self] in self?.acceptClients() }
     }
 
-    private func acceptFastPathClients() {
-        guard let server = fastPath else { return }
+    private func acceptClients() {
         while true {
-            guard server.clients.count < FastPath.maxClients else {
+            guard clients.count < FastPath.maxClients else {
                 // Full: stop listening until a connection ends (the kernel's backlog holds the rest).
-                unwatchDescriptor(server.listener)
+                session.unwatchDescriptor(listener)
                 return
             }
             let client: Int32
             do throws(Errno) {
-                client = try SystemCall.retrying { accept(server.listener, nil, nil) }
+                client = try SystemCall.retrying { accept(listener, nil, nil) }
             } catch .wouldBlock {
                 return
             } catch {
                 // Out of descriptors (EMFILE) or memory: the listener stays readable, so polling
                 // it again at once would spin. Look again a little later.
-                unwatchDescriptor(server.listener)
-                after(0.25) { [weak self] in self?.listenForFastPathClients() }
+                session.unwatchDescriptor(listener)
+                session.after(0.25) { [weak self] in self?.listenAgain() }
                 return
             }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
@@ -122,25 +119,25 @@ extension X11Session {
                 Glibc.close(client)
                 continue
             }
-            let timer = after(configuration.serveTimeout) { [weak self] in self?.dropFastPathClient(client) }
-            server.clients[client] = ([], timer)
-            let hello = Array("\(FastPath.version)\t\(window.rawValue)\n".utf8)
+            let timer = session.after(session.configuration.serveTimeout) { [weak self] in self?.dropClient(client) }
+            clients[client] = ([], timer)
+            let hello = Array("\(FastPath.version)\t\(session.wire.window.rawValue)\n".utf8)
             guard send(client, hello, hello.count, Int32(MSG_NOSIGNAL)) == hello.count else {
-                dropFastPathClient(client)
+                dropClient(client)
                 continue
             }
-            watchDescriptor(client) { [weak self] in self?.readFastPathRequest(client) }
+            session.watchDescriptor(client) { [weak self] in self?.readRequest(client) }
         }
     }
 
     /// Polls the listener again (after a pause, or once a connection ended).
-    private func listenForFastPathClients() {
-        guard let server = fastPath, descriptorHandlers[server.listener] == nil, server.clients.count < FastPath.maxClients else { return }
-        watchDescriptor(server.listener) { [weak self] in self?.acceptFastPathClients() }
+    private func listenAgain() {
+        guard !isClosed, session.descriptorHandlers[listener] == nil, clients.count < FastPath.maxClients else { return }
+        session.watchDescriptor(listener) { [weak self] in self?.acceptClients() }
     }
 
-    private func readFastPathRequest(_ client: Int32) {
-        guard let server = fastPath, var entry = server.clients[client] else { return }
+    private func readRequest(_ client: Int32) {
+        guard var entry = clients[client] else { return }
         var chunk = [UInt8](repeating: 0, count: 1024)
         let count: Int
         do throws(Errno) {
@@ -148,50 +145,51 @@ extension X11Session {
         } catch .wouldBlock {
             return
         } catch {
-            return dropFastPathClient(client)
+            return dropClient(client)
         }
-        guard count > 0 else { return dropFastPathClient(client) }
+        guard count > 0 else { return dropClient(client) }
         entry.buffer += chunk[0..<count]
         guard let newline = entry.buffer.firstIndex(of: UInt8(ascii: "\n")) else {
-            if entry.buffer.count > FastPath.maxRequest { return dropFastPathClient(client) }
-            server.clients[client] = entry
+            if entry.buffer.count > FastPath.maxRequest { return dropClient(client) }
+            clients[client] = entry
             return
         }
         let line = String(decoding: entry.buffer[..<newline], as: UTF8.self)
-        server.clients[client] = entry
+        clients[client] = entry
         // One request per connection: nothing more is read; the answer may wait for providers.
-        unwatchDescriptor(client)
+        session.unwatchDescriptor(client)
         let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
         // Names from a client are looked up, never interned: atoms are never freed.
-        guard fields.count == 3, fields[0] == FastPath.version, let selection = existingAtom(fields[1]), let state = owned[selection],
-              let target = existingAtom(fields[2]) else {
-            answerFastPath(client, fields: fields)
-            return dropFastPathClient(client)
+        guard fields.count == 3, fields[0] == FastPath.version, let selection = session.wire.existingAtom(fields[1]), let state = session.owner.owned[selection],
+              let target = session.wire.existingAtom(fields[2]) else {
+            answer(client, fields: fields)
+            return dropClient(client)
         }
         // Answered only if this connection is still the one behind the descriptor number.
         let generation = entry.timer
         let finish: @Sendable (X11Session, Bool) -> Void = { session, providersReady in
-            guard let current = session.fastPath?.clients[client], current.timer == generation else { return }
-            if providersReady { session.answerFastPath(client, fields: fields) } else { session.refuseFastPath(client, "the provider timed out") }
-            session.dropFastPathClient(client)
+            guard let server = session.owner.fastPathIfOpen, let current = server.clients[client], current.timer == generation else { return }
+            if providersReady { server.answer(client, fields: fields) } else { server.refuse(client, "the provider timed out") }
+            server.dropClient(client)
         }
-        afterPreparing([target], in: state, answer: { finish($0, true) }, timedOut: { finish($0, false) })
+        session.owner.afterPreparing([target], in: state, answer: { finish($0, true) }, timedOut: { finish($0, false) })
     }
 
-    private func refuseFastPath(_ client: Int32, _ reason: String) {
+    func refuse(_ client: Int32, _ reason: String) {
         let line = Array("no\t\(reason)\n".utf8)
         _ = clinux_send_with_fd(client, line, line.count, -1)
     }
 
     /// Answers one request: the descriptor of the target's bytes, or why not.
-    private func answerFastPath(_ client: Int32, fields: [String]) {
-        func refuse(_ reason: String) { refuseFastPath(client, reason) }
+    func answer(_ client: Int32, fields: [String]) {
+        let wire = session.wire
+        func refuse(_ reason: String) { self.refuse(client, reason) }
         guard fields.count == 3, fields[0] == FastPath.version else { return refuse("malformed request") }
-        guard let selection = existingAtom(fields[1]), let state = owned[selection] else { return refuse("not the owner of that selection") }
-        guard let target = existingAtom(fields[2]) else { return refuse("no such target") }
+        guard let selection = wire.existingAtom(fields[1]), let state = session.owner.owned[selection] else { return refuse("not the owner of that selection") }
+        guard let target = wire.existingAtom(fields[2]) else { return refuse("no such target") }
         let content: (source: TransferSource, type: X11Atom, served: PasteboardType?)?
         do {
-            content = try self.content(of: target, in: state)
+            content = try session.owner.content(of: target, in: state)
         } catch {
             return refuse("the provider failed")
         }
@@ -207,26 +205,25 @@ extension X11Session {
         }
         guard descriptor >= 0 else { return refuse("cannot make a descriptor: \(String(cString: strerror(errno)))") }
         defer { if isTemporary { Glibc.close(descriptor) } }
-        let header = Array("ok\t\(content.source.count)\t\(name(of: content.type) ?? "")\n".utf8)
+        let header = Array("ok\t\(content.source.count)\t\(wire.name(of: content.type) ?? "")\n".utf8)
         guard clinux_send_with_fd(client, header, header.count, descriptor) == header.count else { return }
-        if let served = content.served { delegate?.served(selection: selection, type: served) }
+        if let served = content.served { session.delegate?.served(selection: selection, type: served) }
     }
 
-    private func dropFastPathClient(_ client: Int32) {
-        guard let entry = fastPath?.clients.removeValue(forKey: client) else { return }
-        cancelTimer(entry.timer)
-        unwatchDescriptor(client)
+    func dropClient(_ client: Int32) {
+        guard let entry = clients.removeValue(forKey: client) else { return }
+        session.cancelTimer(entry.timer)
+        session.unwatchDescriptor(client)
         Glibc.close(client)
-        listenForFastPathClients()
+        listenAgain()
     }
 
     /// Closes the listener and every connection (the session is finishing).
-    func closeFastPath() {
-        guard let server = fastPath else { return }
-        for client in Array(server.clients.keys) { dropFastPathClient(client) }
-        unwatchDescriptor(server.listener)
-        Glibc.close(server.listener)
-        fastPath = nil
+    func close() {
+        isClosed = true
+        for client in Array(clients.keys) { dropClient(client) }
+        session.unwatchDescriptor(listener)
+        Glibc.close(listener)
     }
 }
 

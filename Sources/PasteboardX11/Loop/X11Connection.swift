@@ -98,7 +98,7 @@ final class X11Connection: Sendable {
         do {
             try DetachedThread.start(name: "xpb-x11") { [self] in
                 self.threadID.withLock { $0 = pthread_self() }
-                session.value.thread = pthread_self()
+                session.value.wire.thread = pthread_self()
                 self.run(session.value)
             }
         } catch {
@@ -162,7 +162,7 @@ final class X11Connection: Sendable {
             queue.lifecycle = .closing
             return (true, queue.add { session in
                 // Owners that still act on the window of a transfer just read get to, first.
-                session.afterOwnersSettle {
+                session.reader.afterOwnersSettle {
                     if let finalJob {
                         finalJob(session) { session.requestStop() }
                     } else {
@@ -192,7 +192,7 @@ final class X11Connection: Sendable {
     }
 
     private func run(_ session: X11Session) {
-        let xfd = XConnectionNumber(session.display)
+        let xfd = XConnectionNumber(session.wire.display)
         var reason: X11BackendError? = nil
         while true {
             let jobs = queue.withLock { queue -> [@Sendable (X11Session) -> Void] in

@@ -35,8 +35,8 @@ extension X11Session {
     /// connection, and poll() does not report what has been read already), or in the intake.
     func hasQueuedEvents() -> Bool {
         guard !isDead else { return false }
-        absorbQueuedEvents()
-        return turnCutShort || !intake.isEmpty || !wireErrors.isEmpty || !scheduler.isEmpty
+        wire.absorbQueuedEvents()
+        return turnCutShort || !wire.intake.isEmpty || !wire.wireErrors.isEmpty || owner.hasQueuedRequests
     }
 
     /// The most events one turn of the loop handles, conversion requests apart, before it looks
@@ -62,7 +62,7 @@ extension X11Session {
     /// to send it, so a flood is read as fast as it comes, and an honest request behind it is
     /// reached within a turn or two.
     func pump() {
-        assertOnXThread()
+        wire.assertOnXThread()
         if checkDead() { return }
         var budget = Self.eventsPerTurn
         var reads = Self.readsPerTurn
@@ -76,7 +76,7 @@ extension X11Session {
             if !isRequest {
                 // A request only joined a queue or was dropped: no request of ours whose errors
                 // to collect yet (the turn collects them after the batch).
-                collectErrors()
+                wire.collectErrors()
                 if checkDead() { return }
             }
             if budget == 0 || reads == 0 {
@@ -85,19 +85,19 @@ extension X11Session {
             }
         }
         // A flood since the intake was last empty: its peak goes back to the system.
-        if intake.holdsFloodPeak {
-            intake.release()
+        if wire.intake.holdsFloodPeak {
+            wire.intake.release()
             cxevents_trim()
         }
-        collectErrors()
-        serveQueuedRequests()
-        collectErrors()
+        wire.collectErrors()
+        owner.serveQueuedRequests()
+        wire.collectErrors()
         fireDueTimers()
-        if XNextRequest(display) &- XLastKnownRequestProcessed(display) > Self.requestsBeforeSync {
-            XSync(display, 0)
+        if XNextRequest(wire.display) &- XLastKnownRequestProcessed(wire.display) > Self.requestsBeforeSync {
+            XSync(wire.display, 0)
         }
-        XFlush(display)
-        collectErrors()
+        XFlush(wire.display)
+        wire.collectErrors()
         _ = checkDead()
     }
 
@@ -109,91 +109,16 @@ extension X11Session {
     /// The next event to handle: the oldest XCB read during a round trip, else one from XCB's
     /// queue or a read of the connection.
     private func nextEvent() -> WireEvent? {
-        intake.popFirst() ?? takeFromXCB(reading: true)
-    }
-
-    /// Moves the events XCB read while a round trip waited into the intake (no read of the
-    /// connection), and files the errors among them.
-    func absorbQueuedEvents() {
-        while let event = takeFromXCB(reading: false) { intake.append(event) }
-    }
-
-    /// XCB's next event: one it has read already, else (`reading`) one from a read of the
-    /// connection. Errors met on the way are filed for collectErrors; a failed connection is
-    /// marked dead.
-    private func takeFromXCB(reading: Bool) -> WireEvent? {
-        var event = WireEvent()
-        while true {
-            switch cxevents_next(UnsafeMutableRawPointer(display), reading ? 1 : 0, fixesEventBase, &event) {
-            case 1:
-                if event.kind == 0 {
-                    fileWireError(event)
-                    continue
-                }
-                return event
-            case 0:
-                return nil
-            default:
-                XErrorSink.markDead(display)
-                return nil
-            }
-        }
-    }
-
-    private func fileWireError(_ event: WireEvent) {
-        wireErrors.append(XErrorRecord(serial: serial(ofSequence: event.sequence), errorCode: event.detail,
-                                       requestCode: event.major, minorCode: UInt8(truncatingIfNeeded: event.minor),
-                                       resource: UInt(event.window)))
-    }
-
-    /// The full serial of a request whose low 32 bits the server reported: the latest serial sent
-    /// that ends in them (the server cannot speak of a request it was not sent yet).
-    func serial(ofSequence sequence: UInt32) -> UInt {
-        let last = XNextRequest(display) &- 1
-        let serial = (last & ~UInt(UInt32.max)) | UInt(sequence)
-        return serial > last && serial > UInt(UInt32.max) ? serial - (UInt(UInt32.max) + 1) : serial
-    }
-
-    // MARK: Fair serving
-
-    /// The most requests answered per turn of the loop.
-    static let requestsPerTurn = 16
-
-    /// A request joins the scheduler's rotation, or is dropped or refused (``RequestScheduler``).
-    private func queueRequest(_ request: ConversionRequest) {
-        perform(scheduler.admit(request, now: turnClock, isForged: isForgedRequestor(request)), for: request)
-    }
-
-    private func perform(_ admission: RequestScheduler.Admission, for request: ConversionRequest) {
-        switch admission {
-        case .queued, .dropped:
-            return
-        case .refused:
-            notify(request, succeeded: false)
-        case let .caughtFlooding(requestor, release):
-            _ = watchRequestor(requestor)
-            release.forEach(releaseRequestor)
-        case let .forgave(window, then):
-            releaseRequestor(window)
-            perform(then, for: request)
-        }
-    }
-
-    private func serveQueuedRequests() {
-        var budget = Self.requestsPerTurn
-        while budget > 0, !isDead, let request = scheduler.next() {
-            handleSelectionRequest(request)
-            if scheduler.served(request.requestor) { releaseRequestor(request.requestor) }
-            budget -= 1
-        }
-        for requestor in scheduler.takeUnwatchedWaiting() { _ = watchRequestor(requestor) }
+        wire.intake.popFirst() ?? wire.takeFromXCB(reading: true)
     }
 
     private func checkDead() -> Bool {
-        if !isDead, XErrorSink.isDead(display) { lifecycle = .dead }
+        if !isDead, wire.isDead { lifecycle = .dead }
         return isDead
     }
 
+
+    /// Sends each event to the part that asked for it.
     private func dispatch(_ event: WireEvent) {
         // Property changes, lost ownership and destroyed windows are the server's word only: any
         // client may send an event to our windows, and a forged PropertyNotify would have us read
@@ -202,25 +127,21 @@ extension X11Session {
         if event.sent != 0, [PropertyNotify, SelectionClear, DestroyNotify].contains(Int32(event.kind)) { return }
         switch Int32(event.kind) {
         case SelectionRequest:
-            queueRequest(ConversionRequest(event, serial: serial(ofSequence: event.sequence)))
+            owner.queue(ConversionRequest(event, serial: wire.serial(ofSequence: event.sequence)), now: turnClock)
         case SelectionNotify:
-            handleSelectionNotify(requestor: X11Window(rawValue: UInt(event.window)), selection: X11Atom(rawValue: UInt(event.selection)),
-                                  target: X11Atom(rawValue: UInt(event.target)), property: X11Atom(rawValue: UInt(event.property)))
+            reader.handleSelectionNotify(requestor: X11Window(rawValue: UInt(event.window)), selection: X11Atom(rawValue: UInt(event.selection)),
+                                         target: X11Atom(rawValue: UInt(event.target)), property: X11Atom(rawValue: UInt(event.property)))
         case SelectionClear:
-            handleSelectionClear(window: X11Window(rawValue: UInt(event.window)), selection: X11Atom(rawValue: UInt(event.selection)),
-                                 time: X11Timestamp(rawValue: UInt(event.time)))
+            owner.handleSelectionClear(window: X11Window(rawValue: UInt(event.window)), selection: X11Atom(rawValue: UInt(event.selection)),
+                                       time: X11Timestamp(rawValue: UInt(event.time)))
         case PropertyNotify:
             handlePropertyNotify(window: X11Window(rawValue: UInt(event.window)), property: X11Atom(rawValue: UInt(event.property)),
                                  time: X11Timestamp(rawValue: UInt(event.time)), isNewValue: Int32(event.detail) == PropertyNewValue)
         case DestroyNotify:
             requestorGone(X11Window(rawValue: UInt(event.window)))
         default:
-            if isFixesSelectionEvent(event) { handleFixesSelection(event) }
+            if wire.isFixesSelectionEvent(event) { handleFixesSelection(event) }
         }
-    }
-
-    private func isFixesSelectionEvent(_ event: WireEvent) -> Bool {
-        fixesEventBase >= 0 && Int32(event.kind) == fixesEventBase + XFixesSelectionNotify
     }
 
     private func handleFixesSelection(_ event: WireEvent) {
@@ -228,19 +149,19 @@ extension X11Session {
                              time: X11Timestamp(rawValue: UInt(event.time)), reason: OwnerChangeReason(subtype: Int32(event.detail)))
     }
 
+    /// A property changed: on our window, a server timestamp; on a window of one of our reads,
+    /// the reader's next chunk; on the clipboard manager's, its counts; else a requestor took a
+    /// chunk of one of our sends.
     private func handlePropertyNotify(window: X11Window, property: X11Atom, time: X11Timestamp, isNewValue: Bool) {
-        if window == self.window {
-            if property == known[.timestampProperty], isNewValue {
-                if !timestampWaiters.isEmpty { timestampWaiters.removeFirst()(.success(time)) }
-                return
-            }
-        } else if requestorWindows.contains(window) {
+        if window == wire.window {
+            if property == wire.known[.timestampProperty], isNewValue { timestampCame(time) }
+        } else if reader.usesWindow(window) {
             // Our own deletes come back too: only a new value matters to a reader.
-            if isNewValue { continueIncoming(ReplySlot(window: window, property: property)) }
-        } else if property == known[.changeCounts], !sharedCountWaiters.isEmpty {
-            sharedCountsChanged(on: window)
+            if isNewValue { reader.continueIncoming(ReplySlot(window: window, property: property)) }
+        } else if property == wire.known[.changeCounts], manager.isWaitingForCounts {
+            manager.sharedCountsChanged(on: window)
         } else if !isNewValue {
-            continueOutgoing(TransferKey(requestor: window, property: property))
+            owner.sends.continueSend(TransferKey(requestor: window, property: property))
         }
     }
 
@@ -250,24 +171,17 @@ extension X11Session {
     /// change up to that owner, even when the X server gave its window id to an earlier owner
     /// that is gone (a check of the id alone would take that for a change already seen).
     func currentOwnerAfterQueuedChanges(_ selection: X11Atom) -> X11Window {
-        let owner = selectionOwner(selection)
-        guard fixesEventBase >= 0 else { return owner }
-        absorbQueuedEvents()
-        for event in intake.take(where: isFixesSelectionEvent) { handleFixesSelection(event) }
+        let owner = wire.selectionOwner(selection)
+        guard wire.fixesEventBase >= 0 else { return owner }
+        wire.absorbQueuedEvents()
+        for event in wire.intake.take(where: wire.isFixesSelectionEvent) { handleFixesSelection(event) }
         return owner
     }
 
     private func handleFixesSelection(selection: X11Atom, owner: X11Window, time: X11Timestamp, reason: OwnerChangeReason) {
-        let isOurs = (owner == window || owner.isNone) && reason == .setOwner && consumeOurChange(selection, at: time)
-        abandonReads(of: selection)
-        if reason != .setOwner { failConversionsOfVanishedOwner(selection) }
+        let isOurs = (owner == wire.window || owner.isNone) && reason == .setOwner && consumeOurChange(selection, at: time)
+        reader.abandonReads(of: selection)
+        if reason != .setOwner { reader.failConversionsOfVanishedOwner(selection) }
         delegate?.selectionOwnerChanged(selection: selection, owner: owner, timestamp: time, reason: reason, isOurs: isOurs, session: self)
-    }
-
-    /// Whether an ownership change at `time` was ours (each of ours is recognised once).
-    func consumeOurChange(_ selection: X11Atom, at time: X11Timestamp) -> Bool {
-        guard let index = ourChangeTimes[selection]?.firstIndex(of: time) else { return false }
-        ourChangeTimes[selection]?.remove(at: index)
-        return true
     }
 }

@@ -24,6 +24,13 @@ extension X11PasteboardBackend {
         state.withLock { $0.ownerChangeHandler = handler }
     }
 
+    /// How many ownership changes of `name` this backend has read (ours included): the one count
+    /// a reading of an owner's offer is checked against. It moves on the X thread before the
+    /// change's handlers run.
+    package func ownershipEpoch(of name: Pasteboard.Name) -> Int {
+        state.withLock { $0.ownershipEpochs[name] ?? 0 }
+    }
+
     /// Calls `handler` (on a worker) once the connection stops: closed, or lost with the X server.
     package func onConnectionStop(_ handler: (@Sendable (X11BackendError) -> Void)?) {
         state.withLock { $0.stopHandler = handler }
@@ -43,10 +50,10 @@ extension X11PasteboardBackend {
     /// - Throws: on a deadline or a reply larger than `limit`.
     package func capture(_ name: Pasteboard.Name, target: String, limit: Int) throws -> CapturedTarget? {
         try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
-            session.convert(self.selectionAtom(name, in: session), to: session.atom(target), limit: limit) { result in
+            session.reader.convert(self.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit) { result in
                 done(result.map { value in
-                    guard let value, value.format == 8, !value.type.isNone, value.type != session.known[.incr] else { return nil }
-                    return CapturedTarget(target: target, type: session.name(of: value.type) ?? target, data: value.data)
+                    guard let value, value.format == 8, !value.type.isNone, value.type != session.wire.known[.incr] else { return nil }
+                    return CapturedTarget(target: target, type: session.wire.name(of: value.type) ?? target, data: value.data)
                 })
             }
         }
@@ -58,13 +65,13 @@ extension X11PasteboardBackend {
     /// given up (nil).
     package func captureMultiple(_ name: Pasteboard.Name, targets: [String], limit: Int, deadline: Double? = nil) throws -> [CapturedTarget?]? {
         try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
-            let atoms = session.atoms(targets)
-            session.convertMultiple(self.selectionAtom(name, in: session), targets: atoms, limit: limit, deadline: deadline) { result in
+            let atoms = session.wire.atoms(targets)
+            session.reader.convertMultiple(self.selectionAtom(name, in: session), targets: atoms, limit: limit, deadline: deadline) { result in
                 done(result.map { values in
                     values.map { values in
                         zip(targets, values).map { target, value in
                             guard let value, value.format == 8, !value.type.isNone else { return nil }
-                            return CapturedTarget(target: target, type: session.name(of: value.type) ?? target, data: value.data)
+                            return CapturedTarget(target: target, type: session.wire.name(of: value.type) ?? target, data: value.data)
                         }
                     }
                 })
@@ -76,13 +83,13 @@ extension X11PasteboardBackend {
     /// target name; empty when it offers none.
     package func targetSizes(of name: Pasteboard.Name) throws -> [String: Int] {
         try connection.sync(timeout: timeout) { [self] session, done in
-            session.convert(self.selectionAtom(name, in: session), to: session.known[.targetSizes],
-                            limit: X11Session.maxTargets * 8, truncate: true) { result in
+            session.reader.convert(self.selectionAtom(name, in: session), to: session.wire.known[.targetSizes],
+                            limit: SelectionReader.maxTargets * 8, truncate: true) { result in
                 done(result.map { value in
                     guard let value, value.format == 32 else { return [:] }
                     let longs = value.longs
                     let pairs = stride(from: 0, to: longs.count - 1, by: 2).map { (X11Atom(rawValue: longs[$0]), Int(longs[$0 + 1])) }
-                    let names = session.names(of: pairs.map(\.0))
+                    let names = session.wire.names(of: pairs.map(\.0))
                     return Dictionary(zip(names, pairs.map(\.1)).compactMap { name, size in name.map { ($0, size) } },
                                       uniquingKeysWith: { first, _ in first })
                 })
@@ -101,9 +108,9 @@ extension X11PasteboardBackend {
                       credit: CopyCredit? = nil, if precondition: (@Sendable (X11Window) -> Bool)? = nil) throws -> Bool {
         do {
             let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-                session.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
+                session.owner.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
                             making: { session, time in
-                                session.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time, credit: credit)
+                                session.owner.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time, credit: credit)
                             }) { done($0) }
             }
         } catch is OwnDeclined {
@@ -128,7 +135,7 @@ extension X11PasteboardBackend {
             $0.managerLostHandler = onLost
         }
         try connection.sync(timeout: timeout + 5) { session, done in
-            session.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
+            session.manager.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
                 done(result.mapError { $0 as any Error })
             }
         }
@@ -136,17 +143,17 @@ extension X11PasteboardBackend {
 
     /// Replies to the `SAVE_TARGETS` request being handled.
     package func answerSave(saved: Bool) {
-        _ = connection.submit { session in session.answerSave(saved: saved) }
+        _ = connection.submit { session in session.manager.answerSave(saved: saved) }
     }
 
     /// Publishes the display's change counts (CLIPBOARD, PRIMARY) for every library process.
     package func publishChangeCounts(_ counts: [Int]) {
-        _ = connection.submit { session in session.publishChangeCounts(counts) }
+        _ = connection.submit { session in session.manager.publishChangeCounts(counts) }
     }
 
     /// Whether a pointer button is held (a selection may still be being dragged).
     package func isPointerButtonHeld() -> Bool {
-        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.isPointerButtonHeld())) }) ?? false
+        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.wire.isPointerButtonHeld())) }) ?? false
     }
 
     /// A PRIMARY still being dragged changes with every pointer motion: waits (at most a minute)
@@ -167,7 +174,7 @@ extension X11PasteboardBackend {
 
     /// The id of this process's window on the display (owner of what it serves).
     package var window: X11Window {
-        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.window)) }) ?? .none
+        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.wire.window)) }) ?? .none
     }
 
     /// Where a clipboard manager's published counts hold `name`'s (CLIPBOARD, then PRIMARY); nil
@@ -179,7 +186,7 @@ extension X11PasteboardBackend {
     /// The count a clipboard manager publishes for `name`, nil without one (or for named pasteboards).
     func sharedChangeCount(of name: Pasteboard.Name) -> Int? {
         guard let index = Self.sharedCountIndex(of: name), connection.stopReason == nil,
-              let counts = try? connection.sync(timeout: timeout, { session, done in done(.success(session.sharedChangeCounts())) }),
+              let counts = try? connection.sync(timeout: timeout, { session, done in done(.success(session.manager.sharedChangeCounts())) }),
               counts.indices.contains(index) else { return nil }
         return counts[index]
     }

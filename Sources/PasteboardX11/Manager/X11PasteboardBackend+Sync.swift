@@ -15,8 +15,8 @@ extension X11PasteboardBackend {
                        if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
         do {
             let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-                session.own(self.selectionAtom(name, in: session), at: nil, if: precondition, making: { session, time in
-                    var state = session.makeRemoteSelection(targets, timestamp: time)
+                session.owner.own(self.selectionAtom(name, in: session), at: nil, if: precondition, making: { session, time in
+                    var state = session.owner.makeRemoteSelection(targets, timestamp: time)
                     state.credit = credit
                     return state
                 }) { done($0) }
@@ -33,7 +33,7 @@ extension X11PasteboardBackend {
     /// owner on the X thread at that moment. Returns whether it is empty now by this call.
     package func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
         let cleared: Bool = try connection.sync(timeout: timeout) { [self] session, done in
-            session.clear(self.selectionAtom(name, in: session), if: precondition) { done($0) }
+            session.owner.clear(self.selectionAtom(name, in: session), if: precondition) { done($0) }
         }
         if cleared { state.withLock { _ = $0.owned.removeValue(forKey: name) } }
         return cleared
@@ -56,7 +56,7 @@ extension X11PasteboardBackend {
         let sink = StreamSink(highWater: highWater)
         let converted = Rendezvous<Bool>()
         guard connection.submit({ [self] session in
-            session.convert(self.selectionAtom(name, in: session), to: session.atom(target), limit: limit, sink: sink) { result in
+            session.reader.convert(self.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit, sink: sink) { result in
                 converted.fulfil(result.map { $0 != nil })
             }
         }) else { throw connection.stopReason ?? X11BackendError.connectionLost }
@@ -66,7 +66,7 @@ extension X11PasteboardBackend {
             begun = true
             let atom = sink.replyType ?? .none
             let type = atom.isNone ? target : (try connection.sync(timeout: timeout) { session, done in
-                done(.success(session.name(of: atom) ?? target))
+                done(.success(session.wire.name(of: atom) ?? target))
             })
             try begin(type, sink.size)
         }
@@ -77,24 +77,5 @@ extension X11PasteboardBackend {
         let ok = try converted.wait(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason })
         if ok { try start() }
         return ok
-    }
-}
-
-extension X11Session {
-    /// What we serve for contents that live elsewhere: `TARGETS`, `TIMESTAMP`, then the remote
-    /// targets in their order (protocol names among them are left out, but xpb's manifest; its
-    /// item targets are served and not listed, as their xpb owner serves them).
-    func makeRemoteSelection(_ targets: [RemoteTarget], timestamp: X11Timestamp) -> OwnedSelection {
-        let manifest = WellKnown.manifest.rawValue
-        let usable = targets.filter { ($0.target == manifest || !WellKnown.protocolTargetNames.contains($0.target)) && !$0.target.isEmpty }
-        let atomList = atoms(usable.map(\.target))
-        var served: [X11Atom: ServedTarget] = [:]
-        var advertised = [known[.targets], known[.timestamp]]
-        for (atom, target) in zip(atomList, usable) where served[atom] == nil {
-            served[atom] = .remote(target)
-            if !target.target.hasPrefix(Manifest.itemTargetPrefix) { advertised.append(atom) }
-        }
-        return OwnedSelection(items: [], options: PasteboardOptions(), timestamp: timestamp, advertised: advertised, served: served,
-                              manifest: Data(), registry: .standard, hasProviders: false)
     }
 }

@@ -49,42 +49,15 @@ extension X11PasteboardBackend {
             }
             let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
             // Without XFixes no event moves the epoch: then every read asks the owner.
-            if session.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
+            if session.wire.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
                 speculation?.skip()
                 return done(.success(cached.offer))
             }
-            session.readOffer(of: selection, owner: owner, speculation: speculation) { result in
+            session.reader.readOffer(of: selection, owner: owner, speculation: speculation) { result in
                 if case let .success(offer) = result {
                     self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
                 }
                 done(result.map { $0 })
-            }
-        }
-    }
-}
-
-extension X11Session {
-    /// Reads what `owner` offers for `selection`: its targets, and its manifest when it lists one
-    /// (an xpb owner). The one way an offer is read, for reads and for describing a change alike,
-    /// so both list the same types in the same order.
-    ///
-    /// `speculation` is asked for right after `TARGETS`, before its answer: the owner answers both
-    /// in turn, with no round trip between.
-    func readOffer(of selection: X11Atom, owner: X11Window, speculation: SpeculativeRead? = nil,
-                   completion: @escaping @Sendable (Result<ForeignOffer, any Error>) -> Void) {
-        defer { speculation?.issue(selection, in: self) }
-        targets(of: selection) { result in
-            switch result {
-            case let .failure(error): completion(.failure(error))
-            case .success(nil): completion(.success(ForeignOffer(owner: owner, targets: [], manifest: nil)))
-            case let .success(targets?):
-                guard targets.contains(Manifest.target) else {
-                    return completion(.success(ForeignOffer(owner: owner, targets: targets, manifest: nil)))
-                }
-                self.convert(selection, to: self.known[.manifest]) { result in
-                    let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
-                    completion(.success(ForeignOffer(owner: owner, targets: targets, manifest: manifest)))
-                }
             }
         }
     }

@@ -51,8 +51,8 @@ extension X11PasteboardBackend {
     func convert(_ name: Pasteboard.Name, target: String, limit: Int? = nil) throws -> (data: Data, replyType: String)? {
         try connection.sync(timeout: Self.transferTimeout) { [self] (session, done: @escaping @Sendable (Result<(data: Data, replyType: String)?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
-            session.convert(selection, to: session.atom(target), limit: limit) { result in
-                done(result.map { value in value.map { ($0.data, session.name(of: $0.type) ?? "") } })
+            session.reader.convert(selection, to: session.wire.atom(target), limit: limit) { result in
+                done(result.map { value in value.map { ($0.data, session.wire.name(of: $0.type) ?? "") } })
             }
         }
     }
@@ -182,7 +182,7 @@ extension X11PasteboardBackend {
         let started = Rendezvous<Bool>()
         let selection = Self.selectionName(for: name)
         guard connection.submit({ session in
-            session.convert(session.atom(selection), to: session.atom(target), limit: limit, sink: sink) { result in
+            session.reader.convert(session.wire.atom(selection), to: session.wire.atom(target), limit: limit, sink: sink) { result in
                 started.fulfil(result.map { $0 != nil })
             }
         }) else { throw connection.stopReason ?? X11BackendError.connectionLost }

@@ -1,6 +1,7 @@
 internal import CX11
 import FoundationEssentials
 import PasteboardKit
+import PasteboardSelections
 
 /// Where one conversion's reply lands: a requestor window of the conversion's own, and a
 /// property on it.
@@ -135,16 +136,51 @@ struct RequestorWindows {
     }
 }
 
-extension X11Session {
+/// The reader of other clients' selections: the conversions waiting for their owner's answer,
+/// the INCR transfers coming in, and the requestor windows they use (``RequestorWindows``),
+/// with the guess a paste asks for beside `TARGETS` (``SpeculativeRead``). The loop hands it
+/// every `SelectionNotify` and each property change on one of its windows.
+final class SelectionReader {
+    private unowned let session: X11Session
+    private let wire: X11Wire
+    private var conversions: [PendingConversion] = []
+    private var incoming: [ReplySlot: IncomingState] = [:]
+    /// Each conversion's own requestor window (``ReplySlot``).
+    private var requestorWindows = RequestorWindows()
+    /// Conversions waiting for a drained reply of their selection to end.
+    private var heldConversions: [(selection: X11Atom, start: () -> Void, fail: (any Error) -> Void)] = []
+
+    init(session: X11Session) {
+        self.session = session
+        wire = session.wire
+    }
+
+    /// How many INCR transfers are coming in.
+    var incomingCount: Int { incoming.count }
+
+    /// Whether `window` is one of our requestor windows in use.
+    func usesWindow(_ window: X11Window) -> Bool { requestorWindows.contains(window) }
+
+    /// Fails every read (the session is finishing); returns the windows to destroy.
+    func finish(_ failure: any Error) -> [X11Window] {
+        let held = heldConversions
+        heldConversions.removeAll()
+        for conversion in held { conversion.fail(failure) }
+        for conversion in conversions { conversion.completion(.failure(failure)) }
+        conversions.removeAll()
+        for (_, state) in incoming { state.completion(.failure(failure)) }
+        incoming.removeAll()
+        return requestorWindows.removeAll()
+    }
     /// The property a single conversion's reply goes to (every conversion has its own window).
-    var replyProperty: X11Atom { atom("XPB_SEL_1") }
+    var replyProperty: X11Atom { wire.atom("XPB_SEL_1") }
 
     /// A new requestor window for one conversion (nil when too many are in flight): two
     /// requests, no round trip.
     func makeRequestorWindow() -> X11Window? {
         guard !requestorWindows.isFull else { return nil }
-        let created = X11Window(rawValue: XCreateSimpleWindow(display, root.rawValue, -10, -10, 1, 1, 0, 0, 0))
-        XSelectInput(display, created.rawValue, PropertyChangeMask)
+        let created = X11Window(rawValue: XCreateSimpleWindow(wire.display, wire.root.rawValue, -10, -10, 1, 1, 0, 0, 0))
+        XSelectInput(wire.display, created.rawValue, PropertyChangeMask)
         requestorWindows.add(created)
         return created
     }
@@ -152,8 +188,8 @@ extension X11Session {
     /// The conversion on `window` ended; `clean`: the owner has nothing more to write to it
     /// (its reply was read whole, or it refused).
     func endRequestorWindow(_ window: X11Window, clean: Bool) {
-        guard !isDead else { return }
-        for gone in requestorWindows.end(window, clean: clean, now: configuration.clock()) { XDestroyWindow(display, gone.rawValue) }
+        guard !session.isDead else { return }
+        for gone in requestorWindows.end(window, clean: clean, now: session.configuration.clock()) { XDestroyWindow(wire.display, gone.rawValue) }
     }
 
     /// Runs `body` once the owners of the transfers just read are done with our windows (closing
@@ -164,18 +200,18 @@ extension X11Session {
     /// asked is answered (a guess the reader gave up on: a slow owner answers it after the
     /// reader is done), for at most ``settleLimit``; at once when nothing is outstanding.
     func afterOwnersSettle(_ body: @escaping () -> Void) {
-        guard ownersAreBusy, !isDead else { return body() }
+        guard ownersAreBusy, !session.isDead else { return body() }
         // The owner of an INCR transfer not confirmed yet: asked for TARGETS (every owner
         // answers it with its short list; xclip answers any other name with its whole data),
         // whose answer comes after whatever it still does with our windows (an owner handles
         // requests in order); the wait then lasts until that answer, not a fixed time.
         if let selection = requestorWindows.unconfirmedSelection, !requestorWindows.isFull {
             requestorWindows.noteProbed()
-            convert(selection, to: known[.targets], limit: Self.maxTargets * 4, truncate: true) { _ in }
+            convert(selection, to: wire.known[.targets], limit: Self.maxTargets * 4, truncate: true) { _ in }
         }
         // What the server took from the owner before our answer comes back as events.
-        XSync(display, 0)
-        waitForOwnersToSettle(until: configuration.clock() + UInt64(min(Self.settleLimit, configuration.readTimeout) * 1e9), body)
+        XSync(wire.display, 0)
+        waitForOwnersToSettle(until: session.configuration.clock() + UInt64(min(Self.settleLimit, session.configuration.readTimeout) * 1e9), body)
     }
 
     /// The longest a closing reader waits for owners to answer what it asked (a loaded machine
@@ -185,15 +221,15 @@ extension X11Session {
     /// Whether an owner may still write to one of our windows: an INCR ended moments ago, a
     /// request is not answered yet, or a reply given up on is still being drained.
     private var ownersAreBusy: Bool {
-        requestorWindows.settleDelay(now: configuration.clock()) > 0 || !conversions.isEmpty
+        requestorWindows.settleDelay(now: session.configuration.clock()) > 0 || !conversions.isEmpty
             || incoming.values.contains { $0.sink?.isCancelled == true }
     }
 
     /// Checks every 2 ms (the loop handles the events between) until the owners are done or
     /// `deadline` passed.
     private func waitForOwnersToSettle(until deadline: UInt64, _ body: @escaping () -> Void) {
-        guard ownersAreBusy, configuration.clock() < deadline, !isDead else { return body() }
-        after(0.002) { [weak self] in
+        guard ownersAreBusy, session.configuration.clock() < deadline, !session.isDead else { return body() }
+        session.after(0.002) { [weak self] in
             guard let self else { return body() }
             self.waitForOwnersToSettle(until: deadline, body)
         }
@@ -254,16 +290,16 @@ extension X11Session {
                 "too many conversions in flight (\(RequestorWindows.maxInUse)); the selection owner is not answering")))
         }
         let slot = ReplySlot(window: requestor, property: legacyNoProperty ? target : property ?? replyProperty)
-        let id = makeOperationID()
+        let id = session.makeOperationID()
         if let parameters {
-            writeAtoms(requestor, slot.property, type: parameterType, parameters, onError: { _ in })
+            wire.writeAtoms(requestor, slot.property, type: parameterType, parameters, onError: { _ in })
         }
-        requestConversion(selection, to: target, property: legacyNoProperty ? .none : slot.property, requestor: requestor, at: .currentTime)
-        XFlush(display)
+        wire.requestConversion(selection, to: target, property: legacyNoProperty ? .none : slot.property, requestor: requestor, at: .currentTime)
+        XFlush(wire.display)
         // A window the caller made is the caller's to end.
         let ownsWindow = window == nil
         var conversion = PendingConversion(id: id, selection: selection, target: target, slot: slot, timer: nil,
-                                           limit: limit ?? configuration.maxReadSize, truncate: truncate, sink: sink,
+                                           limit: limit ?? session.configuration.maxReadSize, truncate: truncate, sink: sink,
                                            completion: { [weak self] result in
             if ownsWindow, let self {
                 // Clean when the owner answered and its reply was read whole (or refused).
@@ -274,22 +310,22 @@ extension X11Session {
             completion(result)
             self?.releaseHeldConversions(of: selection)
         })
-        let seconds = configuration.readTimeout
-        conversion.timer = after(seconds) { [weak self] in
+        let seconds = session.configuration.readTimeout
+        conversion.timer = session.after(seconds) { [weak self] in
             guard let self, let index = self.conversions.firstIndex(where: { $0.id == id }) else { return }
             let expired = self.conversions.remove(at: index)
-            self.cancelTimer(expired.deadline)
-            let what = "reading \(self.name(of: target) ?? "?") from \(self.name(of: selection) ?? "?")"
+            self.session.cancelTimer(expired.deadline)
+            let what = "reading \(self.wire.name(of: target) ?? "?") from \(self.wire.name(of: selection) ?? "?")"
             expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: seconds)))
         }
-        let total = configuration.transferDeadline
-        conversion.deadline = after(total) { [weak self] in
+        let total = session.configuration.transferDeadline
+        conversion.deadline = session.after(total) { [weak self] in
             guard let self else { return }
-            let what = "reading \(self.name(of: target) ?? "?") from \(self.name(of: selection) ?? "?") (the whole transfer)"
+            let what = "reading \(self.wire.name(of: target) ?? "?") from \(self.wire.name(of: selection) ?? "?") (the whole transfer)"
             let failure = PasteboardError.timedOut(operation: what, seconds: total)
             if let index = self.conversions.firstIndex(where: { $0.id == id }) {
                 let expired = self.conversions.remove(at: index)
-                self.cancelTimer(expired.timer)
+                self.session.cancelTimer(expired.timer)
                 expired.completion(.failure(failure))
             } else if let state = self.incoming[slot], state.id == id {
                 self.failIncoming(slot, failure)
@@ -307,17 +343,17 @@ extension X11Session {
             return requestorWindows.noteSettled(requestor)
         }
         let conversion = conversions.remove(at: index)
-        cancelTimer(conversion.timer)
+        session.cancelTimer(conversion.timer)
         let slot = conversion.slot
         let finish: (Result<PropertyValue?, any Error>) -> Void = { [self] result in
-            cancelTimer(conversion.deadline)
+            session.cancelTimer(conversion.deadline)
             conversion.completion(result)
         }
         guard !property.isNone else { return finish(.success(nil)) }
         let value: PropertyValue?
         do {
             // An INCR marker or the whole reply; a reply over the limit fails without being read.
-            value = try readProperty(slot.window, slot.property, delete: true, limit: conversion.limit, truncate: conversion.truncate)
+            value = try wire.readProperty(slot.window, slot.property, delete: true, limit: conversion.limit, truncate: conversion.truncate)
         } catch let error as PropertyTooLarge {
             return finish(.failure(PasteboardError.backendFailure(
                 "the selection owner's reply is \(error.size) bytes, more than the \(error.limit)-byte limit; raise the limit if this much is expected")))
@@ -326,9 +362,9 @@ extension X11Session {
         }
         guard let value else {
             return finish(.failure(PasteboardError.backendFailure(
-                "the selection owner said it converted to \(name(of: conversion.target) ?? "?") but the reply property does not exist (an owner's error, or a reply the X server could not hold)")))
+                "the selection owner said it converted to \(wire.name(of: conversion.target) ?? "?") but the reply property does not exist (an owner's error, or a reply the X server could not hold)")))
         }
-        if value.type == known[.incr] {
+        if value.type == wire.known[.incr] {
             // Deleting the INCR property (done by the read) tells the owner to send the first chunk.
             let announced = IncomingTransfer.announcedSize(value.longs)
             if let announced, announced > conversion.limit {
@@ -336,7 +372,7 @@ extension X11Session {
                     "the selection owner announced \(announced) bytes, more than the \(conversion.limit)-byte limit")))
             }
             conversion.sink?.noteSize(announced)
-            let description = "reading \(name(of: conversion.target) ?? "?") (INCR)"
+            let description = "reading \(wire.name(of: conversion.target) ?? "?") (INCR)"
             requestorWindows.noteIncremental(slot.window, selection: conversion.selection)
             incoming[slot] = IncomingState(
                 id: conversion.id, selection: conversion.selection,
@@ -357,10 +393,10 @@ extension X11Session {
 
     private func armIncomingTimer(_ slot: ReplySlot) {
         guard let state = incoming[slot] else { return }
-        cancelTimer(state.timer)
-        let seconds = configuration.readTimeout
+        session.cancelTimer(state.timer)
+        let seconds = session.configuration.readTimeout
         let id = state.id
-        incoming[slot]?.timer = after(seconds) { [weak self] in
+        incoming[slot]?.timer = session.after(seconds) { [weak self] in
             guard let self, let state = self.incoming[slot], state.id == id else { return }
             self.failIncoming(slot, PasteboardError.timedOut(operation: state.description, seconds: seconds))
         }
@@ -370,8 +406,8 @@ extension X11Session {
     /// may still write to it.
     func failIncoming(_ slot: ReplySlot, _ error: any Error) {
         guard let state = incoming.removeValue(forKey: slot) else { return }
-        cancelTimer(state.timer)
-        cancelTimer(state.deadline)
+        session.cancelTimer(state.timer)
+        session.cancelTimer(state.deadline)
         state.completion(.failure(error))
     }
 
@@ -395,7 +431,7 @@ extension X11Session {
         let streaming = state.sink != nil
         let outcome: Result<Bool, any Error>?
         do {
-            outcome = try readProperty(slot.window, slot.property, delete: !streaming, limit: state.transfer.remaining) { type, format, bytes in
+            outcome = try wire.readProperty(slot.window, slot.property, delete: !streaming, limit: state.transfer.remaining) { type, format, bytes in
                 chunkType = type
                 chunkFormat = format
                 if let sink = state.sink {
@@ -423,11 +459,11 @@ extension X11Session {
             failIncoming(slot, error)
         case let .success(isComplete):
             if isComplete {
-                cancelTimer(state.timer)
-                cancelTimer(state.deadline)
+                session.cancelTimer(state.timer)
+                session.cancelTimer(state.deadline)
                 // The end is acknowledged as every chunk is: an owner waits for the delete of the
                 // empty property to finish (xsel), and must have it before the window goes.
-                if streaming { deleteProperty(slot.window, slot.property) }
+                if streaming { wire.deleteProperty(slot.window, slot.property) }
                 if let announced = state.announced, announced != state.transfer.received {
                     warnSizeMismatch(state, announced: announced)
                 }
@@ -441,13 +477,13 @@ extension X11Session {
                     // consumer that gave up has the rest drained and dropped: an owner left
                     // waiting mid-INCR (xclip) would serve nobody else again.
                     if sink.wantsMore || sink.isCancelled {
-                        deleteProperty(slot.window, slot.property)
+                        wire.deleteProperty(slot.window, slot.property)
                     } else {
                         state.paused = true
                         let id = state.id
-                        let enqueue = self.enqueue
+                        let enqueue = session.enqueue
                         sink.onDrained {
-                            _ = enqueue? { session in session.resumeIncoming(slot, id: id) }
+                            _ = enqueue? { session in session.reader.resumeIncoming(slot, id: id) }
                         }
                     }
                 }
@@ -463,19 +499,19 @@ extension X11Session {
     private func warnSizeMismatch(_ state: IncomingState, announced: Int) {
         let received = state.transfer.received
         let what = received < announced ? "fewer bytes than it announced: some may be lost" : "more bytes than it announced"
-        configuration.warning?("\(state.description): the selection owner sent \(received) bytes, \(what) (\(announced))")
+        session.configuration.warning?("\(state.description): the selection owner sent \(received) bytes, \(what) (\(announced))")
     }
 
     /// The consumer of a paused stream caught up (or gave up): ask for the next chunk, or read
     /// the one the owner wrote meanwhile.
-    private func resumeIncoming(_ slot: ReplySlot, id: Int) {
+    func resumeIncoming(_ slot: ReplySlot, id: Int) {
         guard incoming[slot]?.id == id, incoming[slot]?.paused == true else { return }
         incoming[slot]?.paused = false
         if incoming[slot]?.wroteWhilePaused == true {
             incoming[slot]?.wroteWhilePaused = false
             continueIncoming(slot)
         } else {
-            deleteProperty(slot.window, slot.property)
+            wire.deleteProperty(slot.window, slot.property)
             armIncomingTimer(slot)
         }
     }
@@ -486,25 +522,22 @@ extension X11Session {
     /// Reads the `TARGETS` of `selection` as atom names (nil when the owner refuses).
     func targets(of selection: X11Atom, completion: @escaping (Result<[String]?, any Error>) -> Void) {
         // At most maxTargets atoms are read: a list of millions would cost memory and a look-up each.
-        convert(selection, to: known[.targets], limit: Self.maxTargets * 4, truncate: true) { [weak self] result in
+        convert(selection, to: wire.known[.targets], limit: Self.maxTargets * 4, truncate: true) { [weak self] result in
             guard let self else { return }
             completion(result.flatMap { value in
                 guard let value else { return .success(nil) }
                 guard value.format == 32 else {
                     return .failure(PasteboardError.backendFailure("the selection owner answered TARGETS with format \(value.format) instead of 32"))
                 }
-                return .success(self.names(of: value.atoms).compactMap { $0 })
+                return .success(self.wire.names(of: value.atoms).compactMap { $0 })
             })
         }
     }
-}
-
-extension X11Session {
     /// `selection` changed owner: with ``X11Configuration/abandonsReadsOnOwnerChange``, every
     /// read of it (waiting for the owner's answer, or mid-INCR) ends now with an error.
     func abandonReads(of selection: X11Atom) {
-        guard configuration.abandonsReadsOnOwnerChange else { return }
-        let failure = PasteboardError.backendFailure("\(name(of: selection) ?? "the selection") changed owner during the read")
+        guard session.configuration.abandonsReadsOnOwnerChange else { return }
+        let failure = PasteboardError.backendFailure("\(wire.name(of: selection) ?? "the selection") changed owner during the read")
         endWaitingConversions(of: selection, with: .failure(failure))
         for (slot, state) in incoming where state.selection == selection {
             failIncoming(slot, failure)
@@ -523,8 +556,8 @@ extension X11Session {
         let waiting = conversions.filter { $0.selection == selection }
         conversions.removeAll { $0.selection == selection }
         for conversion in waiting {
-            cancelTimer(conversion.timer)
-            cancelTimer(conversion.deadline)
+            session.cancelTimer(conversion.timer)
+            session.cancelTimer(conversion.deadline)
             conversion.completion(result)
         }
     }
@@ -541,12 +574,12 @@ extension X11Session {
         guard !targets.isEmpty, targets.count < RequestorWindows.maxInUse, let window = makeRequestorWindow() else {
             return completion(.success(nil))
         }
-        let properties = (1...targets.count).map { atom("XPB_SEL_\($0)") }
+        let properties = (1...targets.count).map { wire.atom("XPB_SEL_\($0)") }
         let pairs = zip(targets, properties).flatMap { [$0, $1] }
         // Whether every reply was read whole: the window is then destroyed at once, else it rests.
         var clean = true
-        convert(selection, to: known[.multiple], parameters: pairs, parameterType: known[.atomPair], limit: pairs.count * 4,
-                into: atom("XPB_SEL_\(targets.count + 1)"), on: window) { [weak self] result in
+        convert(selection, to: wire.known[.multiple], parameters: pairs, parameterType: wire.known[.atomPair], limit: pairs.count * 4,
+                into: wire.atom("XPB_SEL_\(targets.count + 1)"), on: window) { [weak self] result in
             guard let self else { return }
             let answered: [X11Atom]
             switch result {
@@ -575,8 +608,8 @@ extension X11Session {
             for (index, property) in properties.enumerated() {
                 // The owner sets a pair's property to None when it could not convert that target.
                 let refused = answered.count > index * 2 + 1 && answered[index * 2 + 1].isNone
-                let value = refused ? nil : (try? self.readProperty(window, property, delete: true, limit: limit)) ?? nil
-                guard let value, value.type == self.known[.incr] else {
+                let value = refused ? nil : (try? self.wire.readProperty(window, property, delete: true, limit: limit)) ?? nil
+                guard let value, value.type == self.wire.known[.incr] else {
                     settle(index, value, true)
                     continue
                 }
@@ -586,13 +619,13 @@ extension X11Session {
                     settle(index, nil, false)
                     continue
                 }
-                let id = self.makeOperationID()
+                let id = self.session.makeOperationID()
                 let slot = ReplySlot(window: window, property: property)
                 self.requestorWindows.noteIncremental(window, selection: selection)
                 self.incoming[slot] = IncomingState(
                     id: id, selection: selection, transfer: IncomingTransfer(announcedSize: announced ?? 0, limit: limit),
                     announced: announced, type: .none,
-                    description: "reading \(self.name(of: targets[index]) ?? "?") (MULTIPLE, INCR)", timer: nil, deadline: nil,
+                    description: "reading \(self.wire.name(of: targets[index]) ?? "?") (MULTIPLE, INCR)", timer: nil, deadline: nil,
                     sink: nil, completion: { result in
                         let value = (try? result.get()) ?? nil
                         settle(index, value, value != nil)
@@ -601,11 +634,67 @@ extension X11Session {
                 streaming.append((slot, id))
             }
             guard let deadline, !streaming.isEmpty else { return }
-            self.after(deadline) { [weak self] in
+            self.session.after(deadline) { [weak self] in
                 for (slot, id) in streaming where self?.incoming[slot]?.id == id {
                     self?.failIncoming(slot, PasteboardError.timedOut(operation: "reading a MULTIPLE reply", seconds: deadline))
                 }
             }
         }
+    }
+
+    // MARK: Offers
+
+    /// Reads what `owner` offers for `selection`: its targets, and its manifest when it lists one
+    /// (an xpb owner). The one way an offer is read, for reads and for describing a change alike,
+    /// so both list the same types in the same order.
+    ///
+    /// `speculation` is asked for right after `TARGETS`, before its answer: the owner answers both
+    /// in turn, with no round trip between.
+    func readOffer(of selection: X11Atom, owner: X11Window, speculation: SpeculativeRead? = nil,
+                   completion: @escaping @Sendable (Result<ForeignOffer, any Error>) -> Void) {
+        defer { speculation?.issue(selection, in: session) }
+        targets(of: selection) { result in
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case .success(nil): completion(.success(ForeignOffer(owner: owner, targets: [], manifest: nil)))
+            case let .success(targets?):
+                guard targets.contains(Manifest.target) else {
+                    return completion(.success(ForeignOffer(owner: owner, targets: targets, manifest: nil)))
+                }
+                self.convert(selection, to: self.wire.known[.manifest]) { result in
+                    let manifest = ((try? result.get()) ?? nil).flatMap { Manifest(decoding: $0.data) }
+                    completion(.success(ForeignOffer(owner: owner, targets: targets, manifest: manifest)))
+                }
+            }
+        }
+    }
+
+    // MARK: Hand-off
+
+    /// Offers an owned selection to the clipboard manager (`CLIPBOARD_MANAGER`, `SAVE_TARGETS`,
+    /// the freedesktop clipboard-manager protocol) and waits at most `timeout` seconds for it to
+    /// copy the data, serving its requests meanwhile. Completes with whether the manager answered
+    /// that it saved.
+    func handOff(_ selection: X11Atom, timeout: Double, completion: @escaping (Bool) -> Void) {
+        let manager = wire.known[.clipboardManager]
+        guard let state = session.owner.owned[selection], !wire.selectionOwner(manager).isNone else { return completion(false) }
+        let skipped = wire.known.protocolTargets
+        let property = wire.known[.saveTargetsProperty]
+        wire.writeAtoms(wire.window, property, state.advertised.filter { !skipped.contains($0) }, onError: { _ in })
+        let target = wire.known[.saveTargets]
+        wire.requestConversion(manager, to: target, property: property, at: state.timestamp)
+        XFlush(wire.display)
+        let id = session.makeOperationID()
+        var finished = false
+        let timer = session.after(timeout) { [weak self] in
+            self?.conversions.removeAll { $0.id == id }
+            if !finished { finished = true; completion(false) }
+        }
+        conversions.append(PendingConversion(id: id, selection: manager, target: target, slot: ReplySlot(window: wire.window, property: property), timer: timer) { result in
+            if !finished {
+                finished = true
+                completion((try? result.get()) != nil)
+            }
+        })
     }
 }

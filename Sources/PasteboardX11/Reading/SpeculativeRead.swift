@@ -23,7 +23,7 @@ final class SpeculativeRead: Sendable {
     /// X thread: asks the owner of `selection` for the target, into `XPB_GUESS` (which an xpb
     /// owner refuses) of a requestor window of its own, like every conversion.
     func issue(_ selection: X11Atom, in session: X11Session) {
-        session.convert(selection, to: session.atom(target), limit: limit, sink: sink, into: session.known[.guess]) { [answered] result in
+        session.reader.convert(selection, to: session.wire.atom(target), limit: limit, sink: sink, into: session.wire.known[.guess]) { [answered] result in
             answered.fulfil(result.map { $0 != nil })
         }
     }

@@ -22,8 +22,8 @@ package enum UntrustedInput {
         let values: [UInt] = stride(from: 0, to: data.count - 3, by: 4).map { offset in
             data[data.startIndex + offset ..< data.startIndex + offset + 4].reduce(0) { $0 << 8 | UInt($1) }
         }
-        if let pairs = MultiplePairs.parse(values.map(X11Atom.init(rawValue:)), maxPairs: X11Session.maxMultiplePairs) {
-            precondition(pairs.count <= X11Session.maxMultiplePairs && pairs.count * 2 == values.count, "a MULTIPLE list past its cap")
+        if let pairs = MultiplePairs.parse(values.map(X11Atom.init(rawValue:)), maxPairs: SelectionServer.maxMultiplePairs) {
+            precondition(pairs.count <= SelectionServer.maxMultiplePairs && pairs.count * 2 == values.count, "a MULTIPLE list past its cap")
         }
         let announced = IncomingTransfer.announcedSize(values)
         var transfer = IncomingTransfer(announcedSize: announced ?? 0, limit: 4096)

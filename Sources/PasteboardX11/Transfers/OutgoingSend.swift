@@ -76,34 +76,28 @@ struct OutgoingSend {
     }
 }
 
-/// The INCR sends under way, by requestor and property.
-struct OutgoingSends {
+/// The INCR sends under way, by requestor and property: each begins, continues as its requestor
+/// takes a chunk, and ends here, whatever its bytes.
+final class OutgoingSends {
+    private unowned let session: X11Session
+    private let wire: X11Wire
+    private let requestors: RequestorWatch
     private var sends: [TransferKey: OutgoingSend] = [:]
+
+    init(session: X11Session, requestors: RequestorWatch) {
+        self.session = session
+        wire = session.wire
+        self.requestors = requestors
+    }
 
     var count: Int { sends.count }
 
-    subscript(key: TransferKey) -> OutgoingSend? {
-        get { sends[key] }
-        set { sends[key] = newValue }
-    }
-
-    mutating func remove(_ key: TransferKey) -> OutgoingSend? {
-        sends.removeValue(forKey: key)
-    }
-
-    /// Removes the sends to `requestor` (its window is gone), and returns them.
-    mutating func removeAll(of requestor: X11Window) -> [OutgoingSend] {
-        let keys = sends.keys.filter { $0.requestor == requestor }
-        return keys.compactMap { sends.removeValue(forKey: $0) }
-    }
-
-    mutating func removeAll() {
+    /// Ends every send (the session is finishing).
+    func removeAll() {
         sends.removeAll()
     }
-}
 
-extension X11Session {
-    /// How ``openOutgoing(_:_:announcing:watched:)`` went.
+    /// How ``open(_:_:announcing:watched:)`` went.
     enum OutgoingOpening {
         case opened
         /// Over the caps: nothing was written, and a watch the caller holds is still its own.
@@ -118,19 +112,19 @@ extension X11Session {
     /// request), the caps are checked, the INCR marker announces `announcing` bytes, and the serve
     /// timer runs. `watched`: the caller holds a watch of the requestor for this send already (a
     /// remote request, watched while it waited for its first bytes).
-    func openOutgoing(_ key: TransferKey, _ send: OutgoingSend, announcing: Int, watched: Bool) -> OutgoingOpening {
-        dropOutgoing(key)
+    func open(_ key: TransferKey, _ send: OutgoingSend, announcing: Int, watched: Bool) -> OutgoingOpening {
+        drop(key)
         // Sends hold timers and a chunk in the server each: a requestor that starts them
         // without reading gets no more than its share.
-        let others = watchedRequestors[key.requestor, default: 0] - (watched ? 1 : 0)
-        guard others < Self.maxTransfersPerRequestor, outgoing.count < Self.maxTransfers else { return .refused }
-        var failed = !watched && !watchRequestor(key.requestor)
-        writeLongs(key.requestor, key.property, type: known[.incr], [UInt(min(max(announcing, 0), Int(Int32.max)))],
+        let others = requestors.count(key.requestor) - (watched ? 1 : 0)
+        guard others < SelectionServer.maxTransfersPerRequestor, sends.count < SelectionServer.maxTransfers else { return .refused }
+        var failed = !watched && !requestors.watch(key.requestor)
+        wire.writeLongs(key.requestor, key.property, type: wire.known[.incr], [UInt(min(max(announcing, 0), Int(Int32.max)))],
                    onError: { _ in failed = true })
-        outgoing[key] = send
-        armOutgoingTimer(key)
+        sends[key] = send
+        armTimer(key)
         guard !failed else {
-            dropOutgoing(key)
+            drop(key)
             return .failed
         }
         return .opened
@@ -138,73 +132,74 @@ extension X11Session {
 
     /// The requestor must read (delete the property) within the serve timeout; past it, this
     /// send alone is given up.
-    private func armOutgoingTimer(_ key: TransferKey) {
-        cancelTimer(outgoing[key]?.timer)
-        outgoing[key]?.timer = after(configuration.serveTimeout) { [weak self] in
-            self?.dropOutgoing(key)
+    private func armTimer(_ key: TransferKey) {
+        session.cancelTimer(sends[key]?.timer)
+        sends[key]?.timer = session.after(session.configuration.serveTimeout) { [weak self] in
+            self?.drop(key)
         }
     }
 
     /// The requestor deleted the property: it wants the next chunk.
-    func continueOutgoing(_ key: TransferKey) {
-        guard outgoing[key] != nil else { return }
-        outgoing[key]?.awaiting = true
+    func continueSend(_ key: TransferKey) {
+        guard sends[key] != nil else { return }
+        sends[key]?.awaiting = true
         // Until the chunk is written, the requestor is not the one who keeps the send waiting.
-        cancelTimer(outgoing[key]?.timer)
-        outgoing[key]?.timer = nil
+        session.cancelTimer(sends[key]?.timer)
+        sends[key]?.timer = nil
         writeNextChunk(key)
     }
 
     /// Writes what the send says comes next, if its requestor waits for a chunk.
-    private func writeNextChunk(_ key: TransferKey) {
-        guard var send = outgoing[key], send.awaiting else { return }
-        let step = send.next(chunkSize: chunkSize)
-        outgoing[key] = send
+    func writeNextChunk(_ key: TransferKey) {
+        guard var send = sends[key], send.awaiting else { return }
+        let step = send.next(chunkSize: wire.chunkSize)
+        sends[key] = send
         var failed = false
         // An error the server reports later ends the send then.
         let onError: (XErrorRecord) -> Void = { [weak self] _ in
             failed = true
-            self?.dropOutgoing(key)
+            self?.drop(key)
         }
         switch step {
         case let .write(source, range):
             do {
-                try writeBytes(key.requestor, key.property, type: send.type, from: source, range: range, onError: onError)
+                try wire.writeBytes(key.requestor, key.property, type: send.type, from: source, range: range, onError: onError)
             } catch {
                 // The file went away or shrank: the send ends; the requestor's read times out.
-                return dropOutgoing(key)
+                return drop(key)
             }
         case let .writeChunk(chunk):
-            chunk.withUnsafeBytes { writeBytes(key.requestor, key.property, type: send.type, $0, onError: onError) }
+            chunk.withUnsafeBytes { wire.writeBytes(key.requestor, key.property, type: send.type, $0, onError: onError) }
         case .finish:
-            writeBytes(key.requestor, key.property, type: send.type, UnsafeRawBufferPointer(start: nil, count: 0), onError: { _ in })
-            return dropOutgoing(key)
+            wire.writeBytes(key.requestor, key.property, type: send.type, UnsafeRawBufferPointer(start: nil, count: 0), onError: { _ in })
+            return drop(key)
         case let .wait(stream, version):
-            let enqueue = self.enqueue
+            let enqueue = session.enqueue
             stream.observe(after: version) {
-                _ = enqueue? { session in session.writeNextChunk(key) }
+                _ = enqueue? { session in session.owner.sends.writeNextChunk(key) }
             }
             return
         case .abort:
-            return dropOutgoing(key)
+            return drop(key)
         }
-        guard !failed else { return dropOutgoing(key) }
-        outgoing[key]?.awaiting = false
-        armOutgoingTimer(key)
+        guard !failed else { return drop(key) }
+        sends[key]?.awaiting = false
+        armTimer(key)
     }
 
     /// Ends a send: its timer, its stream, its watch of the requestor.
-    func dropOutgoing(_ key: TransferKey) {
-        guard let send = outgoing.remove(key) else { return }
-        cancelTimer(send.timer)
+    func drop(_ key: TransferKey) {
+        guard let send = sends.removeValue(forKey: key) else { return }
+        session.cancelTimer(send.timer)
         send.cancelSupply()
-        releaseRequestor(key.requestor)
+        requestors.release(key.requestor)
     }
 
     /// The requestor's window is gone: its sends end (its watch is dropped whole by the caller).
-    func dropOutgoing(of requestor: X11Window) {
-        for send in outgoing.removeAll(of: requestor) {
-            cancelTimer(send.timer)
+    func drop(of requestor: X11Window) {
+        let keys = sends.keys.filter { $0.requestor == requestor }
+        for send in keys.compactMap({ sends.removeValue(forKey: $0) }) {
+            session.cancelTimer(send.timer)
             send.cancelSupply()
         }
     }

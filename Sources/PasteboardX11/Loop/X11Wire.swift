@@ -4,9 +4,105 @@ import FoundationEssentials
 import Glibc
 import PasteboardKit
 
-/// The Xlib call layer: every call that takes or gives atoms, windows and timestamps goes
-/// through here, wrapping and unwrapping the typed handles; errors are routed by request serial.
-extension X11Session {
+/// The wire to the X server: the display, our window, the atoms, and the Xlib call layer. Every
+/// call that takes or gives atoms, windows and timestamps goes through here, wrapping and
+/// unwrapping the typed handles; errors are routed by request serial; the events XCB reads
+/// while a round trip waits are kept in the intake for the loop. It decides nothing: the loop
+/// (``X11Session``) and its parts call it, on the X thread alone.
+final class X11Wire {
+    let display: OpaquePointer
+    let root: X11Window
+    /// Our window: the owner of our selections, and where server timestamps come.
+    let window: X11Window
+    /// The most bytes written to a property at once.
+    let chunkSize: Int
+    /// XFixes' first event code, or -1 without XFixes.
+    let fixesEventBase: Int32
+    /// The thread that runs the loop, once it has started.
+    var thread: pthread_t?
+    /// The atoms the backend speaks by name.
+    let known: WellKnownAtoms
+    // Atoms by name and names by atom, as interned or looked up so far.
+    private var atomsByName: [String: X11Atom] = [:]
+    private var namesByAtom: [X11Atom: String] = [:]
+    /// Error routes: a span of request serials and what to do with an error in it.
+    private var errorRoutes: [ErrorRoute] = []
+    /// Whether collectErrors is under way (a route's handler may call it again).
+    private var collectingErrors = false
+    /// Errors of requests without a reply, which come with the events: collectErrors routes them.
+    private(set) var wireErrors: [XErrorRecord] = []
+    /// Events XCB read while a round trip waited, not handled yet.
+    var intake = EventIntake()
+    /// Where file chunks are read before they are written to a property (chunkSize bytes, made
+    /// on first use).
+    private var scratch: UnsafeMutableRawBufferPointer?
+
+    /// The largest chunk we write by default: 1 MiB. Measured (Benchmarks/ceiling.c, 100 MB
+    /// through one property on Xvfb) it moves data fastest: 132 ms, against 166 ms at 256 KiB and
+    /// 161 ms at 3.9 MB. It also stays under what some readers fetch at once: xsel takes a chunk
+    /// with one XGetWindowProperty of 1,000,000 units (4,000,000 bytes) and hangs on more.
+    static let defaultChunkCap = 1 << 20
+
+    init(display: OpaquePointer, configuration: X11Configuration) {
+        self.display = display
+        root = X11Window(rawValue: XDefaultRootWindow(display))
+        window = X11Window(rawValue: XCreateSimpleWindow(display, root.rawValue, -10, -10, 1, 1, 0, 0, 0))
+        XSelectInput(display, window.rawValue, PropertyChangeMask)
+        let bigRequest = XExtendedMaxRequestSize(display)
+        let maxRequestBytes = (bigRequest > 0 ? bigRequest : XMaxRequestSize(display)) * 4
+        chunkSize = configuration.chunkSize ?? max(4096, min(maxRequestBytes - 1024, Self.defaultChunkCap))
+        var eventBase: Int32 = 0
+        var errorBase: Int32 = 0
+        if XFixesQueryExtension(display, &eventBase, &errorBase) != 0 {
+            var major: Int32 = 5
+            var minor: Int32 = 0
+            _ = XFixesQueryVersion(display, &major, &minor)
+            fixesEventBase = eventBase
+        } else {
+            fixesEventBase = -1
+        }
+        // The well-known atoms (and our first conversion property) in one round trip.
+        let names = WellKnown.allCases.map(\.rawValue) + ["XPB_SEL_1"]
+        let interned = Self.internAtoms(display, names)
+        known = WellKnownAtoms(Dictionary(uniqueKeysWithValues: zip(WellKnown.allCases, interned)))
+        for (name, atom) in zip(names, interned) where !atom.isNone { remember(atom, name) }
+        // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
+        XStoreName(display, window.rawValue, configuration.windowName)
+        writeLongs(window, known[.netWMPID], type: .cardinal, [UInt(getpid())], onError: { _ in })
+        XFlush(display)
+    }
+
+    deinit {
+        scratch?.deallocate()
+    }
+
+    /// Stops in debug builds when called from a thread other than the X thread.
+    func assertOnXThread(_ function: StaticString = #function) {
+        assert(thread.map { pthread_equal($0, pthread_self()) != 0 } ?? true, "\(function) called off the X thread")
+    }
+
+    /// Whether the connection died (an I/O error: nothing more may be sent).
+    var isDead: Bool { XErrorSink.isDead(display) }
+
+    /// Whether two windows belong to one client: the server gives every client its own range of
+    /// ids, the bits outside its resource mask (a reader may ask from a window of each conversion,
+    /// a toolkit from another of its windows than the one that owns a selection).
+    func isSameClient(_ a: X11Window, _ b: X11Window) -> Bool {
+        let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
+        return a.rawValue & ~mask == b.rawValue & ~mask
+    }
+
+    /// Destroys `windows` and ours, and closes the display (not after an I/O error: Xlib's state
+    /// then is not safe to tear down, and its memory is small).
+    func close(destroying windows: [X11Window], connectionAlive: Bool) {
+        if connectionAlive {
+            for window in windows { XDestroyWindow(display, window.rawValue) }
+            XDestroyWindow(display, window.rawValue)
+            XCloseDisplay(display)
+        }
+        XErrorSink.forget(display)
+    }
+
     // MARK: Atoms
 
     /// Interns several names in one round trip (`XInternAtoms`); a failed batch falls back to one
@@ -109,6 +205,12 @@ extension X11Session {
         atomsByName[name] = atom
     }
 
+    /// The window property that names who made the copy of `selection` we own
+    /// (``CopyCredit``): `_XPB_COPIED_BY_<SELECTION>`.
+    func creditProperty(_ selection: X11Atom) -> X11Atom? {
+        name(of: selection).map { atom("_XPB_COPIED_BY_" + $0) }
+    }
+
     // MARK: Errors
 
     /// Runs Xlib calls whose errors, when they arrive, go to `onError` instead of the log.
@@ -169,6 +271,55 @@ extension X11Session {
         if done > 0 { errorRoutes.removeFirst(done) }
     }
 
+    // MARK: Events read on the way
+
+    /// Moves the events XCB read while a round trip waited into the intake (no read of the
+    /// connection), and files the errors among them.
+    func absorbQueuedEvents() {
+        while let event = takeFromXCB(reading: false) { intake.append(event) }
+    }
+
+    /// XCB's next event: one it has read already, else (`reading`) one from a read of the
+    /// connection. Errors met on the way are filed for collectErrors; a failed connection is
+    /// marked dead.
+    func takeFromXCB(reading: Bool) -> WireEvent? {
+        var event = WireEvent()
+        while true {
+            switch cxevents_next(UnsafeMutableRawPointer(display), reading ? 1 : 0, fixesEventBase, &event) {
+            case 1:
+                if event.kind == 0 {
+                    fileWireError(event)
+                    continue
+                }
+                return event
+            case 0:
+                return nil
+            default:
+                XErrorSink.markDead(display)
+                return nil
+            }
+        }
+    }
+
+    private func fileWireError(_ event: WireEvent) {
+        wireErrors.append(XErrorRecord(serial: serial(ofSequence: event.sequence), errorCode: event.detail,
+                                       requestCode: event.major, minorCode: UInt8(truncatingIfNeeded: event.minor),
+                                       resource: UInt(event.window)))
+    }
+
+    /// The full serial of a request whose low 32 bits the server reported: the latest serial sent
+    /// that ends in them (the server cannot speak of a request it was not sent yet).
+    func serial(ofSequence sequence: UInt32) -> UInt {
+        let last = XNextRequest(display) &- 1
+        let serial = (last & ~UInt(UInt32.max)) | UInt(sequence)
+        return serial > last && serial > UInt(UInt32.max) ? serial - (UInt(UInt32.max) + 1) : serial
+    }
+
+    /// Whether an event is XFixes' news of a selection's owner.
+    func isFixesSelectionEvent(_ event: WireEvent) -> Bool {
+        fixesEventBase >= 0 && Int32(event.kind) == fixesEventBase + XFixesSelectionNotify
+    }
+
     // MARK: Selections
 
     /// The owner of a selection (``X11Window/none`` when nobody owns it).
@@ -215,26 +366,29 @@ extension X11Session {
         return !failed
     }
 
-    /// Asks XFixes for owner changes of a selection (once per selection).
-    func watch(_ selection: X11Atom) {
-        guard fixesEventBase >= 0, watchedSelections.insert(selection).inserted else { return }
-        XFixesSelectSelectionInput(display, root.rawValue, selection.rawValue,
-                                   UInt(XFixesSetSelectionOwnerNotifyMask | XFixesSelectionWindowDestroyNotifyMask | XFixesSelectionClientCloseNotifyMask))
+    // MARK: Windows
+
+    /// Whether a window exists now (one round trip).
+    func windowExists(_ window: X11Window) -> Bool {
+        var failed = false
+        routeErrors({
+            var attributes = XWindowAttributes()
+            if XGetWindowAttributes(display, window.rawValue, &attributes) == 0 { failed = true }
+        }, onError: { _ in failed = true })
+        XSync(display, 0)
+        return !failed
     }
 
-    /// A fresh server timestamp: a zero-length append to a property of our window, whose
-    /// PropertyNotify carries the server's time (ICCCM §2.1; never CurrentTime).
-    func serverTime(_ completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
-        timestampWaiters.append(completion)
-        var nothing: UInt8 = 0
-        XChangeProperty(display, window.rawValue, known[.timestampProperty].rawValue, X11Atom.integer.rawValue, 8, PropModeAppend, &nothing, 0)
-        XFlush(display)
-        let deadline = configuration.readTimeout
-        after(deadline) { [weak self] in
-            guard let self, !self.timestampWaiters.isEmpty else { return }
-            // The oldest waiter is the late one: the server answers appends in order.
-            self.timestampWaiters.removeFirst()(.failure(PasteboardError.timedOut(operation: "getting a server timestamp", seconds: deadline)))
+    /// Whether a pointer button is held now (a selection may still be being dragged).
+    func isPointerButtonHeld() -> Bool {
+        var rootReturn: UInt = 0
+        var childReturn: UInt = 0
+        var rootX: Int32 = 0, rootY: Int32 = 0, windowX: Int32 = 0, windowY: Int32 = 0
+        var mask: UInt32 = 0
+        guard XQueryPointer(display, root.rawValue, &rootReturn, &childReturn, &rootX, &rootY, &windowX, &windowY, &mask) != 0 else {
+            return false
         }
+        return mask & UInt32(Button1Mask | Button2Mask | Button3Mask) != 0
     }
 
     // MARK: Properties
@@ -346,11 +500,11 @@ struct PropertyPiece {
 
     /// Reads `units` 32-bit units from `offsetUnits`; false when the server refused.
     /// With `delete`, the server deletes the property if this read reaches its end.
-    mutating func fetch(_ session: X11Session, _ window: X11Window, _ property: X11Atom, offsetUnits: Int, units: Int,
+    mutating func fetch(_ wire: X11Wire, _ window: X11Window, _ property: X11Atom, offsetUnits: Int, units: Int,
                         delete: Bool = false) -> Bool {
         var failed = false
-        session.routeErrors({
-            let status = XGetWindowProperty(session.display, window.rawValue, property.rawValue, offsetUnits, units, delete ? 1 : 0, 0,
+        wire.routeErrors({
+            let status = XGetWindowProperty(wire.display, window.rawValue, property.rawValue, offsetUnits, units, delete ? 1 : 0, 0,
                                             &type, &format, &count, &after, &pointer)
             failed = status != 0
         }, onError: { _ in failed = true })

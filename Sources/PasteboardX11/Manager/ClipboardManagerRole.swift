@@ -22,8 +22,47 @@ package enum OwnerChangeReason: Sendable, Equatable {
 }
 
 
-/// The clipboard manager's side of the freedesktop ClipboardManager protocol, on the X thread.
-extension X11Session {
+/// The clipboard manager's side of the freedesktop ClipboardManager protocol (the daemon's):
+/// `CLIPBOARD_MANAGER` and the `SAVE_TARGETS` request being answered, and the writes of this
+/// process waiting for the manager to count them (the change counts it publishes).
+final class ClipboardManagerRole {
+    private unowned let session: X11Session
+    private let wire: X11Wire
+    /// Whether we hold `CLIPBOARD_MANAGER` as the clipboard manager.
+    private(set) var isClipboardManager = false
+    /// The `SAVE_TARGETS` request being handled; `abandoned` once its requestor window is gone.
+    private var pendingSave: (request: ConversionRequest, abandoned: Bool)?
+    /// What to do when a window (watched for StructureNotify) is destroyed.
+    private var windowGoneWaiters: [X11Window: [() -> Void]] = [:]
+    /// Writes waiting for the clipboard manager to count them (``waitForSharedCount(index:toPass:within:done:)``).
+    private var sharedCountWaiters: [SharedCountWaiter] = []
+
+    init(session: X11Session) {
+        self.session = session
+        wire = session.wire
+    }
+
+    /// Whether a write waits for the manager's counts (its window's property changes matter).
+    var isWaitingForCounts: Bool { !sharedCountWaiters.isEmpty }
+
+    /// A window went: the waits for it end, and a save it asked for is abandoned.
+    func requestorGone(_ requestor: X11Window) {
+        for waiter in windowGoneWaiters.removeValue(forKey: requestor) ?? [] { waiter() }
+        if pendingSave?.request.requestor == requestor { pendingSave?.abandoned = true }
+    }
+
+    /// Another client took `CLIPBOARD_MANAGER` from us: a save being answered fails, and the
+    /// delegate hears of it.
+    func managerSelectionLost() {
+        guard isClipboardManager else { return }
+        isClipboardManager = false
+        if let save = pendingSave {
+            pendingSave = nil
+            if !save.abandoned { session.owner.notify(save.request, succeeded: false) }
+        }
+        session.delegate?.clipboardManagerLost()
+    }
+
     /// Takes `CLIPBOARD_MANAGER` (ICCCM 2.8 manager selection): refuses when another client holds
     /// it unless `replace`, in which case it waits at most `replaceWait` seconds for the old
     /// owner's window to go, then announces itself with the `MANAGER` client message.
@@ -31,18 +70,18 @@ extension X11Session {
     /// - Returns (through `completion`): the previous owner when it was not replaced.
     func becomeClipboardManager(replace: Bool, replaceWait: Double,
                                 completion: @escaping (Result<Void, ClipboardManagerError>) -> Void) {
-        let manager = known[.clipboardManager]
-        let previous = selectionOwner(manager)
+        let manager = wire.known[.clipboardManager]
+        let previous = wire.selectionOwner(manager)
         if !previous.isNone {
             guard replace else {
-                return completion(.failure(.alreadyRunning(ownerInfo(manager) ?? SelectionOwnerInfo(window: previous, name: nil, processID: nil))))
+                return completion(.failure(.alreadyRunning(OwnerAttribution(wire: wire).ownerInfo(manager) ?? SelectionOwnerInfo(window: previous, name: nil, processID: nil))))
             }
             // Its DestroyNotify tells when the old manager has gone.
-            selectInput(previous, StructureNotifyMask)
+            wire.selectInput(previous, StructureNotifyMask)
         }
         let answered = [WellKnown.targets, .timestamp, .saveTargets].map(\.rawValue)
-        own(manager, at: nil, making: { session, time in
-            session.makeCapturedSelection(advertised: answered, targets: [], timestamp: time)
+        session.owner.own(manager, at: nil, making: { session, time in
+            session.owner.makeCapturedSelection(advertised: answered, targets: [], timestamp: time)
         }) { [weak self] result in
             guard let self else { return }
             switch result {
@@ -50,17 +89,17 @@ extension X11Session {
                 completion(.failure(.cannotAcquire(String(describing: error))))
             case let .success(time):
                 self.isClipboardManager = true
-                var message = cx11_manager_message(self.display, self.root.rawValue, self.known[.manager].rawValue, time.rawValue,
-                                                   manager.rawValue, self.window.rawValue)
-                _ = XSendEvent(self.display, self.root.rawValue, 0, StructureNotifyMask, &message)
-                XFlush(self.display)
-                guard !previous.isNone, self.windowExists(previous) else { return completion(.success(())) }
+                var message = cx11_manager_message(self.wire.display, self.wire.root.rawValue, self.wire.known[.manager].rawValue, time.rawValue,
+                                                   manager.rawValue, self.wire.window.rawValue)
+                _ = XSendEvent(self.wire.display, self.wire.root.rawValue, 0, StructureNotifyMask, &message)
+                XFlush(self.wire.display)
+                guard !previous.isNone, self.wire.windowExists(previous) else { return completion(.success(())) }
                 var finished = false
                 let finish = {
                     if !finished { finished = true; completion(.success(())) }
                 }
                 self.windowGoneWaiters[previous, default: []].append(finish)
-                self.after(replaceWait) { [weak self] in
+                self.session.after(replaceWait) { [weak self] in
                     self?.windowGoneWaiters.removeValue(forKey: previous)
                     finish()
                 }
@@ -68,37 +107,27 @@ extension X11Session {
         }
     }
 
-    /// Whether a window exists now (one round trip).
-    private func windowExists(_ window: X11Window) -> Bool {
-        var failed = false
-        routeErrors({
-            var attributes = XWindowAttributes()
-            if XGetWindowAttributes(display, window.rawValue, &attributes) == 0 { failed = true }
-        }, onError: { _ in failed = true })
-        XSync(display, 0)
-        return !failed
-    }
-
     /// A `SAVE_TARGETS` request (freedesktop ClipboardManager): refused at once while another is
     /// being handled; otherwise the requestor is watched (its destruction abandons the reply),
     /// its list of targets read, and the delegate asked to save. ``answerSave(saved:)`` replies.
     func handleSaveTargets(_ request: ConversionRequest) {
-        guard pendingSave == nil, let delegate else { return notify(request, succeeded: false) }
+        let server = session.owner
+        guard pendingSave == nil, let delegate = session.delegate else { return server.notify(request, succeeded: false) }
         // Only the client that owns CLIPBOARD hands it over (its requestor window may be another
         // of its windows, as Qt's is): from anyone else, saving would take CLIPBOARD from its owner.
-        let owner = selectionOwner(known[.clipboard])
-        guard !owner.isNone, isSameClient(owner, request.requestor) else {
-            return notify(request, succeeded: false)
+        let owner = wire.selectionOwner(wire.known[.clipboard])
+        guard !owner.isNone, wire.isSameClient(owner, request.requestor) else {
+            return server.notify(request, succeeded: false)
         }
-        guard watchRequestor(request.requestor) else {
-            releaseRequestor(request.requestor)
-            return notify(request, succeeded: false)
+        guard server.requestors.watch(request.requestor) else {
+            server.requestors.release(request.requestor)
+            return server.notify(request, succeeded: false)
         }
         var listed: [String] = []
         if !request.property.isNone,
-           let value = try? readProperty(request.requestor, request.property, delete: false, limit: Self.maxTargets * 4, truncate: true),
+           let value = try? wire.readProperty(request.requestor, request.property, delete: false, limit: SelectionReader.maxTargets * 4, truncate: true),
            value.format == 32 {
-            listed = names(of: value.atoms).compactMap { $0 }
+            listed = wire.names(of: value.atoms).compactMap { $0 }
         }
         pendingSave = (request, false)
         delegate.saveRequested(targets: listed, time: request.time)
@@ -111,24 +140,24 @@ extension X11Session {
         guard let save = pendingSave else { return }
         pendingSave = nil
         guard !save.abandoned else { return }
-        releaseRequestor(save.request.requestor)
+        session.owner.requestors.release(save.request.requestor)
         if saved {
-            writeLongs(save.request.requestor, save.request.replyProperty, type: known[.null], [], onError: { _ in })
+            wire.writeLongs(save.request.requestor, save.request.replyProperty, type: wire.known[.null], [], onError: { _ in })
         }
-        notify(save.request, succeeded: saved)
-        XFlush(display)
+        session.owner.notify(save.request, succeeded: saved)
+        XFlush(wire.display)
     }
 
     /// Publishes the display's change counts on our window, where every library process reads them.
     func publishChangeCounts(_ counts: [Int]) {
-        writeLongs(window, known[.changeCounts], type: .cardinal, counts.map { UInt(truncatingIfNeeded: $0) }, onError: { _ in })
-        XFlush(display)
+        wire.writeLongs(wire.window, wire.known[.changeCounts], type: .cardinal, counts.map { UInt(truncatingIfNeeded: $0) }, onError: { _ in })
+        XFlush(wire.display)
     }
 
     /// The change counts a running clipboard manager publishes (CLIPBOARD, PRIMARY), nil without one.
     func sharedChangeCounts() -> [Int]? {
-        let manager = selectionOwner(known[.clipboardManager])
-        guard !manager.isNone, let value = (try? readProperty(manager, known[.changeCounts], delete: false, limit: 64)) ?? nil,
+        let manager = wire.selectionOwner(wire.known[.clipboardManager])
+        guard !manager.isNone, let value = (try? wire.readProperty(manager, wire.known[.changeCounts], delete: false, limit: 64)) ?? nil,
               value.type == .cardinal, value.format == 32 else { return nil }
         return value.longs.map { Int($0) }
     }
@@ -138,10 +167,10 @@ extension X11Session {
     /// its window goes, or `seconds` pass first. Each new value of its property comes as a
     /// PropertyNotify from its window, whose property changes are asked for during the wait.
     func waitForSharedCount(index: Int, toPass before: Int, within seconds: Double, done: @escaping (Bool) -> Void) {
-        let manager = selectionOwner(known[.clipboardManager])
-        guard !manager.isNone, manager != window, selectInput(manager, Int(PropertyChangeMask)) else { return done(false) }
+        let manager = wire.selectionOwner(wire.known[.clipboardManager])
+        guard !manager.isNone, manager != wire.window, wire.selectInput(manager, Int(PropertyChangeMask)) else { return done(false) }
         let id = (sharedCountWaiters.map(\.id).max() ?? 0) + 1
-        let timer = after(seconds) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
+        let timer = session.after(seconds) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
         sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: before, timer: timer, done: done))
         // A value written before the events were asked for is read now.
         sharedCountsChanged(on: manager)
@@ -161,22 +190,10 @@ extension X11Session {
     private func finishSharedCountWait(_ id: Int, passed: Bool) {
         guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }) else { return }
         let waiter = sharedCountWaiters.remove(at: index)
-        cancelTimer(waiter.timer)
+        session.cancelTimer(waiter.timer)
         // The manager's window is another client's: its events stop when no wait needs them.
-        if !sharedCountWaiters.contains(where: { $0.manager == waiter.manager }) { selectInput(waiter.manager, 0) }
+        if !sharedCountWaiters.contains(where: { $0.manager == waiter.manager }) { wire.selectInput(waiter.manager, 0) }
         waiter.done(passed)
-    }
-
-    /// Whether a pointer button is held now (a selection may still be being dragged).
-    func isPointerButtonHeld() -> Bool {
-        var rootReturn: UInt = 0
-        var childReturn: UInt = 0
-        var rootX: Int32 = 0, rootY: Int32 = 0, windowX: Int32 = 0, windowY: Int32 = 0
-        var mask: UInt32 = 0
-        guard XQueryPointer(display, root.rawValue, &rootReturn, &childReturn, &rootX, &rootY, &windowX, &windowY, &mask) != 0 else {
-            return false
-        }
-        return mask & UInt32(Button1Mask | Button2Mask | Button3Mask) != 0
     }
 }
 
