@@ -111,3 +111,30 @@ package struct Manifest: Equatable {
         fastPath = fields[Self.fastPathField].flatMap { $0.isEmpty ? nil : $0 }
     }
 }
+
+/// What a clipboard manager reads of a manifest it keeps.
+extension Manifest {
+    /// The options an xpb manifest (`XPB_MANIFEST`) carries, and the manifest without its
+    /// fast-path field (which names the departed owner's socket); nil for a malformed one.
+    package static func kept(_ data: Data) -> (options: PasteboardOptions, manifest: Data)? {
+        guard var manifest = Manifest(decoding: data) else { return nil }
+        manifest.fastPath = nil
+        return (manifest.options, manifest.encoded())
+    }
+
+    /// The image targets (MIME names) of the first item's own images, as an xpb manifest names
+    /// them: `xpb copy photo.jpg` has `image/jpeg`, whatever other formats its owner converts to.
+    package static func ownImageTargets(_ data: Data) -> [String] {
+        guard let manifest = Manifest(decoding: data) else { return [] }
+        let registry = TypeRegistry.standard
+        return manifest.entries.compactMap { entry in
+            guard entry.item == 0, registry.imageFormat(of: entry.type) != nil else { return nil }
+            return registry.preferredMIMEType(for: entry.type)
+        }
+    }
+
+    /// The targets an xpb manifest names, in its order; empty for a malformed one.
+    package static func targets(in data: Data) -> [String] {
+        Manifest(decoding: data)?.entries.map(\.target) ?? []
+    }
+}

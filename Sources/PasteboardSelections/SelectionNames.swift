@@ -4,6 +4,12 @@ import PasteboardKit
 /// the name a headless daemon and the sync protocol use), and the target names that belong to
 /// the selection protocol rather than to data.
 public enum SelectionNames {
+    /// Where a clipboard manager's published counts hold `name`'s (CLIPBOARD, then PRIMARY); nil
+    /// for a named pasteboard, which has none.
+    package static func sharedCountIndex(of name: Pasteboard.Name) -> Int? {
+        [Pasteboard.Name.general, .find].firstIndex(of: name)
+    }
+
     /// The X selection that holds a pasteboard: `CLIPBOARD`, `PRIMARY`, `SECONDARY`, or
     /// `XPB_PASTEBOARD:<name>`.
     public static func selection(for name: Pasteboard.Name) -> String {

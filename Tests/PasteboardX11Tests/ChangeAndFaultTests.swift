@@ -127,7 +127,7 @@ struct FaultTests {
         let x = try Xvfb()
         let backend = try x.backend { $0.abandonsReadsOnOwnerChange = true }
         defer { backend.close(handOff: false) }
-        try backend.watch(.general)
+        try backend.managerPort.watch(.general)
         let other = try x.backend()
         defer { other.close(handOff: false) }
         // More than the 64 properties a reader has: each unfinished transfer's property rests, and
@@ -138,7 +138,7 @@ struct FaultTests {
             let trickle = try Peer(try attacker(), ["owner-trickle", "0"], display: x)
             defer { trickle.stop() }
             try trickle.waitForOutput("ready", timeout: 10)
-            let read = Background { try backend.capture(.general, target: "UTF8_STRING", limit: 4 << 20) }
+            let read = Background { try backend.managerPort.capture(.general, target: "UTF8_STRING", limit: 4 << 20) }
             try trickle.waitForOutput("incr", timeout: 10)
             let started = Date()
             Pasteboard.general(of: other).string = "copy \(round)"
@@ -147,7 +147,7 @@ struct FaultTests {
             #expect(Date().timeIntervalSince(started) < 5, "round \(round)")
             guard (try? outcome.get()) == nil else { break }
         }
-        let value = try backend.capture(.general, target: "UTF8_STRING", limit: 1 << 20)
+        let value = try backend.managerPort.capture(.general, target: "UTF8_STRING", limit: 1 << 20)
         #expect(value.map { String(decoding: $0.data, as: UTF8.self) } == "copy 69")
     }
 

@@ -33,7 +33,7 @@ extension DisplayHost {
     /// says it must not be (secret, expired, unreadable).
     func capture(_ name: Pasteboard.Name, generation: Int) {
         let selection = SelectionNames.selection(for: name)
-        if name == .find, !backend.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
+        if name == .find, !backend.managerPort.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
         let owner = try? backend.owner(of: name)
         let recorded = state.withLock { $0.owners[name] }
         guard let owner, owner.window != ourWindow, recorded == owner.window else {
@@ -131,7 +131,7 @@ extension DisplayHost {
         func read(_ target: String, until: Date) -> CapturedTarget? {
             do {
                 let value = try gate.withTurn(name, owner.window, until: until, while: isCurrent) {
-                    try backend.capture(name, target: target, limit: configuration.maxTargetBytes)
+                    try backend.managerPort.capture(name, target: target, limit: configuration.maxTargetBytes)
                 }
                 guard let value else {
                     logger.debug("\(SelectionNames.selection(for: name)): \(target) not kept: the owner was busy with another transfer, or changed")
@@ -147,7 +147,7 @@ extension DisplayHost {
         let remaining = planned.filter { prefetched[$0] == nil }
         if useMultiple, advertised.contains("MULTIPLE"), let deadline, !remaining.isEmpty,
            let values = (try? gate.withTurn(name, owner.window, until: deadline, while: isCurrent, {
-               try backend.captureMultiple(name, targets: remaining, limit: configuration.maxTargetBytes,
+               try backend.managerPort.captureMultiple(name, targets: remaining, limit: configuration.maxTargetBytes,
                                            deadline: max(0.1, deadline.timeIntervalSinceNow / 2))
            })) ?? nil {
             var byTarget: [String: CapturedTarget] = prefetched

@@ -13,7 +13,7 @@ extension DisplayHost {
         let started = Date()
         guard let owner = try? backend.owner(of: .general), owner.window != ourWindow else {
             // Nothing to save, or we hold it already: nothing is lost either way.
-            backend.answerSave(saved: true)
+            backend.managerPort.answerSave(saved: true)
             return
         }
         let deadline = started.addingTimeInterval(configuration.saveBudget)
@@ -25,12 +25,12 @@ extension DisplayHost {
         let advertised = offer.advertised.isEmpty ? listed : offer.advertised
         let requested = listed.isEmpty ? advertised : listed
         if offer.verdict == .secret || KeepPolicy.isSecret(advertised + requested) {
-            backend.answerSave(saved: false)
+            backend.managerPort.answerSave(saved: false)
             logger.info("\(describe(owner)) asked to save CLIPBOARD, which holds data marked secret: refused")
             return
         }
         if offer.verdict == .ignored {
-            backend.answerSave(saved: false)
+            backend.managerPort.answerSave(saved: false)
             logger.info("\(describe(owner)) asked to save CLIPBOARD; its app is ignored: refused")
             return
         }
@@ -53,17 +53,17 @@ extension DisplayHost {
             snapshot = fetch(.general, offer: offer, extra: requested, isCurrent: { true }, useMultiple: true, deadline: deadline)
         }
         guard let snapshot, !snapshot.isExpired() else {
-            backend.answerSave(saved: false)
+            backend.managerPort.answerSave(saved: false)
             logger.warning("\(describe(owner)) asked to save CLIPBOARD; nothing could be fetched")
             return
         }
         do {
             try serve(snapshot, timestamp: time)
-            backend.answerSave(saved: true)
+            backend.managerPort.answerSave(saved: true)
             // A keeper fetch still under way would now ask us.
             state.withLock { $0.generations[.general, default: 0] += 1 }
         } catch {
-            backend.answerSave(saved: false)
+            backend.managerPort.answerSave(saved: false)
             logger.warning("\(describe(owner)) asked to save CLIPBOARD; could not take it: \(error)")
             return
         }

@@ -124,15 +124,15 @@ final class DisplayHost: ClipboardHost {
     ///   `replace`).
     func start(_ daemon: ClipboardDaemon) throws {
         served.withLock { $0 = daemon }
-        backend.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
-        for name in configuration.keptNames { try backend.watch(name) }
-        try backend.becomeClipboardManager(replace: configuration.replace, onSave: { [weak self] targets, time in
+        backend.managerPort.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
+        for name in configuration.keptNames { try backend.managerPort.watch(name) }
+        try backend.managerPort.becomeClipboardManager(replace: configuration.replace, onSave: { [weak self] targets, time in
             guard let self else { return }
             self.saves.async { self.save(listed: targets, time: time) }
         }, onLost: { [weak self] in
             self?.daemon?.finish(failure: nil, reason: "another clipboard manager took CLIPBOARD_MANAGER: stopping")
         })
-        backend.publishChangeCounts([0, 0])
+        backend.managerPort.publishChangeCounts([0, 0])
         logger.info("clipboard manager of display \(nodeName) (window \(ourWindow)), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
         for name in configuration.keptSelections {
             let owner = try? backend.owner(of: name)
@@ -149,13 +149,13 @@ final class DisplayHost: ClipboardHost {
         // On the X thread, as each ownership change's event is read: the previous owner's offer
         // is forgotten, and sync stamps the change before the X thread does anything else.
         let hub = daemon.hub
-        backend.onOwnerChangeRead { [weak self, weak hub] change in
+        backend.managerPort.onOwnerChangeRead { [weak self, weak hub] change in
             self?.ownershipRead(change)
             self?.offers.ownerChanged(change.name)
             hub?.ownerChangeRead(change)
         }
         // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
-        backend.onConnectionStop { [weak daemon] reason in
+        backend.managerPort.onConnectionStop { [weak daemon] reason in
             daemon?.finish(failure: "lost the connection to the X server (\(reason))", reason: "lost the connection to the X server (\(reason))")
         }
         if !backend.isConnected { daemon.finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server") }
@@ -216,11 +216,11 @@ final class DisplayHost: ClipboardHost {
     private func ownerChanged(_ change: SelectionOwnerChange) {
         events.async { [self] in
             let counts = state.withLock { state -> [Int]? in
-                guard let index = X11PasteboardBackend.sharedCountIndex(of: change.name) else { return nil }
+                guard let index = SelectionNames.sharedCountIndex(of: change.name) else { return nil }
                 state.counts[index] += 1
                 return state.counts
             }
-            if let counts { backend.publishChangeCounts(counts) }
+            if let counts { backend.managerPort.publishChangeCounts(counts) }
             bridge(change)
             guard configuration.keptSelections.contains(change.name) else { return }
             let selection = SelectionNames.selection(for: change.name)
@@ -290,7 +290,7 @@ final class DisplayHost: ClipboardHost {
             return (!ifUnowned || owner.isNone) && (since == nil || since == epoch)
         }
         let credit = snapshot.app.map { CopyCredit(name: $0, pid: snapshot.pid) }
-        guard try backend.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
+        guard try backend.managerPort.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
                                timestamp: timestamp, credit: credit, if: check) else { return false }
         var served = snapshot
         served.owner = ourWindow

@@ -32,7 +32,7 @@ extension DisplayHost {
         bridges.async { [self] in
             let isCurrent = { (try? self.backend.ownerWindow(of: source)) == change.owner }
             if source == .find {
-                guard backend.waitForPointerRelease(while: isCurrent) else { return }
+                guard backend.managerPort.waitForPointerRelease(while: isCurrent) else { return }
             }
             guard let offer = offers.offer(source, owner: change.owner) else { return }
             if let reason = offer.verdict.notCarriedReason {
@@ -40,7 +40,7 @@ extension DisplayHost {
                 // What we carried before was the copy this one replaced, which is gone: the other
                 // selection is emptied rather than left naming bytes nobody can give.
                 if bridged.withLock({ $0.removeValue(forKey: destination) }) != nil,
-                   (try? backend.clear(destination, if: { [ourWindow] in $0 == ourWindow })) == true {
+                   (try? backend.managerPort.clear(destination, if: { [ourWindow] in $0 == ourWindow })) == true {
                     logger.info("\(to), which carried the earlier \(from), is empty now")
                 }
                 return
@@ -68,7 +68,7 @@ extension DisplayHost {
             guard !targets.isEmpty else { return }
             do {
                 // Only if the copy is still the newest: its owner still owns the source.
-                guard isCurrent(), try backend.proxy(destination, targets: targets, if: { _ in true }) else { return }
+                guard isCurrent(), try backend.managerPort.proxy(destination, targets: targets, if: { _ in true }) else { return }
                 bridged.withLock { $0[destination] = change.owner }
                 echoes.withLock { $0.carried(destination) }
                 logger.info("\(from) also serves \(to) (\(targets.count) targets; bytes move when someone pastes)")
@@ -89,7 +89,7 @@ extension DisplayHost {
                 return stream.fail("\(SelectionNames.selection(for: source)) changed since")
             }
             do {
-                let ok = try backend.stream(source, target: target, limit: configuration.maxTargetBytes,
+                let ok = try backend.managerPort.stream(source, target: target, limit: configuration.maxTargetBytes,
                                             begin: { type, size in stream.begin(type: type, size: size) },
                                             chunk: { stream.append($0) })
                 if ok { stream.finish() } else { stream.fail("the owner refused \(target)") }

@@ -42,15 +42,15 @@ final class X11SyncSurface: SyncSurface {
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
         // Who made it, for `xpb info` here: the node and app the announce names (a peer's words,
         // shown escaped, bounded).
-        try backend.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { precondition($0.rawValue) })
+        try backend.managerPort.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { precondition($0.rawValue) })
     }
 
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
-        try backend.clear(name, if: { precondition($0.rawValue) })
+        try backend.managerPort.clear(name, if: { precondition($0.rawValue) })
     }
 
     func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool {
-        name != .find || backend.waitForPointerRelease(while: isCurrent)
+        name != .find || backend.managerPort.waitForPointerRelease(while: isCurrent)
     }
 
     func verdict(_ name: Pasteboard.Name, owner rawOwner: UInt, nodeName: String) -> SyncLedger.Verdict {
@@ -67,7 +67,7 @@ final class X11SyncSurface: SyncSurface {
             offer = read
         }
         if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
-        let manifest = offer.manifest.flatMap { X11PasteboardBackend.keptManifest($0.data)?.manifest }
+        let manifest = offer.manifest.flatMap { Manifest.kept($0.data)?.manifest }
         let targets = SyncHub.announcedTargets(offer.keptTargets, sizes: { offer.sizes[$0] }, manifest: manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
         // Where the copy was made: this node and the application (the program that ran an xpb
@@ -87,7 +87,7 @@ final class X11SyncSurface: SyncSurface {
         let outcome: SyncServeOutcome? = try offers.gate.withTurn(name, owner, until: turnDeadline) {
             if let value = keptTarget(name, owner, target: target) {
                 // Kept by the daemon (the owner is gone, or a history entry): from memory.
-                let data = target == "XPB_MANIFEST" ? (X11PasteboardBackend.keptManifest(value.data)?.manifest ?? value.data) : value.data
+                let data = target == "XPB_MANIFEST" ? (Manifest.kept(value.data)?.manifest ?? value.data) : value.data
                 guard data.count <= limit else {
                     return .refused("\(selection) \(target) is \(ByteCount.format(data.count)), over the \(ByteCount.format(limit)) cap per transfer")
                 }
@@ -96,8 +96,8 @@ final class X11SyncSurface: SyncSurface {
                 return .served
             } else if target == "XPB_MANIFEST" {
                 // Without the fast-path field: it names a socket of this display's owner.
-                guard let value = try backend.capture(name, target: target, limit: 1 << 20),
-                      let manifest = X11PasteboardBackend.keptManifest(value.data) else { return .refused("the owner refused \(target)") }
+                guard let value = try backend.managerPort.capture(name, target: target, limit: 1 << 20),
+                      let manifest = Manifest.kept(value.data) else { return .refused("the owner refused \(target)") }
                 try begin(value.type, manifest.manifest.count)
                 try chunk(manifest.manifest)
                 return .served
@@ -105,7 +105,7 @@ final class X11SyncSurface: SyncSurface {
             guard owner != ourWindow else { return .refused("\(selection) \(target) is no longer kept") }
             // The cap is the sender's to enforce (with a message that names it); the stream holds
             // at most its high-water mark whatever the size.
-            let converted = try backend.stream(name, target: target, limit: .max, begin: { type, size in
+            let converted = try backend.managerPort.stream(name, target: target, limit: .max, begin: { type, size in
                 guard isCurrent() else { throw SyncHub.Failure("\(selection) changed during the transfer") }
                 try begin(type, size)
             }, chunk: chunk)

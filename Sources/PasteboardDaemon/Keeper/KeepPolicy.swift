@@ -61,13 +61,13 @@ package enum KeepPolicy {
     /// kept of its list, then the item targets the manifest names (an xpb owner serves them
     /// without listing them: without them only the first item would be kept or synced).
     package static func keptTargets(_ advertised: [String], manifest: Data?) -> [String] {
-        keptTargets(advertised + (manifest.map { X11PasteboardBackend.manifestTargets($0) } ?? []))
+        keptTargets(advertised + (manifest.map { Manifest.targets(in: $0) } ?? []))
     }
 
     /// The targets a manager fetches of an offer: those kept, less the image formats and text
     /// encodings it makes from the one image and the one text it fetches (`manifest`: an xpb
     /// owner's, which names the image's own format).
     package static func fetchedTargets(_ targets: [String], manifest: Data? = nil) -> [String] {
-        withOneText(withOneImage(keptTargets(targets), own: manifest.map(X11PasteboardBackend.ownImageTargets) ?? []))
+        withOneText(withOneImage(keptTargets(targets), own: manifest.map(Manifest.ownImageTargets) ?? []))
     }
 }

@@ -85,12 +85,12 @@ struct OwnerOffer: Sendable {
             return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .ignored)
         }
         var sizes: [String: Int] = [:]
-        if advertised.contains("TARGET_SIZES") { sizes = (try? turn { try backend.targetSizes(of: name) }) ?? [:] }
+        if advertised.contains("TARGET_SIZES") { sizes = (try? turn { try backend.managerPort.targetSizes(of: name) }) ?? [:] }
         var manifest: CapturedTarget?
         var options = PasteboardOptions()
         if advertised.contains("XPB_MANIFEST") {
-            guard let value = try? turn({ try backend.capture(name, target: "XPB_MANIFEST", limit: 1 << 20) }) ?? nil,
-                  let kept = X11PasteboardBackend.keptManifest(value.data) else {
+            guard let value = try? turn({ try backend.managerPort.capture(name, target: "XPB_MANIFEST", limit: 1 << 20) }) ?? nil,
+                  let kept = Manifest.kept(value.data) else {
                 return unreadable("its manifest")
             }
             manifest = value
@@ -188,7 +188,7 @@ final class OwnerOffers: @unchecked Sendable {
         }
         // The backend's count of ownership changes (moved before this is called): a reading of
         // an earlier owner is not kept.
-        let change = backend.ownershipEpoch(of: name)
+        let change = backend.managerPort.ownershipEpoch(of: name)
         entries[name] = Entry(owner: owner, offer: nil)
         condition.unlock()
 
@@ -198,7 +198,7 @@ final class OwnerOffers: @unchecked Sendable {
             offer = OwnerOffer.read(name, owner: info, backend: backend, gate: gate, turnDeadline: turnDeadline, rules: rules)
         }
         condition.lock()
-        if backend.ownershipEpoch(of: name) == change, entries[name]?.owner == owner {
+        if backend.managerPort.ownershipEpoch(of: name) == change, entries[name]?.owner == owner {
             if let offer { entries[name]?.offer = offer } else { entries.removeValue(forKey: name) }
         }
         condition.broadcast()

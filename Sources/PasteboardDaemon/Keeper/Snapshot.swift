@@ -87,7 +87,7 @@ package struct Snapshot: Sendable {
         self.init(selection: selection, advertised: advertised, targets: kept)
         isComplete = complete
         if let index = kept.firstIndex(where: { $0.target == "XPB_MANIFEST" }) {
-            if let manifest = X11PasteboardBackend.keptManifest(kept[index].data) {
+            if let manifest = Manifest.kept(kept[index].data) {
                 expires = manifest.options.expirationDate
                 isLocalOnly = manifest.options.isLocalOnly
                 targets[index] = KeptTarget(target: "XPB_MANIFEST", type: kept[index].type, data: manifest.manifest)

@@ -433,7 +433,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// process's `changeCount` after a write is the one every other process sees: woken by the
     /// PropertyNotify of the manager's new count, not by looking again and again.
     private func waitForSharedCount(of name: Pasteboard.Name, toPass before: Int) {
-        guard let index = Self.sharedCountIndex(of: name) else { return }
+        guard let index = SelectionNames.sharedCountIndex(of: name) else { return }
         _ = try? connection.sync(timeout: 1) { (session, done: @escaping @Sendable (Result<Bool, any Error>) -> Void) in
             session.manager.waitForSharedCount(index: index, toPass: before, within: 0.25) { done(.success($0)) }
         }

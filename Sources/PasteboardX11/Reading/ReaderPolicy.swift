@@ -29,7 +29,10 @@ extension X11PasteboardBackend {
 
     /// Converts one representation from the foreign owner: through the manifest's item target,
     /// or for the first item through the best ordinary target for the type (also when the owner
-    /// refuses the manifest's target: a manifest is a hint, the targets are the contract).
+    /// refuses the manifest's target: a manifest is a hint, the targets are the contract). The
+    /// targets tried are the advertised ones alone, in the registry's order
+    /// (``OfferReading/candidateAliases(for:offered:registry:)``): xclip answers any target it is
+    /// asked for with its data during INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
     func fetch(_ name: Pasteboard.Name, item: Int, type: PasteboardType, offer: ForeignOffer, fastPath: Bool = true,
                limit: Int? = nil) throws -> Data? {
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
@@ -39,9 +42,9 @@ extension X11PasteboardBackend {
             if let data = try convert(name, target: entry.target, limit: limit)?.data { return data }
         }
         guard item == 0 else { return nil }
-        for alias in candidateAliases(for: type, offered: offer.targets) {
+        for alias in OfferReading.candidateAliases(for: type, offered: offer.targets, registry: registry) {
             guard let (data, replyType) = try convert(name, target: alias.name, limit: limit) else { continue }
-            return codec(for: type, requested: alias, replyType: replyType).decode(data)
+            return OfferReading.codec(for: type, requested: alias, replyType: replyType, registry: registry).decode(data)
         }
         return nil
     }
@@ -55,19 +58,6 @@ extension X11PasteboardBackend {
                 done(result.map { value in value.map { ($0.data, session.wire.name(of: $0.type) ?? "") } })
             }
         }
-    }
-
-    /// The targets to try for a type, best first: the advertised aliases in the registry's order
-    /// (UTF-8 before Latin-1), then any other advertised target the registry maps to the type.
-    /// Only advertised targets: xclip answers any target it is asked for with its data during
-    /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
-    func candidateAliases(for type: PasteboardType, offered: [String]) -> [TargetAlias] {
-        OfferReading.candidateAliases(for: type, offered: offered, registry: registry)
-    }
-
-    /// How to decode a reply (``OfferReading/codec(for:requested:replyType:registry:)``).
-    func codec(for type: PasteboardType, requested: TargetAlias, replyType: String) -> TargetCodec {
-        OfferReading.codec(for: type, requested: requested, replyType: replyType, registry: registry)
     }
 
     /// The outer wait of a data transfer; the transfer's own no-progress deadline is what ends
@@ -131,7 +121,7 @@ extension X11PasteboardBackend {
         // type, whose bytes are the model's bytes. A refused guess decides nothing: xpb owners
         // refuse every guess (also one whose manifest this reader did not get), so the target
         // is asked again below.
-        if let speculation, offer.manifest == nil, let alias = candidateAliases(for: type, offered: offer.targets).first,
+        if let speculation, offer.manifest == nil, let alias = OfferReading.candidateAliases(for: type, offered: offer.targets, registry: registry).first,
            alias.name == speculation.target, alias.codec == .identity, alias.replyType == alias.name,
            try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason }, bytes: bytes) {
             return true
@@ -149,7 +139,7 @@ extension X11PasteboardBackend {
         if let entry = offer.manifest?.entries.first(where: { $0.item == item && $0.type == type }) {
             if try stream(name, target: entry.target, limit: limit, bytes: bytes) { return true }
         }
-        guard item == 0, let alias = candidateAliases(for: type, offered: offer.targets).first else { return false }
+        guard item == 0, let alias = OfferReading.candidateAliases(for: type, offered: offer.targets, registry: registry).first else { return false }
         if alias.codec != .identity || alias.replyType != alias.name {
             // Decoded as a whole (bounded by the limit), then passed on.
             guard let data = try fetch(name, item: item, type: type, offer: offer.withoutManifest, fastPath: false, limit: limit) else { return false }

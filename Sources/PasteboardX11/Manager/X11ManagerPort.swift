@@ -14,32 +14,36 @@ package struct SelectionOwnerChange: Sendable, Equatable {
     package let isOurs: Bool
 }
 
-/// What a clipboard manager (the daemon) needs beyond a pasteboard: raw targets taken from an
-/// owner and served back unchanged, the `CLIPBOARD_MANAGER` selection, save requests, and the
-/// display-wide change counts. The same owner and reader as every library user, reached by name.
-extension X11PasteboardBackend {
+/// What a clipboard manager (the daemon) needs of a display beyond a pasteboard: every ownership
+/// change as it is read, raw targets taken from an owner and served back unchanged (or from a
+/// sync peer), the `CLIPBOARD_MANAGER` selection and its save requests, and the display-wide
+/// change counts. The same connection, owner and reader as every library user
+/// (``X11PasteboardBackend/managerPort``).
+package struct X11ManagerPort: Sendable {
+    let backend: X11PasteboardBackend
+
     /// Calls `handler` (on a serial queue) for every ownership change of the general, find and
     /// watched named pasteboards, this process's own included, with XFixes' reason.
     package func onOwnerChange(_ handler: (@Sendable (SelectionOwnerChange) -> Void)?) {
-        state.withLock { $0.ownerChangeHandler = handler }
+        backend.state.withLock { $0.ownerChangeHandler = handler }
     }
 
     /// How many ownership changes of `name` this backend has read (ours included): the one count
     /// a reading of an owner's offer is checked against. It moves on the X thread before the
     /// change's handlers run.
     package func ownershipEpoch(of name: Pasteboard.Name) -> Int {
-        state.withLock { $0.ownershipEpochs[name] ?? 0 }
+        backend.state.withLock { $0.ownershipEpochs[name] ?? 0 }
     }
 
     /// Calls `handler` (on a worker) once the connection stops: closed, or lost with the X server.
     package func onConnectionStop(_ handler: (@Sendable (X11BackendError) -> Void)?) {
-        state.withLock { $0.stopHandler = handler }
+        backend.state.withLock { $0.stopHandler = handler }
     }
 
     /// Starts watching a named pasteboard's selection (XFixes) without owning it.
     package func watch(_ name: Pasteboard.Name) throws {
-        try connection.sync(timeout: timeout) { [self] session, done in
-            _ = self.selectionAtom(name, in: session)
+        try backend.connection.sync(timeout: backend.timeout) { session, done in
+            _ = backend.selectionAtom(name, in: session)
             done(.success(()))
         }
     }
@@ -49,8 +53,8 @@ extension X11PasteboardBackend {
     ///
     /// - Throws: on a deadline or a reply larger than `limit`.
     package func capture(_ name: Pasteboard.Name, target: String, limit: Int) throws -> CapturedTarget? {
-        try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
-            session.reader.convert(self.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit) { result in
+        try backend.connection.sync(timeout: backend.configuration.transferDeadline + 5) { session, done in
+            session.reader.convert(backend.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit) { result in
                 done(result.map { value in
                     guard let value, value.format == 8, !value.type.isNone, value.type != session.wire.known[.incr] else { return nil }
                     return CapturedTarget(target: target, type: session.wire.name(of: value.type) ?? target, data: value.data)
@@ -64,9 +68,9 @@ extension X11PasteboardBackend {
     /// With `deadline`, replies still streaming that many seconds after the owner answered are
     /// given up (nil).
     package func captureMultiple(_ name: Pasteboard.Name, targets: [String], limit: Int, deadline: Double? = nil) throws -> [CapturedTarget?]? {
-        try connection.sync(timeout: configuration.transferDeadline + 5) { [self] session, done in
+        try backend.connection.sync(timeout: backend.configuration.transferDeadline + 5) { session, done in
             let atoms = session.wire.atoms(targets)
-            session.reader.convertMultiple(self.selectionAtom(name, in: session), targets: atoms, limit: limit, deadline: deadline) { result in
+            session.reader.convertMultiple(backend.selectionAtom(name, in: session), targets: atoms, limit: limit, deadline: deadline) { result in
                 done(result.map { values in
                     values.map { values in
                         zip(targets, values).map { target, value in
@@ -82,8 +86,8 @@ extension X11PasteboardBackend {
     /// The sizes an owner announces through `TARGET_SIZES` (pairs of target and byte count), by
     /// target name; empty when it offers none.
     package func targetSizes(of name: Pasteboard.Name) throws -> [String: Int] {
-        try connection.sync(timeout: timeout) { [self] session, done in
-            session.reader.convert(self.selectionAtom(name, in: session), to: session.wire.known[.targetSizes],
+        try backend.connection.sync(timeout: backend.timeout) { session, done in
+            session.reader.convert(backend.selectionAtom(name, in: session), to: session.wire.known[.targetSizes],
                             limit: SelectionReader.maxTargets * 8, truncate: true) { result in
                 done(result.map { value in
                     guard let value, value.format == 32 else { return [:] }
@@ -107,8 +111,8 @@ extension X11PasteboardBackend {
     package func keep(_ name: Pasteboard.Name, advertised: [String], targets: [CapturedTarget], timestamp: UInt? = nil,
                       credit: CopyCredit? = nil, if precondition: (@Sendable (X11Window) -> Bool)? = nil) throws -> Bool {
         do {
-            let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-                session.owner.own(self.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
+            let _: X11Timestamp = try backend.connection.sync(timeout: backend.timeout) { session, done in
+                session.owner.own(backend.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
                             making: { session, time in
                                 session.owner.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time, credit: credit)
                             }) { done($0) }
@@ -118,7 +122,7 @@ extension X11PasteboardBackend {
         }
         // The kept contents are not items of this process: reads go through the X server like
         // anybody's, and the change is counted from its XFixes event.
-        state.withLock { _ = $0.owned.removeValue(forKey: name) }
+        backend.state.withLock { _ = $0.owned.removeValue(forKey: name) }
         return true
     }
 
@@ -130,11 +134,11 @@ extension X11PasteboardBackend {
     /// - Throws: ``ClipboardManagerError``.
     package func becomeClipboardManager(replace: Bool, onSave: @escaping @Sendable ([String], UInt) -> Void,
                                         onLost: @escaping @Sendable () -> Void) throws {
-        state.withLock {
+        backend.state.withLock {
             $0.saveHandler = onSave
             $0.managerLostHandler = onLost
         }
-        try connection.sync(timeout: timeout + 5) { session, done in
+        try backend.connection.sync(timeout: backend.timeout + 5) { session, done in
             session.manager.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
                 done(result.mapError { $0 as any Error })
             }
@@ -143,17 +147,17 @@ extension X11PasteboardBackend {
 
     /// Replies to the `SAVE_TARGETS` request being handled.
     package func answerSave(saved: Bool) {
-        _ = connection.submit { session in session.manager.answerSave(saved: saved) }
+        _ = backend.connection.submit { session in session.manager.answerSave(saved: saved) }
     }
 
     /// Publishes the display's change counts (CLIPBOARD, PRIMARY) for every library process.
     package func publishChangeCounts(_ counts: [Int]) {
-        _ = connection.submit { session in session.manager.publishChangeCounts(counts) }
+        _ = backend.connection.submit { session in session.manager.publishChangeCounts(counts) }
     }
 
     /// Whether a pointer button is held (a selection may still be being dragged).
     package func isPointerButtonHeld() -> Bool {
-        (try? connection.sync(timeout: timeout) { session, done in done(.success(session.wire.isPointerButtonHeld())) }) ?? false
+        (try? backend.connection.sync(timeout: backend.timeout) { session, done in done(.success(session.wire.isPointerButtonHeld())) }) ?? false
     }
 
     /// A PRIMARY still being dragged changes with every pointer motion: waits (at most a minute)
@@ -172,49 +176,97 @@ extension X11PasteboardBackend {
         return true
     }
 
+    // MARK: Sync
+
+    /// Owns the pasteboard's selection listing `targets` (after `TARGETS` and `TIMESTAMP`), each
+    /// served from the stream its `open` starts when a requestor converts it.
+    ///
+    /// Compare-and-own: `precondition` is asked on the X thread, after the server timestamp is
+    /// taken, with the selection's owner at that moment; false leaves the selection alone and
+    /// returns false.
+    package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget], credit: CopyCredit? = nil,
+                       if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
+        do {
+            let _: X11Timestamp = try backend.connection.sync(timeout: backend.timeout) { session, done in
+                session.owner.own(backend.selectionAtom(name, in: session), at: nil, if: precondition, making: { session, time in
+                    var state = session.owner.makeRemoteSelection(targets, timestamp: time)
+                    state.credit = credit
+                    return state
+                }) { done($0) }
+            }
+        } catch is OwnDeclined {
+            return false
+        }
+        // Not items of this process: the change is counted from its XFixes event.
+        backend.state.withLock { _ = $0.owned.removeValue(forKey: name) }
+        return true
+    }
+
+    /// Compare-and-clear: empties the pasteboard's selection if `precondition` holds for its
+    /// owner on the X thread at that moment. Returns whether it is empty now by this call.
+    package func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (X11Window) -> Bool) throws -> Bool {
+        let cleared: Bool = try backend.connection.sync(timeout: backend.timeout) { session, done in
+            session.owner.clear(backend.selectionAtom(name, in: session), if: precondition) { done($0) }
+        }
+        if cleared { backend.state.withLock { _ = $0.owned.removeValue(forKey: name) } }
+        return cleared
+    }
+
+    /// Calls `handler` on the X thread itself for every ownership change of a watched selection,
+    /// as its XFixes event is read, before any other work: what it decides is ordered against
+    /// everything the X thread does after. It must be quick and never wait on the connection.
+    package func onOwnerChangeRead(_ handler: (@Sendable (SelectionOwnerChange) -> Void)?) {
+        backend.state.withLock { $0.ownerChangeReadHandler = handler }
+    }
+
+    /// Converts the selection to `target` and hands its bytes to `chunk` as they arrive (INCR
+    /// read with at most `highWater` bytes waiting), after `begin` got the reply's type.
+    /// Returns false when the owner refuses. A throwing callback stops the transfer.
+    ///
+    /// - Throws: on a deadline, a reply over `limit`, a lost connection, or a callback's error.
+    package func stream(_ name: Pasteboard.Name, target: String, limit: Int, highWater: Int = 2 << 20,
+                        begin: (String, Int?) throws -> Void, chunk: (Data) throws -> Void) throws -> Bool {
+        let sink = StreamSink(highWater: highWater)
+        let converted = Rendezvous<Bool>()
+        guard backend.connection.submit({ session in
+            session.reader.convert(backend.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit, sink: sink) { result in
+                converted.fulfil(result.map { $0 != nil })
+            }
+        }) else { throw backend.connection.stopReason ?? X11BackendError.connectionLost }
+        var begun = false
+        func start() throws {
+            guard !begun else { return }
+            begun = true
+            let atom = sink.replyType ?? .none
+            let type = atom.isNone ? target : (try backend.connection.sync(timeout: backend.timeout) { session, done in
+                done(.success(session.wire.name(of: atom) ?? target))
+            })
+            try begin(type, sink.size)
+        }
+        try sink.drain { data in
+            try start()
+            try chunk(data)
+        }
+        let ok = try converted.wait(timeout: backend.configuration.transferDeadline + 5, stopped: { [connection = backend.connection] in connection.stopReason })
+        if ok { try start() }
+        return ok
+    }
+}
+
+extension X11PasteboardBackend {
+    /// The clipboard manager's side of this connection (``X11ManagerPort``).
+    package var managerPort: X11ManagerPort { X11ManagerPort(backend: self) }
+
     /// The id of this process's window on the display (owner of what it serves).
     package var window: X11Window {
         (try? connection.sync(timeout: timeout) { session, done in done(.success(session.wire.window)) }) ?? .none
     }
 
-    /// Where a clipboard manager's published counts hold `name`'s (CLIPBOARD, then PRIMARY); nil
-    /// for a named pasteboard, which has none.
-    package static func sharedCountIndex(of name: Pasteboard.Name) -> Int? {
-        [Pasteboard.Name.general, .find].firstIndex(of: name)
-    }
-
     /// The count a clipboard manager publishes for `name`, nil without one (or for named pasteboards).
     func sharedChangeCount(of name: Pasteboard.Name) -> Int? {
-        guard let index = Self.sharedCountIndex(of: name), connection.stopReason == nil,
+        guard let index = SelectionNames.sharedCountIndex(of: name), connection.stopReason == nil,
               let counts = try? connection.sync(timeout: timeout, { session, done in done(.success(session.manager.sharedChangeCounts())) }),
               counts.indices.contains(index) else { return nil }
         return counts[index]
-    }
-}
-
-extension X11PasteboardBackend {
-    /// The options an xpb manifest (`XPB_MANIFEST`) carries, and the manifest without its
-    /// fast-path field (which names the departed owner's socket); nil for a malformed one.
-    package static func keptManifest(_ data: Data) -> (options: PasteboardOptions, manifest: Data)? {
-        guard var manifest = Manifest(decoding: data) else { return nil }
-        manifest.fastPath = nil
-        return (manifest.options, manifest.encoded())
-    }
-
-
-    /// The image targets (MIME names) of the first item's own images, as an xpb manifest names
-    /// them: `xpb copy photo.jpg` has `image/jpeg`, whatever other formats its owner converts to.
-    package static func ownImageTargets(_ data: Data) -> [String] {
-        guard let manifest = Manifest(decoding: data) else { return [] }
-        let registry = TypeRegistry.standard
-        return manifest.entries.compactMap { entry in
-            guard entry.item == 0, registry.imageFormat(of: entry.type) != nil else { return nil }
-            return registry.preferredMIMEType(for: entry.type)
-        }
-    }
-
-    /// The targets an xpb manifest names, in its order; empty for a malformed one.
-    package static func manifestTargets(_ data: Data) -> [String] {
-        Manifest(decoding: data)?.entries.map(\.target) ?? []
     }
 }
