@@ -55,11 +55,44 @@ package enum ValueCompletion: Sendable, Equatable {
     case files
     /// Fixed words (no spaces, quotes or colons).
     case words([String])
+    /// Words made only when a completion script is written: a command that runs never pays for
+    /// them (the type list walks the whole type registry).
+    case computedWords(WordList)
     /// The lines of a POSIX shell command line, run at completion time; it must be cheap.
     case command(String)
 
+    /// What a completion script says: files, words (made now), or a command.
+    package enum Resolved {
+        case files
+        case words([String])
+        case command(String)
+    }
+
+    /// The completion as a script writes it, its words made.
+    package var resolved: Resolved {
+        switch self {
+        case .files: return .files
+        case let .words(words): return .words(words)
+        case let .computedWords(list): return .words(list.make())
+        case let .command(line): return .command(line)
+        }
+    }
+
     /// The X displays of this machine, from the server sockets in `/tmp/.X11-unix` (`X0` is `:0`).
     package static let displays = ValueCompletion.command("ls /tmp/.X11-unix 2>/dev/null | sed -n 's/^X\\([0-9][0-9]*\\)$/:\\1/p'")
+}
+
+/// Words made on demand, named so that two lists compare by what they are.
+package struct WordList: Sendable, Equatable {
+    package let name: String
+    package let make: @Sendable () -> [String]
+
+    package init(_ name: String, _ make: @escaping @Sendable () -> [String]) {
+        self.name = name
+        self.make = make
+    }
+
+    package static func == (lhs: WordList, rhs: WordList) -> Bool { lhs.name == rhs.name }
 }
 
 /// One command: its name, help texts and grammar.

@@ -238,7 +238,7 @@ package enum Completions {
 
     /// A bash word list or command substitution for a completion, for `compgen -W`; nil for files.
     private static func bashWords(_ completion: ValueCompletion) -> String? {
-        switch completion {
+        switch completion.resolved {
         case .files: return nil
         case let .words(words): return words.joined(separator: " ")
         case let .command(command): return "$(\(command))"
@@ -332,7 +332,7 @@ package enum Completions {
     /// A zsh `_arguments` action: files, a word list, or a state (`->name`) whose arm in
     /// ``zshStates(_:)`` runs the command.
     private static func zshAction(_ completion: ValueCompletion, state: String) -> String {
-        switch completion {
+        switch completion.resolved {
         case .files: return "_files"
         case let .words(words): return "(\(words.joined(separator: " ")))"
         case .command: return "->\(state)"
@@ -354,7 +354,7 @@ package enum Completions {
         }
         specs.append("'(- *)'{-h,--help}'[Show help information]'")
         if let positional = command.positional {
-            switch positional.completion {
+            switch positional.completion.resolved {
             case .files: specs.append("'*:file:_files'")
             case let .words(words): specs.append("'1:\(zshText(positional.valueName)):(\(words.joined(separator: " ")))'")
             case .command: specs.append("'1:\(zshText(positional.valueName)):->positional'")
@@ -417,7 +417,7 @@ package enum Completions {
 
     /// A fish `complete` argument list for a value: files, or candidates (`-f -a …`).
     private static func fishValues(_ completion: ValueCompletion) -> String {
-        switch completion {
+        switch completion.resolved {
         case .files: return " -F"
         case let .words(words): return " -f -a " + fishText(words.joined(separator: " "), whole: true)
         case let .command(line): return " -f -a " + fishText("(" + line + ")", whole: true)

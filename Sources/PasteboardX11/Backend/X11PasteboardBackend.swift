@@ -71,6 +71,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
     public var displayName: String { connection.displayName }
 
     let connection: X11Connection
+    /// Who owns a selection is looked up over a connection of its own, off the X thread.
+    let attribution: AttributionLink
     let state = Mutex(State())
     /// Changes described on the X thread are handed to the change center from here, never from
     /// the X thread itself: observers run on the thread that delivers, and may read pasteboards.
@@ -85,6 +87,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         self.changeCenter = changeCenter
         self.configuration = configuration
         connection = try X11Connection(displayName: display, configuration: configuration)
+        attribution = AttributionLink(displayName: connection.displayName, configuration: configuration)
         connection.onStop { [weak self, changeCenter, publisher] reason in
             // No more changes can come: end the streams after those already reserved. Waiting here
             // cannot deadlock (an observer's call into the backend fails at once: the connection
@@ -193,10 +196,8 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// Who owns a pasteboard's selection: the owner's window, and its name and process id where
     /// it publishes them; nil when nobody does.
     public func owner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
-        try connection.sync(timeout: timeout) { [self] session, done in
-            let info = OwnerAttribution(wire: session.wire).ownerInfo(self.selectionAtom(name, in: session))
-            done(.success(info))
-        }
+        if let reason = connection.stopReason { throw reason }
+        return try attribution.ownerInfo(ofSelection: Self.selectionName(for: name))
     }
 
     /// The window that owns a pasteboard's selection (`.none` when nobody does): one round trip,

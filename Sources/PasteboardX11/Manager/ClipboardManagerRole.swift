@@ -74,7 +74,8 @@ final class ClipboardManagerRole {
         let previous = wire.selectionOwner(manager)
         if !previous.isNone {
             guard replace else {
-                return completion(.failure(.alreadyRunning(OwnerAttribution(wire: wire).ownerInfo(manager) ?? SelectionOwnerInfo(window: previous, name: nil, processID: nil))))
+                // Who it is, the caller looks up off the X thread.
+                return completion(.failure(.alreadyRunning(SelectionOwnerInfo(window: previous, name: nil, processID: nil))))
             }
             // Its DestroyNotify tells when the old manager has gone.
             wire.selectInput(previous, StructureNotifyMask)

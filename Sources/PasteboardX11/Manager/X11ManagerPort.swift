@@ -138,10 +138,16 @@ package struct X11ManagerPort: Sendable {
             $0.saveHandler = onSave
             $0.managerLostHandler = onLost
         }
-        try backend.connection.sync(timeout: backend.timeout + 5) { session, done in
-            session.manager.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
-                done(result.mapError { $0 as any Error })
+        do {
+            try backend.connection.sync(timeout: backend.timeout + 5) { session, done in
+                session.manager.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
+                    done(result.mapError { $0 as any Error })
+                }
             }
+        } catch let ClipboardManagerError.alreadyRunning(window) {
+            // Named off the X thread (``AttributionLink``).
+            let owner = try? backend.attribution.ownerInfo(ofSelection: WellKnown.clipboardManager.rawValue)
+            throw ClipboardManagerError.alreadyRunning(owner ?? window)
         }
     }
 

@@ -1,0 +1,63 @@
+internal import CX11
+internal import CXEvents
+import PasteboardKit
+import Synchronization
+
+/// A second connection to the display, for telling who owns a selection (``OwnerAttribution``)
+/// off the X thread: the owner window's properties, the X-Resource client id, a walk of the
+/// top-level windows, and on this host the kernel's socket table and up to a few hundred
+/// `/proc/N/fd` listings. Run on the X thread, each look held up every transfer and conversion
+/// behind it; here it runs on the asking thread, one look at a time, and the X thread never
+/// waits for it.
+///
+/// Opened on first use and kept (a daemon asks for every copy); a connection the server dropped
+/// is opened again on the next look.
+final class AttributionLink: Sendable {
+    private let displayName: String
+    private let configuration: X11Configuration
+    /// The connection, confined to the lock: one look at a time.
+    private let wire = Mutex<X11Wire?>(nil)
+
+    init(displayName: String, configuration: X11Configuration) {
+        self.displayName = displayName
+        self.configuration = configuration
+    }
+
+    /// Who owns the selection named `selection`; nil when nobody does.
+    ///
+    /// - Throws: ``X11BackendError/cannotOpenDisplay(_:)`` when the display cannot be reached.
+    func ownerInfo(ofSelection selection: String) throws -> SelectionOwnerInfo? {
+        try wire.withLock { current in
+            if let dead = current, dead.isDead {
+                Self.close(dead)
+                current = nil
+            }
+            let wire = try current ?? open()
+            current = wire
+            return OwnerAttribution(wire: wire).ownerInfo(wire.atom(selection))
+        }
+    }
+
+    private func open() throws -> X11Wire {
+        XErrorSink.install()
+        guard let display = XOpenDisplay(X11Connection.numericHost(displayName)) else {
+            throw X11BackendError.cannotOpenDisplay(displayName)
+        }
+        XErrorSink.guardExit(of: display)
+        // Replies and errors through XCB, as on the X thread: errors are routed by serial.
+        cxevents_take_queue(UnsafeMutableRawPointer(display))
+        var quiet = configuration
+        quiet.windowName = "xpb (owner look-up)"
+        return X11Wire(display: display, configuration: quiet)
+    }
+
+    private static func close(_ wire: X11Wire) {
+        wire.close(destroying: [], connectionAlive: !wire.isDead)
+    }
+
+    deinit {
+        wire.withLock { current in
+            if let current { Self.close(current) }
+        }
+    }
+}
