@@ -132,6 +132,17 @@ int TIFFInitLERC(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(t
 int TIFFInitZSTD(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "Zstandard"); }
 int TIFFInitLZMA(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "LZMA"); }
 int TIFFInitJBIG(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "JBIG"); }
+// Nor do fax (CCITT Group 3 and 4, with their state tables: 135 KB), old-style JPEG, LogLuv,
+// PixarLog, NeXT or ThunderScan TIFFs come from a copy: left out the same way (200 KB).
+int TIFFInitCCITTRLE(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "CCITT"); }
+int TIFFInitCCITTRLEW(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "CCITT"); }
+int TIFFInitCCITTFax3(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "CCITT Group 3 fax"); }
+int TIFFInitCCITTFax4(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "CCITT Group 4 fax"); }
+int TIFFInitOJPEG(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "old-style JPEG"); }
+int TIFFInitSGILog(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "SGI LogLuv"); }
+int TIFFInitPixarLog(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "PixarLog"); }
+int TIFFInitNeXT(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "NeXT"); }
+int TIFFInitThunderScan(TIFF *tiff, int scheme) { (void)scheme; return tiff_not_built(tiff, "ThunderScan"); }
 
 // libtiff's messages go to the caller's buffer (the first error), never to stderr.
 static int tiff_error(TIFF *tiff, void *user, const char *module, const char *format, va_list arguments) {

@@ -124,3 +124,24 @@ void cxevents_trim(void) {
 unsigned long cxevents_resource_mask(void *opaque) {
     return ((Display *)opaque)->resource_mask;
 }
+
+int cxevents_intern_atoms(void *opaque, const char *const *names, int count, int only_if_exists, uint32_t *atoms) {
+    xcb_connection_t *connection = XGetXCBConnection((Display *)opaque);
+    xcb_intern_atom_cookie_t stack[64];
+    xcb_intern_atom_cookie_t *cookies = count <= 64 ? stack : malloc(sizeof(*cookies) * (size_t)count);
+    if (!cookies) return 0;
+    for (int index = 0; index < count; index++) {
+        cookies[index] = xcb_intern_atom(connection, only_if_exists ? 1 : 0, (uint16_t)strlen(names[index]), names[index]);
+    }
+    int complete = 1;
+    for (int index = 0; index < count; index++) {
+        xcb_generic_error_t *error = NULL;
+        xcb_intern_atom_reply_t *reply = xcb_intern_atom_reply(connection, cookies[index], &error);
+        atoms[index] = reply ? reply->atom : 0;
+        if (!reply) complete = 0;
+        free(reply);
+        free(error);
+    }
+    if (cookies != stack) free(cookies);
+    return complete;
+}

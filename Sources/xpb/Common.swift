@@ -252,8 +252,9 @@ struct SelectionOptions: Sendable {
     ///
     /// - Throws: a ``Failure`` with ``Status/noDisplay`` when there is neither a display nor a
     ///   headless xpbd.
+    /// `readsOnce`: the command reads and exits, following no change (no XFixes on a display).
     func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil, copiedBy: CopyCredit? = nil,
-                 observesChanges: Bool = false) throws -> any StreamingPasteboardBackend {
+                 observesChanges: Bool = false, readsOnce: Bool = false) throws -> any StreamingPasteboardBackend {
         guard case let .display(display) = host else {
             do {
                 return try DaemonPasteboardBackend(credit: copiedBy, timeout: readTimeout ?? 10, observesChanges: observesChanges)
@@ -261,14 +262,17 @@ struct SelectionOptions: Sendable {
                 throw Failure(message, .noDisplay)
             }
         }
-        return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy)
+        return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy,
+                                    readsOnce: readsOnce && !observesChanges)
     }
 
     /// Connects to the display (``host`` is one).
     func connectToDisplay(_ display: String?, readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil,
-                          copiedBy: CopyCredit? = nil) throws -> X11PasteboardBackend {
+                          copiedBy: CopyCredit? = nil, readsOnce: Bool = false) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configuration.copiedBy = copiedBy
+        configuration.watchesOwnerChanges = !readsOnce
+        configuration.exitsAfterClose = readsOnce
         if let readTimeout {
             configuration.readTimeout = readTimeout
             // Each answer of a read that has no data phase (TARGETS, the manifest) is bounded by

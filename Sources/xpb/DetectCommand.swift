@@ -20,7 +20,7 @@ struct DetectCommand: ReportCommand {
     }
 
     func run() throws {
-        let backend = try selection.connect(readTimeout: options.timeout)
+        let backend = try selection.connect(readTimeout: options.timeout, readsOnce: true)
         defer { backend.close(handOff: false) }
         let board = selection.pasteboard(on: backend)
         guard try !board.itemTypes().isEmpty else {

@@ -70,7 +70,7 @@ struct PasteCommand: Command {
         if output == nil, StandardDescriptors.wasClosed(STDOUT_FILENO) {
             throw Failure("standard output is closed: nothing to write the data to (use -o FILE)")
         }
-        let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize, observesChanges: follow)
+        let backend = try selection.connect(readTimeout: timeout, maxTime: maxTime, maxSize: maxSize, observesChanges: follow, readsOnce: !follow)
         defer { backend.close(handOff: false) }
         let registry = backend.registry
         // Set by the chooser when what is written is made here from what the owner has.

@@ -34,7 +34,7 @@ struct TypesCommand: Command {
     }
 
     func run() throws {
-        let backend = try selection.connect(readTimeout: timeout)
+        let backend = try selection.connect(readTimeout: timeout, readsOnce: true)
         defer { backend.close(handOff: false) }
         if targets {
             let names = try backend.targets(of: selection.name)

@@ -52,6 +52,12 @@ int cxevents_next(void *display, int read, int fixes_event_base, cxevents_event 
 /// request with a reply), 2 when it failed, with the error in `out`.
 int cxevents_poll_error(void *display, unsigned long serial, cxevents_event *out);
 
+/// Interns `count` names in one round trip through XCB: every request goes out before the first
+/// reply is read (Xlib's XInternAtoms does the same at several times the cost per name). With
+/// `only_if_exists`, an unknown name gets 0 and no atom is made. Returns 1 when every request was
+/// answered, 0 when any failed (its atom is 0).
+int cxevents_intern_atoms(void *display, const char *const *names, int count, int only_if_exists, uint32_t *atoms);
+
 /// Hands free heap memory back to the system, after a flood's peak has been handled.
 void cxevents_trim(void);
 

@@ -39,6 +39,15 @@ public struct X11Configuration: Sendable {
     /// trickles its data must not keep it from the next copy. Off for pastes (what was asked
     /// for is delivered).
     public var abandonsReadsOnOwnerChange = false
+    /// Whether the backend follows owner changes (XFixes): change counts, change streams, and
+    /// offers kept while their owner stays. Off for a process that reads once and exits (`xpb
+    /// paste`): it spares two round trips at start, and every read asks the owner.
+    public var watchesOwnerChanges = true
+    /// Whether the process exits as soon as the backend is closed (`xpb paste`): closing then
+    /// flushes what was sent and shuts the socket, without Xlib's closing round trip, and leaves
+    /// Xlib's memory to the exit. A backend of a process that goes on must leave it off: the
+    /// display's memory would stay allocated.
+    public var exitsAfterClose = false
     /// Where the backend reports what it noticed without failing a read: an INCR transfer whose
     /// bytes disagree with the size its owner announced (the protocol has no checksum; the
     /// announcement is all a reader can compare). Called on the X thread; nil: not reported.

@@ -169,7 +169,7 @@ final class X11Session {
         timestampWaiters.removeAll()
         owner.finish()
         timers = TimerQueue()
-        wire.close(destroying: windows, connectionAlive: !isDead)
+        wire.close(destroying: windows, connectionAlive: !isDead, beforeExit: configuration.exitsAfterClose)
     }
 }
 

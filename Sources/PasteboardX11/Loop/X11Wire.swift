@@ -53,7 +53,8 @@ final class X11Wire {
         chunkSize = configuration.chunkSize ?? max(4096, min(maxRequestBytes - 1024, Self.defaultChunkCap))
         var eventBase: Int32 = 0
         var errorBase: Int32 = 0
-        if XFixesQueryExtension(display, &eventBase, &errorBase) != 0 {
+        // Two round trips, for owner changes: a one-shot read needs none.
+        if configuration.watchesOwnerChanges, XFixesQueryExtension(display, &eventBase, &errorBase) != 0 {
             var major: Int32 = 5
             var minor: Int32 = 0
             _ = XFixesQueryVersion(display, &major, &minor)
@@ -64,6 +65,8 @@ final class X11Wire {
         // The well-known atoms (and our first conversion property) in one round trip.
         let names = WellKnown.allCases.map(\.rawValue) + ["XPB_SEL_1"]
         let interned = Self.internAtoms(display, names)
+        atomsByName.reserveCapacity(64)
+        namesByAtom.reserveCapacity(64)
         known = WellKnownAtoms(Dictionary(uniqueKeysWithValues: zip(WellKnown.allCases, interned)))
         for (name, atom) in zip(names, interned) where !atom.isNone { remember(atom, name) }
         // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
@@ -94,8 +97,16 @@ final class X11Wire {
 
     /// Destroys `windows` and ours, and closes the display (not after an I/O error: Xlib's state
     /// then is not safe to tear down, and its memory is small).
-    func close(destroying windows: [X11Window], connectionAlive: Bool) {
-        if connectionAlive {
+    ///
+    /// `beforeExit`: the process ends right after, so the requests written are flushed and the
+    /// socket closed, without `XCloseDisplay`'s round trip (the server carries out what it was
+    /// sent before it sees the connection end, and destroys the windows itself) and without
+    /// freeing what the exit frees.
+    func close(destroying windows: [X11Window], connectionAlive: Bool, beforeExit: Bool = false) {
+        if connectionAlive, beforeExit {
+            XFlush(display)
+            Glibc.shutdown(XConnectionNumber(display), Int32(SHUT_RDWR))
+        } else if connectionAlive {
             for window in windows { XDestroyWindow(display, window.rawValue) }
             XDestroyWindow(display, window.rawValue)
             XCloseDisplay(display)
@@ -105,20 +116,21 @@ final class X11Wire {
 
     // MARK: Atoms
 
-    /// Interns several names in one round trip (`XInternAtoms`); a failed batch falls back to one
-    /// call per name.
+    /// Interns several names in one round trip, through XCB (every request before the first
+    /// reply; Xlib's `XInternAtoms` took 3,300 instructions a name, callgrind); a failed batch
+    /// falls back to one call per name.
     static func internAtoms(_ display: OpaquePointer, _ names: [String]) -> [X11Atom] {
         guard !names.isEmpty else { return [] }
-        var cStrings = names.map { strdup($0) }
-        defer { cStrings.forEach { free($0) } }
-        var result = [Atom](repeating: 0, count: names.count)
-        let status = cStrings.withUnsafeMutableBufferPointer { buffer in
-            XInternAtoms(display, buffer.baseAddress, Int32(names.count), 0, &result)
+        let cStrings = names.map { UnsafePointer(strdup($0)) }
+        defer { cStrings.forEach { free(UnsafeMutablePointer(mutating: $0)) } }
+        var result = [UInt32](repeating: 0, count: names.count)
+        let complete = cStrings.withUnsafeBufferPointer { buffer in
+            cxevents_intern_atoms(UnsafeMutableRawPointer(display), buffer.baseAddress, Int32(names.count), 0, &result)
         }
-        if status == 0 {
-            for (index, name) in names.enumerated() { result[index] = XInternAtom(display, name, 0) }
+        if complete == 0 {
+            for (index, name) in names.enumerated() where result[index] == 0 { result[index] = UInt32(truncatingIfNeeded: XInternAtom(display, name, 0)) }
         }
-        return result.map(X11Atom.init(rawValue:))
+        return result.map { X11Atom(rawValue: UInt($0)) }
     }
 
     /// The atom of a name, interned on first use.
