@@ -45,6 +45,7 @@
 #include <X11/Xatom.h>
 #include <X11/Xlib.h>
 #include <X11/Xlibint.h> /* the display's resource_mask: which bits of an XID name its client */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,9 +537,11 @@ int main(int argc, char **argv) {
         if (argc > 4) sleep((unsigned)atol(argv[4]));
         return 0;
     }
-    if (!strcmp(mode, "read")) {
+    if (!strcmp(mode, "read") || !strcmp(mode, "read-hold")) {
         /* A plain reader: asks, says so once the request reached the server, reads the reply (INCR
-           too) and prints how many bytes it got. */
+           too) and prints how many bytes it got. "read-hold" stops itself (SIGSTOP) once it has
+           taken the first INCR chunk, its transfer open, and reads on when continued. */
+        int hold = !strcmp(mode, "read-hold");
         owner_or_die();
         Atom target = XInternAtom(dpy, argc > 2 ? argv[2] : "UTF8_STRING", False);
         Atom property = XInternAtom(dpy, argc > 3 ? argv[3] : "XHOSTILE_READ", False);
@@ -567,6 +570,13 @@ int main(int argc, char **argv) {
                 if (data) XFree(data);
                 if (count == 0) break;
                 total += (long)count * (format / 8);
+                if (hold) {
+                    hold = 0;
+                    XSync(dpy, False);
+                    printf("holding\n");
+                    fflush(stdout);
+                    raise(SIGSTOP);
+                }
             }
         }
         printf("read %ld\n", total);

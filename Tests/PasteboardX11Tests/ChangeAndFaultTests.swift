@@ -151,6 +151,36 @@ struct FaultTests {
         #expect(value.map { String(decoding: $0.data, as: UTF8.self) } == "copy 69")
     }
 
+    @Test("a clipboard manager's read of a big copy gives way to a paste that moves, not to one that stopped: held back a second, then whole; both byte-exact")
+    func managerYieldsToPaste() throws {
+        let x = try Xvfb()
+        let owner = try x.backend()
+        defer { owner.close(handOff: false) }
+        let data = payload(24 << 20, seed: 9)
+        try Pasteboard.general(of: owner).setData(data, forPasteboardType: .blob)
+        let manager = try x.backend()
+        defer { manager.close(handOff: false) }
+        try manager.managerPort.becomeClipboardManager(replace: false, onSave: { _, _ in }, onLost: {})
+        // A paste whose INCR transfer has just moved (its first chunk taken), and which then stops.
+        let paste = try Peer(try attacker(), ["read-hold", "com.example.blob"], display: x)
+        defer { paste.stop() }
+        try paste.waitForOutput("holding", timeout: 30)
+        let started = Date()
+        let kept = Background { () throws -> Data? in
+            try manager.managerPort.capture(.general, target: "com.example.blob", limit: 64 << 20)?.data
+        }
+        // Alone, the manager reads the 24 chunks in a tenth of a second. Behind a paste that took
+        // a chunk within the last second, it waits; once the paste has stood still a second, it
+        // no longer counts, and the manager reads on.
+        #expect(kept.outcome(timeout: 0.7) == nil, "the manager's read did not give way to the paste")
+        let keptData = try #require(kept.outcome(timeout: 60), "a stopped paste held the manager's read back").get()
+        #expect(keptData == data)
+        #expect(Date().timeIntervalSince(started) < 10)
+        paste.signal(SIGCONT)
+        let pasted = try paste.finish(timeout: 60)
+        #expect(pasted.text.contains("read \(data.count)"), "\(pasted.text)")
+    }
+
     @Test("a requestor gone before its INCR transfer starts: the transfer is dropped at once, not after the serve timeout")
     func requestorGoneFirst() throws {
         let x = try Xvfb()

@@ -455,7 +455,9 @@ final class SelectionServer {
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
     private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom) -> Bool {
-        let send = OutgoingSend(type: type, supply: .source(OutgoingTransfer(source: source, chunkSize: wire.chunkSize)))
+        var send = OutgoingSend(type: type, supply: .source(OutgoingTransfer(source: source, chunkSize: wire.chunkSize)))
+        // A clipboard manager keeping the copy gives way to pastes (``OutgoingSends``).
+        send.yields = isClipboardManagersWindow(requestor)
         return sends.open(TransferKey(requestor: requestor, property: property), send, announcing: source.count, watched: false) == .opened
     }
 
