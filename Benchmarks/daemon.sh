@@ -12,8 +12,11 @@ out="$here/DAEMON.md"
 # ships). The two scripts share .build-bench with the same flags, so neither rebuilds the other's.
 echo "bench: building the README's build (make: one static executable, xpbd a link to it)"
 (cd "$root" && make build SCRATCH="$root/.build-bench" >/dev/null 2>&1)
-xpb="$root/.build-bench/release/xpb"
-xpbd="$root/.build-bench/release/xpbd"
+# Stripped, as make install installs it (see run.sh).
+strip -o "$work/xpb" "$root/.build-bench/release/xpb"
+ln -s xpb "$work/xpbd"
+xpb="$work/xpb"
+xpbd="$work/xpbd"
 
 exec 9< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
 read -r _ xvfb_pid <&9

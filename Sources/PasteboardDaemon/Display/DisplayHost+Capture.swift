@@ -148,7 +148,7 @@ extension DisplayHost {
         if useMultiple, advertised.contains("MULTIPLE"), let deadline, !remaining.isEmpty,
            let values = (try? gate.withTurn(name, owner.window, until: deadline, while: isCurrent, {
                try backend.managerPort.captureMultiple(name, targets: remaining, limit: configuration.maxTargetBytes,
-                                           deadline: max(0.1, deadline.timeIntervalSinceNow / 2))
+                                                       deadline: max(0.1, deadline.timeIntervalSinceNow / 2))
            })) ?? nil {
             var byTarget: [String: CapturedTarget] = prefetched
             // Replies that did not finish in half the budget (all of them streaming at once from

@@ -291,7 +291,7 @@ final class DisplayHost: ClipboardHost {
         }
         let credit = snapshot.app.map { CopyCredit(name: $0, pid: snapshot.pid) }
         guard try backend.managerPort.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
-                               timestamp: timestamp, credit: credit, if: check) else { return false }
+                                           timestamp: timestamp, credit: credit, if: check) else { return false }
         var served = snapshot
         served.owner = ourWindow
         let epoch = epochAtOwn.withLock { $0 }

@@ -88,7 +88,7 @@ package struct X11ManagerPort: Sendable {
     package func targetSizes(of name: Pasteboard.Name) throws -> [String: Int] {
         try backend.connection.sync(timeout: backend.timeout) { session, done in
             session.reader.convert(backend.selectionAtom(name, in: session), to: session.wire.known[.targetSizes],
-                            limit: SelectionReader.maxTargets * 8, truncate: true) { result in
+                                   limit: SelectionReader.maxTargets * 8, truncate: true) { result in
                 done(result.map { value in
                     guard let value, value.format == 32 else { return [:] }
                     let longs = value.longs
@@ -113,7 +113,7 @@ package struct X11ManagerPort: Sendable {
         do {
             let _: X11Timestamp = try backend.connection.sync(timeout: backend.timeout) { session, done in
                 session.owner.own(backend.selectionAtom(name, in: session), at: timestamp.map(X11Timestamp.init(rawValue:)), if: precondition,
-                            making: { session, time in
+                                  making: { session, time in
                                 session.owner.makeCapturedSelection(advertised: advertised, targets: targets, timestamp: time, credit: credit)
                             }) { done($0) }
             }

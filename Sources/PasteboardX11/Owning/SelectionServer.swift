@@ -288,7 +288,7 @@ final class SelectionServer {
 
     func notify(_ request: ConversionRequest, succeeded: Bool) {
         wire.sendSelectionNotify(to: request.requestor, selection: request.selection, target: request.target,
-                            property: succeeded ? request.replyProperty : .none, time: request.time)
+                                 property: succeeded ? request.replyProperty : .none, time: request.time)
     }
 
     /// Runs `answer` on the X thread once every target in `targets` can be converted without

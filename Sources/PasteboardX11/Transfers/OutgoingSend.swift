@@ -140,7 +140,7 @@ final class OutgoingSends {
         guard others < SelectionServer.maxTransfersPerRequestor, sends.count < SelectionServer.maxTransfers else { return .refused }
         var failed = !watched && !requestors.watch(key.requestor)
         wire.writeLongs(key.requestor, key.property, type: wire.known[.incr], [UInt(min(max(announcing, 0), Int(Int32.max)))],
-                   onError: { _ in failed = true })
+                        onError: { _ in failed = true })
         sends[key] = send
         sends[key]?.lastProgress = session.configuration.clock()
         armTimer(key)
