@@ -273,6 +273,7 @@ struct SelectionOptions: Sendable {
         configuration.copiedBy = copiedBy
         configuration.watchesOwnerChanges = !readsOnce
         configuration.exitsAfterClose = readsOnce
+        configuration.runsOnCallersThread = readsOnce
         if let readTimeout {
             configuration.readTimeout = readTimeout
             // Each answer of a read that has no data phase (TARGETS, the manifest) is bounded by

@@ -43,6 +43,11 @@ public struct X11Configuration: Sendable {
     /// offers kept while their owner stays. Off for a process that reads once and exits (`xpb
     /// paste`): it spares two round trips at start, and every read asks the owner.
     public var watchesOwnerChanges = true
+    /// Whether the X loop runs on the thread that calls the backend, during its calls, instead of
+    /// a thread of its own: no thread to start and no hand-off per call, for a process that reads
+    /// on one thread and exits (`xpb paste`). Every call must come from that thread, and nothing
+    /// is served between calls: leave it off for a process that owns a selection or watches.
+    public var runsOnCallersThread = false
     /// Whether the process exits as soon as the backend is closed (`xpb paste`): closing then
     /// flushes what was sent and shuts the socket, without Xlib's closing round trip, and leaves
     /// Xlib's memory to the exit. A backend of a process that goes on must leave it off: the

@@ -54,6 +54,11 @@ final class X11Connection: Sendable {
     private let stopHandler = Mutex<(@Sendable (X11BackendError) -> Void)?>(nil)
     /// The display name connected to.
     let displayName: String
+    /// With ``X11Configuration/runsOnCallersThread``: the session, driven by the calling thread
+    /// while it waits (``turnInline()``); nil when the X thread drives it.
+    private let inlineSession: XThreadConfined<X11Session>?
+    /// Whether the calling thread is in a turn of the inline loop (a job may not wait on it).
+    private let driving = Mutex(false)
 
     /// Tells Xlib, once per process and before any display opens, not to set up XKB.
     private static let ignoreKeyboardExtension: Void = { _ = XkbIgnoreExtension(1) }()
@@ -67,7 +72,8 @@ final class X11Connection: Sendable {
         name.hasPrefix("localhost:") ? "127.0.0.1" + name.dropFirst("localhost".count) : name
     }
 
-    /// Opens the display (nil: `$DISPLAY`) and starts the X thread.
+    /// Opens the display (nil: `$DISPLAY`) and starts the X thread, or with
+    /// ``X11Configuration/runsOnCallersThread`` makes the calling thread the X thread.
     init(displayName: String?, configuration: X11Configuration) throws {
         // getenv, not ProcessInfo.environment: that builds a dictionary of the whole environment.
         guard let name = displayName ?? getenv("DISPLAY").map({ String(cString: $0) }), !name.isEmpty else {
@@ -94,7 +100,13 @@ final class X11Connection: Sendable {
         wakeRead = fds[0]
         wakeWrite = fds[1]
         let session = XThreadConfined(X11Session(display: display, configuration: configuration))
+        inlineSession = configuration.runsOnCallersThread ? session : nil
         session.value.enqueue = { [weak self] job in self?.submit(job) ?? false }
+        if configuration.runsOnCallersThread {
+            threadID.withLock { $0 = pthread_self() }
+            session.value.wire.thread = pthread_self()
+            return
+        }
         do {
             try DetachedThread.start(name: "xpb-x11") { [self] in
                 self.threadID.withLock { $0 = pthread_self() }
@@ -112,6 +124,18 @@ final class X11Connection: Sendable {
     /// Whether the calling thread is the X thread.
     var isOnXThread: Bool {
         threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Inline: runs one turn of the loop on the calling thread, for a wait (nil when the X thread
+    /// runs the loop). Waits hand it to ``Rendezvous`` and ``StreamSink``.
+    var pump: (@Sendable () -> Void)? {
+        guard inlineSession != nil else { return nil }
+        return { @Sendable [weak self] in self?.turnInline() }
+    }
+
+    /// Whether a caller on this thread would wait on itself: on the X thread, or inline in a job.
+    private var waitsOnItself: Bool {
+        isOnXThread && (inlineSession == nil || driving.withLock { $0 })
     }
 
     /// Hands a job to the X thread; false if the connection has stopped.
@@ -132,10 +156,10 @@ final class X11Connection: Sendable {
         timeout: Double,
         _ body: @escaping @Sendable (X11Session, @escaping @Sendable (Result<T, any Error>) -> Void) -> Void
     ) throws -> T {
-        guard !isOnXThread else {
+        guard !waitsOnItself else {
             throw PasteboardError.backendFailure("a pasteboard was read from inside a provider on the X thread; read it from another thread")
         }
-        let rendezvous = Rendezvous<T>()
+        let rendezvous = Rendezvous<T>(pump: pump)
         let accepted = submit { session in body(session) { rendezvous.fulfil($0) } }
         guard accepted else { throw stopReason ?? X11BackendError.connectionLost }
         return try rendezvous.wait(timeout: timeout, stopped: { [self] in self.stopReason })
@@ -174,7 +198,12 @@ final class X11Connection: Sendable {
         guard accepted else { return }
         if asleep { wake() }
         // On the X thread itself (a backend released from a callback) waiting would only stall.
-        guard !isOnXThread else { return }
+        guard !waitsOnItself else { return }
+        if inlineSession != nil {
+            let end = DispatchTime.now() + min(max(0, timeout), 1e9)
+            while stopReason == nil, DispatchTime.now() < end { turnInline() }
+            return
+        }
         if stopped.wait(timeout: .now() + timeout) == .timedOut {
             // The thread is stuck in a provider; leave it, the process owns it now.
             return
@@ -192,41 +221,70 @@ final class X11Connection: Sendable {
     }
 
     private func run(_ session: X11Session) {
-        let xfd = XConnectionNumber(session.wire.display)
-        var reason: X11BackendError? = nil
-        while true {
-            let jobs = queue.withLock { queue -> [@Sendable (X11Session) -> Void] in
-                defer { queue.jobs.removeAll() }
-                return queue.jobs
-            }
-            for job in jobs { job(session) }
-            session.pump()
-            if session.isDead { reason = .connectionLost; break }
-            if session.lifecycle == .stopRequested { break }
-            if session.hasQueuedEvents() { continue }
-            let asleep = queue.withLock { queue -> Bool in
-                queue.asleep = queue.jobs.isEmpty
-                return queue.asleep
-            }
-            guard asleep else { continue }
-            var fds = [pollfd(fd: xfd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            fds += session.descriptorHandlers.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            _ = poll(&fds, nfds_t(fds.count), session.nextTimerDelayMilliseconds())
-            queue.withLock { $0.asleep = false }
-            if fds[1].revents != 0 { drainWake() }
-            for ready in fds.dropFirst(2) where ready.revents != 0 {
-                // Looked up again: an earlier handler may have closed this descriptor.
-                session.descriptorHandlers[ready.fd]?()
-            }
+        while !turn(session, longestWait: -1) {}
+        end(session)
+    }
+
+    /// One turn of the loop: the queued jobs, a batch of events, and (nothing else to do) a wait
+    /// in poll() for the X socket, a job, a watched descriptor or the next timer, at most
+    /// `longestWait` milliseconds (-1: no limit). True when the loop stops: asked to, or the
+    /// connection died.
+    private func turn(_ session: X11Session, longestWait: Int32) -> Bool {
+        let jobs = queue.withLock { queue -> [@Sendable (X11Session) -> Void] in
+            defer { queue.jobs.removeAll() }
+            return queue.jobs
         }
-        // Jobs still queued are dropped: their waiters see the stop reason and fail.
+        for job in jobs { job(session) }
+        let handled = session.pump()
+        if session.isDead || session.lifecycle == .stopRequested { return true }
+        if session.hasQueuedEvents() { return false }
+        // Inline, the waiter looks at what the jobs and events did before the loop sleeps.
+        if inlineSession != nil, handled || !jobs.isEmpty { return false }
+        let asleep = queue.withLock { queue -> Bool in
+            queue.asleep = queue.jobs.isEmpty
+            return queue.asleep
+        }
+        guard asleep else { return false }
+        var fds = [pollfd(fd: XConnectionNumber(session.wire.display), events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        fds += session.descriptorHandlers.keys.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let timer = session.nextTimerDelayMilliseconds()
+        _ = poll(&fds, nfds_t(fds.count), longestWait < 0 ? timer : timer < 0 ? longestWait : min(timer, longestWait))
+        queue.withLock { $0.asleep = false }
+        if fds[1].revents != 0 { drainWake() }
+        for ready in fds.dropFirst(2) where ready.revents != 0 {
+            // Looked up again: an earlier handler may have closed this descriptor.
+            session.descriptorHandlers[ready.fd]?()
+        }
+        return false
+    }
+
+    /// Inline: one turn on the calling thread (nothing when it is in a turn already, or the loop
+    /// has stopped). A turn waits at most 250 ms, so that a waiter checks its own deadline.
+    private func turnInline() {
+        guard let session = inlineSession?.value, stopReason == nil else { return }
+        let entered = driving.withLock { driving -> Bool in
+            guard !driving else { return false }
+            driving = true
+            return true
+        }
+        guard entered else { return }
+        let stops = turn(session, longestWait: 250)
+        driving.withLock { $0 = false }
+        if stops { end(session) }
+    }
+
+    /// The loop has stopped: jobs still queued are dropped (their waiters see the stop reason and
+    /// fail), the session finishes, and the stop handler runs.
+    private func end(_ session: X11Session) {
+        // What waiters are told, whether the loop was asked to stop or the connection died.
+        let reason = X11BackendError.connectionLost
         queue.withLock { queue in
-            queue.lifecycle = .stopped(reason ?? .connectionLost)
+            queue.lifecycle = .stopped(reason)
             queue.jobs.removeAll()
         }
-        session.finish(reason: reason ?? .connectionLost)
-        stopHandler.withLock { $0 }?(reason ?? .connectionLost)
+        session.finish(reason: reason)
+        stopHandler.withLock { $0 }?(reason)
         Glibc.close(wakeRead)
         Glibc.close(wakeWrite)
         stopped.signal()
@@ -237,6 +295,12 @@ final class X11Connection: Sendable {
 final class Rendezvous<T: Sendable>: Sendable {
     private let result = Mutex<Result<T, any Error>?>(nil)
     private let semaphore = DispatchSemaphore(value: 0)
+    /// Inline: a turn of the loop to run instead of sleeping (``X11Connection/pump``).
+    private let pump: (@Sendable () -> Void)?
+
+    init(pump: (@Sendable () -> Void)? = nil) {
+        self.pump = pump
+    }
 
     func fulfil(_ value: Result<T, any Error>) {
         let first = result.withLock { current -> Bool in
@@ -252,7 +316,13 @@ final class Rendezvous<T: Sendable>: Sendable {
         // Clamped: DispatchTime traps on a span past Int64 nanoseconds (about 292 years).
         let end = DispatchTime.now() + min(max(0, timeout), 1e9)
         while true {
-            if semaphore.wait(timeout: min(end, .now() + 0.25)) == .success { break }
+            if let pump {
+                // The loop runs here: the result comes from a turn of it.
+                if semaphore.wait(timeout: .now()) == .success { break }
+                pump()
+            } else if semaphore.wait(timeout: min(end, .now() + 0.25)) == .success {
+                break
+            }
             if let reason = stopped() {
                 fulfil(.failure(reason))
                 break

@@ -22,10 +22,13 @@ extension X11Session {
         timers.millisecondsUntilNext(now: configuration.clock())
     }
 
-    private func fireDueTimers() {
-        for timer in timers.due(now: configuration.clock()) {
+    /// Runs the timers that are due; whether any was.
+    private func fireDueTimers() -> Bool {
+        let due = timers.due(now: configuration.clock())
+        for timer in due {
             timers.take(timer)?()
         }
+        return !due.isEmpty
     }
 
     // MARK: Events
@@ -61,9 +64,13 @@ extension X11Session {
     /// requestor's queue or is dropped (queueRequest), which costs less than the server's work
     /// to send it, so a flood is read as fast as it comes, and an honest request behind it is
     /// reached within a turn or two.
-    func pump() {
+    /// Returns whether it handled anything (an event, a timer): a waiter on the loop's own thread
+    /// looks again before the loop sleeps.
+    @discardableResult
+    func pump() -> Bool {
         wire.assertOnXThread()
-        if checkDead() { return }
+        if checkDead() { return true }
+        var handled = false
         var budget = Self.eventsPerTurn
         var reads = Self.readsPerTurn
         turnClock = configuration.clock()
@@ -72,12 +79,13 @@ extension X11Session {
             let isRequest = Int32(event.kind) == SelectionRequest
             if !isRequest { budget -= 1 }
             reads -= 1
+            handled = true
             dispatch(event)
             if !isRequest {
                 // A request only joined a queue or was dropped: no request of ours whose errors
                 // to collect yet (the turn collects them after the batch).
                 wire.collectErrors()
-                if checkDead() { return }
+                if checkDead() { return true }
             }
             if budget == 0 || reads == 0 {
                 turnCutShort = true
@@ -92,13 +100,14 @@ extension X11Session {
         wire.collectErrors()
         owner.serveQueuedRequests()
         wire.collectErrors()
-        fireDueTimers()
+        if fireDueTimers() { handled = true }
         if XNextRequest(wire.display) &- XLastKnownRequestProcessed(wire.display) > Self.requestsBeforeSync {
             XSync(wire.display, 0)
         }
         XFlush(wire.display)
         wire.collectErrors()
         _ = checkDead()
+        return handled
     }
 
     /// How many requests may go out after the last one the server answered before a turn ends

@@ -232,8 +232,8 @@ package struct X11ManagerPort: Sendable {
     /// - Throws: on a deadline, a reply over `limit`, a lost connection, or a callback's error.
     package func stream(_ name: Pasteboard.Name, target: String, limit: Int, highWater: Int = 2 << 20,
                         begin: (String, Int?) throws -> Void, chunk: (Data) throws -> Void) throws -> Bool {
-        let sink = StreamSink(highWater: highWater)
-        let converted = Rendezvous<Bool>()
+        let sink = StreamSink(highWater: highWater, pump: backend.connection.pump)
+        let converted = Rendezvous<Bool>(pump: backend.connection.pump)
         guard backend.connection.submit({ session in
             session.reader.convert(backend.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit, sink: sink) { result in
                 converted.fulfil(result.map { $0 != nil })

@@ -98,7 +98,7 @@ extension X11PasteboardBackend {
                        choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
         let limit = limit ?? configuration.maxReadSize
-        let speculation = item == 0 ? likely.flatMap(speculativeTarget(for:)).map { SpeculativeRead(target: $0, limit: limit) } : nil
+        let speculation = item == 0 ? likely.flatMap(speculativeTarget(for:)).map { SpeculativeRead(target: $0, limit: limit, pump: connection.pump) } : nil
         // Whatever the read did not take is dropped.
         defer { speculation?.abandon() }
         let source = try readSource(name, speculation: speculation)
@@ -168,8 +168,8 @@ extension X11PasteboardBackend {
     /// Converts the selection to `target`, passing its bytes to `bytes` as they arrive; false
     /// when the owner refuses (before any byte).
     private func stream(_ name: Pasteboard.Name, target: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
-        let sink = StreamSink()
-        let started = Rendezvous<Bool>()
+        let sink = StreamSink(pump: connection.pump)
+        let started = Rendezvous<Bool>(pump: connection.pump)
         let selection = Self.selectionName(for: name)
         guard connection.submit({ session in
             session.reader.convert(session.wire.atom(selection), to: session.wire.atom(target), limit: limit, sink: sink) { result in

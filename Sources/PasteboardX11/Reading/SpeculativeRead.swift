@@ -11,13 +11,16 @@ import PasteboardKit
 final class SpeculativeRead: Sendable {
     let target: String
     let limit: Int
-    let sink = StreamSink(gated: true)
+    let sink: StreamSink
     /// Whether the owner converted the target (false: it refused, or it was never asked).
-    private let answered = Rendezvous<Bool>()
+    private let answered: Rendezvous<Bool>
 
-    init(target: String, limit: Int) {
+    /// `pump`: the connection's inline turn (``X11Connection/pump``), if the reader runs the loop.
+    init(target: String, limit: Int, pump: (@Sendable () -> Void)? = nil) {
         self.target = target
         self.limit = limit
+        sink = StreamSink(gated: true, pump: pump)
+        answered = Rendezvous(pump: pump)
     }
 
     /// X thread: asks the owner of `selection` for the target, into `XPB_GUESS` (which an xpb

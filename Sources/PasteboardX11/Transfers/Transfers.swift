@@ -136,11 +136,16 @@ final class StreamSink: Sendable {
     private let signal = DispatchSemaphore(value: 0)
     /// The backlog past which the X thread stops asking the owner for chunks.
     let highWater: Int
+    /// Inline: a turn of the loop the consumer runs instead of sleeping (``X11Connection/pump``).
+    private let pump: (@Sendable () -> Void)?
 
-    /// - Parameter gated: the X thread asks for no chunk past the first until ``openGate()``: a
-    ///   read asked for on speculation costs the owner at most one chunk when it is not wanted.
-    init(highWater: Int = StreamSink.highWater, gated: Bool = false) {
+    /// - Parameters:
+    ///   - gated: the X thread asks for no chunk past the first until ``openGate()``: a read asked
+    ///     for on speculation costs the owner at most one chunk when it is not wanted.
+    ///   - pump: with a loop run by the consumer's thread, its turn.
+    init(highWater: Int = StreamSink.highWater, gated: Bool = false, pump: (@Sendable () -> Void)? = nil) {
         self.highWater = highWater
+        self.pump = pump
         state = Mutex(State(gated: gated))
     }
 
@@ -228,7 +233,7 @@ final class StreamSink: Sendable {
                 try outcome.get()
                 return nil
             }
-            signal.wait()
+            if let pump { pump() } else { signal.wait() }
         }
     }
 
