@@ -188,12 +188,15 @@ def instructions_note():
 # Where the 13-byte paste goes: a process start, then the X work.
 cfloor = paste["C floor"]["median"]
 notes = [
-    f"**paste 13 bytes.** xpb is the README's build (`make`: a fully static executable, no dynamic loader). A Swift "
+    f"**paste 13 bytes.** xpb is the README's build as `make install` installs it (a fully static executable, "
+    f"stripped, no dynamic loader). A Swift "
     f"program linked the same way that does nothing takes {ms(floor['median'])} to run; a C program (`/bin/true`) "
     f"{ms(cfloor)}. xclip's X work (connect, convert, read) is then about {ms(xclip['median'] - cfloor)}, xsel's "
-    f"{ms(xsel['median'] - cfloor)}, xpb's {ms(xpb['median'] - floor['median'])} (its connection thread, and TARGETS "
+    f"{ms(xsel['median'] - cfloor)}, xpb's {ms(xpb['median'] - floor['median'])} (no XFixes, no X thread and no closing "
+    f"round trip for a one-shot read; the atoms in one round trip; TARGETS "
     f"asked with the likely target in one round trip to the owner: xpb picks the type from what the owner offers, and "
-    f"xsel asks for UTF8_STRING blind)." + instructions_note(),
+    f"xsel asks for UTF8_STRING blind). What is left over xsel is Swift's start (the floor) and its runtime: "
+    f"generic metadata made on first use is a third of the instructions." + instructions_note(),
     "**serve 13 bytes.** The whole `xclip -o` process is timed, so the row moves with xclip's own start-up (compare its "
     "min and max); the owner's answer alone is the figure in brackets. Per conversion both owners make the same Xlib calls and "
     "wake one thread; xpb adds its Swift dispatch (about 16 k instructions, callgrind). Timed by hand on this machine the "
