@@ -76,7 +76,7 @@ stop_daemon
 if command -v xfsettingsd >/dev/null 2>&1; then
     dbus-launch --exit-with-session xfsettingsd --disable-wm-check >/dev/null 2>&1 &
     sleep 2
-    xfce_1=$(handoff "$work/1mb.txt"); xfce_50=$(handoff "$work/50mb.txt")
+    xfce_1="$(handoff "$work/1mb.txt") s"; xfce_50="$(handoff "$work/50mb.txt") s"
     pkill -x xfsettingsd || true
     sleep 0.5
 else
@@ -152,8 +152,8 @@ Written by \`bash Benchmarks/daemon.sh\` on $(date -u +%Y-%m-%d), one private Xv
 
 | measure | result | target |
 |---|---|---|
-| GTK app's exit hand-off (\`gtk_clipboard_store\`), 1 MB text, median of 5 | xpbd ${xpbd_1} s; xfsettingsd ${xfce_1} s; no manager ${none_1} s | as fast as the peer |
-| GTK app's exit hand-off, 50 MB text | xpbd ${xpbd_50} s; xfsettingsd ${xfce_50} s | as fast as the peer |
+| GTK app's exit hand-off (\`gtk_clipboard_store\`), 1 MB text, median of 5 | xpbd ${xpbd_1} s; xfsettingsd ${xfce_1}; no manager ${none_1} s | as fast as the peer |
+| GTK app's exit hand-off, 50 MB text | xpbd ${xpbd_50} s; xfsettingsd ${xfce_50} | as fast as the peer |
 | \`xclip -o\` of a 50 MB image from its owner (\`xpb copy\`) while xpbd snapshots it (median of 8) | ${busy_read} ms, against ${idle_read} ms without xpbd ($("$python3" -c "print('%.2f' % ($busy_read / $idle_read))") ×) | ≤ 1.1 × |
 | xpbd RSS with a full history (${entries} entries of 1.3 MB, 256 MiB on disk) | ${rss} MiB (peak ${hwm} MiB while fetching) | ≤ 40 MiB |
 | \`xpb history\` on ${count} entries (median of 30) | ${history_ms} ms | ≤ 20 ms |
