@@ -611,6 +611,55 @@ int main(int argc, char **argv) {
         printf("sent\n");
         return 0;
     }
+    if (!strcmp(mode, "owner-lossy-exit")) {
+        /* An app that exits as Qt 5 may: it owns CLIPBOARD, leaves unanswered the requests that
+           come in its first MILLISECONDS (argv[3], default 400: they came while it shut down),
+           then asks the clipboard manager to save (SAVE_TARGETS) and answers requests only while
+           it waits for the manager's reply. */
+        own();
+        double quiet = now() + (argc > 3 ? atof(argv[3]) : 400) / 1000;
+        int dropped = 0;
+        while (now() < quiet) {
+            while (XPending(dpy)) {
+                XEvent ev;
+                XNextEvent(dpy, &ev);
+                if (ev.type == SelectionRequest) dropped++;
+            }
+            usleep(5000);
+        }
+        printf("dropped %d\n", dropped);
+        fflush(stdout);
+        Atom manager = XInternAtom(dpy, "CLIPBOARD_MANAGER", False);
+        XConvertSelection(dpy, manager, XInternAtom(dpy, "SAVE_TARGETS", False), XInternAtom(dpy, "XHOSTILE_SAVE", False), win,
+                          CurrentTime);
+        XFlush(dpy);
+        double end = now() + 10;
+        while (now() < end) {
+            while (XPending(dpy)) {
+                XEvent ev;
+                XNextEvent(dpy, &ev);
+                if (ev.type == SelectionNotify && ev.xselection.selection == manager) {
+                    printf("%s\n", ev.xselection.property == None ? "refused" : "saved");
+                    return 0;
+                }
+                if (ev.type != SelectionRequest) continue;
+                XSelectionRequestEvent req = ev.xselectionrequest;
+                if (req.property == None) {
+                    notify(&req, None);
+                } else if (req.target == targets_atom) {
+                    Atom list[] = {targets_atom, utf8};
+                    answer_targets(&req, list, 2);
+                } else if (req.target == utf8) {
+                    serve_text(&req, argc > 2 ? argv[2] : "kept");
+                } else {
+                    notify(&req, None);
+                }
+            }
+            usleep(10000);
+        }
+        printf("no answer\n");
+        return 1;
+    }
     if (!strcmp(mode, "save-targets")) {
         Atom manager = XInternAtom(dpy, "CLIPBOARD_MANAGER", False);
         Atom property = XInternAtom(dpy, "XHOSTILE_SAVE", False);

@@ -166,6 +166,23 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("an app that leaves the manager's first request unanswered as it shuts down (as Qt 5 may) is still saved: the save asks it again")
+    func saveAfterLostRequest() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let app = try Peer(try attacker(), ["owner-lossy-exit", "kept after a lost request"], display: x)
+        defer { app.stop() }
+        // The requests of its first 400 ms (the keeper's TARGETS among them) went unanswered; the
+        // app asks to be saved and waits.
+        try app.waitForOutput("dropped", timeout: 30)
+        let outcome = try app.finish(timeout: 30)
+        #expect(outcome.text.contains("saved"), "\(outcome.text) \(daemon.log)")
+        try daemon.waitForLog("saved CLIPBOARD for")
+        #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "kept after a lost request")
+        try daemon.stop()
+    }
+
     @Test("a GTK text handed off is fetched once, as UTF-8: STRING, TEXT, COMPOUND_TEXT and text/plain are made from it, and GTK decodes them")
     func gtkTextKeptOnce() throws {
         let x = try Xvfb()

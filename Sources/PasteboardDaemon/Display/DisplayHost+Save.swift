@@ -20,7 +20,14 @@ extension DisplayHost {
         // The keeper is fetching this owner already: wait for it (within the budget) rather than
         // make the owner send everything twice, then take what it has.
         gate.waitForCapture(.general, owner.window, until: deadline)
-        let offer = offers.offer(.general, owner: owner.window)
+        var read = offers.offer(.general, owner: owner.window)
+        // An owner about to exit may leave unanswered a request that came while it shut down (Qt 5
+        // answers requests only inside its wait for the manager): the keeper's reading of its offer
+        // then failed on the read timeout. Waiting for us now, the owner answers a new request.
+        if case .unreadable? = read?.verdict, Date() < deadline {
+            read = offers.offer(.general, owner: owner.window, rereadingUnreadable: true)
+        }
+        let offer = read
             ?? OwnerOffer(owner: owner, advertised: [], sizes: [:], manifest: nil, expires: nil, verdict: .unreadable("replaced"))
         let advertised = offer.advertised.isEmpty ? listed : offer.advertised
         let requested = listed.isEmpty ? advertised : listed

@@ -178,13 +178,16 @@ final class OwnerOffers: @unchecked Sendable {
     }
 
     /// What `owner` offers on `name`: read now, or the reading another asker made (or is making)
-    /// since the ownership change. Nil when `owner` no longer owns `name`.
-    func offer(_ name: Pasteboard.Name, owner: X11Window) -> OwnerOffer? {
+    /// since the ownership change. Nil when `owner` no longer owns `name`. With
+    /// `rereadingUnreadable`, a reading that failed is not taken: the owner is asked again.
+    func offer(_ name: Pasteboard.Name, owner: X11Window, rereadingUnreadable: Bool = false) -> OwnerOffer? {
         condition.lock()
         while let entry = entries[name], entry.owner == owner, entry.offer == nil { condition.wait() }
         if let entry = entries[name], entry.owner == owner, let offer = entry.offer {
-            condition.unlock()
-            return offer
+            guard rereadingUnreadable, case .unreadable = offer.verdict else {
+                condition.unlock()
+                return offer
+            }
         }
         // The backend's count of ownership changes (moved before this is called): a reading of
         // an earlier owner is not kept.
