@@ -46,9 +46,11 @@ final class AttributionLink: Sendable {
         XErrorSink.guardExit(of: display)
         // Replies and errors through XCB, as on the X thread: errors are routed by serial.
         cxevents_take_queue(UnsafeMutableRawPointer(display))
-        var quiet = configuration
-        quiet.windowName = "xpb (owner look-up)"
-        return X11Wire(display: display, configuration: quiet)
+        var lookUp = configuration
+        lookUp.windowName = "xpb (owner look-up)"
+        // No owner changes are followed here: no XFixes.
+        lookUp.watchesOwnerChanges = false
+        return X11Wire(display: display, configuration: lookUp)
     }
 
     private static func close(_ wire: X11Wire) {
