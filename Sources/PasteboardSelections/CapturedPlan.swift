@@ -6,7 +6,7 @@ import PasteboardKit
 /// file list in both file managers' flavours), and the targets the owner offered that it did not
 /// keep, made from the ones it did (other image formats from the kept image, other text encodings
 /// from the kept UTF-8 text). One plan for the X owner of kept contents
-/// (``X11Session/makeCapturedSelection(advertised:targets:timestamp:)``) and for a display-less
+/// (``SelectionServer/makeCapturedSelection(advertised:targets:timestamp:credit:)``) and for a display-less
 /// holder of them (``KeptSelection``), so both offer the same targets.
 package struct CapturedPlan {
     /// How a target's bytes are made.

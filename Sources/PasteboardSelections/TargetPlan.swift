@@ -5,7 +5,7 @@ import PasteboardKit
 /// types as ordinary targets through the registry (each type's own targets, the image formats
 /// made from its image, the plain-text targets of text types), and one item target per
 /// representation of every item, listed by the manifest. One plan for the X owner
-/// (``X11Session/makeOwnedSelection(items:options:timestamp:registry:)``) and for a display-less
+/// (``SelectionServer/makeOwnedSelection(items:options:timestamp:registry:)``) and for a display-less
 /// holder of the same items (``HeldSelection``), so both offer the same targets.
 package struct TargetPlan {
     /// How a target's bytes are made from the items.

@@ -16,7 +16,7 @@ protocol X11SessionDelegate: AnyObject, Sendable {
     /// when it starts).
     func served(selection: X11Atom, type: PasteboardType)
     /// A client asked the clipboard manager (us) to save the clipboard: the targets it listed
-    /// (empty when it listed none). ``X11Session/answerSave(saved:)`` replies.
+    /// (empty when it listed none). ``ClipboardManagerRole/answerSave(saved:)`` replies.
     func saveRequested(targets: [String], time: X11Timestamp)
     /// Another client took `CLIPBOARD_MANAGER` from us (a manager replacing this one).
     func clipboardManagerLost()

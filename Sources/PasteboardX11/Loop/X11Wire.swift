@@ -489,7 +489,7 @@ final class X11Wire {
     }
 
     /// Writes bytes `range` of `source` (a chunk at most) to a property, reading a file into the
-    /// session's one scratch buffer: no allocation per chunk or per small conversion.
+    /// wire's one scratch buffer: no allocation per chunk or per small conversion.
     func writeBytes(_ window: X11Window, _ property: X11Atom, type: X11Atom, from source: TransferSource, range: Range<Int>,
                     onError: @escaping (XErrorRecord) -> Void) throws {
         if scratch == nil { scratch = .allocate(byteCount: chunkSize, alignment: 16) }

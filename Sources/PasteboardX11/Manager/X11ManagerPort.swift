@@ -126,7 +126,7 @@ package struct X11ManagerPort: Sendable {
         return true
     }
 
-    /// Takes `CLIPBOARD_MANAGER` and announces it (``X11Session/becomeClipboardManager``).
+    /// Takes `CLIPBOARD_MANAGER` and announces it (``ClipboardManagerRole/becomeClipboardManager(replace:replaceWait:completion:)``).
     /// `onSave` is called (on a worker) with the targets a client asks to save (empty: ask the
     /// owner) and its request's timestamp; reply with ``answerSave(saved:)``. `onLost` runs when
     /// another manager takes over.

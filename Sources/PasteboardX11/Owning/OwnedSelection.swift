@@ -22,7 +22,7 @@ enum ServedTarget: Sendable {
     /// (``OwnedSelection/convertedBytes(_:)``).
     case capturedConversion(Data, TargetCodec, replyType: X11Atom)
     /// Bytes that live elsewhere (a sync peer), streamed when a requestor converts the target
-    /// (``X11Session/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
+    /// (``SelectionServer/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
     case remote(RemoteTarget)
 }
 

@@ -1,5 +1,5 @@
 /// The conversion requests waiting to be served, and the flood rules: requests in, decisions
-/// out. A value with no X calls in it; the session performs what it decides (answer, refuse,
+/// out. A value with no X calls in it; ``SelectionServer`` performs what it decides (answer, refuse,
 /// watch or release a requestor window), so the rules are tested apart from any server.
 ///
 /// Requestors are served in rotation, one request each, so a client that floods the owner
@@ -144,7 +144,7 @@ struct RequestScheduler {
         return watched.remove(requestor) != nil
     }
 
-    /// The requestors whose requests wait past this turn and are not watched yet: the session
+    /// The requestors whose requests wait past this turn and are not watched yet: the server
     /// watches them, so that if a window is destroyed its requests go with it (its id may come
     /// back as another client's window). A request answered in the turn that read it needs no
     /// watch, which saves two requests to the server per conversion.

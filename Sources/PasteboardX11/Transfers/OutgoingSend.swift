@@ -10,7 +10,7 @@ struct TransferKey: Hashable {
 
 /// One INCR send to one requestor, as Qt's `QXcbClipboardTransaction` is: the reply's type, where
 /// its chunks come from, whether the requestor waits for one, and the one timer it holds. It
-/// decides what comes next (``next(chunkSize:)``); the session writes it. Memory, files and
+/// decides what comes next (``next(chunkSize:)``); ``OutgoingSends`` writes it. Memory, files and
 /// remote streams go through the same steps.
 struct OutgoingSend {
     /// Where the chunks come from.
@@ -21,7 +21,7 @@ struct OutgoingSend {
         case stream(ByteStream)
     }
 
-    /// What the session does for a requestor that took the last chunk.
+    /// What is done for a requestor that took the last chunk.
     enum Step {
         /// Write this range of the source.
         case write(TransferSource, Range<Int>)
@@ -77,7 +77,7 @@ struct OutgoingSend {
         }
     }
 
-    /// Ends the send's own resources: its stream stops (its timer is the session's to cancel).
+    /// Ends the send's own resources: its stream stops (its timer is ``OutgoingSends``' to cancel).
     func cancelSupply() {
         stream?.cancel()
     }
