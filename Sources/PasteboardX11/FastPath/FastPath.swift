@@ -168,7 +168,7 @@ final class FastPathServer {
         // Answered only if this connection is still the one behind the descriptor number.
         let generation = entry.timer
         let finish: @Sendable (X11Session, Bool) -> Void = { session, providersReady in
-            guard let server = session.owner.fastPathIfOpen, let current = server.clients[client], current.timer == generation else { return }
+            guard let server = session.owner.fastPath, let current = server.clients[client], current.timer == generation else { return }
             if providersReady { server.answer(client, fields: fields) } else { server.refuse(client, "the provider timed out") }
             server.dropClient(client)
         }

@@ -31,7 +31,7 @@ final class SelectionServer {
     /// Requests for targets served from elsewhere (a sync peer), waiting for the first bytes.
     private var pendingRemote: [Int: (request: ConversionRequest, stream: ByteStream)] = [:]
     /// The same-host fast path's listener, once this process owns something.
-    private var fastPath: FastPathServer?
+    private(set) var fastPath: FastPathServer?
 
     init(session: X11Session) {
         self.session = session
@@ -39,9 +39,6 @@ final class SelectionServer {
         requestors = RequestorWatch(session: session)
         sends = OutgoingSends(session: session, requestors: requestors)
     }
-
-    /// The fast path's listener while it is open.
-    var fastPathIfOpen: FastPathServer? { fastPath }
 
     /// Whether conversion requests wait for their turn.
     var hasQueuedRequests: Bool { !scheduler.isEmpty }
@@ -64,6 +61,7 @@ final class SelectionServer {
         server.listen()
         return server.name
     }
+
     /// Builds what we serve for `items`: the first item's types as ordinary targets through the
     /// registry, the manifest, and one target per representation of every item.
     func makeOwnedSelection(items: [PasteboardItem], options: PasteboardOptions, timestamp: X11Timestamp, registry: TypeRegistry) -> OwnedSelection {
@@ -281,7 +279,7 @@ final class SelectionServer {
 
     /// Whether `requestor` is a window of the clipboard manager's client (it reads each target
     /// on a window of its own, not on the window that owns `CLIPBOARD_MANAGER`).
-    func isClipboardManagersWindow(_ requestor: X11Window) -> Bool {
+    private func isClipboardManagersWindow(_ requestor: X11Window) -> Bool {
         let manager = wire.selectionOwner(wire.known[.clipboardManager])
         return !manager.isNone && wire.isSameClient(manager, requestor)
     }
@@ -401,8 +399,13 @@ final class SelectionServer {
             return false
         }
         guard let content else { return false }
+        // A clipboard manager keeping a copy is not a paste (`xpb copy --paste-once` must not be
+        // used up by it), and its INCR transfer gives way to pastes (``OutgoingSends``). Asked of
+        // the server once, and only when one of the two needs it.
+        let isLarge = content.source.count > wire.chunkSize
+        let byManager = (isLarge || (reportsServed && content.served != nil)) && isClipboardManagersWindow(requestor)
         let succeeded: Bool
-        if content.source.count <= wire.chunkSize {
+        if !isLarge {
             guard content.source.count <= budget else { return false }
             budget -= content.source.count
             do {
@@ -413,11 +416,9 @@ final class SelectionServer {
             }
         } else {
             // In chunks: a file is read piece by piece, never whole in memory.
-            succeeded = startOutgoing(content.source, type: content.type, to: requestor, property: property)
+            succeeded = startOutgoing(content.source, type: content.type, to: requestor, property: property, yields: byManager)
         }
-        // A clipboard manager keeping a copy is not a paste (`xpb copy --paste-once` must not be
-        // used up by it).
-        if succeeded, reportsServed, let served = content.served, !isClipboardManagersWindow(requestor) {
+        if succeeded, reportsServed, let served = content.served, !byManager {
             session.delegate?.served(selection: selection, type: served)
         }
         return succeeded
@@ -454,10 +455,10 @@ final class SelectionServer {
     }
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
-    private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom) -> Bool {
+    /// `yields`: the requestor is the clipboard manager's (its chunks give way to pastes).
+    private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom, yields: Bool) -> Bool {
         var send = OutgoingSend(type: type, supply: .source(OutgoingTransfer(source: source, chunkSize: wire.chunkSize)))
-        // A clipboard manager keeping the copy gives way to pastes (``OutgoingSends``).
-        send.yields = isClipboardManagersWindow(requestor)
+        send.yields = yields
         return sends.open(TransferKey(requestor: requestor, property: property), send, announcing: source.count, watched: false) == .opened
     }
 

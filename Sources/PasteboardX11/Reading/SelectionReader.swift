@@ -172,6 +172,7 @@ final class SelectionReader {
         incoming.removeAll()
         return requestorWindows.removeAll()
     }
+
     /// The property a single conversion's reply goes to (every conversion has its own window).
     var replyProperty: X11Atom { wire.atom("XPB_SEL_1") }
 

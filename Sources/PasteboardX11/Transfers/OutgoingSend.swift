@@ -196,9 +196,9 @@ final class OutgoingSends {
         return true
     }
 
-    /// The sends that waited for others, once none is under way.
+    /// A send to another requestor ended: the sends that waited for others look again (each
+    /// writes its chunk unless others still move).
     private func resumeWaiting() {
-        guard !sends.contains(where: { !$0.value.yields }) else { return }
         for (key, send) in sends where send.waitingSince != nil { writeNextChunk(key) }
     }
 
