@@ -91,7 +91,7 @@ extension DisplayHost {
             do {
                 let ok = try backend.managerPort.stream(source, target: target, limit: configuration.maxTargetBytes,
                                                         begin: { type, size in stream.begin(type: type, size: size) },
-                                            chunk: { stream.append($0) })
+                                                        chunk: { stream.append($0) })
                 if ok { stream.finish() } else { stream.fail("the owner refused \(target)") }
             } catch {
                 stream.fail("\(error)")
