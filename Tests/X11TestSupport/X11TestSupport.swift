@@ -27,12 +27,19 @@ public struct TestFailure: Error, CustomStringConvertible {
 /// marked close-on-exec (under one lock), so a child inherits only what it is given: a child
 /// that outlives its parent (xpb's background owner) can then never hold another test's pipe
 /// open. Foundation's Process is not used: on Linux its exit detection proved unreliable here.
+///
+/// The test process ignores SIGPIPE from the first start on: a child that exits before reading
+/// all its input (a usage error) must fail the write, not kill the whole test run (it did, under
+/// load, when `xpb copy -t INCR` was refused before the feeding thread wrote its byte). Each
+/// child gets SIGPIPE back at its default, so what it inherits never depends on which test ran first.
 enum Spawner {
     private static let lock = Mutex(())
+    private static let ignoresBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
     /// Starts `path` with `arguments`; `files` maps child descriptors to ours.
     static func spawn(_ path: String, _ arguments: [String], environment: [String: String], files: [Int32: Int32]) throws -> pid_t {
         try lock.withLock { _ in
+            ignoresBrokenPipes
             if let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
                 for entry in entries { if let fd = Int32(entry), fd > 2 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
             }
@@ -45,8 +52,16 @@ enum Spawner {
             let argv = ([path] + arguments).map { strdup($0) } + [nil]
             let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
             defer { (argv + envp).forEach { free($0) } }
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            sigaddset(&defaults, SIGPIPE)
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
             var pid: pid_t = 0
-            let status = posix_spawn(&pid, path, &actions, nil, argv, envp)
+            let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
             guard status == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(status)))") }
             return pid
         }
