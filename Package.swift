@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "PasteboardKit", targets: ["PasteboardKit"]),
         .library(name: "PasteboardX11", targets: ["PasteboardX11"]),
         .library(name: "PasteboardSelections", targets: ["PasteboardSelections"]),
+        .library(name: "PasteboardWayland", targets: ["PasteboardWayland"]),
         .executable(name: "xpb", targets: ["xpb"]),
         .executable(name: "xpbd", targets: ["xpbd"]),
     ],
@@ -57,10 +58,13 @@ let package = Package(
         .target(name: "PasteboardSelections", dependencies: ["PasteboardKit", "PasteboardWire", "CLinux"]),
         // The X11 backend: selections, INCR, XFixes. Only this module sees Xlib.
         .target(name: "PasteboardX11", dependencies: ["PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CX11", "CXEvents", "CLinux"]),
+        // The Wayland backend: data-control over a wire codec of our own (Debian ships no static
+        // libwayland-client), so that the binaries stay static. No Wayland library is linked.
+        .target(name: "PasteboardWayland", dependencies: ["PasteboardKit", "PasteboardSelections", "PasteboardWire", "CLinux"]),
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool"]),
         // The table-driven command line parser and help of xpb and xpbd.
         .target(name: "CommandLineTable"),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
@@ -79,7 +83,8 @@ let package = Package(
         .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
-        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon"]),
+        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon", "PasteboardWayland"]),
+        .testTarget(name: "PasteboardWaylandTests", dependencies: ["PasteboardWayland"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.

@@ -144,6 +144,35 @@ static inline ssize_t clinux_receive_with_fd(int socket, void *bytes, size_t len
     return received;
 }
 
+// Receives up to `length` bytes and every descriptor that came with them, close-on-exec, into
+// `fds` (at most `capacity`; more are closed): a Wayland compositor sends several with one batch.
+// *count is the number stored.
+static inline ssize_t clinux_receive_with_fds(int socket, void *bytes, size_t length, int *fds, int capacity, int *count) {
+    struct iovec vector = { bytes, length };
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int) * 28)]; } control;
+    memset(&control, 0, sizeof control);
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    *count = 0;
+    ssize_t received;
+    do { received = recvmsg(socket, &message, MSG_CMSG_CLOEXEC | MSG_DONTWAIT); } while (received < 0 && errno == EINTR);
+    if (received < 0) return received;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t number = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t index = 0; index < number; index++) {
+            int received_fd;
+            memcpy(&received_fd, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+            if (*count < capacity) fds[(*count)++] = received_fd; else close(received_fd);
+        }
+    }
+    return received;
+}
+
 // An empty memory file that can be sealed (for secrets that must never reach a disk, and for
 // snapshots of copied files).
 static inline int clinux_memfd(const char *name) {

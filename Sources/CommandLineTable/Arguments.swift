@@ -16,8 +16,8 @@ package struct OptionSpec: Sendable {
     /// What the shells complete for the value.
     package var completion: ValueCompletion = .files
 
-    package static func flag(_ short: Character? = nil, _ long: String, _ help: String) -> OptionSpec {
-        OptionSpec(short: short, long: long, valueName: nil, help: help)
+    package static func flag(_ short: Character? = nil, _ long: String, _ help: String, hidden: Bool = false) -> OptionSpec {
+        OptionSpec(short: short, long: long, valueName: nil, help: help, hidden: hidden)
     }
 
     package static func value(_ short: Character? = nil, _ long: String, _ valueName: String, _ help: String, hidden: Bool = false,

@@ -36,6 +36,19 @@ public protocol StreamingPasteboardBackend: PasteboardBackend {
     func close(handOff: Bool) -> Bool
 }
 
+/// A streaming backend whose copies live in this process until another client takes the
+/// selection (an X display, a Wayland compositor): `xpb copy`'s background owner serves through
+/// it, counts pastes and waits for the selection to go.
+public protocol OwningPasteboardBackend: StreamingPasteboardBackend {
+    /// Called after each paste served (a requestor's conversion of a data target), with the
+    /// pasteboard and the type; nil stops counting.
+    func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?)
+    /// Whether this process holds the pasteboard's selection now.
+    func isOwner(of name: Pasteboard.Name) -> Bool
+    /// How many transfers to readers are under way (they go on after the selection is lost).
+    func activeTransferCount() throws -> Int
+}
+
 /// Who owns a pasteboard's contents, as its host can tell: on X the selection owner's window and
 /// process; on a host without a display, where the copy was made.
 public struct PasteboardOwner: Sendable, Equatable {

@@ -1,10 +1,12 @@
 import FoundationEssentials
 import Glibc
 import PasteboardDaemon
+import PasteboardWayland
 import PasteboardX11
 
 // The fuzz target of xpb's parsers of untrusted bytes: what other X clients send
-// (``UntrustedInput``), and what sync peers and control clients send (``UntrustedPeerInput``).
+// (``UntrustedInput``), what sync peers and control clients send (``UntrustedPeerInput``), and
+// what a Wayland compositor sends (``UntrustedCompositorInput``).
 // Built for libFuzzer
 // (see docs/library.md, "Fuzzing"):
 //
@@ -30,6 +32,7 @@ enum Fuzz {
             let data = start.map { Data(bytes: $0, count: count) } ?? Data()
             UntrustedInput.exercise(data)
             UntrustedPeerInput.exercise(data)
+            UntrustedCompositorInput.exercise(data)
             return 0
         })
     }
@@ -50,6 +53,7 @@ enum Replay {
             }
             UntrustedInput.exercise(data)
             UntrustedPeerInput.exercise(data)
+            UntrustedCompositorInput.exercise(data)
         }
         print("replayed \(paths.count) input\(paths.count == 1 ? "" : "s")")
     }

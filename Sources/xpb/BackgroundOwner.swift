@@ -43,7 +43,7 @@ extension CopyCommand {
         var ready = readyFD
         do {
             // Who ran the copy: as the starting process found it, else (in the foreground) now.
-            let backend = try selection.connectToDisplay(selection.display, copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
+            let backend = try selection.connectOwner(copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
             // Killed, the owner hands its copy to the clipboard manager first, as GTK and Qt apps do.
             signals?.arm(backend)
             var items = try makeItems()
@@ -73,7 +73,7 @@ extension CopyCommand {
                 ready = nil
             }
             for await _ in changes where !backend.isOwner(of: selection.name) { break }
-            guard backend.isConnected else { throw X11BackendError.connectionLost }
+            guard backend.isConnected else { throw Failure(selection.host.lostConnection) }
             // Transfers under way go on after ownership ends; they end by themselves or time out.
             while (try? backend.activeTransferCount()) ?? 0 > 0 {
                 try await Task.sleep(for: .milliseconds(20))
@@ -203,7 +203,7 @@ extension CopyCommand {
 /// source; a thread that did not block them would take them first and die, or lose them.
 final class HandOffOnSignal: Sendable {
     static let signals = [SIGTERM, SIGINT, SIGHUP]
-    private let backend = Mutex<X11PasteboardBackend?>(nil)
+    private let backend = Mutex<(any OwningPasteboardBackend)?>(nil)
 
     private init() {}
 
@@ -230,7 +230,7 @@ final class HandOffOnSignal: Sendable {
     }
 
     /// From now on, a signal hands `owner`'s clipboard off first.
-    func arm(_ owner: X11PasteboardBackend) {
+    func arm(_ owner: any OwningPasteboardBackend) {
         backend.withLock { $0 = owner }
     }
 

@@ -6,6 +6,7 @@ import Synchronization
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
+import PasteboardWayland
 import PasteboardX11
 
 /// The exit statuses xpb documents.
@@ -155,7 +156,10 @@ struct SelectionOptions: Sendable {
         static let find = OptionSpec.flag(nil, "find", "Use the find pasteboard: the same selection as --primary.")
         static let secondary = OptionSpec.flag(nil, "secondary", "Use the secondary selection (SECONDARY).")
         static let pasteboard = OptionSpec.value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>).")
-        static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY).", completion: .displays)
+        static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY); it chooses the X backend.", completion: .displays)
+        static let backend = OptionSpec.value(nil, "backend", "x11|wayland",
+                                              "The session's clipboard to use (default: $XPB_BACKEND, else Wayland when WAYLAND_DISPLAY is set, else X when DISPLAY is, else the headless xpbd).",
+                                              completion: .words(["x11", "wayland"]))
     }
 
     /// What the shells complete for a type: the registry's short names and MIME types, made
@@ -172,6 +176,19 @@ struct SelectionOptions: Sendable {
     let secondary: Bool
     let pasteboard: String?
     let display: String?
+    let backend: Backend?
+
+    /// A backend chosen by name (`--backend`, `XPB_BACKEND`).
+    enum Backend: String {
+        case x11, wayland
+
+        init(naming name: String, from source: String) throws(UsageError) {
+            guard let backend = Backend(rawValue: name.lowercased()) else {
+                throw UsageError("\(source) is '\(name)': choose x11 or wayland")
+            }
+            self = backend
+        }
+    }
 
     static let specs: [OptionSpec] = [
         Option.primary,
@@ -180,6 +197,7 @@ struct SelectionOptions: Sendable {
         // No short form: -n trims the newline in wl-copy, and users carry that habit here.
         Option.pasteboard,
         Option.display,
+        Option.backend,
     ]
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
@@ -188,6 +206,14 @@ struct SelectionOptions: Sendable {
         secondary = arguments.flag(Option.secondary)
         pasteboard = arguments.value(Option.pasteboard)
         display = arguments.value(Option.display)
+        if let name = arguments.value(Option.backend) {
+            backend = try Backend(naming: name, from: "--backend")
+        } else if let name = getenv("XPB_BACKEND").map({ String(cString: $0) }), !name.isEmpty {
+            backend = try Backend(naming: name, from: "XPB_BACKEND")
+        } else {
+            backend = nil
+        }
+        if backend == .wayland, display != nil { throw UsageError("--display names an X display: it cannot go with --backend wayland") }
         if [primary || find, secondary, pasteboard != nil].filter({ $0 }).count > 1 {
             throw UsageError("choose one of --primary/--find, --secondary and --pasteboard")
         }
@@ -215,37 +241,56 @@ struct SelectionOptions: Sendable {
 
     /// The failure for a pasteboard with nothing on it.
     var emptyFailure: Failure {
-        Failure("\(label) is empty (no owner for \(selection))", .empty)
+        if host == .wayland { return Failure("\(label) is empty", .empty) }
+        return Failure("\(label) is empty (no owner for \(selection))", .empty)
     }
 
     /// The X selection behind it.
     var selection: String { SelectionNames.selection(for: name) }
 
-    /// Where the pasteboards live: the X display (`--display`, else `$DISPLAY`), or, with
-    /// neither, this host's headless xpbd.
+    /// Where the pasteboards live: the X display (`--display`, else `$DISPLAY`), the Wayland
+    /// compositor (`$WAYLAND_DISPLAY`), or, with neither, this host's headless xpbd.
     enum Host: Equatable {
         case display(String?)
+        case wayland
         case daemon
 
         /// Whether the host keeps what is written after xpb exits (the daemon does; on a display
-        /// a process must own the selection: ``CopyCommand``'s background owner).
+        /// or a compositor a process must own the selection: ``CopyCommand``'s background owner).
         var keepsContents: Bool { self == .daemon }
 
-        /// The display named (`--display`), else `$DISPLAY`'s; with neither, the daemon.
-        init(display: String?) {
+        /// `--backend` (or `XPB_BACKEND`) where given; else `--display` chooses X; else Wayland
+        /// when `WAYLAND_DISPLAY` is set (with XWayland's `DISPLAY` too: the compositor's clipboard
+        /// is the session's); else X when `DISPLAY` is; else the daemon.
+        init(display: String?, backend: Backend?) {
             // getenv: ProcessInfo's environment builds a dictionary of all of it (a fifth of a
             // paste's instructions, measured with callgrind).
-            let fromEnvironment = getenv("DISPLAY").map { String(cString: $0) } ?? ""
-            self = display != nil || !fromEnvironment.isEmpty ? .display(display) : .daemon
+            func isSet(_ name: String) -> Bool { !(getenv(name).map { String(cString: $0) } ?? "").isEmpty }
+            switch backend {
+            case .x11?: self = .display(display)
+            case .wayland?: self = .wayland
+            case nil:
+                if display != nil {
+                    self = .display(display)
+                } else if isSet("WAYLAND_DISPLAY") {
+                    self = .wayland
+                } else {
+                    self = isSet("DISPLAY") ? .display(nil) : .daemon
+                }
+            }
         }
 
         /// What a lost connection is said as.
         var lostConnection: String {
-            self == .daemon ? "the headless xpbd stopped" : X11BackendError.connectionLost.description
+            switch self {
+            case .daemon: return "the headless xpbd stopped"
+            case .wayland: return "the connection to the Wayland compositor was lost"
+            case .display: return X11BackendError.connectionLost.description
+            }
         }
     }
 
-    var host: Host { Host(display: display) }
+    var host: Host { Host(display: display, backend: backend) }
 
     /// Connects to the host of the pasteboards (``host``). `copiedBy` names who makes the copies
     /// written; `observesChanges` is for the change streams (watch, paste --follow).
@@ -255,15 +300,38 @@ struct SelectionOptions: Sendable {
     /// `readsOnce`: the command reads and exits, following no change (no XFixes on a display).
     func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil, copiedBy: CopyCredit? = nil,
                  observesChanges: Bool = false, readsOnce: Bool = false) throws -> any StreamingPasteboardBackend {
-        guard case let .display(display) = host else {
+        switch host {
+        case .daemon:
             do {
                 return try DaemonPasteboardBackend(credit: copiedBy, timeout: readTimeout ?? 10, observesChanges: observesChanges)
             } catch PasteboardError.unavailable(let message) {
                 throw Failure(message, .noDisplay)
             }
+        case .wayland:
+            return try connectToCompositor(readTimeout: readTimeout, maxSize: maxSize)
+        case let .display(display):
+            return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy,
+                                        readsOnce: readsOnce && !observesChanges)
         }
-        return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy,
-                                    readsOnce: readsOnce && !observesChanges)
+    }
+
+    /// Connects to the host that a process must own a selection on (a display or a compositor):
+    /// `xpb copy`'s background owner.
+    func connectOwner(copiedBy: CopyCredit?) throws -> any OwningPasteboardBackend {
+        if host == .wayland { return try connectToCompositor() }
+        return try connectToDisplay(display, copiedBy: copiedBy)
+    }
+
+    /// Connects to the Wayland compositor (``host`` is one).
+    func connectToCompositor(readTimeout: Double? = nil, maxSize: Int? = nil) throws -> WaylandPasteboardBackend {
+        var configuration = WaylandPasteboardBackend.Configuration()
+        if let readTimeout { configuration.readTimeout = readTimeout }
+        if let maxSize { configuration.maxReadSize = maxSize }
+        do {
+            return try WaylandPasteboardBackend(configuration: configuration)
+        } catch PasteboardError.unavailable(let message) {
+            throw Failure(message, .noDisplay)
+        }
     }
 
     /// Connects to the display (``host`` is one).

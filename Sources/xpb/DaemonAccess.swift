@@ -1,3 +1,4 @@
+import Glibc
 import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
@@ -9,9 +10,15 @@ enum DaemonAccess {
     /// 5 where there is no display either).
     static func client(display: String?, timeout: Double = 10) throws -> ControlClient {
         do {
-            switch SelectionOptions.Host(display: display) {
+            switch SelectionOptions.Host(display: display, backend: nil) {
             case .display:
                 return try ControlClient(display: display, timeout: timeout)
+            case .wayland:
+                // xpbd keeps a Wayland session's clipboard through its XWayland display.
+                guard let name = getenv("DISPLAY").map({ String(cString: $0) }), !name.isEmpty else {
+                    throw Failure("xpbd keeps a Wayland session's clipboard through XWayland: set DISPLAY to XWayland's display", .noDisplay)
+                }
+                return try ControlClient(display: name, timeout: timeout)
             case .daemon:
                 do {
                     return try ControlClient(path: DaemonPasteboardBackend.socketPath, display: "headless", timeout: timeout,

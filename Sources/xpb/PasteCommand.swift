@@ -15,6 +15,7 @@ struct PasteCommand: Command {
         static let output = OptionSpec.value("o", "output", "file", "Write to this file instead of standard output.")
         static let trimNewline = OptionSpec.flag(nil, "trim-newline", "Leave out one trailing newline of the data (xclip -rmlastnl, xsel --trim).")
         static let noConvert = OptionSpec.flag(nil, "no-convert", "Only a type the owner has: without it, plain text asked of an item that has only HTML is made from the HTML here (tags out, references decoded), and an image format the owner lacks (-t jpeg of a PNG) is converted here from the image it has.")
+        static let newlineAfterText = OptionSpec.flag(nil, "newline-after-text", "Write a newline after text (the wl-paste stand-in's default).", hidden: true)
         static let follow = OptionSpec.flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does.")
     }
 
@@ -37,6 +38,7 @@ struct PasteCommand: Command {
             Option.trimNewline,
             Option.noConvert,
             Option.follow,
+            Option.newlineAfterText,
         ])
 
     let selection: SelectionOptions
@@ -49,6 +51,7 @@ struct PasteCommand: Command {
     let trimNewline: Bool
     let noConvert: Bool
     let follow: Bool
+    let newlineAfterText: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
@@ -61,6 +64,7 @@ struct PasteCommand: Command {
         trimNewline = arguments.flag(Option.trimNewline)
         noConvert = arguments.flag(Option.noConvert)
         follow = arguments.flag(Option.follow)
+        newlineAfterText = arguments.flag(Option.newlineAfterText)
         if item < 0 { throw UsageError("--item must be 0 or more") }
         if follow, output != nil || trimNewline { throw UsageError("--follow writes to standard output as the data grows: it takes neither --output nor --trim-newline") }
         if let types, types.split(separator: ",").isEmpty { throw UsageError("--type needs at least one type") }
@@ -76,7 +80,13 @@ struct PasteCommand: Command {
         // Set by the chooser when what is written is made here from what the owner has.
         let conversion = LocalConversion()
         let wanted = try wantedTypes(registry)
-        let choose = chooser(registry, wanted: wanted, conversion: conversion)
+        let chosen = Mutex<PasteboardType?>(nil)
+        let chooseType = chooser(registry, wanted: wanted, conversion: conversion)
+        let choose: @Sendable ([[PasteboardType]]?) throws -> PasteboardType = { items in
+            let type = try chooseType(items)
+            chosen.withLock { $0 = type }
+            return type
+        }
         // Asked for with the owner's offer: the first of --type, else UTF-8 text (what a paste
         // without --type reads from most owners).
         let likely = wanted?.first ?? .utf8PlainText
@@ -104,14 +114,19 @@ struct PasteCommand: Command {
         }
         // HTML made into text, an image into another format: collected whole, converted at the end.
         var collected = Data()
-        let finish = { (found: Bool) throws in
+        let finish = { (found: Bool, target: String?) throws in
             if found, conversion.codec != nil { try bytes(try conversion.convert(collected)) }
             guard found else {
                 // Offered, then refused: a failure of the owner (status 1), not a type that is not
                 // there, so that the xsel stand-in, which prints nothing for the latter, fails too.
                 throw Failure("the owner of \(selection.selection) offered the type but refused to convert it", .failure)
             }
-            _ = try open()
+            let fd = try open()
+            // wl-paste's habit: a newline after text, whatever the text ends with.
+            // (Text made here from HTML was chosen as the HTML: text too; an image converted is not.)
+            if newlineAfterText, Self.isText(target: target, type: chosen.withLock { $0 }, registry: registry) {
+                try writeAll(Data([UInt8(ascii: "\n")]), to: fd)
+            }
         }
         let found: Bool
         // An X target named by --type is the owner's reply for it, whole and as it is.
@@ -119,7 +134,7 @@ struct PasteCommand: Command {
             guard let found = try backend.stream(of: selection.name, target: target, limit: maxSize, bytes: bytes) else {
                 throw selection.emptyFailure
             }
-            return try finish(found)
+            return try finish(found, target)
         }
         found = try backend.stream(of: selection.name, item: item, limit: maxSize, likely: likely, choosing: choose,
                                        file: { file in
@@ -136,7 +151,14 @@ struct PasteCommand: Command {
                                            guard conversion.codec == nil else { return collected.append(data) }
                                            try bytes(data)
                                        })
-        try finish(found)
+        try finish(found, nil)
+    }
+
+    /// Whether what was written is text, as wl-paste decides it: a text type, or an X text
+    /// target (`STRING`, `TEXT`, `UTF8_STRING`, `text/…`).
+    private static func isText(target: String?, type: PasteboardType?, registry: TypeRegistry) -> Bool {
+        if let target { return target.hasPrefix("text/") || ["STRING", "TEXT", "UTF8_STRING", "COMPOUND_TEXT"].contains(target) }
+        return type.map { registry.conforms($0, to: .text) } ?? false
     }
 
     /// The names of --type, in order.

@@ -11,6 +11,8 @@ import PasteboardX11
 enum StandIn: String, CaseIterable {
     case xclip
     case xsel
+    case wlCopy = "wl-copy"
+    case wlPaste = "wl-paste"
 
     /// What the man page says about the stand-ins.
     static let manualText = """
@@ -28,21 +30,36 @@ enum StandIn: String, CaseIterable {
         window is named xpb), with xsel's defaults (input when standard input is not a terminal, output when \
         standard output is not one). -x/--exchange and -k/--keep work on the text of PRIMARY and SECONDARY as xsel's \
         do. Unsupported, refused with an error: -f/--follow, -z/--zeroflush, -d/--delete.
+        wl-copy: -p, -n, -f, -o, -c, -t TYPE, -v, -h and their long forms (--primary, --trim-newline, --foreground, \
+        --paste-once, --clear, --type, --version, --help); text to copy as arguments (joined by spaces), else standard \
+        input. wl-paste: -p, -n, -l, -t TYPE, -w COMMAND…, -v, -h and their long forms (--primary, --no-newline, \
+        --list-types, --type, --watch, --version, --help); a newline follows text unless -n, as wl-paste writes it. \
+        Both on the session's clipboard (Wayland where WAYLAND_DISPLAY is set, else X). Unsupported, refused with \
+        an error: -s/--seat (the compositor's first seat is used).
         Exit status: 0 success, 1 failure, as the originals; xsel prints nothing and exits 0 for an empty selection.
         """
 
     /// Runs the stand-in and returns its exit status.
     func run(_ arguments: [String]) -> Int32 {
         do {
-            let plan = try self == .xclip ? Self.xclip(arguments) : Self.xsel(arguments)
+            let plan: [Step]
+            switch self {
+            case .xclip: plan = try Self.xclip(arguments)
+            case .xsel: plan = try Self.xsel(arguments)
+            case .wlCopy: plan = try Self.wlCopy(arguments)
+            case .wlPaste: plan = try Self.wlPaste(arguments)
+            }
             for step in plan {
                 switch step {
                 case let .message(text):
                     print(text)
                 case let .command(words, silent):
                     let result = XPB.run(words, program: rawValue, silencing: silent)
-                    // Both tools exit 1 for every failure.
+                    // Each tool exits 1 for every failure.
                     if result != 0 && !silent.contains(result) { return 1 }
+                case let .commandWithInput(words, input):
+                    let result = try withStandardInput(input) { XPB.run(words, program: rawValue) }
+                    if result != 0 { return 1 }
                 case let .exchange(display):
                     try exchange(display: display)
                 case let .keep(display):
@@ -68,6 +85,8 @@ enum StandIn: String, CaseIterable {
         case message(String)
         /// An xpb command line; statuses in `silent` end it quietly and count as success.
         case command([String], silent: Set<Int32>)
+        /// An xpb command line reading `input` as its standard input (wl-copy's text arguments).
+        case commandWithInput([String], input: Data)
         /// Swap the text of PRIMARY and SECONDARY (xsel -x) on a display (nil: $DISPLAY).
         case exchange(display: String?)
         /// Re-own the text of PRIMARY and SECONDARY so that it outlives their owners (xsel -k).

@@ -83,9 +83,15 @@ enum Spawner {
     }
 }
 
+/// Where test programs run: a private Xvfb, or a private headless compositor. Its environment
+/// points clients at it, and at nothing of the user's.
+public protocol TestSession: Sendable {
+    var environment: [String: String] { get }
+}
+
 /// A private Xvfb for one test: never the user's display. A watchdog shell kills the server
 /// when the test process dies, so no server outlives a crashed run.
-public final class Xvfb: Sendable {
+public final class Xvfb: TestSession {
     public let display: String
     public let serverPID: Int32
 
@@ -172,7 +178,7 @@ public final class Peer: Sendable {
     private let collectedError = Collector()
     private let done = DispatchSemaphore(value: 0)
 
-    public init(_ program: String, _ arguments: [String], display: Xvfb, input: Data? = nil, environment: [String: String] = [:]) throws {
+    public init(_ program: String, _ arguments: [String], display: any TestSession, input: Data? = nil, environment: [String: String] = [:]) throws {
         let path = program.hasPrefix("/") ? program : try which(program)
         name = ([URL(fileURLWithPath: path).lastPathComponent] + arguments).joined(separator: " ")
         let output = try Spawner.pipe()
@@ -307,7 +313,7 @@ public func toolkitPeer(_ script: String, _ arguments: [String], display: Xvfb) 
 
 /// Runs a program to the end.
 @discardableResult
-public func run(_ program: String, _ arguments: [String], display: Xvfb, input: Data? = nil, environment: [String: String] = [:], timeout: Double = 30) throws -> Outcome {
+public func run(_ program: String, _ arguments: [String], display: any TestSession, input: Data? = nil, environment: [String: String] = [:], timeout: Double = 30) throws -> Outcome {
     try Peer(program, arguments, display: display, input: input, environment: environment).finish(timeout: timeout)
 }
 

@@ -11,7 +11,7 @@ func xpbPath() throws -> String { try builtProduct("xpb") }
 
 /// Runs xpb on the test display.
 @discardableResult
-func xpb(_ arguments: [String], _ x: Xvfb, input: Data? = nil, environment: [String: String] = [:], timeout: Double = 30) throws -> Outcome {
+func xpb(_ arguments: [String], _ x: any TestSession, input: Data? = nil, environment: [String: String] = [:], timeout: Double = 30) throws -> Outcome {
     try run(try xpbPath(), arguments, display: x, input: input, environment: environment, timeout: timeout)
 }
 

@@ -555,7 +555,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
 }
 
 
-extension X11PasteboardBackend: StreamingPasteboardBackend {
+extension X11PasteboardBackend: OwningPasteboardBackend {
     /// The selection's owner as ``PasteboardKit/PasteboardOwner``: its window, process and application.
     public func contentsOwner(of name: Pasteboard.Name) throws -> PasteboardOwner? {
         try owner(of: name).map { owner in

@@ -1,0 +1,214 @@
+import CLinux
+import FoundationEssentials
+import Glibc
+import PasteboardKit
+import PasteboardWire
+
+/// Why a Wayland connection cannot be made or went on no further.
+package struct WaylandError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
+}
+
+/// One connection to a Wayland compositor: the socket, the decoder, the ``DataControlState``,
+/// and the thread that reads events (`xpb.wayland`). It performs the state's effects that are
+/// the protocol's (destroying replaced offers and cancelled sources, waking a waiting round
+/// trip) and hands the others to `events` (set once, before ``start()``), on that thread and
+/// outside the lock.
+package final class WaylandConnection: @unchecked Sendable {
+    /// The socket's path.
+    package let path: String
+    private let fd: Int32
+    /// Guards everything below, and wakes round trips.
+    private let condition = Condition()
+    private var state = DataControlState()
+    private var decoder = WaylandDecoder()
+    /// Why the connection ended, nil while it lives.
+    private var ended: String?
+    private var finishedCallbacks: Set<UInt32> = []
+    /// Serializes writes: each message goes out whole, with its descriptor.
+    private let writing = Condition()
+    /// Effects for the owner of the connection.
+    package var events: (@Sendable ([DataControlState.Effect]) -> Void)?
+
+    /// The socket a client connects to: `WAYLAND_DISPLAY` (default `wayland-0`), absolute or
+    /// under `XDG_RUNTIME_DIR`.
+    package static func socketPath(display: String?,
+                                   runtimeDirectory: String? = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }) throws -> String {
+        let name = display ?? getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
+        if name.hasPrefix("/") { return name }
+        guard let runtime = runtimeDirectory, !runtime.isEmpty else {
+            throw WaylandError("XDG_RUNTIME_DIR is not set: the Wayland socket \(name) cannot be found")
+        }
+        return runtime + "/" + name
+    }
+
+    /// Connects to the compositor's socket.
+    package init(display: String? = nil) throws {
+        path = try Self.socketPath(display: display)
+        do {
+            fd = try LocalSocket.connect(path)
+        } catch {
+            throw WaylandError("cannot connect to the Wayland compositor at \(path): \(error)")
+        }
+    }
+
+    deinit {
+        decoder.closeDescriptors()
+        Glibc.close(fd)
+    }
+
+    /// Starts the thread that reads events.
+    package func start() throws {
+        try DetachedThread.start(name: "xpb.wayland") { [self] in readEvents() }
+    }
+
+    /// Ends the connection: the reading thread stops, waiters wake.
+    package func close() {
+        condition.lock()
+        if ended == nil { ended = "the connection was closed" }
+        condition.broadcast()
+        condition.unlock()
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    /// Why the connection ended, nil while it lives.
+    package var endReason: String? {
+        condition.lock()
+        defer { condition.unlock() }
+        return ended
+    }
+
+    /// Runs `body` on the state, under the lock.
+    package func withState<T>(_ body: (inout DataControlState) throws -> T) rethrows -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return try body(&state)
+    }
+
+    // MARK: Requests
+
+    /// Sends one request (a descriptor it carries is sent with it, and stays ours to close).
+    package func send(_ message: WaylandMessage) throws {
+        let (bytes, fds) = try WaylandWire.encode(message)
+        writing.lock()
+        defer { writing.unlock() }
+        if let reason = endReason { throw WaylandError(reason) }
+        var offset = 0
+        var descriptor = fds.first ?? -1
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { raw in
+                clinux_send_with_fd(fd, raw.baseAddress! + offset, raw.count - offset, descriptor)
+            }
+            if sent < 0 {
+                if errno == EAGAIN || errno == EINTR {
+                    var pollFD = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&pollFD, 1, 1000)
+                    continue
+                }
+                let reason = "the compositor's socket failed: \(String(cString: strerror(errno)))"
+                end(reason)
+                throw WaylandError(reason)
+            }
+            offset += sent
+            descriptor = -1
+        }
+    }
+
+    /// Sends a sync and waits for its callback: every request sent before it has been handled,
+    /// and every event it caused has been read.
+    package func roundtrip(timeout: Double) throws {
+        let callback = withState { $0.make(.callback) }
+        try send(WaylandRequest.sync(callback: callback))
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !finishedCallbacks.contains(callback) {
+            if let ended { throw WaylandError(ended) }
+            if let fatal = state.fatalError { throw WaylandError(fatal) }
+            guard condition.wait(until: deadline) || finishedCallbacks.contains(callback) else {
+                throw WaylandError("the compositor did not answer within \(timeout) s")
+            }
+        }
+        finishedCallbacks.remove(callback)
+    }
+
+    // MARK: Events
+
+    private func end(_ reason: String) {
+        condition.lock()
+        if ended == nil { ended = reason }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The reading thread: reads what comes, decodes whole messages, hands their effects on.
+    private func readEvents() {
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        var fds = [Int32](repeating: -1, count: 28)
+        while endReason == nil {
+            var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pollFD, 1, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                end("polling the compositor's socket failed: \(String(cString: strerror(errno)))")
+                break
+            }
+            var count: Int32 = 0
+            let received = clinux_receive_with_fds(fd, &buffer, buffer.count, &fds, Int32(fds.count), &count)
+            if received < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                end("reading the compositor's socket failed: \(String(cString: strerror(errno)))")
+                break
+            }
+            let descriptors = Array(fds[0 ..< Int(count)])
+            if received == 0 {
+                for descriptor in descriptors { Glibc.close(descriptor) }
+                end(withState { $0.fatalError } ?? "the compositor closed the connection")
+                break
+            }
+            var effects: [DataControlState.Effect] = []
+            condition.lock()
+            do {
+                buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0 ..< received])) }
+                try decoder.append(descriptors: descriptors)
+                while let message = try decoder.next(signature: { [state] in state.signature(object: $0, opcode: $1) }) {
+                    effects += state.handle(message)
+                }
+            } catch {
+                decoder.closeDescriptors()
+                if ended == nil { ended = "the compositor sent what this client cannot read: \(error)" }
+            }
+            if let fatal = state.fatalError, ended == nil { ended = fatal }
+            var forOwner: [DataControlState.Effect] = []
+            var destroys: [WaylandMessage] = []
+            for effect in effects {
+                switch effect {
+                case let .callbackDone(id): finishedCallbacks.insert(id)
+                case let .close(descriptor): Glibc.close(descriptor)
+                case let .destroyOffer(offer):
+                    if let interface = state.interface(of: offer) {
+                        destroys.append(WaylandRequest.destroy(offer, interface))
+                        state.forget(offer)
+                    }
+                    forOwner.append(effect)
+                default: forOwner.append(effect)
+                }
+            }
+            condition.broadcast()
+            let stopped = ended != nil
+            condition.unlock()
+            for message in destroys { try? send(message) }
+            if !forOwner.isEmpty {
+                if let events { events(forOwner) } else { closeDescriptors(of: forOwner) }
+            }
+            if stopped { break }
+        }
+        events?([.deviceFinished])
+    }
+
+    /// Closes the descriptors of effects nobody handles.
+    private func closeDescriptors(of effects: [DataControlState.Effect]) {
+        for case let .send(_, _, descriptor) in effects { Glibc.close(descriptor) }
+    }
+}

@@ -1,0 +1,436 @@
+import CLinux
+import Dispatch
+import FoundationEssentials
+import Glibc
+import PasteboardKit
+import PasteboardSelections
+import Synchronization
+
+/// The pasteboards of a Wayland session, through the data-control protocol (wlroots'
+/// `zwlr_data_control_manager_v1`, or `ext_data_control_manager_v1`): ``Pasteboard/general`` is
+/// the seat's selection and ``Pasteboard/find`` its primary selection. Data-control needs no
+/// window and no focus. The MIME types a source offers are the targets; their item types and
+/// the choice among them are the X backend's (``OfferReader``), and what this process writes is
+/// offered as an X owner of the same items would offer it (``HeldSelection``): a script behaves
+/// the same on either session. A source is served lazily, one descriptor per receive; the change
+/// count moves on every selection event.
+public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked Sendable {
+    public let registry: TypeRegistry
+    public let changeCenter: ChangeCenter
+    private let connection: WaylandConnection
+    private let configuration: Configuration
+    private let state = Mutex(State())
+
+    /// How the backend reads and writes.
+    public struct Configuration: Sendable {
+        /// The longest a source may keep silent while its bytes are read (and the longest the
+        /// compositor may take to answer).
+        public var readTimeout: Double = 5
+        /// The most bytes one read takes.
+        public var maxReadSize = 1 << 30
+        /// The longest a reader may leave our bytes unread before its transfer is dropped.
+        public var sendTimeout: Double = 30
+        public init() {}
+    }
+
+    private struct State {
+        /// What our sources hold, by source id; and the source each selection has from us.
+        var held: [UInt32: HeldSelection] = [:]
+        var ours: [DataControlState.Selection: UInt32] = [:]
+        /// The types at each selection's last change (for the next change's added and removed).
+        var types: [DataControlState.Selection: [PasteboardType]] = [:]
+        var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
+        var activeSends = 0
+        var hasPrimary = true
+        var isClosed = false
+    }
+
+    /// Where Wayland's data-control is missing, what to do.
+    public static let noDataControl = "the Wayland compositor offers no data-control protocol (zwlr_data_control_manager_v1 or ext_data_control_manager_v1), which a clipboard tool needs to reach the clipboard without a window; GNOME's Mutter is one such compositor. Use the X backend through XWayland instead: --backend x11 (with DISPLAY set)"
+
+    /// Connects to the compositor (`display`: a `WAYLAND_DISPLAY` name or socket path, nil for
+    /// the environment's), binds the seat and data-control, and reads the selections it has now.
+    ///
+    /// - Throws: ``PasteboardKit/PasteboardError/unavailable(_:)`` when there is no compositor or
+    ///   it lacks data-control.
+    public init(display: String? = nil, configuration: Configuration = Configuration(), registry: TypeRegistry = .standard,
+                changeCenter: ChangeCenter = ChangeCenter()) throws {
+        self.registry = registry
+        self.changeCenter = changeCenter
+        self.configuration = configuration
+        do {
+            connection = try WaylandConnection(display: display)
+        } catch {
+            throw PasteboardError.unavailable("\(error)")
+        }
+        connection.events = { [weak self] effects in self?.handle(effects) }
+        try connection.start()
+        do {
+            try bind()
+        } catch {
+            connection.close()
+            throw error
+        }
+        changeCenter.attach(self)
+    }
+
+    deinit {
+        connection.close()
+    }
+
+    /// The registry's globals, then the seat, the manager and the device; a round trip after
+    /// each step.
+    private func bind() throws {
+        let timeout = configuration.readTimeout
+        let registry = connection.withState { $0.make(.registry) }
+        try connection.send(WaylandRequest.getRegistry(registry))
+        try connection.roundtrip(timeout: timeout)
+        let (seatGlobal, control) = connection.withState { ($0.seatGlobal, $0.dataControlGlobal) }
+        guard let (global, flavour) = control else { throw PasteboardError.unavailable(Self.noDataControl) }
+        guard let seatGlobal else { throw PasteboardError.unavailable("the Wayland compositor has no seat: it has no clipboard") }
+        let version = min(global.version, flavour.maxVersion)
+        let (seat, manager, device) = connection.withState { state -> (UInt32, UInt32, UInt32) in
+            let seat = state.make(.seat)
+            let manager = state.make(.manager(flavour))
+            let device = state.make(.device(flavour))
+            state.bound(seat: seat)
+            state.bound(manager: manager, flavour: flavour, version: version)
+            state.made(device: device)
+            return (seat, manager, device)
+        }
+        state.withLock { $0.hasPrimary = flavour.hasPrimarySelection(version: version) }
+        try connection.send(WaylandRequest.bind(registry: registry, name: seatGlobal.name, interface: "wl_seat", version: 1, id: seat))
+        try connection.send(WaylandRequest.bind(registry: registry, name: global.name, interface: flavour.managerInterface, version: version, id: manager))
+        try connection.send(WaylandRequest.getDevice(manager: manager, id: device, seat: seat))
+        // The device's first events are the selections as they are now.
+        try connection.roundtrip(timeout: timeout)
+        let types = try connection.withState { state -> [DataControlState.Selection: [PasteboardType]] in
+            if let fatal = state.fatalError { throw PasteboardError.unavailable(fatal) }
+            var types: [DataControlState.Selection: [PasteboardType]] = [:]
+            for selection in DataControlState.Selection.allCases {
+                types[selection] = Self.firstItemTypes(state.current[selection].flatMap { state.types(of: $0) }, registry: self.registry)
+            }
+            return types
+        }
+        state.withLock { $0.types = types }
+    }
+
+    private static func firstItemTypes(_ offered: [[UInt8]]?, registry: TypeRegistry) -> [PasteboardType] {
+        guard let offered else { return [] }
+        return OfferReader(targets: offered.map { String(decoding: $0, as: UTF8.self) }, manifest: nil, registry: registry).itemTypes.first ?? []
+    }
+
+    /// The selection behind a pasteboard; Wayland has the clipboard and the primary selection only.
+    private func selection(_ name: Pasteboard.Name) throws -> DataControlState.Selection {
+        switch name {
+        case .general: return .clipboard
+        case .find:
+            guard state.withLock({ $0.hasPrimary }) else {
+                throw PasteboardError.unavailable("the compositor's data-control (version 1) has no primary selection")
+            }
+            return .primary
+        default:
+            throw PasteboardError.unavailable("a Wayland session has the clipboard and the primary selection only, not \"\(name.rawValue)\"")
+        }
+    }
+
+    private static func name(of selection: DataControlState.Selection) -> Pasteboard.Name {
+        selection == .clipboard ? .general : .find
+    }
+
+    // MARK: Events
+
+    private func handle(_ effects: [DataControlState.Effect]) {
+        for effect in effects {
+            switch effect {
+            case let .send(source, type, fd): serve(source: source, type: type, fd: fd)
+            case let .cancelled(source):
+                state.withLock { state in
+                    state.held[source] = nil
+                    for (selection, id) in state.ours where id == source { state.ours[selection] = nil }
+                }
+                try? connection.send(WaylandRequest.destroy(source, .source(.wlr)))
+                connection.withState { $0.forget(source) }
+            case let .selectionChanged(selection, offer): publish(selection, offer: offer)
+            case .deviceFinished:
+                if connection.endReason != nil || connection.withState({ $0.deviceFinished }) { changeCenter.finish() }
+            default: break
+            }
+        }
+    }
+
+    private func publish(_ selection: DataControlState.Selection, offer: UInt32?) {
+        let offered = offer.flatMap { id in connection.withState { $0.types(of: id) } }
+        let types = Self.firstItemTypes(offered, registry: registry)
+        let before = state.withLock { state -> [PasteboardType] in
+            defer { state.types[selection] = types }
+            return state.types[selection] ?? []
+        }
+        let changeCount = connection.withState { $0.changeCounts[selection] ?? 0 }
+        changeCenter.publish(PasteboardChange(name: Self.name(of: selection), changeCount: changeCount, typesBefore: before, typesAfter: types))
+    }
+
+    /// Writes a type's bytes to a reader's descriptor on a worker, then closes it.
+    private func serve(source: UInt32, type: [UInt8], fd: Int32) {
+        let (held, handler) = state.withLock { state -> (HeldSelection?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) in
+            state.activeSends += 1
+            return (state.held[source], state.servedHandler)
+        }
+        let selection = state.withLock { state in state.ours.first { $0.value == source }?.key }
+        let timeout = configuration.sendTimeout
+        DispatchQueue.global().async { [self] in
+            defer {
+                Glibc.close(fd)
+                state.withLock { $0.activeSends -= 1 }
+            }
+            let target = String(decoding: type, as: UTF8.self)
+            guard let held, let (_, data) = try? held.bytes(for: target) else { return }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            guard Self.writeAll(data, to: fd, timeout: timeout) else { return }
+            if let handler, let selection, target != Manifest.target {
+                handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
+            }
+        }
+    }
+
+    /// Writes all of `data`, waiting at most `timeout` for the reader each time it stalls; false
+    /// when the reader went or stalled.
+    private static func writeAll(_ data: Data, to fd: Int32, timeout: Double) -> Bool {
+        data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if written > 0 {
+                    offset += written
+                    continue
+                }
+                if written < 0, errno == EINTR { continue }
+                guard written < 0, errno == EAGAIN else { return false }
+                var pollFD = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                guard poll(&pollFD, 1, Int32(timeout * 1000)) > 0, pollFD.revents & Int16(POLLOUT) != 0 else { return false }
+            }
+            return true
+        }
+    }
+
+    // MARK: Reading
+
+    /// The current offer of a pasteboard and its types, nil when it is empty.
+    private func offer(_ name: Pasteboard.Name) throws -> (id: UInt32, types: [String])? {
+        let selection = try selection(name)
+        if let reason = connection.endReason { throw PasteboardError.backendFailure(reason) }
+        return connection.withState { state in
+            guard let id = state.current[selection], let types = state.types(of: id) else { return nil }
+            return (id, types.map { String(decoding: $0, as: UTF8.self) })
+        }
+    }
+
+    /// Streams an offer's bytes of one type to `bytes`: a pipe whose write end goes to the source
+    /// through the compositor, read to its end. False when the offer does not list the type.
+    private func receive(_ offer: (id: UInt32, types: [String]), type: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
+        guard offer.types.contains(type) else { return false }
+        var ends: [Int32] = [0, 0]
+        guard clinux_pipe_cloexec(&ends) == 0 else { throw PasteboardError.backendFailure("cannot create a pipe: \(Errno.current)") }
+        defer { Glibc.close(ends[0]) }
+        do {
+            try connection.send(WaylandRequest.receive(offer: offer.id, type: Array(type.utf8), fd: ends[1]))
+        } catch {
+            Glibc.close(ends[1])
+            throw PasteboardError.backendFailure("\(error)")
+        }
+        Glibc.close(ends[1])
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var total = 0
+        let wait = Int32(min(configuration.readTimeout * 1000, Double(Int32.max)))
+        while true {
+            var pollFD = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pollFD, 1, wait)
+            if ready < 0, errno == EINTR { continue }
+            guard ready > 0 else {
+                throw PasteboardError.timedOut(operation: "reading \(type) (the source sent nothing more after \(total) bytes)", seconds: configuration.readTimeout)
+            }
+            let count = Glibc.read(ends[0], &buffer, buffer.count)
+            if count < 0, errno == EINTR || errno == EAGAIN { continue }
+            guard count >= 0 else { throw PasteboardError.backendFailure("reading \(type) failed: \(Errno.current)") }
+            if count == 0 { return true }
+            total += count
+            guard total <= limit else { throw PasteboardError.backendFailure("the data is more than the \(limit)-byte limit") }
+            try bytes(Data(buffer[0 ..< count]))
+        }
+    }
+
+    private func reader(_ name: Pasteboard.Name) throws -> (OfferReader, (id: UInt32, types: [String]))? {
+        guard let offer = try offer(name) else { return nil }
+        var manifest: Data?
+        if offer.types.contains(OfferReader.manifestTarget) {
+            var bytes = Data()
+            if (try? receive(offer, type: OfferReader.manifestTarget, limit: 1 << 20, bytes: { bytes.append($0) })) == true { manifest = bytes }
+        }
+        return (OfferReader(targets: offer.types, manifest: manifest, registry: registry), offer)
+    }
+
+    public var isConnected: Bool { connection.endReason == nil }
+
+    public func targets(of name: Pasteboard.Name) throws -> [String] {
+        try offer(name)?.types ?? []
+    }
+
+    public func itemTypesIfOwned(of name: Pasteboard.Name) throws -> [[PasteboardType]]? {
+        try reader(name)?.0.itemTypes
+    }
+
+    /// Data-control does not say which client made a selection: the owner is named only when it
+    /// is this process.
+    public func contentsOwner(of name: Pasteboard.Name) throws -> PasteboardOwner? {
+        guard try offer(name) != nil else { return nil }
+        if isOwner(of: name) {
+            return PasteboardOwner(id: "this process", processID: Int(getpid()), appName: "xpb")
+        }
+        return PasteboardOwner(id: "unknown (Wayland does not name the client that copied)")
+    }
+
+    public func stream(of name: Pasteboard.Name, item: Int, limit: Int?, likely: PasteboardType?,
+                       choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
+                       file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
+        let found = try reader(name)
+        let types = found?.0.itemTypes
+        let type = try choose(types)
+        guard let (reader, offer) = found, let types else { return false }
+        guard types.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: types.count) }
+        let limit = limit ?? configuration.maxReadSize
+        return try reader.read(item: item, type: type, convert: { target, sink in
+            try self.receive(offer, type: target, limit: limit, bytes: sink) ? target : nil
+        }, bytes: bytes)
+    }
+
+    public func stream(of name: Pasteboard.Name, target: String, limit: Int?, bytes: (Data) throws -> Void) throws -> Bool? {
+        guard let offer = try offer(name) else { return nil }
+        return try receive(offer, type: target, limit: limit ?? configuration.maxReadSize, bytes: bytes)
+    }
+
+    // MARK: PasteboardBackend
+
+    public func exists(_ name: Pasteboard.Name) -> Bool { name == .general || name == .find }
+
+    public func create(_ name: Pasteboard.Name) throws {
+        _ = try selection(name)
+    }
+
+    public func remove(_ name: Pasteboard.Name) {}
+    /// A Wayland selection lasts while its source's client does (or a clipboard manager keeps it).
+    public func isPersistent(_ name: Pasteboard.Name) -> Bool { false }
+    public func setPersistent(_ isPersistent: Bool, for name: Pasteboard.Name) {}
+
+    public func changeCount(of name: Pasteboard.Name) -> Int {
+        guard let selection = try? selection(name) else { return 0 }
+        return connection.withState { $0.changeCounts[selection] ?? 0 }
+    }
+
+    public func itemTypes(of name: Pasteboard.Name) throws -> [[PasteboardType]] {
+        try itemTypesIfOwned(of: name) ?? []
+    }
+
+    public func data(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Data? {
+        var data = Data()
+        let found = try stream(of: name, item: item, limit: nil, likely: type, choosing: { types in
+            guard let types, types.indices.contains(item), types[item].contains(type) else { throw Absent() }
+            return type
+        }, file: { data.append(try $0.read(offset: 0, length: $0.size)) }, bytes: { data.append($0) })
+        return found ? data : nil
+    }
+
+    private struct Absent: Error {}
+
+    public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
+        if let selection = try? selection(name), let held = state.withLock({ state in state.ours[selection].flatMap { state.held[$0] } }) {
+            return held.items
+        }
+        return try itemTypes(of: name).enumerated().map { index, types in
+            var item = PasteboardItem()
+            for type in types {
+                item.setProvider(for: type) { [self] in
+                    guard let data = try? self.data(of: name, item: index, type: type) else {
+                        throw PasteboardError.backendFailure("the pasteboard no longer offers \(type)")
+                    }
+                    return data
+                }
+            }
+            return item
+        }
+    }
+
+    public func options(of name: Pasteboard.Name) -> PasteboardOptions {
+        guard let selection = try? selection(name) else { return PasteboardOptions() }
+        return state.withLock { state in state.ours[selection].flatMap { state.held[$0]?.options } } ?? PasteboardOptions()
+    }
+
+    // MARK: Writing
+
+    /// Makes a source of the items (every target an X owner of them would offer, as MIME types)
+    /// and sets it as the selection; the compositor has it when this returns.
+    public func setItems(_ items: [PasteboardItem], options: PasteboardOptions, on name: Pasteboard.Name) throws {
+        let selection = try selection(name)
+        let held = HeldSelection(items: items, options: options, registry: registry)
+        let (source, device) = connection.withState { state in (state.make(.source(state.manager?.flavour ?? .wlr)), state.device ?? 0) }
+        state.withLock { state in
+            state.held[source] = held
+            state.ours[selection] = source
+        }
+        do {
+            try connection.send(WaylandRequest.createSource(manager: connection.withState { $0.manager?.id ?? 0 }, id: source))
+            for target in held.targets { try connection.send(WaylandRequest.offer(source: source, type: Array(target.utf8))) }
+            try connection.send(WaylandRequest.setSelection(device: device, source: source, primary: selection == .primary))
+            try connection.roundtrip(timeout: configuration.readTimeout)
+        } catch {
+            throw PasteboardError.backendFailure("\(error)")
+        }
+    }
+
+    public func addItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws {
+        let current = try self.items(of: name).map { item -> PasteboardItem in
+            var copy = PasteboardItem()
+            for type in item.types { copy.setData(try item.data(for: type) ?? Data(), for: type) }
+            return copy
+        }
+        try setItems(current + items, options: options(of: name), on: name)
+    }
+
+    /// Empties the selection, whoever holds it (data-control may set no source).
+    public func clear(_ name: Pasteboard.Name) throws {
+        let selection = try selection(name)
+        let device = connection.withState { $0.device ?? 0 }
+        do {
+            try connection.send(WaylandRequest.setSelection(device: device, source: nil, primary: selection == .primary))
+            try connection.roundtrip(timeout: configuration.readTimeout)
+        } catch {
+            throw PasteboardError.backendFailure("\(error)")
+        }
+    }
+
+    /// Lets go of the compositor. Nothing is handed off: a clipboard manager on Wayland takes a
+    /// copy when the selection is set, not when its source goes.
+    @discardableResult
+    public func close(handOff: Bool = false) -> Bool {
+        let first = state.withLock { state in
+            defer { state.isClosed = true }
+            return !state.isClosed
+        }
+        if first { connection.close() }
+        return false
+    }
+
+    // MARK: Owning
+
+    public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
+        state.withLock { $0.servedHandler = handler }
+    }
+
+    public func isOwner(of name: Pasteboard.Name) -> Bool {
+        guard let selection = try? selection(name) else { return false }
+        return state.withLock { $0.ours[selection] != nil }
+    }
+
+    public func activeTransferCount() throws -> Int {
+        state.withLock { $0.activeSends }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Glibc
+
+/// A private headless Wayland compositor for one test: sway (wlroots: it has data-control), or
+/// weston (which has none, for the error a user then gets). Compositors refuse to run as root,
+/// so it runs as `nobody` (`setpriv`) with a runtime directory of its own, mode 700; clients
+/// running as root reach its socket all the same. A watchdog shell kills it when the test
+/// process dies, as ``Xvfb``'s does.
+public final class Compositor: TestSession {
+    public enum Kind: Sendable {
+        /// sway with its XWayland on (`xwayland force`) or off.
+        case sway(xwayland: Bool)
+        case weston
+    }
+
+    /// The compositor's runtime directory (its socket is in it).
+    public let runtimeDirectory: String
+    /// The socket's name (`WAYLAND_DISPLAY`).
+    public let socketName: String
+    public let serverPID: Int32
+    /// XWayland's display, when sway runs one.
+    public let xDisplay: String?
+
+    public init(_ kind: Kind = .sway(xwayland: false)) throws {
+        let directory = "/tmp/xpb-wayland-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        guard mkdir(directory, 0o700) == 0, chown(directory, 65534, 65534) == 0 else {
+            throw TestFailure("cannot make the compositor's runtime directory \(directory)")
+        }
+        runtimeDirectory = directory
+        let program: String
+        var arguments: [String]
+        var environment = ["XDG_RUNTIME_DIR": directory, "HOME": directory, "PATH": "/usr/bin:/bin"]
+        switch kind {
+        case let .sway(xwayland):
+            program = try which("sway")
+            let config = directory + "/config"
+            // The test's X clients (root) may use XWayland's display: sway's user allows them.
+            let lines = xwayland
+                ? ["xwayland force", "exec xhost +si:localuser:root"]
+                : ["xwayland disable"]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: config, atomically: true, encoding: .utf8)
+            _ = chown(config, 65534, 65534)
+            arguments = ["-c", config]
+            environment["WLR_BACKENDS"] = "headless"
+            environment["WLR_LIBINPUT_NO_DEVICES"] = "1"
+            environment["WLR_RENDERER"] = "pixman"
+        case .weston:
+            program = try which("weston")
+            arguments = ["--backend=headless-backend.so", "--socket=wayland-weston", "--idle-time=0"]
+        }
+        let setpriv = try which("setpriv")
+        let script = """
+            "$0" --reuid=65534 --regid=65534 --clear-groups "$@" >"$XPB_COMPOSITOR_LOG" 2>&1 &
+            x=$!
+            echo "pid $x"
+            while kill -0 "$XPB_TEST_PID" 2>/dev/null && kill -0 "$x" 2>/dev/null; do sleep 0.3; done
+            kill -9 "$x" 2>/dev/null
+            """
+        let output = try Spawner.pipe()
+        let null = Spawner.devNull(O_RDWR)
+        defer { close(null) }
+        environment["XPB_TEST_PID"] = String(getpid())
+        environment["XPB_COMPOSITOR_LOG"] = directory + "/log"
+        let shell = try Spawner.spawn("/bin/sh", ["-c", script, setpriv, program] + arguments, environment: environment,
+                                      files: [0: null, 1: output.write, 2: null])
+        close(output.write)
+        defer { close(output.read) }
+        var line = ""
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let deadline = Date().addingTimeInterval(20)
+        while !line.hasSuffix("\n") {
+            var descriptor = pollfd(fd: output.read, events: Int16(POLLIN), revents: 0)
+            guard Date() < deadline else { throw TestFailure("the compositor did not start") }
+            guard poll(&descriptor, 1, 100) > 0 else { continue }
+            let count = read(output.read, &buffer, buffer.count)
+            guard count > 0 else { throw TestFailure("the compositor did not start") }
+            line += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        Thread.detachNewThread { var status: Int32 = 0; waitpid(shell, &status, 0) }
+        guard line.hasPrefix("pid "), let pid = Int32(line.dropFirst(4).dropLast()) else { throw TestFailure("the compositor did not start: \(line)") }
+        serverPID = pid
+        // Its socket is there once it listens (sway names the first free wayland-N).
+        var socket: String?
+        var display: String?
+        while socket == nil || (kind.hasXWayland && display == nil) {
+            guard Date() < deadline, Glibc.kill(pid, 0) == 0 else {
+                let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
+                Glibc.kill(pid, SIGKILL)
+                throw TestFailure("the compositor did not start: \(log.suffix(2000))")
+            }
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            socket = entries.first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
+            if kind.hasXWayland, let log = try? String(contentsOfFile: directory + "/log", encoding: .utf8),
+               let range = log.range(of: "Xserver is ready") ?? log.range(of: "xwayland is ready") {
+                _ = range
+                display = Self.xDisplay(in: log)
+            }
+            if socket == nil || (kind.hasXWayland && display == nil) { usleep(10_000) }
+        }
+        socketName = socket!
+        xDisplay = display
+    }
+
+    /// XWayland's display in sway's log (`Starting Xwayland on :N`-like lines), else the first
+    /// `DISPLAY=:N`.
+    private static func xDisplay(in log: String) -> String? {
+        for line in log.split(separator: "\n") {
+            if let range = line.range(of: "DISPLAY=:") ?? line.range(of: "on :") {
+                let digits = line[range.upperBound...].prefix { $0.isNumber }
+                if !digits.isEmpty { return ":" + digits }
+            }
+        }
+        return nil
+    }
+
+    /// Clients reach the compositor, and no X display (unless sway runs XWayland).
+    public var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DISPLAY"] = xDisplay
+        environment["WAYLAND_DISPLAY"] = socketName
+        environment["XDG_RUNTIME_DIR"] = runtimeDirectory
+        environment["XPB_BACKEND"] = nil
+        return environment
+    }
+
+    /// The compositor's log so far.
+    public var log: String {
+        (try? String(contentsOfFile: runtimeDirectory + "/log", encoding: .utf8)) ?? ""
+    }
+
+    public func kill() {
+        Glibc.kill(serverPID, SIGKILL)
+    }
+
+    deinit {
+        kill()
+        try? FileManager.default.removeItem(atPath: runtimeDirectory)
+    }
+}
+
+extension Compositor.Kind {
+    var hasXWayland: Bool {
+        if case .sway(true) = self { return true }
+        return false
+    }
+}

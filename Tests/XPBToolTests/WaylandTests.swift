@@ -1,0 +1,241 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// wl-paste of one type, without the newline it adds to text.
+private func wlPaste(_ session: Compositor, _ arguments: [String] = []) throws -> Outcome {
+    try run("wl-paste", ["-n"] + arguments, display: session)
+}
+
+/// wl-copy of bytes as one type (always with -t: without one it runs xdg-mime). It forks a
+/// source that serves until another copy replaces it.
+private func wlCopy(_ session: Compositor, _ data: Data, type: String, _ arguments: [String] = []) throws {
+    let outcome = try run("wl-copy", ["-t", type] + arguments, display: session, input: data)
+    guard outcome.status == 0 else { throw TestFailure("wl-copy failed: \(outcome.error)") }
+}
+
+@Suite("Wayland: xpb on a headless sway, wl-clipboard as the peer")
+struct WaylandTests {
+    @Test("text both ways, byte-exact: wl-copy → xpb paste, xpb copy → wl-paste; the types; clear")
+    func text() throws {
+        let sway = try Compositor()
+        try wlCopy(sway, Data("from wl-copy\n".utf8), type: "text/plain;charset=utf-8")
+        #expect(try xpb(["paste"], sway).text == "from wl-copy\n")
+        #expect(try xpb(["types"], sway).text == "public.utf8-plain-text\n")
+        let targets = try xpb(["types", "--targets"], sway)
+        #expect(targets.text.contains("text/plain;charset=utf-8"), "\(targets.text) \(targets.error)")
+
+        #expect(try xpb(["copy"], sway, input: Data("from xpb\n".utf8)).status == 0)
+        #expect(try wlPaste(sway).text == "from xpb\n")
+        let listed = try run("wl-paste", ["--list-types"], display: sway).text.split(separator: "\n")
+        for type in ["text/plain;charset=utf-8", "text/plain", "UTF8_STRING", "STRING", "TEXT"] {
+            #expect(listed.contains(Substring(type)), "\(listed)")
+        }
+        // Latin-1 asked as STRING: converted as an X owner converts it.
+        #expect(try xpb(["copy"], sway, input: Data("café".utf8)).status == 0)
+        #expect(try wlPaste(sway, ["-t", "STRING"]).output == Data([0x63, 0x61, 0x66, 0xE9]))
+        #expect(try xpb(["paste"], sway).text == "café")
+
+        #expect(try xpb(["clear"], sway).status == 0)
+        #expect(try wlPaste(sway).status != 0)
+        let empty = try xpb(["paste"], sway)
+        #expect(empty.status == 2)
+        #expect(empty.error.contains("empty"), "\(empty.error)")
+    }
+
+    @Test("HTML with its text, an image and the primary selection, both ways")
+    func typed() throws {
+        let sway = try Compositor()
+        let html = Data("<b>bold</b> words".utf8)
+        #expect(try xpb(["copy", "-t", "html"], sway, input: html).status == 0)
+        #expect(try wlPaste(sway, ["-t", "text/html"]).output == html)
+        #expect(try xpb(["paste", "-t", "text"], sway).text == "bold words")
+
+        let png = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Peers/image.png"))
+        try wlCopy(sway, png, type: "image/png")
+        #expect(try xpb(["types"], sway).text == "public.png\n")
+        #expect(try xpb(["paste", "-t", "png"], sway).output == png)
+        let jpeg = try xpb(["paste", "-t", "jpeg"], sway).output
+        #expect(jpeg.starts(with: [0xFF, 0xD8]), "a JPEG made here from the PNG")
+
+        let path = try scratchFile("image.png", png)
+        defer { unlink(path) }
+        #expect(try xpb(["copy", path], sway).status == 0)
+        #expect(try wlPaste(sway, ["-t", "image/png"]).output == png)
+        #expect(try run("wl-paste", ["--list-types"], display: sway).text.contains("image/bmp"))
+
+        try wlCopy(sway, Data("selected".utf8), type: "text/plain", ["--primary"])
+        #expect(try xpb(["paste", "--primary"], sway).text == "selected")
+        #expect(try xpb(["copy", "--primary"], sway, input: Data("middle click".utf8)).status == 0)
+        #expect(try wlPaste(sway, ["--primary"]).text == "middle click")
+        // The clipboard did not move.
+        #expect(try xpb(["paste", "-t", "png"], sway).output == png)
+    }
+
+    @Test("50 MiB both ways, byte-exact")
+    func large() throws {
+        let sway = try Compositor()
+        let data = payload(50 << 20)
+        let path = try scratchFile("large.bin", data)
+        defer { unlink(path) }
+        #expect(try xpb(["copy", "-t", "application/octet-stream", path], sway).status == 0)
+        let pasted = try run("wl-paste", ["-t", "application/octet-stream"], display: sway, timeout: 60)
+        #expect(pasted.output.count == data.count)
+        #expect(pasted.output == data)
+        try wlCopy(sway, data, type: "application/x-test-bytes")
+        let read = try xpb(["paste", "-t", "application/x-test-bytes"], sway, timeout: 60)
+        #expect(read.status == 0, "\(read.error)")
+        #expect(read.output.count == data.count)
+        #expect(read.output == data)
+    }
+
+    @Test("watch sees each copy with its types; paste --follow writes each; copy --paste-once serves one paste")
+    func changes() throws {
+        let sway = try Compositor()
+        let watcher = try Peer(try xpbPath(), ["watch"], display: sway)
+        defer { watcher.stop() }
+        // The watcher counts from when it connects: copy until it has seen one.
+        var copies = 0
+        #expect(eventually(timeout: 10) {
+            copies += 1
+            try? wlCopy(sway, Data("copy \(copies)".utf8), type: "text/plain")
+            return (try? watcher.waitForOutput("\n", timeout: 0.3)) != nil
+        })
+        try wlCopy(sway, Data("<i>x</i>".utf8), type: "text/html")
+        try watcher.waitForOutput("public.html", timeout: 10)
+        let lines = watcher.outputSoFar.split(separator: "\n")
+        let counts = lines.compactMap { Int($0.prefix { $0 != "\t" }) }
+        #expect(counts.count == lines.count && counts == Array(counts[0] ..< counts[0] + counts.count), "\(lines)")
+        #expect(lines.allSatisfy { $0.contains("\tCLIPBOARD\t") }, "\(lines)")
+        #expect(lines.last?.contains("public.html") == true, "\(lines)")
+
+        let follower = try Peer(try xpbPath(), ["paste", "--follow"], display: sway)
+        try follower.waitForOutput("<i>x</i>", timeout: 10)
+        try wlCopy(sway, Data("next".utf8), type: "text/plain")
+        try follower.waitForOutput("<i>x</i>next", timeout: 10)
+        // A follower reads each copy: it would take the one paste below.
+        follower.stop()
+
+        #expect(try xpb(["copy", "--paste-once"], sway, input: Data("once".utf8)).status == 0)
+        #expect(try wlPaste(sway).text == "once")
+        #expect(eventually(timeout: 10) { (try? wlPaste(sway).status) != 0 })
+    }
+
+    @Test("the backend: WAYLAND_DISPLAY wins over DISPLAY; --backend and XPB_BACKEND choose; a bad name is a usage error")
+    func choice() throws {
+        let sway = try Compositor()
+        let x = try Xvfb()
+        _ = try xclipCopy("on X", display: x)
+        try wlCopy(sway, Data("on Wayland".utf8), type: "text/plain")
+        let both = ["DISPLAY": x.display]
+        #expect(try xpb(["paste"], sway, environment: both).text == "on Wayland")
+        #expect(try xpb(["paste", "--backend", "x11"], sway, environment: both).text == "on X")
+        #expect(try xpb(["paste"], sway, environment: both.merging(["XPB_BACKEND": "x11"]) { $1 }).text == "on X")
+        #expect(try xpb(["paste", "--display", x.display], sway).text == "on X")
+        #expect(try xpb(["paste", "--backend", "wayland"], x, environment: sway.environment).text == "on Wayland")
+        let bad = try xpb(["paste", "--backend", "mir"], sway)
+        #expect(bad.status == 64)
+        #expect(bad.error.contains("x11 or wayland"), "\(bad.error)")
+        let conflicting = try xpb(["paste", "--backend", "wayland", "--display", x.display], sway)
+        #expect(conflicting.status == 64)
+    }
+
+    @Test("a compositor without data-control (weston) is a clear error that names the way out; a gone compositor too")
+    func missing() throws {
+        let weston = try Compositor(.weston)
+        let outcome = try xpb(["paste"], weston)
+        #expect(outcome.status != 0)
+        #expect(outcome.error.contains("data-control"), "\(outcome.error)")
+        #expect(outcome.error.contains("--backend x11"), "\(outcome.error)")
+        let copy = try xpb(["copy"], weston, input: Data("x".utf8))
+        #expect(copy.status != 0)
+        #expect(copy.error.contains("data-control"), "\(copy.error)")
+
+        let sway = try Compositor()
+        let environment = sway.environment
+        sway.kill()
+        #expect(eventually(timeout: 10) { !isAlive(Int(sway.serverPID)) })
+        unlink(sway.runtimeDirectory + "/" + sway.socketName)
+        let gone = try run(try xpbPath(), ["paste"], display: sway, environment: environment, timeout: 10)
+        #expect(gone.status != 0)
+        #expect(gone.error.contains("Wayland compositor"), "\(gone.error)")
+    }
+}
+
+@Suite("Wayland: the wl-copy and wl-paste stand-ins, and xclip's, on a headless sway")
+struct WaylandStandInTests {
+    /// Links named after the tools, to the built xpb.
+    private static func link(_ name: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-wl-standins-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/" + name
+        if (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) == nil {
+            try? FileManager.default.removeItem(atPath: path)
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: try xpbPath())
+        }
+        return path
+    }
+
+    @Test("wl-copy and wl-paste: text arguments, -n both ways, the newline after text, -l, -t, -p, -c, -o, exit statuses")
+    func habits() throws {
+        let sway = try Compositor()
+        let copy = try Self.link("wl-copy")
+        let paste = try Self.link("wl-paste")
+        #expect(try run(copy, ["hello", "world"], display: sway).status == 0)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "hello world")
+        // wl-paste's own habit, kept: a newline after text, none with -n.
+        #expect(try run(paste, [], display: sway).text == "hello world\n")
+        #expect(try run(paste, ["-n"], display: sway).text == "hello world")
+        #expect(try run(copy, ["-n"], display: sway, input: Data("line\n".utf8)).status == 0)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "line")
+        #expect(try run(paste, ["--list-types"], display: sway).text.contains("text/plain;charset=utf-8\n"))
+        #expect(try run(copy, ["--type=text/html", "<p>x</p>"], display: sway).status == 0)
+        #expect(try run("wl-paste", ["-n", "-t", "text/html"], display: sway).text == "<p>x</p>")
+        #expect(try run(paste, ["-nt", "text/html"], display: sway).text == "<p>x</p>")
+        // Not text: no newline added.
+        _ = try run("wl-copy", ["-t", "image/png"], display: sway, input: Data([0x89, 0x50, 0x4E, 0x47, 1, 2]))
+        #expect(try run(paste, ["-t", "image/png"], display: sway).output == Data([0x89, 0x50, 0x4E, 0x47, 1, 2]))
+        #expect(try run(copy, ["-p", "prim"], display: sway).status == 0)
+        #expect(try run("wl-paste", ["-np"], display: sway).text == "prim")
+        #expect(try run(paste, ["--primary", "--no-newline"], display: sway).text == "prim")
+        #expect(try run(copy, ["-c"], display: sway).status == 0)
+        let empty = try run(paste, [], display: sway)
+        #expect(empty.status == 1)
+        #expect(empty.error.contains("empty"), "\(empty.error)")
+        #expect(try run(copy, ["-o", "just once"], display: sway).status == 0)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "just once")
+        #expect(eventually(timeout: 10) { (try? run("wl-paste", [], display: sway).status) != 0 })
+        let seat = try run(paste, ["-s", "seat0"], display: sway)
+        #expect(seat.status == 1 && seat.error.contains("seat"), "\(seat.error)")
+        #expect(try run(paste, ["--bogus"], display: sway).status == 1)
+        #expect(try run(copy, ["--help"], display: sway).text.contains("wl-copy"))
+    }
+
+    @Test("wl-paste --watch runs its command with each copy's contents; xclip's stand-in reads and writes the Wayland clipboard")
+    func watchAndXclip() throws {
+        let sway = try Compositor()
+        let paste = try Self.link("wl-paste")
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-wl-watch-\(UUID().uuidString)").path
+        defer { unlink(marker) }
+        let watcher = try Peer(paste, ["--watch", "sh", "-c", "cat >> '\(marker)'; echo >> '\(marker)'"], display: sway)
+        defer { watcher.stop() }
+        var copies = 0
+        #expect(eventually(timeout: 10) {
+            copies += 1
+            _ = try? run("wl-copy", ["-t", "text/plain", "seen \(copies)"], display: sway)
+            return ((try? String(contentsOfFile: marker, encoding: .utf8)) ?? "").contains("seen")
+        })
+        _ = try run("wl-copy", ["-t", "text/plain", "last one"], display: sway)
+        #expect(eventually(timeout: 10) { ((try? String(contentsOfFile: marker, encoding: .utf8)) ?? "").hasSuffix("last one\n") })
+
+        let xclip = try Self.link("xclip")
+        #expect(try run(xclip, ["-o", "-selection", "clipboard"], display: sway).text == "last one")
+        #expect(try run(xclip, ["-selection", "clipboard"], display: sway, input: Data("via xclip".utf8)).status == 0)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "via xclip")
+    }
+}
