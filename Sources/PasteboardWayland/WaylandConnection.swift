@@ -90,9 +90,36 @@ package final class WaylandConnection: @unchecked Sendable {
 
     /// Sends one request (a descriptor it carries is sent with it, and stays ours to close).
     package func send(_ message: WaylandMessage) throws {
-        let (bytes, fds) = try WaylandWire.encode(message)
         writing.lock()
         defer { writing.unlock() }
+        try write(message)
+    }
+
+    /// Sends a request to `object` only while it lives: an offer the reading thread destroys
+    /// (its selection was replaced) is destroyed under the same lock, so no request can reach a
+    /// destroyed object, which would end the connection. False when it was gone.
+    package func send(_ message: WaylandMessage, ifLive object: UInt32) throws -> Bool {
+        writing.lock()
+        defer { writing.unlock() }
+        guard withState({ $0.interface(of: object) != nil }) else { return false }
+        try write(message)
+        return true
+    }
+
+    /// Destroys one of our objects (or an offer): forgotten and destroyed in one step.
+    package func destroy(_ object: UInt32) {
+        writing.lock()
+        defer { writing.unlock() }
+        guard let interface = withState({ state -> WaylandInterface? in
+            defer { state.forget(object) }
+            return state.interface(of: object)
+        }) else { return }
+        try? write(WaylandRequest.destroy(object, interface))
+    }
+
+    /// Writes a message whole (with the writing lock held).
+    private func write(_ message: WaylandMessage) throws {
+        let (bytes, fds) = try WaylandWire.encode(message)
         if let reason = endReason { throw WaylandError(reason) }
         var offset = 0
         var descriptor = fds.first ?? -1
@@ -181,16 +208,13 @@ package final class WaylandConnection: @unchecked Sendable {
             }
             if let fatal = state.fatalError, ended == nil { ended = fatal }
             var forOwner: [DataControlState.Effect] = []
-            var destroys: [WaylandMessage] = []
+            var destroys: [UInt32] = []
             for effect in effects {
                 switch effect {
                 case let .callbackDone(id): finishedCallbacks.insert(id)
                 case let .close(descriptor): Glibc.close(descriptor)
                 case let .destroyOffer(offer):
-                    if let interface = state.interface(of: offer) {
-                        destroys.append(WaylandRequest.destroy(offer, interface))
-                        state.forget(offer)
-                    }
+                    destroys.append(offer)
                     forOwner.append(effect)
                 default: forOwner.append(effect)
                 }
@@ -198,7 +222,7 @@ package final class WaylandConnection: @unchecked Sendable {
             condition.broadcast()
             let stopped = ended != nil
             condition.unlock()
-            for message in destroys { try? send(message) }
+            for offer in destroys { destroy(offer) }
             if !forOwner.isEmpty {
                 if let events { events(forOwner) } else { closeDescriptors(of: forOwner) }
             }

@@ -149,8 +149,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                     state.held[source] = nil
                     for (selection, id) in state.ours where id == source { state.ours[selection] = nil }
                 }
-                try? connection.send(WaylandRequest.destroy(source, .source(.wlr)))
-                connection.withState { $0.forget(source) }
+                connection.destroy(source)
             case let .selectionChanged(selection, offer): publish(selection, offer: offer)
             case .deviceFinished:
                 if connection.endReason != nil || connection.withState({ $0.deviceFinished }) { changeCenter.finish() }
@@ -232,13 +231,15 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         var ends: [Int32] = [0, 0]
         guard clinux_pipe_cloexec(&ends) == 0 else { throw PasteboardError.backendFailure("cannot create a pipe: \(Errno.current)") }
         defer { Glibc.close(ends[0]) }
+        let sent: Bool
         do {
-            try connection.send(WaylandRequest.receive(offer: offer.id, type: Array(type.utf8), fd: ends[1]))
+            sent = try connection.send(WaylandRequest.receive(offer: offer.id, type: Array(type.utf8), fd: ends[1]), ifLive: offer.id)
         } catch {
             Glibc.close(ends[1])
             throw PasteboardError.backendFailure("\(error)")
         }
         Glibc.close(ends[1])
+        guard sent else { throw PasteboardError.backendFailure("the selection changed while \(type) was read: try again") }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var total = 0
         let wait = Int32(min(configuration.readTimeout * 1000, Double(Int32.max)))
