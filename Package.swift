@@ -72,7 +72,7 @@ let package = Package(
         .target(name: "PasteboardWire"),
         // The daemon's logic as a library: clipboard manager, keeper, history store, control server.
         .target(name: "PasteboardDaemon", dependencies: [
-            "PasteboardKit", "PasteboardSelections", "PasteboardX11", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            "PasteboardKit", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // xpbd's command line (options, configuration file, logging, signals), thin over

@@ -17,6 +17,9 @@ package enum XPBD {
     /// look-up can only name a declared option.
     enum Option {
         static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
+        static let backend = OptionSpec.value(nil, "backend", "x11|wayland",
+                                              "The session's clipboard to keep (default: $XPB_BACKEND, else Wayland's when WAYLAND_DISPLAY is set and DISPLAY is not, else the X display's).",
+                                              completion: .words(["x11", "wayland"]))
         static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
         static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")
         static let keep = OptionSpec.value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable).")
@@ -79,6 +82,7 @@ package enum XPBD {
             """,
         options: [
             Option.display,
+            Option.backend,
             Option.replace,
             Option.primary,
             Option.keep,
@@ -251,6 +255,21 @@ package enum XPBD {
             throw UsageError("--on-copy-type and --on-copy-app filter --on-copy, which is not given")
         }
         configuration.isHeadless = arguments.flag(Option.headless)
+        let backend = arguments.value(Option.backend) ?? getenv("XPB_BACKEND").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        switch backend?.lowercased() {
+        case "wayland"?:
+            if configuration.display != nil { throw UsageError("--display names an X display: it cannot go with --backend wayland") }
+            configuration.usesWayland = true
+        case "x11"?: break
+        case nil:
+            // Both set (XWayland): the X display's, until xpbd bridges the two (say --backend wayland).
+            func isSet(_ name: String) -> Bool { !(getenv(name).map { String(cString: $0) } ?? "").isEmpty }
+            configuration.usesWayland = configuration.display == nil && !configuration.isHeadless && isSet("WAYLAND_DISPLAY") && !isSet("DISPLAY")
+        case let name?: throw UsageError("--backend is '\(name)': choose x11 or wayland")
+        }
+        if configuration.isHeadless, configuration.usesWayland, arguments.value(Option.backend) != nil {
+            throw UsageError("--headless runs without a session: it takes no --backend")
+        }
         if let seconds = try arguments.seconds(Option.idleExit, allowingZero: true) {
             guard configuration.isHeadless else { throw UsageError("--idle-exit applies to --headless only") }
             configuration.idleExit = seconds == 0 ? nil : seconds

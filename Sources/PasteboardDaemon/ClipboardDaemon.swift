@@ -47,9 +47,14 @@ package final class ClipboardDaemon: Sendable {
     /// The host the configuration asks for (the display, or memory with `--headless`), and the
     /// history. Nothing is served yet: see ``start()``.
     package convenience init(configuration: DaemonConfiguration, logger: Logger) throws {
-        let host: any ClipboardHost = configuration.isHeadless
-            ? MemoryHost(configuration: configuration, logger: logger)
-            : try DisplayHost(configuration: configuration, logger: logger)
+        let host: any ClipboardHost
+        if configuration.isHeadless {
+            host = MemoryHost(configuration: configuration, logger: logger)
+        } else if configuration.usesWayland {
+            host = try WaylandHost(configuration: configuration, logger: logger)
+        } else {
+            host = try DisplayHost(configuration: configuration, logger: logger)
+        }
         try self.init(host: host, configuration: configuration, logger: logger)
     }
 

@@ -46,6 +46,8 @@ package struct DaemonConfiguration: Sendable {
     package var onCopy = CopyActionConfiguration()
     /// `--headless`: no display; the pasteboards are held in memory (``MemoryHost``).
     package var isHeadless = false
+    /// Keep a Wayland session's clipboard (data-control) instead of an X display's.
+    package var usesWayland = false
     /// A headless daemon with no link and no client for this long exits, in seconds (nil: never).
     package var idleExit: Double? = 3600
 

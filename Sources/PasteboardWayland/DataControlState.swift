@@ -14,8 +14,9 @@ package struct DataControlState: Sendable {
     package enum Effect: Sendable, Equatable {
         /// A sync's callback is done.
         case callbackDone(UInt32)
-        /// A selection changed (its count moved): to the offer, or to nothing.
-        case selectionChanged(Selection, offer: UInt32?)
+        /// A selection changed (its count moved): to the offer, or to nothing. `owner` numbers the
+        /// ownership (``owner(of:)``).
+        case selectionChanged(Selection, offer: UInt32?, owner: UInt?)
         /// A reader asks our source for a type: write it to the descriptor, then close it.
         case send(source: UInt32, type: [UInt8], fd: Int32)
         /// Our source is no longer the selection: it is destroyed.
@@ -67,6 +68,17 @@ package struct DataControlState: Sendable {
     package private(set) var seat: UInt32?
     package private(set) var manager: (id: UInt32, flavour: DataControlFlavour, version: UInt32)?
     package private(set) var deviceFinished = false
+    /// Each selection's ownership, numbered: a new number on every selection event but our own
+    /// (``ourOwner``), nil while it is empty. What sync and the keeper compare, as X window ids
+    /// are compared on X (data-control names no client).
+    private var owners: [Selection: UInt] = [:]
+    private var nextOwner: UInt = 2
+    /// The number of our own ownerships.
+    package static let ourOwner: UInt = 1
+    /// A source of ours set as a selection and not yet seen as its selection event: its types.
+    private var expected: [Selection: (source: UInt32, types: [[UInt8]])] = [:]
+    /// Our source each selection has now, as the events tell.
+    package private(set) var ownSources: [Selection: UInt32] = [:]
 
     package init() {}
 
@@ -116,6 +128,17 @@ package struct DataControlState: Sendable {
 
     /// The first seat the compositor announced.
     package var seatGlobal: Global? { globals.first { $0.interface == "wl_seat" } }
+
+    /// The ownership of a selection now (``ourOwner`` for ours), nil when it is empty.
+    package func owner(of selection: Selection) -> UInt? { owners[selection] }
+
+    /// Notes a source of ours about to be set as `selection`: the next selection event whose
+    /// offer lists exactly its types is ours (the compositor sends it before it answers the sync
+    /// after our request; another client's copy made just before ours lists other types).
+    package mutating func expectOwn(_ selection: Selection, source: UInt32, types: [[UInt8]]) {
+        var seen = Set<[UInt8]>()
+        expected[selection] = (source, types.filter { seen.insert($0).inserted })
+    }
 
     /// The types an offer lists (nil when it is not a live offer).
     package func types(of offer: UInt32) -> [[UInt8]]? { offers[offer] }
@@ -178,7 +201,19 @@ package struct DataControlState: Sendable {
             let previous = current[selection]
             current[selection] = offer
             changeCounts[selection, default: 0] += 1
-            var effects: [Effect] = [.selectionChanged(selection, offer: offer)]
+            if let offer, let expected = expected[selection], offers[offer] == expected.types {
+                owners[selection] = Self.ourOwner
+                ownSources[selection] = expected.source
+                self.expected[selection] = nil
+            } else if offer != nil {
+                owners[selection] = nextOwner
+                nextOwner += 1
+                ownSources[selection] = nil
+            } else {
+                owners[selection] = nil
+                ownSources[selection] = nil
+            }
+            var effects: [Effect] = [.selectionChanged(selection, offer: offer, owner: owners[selection])]
             if let previous, previous != offer, !current.values.contains(previous) {
                 effects.append(.destroyOffer(previous))
             }
@@ -195,6 +230,8 @@ package struct DataControlState: Sendable {
             guard case let .string(type?) = arguments[0], case let .fd(fd) = arguments[1] else { return [] }
             return [.send(source: message.object, type: type, fd: fd)]
         case (.source, 1):
+            for (selection, pending) in expected where pending.source == message.object { expected[selection] = nil }
+            for (selection, source) in ownSources where source == message.object { ownSources[selection] = nil }
             return [.cancelled(source: message.object)]
         default:
             return closing(message)

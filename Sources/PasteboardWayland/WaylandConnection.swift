@@ -117,6 +117,17 @@ package final class WaylandConnection: @unchecked Sendable {
         try? write(WaylandRequest.destroy(object, interface))
     }
 
+    /// Runs `body` with the writing lock held: requests it writes (``writeLocked(_:)``) go out
+    /// together, none of another thread's between them.
+    package func withWriting<T>(_ body: () throws -> T) rethrows -> T {
+        writing.lock()
+        defer { writing.unlock() }
+        return try body()
+    }
+
+    /// Writes a message inside ``withWriting(_:)``.
+    package func writeLocked(_ message: WaylandMessage) throws { try write(message) }
+
     /// Writes a message whole (with the writing lock held).
     private func write(_ message: WaylandMessage) throws {
         let (bytes, fds) = try WaylandWire.encode(message)

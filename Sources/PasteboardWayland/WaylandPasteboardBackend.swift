@@ -17,9 +17,9 @@ import Synchronization
 public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked Sendable {
     public let registry: TypeRegistry
     public let changeCenter: ChangeCenter
-    private let connection: WaylandConnection
-    private let configuration: Configuration
-    private let state = Mutex(State())
+    let connection: WaylandConnection
+    let configuration: Configuration
+    let state = Mutex(State())
 
     /// How the backend reads and writes.
     public struct Configuration: Sendable {
@@ -33,13 +33,33 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         public init() {}
     }
 
-    private struct State {
+    /// What one of our sources serves: items this process wrote, contents a clipboard manager
+    /// kept, or another node's copy whose bytes come when asked.
+    enum SourceContents: Sendable {
+        case items(HeldSelection)
+        case kept(any HeldTargets)
+        case remote([RemoteTarget])
+
+        var targets: [String] {
+            switch self {
+            case let .items(held): return held.targets
+            case let .kept(held): return held.targets
+            case let .remote(targets): return targets.map(\.target)
+            }
+        }
+    }
+
+    struct State {
         /// What our sources hold, by source id; and the source each selection has from us.
-        var held: [UInt32: HeldSelection] = [:]
+        var held: [UInt32: SourceContents] = [:]
         var ours: [DataControlState.Selection: UInt32] = [:]
         /// The types at each selection's last change (for the next change's added and removed).
         var types: [DataControlState.Selection: [PasteboardType]] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
+        /// The manager's hook: every selection event, with the new ownership's number.
+        var selectionHook: (@Sendable (Pasteboard.Name, UInt?) -> Void)?
+        /// Called once when the connection ends, with why.
+        var endHook: (@Sendable (String) -> Void)?
         var activeSends = 0
         var hasPrimary = true
         var isClosed = false
@@ -121,7 +141,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     /// The selection behind a pasteboard; Wayland has the clipboard and the primary selection only.
-    private func selection(_ name: Pasteboard.Name) throws -> DataControlState.Selection {
+    func selection(_ name: Pasteboard.Name) throws -> DataControlState.Selection {
         switch name {
         case .general: return .clipboard
         case .find:
@@ -134,7 +154,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
     }
 
-    private static func name(of selection: DataControlState.Selection) -> Pasteboard.Name {
+    static func name(of selection: DataControlState.Selection) -> Pasteboard.Name {
         selection == .clipboard ? .general : .find
     }
 
@@ -150,9 +170,21 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                     for (selection, id) in state.ours where id == source { state.ours[selection] = nil }
                 }
                 connection.destroy(source)
-            case let .selectionChanged(selection, offer): publish(selection, offer: offer)
+            case let .selectionChanged(selection, offer, owner):
+                publish(selection, offer: offer)
+                let hook = state.withLock { $0.selectionHook }
+                hook?(Self.name(of: selection), owner)
             case .deviceFinished:
-                if connection.endReason != nil || connection.withState({ $0.deviceFinished }) { changeCenter.finish() }
+                if let reason = connection.endReason {
+                    changeCenter.finish()
+                    let hook = state.withLock { state in
+                        defer { state.endHook = nil }
+                        return state.endHook
+                    }
+                    hook?(reason)
+                } else if connection.withState({ $0.deviceFinished }) {
+                    changeCenter.finish()
+                }
             default: break
             }
         }
@@ -171,7 +203,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Writes a type's bytes to a reader's descriptor on a worker, then closes it.
     private func serve(source: UInt32, type: [UInt8], fd: Int32) {
-        let (held, handler) = state.withLock { state -> (HeldSelection?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) in
+        let (held, handler) = state.withLock { state -> (SourceContents?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) in
             state.activeSends += 1
             return (state.held[source], state.servedHandler)
         }
@@ -183,9 +215,18 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 state.withLock { $0.activeSends -= 1 }
             }
             let target = String(decoding: type, as: UTF8.self)
-            guard let held, let (_, data) = try? held.bytes(for: target) else { return }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            guard Self.writeAll(data, to: fd, timeout: timeout) else { return }
+            let data: Data?
+            switch held {
+            case let .items(items)?: data = (try? items.bytes(for: target))?.data
+            case let .kept(kept)?: data = (try? kept.bytes(for: target))?.data
+            case let .remote(targets)?:
+                guard let remote = targets.first(where: { $0.target == target }), let stream = remote.open() else { return }
+                guard Self.pump(stream, to: fd, timeout: timeout) else { return }
+                data = Data()
+            case nil: data = nil
+            }
+            guard let data, Self.writeAll(data, to: fd, timeout: timeout) else { return }
             if let handler, let selection, target != Manifest.target {
                 handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
             }
@@ -194,6 +235,23 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Writes all of `data`, waiting at most `timeout` for the reader each time it stalls; false
     /// when the reader went or stalled.
+    /// Writes a stream's bytes as they come; false when it failed or the reader went.
+    private static func pump(_ stream: ByteStream, to fd: Int32, timeout: Double) -> Bool {
+        defer { stream.cancel() }
+        let wake = DispatchSemaphore(value: 0)
+        while true {
+            let now = stream.snapshot()
+            if now.failure != nil { return false }
+            if let chunk = stream.take(upTo: 1 << 20) {
+                guard writeAll(chunk, to: fd, timeout: timeout) else { return false }
+                continue
+            }
+            if now.isEnded { return true }
+            stream.observe(after: now.version) { wake.signal() }
+            guard wake.wait(timeout: .now() + timeout) == .success else { return false }
+        }
+    }
+
     private static func writeAll(_ data: Data, to fd: Int32, timeout: Double) -> Bool {
         data.withUnsafeBytes { raw in
             var offset = 0
@@ -226,7 +284,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Streams an offer's bytes of one type to `bytes`: a pipe whose write end goes to the source
     /// through the compositor, read to its end. False when the offer does not list the type.
-    private func receive(_ offer: (id: UInt32, types: [String]), type: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
+    func receive(_ offer: (id: UInt32, types: [String]), type: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
         guard offer.types.contains(type) else { return false }
         var ends: [Int32] = [0, 0]
         guard clinux_pipe_cloexec(&ends) == 0 else { throw PasteboardError.backendFailure("cannot create a pipe: \(Errno.current)") }
@@ -343,7 +401,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     private struct Absent: Error {}
 
     public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
-        if let selection = try? selection(name), let held = state.withLock({ state in state.ours[selection].flatMap { state.held[$0] } }) {
+        if let selection = try? selection(name),
+           case let .items(held)? = state.withLock({ state in state.ours[selection].flatMap { state.held[$0] } }) {
             return held.items
         }
         return try itemTypes(of: name).enumerated().map { index, types in
@@ -362,7 +421,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     public func options(of name: Pasteboard.Name) -> PasteboardOptions {
         guard let selection = try? selection(name) else { return PasteboardOptions() }
-        return state.withLock { state in state.ours[selection].flatMap { state.held[$0]?.options } } ?? PasteboardOptions()
+        guard case let .items(held)? = state.withLock({ state in state.ours[selection].flatMap { state.held[$0] } }) else { return PasteboardOptions() }
+        return held.options
     }
 
     // MARK: Writing
@@ -370,18 +430,35 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     /// Makes a source of the items (every target an X owner of them would offer, as MIME types)
     /// and sets it as the selection; the compositor has it when this returns.
     public func setItems(_ items: [PasteboardItem], options: PasteboardOptions, on name: Pasteboard.Name) throws {
+        _ = try own(.items(HeldSelection(items: items, options: options, registry: registry)), on: name, if: nil)
+    }
+
+    /// Sets a source of `contents` as the selection if `precondition` (asked with the selection's
+    /// owner number just before) allows it; the compositor has it when this returns.
+    func own(_ contents: SourceContents, on name: Pasteboard.Name, if precondition: ((UInt?) -> Bool)?) throws -> Bool {
         let selection = try selection(name)
-        let held = HeldSelection(items: items, options: options, registry: registry)
-        let (source, device) = connection.withState { state in (state.make(.source(state.manager?.flavour ?? .wlr)), state.device ?? 0) }
-        state.withLock { state in
-            state.held[source] = held
-            state.ours[selection] = source
-        }
         do {
-            try connection.send(WaylandRequest.createSource(manager: connection.withState { $0.manager?.id ?? 0 }, id: source))
-            for target in held.targets { try connection.send(WaylandRequest.offer(source: source, type: Array(target.utf8))) }
-            try connection.send(WaylandRequest.setSelection(device: device, source: source, primary: selection == .primary))
-            try connection.roundtrip(timeout: configuration.readTimeout)
+            let owned = try connection.withWriting {
+                let made = connection.withState { state -> (source: UInt32, device: UInt32, manager: UInt32)? in
+                    if let precondition, !precondition(state.owner(of: selection)) { return nil }
+                    let source = state.make(.source(state.manager?.flavour ?? .wlr))
+                    state.expectOwn(selection, source: source, types: contents.targets.map { Array($0.utf8) })
+                    return (source, state.device ?? 0, state.manager?.id ?? 0)
+                }
+                guard let made else { return false }
+                state.withLock { state in
+                    state.held[made.source] = contents
+                    state.ours[selection] = made.source
+                }
+                try connection.writeLocked(WaylandRequest.createSource(manager: made.manager, id: made.source))
+                for target in contents.targets {
+                    try connection.writeLocked(WaylandRequest.offer(source: made.source, type: Array(target.utf8)))
+                }
+                try connection.writeLocked(WaylandRequest.setSelection(device: made.device, source: made.source, primary: selection == .primary))
+                return true
+            }
+            if owned { try connection.roundtrip(timeout: configuration.readTimeout) }
+            return owned
         } catch {
             throw PasteboardError.backendFailure("\(error)")
         }

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Glibc
 import PasteboardSelections
 import PasteboardWire
@@ -14,11 +15,12 @@ enum DaemonAccess {
             case .display:
                 return try ControlClient(display: display, timeout: timeout)
             case .wayland:
-                // xpbd keeps a Wayland session's clipboard through its XWayland display.
-                guard let name = getenv("DISPLAY").map({ String(cString: $0) }), !name.isEmpty else {
-                    throw Failure("xpbd keeps a Wayland session's clipboard through XWayland: set DISPLAY to XWayland's display", .noDisplay)
-                }
-                return try ControlClient(display: name, timeout: timeout)
+                // The session's xpbd listens on a socket named after the compositor's.
+                let socket = getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
+                let name = socket.split(separator: "/").last.map(String.init) ?? socket
+                let path = ControlEndpoint.socketPath(display: name, environment: ProcessInfo.processInfo.environment, uid: getuid())
+                return try ControlClient(path: path, display: name, timeout: timeout,
+                                         notRunning: "xpbd is not running for the Wayland session \(name) (nothing listens on \(path)); start it with 'xpbd &'")
             case .daemon:
                 do {
                     return try ControlClient(path: DaemonPasteboardBackend.socketPath, display: "headless", timeout: timeout,

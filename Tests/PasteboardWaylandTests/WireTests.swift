@@ -112,13 +112,13 @@ struct WaylandWireTests {
         _ = state.handle(WaylandMessage(object: offer, opcode: 0, arguments: [.string(Array("text/plain".utf8))]))
         _ = state.handle(WaylandMessage(object: offer, opcode: 0, arguments: [.string(Array("UTF8_STRING".utf8))]))
         #expect(state.types(of: offer) == [Array("text/plain".utf8), Array("UTF8_STRING".utf8)])
-        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(offer)])) == [.selectionChanged(.clipboard, offer: offer)])
+        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(offer)])) == [.selectionChanged(.clipboard, offer: offer, owner: 2)])
         #expect(state.changeCounts[.clipboard] == 1)
         // The same offer as the primary selection too: replacing the clipboard's keeps it.
         _ = state.handle(WaylandMessage(object: device, opcode: 3, arguments: [.object(offer)]))
-        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0)])) == [.selectionChanged(.clipboard, offer: nil)])
+        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0)])) == [.selectionChanged(.clipboard, offer: nil, owner: nil)])
         #expect(state.handle(WaylandMessage(object: device, opcode: 3, arguments: [.object(0)]))
-            == [.selectionChanged(.primary, offer: nil), .destroyOffer(offer)])
+            == [.selectionChanged(.primary, offer: nil, owner: nil), .destroyOffer(offer)])
         #expect(state.changeCounts[.clipboard] == 2 && state.changeCounts[.primary] == 2)
         // A selection naming an offer never made ends the connection.
         _ = state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0xFF00_0009)]))

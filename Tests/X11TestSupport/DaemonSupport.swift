@@ -56,7 +56,7 @@ public final class DaemonProcess: Sendable {
 
     /// `launcher`: a command that runs xpbd (its path and arguments follow), such as `unshare`;
     /// `environment`: over the home's (`DISPLAY: ""` for a daemon of a host without a display).
-    public init(_ x: Xvfb, home: DaemonHome, arguments: [String] = [], launcher: [String] = [], environment: [String: String] = [:]) throws {
+    public init(_ x: any TestSession, home: DaemonHome, arguments: [String] = [], launcher: [String] = [], environment: [String: String] = [:]) throws {
         self.home = home
         let command = launcher + [try builtProduct("xpbd"), "--log-level", "debug"] + arguments
         peer = try Peer(command[0], Array(command.dropFirst()), display: x, environment: home.environment.merging(environment) { $1 })

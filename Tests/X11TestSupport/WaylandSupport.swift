@@ -117,7 +117,8 @@ public final class Compositor: TestSession {
     public var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["DISPLAY"] = xDisplay
-        environment["WAYLAND_DISPLAY"] = socketName
+        // Absolute: clients find it whatever XDG_RUNTIME_DIR a test gives them (a daemon's home).
+        environment["WAYLAND_DISPLAY"] = runtimeDirectory + "/" + socketName
         environment["XDG_RUNTIME_DIR"] = runtimeDirectory
         environment["XPB_BACKEND"] = nil
         return environment

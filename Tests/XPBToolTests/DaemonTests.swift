@@ -8,7 +8,7 @@ import Glibc
 
 /// xpb on the display, talking to the daemon of `home`.
 @discardableResult
-func xpb(_ arguments: [String], _ x: Xvfb, _ home: DaemonHome, input: Data? = nil, timeout: Double = 30) throws -> Outcome {
+func xpb(_ arguments: [String], _ x: any TestSession, _ home: DaemonHome, input: Data? = nil, timeout: Double = 30) throws -> Outcome {
     try xpb(arguments, x, input: input, environment: home.environment, timeout: timeout)
 }
 

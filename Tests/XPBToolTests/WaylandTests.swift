@@ -239,3 +239,58 @@ struct WaylandStandInTests {
         #expect(try run("wl-paste", ["-n"], display: sway).text == "via xclip")
     }
 }
+
+@Suite("Wayland: xpbd keeps a Wayland session's clipboard")
+struct WaylandDaemonTests {
+    @Test("a killed wl-copy's copy is kept and offered again byte-exact; an image too; the history lists both, their app unknown")
+    func keeps() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        #expect(daemon.log.contains("data-control"), "\(daemon.log)")
+        let html = Data("<p>kept</p>".utf8)
+        let source = try Peer("wl-copy", ["--foreground", "-t", "text/html"], display: sway, input: html)
+        try daemon.waitForLog("kept CLIPBOARD")
+        source.signal(SIGKILL)
+        try daemon.waitForLog("serving its")
+        #expect(try run("wl-paste", ["-n", "-t", "text/html"], display: sway).output == html)
+
+        let png = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Peers/image.png"))
+        let image = try Peer("wl-copy", ["--foreground", "-t", "image/png"], display: sway, input: png)
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        image.signal(SIGKILL)
+        try daemon.waitForLog("serving its", count: 2)
+        #expect(try run("wl-paste", ["-t", "image/png"], display: sway).output == png)
+        #expect(try run("wl-paste", ["--list-types"], display: sway).text.contains("image/png"))
+        let history = try xpb(["history"], sway, home)
+        #expect(history.status == 0, "\(history.error)")
+        #expect(history.text.split(separator: "\n").count == 2, "\(history.text)")
+        #expect(history.text.contains("unknown app"), "\(history.text)")
+        #expect(try xpb(["daemon", "status"], sway, home).text.contains("CLIPBOARD"))
+    }
+
+    @Test("a copy marked secret is neither kept nor offered again; a restarted xpbd offers the last copy again")
+    func secretsAndRestart() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        var daemon = try DaemonProcess(sway, home: home)
+        let kept = try Peer("wl-copy", ["--foreground", "-t", "text/plain"], display: sway, input: Data("ordinary".utf8))
+        try daemon.waitForLog("kept CLIPBOARD")
+        let secret = try Peer(try xpbPath(), ["copy", "--foreground", "--sensitive"], display: sway,
+                              input: Data("hunter2".utf8), environment: home.environment)
+        try daemon.waitForLog("marked secret")
+        secret.signal(SIGKILL)
+        kept.signal(SIGKILL)
+        try daemon.waitForLog("nothing of it was kept")
+        #expect(try run("wl-paste", [], display: sway).status != 0)
+        let history = try xpb(["history"], sway, home).text
+        #expect(!history.contains("hunter2") && history.contains("ordinary"), "\(history)")
+        _ = try daemon.stop()
+        daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("restored CLIPBOARD")
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "ordinary")
+    }
+}

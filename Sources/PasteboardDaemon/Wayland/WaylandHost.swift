@@ -1,0 +1,300 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Logging
+import PasteboardKit
+import PasteboardSelections
+import PasteboardWayland
+import PasteboardWire
+import Synchronization
+
+/// The host of a Wayland session's daemon: the compositor, through data-control. The keeper
+/// fetches each new copy's kept types right after it is made (a Wayland source lasts only as
+/// long as its client), hands it to the record pipeline, and when the selection empties (its
+/// source's client went, or a client cleared it: data-control does not tell them apart) offers
+/// the kept copy again as a source of its own, byte for byte and every type. Sync shares the
+/// selections as on X (``WaylandSyncSurface``).
+///
+/// Data-control names no client: a copy's app is unknown, and shown so.
+final class WaylandHost: ClipboardHost {
+    struct State {
+        /// The newest contents kept per selection, and the ownership they came from.
+        var current: [Pasteboard.Name: Snapshot] = [:]
+        /// The ownership each kept snapshot was fetched from.
+        var keptFrom: [Pasteboard.Name: UInt] = [:]
+        /// The selections' ownerships as the last events said (nil: empty).
+        var owners: [Pasteboard.Name: UInt] = [:]
+        var isStopped = false
+    }
+
+    let configuration: DaemonConfiguration
+    let logger: Logger
+    let backend: WaylandPasteboardBackend
+    let state = Mutex(State())
+    let nodeName: String
+    let events = DispatchQueue(label: "xpbd.wayland.events")
+    private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
+        uniqueKeysWithValues: [Pasteboard.Name.general, .find].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
+    let surface: any SyncSurface
+    private let served = Mutex<ClipboardDaemon?>(nil)
+
+    init(configuration: DaemonConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
+        var wayland = WaylandPasteboardBackend.Configuration()
+        wayland.readTimeout = configuration.targetTimeout
+        wayland.maxReadSize = configuration.maxTargetBytes
+        do {
+            backend = try WaylandPasteboardBackend(configuration: wayland)
+        } catch let error as PasteboardError {
+            throw ControlFailure("\(error)")
+        }
+        nodeName = URL(fileURLWithPath: backend.socketPath).lastPathComponent
+        let surface = WaylandSyncSurface(backend: backend)
+        self.surface = surface
+        surface.kept = { [weak self] name, owner in
+            self?.state.withLock { state in state.keptFrom[name] == owner || owner == WaylandPasteboardBackend.ourOwner ? state.current[name] : nil }
+        }
+    }
+
+    var daemon: ClipboardDaemon? { served.withLock { $0 } }
+
+    var defaultSocketPath: String {
+        ControlEndpoint.socketPath(display: nodeName, environment: ProcessInfo.processInfo.environment, uid: getuid())
+    }
+
+    /// The clipboard, and the primary selection where the compositor carries it.
+    var keptNames: [Pasteboard.Name] {
+        configuration.keptSelections.filter { $0 == .general || ($0 == .find && backend.hasPrimarySelection) }
+    }
+
+    var keeps: [String] { keptNames.map { SelectionNames.selection(for: $0) } }
+
+    var stopsWhenIdle: Bool { false }
+
+    func start(_ daemon: ClipboardDaemon) throws {
+        if let fd = try? LocalSocket.connect(daemon.socketPath) {
+            Glibc.close(fd)
+            throw ControlFailure("another xpbd keeps this Wayland session (it listens on \(daemon.socketPath))")
+        }
+        served.withLock { $0 = daemon }
+        logger.info("clipboard manager of the Wayland compositor at \(backend.socketPath) (data-control), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
+        for name in keptNames {
+            if let owner = backend.currentOwner(of: name) {
+                state.withLock { $0.owners[name] = owner }
+                capture(name, owner: owner)
+            } else if configuration.restoresAtStart {
+                captures(name).async { self.restoreLast(name) }
+            }
+        }
+    }
+
+    func connect(_ daemon: ClipboardDaemon) {
+        let hub = daemon.hub
+        backend.onSelectionChange { [weak self, weak hub] name, owner in
+            guard let self else { return }
+            let previous = self.state.withLock { state -> UInt? in
+                defer { state.owners[name] = owner }
+                return state.owners[name]
+            }
+            let event: SyncLedger.OwnerEvent
+            if owner == WaylandPasteboardBackend.ourOwner {
+                event = .ours
+            } else if owner == nil {
+                // A source whose client went, or a clear: data-control says the same for both.
+                event = .gone
+            } else {
+                event = .copied
+            }
+            hub?.ownerChanged(name, owner: owner ?? 0, event: event)
+            self.events.async { self.selectionChanged(name, owner: owner, previous: previous) }
+        }
+        // The compositor gone ends the daemon (its session is over, or it crashed).
+        backend.onConnectionEnd { [weak daemon] reason in
+            daemon?.finish(failure: "lost the connection to the Wayland compositor (\(reason))", reason: "lost the connection to the Wayland compositor (\(reason))")
+        }
+    }
+
+    func serveSelected(_ snapshot: Snapshot) throws {
+        try serve(snapshot, ifEmpty: false)
+        daemon?.hub.selectedFromHistory(snapshot.selection)
+    }
+
+    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        .failure(ControlFailure("this xpbd keeps the Wayland session at \(backend.socketPath): ask the compositor for its selections (xpb does)"))
+    }
+
+    func changeCounts() -> [String: Int] {
+        ["CLIPBOARD": backend.changeCount(of: .general), "PRIMARY": backend.changeCount(of: .find)]
+    }
+
+    func reload(_ fresh: DaemonConfiguration) {}
+
+    func stopping() {
+        state.withLock { $0.isStopped = true }
+    }
+
+    func close() {
+        backend.close(handOff: false)
+        served.withLock { $0 = nil }
+    }
+
+    private func captures(_ name: Pasteboard.Name) -> DispatchQueue {
+        captureQueues[name] ?? events
+    }
+
+    // MARK: Keeping
+
+    private func selectionChanged(_ name: Pasteboard.Name, owner: UInt?, previous: UInt?) {
+        guard keptNames.contains(name), owner != WaylandPasteboardBackend.ourOwner else { return }
+        if let owner {
+            capture(name, owner: owner)
+            return
+        }
+        let selection = SelectionNames.selection(for: name)
+        let kept = state.withLock { state -> Snapshot? in
+            guard let previous, state.keptFrom[name] == previous else { return nil }
+            return state.current[name]
+        }
+        guard let kept, !kept.targets.isEmpty, !kept.isExpired() else {
+            if previous != nil, previous != WaylandPasteboardBackend.ourOwner {
+                logger.info("\(selection) emptied (its source went, or a client cleared it); nothing of it was kept")
+            }
+            return
+        }
+        captures(name).async { [self] in
+            do {
+                guard try serve(kept, ifEmpty: true) else {
+                    logger.info("\(selection) emptied; a newer copy came meanwhile: the kept contents stay in the history")
+                    return
+                }
+                logger.info("\(selection) emptied (its source went, or a client cleared it); serving its \(kept.targets.count) kept types (\(ByteCount.format(kept.size)))")
+            } catch {
+                logger.warning("\(selection) emptied; could not serve its kept contents: \(error)")
+            }
+        }
+    }
+
+    private func isCurrent(_ name: Pasteboard.Name, _ owner: UInt) -> Bool {
+        state.withLock { !$0.isStopped } && backend.currentOwner(of: name) == owner
+    }
+
+    /// Fetches the kept types of ownership `owner` (on the selection's capture queue), right
+    /// away: the source may go with its client at any moment.
+    private func capture(_ name: Pasteboard.Name, owner: UInt) {
+        captures(name).async { [self] in
+            let selection = SelectionNames.selection(for: name)
+            guard isCurrent(name, owner), let offered = backend.offeredTypes(of: name, owner: owner) else { return }
+            if KeepPolicy.isSecret(offered) {
+                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                logger.info("\(selection) holds data marked secret: not fetched, not kept")
+                return
+            }
+            let started = Date()
+            var manifest: CapturedTarget?
+            if offered.contains(Manifest.target) {
+                manifest = read(name, owner: owner, type: Manifest.target, limit: 1 << 20)
+            }
+            if let manifest, let expires = Manifest.kept(manifest.data)?.options.expirationDate, expires <= Date() { return }
+            let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(offered, manifest: manifest?.data), manifest: manifest?.data)
+            var captured: [CapturedTarget?] = []
+            var total = 0
+            var complete = true
+            for target in wanted {
+                guard isCurrent(name, owner) else { return }
+                if target == Manifest.target, let manifest {
+                    captured.append(manifest)
+                    continue
+                }
+                let value = read(name, owner: owner, type: target, limit: min(configuration.maxTargetBytes, configuration.maxSnapshotBytes - total))
+                if value == nil { complete = false }
+                total += value?.data.count ?? 0
+                captured.append(value)
+            }
+            guard var snapshot = Snapshot(name, advertised: offered, captured: captured, complete: complete, cap: configuration.maxSnapshotBytes),
+                  isCurrent(name, owner), !snapshot.isExpired() else {
+                logger.debug("\(selection): nothing kept (nothing fetched, a newer change, or expired)")
+                return
+            }
+            snapshot.source = "unknown app (Wayland)"
+            guard daemon?.admits(snapshot, from: "a Wayland client", owner: owner) == true else {
+                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                return
+            }
+            guard state.withLock({ state -> Bool in
+                guard state.owners[name] == owner else { return false }
+                state.current[name] = snapshot
+                state.keptFrom[name] = owner
+                return true
+            }) else { return }
+            let elapsed = Int(Date().timeIntervalSince(started) * 1000)
+            logger.info("kept \(selection) from a Wayland client: \(snapshot.targets.count) types, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some types left out: caps, timeouts or refusals)")")
+            record(snapshot)
+        }
+    }
+
+    /// One type of an ownership's offer, nil when refused, failed, over the limit or replaced.
+    private func read(_ name: Pasteboard.Name, owner: UInt, type: String, limit: Int) -> CapturedTarget? {
+        var data = Data()
+        do {
+            guard try backend.read(name, owner: owner, type: type, limit: limit, bytes: { data.append($0) }) != nil else { return nil }
+        } catch {
+            logger.debug("\(SelectionNames.selection(for: name)): \(type) not kept: \(error)")
+            return nil
+        }
+        return CapturedTarget(target: type, type: type, data: data)
+    }
+
+    /// Serves kept contents as a source of ours; `ifEmpty`: only while nobody holds the selection
+    /// (a copy made meanwhile is never replaced by older kept contents).
+    @discardableResult
+    func serve(_ snapshot: Snapshot, ifEmpty: Bool) throws -> Bool {
+        let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
+        guard try backend.serve(kept, on: snapshot.selection, if: { !ifEmpty || $0 == nil }) else { return false }
+        state.withLock { state in
+            state.current[snapshot.selection] = snapshot
+            state.keptFrom[snapshot.selection] = WaylandPasteboardBackend.ourOwner
+        }
+        scheduleExpiry(snapshot)
+        return true
+    }
+
+    func record(_ snapshot: Snapshot) {
+        scheduleExpiry(snapshot)
+        daemon?.record(snapshot) { [weak self] id in
+            self?.state.withLock { state -> Void in
+                if state.current[snapshot.selection]?.time == snapshot.time { state.current[snapshot.selection]?.id = id }
+            }
+        }
+    }
+
+    /// At a snapshot's expiration date: stop serving it, and forget it everywhere.
+    private func scheduleExpiry(_ snapshot: Snapshot) {
+        guard let expires = snapshot.expires else { return }
+        let delay = min(max(0, expires.timeIntervalSinceNow), 1e9)
+        events.asyncAfter(deadline: .now() + delay) { [self] in
+            let isCurrent = state.withLock { state -> Bool in
+                guard state.current[snapshot.selection]?.time == snapshot.time else { return false }
+                state.current.removeValue(forKey: snapshot.selection)
+                return true
+            }
+            _ = try? backend.clear(snapshot.selection, if: { $0 == WaylandPasteboardBackend.ourOwner })
+            if isCurrent { logger.info("\(SelectionNames.selection(for: snapshot.selection)) contents expired: dropped") }
+            daemon?.expired()
+        }
+    }
+
+    /// Serves the newest history entry of a selection nobody holds (at start).
+    private func restoreLast(_ name: Pasteboard.Name) {
+        let selection = SelectionNames.selection(for: name)
+        guard backend.currentOwner(of: name) == nil else { return }
+        do {
+            guard let snapshot = try daemon?.store.withLock({ try $0.latest(selection: name, display: nodeName) }) else { return }
+            guard !snapshot.targets.isEmpty, try serve(snapshot, ifEmpty: true) else { return }
+            logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) types" : "“\(snapshot.preview)”")")
+        } catch {
+            logger.warning("could not restore \(selection) from the history: \(error)")
+        }
+    }
+}
