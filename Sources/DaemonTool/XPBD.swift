@@ -17,8 +17,8 @@ package enum XPBD {
     /// look-up can only name a declared option.
     enum Option {
         static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
-        static let backend = OptionSpec.value(nil, "backend", "x11|wayland",
-                                              "The session's clipboard to keep (default: $XPB_BACKEND, else Wayland's when WAYLAND_DISPLAY is set and DISPLAY is not, else the X display's).",
+        static let backend = OptionSpec.value(nil, "backend", "name",
+                                              "x11 or wayland: the session's clipboard to keep (default: $XPB_BACKEND, else Wayland's when WAYLAND_DISPLAY is set and DISPLAY is not, else the X display's).",
                                               completion: .words(["x11", "wayland"]))
         static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
         static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")

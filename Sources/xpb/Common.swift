@@ -157,8 +157,8 @@ struct SelectionOptions: Sendable {
         static let secondary = OptionSpec.flag(nil, "secondary", "Use the secondary selection (SECONDARY).")
         static let pasteboard = OptionSpec.value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>).")
         static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY); it chooses the X backend.", completion: .displays)
-        static let backend = OptionSpec.value(nil, "backend", "x11|wayland",
-                                              "The session's clipboard to use (default: $XPB_BACKEND, else Wayland when WAYLAND_DISPLAY is set, else X when DISPLAY is, else the headless xpbd).",
+        static let backend = OptionSpec.value(nil, "backend", "name",
+                                              "x11 or wayland: the session's clipboard to use (default: $XPB_BACKEND, else Wayland when WAYLAND_DISPLAY is set, else X when DISPLAY is, else the headless xpbd).",
                                               completion: .words(["x11", "wayland"]))
     }
 

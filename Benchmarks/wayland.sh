@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# xpb against wl-paste (wl-clipboard) on one private headless sway, in one run; writes
+# Benchmarks/WAYLAND.md. Usage: bash Benchmarks/wayland.sh   (needs hyperfine, GNU time, sway,
+# wl-clipboard; installs what is missing). sway refuses root: it runs as nobody, with a runtime
+# directory of its own; the clients (root) reach its socket by path.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+work=$(mktemp -d /tmp/xpb-bench-wl.XXXXXX)
+runs=${XPB_BENCH_RUNS:-40}
+
+need=()
+for tool in hyperfine:hyperfine /usr/bin/time:time sway:sway wl-paste:wl-clipboard setpriv:util-linux; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
+done
+if ((${#need[@]})); then
+    echo "bench: installing ${need[*]}"
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+echo "bench: building the README's build (make: fully static executables)"
+(cd "$root" && make build SCRATCH="$root/.build-bench" >/dev/null 2>&1)
+strip -o "$work/xpb" "$root/.build-bench/release/xpb"
+xpb="$work/xpb"
+
+runtime="$work/runtime"
+mkdir -m 700 "$runtime"
+chown 65534:65534 "$runtime"
+printf 'xwayland disable\n' > "$work/sway.conf"
+chmod 644 "$work/sway.conf"
+setpriv --reuid=65534 --regid=65534 --clear-groups env -i XDG_RUNTIME_DIR="$runtime" HOME="$runtime" \
+    WLR_BACKENDS=headless WLR_LIBINPUT_NO_DEVICES=1 WLR_RENDERER=pixman sway -c "$work/sway.conf" > "$work/sway.log" 2>&1 &
+sway_pid=$!
+cleanup() {
+    pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true
+    pkill -x wl-copy 2>/dev/null || true
+    kill "$sway_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 200); do
+    socket=$(find "$runtime" -maxdepth 1 -name 'wayland-*' ! -name '*.lock' | head -1)
+    [ -n "$socket" ] && break
+    sleep 0.05
+done
+[ -n "$socket" ] || { cat "$work/sway.log" >&2; echo "bench: sway did not start" >&2; exit 1; }
+export WAYLAND_DISPLAY="$socket" XDG_RUNTIME_DIR="$runtime"
+unset DISPLAY
+echo "bench: sway at $socket, work in $work"
+
+printf 'hello, world\n' | head -c 13 > "$work/small"
+head -c 104857600 /dev/urandom > "$work/100mb"
+results="$work/results"
+mkdir -p "$results"
+
+echo "bench: 1 paste 13 bytes (owner wl-copy)"
+wl-copy -t text/plain < "$work/small"
+for round in 1 2 3; do
+    hyperfine -N --warmup 5 --runs "$runs" --export-json "$results/paste13.$round.json" --style basic \
+        -n "xpb paste" "$xpb paste" -n "wl-paste -n" "wl-paste -n" >/dev/null
+done
+
+echo "bench: 2 paste 100 MB (owner wl-copy, then owner xpb), to /dev/null"
+wl-copy -t application/octet-stream < "$work/100mb"
+hyperfine --warmup 1 --runs 10 --export-json "$results/paste100_wlcopy.json" --style basic \
+    -n "xpb paste" "$xpb paste -t application/octet-stream > /dev/null" \
+    -n "wl-paste" "wl-paste -t application/octet-stream > /dev/null" >/dev/null
+"$xpb" paste -t application/octet-stream | cmp -s - "$work/100mb" && echo "byte-exact" > "$results/check_wlcopy.txt" || echo "DIFFERENT" > "$results/check_wlcopy.txt"
+"$xpb" copy -t application/octet-stream "$work/100mb"
+hyperfine --warmup 1 --runs 10 --export-json "$results/paste100_xpb.json" --style basic \
+    -n "xpb paste" "$xpb paste -t application/octet-stream > /dev/null" \
+    -n "wl-paste" "wl-paste -t application/octet-stream > /dev/null" >/dev/null
+wl-paste -t application/octet-stream | cmp -s - "$work/100mb" && echo "byte-exact" > "$results/check_xpb.txt" || echo "DIFFERENT" > "$results/check_xpb.txt"
+
+echo "bench: 3 peak memory of a 100 MB paste"
+wl-copy -t application/octet-stream < "$work/100mb"
+/usr/bin/time -v -o "$results/rss_xpb.txt" "$xpb" paste -t application/octet-stream > /dev/null
+/usr/bin/time -v -o "$results/rss_wlpaste.txt" wl-paste -t application/octet-stream > /dev/null
+
+python3 - "$results" "$here/WAYLAND.md" "$(wl-paste --version 2>&1 | head -1)" "$(sway --version 2>&1 | head -1)" <<'PY'
+import json, os, re, sys
+results, out, wlv, swayv = sys.argv[1:5]
+
+def merged(prefix):
+    times = {}
+    for name in sorted(os.listdir(results)):
+        if re.fullmatch(re.escape(prefix) + r"(\.\d+)?\.json", name):
+            for r in json.load(open(os.path.join(results, name)))["results"]:
+                times.setdefault(r["command"], []).extend(r["times"])
+    return {c: sorted(v) for c, v in times.items()}
+
+def median(v):
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
+
+def ms(s):
+    return f"{s * 1000:.2f} ms"
+
+def rss(name):
+    text = open(os.path.join(results, name)).read()
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
+
+rows = []
+small = merged("paste13")
+x, w = median(small["xpb paste"]), median(small["wl-paste -n"])
+rows.append(("paste 13 bytes, whole process (owner wl-copy)", f"xpb {ms(x)}; wl-paste -n {ms(w)} ({len(small['xpb paste'])} runs each)",
+             f"{x / w:.2f} ×", "≤ 1.0 ×", "met" if x / w <= 1.0 else "**not met**"))
+for prefix, owner, check in [("paste100_wlcopy", "wl-copy", "check_wlcopy.txt"), ("paste100_xpb", "xpb copy", "check_xpb.txt")]:
+    big = merged(prefix)
+    x, w = median(big["xpb paste"]), median(big["wl-paste"])
+    exact = open(os.path.join(results, check)).read().strip()
+    rows.append((f"paste 100 MB to /dev/null (owner {owner})", f"xpb {ms(x)}; wl-paste {ms(w)}; {exact}",
+                 f"{x / w:.2f} ×", "≤ 0.5 ×", "met" if x / w <= 0.5 else "**not met**"))
+rows.append(("peak memory of a 100 MB paste", f"xpb {rss('rss_xpb.txt'):.1f} MiB; wl-paste {rss('rss_wlpaste.txt'):.1f} MiB", "", "", ""))
+
+with open(out, "w") as f:
+    f.write("# Wayland: xpb against wl-paste\n\n")
+    f.write(f"Written by `bash Benchmarks/wayland.sh` on a headless sway ({swayv}), {wlv}; both readers ask the\n")
+    f.write("same source (a forked wl-copy, or xpb's background owner) on the same compositor. Medians.\n\n")
+    f.write("| measure | result | ratio | target | |\n|---|---|---|---|---|\n")
+    for row in rows:
+        f.write("| " + " | ".join(row) + " |\n")
+PY
+cat "$here/WAYLAND.md"
