@@ -7,6 +7,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-bench-wl.XXXXXX)
+# sway (as nobody) reads its configuration here and keeps its runtime directory below.
+chmod 755 "$work"
 runs=${XPB_BENCH_RUNS:-40}
 
 need=()

@@ -146,6 +146,14 @@ package struct HeldSelection: HeldTargets {
         }
     }
 
+    /// The file whose bytes a target serves as they are (a copied file's own type), nil for
+    /// any other target: a writer streams it without reading it into memory.
+    package func file(for target: String) -> FileContents? {
+        guard case let .representation(item, type, codec)? = served[target]?.source, codec == .identity,
+              case let .file(file)? = items[item].representation(for: type) else { return nil }
+        return file
+    }
+
     /// A target's reply type and bytes, converted as an X owner converts them; nil when the target
     /// is not served (or its conversion fails).
     package func bytes(for target: String) throws -> (type: String, data: Data)? {

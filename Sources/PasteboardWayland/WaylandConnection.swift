@@ -28,6 +28,12 @@ package final class WaylandConnection: @unchecked Sendable {
     private var finishedCallbacks: Set<UInt32> = []
     /// Serializes writes: each message goes out whole, with its descriptor.
     private let writing = Condition()
+    /// Where the compositor's bytes and descriptors are received (used by one thread at a time).
+    private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 << 10, alignment: 16)
+    private let receiveFDs = UnsafeMutableBufferPointer<Int32>.allocate(capacity: 28)
+    /// No reading thread: the caller that waits for a round trip reads the events (a process
+    /// that reads once and exits; nothing is served meanwhile).
+    package private(set) var isInline = false
     /// Effects for the owner of the connection.
     package var events: (@Sendable ([DataControlState.Effect]) -> Void)?
 
@@ -56,10 +62,14 @@ package final class WaylandConnection: @unchecked Sendable {
     deinit {
         decoder.closeDescriptors()
         Glibc.close(fd)
+        receiveBuffer.deallocate()
+        receiveFDs.deallocate()
     }
 
-    /// Starts the thread that reads events.
-    package func start() throws {
+    /// Starts the thread that reads events; `inline`: none, the waiting caller reads them.
+    package func start(inline: Bool = false) throws {
+        isInline = inline
+        guard !inline else { return }
         try DetachedThread.start(name: "xpb.wayland") { [self] in readEvents() }
     }
 
@@ -77,6 +87,12 @@ package final class WaylandConnection: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return ended
+    }
+
+    private func withStateLocked<T>(_ body: (inout DataControlState) -> T) -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return body(&state)
     }
 
     /// Runs `body` on the state, under the lock.
@@ -159,6 +175,19 @@ package final class WaylandConnection: @unchecked Sendable {
         let callback = withState { $0.make(.callback) }
         try send(WaylandRequest.sync(callback: callback))
         let deadline = Date().addingTimeInterval(timeout)
+        if isInline {
+            while !withStateLocked({ _ in finishedCallbacks.contains(callback) }) {
+                if let ended = endReason { throw WaylandError(ended) }
+                let remaining = deadline.timeIntervalSinceNow
+                guard remaining > 0 else { throw WaylandError("the compositor did not answer within \(timeout) s") }
+                pump(timeout: Int32(min(remaining * 1000 + 1, Double(Int32.max))))
+            }
+            if let fatal = withState({ $0.fatalError }) { throw WaylandError(fatal) }
+            condition.lock()
+            finishedCallbacks.remove(callback)
+            condition.unlock()
+            return
+        }
         condition.lock()
         defer { condition.unlock() }
         while !finishedCallbacks.contains(callback) {
@@ -180,66 +209,71 @@ package final class WaylandConnection: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The reading thread: reads what comes, decodes whole messages, hands their effects on.
+    /// The reading thread: reads what comes until the connection ends.
     private func readEvents() {
-        var buffer = [UInt8](repeating: 0, count: 16 << 10)
-        var fds = [Int32](repeating: -1, count: 28)
-        while endReason == nil {
-            var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pollFD, 1, -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                end("polling the compositor's socket failed: \(String(cString: strerror(errno)))")
-                break
-            }
-            var count: Int32 = 0
-            let received = clinux_receive_with_fds(fd, &buffer, buffer.count, &fds, Int32(fds.count), &count)
-            if received < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                end("reading the compositor's socket failed: \(String(cString: strerror(errno)))")
-                break
-            }
-            let descriptors = Array(fds[0 ..< Int(count)])
-            if received == 0 {
-                for descriptor in descriptors { Glibc.close(descriptor) }
-                end(withState { $0.fatalError } ?? "the compositor closed the connection")
-                break
-            }
-            var effects: [DataControlState.Effect] = []
-            condition.lock()
-            do {
-                buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0 ..< received])) }
-                try decoder.append(descriptors: descriptors)
-                while let message = try decoder.next(signature: { [state] in state.signature(object: $0, opcode: $1) }) {
-                    effects += state.handle(message)
-                }
-            } catch {
-                decoder.closeDescriptors()
-                if ended == nil { ended = "the compositor sent what this client cannot read: \(error)" }
-            }
-            if let fatal = state.fatalError, ended == nil { ended = fatal }
-            var forOwner: [DataControlState.Effect] = []
-            var destroys: [UInt32] = []
-            for effect in effects {
-                switch effect {
-                case let .callbackDone(id): finishedCallbacks.insert(id)
-                case let .close(descriptor): Glibc.close(descriptor)
-                case let .destroyOffer(offer):
-                    destroys.append(offer)
-                    forOwner.append(effect)
-                default: forOwner.append(effect)
-                }
-            }
-            condition.broadcast()
-            let stopped = ended != nil
-            condition.unlock()
-            for offer in destroys { destroy(offer) }
-            if !forOwner.isEmpty {
-                if let events { events(forOwner) } else { closeDescriptors(of: forOwner) }
-            }
-            if stopped { break }
-        }
+        while endReason == nil, pump(timeout: -1) {}
         events?([.deviceFinished])
+    }
+
+    /// Reads what the compositor sent (waiting at most `timeout` milliseconds, -1: for ever),
+    /// decodes the whole messages and performs their effects. One thread at a time: the reading
+    /// thread, or without one (``isInline``) the caller that waits. False once the connection ended.
+    @discardableResult
+    private func pump(timeout: Int32) -> Bool {
+        var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&pollFD, 1, timeout)
+        if ready < 0 {
+            if errno == EINTR { return true }
+            end("polling the compositor's socket failed: \(String(cString: strerror(errno)))")
+            return false
+        }
+        if ready == 0 { return true }
+        var count: Int32 = 0
+        let received = clinux_receive_with_fds(fd, receiveBuffer.baseAddress, receiveBuffer.count, receiveFDs.baseAddress, Int32(receiveFDs.count), &count)
+        if received < 0 {
+            if errno == EAGAIN || errno == EINTR { return true }
+            end("reading the compositor's socket failed: \(String(cString: strerror(errno)))")
+            return false
+        }
+        let descriptors = Array(receiveFDs[0 ..< Int(count)])
+        if received == 0 {
+            for descriptor in descriptors { Glibc.close(descriptor) }
+            end(withState { $0.fatalError } ?? "the compositor closed the connection")
+            return false
+        }
+        var effects: [DataControlState.Effect] = []
+        condition.lock()
+        do {
+            decoder.append(UnsafeRawBufferPointer(rebasing: receiveBuffer[0 ..< received]))
+            try decoder.append(descriptors: descriptors)
+            while let message = try decoder.next(signature: { state.signature(object: $0, opcode: $1) }) {
+                effects += state.handle(message)
+            }
+        } catch {
+            decoder.closeDescriptors()
+            if ended == nil { ended = "the compositor sent what this client cannot read: \(error)" }
+        }
+        if let fatal = state.fatalError, ended == nil { ended = fatal }
+        var forOwner: [DataControlState.Effect] = []
+        var destroys: [UInt32] = []
+        for effect in effects {
+            switch effect {
+            case let .callbackDone(id): finishedCallbacks.insert(id)
+            case let .close(descriptor): Glibc.close(descriptor)
+            case let .destroyOffer(offer):
+                destroys.append(offer)
+                forOwner.append(effect)
+            default: forOwner.append(effect)
+            }
+        }
+        condition.broadcast()
+        let stopped = ended != nil
+        condition.unlock()
+        for offer in destroys { destroy(offer) }
+        if !forOwner.isEmpty {
+            if let events { events(forOwner) } else { closeDescriptors(of: forOwner) }
+        }
+        return !stopped
     }
 
     /// Closes the descriptors of effects nobody handles.

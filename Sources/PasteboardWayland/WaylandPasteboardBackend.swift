@@ -30,6 +30,9 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         public var maxReadSize = 1 << 30
         /// The longest a reader may leave our bytes unread before its transfer is dropped.
         public var sendTimeout: Double = 30
+        /// No reading thread: events are read while this process waits for the compositor. For
+        /// a process that reads once and exits (it follows no change and serves nothing).
+        public var runsOnCallersThread = false
         public init() {}
     }
 
@@ -84,7 +87,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             throw PasteboardError.unavailable("\(error)")
         }
         connection.events = { [weak self] effects in self?.handle(effects) }
-        try connection.start()
+        try connection.start(inline: configuration.runsOnCallersThread)
         do {
             try bind()
         } catch {
@@ -218,7 +221,14 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             let data: Data?
             switch held {
-            case let .items(items)?: data = (try? items.bytes(for: target))?.data
+            case let .items(items)?:
+                if let file = items.file(for: target) {
+                    // A copied file goes from the page cache to the reader's pipe, never through here.
+                    guard file.isUnchanged, Self.send(file, to: fd, timeout: timeout) else { return }
+                    data = Data()
+                } else {
+                    data = (try? items.bytes(for: target))?.data
+                }
             case let .kept(kept)?: data = (try? kept.bytes(for: target))?.data
             case let .remote(targets)?:
                 guard let remote = targets.first(where: { $0.target == target }), let stream = remote.open() else { return }
@@ -235,6 +245,24 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Writes all of `data`, waiting at most `timeout` for the reader each time it stalls; false
     /// when the reader went or stalled.
+    /// Sends a file's bytes with sendfile (the kernel copies them); false when the reader went,
+    /// stalled, or the file was cut short.
+    private static func send(_ file: FileContents, to fd: Int32, timeout: Double) -> Bool {
+        file.withDescriptor { source in
+            var offset = off_t(0)
+            while Int(offset) < file.size {
+                let sent = sendfile(fd, source, &offset, min(file.size - Int(offset), 1 << 30))
+                if sent > 0 { continue }
+                if sent == 0 { return false }
+                if errno == EINTR { continue }
+                guard errno == EAGAIN else { return false }
+                var pollFD = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                guard poll(&pollFD, 1, Int32(timeout * 1000)) > 0, pollFD.revents & Int16(POLLOUT) != 0 else { return false }
+            }
+            return true
+        }
+    }
+
     /// Writes a stream's bytes as they come; false when it failed or the reader went.
     private static func pump(_ stream: ByteStream, to fd: Int32, timeout: Double) -> Bool {
         defer { stream.cancel() }
@@ -289,6 +317,9 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         var ends: [Int32] = [0, 0]
         guard clinux_pipe_cloexec(&ends) == 0 else { throw PasteboardError.backendFailure("cannot create a pipe: \(Errno.current)") }
         defer { Glibc.close(ends[0]) }
+        // A megabyte at a time (the default pipe holds 64 KiB): a large copy moves with a
+        // sixteenth of the wake-ups. Where the limit is lower, the default stays.
+        _ = clinux_set_pipe_size(ends[1], 1 << 20)
         let sent: Bool
         do {
             sent = try connection.send(WaylandRequest.receive(offer: offer.id, type: Array(type.utf8), fd: ends[1]), ifLive: offer.id)
@@ -298,7 +329,10 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
         Glibc.close(ends[1])
         guard sent else { throw PasteboardError.backendFailure("the selection changed while \(type) was read: try again") }
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        // Not zeroed (a zeroed megabyte was half of a small paste's instructions): only what a
+        // read fills is ever looked at.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
         var total = 0
         let wait = Int32(min(configuration.readTimeout * 1000, Double(Int32.max)))
         while true {
@@ -308,13 +342,13 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             guard ready > 0 else {
                 throw PasteboardError.timedOut(operation: "reading \(type) (the source sent nothing more after \(total) bytes)", seconds: configuration.readTimeout)
             }
-            let count = Glibc.read(ends[0], &buffer, buffer.count)
+            let count = Glibc.read(ends[0], buffer.baseAddress, buffer.count)
             if count < 0, errno == EINTR || errno == EAGAIN { continue }
             guard count >= 0 else { throw PasteboardError.backendFailure("reading \(type) failed: \(Errno.current)") }
             if count == 0 { return true }
             total += count
             guard total <= limit else { throw PasteboardError.backendFailure("the data is more than the \(limit)-byte limit") }
-            try bytes(Data(buffer[0 ..< count]))
+            try bytes(Data(bytes: buffer.baseAddress!, count: count))
         }
     }
 

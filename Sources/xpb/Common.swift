@@ -308,7 +308,7 @@ struct SelectionOptions: Sendable {
                 throw Failure(message, .noDisplay)
             }
         case .wayland:
-            return try connectToCompositor(readTimeout: readTimeout, maxSize: maxSize)
+            return try connectToCompositor(readTimeout: readTimeout, maxSize: maxSize, readsOnce: readsOnce && !observesChanges)
         case let .display(display):
             return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy,
                                         readsOnce: readsOnce && !observesChanges)
@@ -323,8 +323,9 @@ struct SelectionOptions: Sendable {
     }
 
     /// Connects to the Wayland compositor (``host`` is one).
-    func connectToCompositor(readTimeout: Double? = nil, maxSize: Int? = nil) throws -> WaylandPasteboardBackend {
+    func connectToCompositor(readTimeout: Double? = nil, maxSize: Int? = nil, readsOnce: Bool = false) throws -> WaylandPasteboardBackend {
         var configuration = WaylandPasteboardBackend.Configuration()
+        configuration.runsOnCallersThread = readsOnce
         if let readTimeout { configuration.readTimeout = readTimeout }
         if let maxSize { configuration.maxReadSize = maxSize }
         do {

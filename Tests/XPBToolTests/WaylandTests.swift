@@ -294,3 +294,36 @@ struct WaylandDaemonTests {
         #expect(try run("wl-paste", ["-n"], display: sway).text == "ordinary")
     }
 }
+
+@Suite("Wayland: sync between a Wayland session and an X display")
+struct WaylandSyncTests {
+    @Test("a copy on either side reaches the other byte-exact, text and 5 MiB; the announce names the Wayland node")
+    func bothWays() throws {
+        let runtime = try DaemonHome()
+        let sway = try Compositor()
+        let wayland = try DaemonProcess(sway, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-w").path])
+        defer { _ = try? wayland.stop() }
+        let x = try Xvfb()
+        let desktop = try DaemonProcess(x, home: runtime, arguments: ["--state-dir", runtime.root.appendingPathComponent("state-x").path,
+                                                                      "--sync-display", sway.socketName])
+        defer { _ = try? desktop.stop() }
+        try desktop.waitForLog("connected to")
+
+        _ = try run("wl-copy", ["-t", "text/plain;charset=utf-8", "from Wayland"], display: sway)
+        try desktop.waitForLog("is now the copy from")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "from Wayland")
+
+        let data = payload(5 << 20)
+        let path = try scratchFile("sync.bin", data)
+        defer { unlink(path) }
+        _ = try run("xclip", ["-i", "-selection", "clipboard", "-t", "application/octet-stream", path], display: x)
+        try wayland.waitForLog("is now the copy from")
+        let read = try run("wl-paste", ["-t", "application/octet-stream"], display: sway, timeout: 30)
+        #expect(read.output.count == data.count)
+        #expect(read.output == data)
+        // A copy on the Wayland side again replaces it there and here.
+        _ = try run("wl-copy", ["-t", "text/plain", "again"], display: sway)
+        try desktop.waitForLog("is now the copy from", count: 2)
+        #expect(eventually(timeout: 10) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "again" })
+    }
+}
