@@ -153,6 +153,65 @@ struct WaylandWireTests {
         close(fds[1])
     }
 
+    @Test("ext_data_control where the compositor has it, else wlr's; the same messages; ext and wlr v2 carry the primary selection")
+    func flavours() throws {
+        var state = DataControlState()
+        let registry = state.make(.registry)
+        func announce(_ name: UInt32, _ interface: String, _ version: UInt32) throws {
+            let bytes = event(registry, 0, [name] + stringWords(interface) + [version])
+            for message in try decodeAll(bytes, state: state) { _ = state.handle(message) }
+        }
+        try announce(1, "wl_seat", 8)
+        #expect(state.dataControlGlobal == nil)
+        try announce(2, "zwlr_data_control_manager_v1", 2)
+        #expect(state.dataControlGlobal?.1 == .wlr)
+        try announce(3, "ext_data_control_manager_v1", 1)
+        #expect(state.dataControlGlobal?.1 == .ext && state.dataControlGlobal?.0.name == 3)
+        #expect(state.seatGlobal?.name == 1)
+        _ = state.handle(WaylandMessage(object: registry, opcode: 1, arguments: [.uint(3)]))
+        #expect(state.dataControlGlobal?.1 == .wlr)
+        #expect(DataControlFlavour.ext.hasPrimarySelection(version: 1))
+        #expect(DataControlFlavour.wlr.hasPrimarySelection(version: 2) && !DataControlFlavour.wlr.hasPrimarySelection(version: 1))
+        // An ext device's events decode and act as a wlr device's.
+        let device = state.make(.device(.ext))
+        let offer: UInt32 = 0xFF00_0004
+        let stream = event(device, 0, [offer]) + event(offer, 0, stringWords("text/plain")) + event(device, 3, [offer]) + event(device, 2, [])
+        var effects: [DataControlState.Effect] = []
+        var decoder = WaylandDecoder()
+        stream.withUnsafeBytes { decoder.append($0) }
+        while let message = try decoder.next(signature: { state.signature(object: $0, opcode: $1) }) { effects += state.handle(message) }
+        #expect(effects == [.selectionChanged(.primary, offer: offer, owner: 2), .deviceFinished])
+        #expect(state.interface(of: offer) == .offer(.ext))
+        // Requests are the same bytes under either name.
+        #expect(try WaylandWire.encode(WaylandRequest.getDevice(manager: 5, id: 6, seat: 7)).bytes == event(5, 1, [6, 7]))
+        #expect(try WaylandWire.encode(WaylandRequest.destroy(5, .manager(.ext))).bytes == event(5, 2, []))
+        #expect(try WaylandWire.encode(WaylandRequest.destroy(9, .source(.ext))).bytes == event(9, 1, []))
+    }
+
+    @Test("our own selection is told apart by its exact types; another client's is numbered anew")
+    func ownership() throws {
+        var state = DataControlState()
+        let device = state.make(.device(.wlr))
+        let source = state.make(.source(.wlr))
+        state.expectOwn(.clipboard, source: source, types: [Array("text/plain".utf8), Array("text/plain".utf8)])
+        func offer(_ id: UInt32, _ types: [String]) {
+            _ = state.handle(WaylandMessage(object: device, opcode: 0, arguments: [.newID(id)]))
+            for type in types { _ = state.handle(WaylandMessage(object: id, opcode: 0, arguments: [.string(Array(type.utf8))])) }
+        }
+        // Another client's copy came first: not ours.
+        offer(0xFF00_0001, ["text/html"])
+        _ = state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0xFF00_0001)]))
+        #expect(state.owner(of: .clipboard) == 2)
+        offer(0xFF00_0002, ["text/plain"])
+        _ = state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0xFF00_0002)]))
+        #expect(state.owner(of: .clipboard) == DataControlState.ourOwner)
+        #expect(state.ownSources[.clipboard] == source)
+        _ = state.handle(WaylandMessage(object: source, opcode: 1))
+        #expect(state.ownSources[.clipboard] == nil)
+        _ = state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0)]))
+        #expect(state.owner(of: .clipboard) == nil)
+    }
+
     @Test("the socket's path: WAYLAND_DISPLAY under XDG_RUNTIME_DIR, or absolute")
     func socketPath() throws {
         #expect(try WaylandConnection.socketPath(display: "wayland-3", runtimeDirectory: "/run/user/1000") == "/run/user/1000/wayland-3")
