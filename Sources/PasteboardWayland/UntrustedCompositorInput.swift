@@ -2,8 +2,9 @@ import FoundationEssentials
 
 /// What a compositor (or anything that speaks for it) sends, run through this client's decoder
 /// and state as the connection runs them: for the fuzz target. A client with every object it
-/// makes (registry, seat, a data-control device, a source and a sync callback) reads the bytes
-/// split where their first byte says, with descriptors that are not open (-1) beside them.
+/// makes (registry 2, seat 3, manager 4, data-control device 5, source 6, sync callback 7) reads
+/// the bytes after the first, split where the first byte says (its lowest bit: wlr's or ext's
+/// flavour), with descriptors that are not open (-1) beside them.
 package enum UntrustedCompositorInput {
     package static func exercise(_ data: Data) {
         var state = DataControlState()
@@ -18,8 +19,9 @@ package enum UntrustedCompositorInput {
         _ = state.make(.source(flavour))
         _ = state.make(.callback)
         var decoder = WaylandDecoder()
-        let bytes = [UInt8](data)
-        let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        guard let control = data.first else { return }
+        let bytes = [UInt8](data.dropFirst())
+        let cut = Int(control >> 1) % (bytes.count + 1)
         for part in [bytes[..<cut], bytes[cut...]] {
             part.withUnsafeBytes { decoder.append($0) }
             do {
