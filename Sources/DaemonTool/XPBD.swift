@@ -18,7 +18,7 @@ package enum XPBD {
     enum Option {
         static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
         static let backend = OptionSpec.value(nil, "backend", "name",
-                                              "x11 or wayland: the session's clipboard to keep (default: $XPB_BACKEND, else Wayland's when WAYLAND_DISPLAY is set and DISPLAY is not, else the X display's).",
+                                              "x11 or wayland: keep only that clipboard (default: $XPB_BACKEND; else with both WAYLAND_DISPLAY and DISPLAY set, both, bridged: each one's copies reach the other; else the one that is set).",
                                               completion: .words(["x11", "wayland"]))
         static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
         static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")
@@ -262,9 +262,11 @@ package enum XPBD {
             configuration.usesWayland = true
         case "x11"?: break
         case nil:
-            // Both set (XWayland): the X display's, until xpbd bridges the two (say --backend wayland).
+            // Both set (a Wayland session with XWayland): both, bridged.
             func isSet(_ name: String) -> Bool { !(getenv(name).map { String(cString: $0) } ?? "").isEmpty }
-            configuration.usesWayland = configuration.display == nil && !configuration.isHeadless && isSet("WAYLAND_DISPLAY") && !isSet("DISPLAY")
+            let wayland = configuration.display == nil && !configuration.isHeadless && isSet("WAYLAND_DISPLAY")
+            configuration.usesWayland = wayland && !isSet("DISPLAY")
+            configuration.bridgesWayland = wayland && isSet("DISPLAY")
         case let name?: throw UsageError("--backend is '\(name)': choose x11 or wayland")
         }
         if configuration.isHeadless, configuration.usesWayland, arguments.value(Option.backend) != nil {
@@ -331,9 +333,11 @@ package enum XPBD {
         // Everything the daemon writes (history, sockets) is the user's alone.
         umask(0o077)
         signal(SIGPIPE, SIG_IGN)
-        let daemon: ClipboardDaemon
+        let daemon: any RunningDaemon
         do {
-            daemon = try ClipboardDaemon(configuration: configuration, logger: logger)
+            daemon = configuration.bridgesWayland
+                ? try ClipboardBridge(configuration: configuration, logger: logger)
+                : try ClipboardDaemon(configuration: configuration, logger: logger)
         } catch {
             logger.critical("\(error)")
             return 1

@@ -48,6 +48,9 @@ package struct DaemonConfiguration: Sendable {
     package var isHeadless = false
     /// Keep a Wayland session's clipboard (data-control) instead of an X display's.
     package var usesWayland = false
+    /// Keep both, XWayland's display and the Wayland session, and carry each one's copies to
+    /// the other (``ClipboardBridge``).
+    package var bridgesWayland = false
     /// A headless daemon with no link and no client for this long exits, in seconds (nil: never).
     package var idleExit: Double? = 3600
 

@@ -66,6 +66,13 @@ package final class WaylandConnection: @unchecked Sendable {
         receiveFDs.deallocate()
     }
 
+    /// The process at the socket's other end (SO_PEERCRED), nil when the kernel does not say.
+    package var peerPID: Int? {
+        var pid: pid_t = 0
+        guard clinux_peer_pid(fd, &pid) == 0, pid > 0 else { return nil }
+        return Int(pid)
+    }
+
     /// Starts the thread that reads events; `inline`: none, the waiting caller reads them.
     package func start(inline: Bool = false) throws {
         isInline = inline

@@ -87,6 +87,10 @@ extension WaylandPasteboardBackend {
     /// Whether the compositor carries the primary selection.
     package var hasPrimarySelection: Bool { state.withLock { $0.hasPrimary } }
 
+    /// The compositor's process (the kernel's account of the socket's other end), nil when it
+    /// does not say.
+    package var compositorPID: Int? { connection.peerPID }
+
     /// The compositor's socket, for logs and the node's name.
     package var socketPath: String { connection.path }
 }

@@ -35,8 +35,9 @@ public final class Compositor: TestSession {
             program = try which("sway")
             let config = directory + "/config"
             // The test's X clients (root) may use XWayland's display: sway's user allows them.
+            // sway sets DISPLAY for what it runs: written where the test reads it.
             let lines = xwayland
-                ? ["xwayland force", "exec xhost +si:localuser:root"]
+                ? ["xwayland force", "exec xhost +si:localuser:root", "exec echo $DISPLAY > \(directory)/display"]
                 : ["xwayland disable"]
             try (lines.joined(separator: "\n") + "\n").write(toFile: config, atomically: true, encoding: .utf8)
             _ = chown(config, 65534, 65534)
@@ -90,10 +91,10 @@ public final class Compositor: TestSession {
             }
             let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
             socket = entries.first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
-            if kind.hasXWayland, let log = try? String(contentsOfFile: directory + "/log", encoding: .utf8),
-               let range = log.range(of: "Xserver is ready") ?? log.range(of: "xwayland is ready") {
-                _ = range
-                display = Self.xDisplay(in: log)
+            if kind.hasXWayland, display == nil,
+               let number = (try? String(contentsOfFile: directory + "/display", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines),
+               number.hasPrefix(":"), Self.answers(number) {
+                display = number
             }
             if socket == nil || (kind.hasXWayland && display == nil) { usleep(10_000) }
         }
@@ -101,16 +102,16 @@ public final class Compositor: TestSession {
         xDisplay = display
     }
 
-    /// XWayland's display in sway's log (`Starting Xwayland on :N`-like lines), else the first
-    /// `DISPLAY=:N`.
-    private static func xDisplay(in log: String) -> String? {
-        for line in log.split(separator: "\n") {
-            if let range = line.range(of: "DISPLAY=:") ?? line.range(of: "on :") {
-                let digits = line[range.upperBound...].prefix { $0.isNumber }
-                if !digits.isEmpty { return ":" + digits }
-            }
-        }
-        return nil
+    /// Whether an X client gets an answer from the display (Xwayland listens before it is ready).
+    private static func answers(_ display: String) -> Bool {
+        let null = Spawner.devNull(O_RDWR)
+        defer { close(null) }
+        guard let xprop = try? which("xprop"),
+              let peer = try? Spawner.spawn(xprop, ["-display", display, "-root", "_NET_SUPPORTED"], environment: ["PATH": "/usr/bin:/bin"],
+                                            files: [0: null, 1: null, 2: null]) else { return false }
+        var status: Int32 = 0
+        waitpid(peer, &status, 0)
+        return status == 0
     }
 
     /// Clients reach the compositor, and no X display (unless sway runs XWayland).

@@ -327,3 +327,81 @@ struct WaylandSyncTests {
         #expect(eventually(timeout: 10) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "again" })
     }
 }
+
+@Suite("Wayland: xpbd bridges XWayland and the Wayland session")
+struct WaylandBridgeTests {
+    /// The daemon's change counts from its status.
+    private static func counts(_ session: any TestSession, _ home: DaemonHome, environment: [String: String]) throws -> [String: Int] {
+        let outcome = try xpb(["daemon", "status", "--json"], session, input: nil, environment: home.environment.merging(environment) { $1 })
+        let object = try JSONSerialization.jsonObject(with: outcome.output) as? [String: Any]
+        return ((object?["status"] as? [String: Any])?["changeCounts"] as? [String: Int]) ?? [:]
+    }
+
+    /// Copies on either side reach the other, CLIPBOARD and PRIMARY; one copy is one history entry
+    /// and one change on the other side; nothing loops.
+    private func checkBridge(sway: Compositor, xDisplay: String) throws {
+        let home = try DaemonHome()
+        let both = ["DISPLAY": xDisplay]
+        let daemon = try DaemonProcess(sway, home: home, environment: both)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("connected to")
+        #expect(daemon.log.contains("bridging display \(xDisplay)"), "\(daemon.log)")
+        // The X side's clients (xpb told so: WAYLAND_DISPLAY stays in the session's environment).
+        var x = sway.environment
+        x["DISPLAY"] = xDisplay
+        x["XPB_BACKEND"] = "x11"
+        func onX(_ program: String, _ arguments: [String], input: Data? = nil) throws -> Outcome {
+            try run(program, arguments, display: sway, input: input, environment: x)
+        }
+        /// xclip -i, whose serving child must not hold our pipes open.
+        func copyOnX(_ text: String, _ selection: String) throws {
+            _ = try onX("/bin/sh", ["-c", "xclip -i -selection \(selection) >/dev/null 2>&1"], input: Data(text.utf8))
+        }
+        let before = try Self.counts(sway, home, environment: both)
+
+        try copyOnX("from X", "clipboard")
+        try daemon.waitForLog("is now the copy from", count: 1)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "from X")
+        _ = try run("wl-copy", ["-t", "text/plain;charset=utf-8", "from Wayland"], display: sway)
+        try daemon.waitForLog("is now the copy from", count: 2)
+        #expect(eventually(timeout: 10) { (try? onX("xclip", ["-o", "-selection", "clipboard"]).text) == "from Wayland" })
+        try copyOnX("selected on X", "primary")
+        try daemon.waitForLog("PRIMARY is now the copy from")
+        #expect(try run("wl-paste", ["-n", "--primary"], display: sway).text == "selected on X")
+
+        // Read a few times on both sides: nothing moves any more.
+        for _ in 0..<3 {
+            #expect(try run("wl-paste", ["-n"], display: sway).text == "from Wayland")
+            #expect(try onX("xclip", ["-o", "-selection", "clipboard"]).text == "from Wayland")
+        }
+        let after = try Self.counts(sway, home, environment: both)
+        // The Wayland side: its own copy, and the X copy carried (each one change).
+        #expect(after["CLIPBOARD"].map { $0 - (before["CLIPBOARD"] ?? 0) } == 2, "\(before) → \(after)")
+        #expect(daemon.log.components(separatedBy: "is now the copy from").count - 1 == 3, "\(daemon.log)")
+        let history = try xpb(["history"], sway, home).text.split(separator: "\n")
+        #expect(history.count == 2, "one entry per copy: \(history)")
+
+        // A copy marked secret on X stays there: not carried, not kept.
+        let secret = try Peer(try xpbPath(), ["copy", "--foreground", "--sensitive"], display: sway, input: Data("hunter2".utf8),
+                              environment: x.merging(home.environment) { $1 })
+        defer { secret.stop() }
+        try daemon.waitForLog("marked secret")
+        #expect(try onX("xclip", ["-o", "-selection", "clipboard"]).text == "hunter2")
+        #expect(try run("wl-paste", ["-n"], display: sway).text != "hunter2")
+        #expect(try xpb(["history"], sway, home).text.split(separator: "\n").count == 2)
+    }
+
+    @Test("with an X display beside the compositor: each side's copies reach the other, one history entry each, no loop")
+    func besideXvfb() throws {
+        let sway = try Compositor()
+        let x = try Xvfb()
+        try checkBridge(sway: sway, xDisplay: x.display)
+    }
+
+    @Test("with the compositor's own XWayland, no X window focused: the same")
+    func withXWayland() throws {
+        let sway = try Compositor(.sway(xwayland: true))
+        let display = try #require(sway.xDisplay)
+        try checkBridge(sway: sway, xDisplay: display)
+    }
+}

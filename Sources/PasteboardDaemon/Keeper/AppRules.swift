@@ -12,6 +12,9 @@ package struct AppRules: Sendable, Equatable {
     package var noSyncApps: [String] = []
     /// Whether ``defaultSecretApps`` are secret too (`--no-default-secret-apps` turns it off).
     package var usesDefaultSecretApps = true
+    /// Processes whose copies are another bridge's (a Wayland compositor's XWayland window
+    /// manager, which owns an X selection for every Wayland copy): neither kept nor synced.
+    package var bridgeProcesses: Set<Int> = []
 
     /// Password managers, secret without any marker on their data: KeePassXC, KeePass (2, and
     /// KeeWeb), Bitwarden, 1Password, QtPass and gopass's UI, Enpass, and the password-fill
@@ -27,6 +30,7 @@ package struct AppRules: Sendable, Equatable {
     /// owner's process is unknown, a secret app named by a word of the window's title counts
     /// too ("Passwords.kdbx - KeePassXC"): an owner that cannot be known is not taken as safe.
     package func rule(for owner: SelectionOwnerInfo) -> Rule? {
+        if let pid = owner.processID, bridgeProcesses.contains(pid) { return .ignored }
         // The program an xpb owner names as the copy's maker too: `pass` through the xclip stand-in.
         let names = [owner.executableName, owner.windowInstance, owner.windowClass, owner.copiedBy?.name].compactMap { $0?.lowercased() }
         func matches(_ list: [String]) -> Bool { list.contains { names.contains($0.lowercased()) } }
