@@ -114,3 +114,24 @@ struct BridgeEchoesTests {
         #expect(echoes.changed(.general, carriedTo: .find, destinationIsOurs: true, at: 300.1) == .carry)
     }
 }
+
+@Suite("The bridge's memory of copies (the compositor's echoes)")
+struct BridgeMemoryTests {
+    @Test("a Wayland copy equal to the X copy just made, or to the Wayland copy just carried, is an echo; another is not")
+    func echoes() {
+        let memory = BridgeMemory()
+        #expect(!memory.isEcho(.general, text: Data("hello".utf8)))
+        memory.xChanged(.general)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { memory.xText(.general, Data("hello".utf8)) }
+        // Waits for the X copy's text, then compares.
+        #expect(memory.isEcho(.general, text: Data("hello".utf8)))
+        #expect(!memory.isEcho(.general, text: Data("other".utf8)))
+        #expect(!memory.isEcho(.find, text: Data("hello".utf8)))
+        memory.carried(.find, text: Data("carried".utf8))
+        #expect(memory.isEcho(.find, text: Data("carried".utf8)))
+        #expect(!memory.isEcho(.find, text: Data()))
+        // Right after the bridge took an X selection, whatever comes is the compositor's reaction.
+        memory.tookX(.general)
+        #expect(memory.isEcho(.general, text: nil))
+    }
+}

@@ -302,13 +302,14 @@ public let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathCompone
 
 /// Runs one of the toolkit peers in Tests/Peers (`gtk_clipboard.py`, `qt_clipboard.py`) with
 /// Debian's python3, which carries python3-gi and python3-pyqt5 (not a python3 earlier on PATH).
-public func toolkitPeer(_ script: String, _ arguments: [String], display: Xvfb) throws -> Peer {
+public func toolkitPeer(_ script: String, _ arguments: [String], display: any TestSession, environment: [String: String] = [:]) throws -> Peer {
     let python = "/usr/bin/python3"
     guard FileManager.default.isExecutableFile(atPath: python) else {
         throw TestFailure("\(python) is missing; the toolkit tests need Debian's python3 with python3-gi, gir1.2-gtk-3.0 and python3-pyqt5")
     }
     let path = packageRoot.appendingPathComponent("Tests/Peers/\(script)").path
-    return try Peer(python, [path] + arguments, display: display, environment: ["QT_QPA_PLATFORM": "xcb", "NO_AT_BRIDGE": "1"])
+    return try Peer(python, [path] + arguments, display: display,
+                    environment: ["QT_QPA_PLATFORM": "xcb", "NO_AT_BRIDGE": "1"].merging(environment) { $1 })
 }
 
 /// Runs a program to the end.

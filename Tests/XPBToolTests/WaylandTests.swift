@@ -404,4 +404,44 @@ struct WaylandBridgeTests {
         let display = try #require(sway.xDisplay)
         try checkBridge(sway: sway, xDisplay: display)
     }
+
+    @Test("with an X window focused, the compositor bridges too: its copies are told from copies, nothing loops, nothing is lost")
+    func besideTheCompositorsBridge() throws {
+        let sway = try Compositor(.sway(xwayland: true))
+        let display = try #require(sway.xDisplay)
+        var x = sway.environment
+        x["DISPLAY"] = display
+        x["XPB_BACKEND"] = "x11"
+        x["GDK_BACKEND"] = "x11"
+        // A GTK window on XWayland: sway focuses it, and from then on carries copies itself.
+        let window = try toolkitPeer("gtk_clipboard.py", ["set-text-window", "from the window"], display: sway, environment: x)
+        defer { window.stop() }
+        try window.waitForOutput("ready")
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home, environment: ["DISPLAY": display])
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("connected to")
+        func onX(_ program: String, _ arguments: [String]) throws -> Outcome {
+            try run(program, arguments, display: sway, environment: x)
+        }
+        _ = try onX("/bin/sh", ["-c", "printf 'copied on X' | xclip -i -selection clipboard >/dev/null 2>&1"])
+        #expect(eventually(timeout: 10) { (try? run("wl-paste", ["-n"], display: sway).text) == "copied on X" })
+        #expect(try onX("xclip", ["-o", "-selection", "clipboard"]).text == "copied on X")
+        try daemon.waitForLog("kept CLIPBOARD from window")
+        _ = try run("wl-copy", ["-t", "text/plain", "copied on Wayland"], display: sway)
+        #expect(eventually(timeout: 10) { (try? onX("xclip", ["-o", "-selection", "clipboard"]).text) == "copied on Wayland" },
+                "X: \((try? onX("xclip", ["-o", "-selection", "clipboard"]).text) ?? "?"); Wayland: \((try? run("wl-paste", ["-n"], display: sway).text) ?? "?"); \(daemon.log)")
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "copied on Wayland", "\(daemon.log)")
+        // Settled: reads on both sides change nothing, and neither bridge carries a copy back.
+        let carried = daemon.log.components(separatedBy: "is now the copy from").count
+        for _ in 0..<3 {
+            #expect(try onX("xclip", ["-o", "-selection", "clipboard"]).text == "copied on Wayland")
+            #expect(try run("wl-paste", ["-n"], display: sway).text == "copied on Wayland")
+        }
+        #expect(daemon.log.components(separatedBy: "is now the copy from").count == carried, "\(daemon.log)")
+        #expect(carried - 1 <= 2, "\(daemon.log)")
+        let history = try xpb(["history"], sway, home).text
+        #expect(history.contains("copied on X") && history.contains("copied on Wayland"), "\(history)")
+        #expect(history.components(separatedBy: "copied on").count - 1 == 2, "one entry per copy: \(history)")
+    }
 }

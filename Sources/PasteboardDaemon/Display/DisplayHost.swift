@@ -69,6 +69,10 @@ final class DisplayHost: ClipboardHost {
     let surface: any SyncSurface
     /// The daemon this host serves, from ``start(_:)`` to ``close()``.
     private let served = Mutex<ClipboardDaemon?>(nil)
+    /// In a bridge: what the Wayland side compares its copies with (set before ``connect(_:)``).
+    let bridgeMemory = Mutex<BridgeMemory?>(nil)
+    /// The bridge's reads of each X copy's text.
+    private let textReads = DispatchQueue(label: "xpbd.bridge.text")
 
     /// Connects to the display. Nothing is owned yet: see ``start(_:)``.
     init(configuration: DaemonConfiguration, logger: Logger) throws {
@@ -93,7 +97,7 @@ final class DisplayHost: ClipboardHost {
         nodeName = backend.displayName
         ourWindow = backend.window
         offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
-        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers)
+        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers, compositorClientBase: configuration.compositorClientBase)
         self.surface = surface
         surface.setHooks(SyncHooks(kept: { [weak self] name, owner in
             self?.state.withLock { $0.kept(name, from: owner) }
@@ -105,6 +109,10 @@ final class DisplayHost: ClipboardHost {
             }
         }))
     }
+
+    /// The bits of a window id that a client chooses; the rest is the X server's base for the
+    /// client (Xorg's and Xwayland's mask).
+    static let clientResourceMask: UInt = 0x1F_FFFF
 
     /// The daemon served, while it runs.
     var daemon: ClipboardDaemon? { served.withLock { $0 } }
@@ -149,10 +157,27 @@ final class DisplayHost: ClipboardHost {
         // On the X thread, as each ownership change's event is read: the previous owner's offer
         // is forgotten, and sync stamps the change before the X thread does anything else.
         let hub = daemon.hub
+        let compositor = configuration.compositorClientBase
         backend.managerPort.onOwnerChangeRead { [weak self, weak hub] change in
             self?.ownershipRead(change)
             self?.offers.ownerChanged(change.name)
-            hub?.ownerChangeRead(change)
+            if let compositor, !change.owner.isNone, change.owner.rawValue & ~Self.clientResourceMask == compositor {
+                // The compositor's bridge holds a Wayland copy here: the same copy, not a new one.
+                hub?.ownerChanged(change.name, owner: change.owner.rawValue, event: .gone)
+            } else {
+                hub?.ownerChangeRead(change)
+                if let self, let memory = self.bridgeMemory.withLock({ $0 }), change.isOurs || change.owner == self.ourWindow {
+                    memory.tookX(change.name)
+                }
+                if let self, let memory = self.bridgeMemory.withLock({ $0 }), !change.isOurs, change.owner != self.ourWindow, !change.owner.isNone {
+                    // The bridge compares the next Wayland copy with this one's text: read now.
+                    memory.xChanged(change.name)
+                    self.textReads.async {
+                        let text = try? self.backend.managerPort.capture(change.name, target: "UTF8_STRING", limit: BridgeMemory.limit)
+                        memory.xText(change.name, text?.data)
+                    }
+                }
+            }
         }
         // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
         backend.managerPort.onConnectionStop { [weak daemon] reason in

@@ -13,11 +13,14 @@ final class X11SyncSurface: SyncSurface {
     let ourWindow: X11Window
     let offers: OwnerOffers
     private let hooks = Mutex<SyncHooks?>(nil)
+    /// The compositor's bridge client on XWayland (``DaemonConfiguration/compositorClientBase``).
+    let compositorClientBase: UInt?
 
-    init(backend: X11PasteboardBackend, ourWindow: X11Window, offers: OwnerOffers) {
+    init(backend: X11PasteboardBackend, ourWindow: X11Window, offers: OwnerOffers, compositorClientBase: UInt? = nil) {
         self.backend = backend
         self.ourWindow = ourWindow
         self.offers = offers
+        self.compositorClientBase = compositorClientBase
     }
 
     /// What the surface asks of its daemon (set once, before the hub starts).
@@ -42,7 +45,13 @@ final class X11SyncSurface: SyncSurface {
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
         // Who made it, for `xpb info` here: the node and app the announce names (a peer's words,
         // shown escaped, bounded).
-        try backend.managerPort.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { precondition($0.rawValue) })
+        // What the compositor's own bridge holds on X is that Wayland copy already: taking it over
+        // would only make the compositor carry ours back to Wayland, in place of its source.
+        let compositor = compositorClientBase
+        return try backend.managerPort.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { owner in
+            if let compositor, !owner.isNone, owner.rawValue & ~DisplayHost.clientResourceMask == compositor { return false }
+            return precondition(owner.rawValue)
+        })
     }
 
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {

@@ -62,7 +62,12 @@ package final class ClipboardBridge: RunningDaemon {
         xConfiguration = xSide
         self.xLogger = xLogger
         self.xSide = Mutex(try ClipboardDaemon(configuration: xSide, logger: xLogger))
+        (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
+        (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
     }
+
+    /// What tells the compositor's echoes from copies, shared by both sides.
+    private let memory = BridgeMemory()
 
     package func start() throws {
         try wayland.start()
@@ -78,7 +83,9 @@ package final class ClipboardBridge: RunningDaemon {
                 _ = failed.run()
                 var replacing = xConfiguration
                 replacing.replace = true
+                replacing.compositorClientBase = owner.window.rawValue & ~DisplayHost.clientResourceMask
                 let fresh = try ClipboardDaemon(configuration: replacing, logger: xLogger)
+                (fresh.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
                 xSide.withLock { $0 = fresh }
                 try fresh.start()
             }

@@ -24,6 +24,8 @@ final class WaylandHost: ClipboardHost {
         var keptFrom: [Pasteboard.Name: UInt] = [:]
         /// The selections' ownerships as the last events said (nil: empty).
         var owners: [Pasteboard.Name: UInt] = [:]
+        /// Ownerships that are the compositor's echo of a copy the bridge knows (not kept).
+        var echoes: Set<UInt> = []
         var isStopped = false
     }
 
@@ -37,6 +39,9 @@ final class WaylandHost: ClipboardHost {
         uniqueKeysWithValues: [Pasteboard.Name.general, .find].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
     let surface: any SyncSurface
     private let served = Mutex<ClipboardDaemon?>(nil)
+    /// In a bridge: what tells the compositor's echoes of copies from copies (set before
+    /// ``connect(_:)``).
+    let bridgeMemory = Mutex<BridgeMemory?>(nil)
 
     init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -53,6 +58,7 @@ final class WaylandHost: ClipboardHost {
         nodeName = URL(fileURLWithPath: backend.socketPath).lastPathComponent
         let surface = WaylandSyncSurface(backend: backend)
         self.surface = surface
+        surface.isEcho = { [weak self] owner in self?.state.withLock { $0.echoes.contains(owner) } ?? false }
         surface.kept = { [weak self] name, owner in
             self?.state.withLock { state in state.keptFrom[name] == owner || owner == WaylandPasteboardBackend.ourOwner ? state.current[name] : nil }
         }
@@ -107,8 +113,24 @@ final class WaylandHost: ClipboardHost {
             } else {
                 event = .copied
             }
-            hub?.ownerChanged(name, owner: owner ?? 0, event: event)
-            self.events.async { self.selectionChanged(name, owner: owner, previous: previous) }
+            guard let memory = self.bridgeMemory.withLock({ $0 }) else {
+                hub?.ownerChanged(name, owner: owner ?? 0, event: event)
+                self.events.async { self.selectionChanged(name, owner: owner, previous: previous) }
+                return
+            }
+            // In a bridge, a new copy may be the compositor's echo: its text is read first, and
+            // every change reaches sync in order, on `events`.
+            let hub = hub
+            self.events.async {
+                var event = event
+                if event == .copied, let owner, memory.isEcho(name, text: self.text(of: name, owner: owner)) {
+                    self.state.withLock { _ = $0.echoes.insert(owner) }
+                    self.logger.info("\(SelectionNames.selection(for: name)) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
+                    event = .gone
+                }
+                hub?.ownerChanged(name, owner: owner ?? 0, event: event)
+                self.selectionChanged(name, owner: owner, previous: previous)
+            }
         }
         // The compositor gone ends the daemon (its session is over, or it crashed).
         backend.onConnectionEnd { [weak daemon] reason in
@@ -146,8 +168,16 @@ final class WaylandHost: ClipboardHost {
 
     // MARK: Keeping
 
+    /// The text an ownership's offer gives (its first text type), nil when it has none.
+    private func text(of name: Pasteboard.Name, owner: UInt) -> Data? {
+        guard let offered = backend.offeredTypes(of: name, owner: owner),
+              let type = ["text/plain;charset=utf-8", "UTF8_STRING", "text/plain"].first(where: offered.contains) else { return nil }
+        return read(name, owner: owner, type: type, limit: BridgeMemory.limit)?.data
+    }
+
     private func selectionChanged(_ name: Pasteboard.Name, owner: UInt?, previous: UInt?) {
         guard keptNames.contains(name), owner != WaylandPasteboardBackend.ourOwner else { return }
+        if let owner, state.withLock({ $0.echoes.contains(owner) }) { return }
         if let owner {
             capture(name, owner: owner)
             return
@@ -228,6 +258,8 @@ final class WaylandHost: ClipboardHost {
                 state.keptFrom[name] = owner
                 return true
             }) else { return }
+            // The bridge carries it to X: the compositor's copy of it back is an echo.
+            bridgeMemory.withLock { $0 }?.carried(name, text: snapshot.text(limit: BridgeMemory.limit).map { Data($0.utf8) })
             let elapsed = Int(Date().timeIntervalSince(started) * 1000)
             logger.info("kept \(selection) from a Wayland client: \(snapshot.targets.count) types, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some types left out: caps, timeouts or refusals)")")
             record(snapshot)

@@ -12,6 +12,8 @@ final class WaylandSyncSurface: SyncSurface, @unchecked Sendable {
     let backend: WaylandPasteboardBackend
     /// What the keeper kept of an ownership (set once, before the hub starts).
     var kept: (@Sendable (Pasteboard.Name, UInt) -> Snapshot?)?
+    /// Whether an ownership is the compositor's own bridge carrying a copy (set once).
+    var isEcho: (@Sendable (UInt) -> Bool)?
 
     init(backend: WaylandPasteboardBackend) {
         self.backend = backend
@@ -24,7 +26,13 @@ final class WaylandSyncSurface: SyncSurface, @unchecked Sendable {
     }
 
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
-        try backend.proxy(name, targets: targets, if: { precondition($0 ?? 0) })
+        // The compositor's bridge shows that copy here already: replacing it would only make the
+        // compositor carry ours back.
+        let isEcho = self.isEcho
+        return try backend.proxy(name, targets: targets, if: { owner in
+            if let owner, isEcho?(owner) == true { return false }
+            return precondition(owner ?? 0)
+        })
     }
 
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {

@@ -1,0 +1,86 @@
+import Dispatch
+import FoundationEssentials
+import PasteboardKit
+import Synchronization
+
+/// What the bridge remembers of the last copies on each side, to tell a copy the compositor's
+/// own bridge made (an echo) from one a person made. While an X window has the focus, a wlroots
+/// compositor carries every X copy to Wayland itself, and every X selection change (ours too) as
+/// well: without this, the two bridges would carry one copy back and forth for ever.
+///
+/// A new Wayland copy is an echo when its text is the text of the X copy made just before it
+/// (the compositor carried it from X), or of the Wayland copy the bridge carried to X just before
+/// (the compositor carried it back), or when it comes right after the bridge took an X
+/// selection (the compositor reacting to that). The X side reads each X copy's text as its change
+/// is read, without the keeper's debounce; a Wayland copy that follows an X change waits a little
+/// for it.
+final class BridgeMemory: Sendable {
+    /// How long after a copy an equal one on the other side counts as its echo.
+    static let window = 2.0
+    /// How long a Wayland copy waits for the text of an X change just before it.
+    static let wait = 0.5
+    /// The most text compared.
+    static let limit = 1 << 20
+
+    private struct Copy {
+        let time: Date
+        var text: Data?
+        var isRead: Bool
+    }
+
+    private struct State {
+        var x: [Pasteboard.Name: Copy] = [:]
+        var carried: [Pasteboard.Name: Copy] = [:]
+        /// When the bridge last took an X selection (to serve a Wayland copy there).
+        var tookX: [Pasteboard.Name: Date] = [:]
+    }
+
+    /// How soon after the bridge took an X selection a new Wayland copy is the compositor's
+    /// reaction to it, whatever it holds (a source whose reads fail has no text to compare).
+    static let reaction = 0.5
+
+    private let state = Mutex(State())
+    private let changed = DispatchSemaphore(value: 0)
+
+    /// An X client (not the compositor, not the bridge) took `name`; its text follows.
+    func xChanged(_ name: Pasteboard.Name) {
+        state.withLock { $0.x[name] = Copy(time: Date(), text: nil, isRead: false) }
+    }
+
+    /// The text of the X copy whose change was noted last (nil: it has none).
+    func xText(_ name: Pasteboard.Name, _ text: Data?) {
+        state.withLock { state in
+            guard state.x[name]?.isRead == false else { return }
+            state.x[name]?.text = text
+            state.x[name]?.isRead = true
+        }
+        changed.signal()
+    }
+
+    /// The bridge took `name` on X.
+    func tookX(_ name: Pasteboard.Name) {
+        state.withLock { $0.tookX[name] = Date() }
+    }
+
+    /// A Wayland copy the bridge carries to X (its text as kept).
+    func carried(_ name: Pasteboard.Name, text: Data?) {
+        state.withLock { $0.carried[name] = Copy(time: Date(), text: text, isRead: true) }
+    }
+
+    /// Whether a new Wayland copy of `text` is the compositor's echo of a copy made just before.
+    func isEcho(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Bool {
+        if let took = state.withLock({ $0.tookX[name] }), Date().timeIntervalSince(took) < Self.reaction { return true }
+        guard let text = text(), !text.isEmpty else { return false }
+        let deadline = Date().addingTimeInterval(Self.wait)
+        while true {
+            let (echo, waiting) = state.withLock { state -> (Bool, Bool) in
+                let now = Date()
+                if let carried = state.carried[name], now.timeIntervalSince(carried.time) < Self.window, carried.text == text { return (true, false) }
+                guard let x = state.x[name], now.timeIntervalSince(x.time) < Self.window else { return (false, false) }
+                return x.isRead ? (x.text == text, false) : (false, true)
+            }
+            guard waiting, Date() < deadline else { return echo }
+            _ = changed.wait(timeout: .now() + 0.05)
+        }
+    }
+}
