@@ -119,10 +119,11 @@ struct BridgeEchoesTests {
 struct BridgeMemoryTests {
     @Test("a Wayland copy equal to the X copy just made, or to the Wayland copy just carried, is an echo; another is not")
     func echoes() {
-        let memory = BridgeMemory()
+        // A wait long enough for any load: the text comes from another thread.
+        let memory = BridgeMemory(wait: 60)
         #expect(!memory.isEcho(.general, text: Data("hello".utf8)))
         memory.xChanged(.general)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { memory.xText(.general, Data("hello".utf8)) }
+        DispatchQueue.global().async { memory.xText(.general, Data("hello".utf8)) }
         // Waits for the X copy's text, then compares.
         #expect(memory.isEcho(.general, text: Data("hello".utf8)))
         #expect(!memory.isEcho(.general, text: Data("other".utf8)))
@@ -133,5 +134,10 @@ struct BridgeMemoryTests {
         // Right after the bridge took an X selection, whatever comes is the compositor's reaction.
         memory.tookX(.general)
         #expect(memory.isEcho(.general, text: nil))
+        // A secret X copy: what follows is its echo, secret, whatever its text.
+        let secrets = BridgeMemory(wait: 60)
+        secrets.xChanged(.find)
+        DispatchQueue.global().async { secrets.xSecret(.find) }
+        #expect(secrets.kind(.find, text: Data("anything".utf8)) == .secretEcho)
     }
 }

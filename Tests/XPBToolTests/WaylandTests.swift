@@ -443,5 +443,14 @@ struct WaylandBridgeTests {
         let history = try xpb(["history"], sway, home).text
         #expect(history.contains("copied on X") && history.contains("copied on Wayland"), "\(history)")
         #expect(history.components(separatedBy: "copied on").count - 1 == 2, "one entry per copy: \(history)")
+
+        // A copy marked secret on X: the compositor carries it without its mark (wlroots keeps
+        // only text/plain types); the bridge knows it all the same: kept nowhere.
+        let secret = try Peer(try xpbPath(), ["copy", "--foreground", "--sensitive"], display: sway, input: Data("hunter2".utf8),
+                              environment: x.merging(home.environment) { $1 })
+        defer { secret.stop() }
+        try daemon.waitForLog("without its mark")
+        #expect(eventually(timeout: 10) { (try? run("wl-paste", ["-n"], display: sway).text) == "hunter2" })
+        #expect(!(try xpb(["history"], sway, home).text.contains("hunter2")))
     }
 }

@@ -173,6 +173,11 @@ final class DisplayHost: ClipboardHost {
                     // The bridge compares the next Wayland copy with this one's text: read now.
                     memory.xChanged(change.name)
                     self.textReads.async {
+                        // A copy marked secret is never read: only noted.
+                        if KeepPolicy.isSecret((try? self.backend.targets(of: change.name)) ?? []) {
+                            memory.xSecret(change.name)
+                            return
+                        }
                         let text = try? self.backend.managerPort.capture(change.name, target: "UTF8_STRING", limit: BridgeMemory.limit)
                         memory.xText(change.name, text?.data)
                     }

@@ -26,6 +26,18 @@ final class BridgeMemory: Sendable {
         let time: Date
         var text: Data?
         var isRead: Bool
+        /// Marked secret on its side: its text is never read.
+        var isSecret = false
+    }
+
+    /// What a new Wayland copy is.
+    enum Kind: Equatable {
+        /// A copy made on Wayland.
+        case copy
+        /// The compositor carrying a copy the bridge knows.
+        case echo
+        /// The compositor carrying an X copy marked secret (wlroots drops the mark on the way).
+        case secretEcho
     }
 
     private struct State {
@@ -41,10 +53,27 @@ final class BridgeMemory: Sendable {
 
     private let state = Mutex(State())
     private let changed = DispatchSemaphore(value: 0)
+    /// How long a Wayland copy waits for the text of an X change just before it (``wait``).
+    private let waitLimit: Double
+
+    init(wait: Double = BridgeMemory.wait) {
+        waitLimit = wait
+    }
 
     /// An X client (not the compositor, not the bridge) took `name`; its text follows.
     func xChanged(_ name: Pasteboard.Name) {
         state.withLock { $0.x[name] = Copy(time: Date(), text: nil, isRead: false) }
+    }
+
+    /// The X copy whose change was noted last is marked secret: its text is not read, and what the
+    /// compositor carries of it to Wayland is secret too.
+    func xSecret(_ name: Pasteboard.Name) {
+        state.withLock { state in
+            guard state.x[name]?.isRead == false else { return }
+            state.x[name]?.isSecret = true
+            state.x[name]?.isRead = true
+        }
+        changed.signal()
     }
 
     /// The text of the X copy whose change was noted last (nil: it has none).
@@ -67,20 +96,32 @@ final class BridgeMemory: Sendable {
         state.withLock { $0.carried[name] = Copy(time: Date(), text: text, isRead: true) }
     }
 
-    /// Whether a new Wayland copy of `text` is the compositor's echo of a copy made just before.
-    func isEcho(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Bool {
-        if let took = state.withLock({ $0.tookX[name] }), Date().timeIntervalSince(took) < Self.reaction { return true }
-        guard let text = text(), !text.isEmpty else { return false }
-        let deadline = Date().addingTimeInterval(Self.wait)
+    /// What a new Wayland copy of `text` is: the compositor's echo of a copy made just before, or
+    /// a copy.
+    func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
+        if let took = state.withLock({ $0.tookX[name] }), Date().timeIntervalSince(took) < Self.reaction { return .echo }
+        // A secret X copy's echo is told by its time alone (its text is not read).
+        let deadline = Date().addingTimeInterval(waitLimit)
         while true {
-            let (echo, waiting) = state.withLock { state -> (Bool, Bool) in
-                let now = Date()
-                if let carried = state.carried[name], now.timeIntervalSince(carried.time) < Self.window, carried.text == text { return (true, false) }
-                guard let x = state.x[name], now.timeIntervalSince(x.time) < Self.window else { return (false, false) }
-                return x.isRead ? (x.text == text, false) : (false, true)
+            let (secret, waiting) = state.withLock { state -> (Bool, Bool) in
+                guard let x = state.x[name], Date().timeIntervalSince(x.time) < Self.window else { return (false, false) }
+                return (x.isSecret, !x.isRead)
             }
-            guard waiting, Date() < deadline else { return echo }
+            if secret { return .secretEcho }
+            guard waiting, Date() < deadline else { break }
             _ = changed.wait(timeout: .now() + 0.05)
         }
+        guard let text = text(), !text.isEmpty else { return .copy }
+        return state.withLock { state -> Kind in
+            let now = Date()
+            if let carried = state.carried[name], now.timeIntervalSince(carried.time) < Self.window, carried.text == text { return .echo }
+            if let x = state.x[name], now.timeIntervalSince(x.time) < Self.window, x.isRead, x.text == text { return .echo }
+            return .copy
+        }
+    }
+
+    /// Whether a new Wayland copy is the compositor's echo (secret or not).
+    func isEcho(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Bool {
+        kind(name, text: text()) != .copy
     }
 }

@@ -123,10 +123,18 @@ final class WaylandHost: ClipboardHost {
             let hub = hub
             self.events.async {
                 var event = event
-                if event == .copied, let owner, memory.isEcho(name, text: self.text(of: name, owner: owner)) {
-                    self.state.withLock { _ = $0.echoes.insert(owner) }
-                    self.logger.info("\(SelectionNames.selection(for: name)) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
-                    event = .gone
+                if event == .copied, let owner {
+                    let kind = memory.kind(name, text: self.text(of: name, owner: owner))
+                    if kind != .copy {
+                        self.state.withLock { _ = $0.echoes.insert(owner) }
+                        event = .gone
+                    }
+                    let selection = SelectionNames.selection(for: name)
+                    if kind == .echo {
+                        self.logger.info("\(selection) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
+                    } else if kind == .secretEcho {
+                        self.logger.info("\(selection) is the compositor's own bridge carrying an X copy marked secret, without its mark: secret here too, not kept, not carried")
+                    }
                 }
                 hub?.ownerChanged(name, owner: owner ?? 0, event: event)
                 self.selectionChanged(name, owner: owner, previous: previous)
