@@ -36,6 +36,43 @@ public protocol StreamingPasteboardBackend: PasteboardBackend {
     func close(handOff: Bool) -> Bool
 }
 
+extension StreamingPasteboardBackend {
+    /// One representation's bytes, read whole through ``stream(of:item:limit:likely:choosing:file:bytes:)``;
+    /// nil when the item lacks the type.
+    public func streamedData(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Data? {
+        var data = Data()
+        let found: Bool
+        do {
+            found = try stream(of: name, item: item, limit: nil, likely: type, choosing: { types in
+                guard let types, types.indices.contains(item), types[item].contains(type) else { throw AbsentType() }
+                return type
+            }, file: { data.append(try $0.read(offset: 0, length: $0.size)) }, bytes: { data.append($0) })
+        } catch is AbsentType {
+            return nil
+        }
+        return found ? data : nil
+    }
+
+    /// The items of a pasteboard whose bytes live elsewhere: each representation read when asked.
+    public func streamedItems(of name: Pasteboard.Name) throws -> [PasteboardItem] {
+        try (itemTypesIfOwned(of: name) ?? []).enumerated().map { index, types in
+            var item = PasteboardItem()
+            for type in types {
+                item.setProvider(for: type) { [self] in
+                    guard let data = try? self.streamedData(of: name, item: index, type: type) else {
+                        throw PasteboardError.backendFailure("the pasteboard no longer offers \(type)")
+                    }
+                    return data
+                }
+            }
+            return item
+        }
+    }
+}
+
+/// A type the item does not have: no data, not an error.
+private struct AbsentType: Error {}
+
 /// A streaming backend whose copies live in this process until another client takes the
 /// selection (an X display, a Wayland compositor): `xpb copy`'s background owner serves through
 /// it, counts pastes and waits for the selection to go.

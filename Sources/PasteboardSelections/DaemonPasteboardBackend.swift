@@ -237,30 +237,11 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
     }
 
     public func data(of name: Pasteboard.Name, item: Int, type: PasteboardType) throws -> Data? {
-        var data = Data()
-        let found = try stream(of: name, item: item, limit: nil, likely: type, choosing: { types in
-            guard let types, types.indices.contains(item), types[item].contains(type) else { throw Absent() }
-            return type
-        }, file: { data.append(try $0.read(offset: 0, length: $0.size)) }, bytes: { data.append($0) })
-        return found ? data : nil
+        try streamedData(of: name, item: item, type: type)
     }
 
-    /// A type the item does not have: no data, not an error.
-    private struct Absent: Error {}
-
     public func items(of name: Pasteboard.Name) throws -> [PasteboardItem] {
-        try itemTypes(of: name).enumerated().map { index, types in
-            var item = PasteboardItem()
-            for type in types {
-                item.setProvider(for: type) { [self] in
-                    guard let data = try? self.data(of: name, item: index, type: type) else {
-                        throw PasteboardError.backendFailure("the pasteboard no longer offers \(type)")
-                    }
-                    return data
-                }
-            }
-            return item
-        }
+        try streamedItems(of: name)
     }
 
     /// The options of a copy held by the daemon are its own (it drops an expired copy itself):
