@@ -1,6 +1,7 @@
 import CommandLineTable
 import FoundationEssentials
 import PasteboardKit
+import PasteboardWire
 
 struct ClearCommand: Command {
     static let spec = CommandSpec(
@@ -15,6 +16,13 @@ struct ClearCommand: Command {
     }
 
     func run() throws {
+        // On Wayland an emptied clipboard looks the same as a source that went, which the
+        // session's xpbd fills again with what it kept: it is told that this clear is one.
+        if selection.host == .wayland, let client = try? DaemonAccess.client(display: nil, timeout: 2) {
+            var client = client
+            defer { client.close() }
+            if case .done = try client.send(.clearPasteboard(pasteboard: selection.selection)) { return }
+        }
         let backend = try selection.connect()
         defer { backend.close(handOff: false) }
         try backend.clear(selection.name)

@@ -478,6 +478,11 @@ struct WaylandDaemonRulesTests {
         // xpb info on Wayland: the owner is named only when it is this process; here, xpbd's copy.
         let info = try xpb(["info"], sway, home).text
         #expect(info.contains("owner: unknown"), "\(info)")
+        // xpb clear tells xpbd: an emptied clipboard that is a clear is not filled again.
+        #expect(try xpb(["clear"], sway, home).status == 0)
+        try daemon.waitForLog("cleared on request")
+        #expect(try xpb(["paste"], sway, home).status == 2)
+        #expect(!daemon.log.contains("emptied (its source went"), "\(daemon.log)")
     }
 
     @Test("the xsel stand-in reads and writes the Wayland clipboard and primary selection")

@@ -26,6 +26,8 @@ final class WaylandHost: ClipboardHost {
         var owners: [Pasteboard.Name: UInt] = [:]
         /// Ownerships that are the compositor's echo of a copy the bridge knows (not kept).
         var echoes: Set<UInt> = []
+        /// Selections a client asked xpbd to clear: their next emptying is a clear, not a source gone.
+        var clearing: Set<Pasteboard.Name> = []
         var isStopped = false
     }
 
@@ -108,8 +110,9 @@ final class WaylandHost: ClipboardHost {
             if owner == WaylandPasteboardBackend.ourOwner {
                 event = .ours
             } else if owner == nil {
-                // A source whose client went, or a clear: data-control says the same for both.
-                event = .gone
+                // A source whose client went, or a clear: data-control says the same for both;
+                // xpb clear tells xpbd first.
+                event = self.state.withLock { $0.clearing.remove(name) != nil } ? .cleared : .gone
             } else {
                 event = .copied
             }
@@ -152,7 +155,23 @@ final class WaylandHost: ClipboardHost {
     }
 
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
-        .failure(ControlFailure("this xpbd keeps the Wayland session at \(backend.socketPath): ask the compositor for its selections (xpb does)"))
+        guard case let .clearPasteboard(selection) = request, let name = SelectionNames.pasteboard(forSelection: selection),
+              name == .general || name == .find else {
+            return .failure(ControlFailure("this xpbd keeps the Wayland session at \(backend.socketPath): ask the compositor for its selections (xpb does)"))
+        }
+        // A deliberate clear (xpb clear): not a source that went, so nothing is brought back.
+        state.withLock { state in
+            state.current.removeValue(forKey: name)
+            state.keptFrom.removeValue(forKey: name)
+            if backend.currentOwner(of: name) != nil { state.clearing.insert(name) }
+        }
+        do {
+            _ = try backend.clear(name, if: { _ in true })
+        } catch {
+            return .failure(ControlFailure("\(selection) could not be cleared: \(error)"))
+        }
+        logger.info("\(selection) cleared on request: not brought back")
+        return .success(.reply(.done("\(selection) cleared")))
     }
 
     func changeCounts() -> [String: Int] {
