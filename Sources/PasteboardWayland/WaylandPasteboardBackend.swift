@@ -243,8 +243,6 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
     }
 
-    /// Writes all of `data`, waiting at most `timeout` for the reader each time it stalls; false
-    /// when the reader went or stalled.
     /// Sends a file's bytes with sendfile (the kernel copies them); false when the reader went,
     /// stalled, or the file was cut short.
     private static func send(_ file: FileContents, to fd: Int32, timeout: Double) -> Bool {
@@ -280,6 +278,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
     }
 
+    /// Writes all of `data`, waiting at most `timeout` for the reader each time it stalls; false
+    /// when the reader went or stalled.
     private static func writeAll(_ data: Data, to fd: Int32, timeout: Double) -> Bool {
         data.withUnsafeBytes { raw in
             var offset = 0
