@@ -28,6 +28,10 @@ let package = Package(
         .systemLibrary(name: "CLinux", path: "Modules/CLinux"),
         // SQLite's C API (Debian's libsqlite3-dev), for the daemon's history.
         .systemLibrary(name: "CSQLite", path: "Modules/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // libdbus-1, D-Bus's reference implementation (Debian's libdbus-1-dev), for xpbd's session
+        // bus service; CDBusGlue gives its static archive the two libsystemd calls it names.
+        .systemLibrary(name: "CDBus", path: "Modules/CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .target(name: "CDBusGlue"),
         // SHA-256 from libcrypto (Debian's libssl-dev), for the daemon's content-addressed files.
         .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
         // The event queue, owned by XCB and read one decoded event at a time (Xlib internals and
@@ -73,6 +77,7 @@ let package = Package(
         // The daemon's logic as a library: clipboard manager, keeper, history store, control server.
         .target(name: "PasteboardDaemon", dependencies: [
             "PasteboardKit", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            "CDBus", "CDBusGlue",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // xpbd's command line (options, configuration file, logging, signals), thin over

@@ -17,6 +17,7 @@ package enum XPBD {
     /// look-up can only name a declared option.
     enum Option {
         static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
+        static let noDBusKlipper = OptionSpec.flag(nil, "no-dbus-klipper", "Do not offer Klipper's D-Bus interface (org.kde.klipper /klipper) on the session bus; by default xpbd offers it where no real Klipper has the name, so that pass, gopass and scripts that call Klipper reach xpbd.")
         static let backend = OptionSpec.value(nil, "backend", "name",
                                               "x11 or wayland: keep only that clipboard (default: $XPB_BACKEND; else with both WAYLAND_DISPLAY and DISPLAY set, both, bridged: each one's copies reach the other; else the one that is set).",
                                               completion: .words(["x11", "wayland"]))
@@ -83,6 +84,7 @@ package enum XPBD {
         options: [
             Option.display,
             Option.backend,
+            Option.noDBusKlipper,
             Option.replace,
             Option.primary,
             Option.keep,
@@ -255,6 +257,7 @@ package enum XPBD {
             throw UsageError("--on-copy-type and --on-copy-app filter --on-copy, which is not given")
         }
         configuration.isHeadless = arguments.flag(Option.headless)
+        configuration.offersKlipper = !arguments.flag(Option.noDBusKlipper)
         let backend = arguments.value(Option.backend) ?? getenv("XPB_BACKEND").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
         switch backend?.lowercased() {
         case "wayland"?:

@@ -31,6 +31,8 @@ package final class ClipboardDaemon: Sendable {
     let socketPath: String
     let startedAt = Date()
     private let control = Mutex<ControlServer?>(nil)
+    /// Klipper's D-Bus interface, while it is offered.
+    let klipper = Mutex<KlipperService?>(nil)
     /// The full history listing's encoded reply and the history version it lists.
     let listing = Mutex<(version: HistoryStore.ListingVersion, payload: Data)?>(nil)
     /// Counts history writes, so that a burst of them encodes the listing ahead once
@@ -110,6 +112,7 @@ package final class ClipboardDaemon: Sendable {
         })
         control.withLock { $0 = server }
         logger.info("listening on \(socketPath)")
+        if configuration.offersKlipper { klipper.withLock { $0 = KlipperService.start(for: self, logger: logger) } }
         host.connect(self)
         hub.start()
         startIdleClock()
@@ -123,6 +126,10 @@ package final class ClipboardDaemon: Sendable {
         // In order: the sync links, then the control socket and its clients, then the history
         // writes under way; the history is checkpointed.
         hub.stop()
+        klipper.withLock { service in
+            service?.stop()
+            service = nil
+        }
         control.withLock { server in
             server?.stop()
             server = nil

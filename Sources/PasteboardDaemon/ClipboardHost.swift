@@ -33,6 +33,8 @@ protocol ClipboardHost: AnyObject, Sendable {
     func connect(_ daemon: ClipboardDaemon)
     /// Serves a history entry selected again.
     func serveSelected(_ snapshot: Snapshot) throws
+    /// Empties a selection on purpose (a D-Bus caller's clear): nothing kept of it is brought back.
+    func clearSelection(_ name: Pasteboard.Name) throws
     /// The requests about the pasteboards themselves (`offer`, `read`, `write`, `clearPasteboard`,
     /// `watch`); may talk on the client's connection before it returns.
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure>

@@ -51,6 +51,8 @@ package struct DaemonConfiguration: Sendable {
     /// Keep both, XWayland's display and the Wayland session, and carry each one's copies to
     /// the other (``ClipboardBridge``).
     package var bridgesWayland = false
+    /// Offer Klipper's D-Bus interface on the session bus where the name is free.
+    package var offersKlipper = true
     /// The X client of the compositor's own bridge (its XWayland window manager), by the base of
     /// its window ids: a selection it owns holds a Wayland copy the bridge carries already, so it
     /// is no change of contents (neither kept nor announced, nor a withdrawal of what is).

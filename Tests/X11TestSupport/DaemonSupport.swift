@@ -34,8 +34,9 @@ public final class DaemonHome: Sendable {
     /// XDG_STATE_HOME, XDG_CACHE_HOME, XDG_CONFIG_HOME and XDG_RUNTIME_DIR pointing here: for
     /// xpbd and for xpb's client alike.
     public var environment: [String: String] {
+        // No session bus but a test's own (SessionBus): xpbd would take Klipper's name on the user's.
         ["XDG_STATE_HOME": stateDirectory.path, "XDG_CACHE_HOME": cacheDirectory.path, "XDG_CONFIG_HOME": configDirectory.path,
-         "XDG_RUNTIME_DIR": runtimeDirectory.path]
+         "XDG_RUNTIME_DIR": runtimeDirectory.path, "DBUS_SESSION_BUS_ADDRESS": ""]
     }
 
     /// Writes `xpbd.conf` under ``configDirectory``.

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import PasteboardKit
+import PasteboardSelections
 import PasteboardWire
 
 /// Answers to `xpb` on the control socket.
@@ -24,6 +25,7 @@ extension ClipboardDaemon {
         case .history, .historyPage, .select, .delete, .clear, .clearAll, .pin:
             do {
                 let answer = try HistoryRequests.answer(request, store: store) { try host.serveSelected($0) }
+                if case .history = request {} else if case .historyPage = request {} else { historyChanged() }
                 return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
             } catch {
                 return .failure(ControlFailure("\(error)"))
@@ -33,11 +35,35 @@ extension ClipboardDaemon {
         }
     }
 
+    /// The history changed outside the record pipeline (a request): its listing and watchers learn it.
+    func historyChanged() {
+        encodeListingSoon()
+    }
+
+    /// A copy of `text` made by a D-Bus caller (Klipper's `setClipboardContents`): served on
+    /// CLIPBOARD as a history entry selected again is, and kept in the history.
+    func setClipboardText(_ text: String) throws {
+        let data = Data(text.utf8)
+        guard data.count <= KlipperService.maxText else {
+            throw ControlFailure("the text is \(data.count) bytes, more than the \(KlipperService.maxText) setClipboardContents takes")
+        }
+        let captured = ["UTF8_STRING", "text/plain;charset=utf-8"].map { CapturedTarget(target: $0, type: $0, data: data) }
+        guard var snapshot = Snapshot(.general, advertised: ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"],
+                                      captured: captured, cap: configuration.maxSnapshotBytes) else {
+            throw ControlFailure("the text could not be held")
+        }
+        snapshot.source = "D-Bus"
+        snapshot.app = "D-Bus (setClipboardContents)"
+        try host.serveSelected(snapshot)
+        record(snapshot)
+    }
+
     /// Encodes the full listing again a moment after the history was written (a copy kept, the
     /// oldest entry evicted), on the storage queue: the first `xpb history` after a copy finds it
     /// ready instead of waiting for the daemon's half of the work (11 of 22 ms for 1000
     /// entries). A burst of copies encodes it once, after the last.
     func encodeListingSoon() {
+        klipper.withLock { $0 }?.historyUpdated()
         let write = listingWrites.withLock { count -> Int in
             count += 1
             return count

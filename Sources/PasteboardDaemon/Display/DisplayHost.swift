@@ -191,6 +191,12 @@ final class DisplayHost: ClipboardHost {
         if !backend.isConnected { daemon.finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server") }
     }
 
+    func clearSelection(_ name: Pasteboard.Name) throws {
+        // Kept contents are dropped first: the clear (a SetSelectionOwner to None) is not a gone owner.
+        state.withLock { _ = $0.current.removeValue(forKey: name) }
+        try backend.clear(name)
+    }
+
     func serveSelected(_ snapshot: Snapshot) throws {
         try serve(snapshot)
         daemon?.hub.selectedFromHistory(snapshot.selection)

@@ -64,6 +64,10 @@ final class MemoryHost: ClipboardHost {
 
     func connect(_ daemon: ClipboardDaemon) {}
 
+    func clearSelection(_ name: Pasteboard.Name) throws {
+        clipboard.clearForClient(SelectionNames.selection(for: name))
+    }
+
     func serveSelected(_ snapshot: Snapshot) throws {
         // Served from memory as the desktop serves it on X; a copy made here again.
         let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))

@@ -149,6 +149,11 @@ final class WaylandHost: ClipboardHost {
         }
     }
 
+    func clearSelection(_ name: Pasteboard.Name) throws {
+        var channel = FrameChannel(fd: -1)
+        if case let .failure(failure) = answer(.clearPasteboard(pasteboard: SelectionNames.selection(for: name)), on: &channel) { throw failure }
+    }
+
     func serveSelected(_ snapshot: Snapshot) throws {
         try serve(snapshot, ifEmpty: false)
         daemon?.hub.selectedFromHistory(snapshot.selection)
