@@ -120,7 +120,7 @@ struct BridgeMemoryTests {
     @Test("a Wayland copy equal to the X copy just made, or to the Wayland copy just carried, is an echo; another is not")
     func echoes() {
         // A wait long enough for any load: the text comes from another thread.
-        let memory = BridgeMemory(wait: 60)
+        let memory = BridgeMemory(wait: 60, settle: 0)
         #expect(!memory.isEcho(.general, text: Data("hello".utf8)))
         memory.xChanged(.general)
         DispatchQueue.global().async { memory.xText(.general, Data("hello".utf8)) }
@@ -135,7 +135,7 @@ struct BridgeMemoryTests {
         memory.tookX(.general)
         #expect(memory.isEcho(.general, text: nil))
         // A secret X copy: what follows is its echo, secret, whatever its text.
-        let secrets = BridgeMemory(wait: 60)
+        let secrets = BridgeMemory(wait: 60, settle: 0)
         secrets.xChanged(.find)
         DispatchQueue.global().async { secrets.xSecret(.find) }
         #expect(secrets.kind(.find, text: Data("anything".utf8)) == .secretEcho)

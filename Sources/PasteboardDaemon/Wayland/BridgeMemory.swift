@@ -17,8 +17,12 @@ import Synchronization
 final class BridgeMemory: Sendable {
     /// How long after a copy an equal one on the other side counts as its echo.
     static let window = 2.0
-    /// How long a Wayland copy waits for the text of an X change just before it.
-    static let wait = 0.5
+    /// How long a Wayland copy waits for the text of an X change just before it (a read of the
+    /// X owner, which a loaded machine can make slow).
+    static let wait = 2.0
+    /// How long a Wayland copy waits for an X change to be read at all: under load the compositor
+    /// can carry an X copy to Wayland before the bridge's X side has read that X copy's event.
+    static let settle = 0.3
     /// The most text compared.
     static let limit = 1 << 20
 
@@ -56,13 +60,17 @@ final class BridgeMemory: Sendable {
     /// How long a Wayland copy waits for the text of an X change just before it (``wait``).
     private let waitLimit: Double
 
-    init(wait: Double = BridgeMemory.wait) {
+    private let settleLimit: Double
+
+    init(wait: Double = BridgeMemory.wait, settle: Double = BridgeMemory.settle) {
         waitLimit = wait
+        settleLimit = settle
     }
 
     /// An X client (not the compositor, not the bridge) took `name`; its text follows.
     func xChanged(_ name: Pasteboard.Name) {
         state.withLock { $0.x[name] = Copy(time: Date(), text: nil, isRead: false) }
+        changed.signal()
     }
 
     /// The X copy whose change was noted last is marked secret: its text is not read, and what the
@@ -100,16 +108,20 @@ final class BridgeMemory: Sendable {
     /// a copy.
     func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
         if let took = state.withLock({ $0.tookX[name] }), Date().timeIntervalSince(took) < Self.reaction { return .echo }
-        // A secret X copy's echo is told by its time alone (its text is not read).
-        let deadline = Date().addingTimeInterval(waitLimit)
+        // A secret X copy's echo is told by its time alone (its text is not read). With no X
+        // change read yet, one may be on its way: a moment is given for it.
+        let started = Date()
+        let deadline = started.addingTimeInterval(waitLimit)
         while true {
             let (secret, waiting) = state.withLock { state -> (Bool, Bool) in
-                guard let x = state.x[name], Date().timeIntervalSince(x.time) < Self.window else { return (false, false) }
+                guard let x = state.x[name], Date().timeIntervalSince(x.time) < Self.window else {
+                    return (false, Date().timeIntervalSince(started) < settleLimit)
+                }
                 return (x.isSecret, !x.isRead)
             }
             if secret { return .secretEcho }
             guard waiting, Date() < deadline else { break }
-            _ = changed.wait(timeout: .now() + 0.05)
+            _ = changed.wait(timeout: .now() + 0.02)
         }
         guard let text = text(), !text.isEmpty else { return .copy }
         return state.withLock { state -> Kind in
