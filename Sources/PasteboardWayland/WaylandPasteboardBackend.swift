@@ -490,11 +490,24 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     /// Empties the selection, whoever holds it (data-control may set no source).
+    ///
+    /// A selection this process holds is given up by destroying its source: the compositor
+    /// empties the selection only if that source is still it. A `set_selection(null)` would also
+    /// empty a newer copy that another client made meanwhile (an owner giving up after
+    /// `--paste-once` emptied the next copy, when the two crossed).
     public func clear(_ name: Pasteboard.Name) throws {
         let selection = try selection(name)
         let device = connection.withState { $0.device ?? 0 }
         do {
-            try connection.send(WaylandRequest.setSelection(device: device, source: nil, primary: selection == .primary))
+            if let source = state.withLock({ state -> UInt32? in
+                guard let source = state.ours.removeValue(forKey: selection) else { return nil }
+                state.held[source] = nil
+                return source
+            }) {
+                connection.destroy(source)
+            } else {
+                try connection.send(WaylandRequest.setSelection(device: device, source: nil, primary: selection == .primary))
+            }
             try connection.roundtrip(timeout: configuration.readTimeout)
         } catch {
             throw PasteboardError.backendFailure("\(error)")
