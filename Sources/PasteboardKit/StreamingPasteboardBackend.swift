@@ -53,6 +53,17 @@ extension StreamingPasteboardBackend {
         return found ? data : nil
     }
 
+    /// The current items with their bytes read now, then `items`, as new contents (`addItems`
+    /// of a backend whose bytes live elsewhere).
+    public func addStreamedItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws {
+        let current = try self.items(of: name).map { item -> PasteboardItem in
+            var copy = PasteboardItem()
+            for type in item.types { copy.setData(try item.data(for: type) ?? Data(), for: type) }
+            return copy
+        }
+        try setItems(current + items, options: options(of: name), on: name)
+    }
+
     /// The items of a pasteboard whose bytes live elsewhere: each representation read when asked.
     public func streamedItems(of name: Pasteboard.Name) throws -> [PasteboardItem] {
         try (itemTypesIfOwned(of: name) ?? []).enumerated().map { index, types in

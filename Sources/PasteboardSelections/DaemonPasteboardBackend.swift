@@ -300,12 +300,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
 
     /// The current items (their bytes read now), then `items`, as new contents.
     public func addItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws {
-        let current = try self.items(of: name).map { item -> PasteboardItem in
-            var copy = PasteboardItem()
-            for type in item.types { copy.setData(try item.data(for: type) ?? Data(), for: type) }
-            return copy
-        }
-        try setItems(current + items, options: options(of: name), on: name)
+        try addStreamedItems(items, to: name)
     }
 
     public func clear(_ name: Pasteboard.Name) throws {
