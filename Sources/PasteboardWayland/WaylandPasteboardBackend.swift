@@ -213,33 +213,37 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         let selection = state.withLock { state in state.ours.first { $0.value == source }?.key }
         let timeout = configuration.sendTimeout
         DispatchQueue.global().async { [self] in
-            defer {
-                Glibc.close(fd)
-                state.withLock { $0.activeSends -= 1 }
-            }
+            defer { state.withLock { $0.activeSends -= 1 } }
             let target = String(decoding: type, as: UTF8.self)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            let data: Data?
-            switch held {
-            case let .items(items)?:
-                if let file = items.file(for: target) {
-                    // A copied file goes from the page cache to the reader's pipe, never through here.
-                    guard file.isUnchanged, Self.send(file, to: fd, timeout: timeout) else { return }
-                    data = Data()
-                } else {
-                    data = (try? items.bytes(for: target))?.data
-                }
-            case let .kept(kept)?: data = (try? kept.bytes(for: target))?.data
-            case let .remote(targets)?:
-                guard let remote = targets.first(where: { $0.target == target }), let stream = remote.open() else { return }
-                guard Self.pump(stream, to: fd, timeout: timeout) else { return }
-                data = Data()
-            case nil: data = nil
-            }
-            guard let data, Self.writeAll(data, to: fd, timeout: timeout) else { return }
-            if let handler, let selection, target != Manifest.target {
+            let delivered = Self.write(held, target: target, to: fd, timeout: timeout)
+            // The reader has every byte and its end before the paste is counted: a --paste-once
+            // owner that gave the selection up first made wl-paste see the selection emptied
+            // while it still waited for the end, and say "No selection".
+            Glibc.close(fd)
+            if delivered, let handler, let selection, target != Manifest.target {
                 handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
             }
+        }
+    }
+
+    /// Writes a source's bytes of `target` to a reader's descriptor; false when there are none,
+    /// or the reader went or stalled.
+    private static func write(_ held: SourceContents?, target: String, to fd: Int32, timeout: Double) -> Bool {
+        switch held {
+        case let .items(items)?:
+            // A copied file goes from the page cache to the reader's pipe, never through here.
+            if let file = items.file(for: target) { return file.isUnchanged && send(file, to: fd, timeout: timeout) }
+            guard let data = (try? items.bytes(for: target))?.data else { return false }
+            return writeAll(data, to: fd, timeout: timeout)
+        case let .kept(kept)?:
+            guard let data = (try? kept.bytes(for: target))?.data else { return false }
+            return writeAll(data, to: fd, timeout: timeout)
+        case let .remote(targets)?:
+            guard let remote = targets.first(where: { $0.target == target }), let stream = remote.open() else { return false }
+            return pump(stream, to: fd, timeout: timeout)
+        case nil:
+            return false
         }
     }
 
@@ -481,12 +485,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     public func addItems(_ items: [PasteboardItem], to name: Pasteboard.Name) throws {
-        let current = try self.items(of: name).map { item -> PasteboardItem in
-            var copy = PasteboardItem()
-            for type in item.types { copy.setData(try item.data(for: type) ?? Data(), for: type) }
-            return copy
-        }
-        try setItems(current + items, options: options(of: name), on: name)
+        try addStreamedItems(items, to: name)
     }
 
     /// Empties the selection, whoever holds it (data-control may set no source).
