@@ -40,6 +40,7 @@ package enum XPBD {
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
+        static let forgetClearedWithin = OptionSpec.value(nil, "forget-cleared-within", "seconds", "A copy that its app replaces with an empty copy, or that is cleared, within this many seconds was a secret (a password manager that marks nothing clears it itself): it is forgotten, from the history, its payload files and thumbnails, and peers (default 120; 0: never; X displays only).")
         static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Neither keep nor sync a copy whose text matches this regular expression (Swift Regex syntax; repeatable; a copy announced before its text was read is withdrawn).")
         static let minSize = OptionSpec.value(nil, "min-size", "size", "Do not keep copies smaller than this (a text's bytes, else every target's; K, M, G suffixes).")
         static let maxCopySize = OptionSpec.value(nil, "max-copy-size", "size", "Do not keep copies larger than this (counted as for --min-size; --max-size caps the whole history).")
@@ -104,6 +105,7 @@ package enum XPBD {
             Option.ignoreApp,
             Option.noSyncApp,
             Option.noDefaultSecretApps,
+            Option.forgetClearedWithin,
             Option.ignoreMatch,
             Option.minSize,
             Option.maxCopySize,
@@ -274,6 +276,9 @@ package enum XPBD {
         }
         if configuration.isHeadless, configuration.usesWayland, arguments.value(Option.backend) != nil {
             throw UsageError("--headless runs without a session: it takes no --backend")
+        }
+        if let seconds = try arguments.seconds(Option.forgetClearedWithin, allowingZero: true) {
+            configuration.forgetClearedWithin = seconds
         }
         if let seconds = try arguments.seconds(Option.idleExit, allowingZero: true) {
             guard configuration.isHeadless else { throw UsageError("--idle-exit applies to --headless only") }

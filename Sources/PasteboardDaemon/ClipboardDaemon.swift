@@ -26,6 +26,8 @@ package final class ClipboardDaemon: Sendable {
     let actions: CopyActions
     /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
     let contentRules: Mutex<ContentRules>
+    /// The copies their app may still take back (`--forget-cleared-within`).
+    let takenBack: Mutex<TakenBackCopies>
     /// Sync with other displays and machines (links dialed by us or by them).
     let hub: SyncHub
     let socketPath: String
@@ -68,6 +70,7 @@ package final class ClipboardDaemon: Sendable {
         socketPath = configuration.socketPath ?? host.defaultSocketPath
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
+        takenBack = Mutex(TakenBackCopies(window: configuration.forgetClearedWithin))
         hub = SyncHub(configuration: configuration.sync, surface: host.surface, displayName: host.nodeName, logger: logger)
     }
 
@@ -152,6 +155,7 @@ package final class ClipboardDaemon: Sendable {
     package func reload(_ fresh: DaemonConfiguration) {
         host.reload(fresh)
         contentRules.withLock { $0 = fresh.contentRules }
+        takenBack.withLock { $0.window = fresh.forgetClearedWithin }
         store.withLock { store in
             store.maxEntries = fresh.maxEntries
             store.maxBytes = fresh.maxBytes
@@ -225,6 +229,7 @@ package final class ClipboardDaemon: Sendable {
     /// logged and the host goes on serving from memory.
     func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
         actions.copied(snapshot)
+        takenBack.withLock { $0.kept(snapshot.selection, app: snapshot.app, time: snapshot.time) }
         storage.async { [self] in
             let selection = SelectionNames.selection(for: snapshot.selection)
             guard !snapshot.isExpired() else {
@@ -233,6 +238,7 @@ package final class ClipboardDaemon: Sendable {
             }
             do {
                 let id = try store.withLock { try $0.add(snapshot, display: host.nodeName) }
+                takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
                 encodeListingSoon()
                 written?(id)
             } catch let error as POSIXFailure where error.isDiskFull {

@@ -35,6 +35,9 @@ protocol ClipboardHost: AnyObject, Sendable {
     func serveSelected(_ snapshot: Snapshot) throws
     /// Empties a selection on purpose (a D-Bus caller's clear): nothing kept of it is brought back.
     func clearSelection(_ name: Pasteboard.Name) throws
+    /// A kept copy was a secret (``TakenBackCopies``): what the host holds of it (the copy of
+    /// `time` on `name`) is dropped and its bytes zeroed. It is not served again.
+    func forgetKept(_ name: Pasteboard.Name, time: Date)
     /// The requests about the pasteboards themselves (`offer`, `read`, `write`, `clearPasteboard`,
     /// `watch`); may talk on the client's connection before it returns.
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure>
@@ -46,4 +49,9 @@ protocol ClipboardHost: AnyObject, Sendable {
     func stopping()
     /// Lets go of the host (after everything else stopped) and of the daemon.
     func close()
+}
+
+extension ClipboardHost {
+    /// Hosts that keep no copy in memory apart from what they serve.
+    func forgetKept(_ name: Pasteboard.Name, time: Date) {}
 }

@@ -37,6 +37,9 @@ package struct DaemonConfiguration: Sendable {
     package var sync = SyncConfiguration()
     /// What is done with a copy by the app that made it (secret, ignored, not synced).
     package var appRules = AppRules()
+    /// A copy its app takes back within this many seconds (an empty copy of its own, or a
+    /// clear) was a secret, and is forgotten (``TakenBackCopies``); 0: never.
+    package var forgetClearedWithin: Double = 120
     /// What a copy must not hold to be kept (`--ignore-match`, `--min-size`).
     package var contentRules = ContentRules()
     /// A finished PRIMARY selection becomes CLIPBOARD too, and the other way round (lazily).

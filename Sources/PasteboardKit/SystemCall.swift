@@ -137,3 +137,16 @@ package final class Condition: @unchecked Sendable {
         return pthread_cond_timedwait(condition, mutex, &until) != ETIMEDOUT
     }
 }
+
+extension Data {
+    /// Zeroes the bytes (a secret dropped) and empties the value. Where the storage is shared
+    /// with another value, the write zeroes this value's own copy: the other holder's bytes stay
+    /// until it lets them go.
+    package mutating func wipe() {
+        guard !isEmpty else { return }
+        withUnsafeMutableBytes { bytes in
+            if let base = bytes.baseAddress { explicit_bzero(base, bytes.count) }
+        }
+        self = Data()
+    }
+}

@@ -15,6 +15,9 @@ gtk_clipboard.py set-text-and-exit TEXT MS
 gtk_clipboard.py set-text-view TEXT      copies TEXT from a GtkTextView's buffer, as Mousepad does (GTK offers
                                         its rich-text serialisation, application/x-gtk-text-buffer-rich-text,
                                         beside the text targets), prints "ready", serves until killed
+gtk_clipboard.py set-text-and-clear TEXT MS
+                                        owns CLIPBOARD with TEXT, prints "ready", MS milliseconds later
+                                        clears it (gtk_clipboard_clear), prints "cleared", serves on
 gtk_clipboard.py target-text TARGET     reads TARGET and prints the text GTK decodes from it (its own
                                         converters: Xlib's for COMPOUND_TEXT, Latin-1 for STRING)
 gtk_clipboard.py set-image-and-exit PNG MS
@@ -120,6 +123,20 @@ elif mode in ("set-text-and-exit", "set-image-and-exit"):
     from gi.repository import GLib  # noqa: E402
 
     GLib.timeout_add(int(sys.argv[3]), leave)
+    Gtk.main()
+elif mode == "set-text-and-clear":
+    # A password manager that marks nothing: it copies, then empties the clipboard itself.
+    from gi.repository import GLib  # noqa: E402
+
+    clipboard.set_text(sys.argv[2], -1)
+    print("ready", flush=True)
+
+    def clear():
+        clipboard.clear()
+        print("cleared", flush=True)
+        return False
+
+    GLib.timeout_add(int(sys.argv[3]), clear)
     Gtk.main()
 else:
     sys.exit("unknown mode " + mode)

@@ -59,6 +59,7 @@ extension DisplayHost {
             case .secret:
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
                 logger.info("\(selection) holds data marked secret (\(describe(owner))): not fetched, not kept")
+                daemon?.copyRead(name, app: owner.creditedApp, isEmpty: false)
                 return
             case let .unreadable(why):
                 logger.debug("\(selection): could not read what \(describe(owner)) offers: \(why)")
@@ -69,6 +70,7 @@ extension DisplayHost {
             case .ignored:
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
                 logger.info("\(selection) holds a copy from an ignored app (\(describe(owner))): not kept")
+                daemon?.copyRead(name, app: owner.creditedApp, isEmpty: false)
                 return
             case .shareable, .localOnly:
                 break
@@ -79,6 +81,15 @@ extension DisplayHost {
                                         if state.inProgress[name]?.epoch == epoch { state.inProgress[name]?.targets.append(target) }
                                     }
                                 })
+            if let fetched, isCurrent(name, generation) {
+                daemon?.copyRead(name, app: fetched.app, isEmpty: fetched.isEmpty)
+                if fetched.isEmpty {
+                    // How some apps clear the clipboard: nothing to keep, nor to bring back.
+                    state.withLock { _ = $0.current.removeValue(forKey: name) }
+                    logger.info("\(selection) holds an empty copy (\(describe(owner))): not kept")
+                    return
+                }
+            }
             guard let snapshot = fetched, isCurrent(name, generation), !snapshot.isExpired() else {
                 logger.debug("\(selection): nothing kept of \(describe(owner)) (nothing fetched, a newer change, or expired)")
                 return

@@ -197,6 +197,14 @@ final class DisplayHost: ClipboardHost {
         try backend.clear(name)
     }
 
+    func forgetKept(_ name: Pasteboard.Name, time: Date) {
+        var dropped = state.withLock { state -> Snapshot? in
+            guard state.current[name]?.time == time else { return nil }
+            return state.current.removeValue(forKey: name)
+        }
+        dropped?.wipe()
+    }
+
     func serveSelected(_ snapshot: Snapshot) throws {
         try serve(snapshot)
         daemon?.hub.selectedFromHistory(snapshot.selection)
@@ -275,15 +283,18 @@ final class DisplayHost: ClipboardHost {
                 let previous = state.owners.removeValue(forKey: change.name)
                 if change.reason == .setOwner {
                     // Cleared on purpose (xsel --clear, a password manager): never brought back.
-                    state.current.removeValue(forKey: change.name)
-                    return (previous, nil, 0)
+                    return (previous, state.current.removeValue(forKey: change.name), 0)
                 }
                 return (previous, state.current[change.name], state.epochs[change.name, default: 0])
             }
             if change.reason == .setOwner {
                 logger.info("\(selection) was cleared by its owner: not brought back")
+                var dropped = kept
+                dropped?.wipe()
+                daemon?.selectionCleared(change.name)
                 return
             }
+            daemon?.ownerGone(change.name)
             guard let kept, kept.owner == previous, !kept.targets.isEmpty, !kept.isExpired() else {
                 logger.info("the owner of \(selection) went away; nothing of it was kept")
                 return

@@ -87,6 +87,12 @@ enum HistoryIndex {
 
     /// Empties the index in one step; the rows that stay are to be indexed again
     /// (``index(_:_:in:)``, after their `indexed` is cleared).
+    /// Merges the index's segments into one: what deleted rows left in them (a contentless
+    /// index keeps a deletion as a marker beside the old terms) is gone from the file.
+    static func optimize(in database: SQLiteDatabase) throws(SQLiteError) {
+        try database.execute("INSERT INTO entries_search(entries_search) VALUES ('optimize')")
+    }
+
     static func empty(in database: SQLiteDatabase) throws(SQLiteError) {
         try database.execute("INSERT INTO entries_search(entries_search) VALUES ('delete-all')")
     }

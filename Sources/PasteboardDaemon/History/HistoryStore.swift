@@ -166,6 +166,7 @@ final class HistoryStore {
         // reserve, see freeingSpace), where 1000 pages by default left it all in the log.
         try database.execute("""
             PRAGMA synchronous=FULL;
+            PRAGMA secure_delete=ON;
             PRAGMA foreign_keys=ON;
             PRAGMA wal_autocheckpoint=32;
             PRAGMA journal_size_limit=262144;
@@ -456,10 +457,69 @@ final class HistoryStore {
             guard let id = try id(at: index) else { return false }
             let named = referencedFiles() ?? []
             try freeingSpace { try database.transaction { try HistoryIndex.delete("id = ?", [.integer(id)], in: database) } }
+            // A deleted entry leaves no byte behind (a password deleted by hand): the index's
+            // segments merged, the log cut (freed pages are zeroed: secure_delete).
+            try? HistoryIndex.optimize(in: database)
             collectGarbage(named: named)
+            checkpoint()
             keepReserve()
             return true
         }
+    }
+
+    /// Forgets a copy that was a secret (``TakenBackCopies``), so that no byte of it stays in the
+    /// state or cache directories: the entry (`entry`, else the one of `selection` made or used
+    /// at `time` on `display`) is deleted with SQLite's secure delete (freed pages zeroed), the
+    /// search index merged (its segments held the text's trigrams), the log written back and cut
+    /// to nothing; its payload files that no other entry names are overwritten with zeros before
+    /// they go, and its thumbnails removed. Returns whether an entry was found.
+    func forgetSecret(entry: Int64?, selection: Pasteboard.Name, time: Date, display: String) throws -> Bool {
+        try recovering {
+            let seconds = time.timeIntervalSince1970
+            let id = try entry.flatMap { id in try database.query("SELECT id FROM entries WHERE id = ?", [.integer(id)]).first?[0].integer }
+                ?? database.query("SELECT id FROM entries WHERE selection = ? AND display = ? AND (created = ? OR used = ?) ORDER BY id DESC LIMIT 1",
+                                  [.text(selection.rawValue), .text(display), .real(seconds), .real(seconds)]).first?[0].integer
+            guard let id else { return false }
+            let digests = Set(try database.query("SELECT digest FROM targets WHERE entry = ?", [.integer(id)]).compactMap { $0[0].text })
+            let named = referencedFiles() ?? []
+            try freeingSpace {
+                try database.transaction { try HistoryIndex.delete("id = ?", [.integer(id)], in: database) }
+            }
+            try? HistoryIndex.optimize(in: database)
+            let stillNamed = referencedFiles() ?? named
+            let kept = try keptDigests(among: digests)
+            for digest in digests where !kept.contains(digest) {
+                if named.contains(digest), !stillNamed.contains(digest) { Self.overwrite(blobs.appendingPathComponent(String(digest.prefix(2))).appendingPathComponent(digest).path) }
+                if let thumbnails {
+                    unlink(thumbnails.path(for: digest))
+                    unlink(thumbnails.failurePath(for: digest))
+                }
+            }
+            collectGarbage(named: named)
+            checkpoint()
+            keepReserve()
+            return true
+        }
+    }
+
+    /// Overwrites a file with zeros, synced, then removes it.
+    private static func overwrite(_ path: String) {
+        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd >= 0 {
+            var info = stat()
+            if fstat(fd, &info) == 0, info.st_size > 0 {
+                let zeros = [UInt8](repeating: 0, count: min(Int(info.st_size), 1 << 20))
+                var left = Int(info.st_size)
+                while left > 0 {
+                    let wrote = zeros.withUnsafeBytes { write(fd, $0.baseAddress, min(left, $0.count)) }
+                    guard wrote > 0 else { break }
+                    left -= wrote
+                }
+                fsync(fd)
+            }
+            close(fd)
+        }
+        unlink(path)
     }
 
     /// Forgets every entry but the pinned ones, or with `includingPinned` every one.
@@ -493,6 +553,7 @@ final class HistoryStore {
                 if !includingPinned { try database.transaction { try reindexPinned() } }
             }
             collectGarbage(named: named)
+            checkpoint()
             keepReserve()
             thumbnails?.prune(keeping: [])
         }

@@ -97,6 +97,17 @@ package struct Snapshot: Sendable {
         }
     }
 
+    /// Whether the copy holds no bytes but xpb's own: an empty copy, which is how some apps clear
+    /// the clipboard (``TakenBackCopies``).
+    var isEmpty: Bool { targets.allSatisfy { $0.data.isEmpty || $0.target.hasPrefix("XPB_") } }
+
+    /// Zeroes the bytes this snapshot holds (a secret dropped), then lets them go. Bytes that
+    /// another value shares still (a copy being served) are copied by the write and let go by
+    /// that holder in its time; what this snapshot alone holds is zeroed where it lies.
+    mutating func wipe() {
+        for index in targets.indices { targets[index].data.wipe() }
+    }
+
     /// Bytes kept, identical payloads counted once.
     package var size: Int {
         var seen: Set<Digest> = []

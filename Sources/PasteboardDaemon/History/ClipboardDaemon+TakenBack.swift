@@ -1,0 +1,45 @@
+import FoundationEssentials
+import PasteboardKit
+import PasteboardSelections
+
+/// Copies that their app takes back (``TakenBackCopies``): forgotten everywhere xpbd put them.
+extension ClipboardDaemon {
+    /// The host read a new copy on `name` (kept or not): an empty copy by the app of the copy
+    /// before, within the window, makes that one a secret.
+    func copyRead(_ name: Pasteboard.Name, app: String?, isEmpty: Bool) {
+        guard let copy = takenBack.withLock({ $0.copied(name, app: app, isEmpty: isEmpty, at: Date()) }) else { return }
+        forgetTakenBack(copy, because: "\(printable(copy.app ?? "its app")) replaced it with an empty copy")
+    }
+
+    /// `name` was cleared on purpose (not its owner gone): the copy it held, if made within the
+    /// window, was a secret.
+    func selectionCleared(_ name: Pasteboard.Name) {
+        guard let copy = takenBack.withLock({ $0.cleared(name, at: Date()) }) else { return }
+        forgetTakenBack(copy, because: "the clipboard was cleared")
+    }
+
+    /// The owner of `name` went away: its copy is no longer its app's to take back.
+    func ownerGone(_ name: Pasteboard.Name) {
+        takenBack.withLock { $0.ownerGone(name) }
+    }
+
+    /// Forgets a secret copy: its history entry (its rows zeroed on disk, the search index
+    /// merged, the log emptied), its payload files (overwritten) and thumbnails, and what the host
+    /// keeps of it in memory (zeroed). Peers hear the clear or the empty copy that took it back
+    /// as the newest copy, and a peer's history holds only its own display's copies.
+    func forgetTakenBack(_ copy: TakenBackCopies.Copy, because reason: String) {
+        let selection = SelectionNames.selection(for: copy.selection)
+        let seconds = Int(Date().timeIntervalSince(copy.time).rounded())
+        host.forgetKept(copy.selection, time: copy.time)
+        // After the entry's own write, which is on `storage` before this.
+        storage.async { [self] in
+            do {
+                let forgotten = try store.withLock { try $0.forgetSecret(entry: copy.entry, selection: copy.selection, time: copy.time, display: host.nodeName) }
+                logger.notice("\(selection): \(reason) \(seconds) s after the copy: the copy was a secret, \(forgotten ? "forgotten (history, payloads, thumbnails)" : "which the history no longer held")")
+                if forgotten { historyChanged() }
+            } catch {
+                logger.error("\(selection): \(reason): the copy was a secret, but its history entry could not be forgotten: \(error)")
+            }
+        }
+    }
+}

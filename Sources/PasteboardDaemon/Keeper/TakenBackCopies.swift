@@ -1,0 +1,83 @@
+import FoundationEssentials
+import PasteboardKit
+
+/// Copies that their app takes back: a secret that no hint marked. Password managers that mark
+/// nothing (Bitwarden, QtPass, a browser's generated password) empty the clipboard themselves a
+/// while after a copy. When the app that made a kept copy replaces it with an empty copy, or the
+/// selection is cleared, within ``window`` of the copy, that copy was a secret: xpbd forgets it
+/// (``ClipboardDaemon/forgetTakenBack(_:)``).
+///
+/// A value: events in, the copy to forget out. The host reports what it reads (``kept(_:app:time:)``,
+/// ``copied(_:app:isEmpty:at:)``, ``cleared(_:at:)``); the history reports the entry it wrote
+/// (``written(_:time:entry:)``).
+///
+/// On X a clear does not say which client made it (XFixes reports the owner set to None): a
+/// clear within the window counts while the copy's app still owned the selection (once it went
+/// away, xpbd serves the copy, and the app that made it takes nothing back).
+struct TakenBackCopies: Sendable {
+    /// A kept copy that may still be taken back.
+    struct Copy: Equatable, Sendable {
+        var selection: Pasteboard.Name
+        /// The app credited with the copy.
+        var app: String?
+        /// When the copy was made (its snapshot's time): names it in the keeper.
+        var time: Date
+        /// Its history entry, once written.
+        var entry: Int64?
+    }
+
+    /// How long after a copy its app's clear makes it a secret (`--forget-cleared-within`);
+    /// 0 turns the rule off.
+    var window: TimeInterval
+    /// The newest kept copy per selection.
+    private(set) var recent: [Pasteboard.Name: Copy] = [:]
+
+    init(window: TimeInterval) {
+        self.window = window
+    }
+
+    /// A copy was kept (and goes to the history).
+    mutating func kept(_ selection: Pasteboard.Name, app: String?, time: Date) {
+        guard window > 0 else { return }
+        recent[selection] = Copy(selection: selection, app: app, time: time)
+    }
+
+    /// The history wrote the copy of `time` as `entry`.
+    mutating func written(_ selection: Pasteboard.Name, time: Date, entry: Int64) {
+        guard recent[selection]?.time == time else { return }
+        recent[selection]?.entry = entry
+    }
+
+    /// A new copy was read on `selection` (kept or not). An empty one from the app of the copy
+    /// before, within the window, takes that copy back: it is returned, to be forgotten. Any other
+    /// copy ends the earlier one's window (it is no longer the clipboard's).
+    mutating func copied(_ selection: Pasteboard.Name, app: String?, isEmpty: Bool, at now: Date) -> Copy? {
+        guard let earlier = recent[selection] else { return nil }
+        if isEmpty, let app, earlier.app == app, now.timeIntervalSince(earlier.time) <= window, now >= earlier.time {
+            recent.removeValue(forKey: selection)
+            return earlier
+        }
+        if isEmpty { return nil }
+        recent.removeValue(forKey: selection)
+        return nil
+    }
+
+    /// The selection was cleared on purpose (not its owner gone): the copy it held, if it was made
+    /// within the window, is returned, to be forgotten.
+    mutating func cleared(_ selection: Pasteboard.Name, at now: Date) -> Copy? {
+        guard let earlier = recent.removeValue(forKey: selection) else { return nil }
+        let age = now.timeIntervalSince(earlier.time)
+        return age >= 0 && age <= window ? earlier : nil
+    }
+
+    /// The owner of `selection` went away (exited, its window destroyed): an app that is gone
+    /// takes nothing back, and a later clear is another client's.
+    mutating func ownerGone(_ selection: Pasteboard.Name) {
+        recent.removeValue(forKey: selection)
+    }
+
+    /// The copy is gone from the history another way (deleted, cleared): nothing to take back.
+    mutating func forgetAll() {
+        recent.removeAll()
+    }
+}
