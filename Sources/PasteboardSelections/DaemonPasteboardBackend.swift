@@ -253,6 +253,19 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
     /// Hands new contents to the daemon: every representation's bytes (a file's in pieces, never
     /// whole in memory), then its answer.
     public func setItems(_ items: [PasteboardItem], options: PasteboardOptions, on name: Pasteboard.Name) throws {
+        try request { client in
+            guard case .done = try Self.post(items, options: options, pasteboard: SelectionNames.selection(for: name), credit: credit,
+                                             as: { .write($0) }, on: &client) else {
+                throw ControlClientError("xpbd answered out of turn")
+            }
+        }
+    }
+
+    /// Posts items as the request `request` makes of their ``PasteboardWrite`` (a write, a paste
+    /// queue's new items), then every representation's bytes (a file's in pieces, never whole
+    /// in memory); returns the daemon's answer.
+    package static func post(_ items: [PasteboardItem], options: PasteboardOptions, pasteboard: String, credit: CopyCredit?,
+                             as request: (PasteboardWrite) -> ControlRequest, on client: inout ControlClient) throws -> ControlReply {
         var representations: [[(type: PasteboardType, value: Representation, size: Int)]] = []
         for item in items {
             representations.append(try item.types.compactMap { type in
@@ -265,37 +278,35 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
                 }
             })
         }
-        let write = PasteboardWrite(pasteboard: SelectionNames.selection(for: name),
+        let write = PasteboardWrite(pasteboard: pasteboard,
                                     items: representations.map { $0.map { PasteboardWrite.Representation(type: $0.type.identifier, size: $0.size) } },
                                     isLocalOnly: options.isLocalOnly, expires: options.expirationDate, origin: "xpb",
                                     copiedBy: credit?.name, copiedByPID: credit?.pid)
-        try request { client in
-            try client.post(.write(write))
-            for (type, value, size) in representations.joined() {
-                var offset = 0
-                while offset < size {
-                    let length = min(HeadlessProtocol.chunkSize, size - offset)
-                    let piece: Data
-                    switch value {
-                    case let .file(file): piece = try file.read(offset: offset, length: length)
-                    default:
-                        let data = try value.resolve()
-                        piece = data.subdata(in: data.startIndex + offset ..< data.startIndex + offset + length)
-                    }
-                    guard piece.count == length else { throw PasteboardError.backendFailure("the \(type.identifier) data changed while it was copied") }
-                    do {
-                        try client.sendData(piece)
-                    } catch {
-                        // The daemon refused the write from its announcement (a cap) and closed:
-                        // its answer says why, where the broken pipe would not.
-                        _ = try client.nextReply()
-                        throw error
-                    }
-                    offset += length
+        try client.post(request(write))
+        for (type, value, size) in representations.joined() {
+            var offset = 0
+            while offset < size {
+                let length = min(HeadlessProtocol.chunkSize, size - offset)
+                let piece: Data
+                switch value {
+                case let .file(file): piece = try file.read(offset: offset, length: length)
+                default:
+                    let data = try value.resolve()
+                    piece = data.subdata(in: data.startIndex + offset ..< data.startIndex + offset + length)
                 }
+                guard piece.count == length else { throw PasteboardError.backendFailure("the \(type.identifier) data changed while it was copied") }
+                do {
+                    try client.sendData(piece)
+                } catch {
+                    // The daemon refused the write from its announcement (a cap) and closed:
+                    // its answer says why, where the broken pipe would not.
+                    _ = try client.nextReply()
+                    throw error
+                }
+                offset += length
             }
-            guard case .done = try client.nextReply() else { throw ControlClientError("xpbd answered out of turn") }
         }
+        return try client.nextReply()
     }
 
     /// The current items (their bytes read now), then `items`, as new contents.

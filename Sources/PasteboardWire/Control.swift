@@ -65,6 +65,36 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     /// Every change from now on, one ``ControlReply/changed(_:)`` each, until the client closes
     /// the connection (nil: every pasteboard).
     case watch(pasteboard: String?)
+    /// The paste queue of a display's daemon (`xpb queue`), answered ``ControlReply/queue(_:)``.
+    case queue(QueueRequest)
+}
+
+/// What `xpb queue` asks of the paste queue: each answer lists the queue as it is then.
+package enum QueueRequest: Codable, Sendable, Equatable {
+    /// The queue.
+    case list
+    /// Empties the queue; the clipboard keeps the item it serves.
+    case clear
+    /// New items at the end, one per item of the write, its bytes in data frames as for a write.
+    case add(PasteboardWrite)
+    /// History entries (0 = newest) at the end, in this order.
+    case history([Int])
+}
+
+/// One item waiting in the paste queue.
+package struct QueuedItem: Codable, Sendable, Equatable {
+    package var preview: String
+    package var types: [String]
+    package var size: Int
+    /// The app that copied it (a history entry's), or xpb's caller.
+    package var app: String?
+
+    package init(preview: String, types: [String], size: Int, app: String?) {
+        self.preview = preview
+        self.types = types
+        self.size = size
+        self.app = app
+    }
 }
 
 /// New contents for a headless daemon's pasteboard: the items' types and sizes (the bytes follow
@@ -192,6 +222,8 @@ package enum ControlReply: Codable, Sendable, Equatable {
     case refused(String)
     /// A watched pasteboard changed.
     case changed(PasteboardChangeNote)
+    /// The paste queue, next item first.
+    case queue([QueuedItem])
 }
 
 /// What `xpb daemon status` shows.

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import PasteboardKit
 import PasteboardSelections
+import PasteboardWire
 import PasteboardX11
 
 /// `xpb copy` to a host that keeps what is written (this host's headless xpbd, where there is no
@@ -26,6 +27,21 @@ extension CopyCommand {
         let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
         let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
         try backend.setItems(items, options: options, on: selection.name)
+    }
+
+    /// `--queue`: the items to the end of the display's xpbd's paste queue.
+    func copyToQueue() throws {
+        var client = try DaemonAccess.client(display: selection.display)
+        defer { client.close() }
+        let items = try makeItems()
+        let reply: ControlReply
+        do {
+            reply = try DaemonPasteboardBackend.post(items, options: PasteboardOptions(localOnly: localOnly), pasteboard: "CLIPBOARD",
+                                                     credit: copiedBy ?? CopyCredit.current(), as: { .queue(.add($0)) }, on: &client)
+        } catch let error as ControlClientError {
+            throw Failure(error)
+        }
+        guard case .queue = reply else { throw Failure("xpbd answered out of turn") }
     }
 
     // MARK: OSC 52

@@ -23,6 +23,7 @@ struct CopyCommand: Command {
         static let sensitive = OptionSpec.flag(nil, "sensitive", "Mark the data secret (x-kde-passwordManagerHint: never kept in history, synced or handed to a clipboard manager) and give it up after 45 s unless --expire says otherwise.")
         static let localOnly = OptionSpec.flag(nil, "local-only", "Never sync the data to another display or machine.")
         static let cut = OptionSpec.flag(nil, "cut", "Offer the files as a cut: a file manager that pastes them moves them (GNOME's copied-files list says cut, KDE's x-kde-cutselection is 1). Each item is a file's URL, not its contents.")
+        static let queue = OptionSpec.flag(nil, "queue", "Add the items to the paste queue of the display's xpbd instead of owning the clipboard: each file (or standard input) is one item, and each paste takes the next (see xpb queue).")
         static let trimNewline = OptionSpec.flag("n", "trim-newline", "Remove one trailing newline from text (as wl-copy -n).")
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "Refuse standard input or a pipe larger than this (bytes, or with a K, M or G suffix; default \(CommonOptions.defaultMaxSizeText)); the clipboard keeps what it had.")
         static let readyFd = OptionSpec.value(nil, "ready-fd", "fd", "The background owner's ready pipe.", hidden: true)
@@ -71,6 +72,7 @@ struct CopyCommand: Command {
             Option.sensitive,
             Option.localOnly,
             Option.cut,
+            Option.queue,
             Option.trimNewline,
             Option.maxSize,
             Option.readyFd,
@@ -96,6 +98,8 @@ struct CopyCommand: Command {
     /// The files are offered as a cut (their URLs, marked to be moved).
     let cut: Bool
     let trimNewline: Bool
+    /// The items go to xpbd's paste queue (`--queue`).
+    let queue: Bool
     let maxSize: Int
     let readyFD: Int32?
     /// Inputs the parent saved for the background owner, as `INPUT=FD`: standard input and
@@ -122,6 +126,7 @@ struct CopyCommand: Command {
         localOnly = arguments.flag(Option.localOnly)
         cut = arguments.flag(Option.cut)
         trimNewline = arguments.flag(Option.trimNewline)
+        queue = arguments.flag(Option.queue)
         maxSize = try arguments.size(Option.maxSize) ?? CommonOptions.defaultMaxSize
         readyFD = try arguments.integer(Option.readyFd).map { Int32(clamping: $0) }
         savedFDs = arguments.all(Option.savedFd)
@@ -182,6 +187,12 @@ struct CopyCommand: Command {
                 throw UsageError("'\(type)' is a name the X selection protocol reserves (\(alias.name)); choose another type")
             }
         }
+        if queue {
+            if selection.name != .general { throw UsageError("--queue queues for the clipboard: it takes no --primary, --secondary or --pasteboard") }
+            if foreground || loops != nil || append || filter || expire != nil || sensitive || cut || readyFD != nil {
+                throw UsageError("--queue hands the items to xpbd: it takes no --foreground, --paste-once, --loops, --append, --filter, --expire, --sensitive or --cut")
+            }
+        }
         if cut {
             if files.isEmpty || files.contains("-") { throw UsageError("--cut offers files to move: name them (standard input cannot be cut)") }
             if !types.isEmpty || append || trimNewline || sensitive {
@@ -209,6 +220,7 @@ struct CopyCommand: Command {
     }
 
     func run() throws {
+        if queue { return try copyToQueue() }
         if let readyFD {
             closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
         }

@@ -26,7 +26,7 @@ struct HistoryCommand: Command {
             grep); 'select N': entry N becomes the clipboard again (or the selection it came from) with \
             all its targets, served by xpbd; 'delete N': forget entry N; 'pin N' / 'unpin N': a pinned entry is never \
             evicted by xpbd's caps and survives 'clear' (unless --pinned); 'clear': forget every entry but the pinned; \
-            'menu': pipe the \
+            'queue N …': the entries, in the order given, join the paste queue (see xpb queue); 'menu': pipe the \
             entries through a menu program (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found; rofi gets \
             each image's thumbnail as its row's icon; pinned entries first) and select the chosen one. With --json, an image entry has its \
             pixel size and a thumbnail (a PNG under $XDG_CACHE_HOME/xpb/thumbnails). Index 0 is the newest entry. \
@@ -42,8 +42,8 @@ struct HistoryCommand: Command {
             Option.menu,
             Option.display,
         ],
-        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, pin N, unpin N, clear or menu.",
-                                   completion: .words(["list", "search", "select", "delete", "pin", "unpin", "clear", "menu"])))
+        positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, pin N, unpin N, clear, queue N… or menu.",
+                                   completion: .words(["list", "search", "select", "delete", "pin", "unpin", "clear", "queue", "menu"])))
 
     enum Action: Equatable {
         case list
@@ -52,6 +52,7 @@ struct HistoryCommand: Command {
         case delete(Int)
         case pin(Int, Bool)
         case clear(includingPinned: Bool)
+        case queue([Int])
         case menu
     }
 
@@ -92,11 +93,17 @@ struct HistoryCommand: Command {
         case "clear":
             guard words.isEmpty else { throw UsageError("'history clear' takes no argument") }
             action = .clear(includingPinned: arguments.flag(Option.pinned))
+        case "queue":
+            let indexes = words.compactMap { Int($0) }.filter { $0 >= 0 }
+            guard !words.isEmpty, indexes.count == words.count else {
+                throw UsageError("'history queue' takes entry indexes (0 is the newest), in the order to paste them")
+            }
+            action = .queue(indexes)
         case "menu":
             guard words.isEmpty else { throw UsageError("'history menu' takes no argument") }
             action = .menu
         default:
-            throw UsageError("unknown history action '\(verb)' (list, search, select, delete, pin, unpin, clear, menu)")
+            throw UsageError("unknown history action '\(verb)' (list, search, select, delete, pin, unpin, clear, queue, menu)")
         }
         if arguments.flag(Option.pinned), verb != "clear" { throw UsageError("--pinned goes with 'history clear'") }
         if menu != nil, action != .menu { throw UsageError("--menu goes with 'history menu'") }
@@ -122,6 +129,9 @@ struct HistoryCommand: Command {
             try report(client.send(.pin(index: index, pinned: pinned)))
         case let .clear(includingPinned):
             try report(client.send(includingPinned ? .clearAll : .clear))
+        case let .queue(indexes):
+            guard case let .queue(items) = try client.send(.queue(.history(indexes))) else { throw Failure("xpbd answered out of turn") }
+            try QueueCommand.show(items, asJSON: asJSON)
         case .menu:
             let page = ControlRequest.historyPage(search: nil, offset: 0, limit: ControlRequest.historyPageSize)
             guard case let .historyPage(entries, _) = try client.send(page) else { throw Failure("xpbd answered out of turn") }
@@ -277,6 +287,6 @@ struct HistoryCommand: Command {
     }
 }
 
-private extension String {
+extension String {
     func leftAligned(_ width: Int) -> String { self + String(repeating: " ", count: max(0, width - count)) }
 }

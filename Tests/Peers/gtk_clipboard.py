@@ -18,6 +18,8 @@ gtk_clipboard.py set-text-view TEXT      copies TEXT from a GtkTextView's buffer
 gtk_clipboard.py set-text-and-clear TEXT MS
                                         owns CLIPBOARD with TEXT, prints "ready", MS milliseconds later
                                         clears it (gtk_clipboard_clear), prints "cleared", serves on
+gtk_clipboard.py one-paste-many-asks     asks TARGETS twice, then UTF8_STRING and STRING, from one window
+                                        (one paste), and prints the two texts
 gtk_clipboard.py target-text TARGET     reads TARGET and prints the text GTK decodes from it (its own
                                         converters: Xlib's for COMPOUND_TEXT, Latin-1 for STRING)
 gtk_clipboard.py set-image-and-exit PNG MS
@@ -124,6 +126,13 @@ elif mode in ("set-text-and-exit", "set-image-and-exit"):
 
     GLib.timeout_add(int(sys.argv[3]), leave)
     Gtk.main()
+elif mode == "one-paste-many-asks":
+    # One paste as some apps make it: TARGETS twice, then two text targets; prints both texts.
+    clipboard.wait_for_targets()
+    clipboard.wait_for_targets()
+    for target in ("UTF8_STRING", "STRING"):
+        data = clipboard.wait_for_contents(Gdk.Atom.intern(target, False))
+        print(data.get_text() if data is not None else "(none)")
 elif mode == "set-text-and-clear":
     # A password manager that marks nothing: it copies, then empties the clipboard itself.
     from gi.repository import GLib  # noqa: E402

@@ -32,6 +32,8 @@ extension ClipboardDaemon {
             }
         case .offer, .read, .write, .clearPasteboard, .watch:
             return host.answer(request, on: &channel)
+        case let .queue(queueRequest):
+            return host.answerQueue(queueRequest, on: &channel)
         }
     }
 

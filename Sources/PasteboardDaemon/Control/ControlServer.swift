@@ -225,4 +225,34 @@ final class ControlServer: Sendable {
         }
         return nil
     }
+
+    /// The items of a write (``PasteboardWrite``): each representation's bytes read from the
+    /// client's data frames, as many as it announced. Memory grows with the bytes that come,
+    /// never ahead of them (a size is a claim).
+    static func receiveItems(of write: PasteboardWrite, on channel: inout FrameChannel) -> Result<[PasteboardItem], ControlFailure> {
+        var items: [PasteboardItem] = []
+        do {
+            for representations in write.items {
+                var item = PasteboardItem()
+                for representation in representations {
+                    let type = try PasteboardType(representation.type)
+                    var data = Data(capacity: min(representation.size, HeadlessProtocol.chunkSize))
+                    while data.count < representation.size {
+                        guard let frame = try channel.receive(within: frameDeadline) else {
+                            return .failure(ControlFailure("the client went away during its write: nothing was changed"))
+                        }
+                        guard frame.kind == .data, data.count + frame.payload.count <= representation.size else {
+                            return .failure(ControlFailure("the write's data did not match its announced sizes: nothing was changed"))
+                        }
+                        data.append(frame.payload)
+                    }
+                    item.setData(data, for: type)
+                }
+                items.append(item)
+            }
+        } catch {
+            return .failure(ControlFailure("the write failed: \(error); nothing was changed"))
+        }
+        return .success(items)
+    }
 }

@@ -71,6 +71,8 @@ final class DisplayHost: ClipboardHost {
     private let served = Mutex<ClipboardDaemon?>(nil)
     /// In a bridge: what the Wayland side compares its copies with (set before ``connect(_:)``).
     let bridgeMemory = Mutex<BridgeMemory?>(nil)
+    /// The paste queue (`xpb queue`).
+    let pasteQueue = Mutex(PasteQueue())
     /// The bridge's reads of each X copy's text.
     private let textReads = DispatchQueue(label: "xpbd.bridge.text")
 
@@ -206,6 +208,7 @@ final class DisplayHost: ClipboardHost {
     }
 
     func serveSelected(_ snapshot: Snapshot) throws {
+        if snapshot.selection == .general { endQueue(because: "a history entry was selected") }
         try serve(snapshot)
         daemon?.hub.selectedFromHistory(snapshot.selection)
     }
@@ -272,6 +275,7 @@ final class DisplayHost: ClipboardHost {
                 state.withLock { $0.owners[change.name] = ourWindow }
                 return
             }
+            if change.name == .general { endQueue(because: change.owner.isNone ? "CLIPBOARD was cleared" : "another app copied") }
             if !change.owner.isNone {
                 state.withLock { $0.owners[change.name] = change.owner }
                 schedule(change.name)

@@ -134,29 +134,10 @@ final class MemoryHost: ClipboardHost {
         if let refusal = clipboard.refusal(of: write.pasteboard, size: write.size, budget: configuration.maxBytes) {
             return .failure(ControlFailure(refusal + "; nothing was changed"))
         }
-        var items: [PasteboardItem] = []
-        do {
-            for representations in write.items {
-                var item = PasteboardItem()
-                for representation in representations {
-                    let type = try PasteboardType(representation.type)
-                    // The size is a claim: memory grows with the bytes that come, never ahead of them.
-                    var data = Data(capacity: min(representation.size, HeadlessProtocol.chunkSize))
-                    while data.count < representation.size {
-                        guard let frame = try channel.receive(within: ControlServer.frameDeadline) else {
-                            return .failure(ControlFailure("the client went away during its write: nothing was changed"))
-                        }
-                        guard frame.kind == .data, data.count + frame.payload.count <= representation.size else {
-                            return .failure(ControlFailure("the write's data did not match its announced sizes: nothing was changed"))
-                        }
-                        data.append(frame.payload)
-                    }
-                    item.setData(data, for: type)
-                }
-                items.append(item)
-            }
-        } catch {
-            return .failure(ControlFailure("the write failed: \(error); nothing was changed"))
+        let items: [PasteboardItem]
+        switch ControlServer.receiveItems(of: write, on: &channel) {
+        case let .success(received): items = received
+        case let .failure(failure): return .failure(failure)
         }
         let options = PasteboardOptions(localOnly: write.isLocalOnly, expirationDate: write.expires)
         let held = HeldSelection(items: items, options: options)
@@ -191,13 +172,7 @@ final class MemoryHost: ClipboardHost {
     private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
         guard !KeepPolicy.isSecret(held.targets), let name = SelectionNames.pasteboard(forSelection: selection), let daemon else { return }
         daemon.storage.async { [self] in
-            // Every item's targets, as the desktop's keeper fetches them of an xpb owner.
-            let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), manifest: held.manifest)
-            let captured = wanted.map { target -> CapturedTarget? in
-                guard let (type, data) = try? held.bytes(for: target) else { return nil }
-                return CapturedTarget(target: target, type: type, data: data)
-            }
-            guard var snapshot = Snapshot(name, advertised: held.targets, captured: captured, cap: configuration.maxSnapshotBytes) else { return }
+            guard var snapshot = Snapshot(name, of: held, cap: configuration.maxSnapshotBytes) else { return }
             snapshot.source = "xpb"
             snapshot.pid = writer?.credit.map { $0.pid } ?? writer?.pid
             snapshot.app = writer?.credit?.name ?? writer?.app

@@ -40,7 +40,7 @@ enum HistoryRequests {
         case let .pin(index, pinned):
             guard try store.withLock({ try $0.pin(index: index, pinned) }) else { return .failure(ControlFailure("no history entry \(index)")) }
             return .success(.done("\(pinned ? "pinned" : "unpinned") entry \(index)"))
-        case .status, .offer, .read, .write, .clearPasteboard, .watch:
+        case .status, .offer, .read, .write, .clearPasteboard, .watch, .queue:
             return nil
         }
     }

@@ -97,6 +97,17 @@ package struct Snapshot: Sendable {
         }
     }
 
+    /// What a keeper keeps of items held in this process (``HeldSelection``): every item's
+    /// targets, as the desktop's keeper fetches them of an xpb owner. Nil when nothing is kept.
+    init?(_ selection: Pasteboard.Name, of held: HeldSelection, cap: Int) {
+        let wanted = KeepPolicy.fetchedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), manifest: held.manifest)
+        let captured = wanted.map { target -> CapturedTarget? in
+            guard let (type, data) = try? held.bytes(for: target) else { return nil }
+            return CapturedTarget(target: target, type: type, data: data)
+        }
+        self.init(selection, advertised: held.targets, captured: captured, cap: cap)
+    }
+
     /// Whether the copy holds no bytes but xpb's own: an empty copy, which is how some apps clear
     /// the clipboard (``TakenBackCopies``).
     var isEmpty: Bool { targets.allSatisfy { $0.data.isEmpty || $0.target.hasPrefix("XPB_") } }

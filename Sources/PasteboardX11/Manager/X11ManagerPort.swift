@@ -126,6 +126,22 @@ package struct X11ManagerPort: Sendable {
         return true
     }
 
+    /// Serves a paste queue on `name` (`xpb queue`): each item, given as its advertised and
+    /// captured targets, goes to one paste, in order (``PasteTurns``); the last stays served.
+    /// `onPaste` hears (on a worker) each item pasted, by its index. A later ownership of ours
+    /// (``keep(_:advertised:targets:timestamp:credit:if:)``, a new queue) or of another client
+    /// ends the queue.
+    package func keepQueue(_ name: Pasteboard.Name, items: [(advertised: [String], targets: [CapturedTarget])], credit: CopyCredit? = nil,
+                           onPaste: @escaping @Sendable (Int) -> Void) throws {
+        guard !items.isEmpty else { return }
+        let _: X11Timestamp = try backend.connection.sync(timeout: backend.timeout) { session, done in
+            session.owner.ownQueue(backend.selectionAtom(name, in: session), making: { session, time in
+                items.map { session.owner.makeCapturedSelection(advertised: $0.advertised, targets: $0.targets, timestamp: time, credit: credit) }
+            }, onPaste: onPaste) { done($0) }
+        }
+        backend.state.withLock { _ = $0.owned.removeValue(forKey: name) }
+    }
+
     /// Takes `CLIPBOARD_MANAGER` and announces it (``ClipboardManagerRole/becomeClipboardManager(replace:replaceWait:completion:)``).
     /// `onSave` is called (on a worker) with the targets a client asks to save (empty: ask the
     /// owner) and its request's timestamp; reply with ``answerSave(saved:)``. `onLost` runs when

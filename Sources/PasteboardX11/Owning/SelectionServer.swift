@@ -30,6 +30,8 @@ final class SelectionServer {
     private var preparations: [PreparationKey: (waiters: [Int], timer: TimerHandle)] = [:]
     /// Requests for targets served from elsewhere (a sync peer), waiting for the first bytes.
     private var pendingRemote: [Int: (request: ConversionRequest, stream: ByteStream)] = [:]
+    /// The paste queues we serve, per selection (``QueuedSelection``).
+    private var queued: [X11Atom: QueuedSelection] = [:]
     /// The same-host fast path's listener, once this process owns something.
     private(set) var fastPath: FastPathServer?
 
@@ -46,6 +48,7 @@ final class SelectionServer {
     /// The session is finishing: nothing more is served.
     func finish() {
         sends.removeAll()
+        queued.removeAll()
         owned.removeAll()
         let server = fastPath
         fastPath = nil
@@ -133,8 +136,54 @@ final class SelectionServer {
         }
     }
 
+    /// Becomes owner of `selection` serving a paste queue: the items `making` builds, each
+    /// served to the readers whose turn it is (``PasteTurns``); `onPaste` hears each item pasted.
+    func ownQueue(_ selection: X11Atom, making: @escaping (X11Session, X11Timestamp) -> [OwnedSelection],
+                  onPaste: @escaping @Sendable (Int) -> Void, completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
+        let box = QueuedItemsBox()
+        own(selection, at: nil, making: { session, time in
+            box.items = making(session, time)
+            return box.items[0]
+        }, completion: { [weak self] result in
+            if case .success = result, let self, !box.items.isEmpty {
+                self.queued[selection] = QueuedSelection(items: box.items, turns: PasteTurns(count: box.items.count), onPaste: onPaste)
+            }
+            completion(result)
+        })
+    }
+
+    /// A request on a queued selection takes its turn: the selection serves the item it names.
+    private func takeQueueTurn(_ request: ConversionRequest) {
+        guard var queue = queued[request.selection], owned[request.selection] != nil else { return }
+        let metadata = [wire.known[.targets], wire.known[.timestamp], wire.known[.manifest]]
+        let now = Double(session.configuration.clock()) / 1e9
+        let turn = queue.turns.request(request.requestor.rawValue, metadata.contains(request.target) ? .metadata : .data, at: now)
+        owned[request.selection] = queue.items[turn.item]
+        let holder = turn.holder.map { X11Window(rawValue: $0) }
+        if holder != queue.watched {
+            if let watched = queue.watched { requestors.release(watched) }
+            queue.watched = nil
+            if let holder {
+                // A window known gone already ends its paste now.
+                if requestors.watch(holder) { queue.watched = holder } else { queue.turns.requestorGone(holder.rawValue) }
+            }
+        }
+        queued[request.selection] = queue
+        if let pasted = turn.pasted {
+            let onPaste = queue.onPaste
+            DispatchQueue.global(qos: .userInitiated).async { onPaste(pasted) }
+        }
+    }
+
+    /// The queue of `selection` ends (its ownership did).
+    private func dropQueue(_ selection: X11Atom) {
+        guard let queue = queued.removeValue(forKey: selection) else { return }
+        if let watched = queue.watched { requestors.release(watched) }
+    }
+
     /// Sets us as owner of `selection` serving `state`, and checks that it won.
     private func becomeOwner(_ selection: X11Atom, _ state: OwnedSelection, at time: X11Timestamp) -> Result<X11Timestamp, any Error> {
+        dropQueue(selection)
         // Record first: the XFixes event for our own change must be recognised as ours.
         let previous = owned[selection]
         owned[selection] = state
@@ -187,6 +236,7 @@ final class SelectionServer {
 
     /// Gives a selection up if we own it.
     func relinquish(_ selection: X11Atom) {
+        dropQueue(selection)
         guard let state = owned.removeValue(forKey: selection) else { return }
         if wire.selectionOwner(selection) == wire.window {
             session.noteOurChange(selection, at: state.timestamp)
@@ -202,6 +252,7 @@ final class SelectionServer {
         if !time.isCurrentTime, time.isBefore(state.timestamp) { return }
         if !time.isCurrentTime, !state.timestamp.isBefore(time), wire.selectionOwner(selection) == window { return }
         owned.removeValue(forKey: selection)
+        dropQueue(selection)
         if selection == wire.known[.clipboardManager] { session.manager.managerSelectionLost() }
         session.delegate?.ownershipLost(selection: selection)
     }
@@ -216,6 +267,7 @@ final class SelectionServer {
     static let maxTransfers = 512
 
     func handleSelectionRequest(_ request: ConversionRequest) {
+        if queued[request.selection] != nil { takeQueueTurn(request) }
         guard let state = owned[request.selection], request.owner == wire.window,
               request.time.isCurrentTime || !request.time.isBefore(state.timestamp) else {
             return notify(request, succeeded: false)
@@ -465,6 +517,10 @@ final class SelectionServer {
     /// A requestor window was destroyed: what of ours concerns it ends (sends, remote requests,
     /// requests waiting for a worker, the queue). With `serial`, see ``X11Session/requestorGone(_:asOf:)``.
     func requestorGone(_ requestor: X11Window, asOf serial: UInt?) {
+        for (selection, queue) in queued where queue.watched == requestor {
+            queued[selection]?.turns.requestorGone(requestor.rawValue)
+            queued[selection]?.watched = nil
+        }
         sends.drop(of: requestor)
         dropRemoteRequests(of: requestor)
         dropPreparationWaits(of: requestor)

@@ -1,0 +1,87 @@
+/// Whose turn it is in a paste queue (`xpb queue`): which of the queued items a conversion request
+/// gets, and when an item has been pasted. A value: requests in, the item to serve out.
+///
+/// A paste is one requestor's conversions: its data conversions, and the `TARGETS` it asks on
+/// the way, from its first data conversion until its window is gone or it asks nothing for
+/// ``grace`` seconds. A reader that asks `TARGETS` twice, or two text targets for one paste,
+/// takes one item. The item pasted stays served until the next reader asks anything (a reader
+/// asks `TARGETS` before its data: it sees the next item's). After the last item is pasted it stays
+/// the clipboard's, served to every reader after.
+///
+/// The X server reuses the window ids of clients gone: a reader's window that is destroyed
+/// (``requestorGone(_:)``) ends its paste, so that the next reader with the same id takes the
+/// next item.
+package struct PasteTurns: Sendable, Equatable {
+    /// What a request asks for.
+    package enum Kind: Sendable {
+        /// `TARGETS`, `TIMESTAMP`, xpb's manifest: no paste by itself.
+        case metadata
+        /// A data target (or `MULTIPLE`): a paste.
+        case data
+    }
+
+    /// What to serve a request.
+    package struct Turn: Equatable, Sendable {
+        /// The item to serve (an index into the queue).
+        package var item: Int
+        /// The item this request pasted first: it is out of the queue.
+        package var pasted: Int?
+        /// The reader holding the item now: its window is watched until another holds one.
+        package var holder: UInt?
+
+        package init(item: Int, pasted: Int?, holder: UInt?) {
+            self.item = item
+            self.pasted = pasted
+            self.holder = holder
+        }
+    }
+
+    /// How long a reader's silence ends its paste, in seconds.
+    package static let grace = 1.0
+
+    /// How many items are queued.
+    package let count: Int
+    /// The item served now.
+    package private(set) var item = 0
+    /// The reader that pasted ``item``, when it last asked, and whether its window is gone.
+    private var holder: (requestor: UInt, last: Double, gone: Bool)?
+
+    package init(count: Int) {
+        self.count = max(1, count)
+    }
+
+    package static func == (lhs: PasteTurns, rhs: PasteTurns) -> Bool {
+        lhs.count == rhs.count && lhs.item == rhs.item && lhs.holder?.requestor == rhs.holder?.requestor
+            && lhs.holder?.last == rhs.holder?.last && lhs.holder?.gone == rhs.holder?.gone
+    }
+
+    /// Whether the item is pasted and the last paste was over.
+    private func isPastePast(by requestor: UInt, at now: Double) -> Bool {
+        guard let holder else { return false }
+        return holder.gone || holder.requestor != requestor || now - holder.last > Self.grace || now < holder.last
+    }
+
+    /// A request of `requestor` at `now` (seconds, monotonic).
+    package mutating func request(_ requestor: UInt, _ kind: Kind, at now: Double) -> Turn {
+        if isPastePast(by: requestor, at: now), item + 1 < count {
+            item += 1
+            holder = nil
+        }
+        var pasted: Int?
+        if holder == nil || isPastePast(by: requestor, at: now) {
+            // Not pasted yet (or, the last item, pasted before: served again, taken again).
+            if kind == .data {
+                if holder == nil { pasted = item }
+                holder = (requestor, now, false)
+            }
+        } else {
+            holder?.last = now
+        }
+        return Turn(item: item, pasted: pasted, holder: holder?.requestor)
+    }
+
+    /// A reader's window was destroyed: its paste is over.
+    package mutating func requestorGone(_ requestor: UInt) {
+        if holder?.requestor == requestor { holder?.gone = true }
+    }
+}

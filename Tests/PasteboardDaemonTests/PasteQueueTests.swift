@@ -1,0 +1,95 @@
+import FoundationEssentials
+import PasteboardKit
+import PasteboardSelections
+import PasteboardWire
+import Testing
+@testable import PasteboardDaemon
+
+@Suite("the paste queue: whose turn, and what is left")
+struct PasteQueueTests {
+    @Test("a reader's TARGETS and data within the grace are one paste; a gone window, silence or another reader end it; the last item stays")
+    func turns() {
+        var turns = PasteTurns(count: 3)
+        #expect(turns.request(10, .metadata, at: 0) == .init(item: 0, pasted: nil, holder: nil))
+        #expect(turns.request(10, .metadata, at: 0.1) == .init(item: 0, pasted: nil, holder: nil))
+        #expect(turns.request(10, .data, at: 0.2) == .init(item: 0, pasted: 0, holder: 10))
+        #expect(turns.request(10, .data, at: 0.3) == .init(item: 0, pasted: nil, holder: 10), "a second text target: the same paste")
+        turns.requestorGone(10)
+        // The same window id, given to the next client: a new paste.
+        #expect(turns.request(10, .data, at: 0.4) == .init(item: 1, pasted: 1, holder: 10))
+        // Silence past the grace ends a paste of a window that stays (a GTK app pasting again).
+        #expect(turns.request(10, .data, at: 0.4 + PasteTurns.grace + 0.1).item == 2)
+        #expect(turns.request(11, .metadata, at: 3).item == 2, "after the last, the last")
+        #expect(turns.request(11, .data, at: 3.1) == .init(item: 2, pasted: nil, holder: 11))
+
+        var watched = PasteTurns(count: 2)
+        _ = watched.request(5, .data, at: 0)
+        #expect(watched.request(6, .metadata, at: 0.1) == .init(item: 1, pasted: nil, holder: nil), "another reader's TARGETS sees the next item")
+        #expect(watched.request(5, .data, at: 0.2) == .init(item: 1, pasted: 1, holder: 5), "an earlier paste's reader asking again takes it")
+    }
+
+    @Test("seeded simulation: readers that ask at random, each within its paste, each take one item in order, whatever they ask")
+    func simulation() {
+        for seed in UInt64(1)...200 {
+            var random = Generator(state: seed)
+            let count = Int.random(in: 1...6, using: &random)
+            var turns = PasteTurns(count: count)
+            var now = 0.0
+            var taken: [Int] = []
+            for reader in 0..<(count + 3) {
+                // Window ids repeat (the server reuses a gone client's).
+                let window = UInt(Int.random(in: 1...3, using: &random))
+                var seen: Set<Int> = []
+                var pastedHere: [Int] = []
+                for _ in 0..<Int.random(in: 0...3, using: &random) {
+                    now += Double.random(in: 0...0.3, using: &random)
+                    _ = turns.request(window, .metadata, at: now)
+                }
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    now += Double.random(in: 0...0.3, using: &random)
+                    let turn = turns.request(window, .data, at: now)
+                    seen.insert(turn.item)
+                    if let pasted = turn.pasted { pastedHere.append(pasted) }
+                }
+                #expect(seen.count == 1, "seed \(seed) reader \(reader): one paste got items \(seen)")
+                #expect(pastedHere.count <= 1, "seed \(seed) reader \(reader)")
+                taken += pastedHere
+                #expect(seen.first == min(reader, count - 1), "seed \(seed) reader \(reader): got \(seen)")
+                if Bool.random(using: &random) { turns.requestorGone(window) } else { now += PasteTurns.grace + 0.01 }
+            }
+            #expect(taken == Array(0..<count), "seed \(seed): \(taken)")
+        }
+    }
+
+    @Test("pastes leave the queue in order; a report of an older generation, or one counted, changes nothing; the size is bounded")
+    func queue() throws {
+        func item(_ text: String) -> Snapshot {
+            Snapshot(.general, advertised: ["UTF8_STRING"], captured: [CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data(text.utf8))], cap: 1 << 20)!
+        }
+        var queue = PasteQueue()
+        let first = try queue.add([item("a"), item("b")])
+        #expect(first.items.count == 2)
+        #expect(queue.pasted(0, generation: first.generation) == 1)
+        #expect(queue.pasted(0, generation: first.generation) == 0, "counted once")
+        let second = try queue.add([item("c")])
+        #expect(second.items.map(\.preview) == ["b", "c"])
+        #expect(queue.pasted(1, generation: first.generation) == 0, "an older generation's report")
+        #expect(queue.pasted(1, generation: second.generation) == 2)
+        #expect(queue.items.isEmpty)
+        #expect(throws: ControlFailure.self) { try queue.add(Array(repeating: item("x"), count: PasteQueue.maxItems + 1)) }
+        #expect(queue.items.isEmpty)
+        _ = try queue.add([item("d")])
+        #expect(queue.clear() == 1)
+    }
+}
+
+private struct Generator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
