@@ -33,8 +33,10 @@ package final class ClipboardDaemon: Sendable {
     let socketPath: String
     let startedAt = Date()
     private let control = Mutex<ControlServer?>(nil)
-    /// Klipper's D-Bus interface, while it is offered.
-    let klipper = Mutex<KlipperService?>(nil)
+    /// The session bus's connection, while xpbd answers there (``KlipperObject``, ``PasteboardObject``).
+    let dbus = Mutex<DBusService?>(nil)
+    /// What it answers: Klipper's interface (unless `--no-dbus-klipper`) and xpbd's own.
+    let dbusObjects = Mutex<(klipper: KlipperObject?, pasteboard: PasteboardObject?)>((nil, nil))
     /// The full history listing's encoded reply and the history version it lists.
     let listing = Mutex<(version: HistoryStore.ListingVersion, payload: Data)?>(nil)
     /// Counts history writes, so that a burst of them encodes the listing ahead once
@@ -115,7 +117,7 @@ package final class ClipboardDaemon: Sendable {
         })
         control.withLock { $0 = server }
         logger.info("listening on \(socketPath)")
-        if configuration.offersKlipper { klipper.withLock { $0 = KlipperService.start(for: self, logger: logger) } }
+        startDBus()
         host.connect(self)
         hub.start()
         startIdleClock()
@@ -129,7 +131,7 @@ package final class ClipboardDaemon: Sendable {
         // In order: the sync links, then the control socket and its clients, then the history
         // writes under way; the history is checkpointed.
         hub.stop()
-        klipper.withLock { service in
+        dbus.withLock { service in
             service?.stop()
             service = nil
         }
@@ -239,6 +241,7 @@ package final class ClipboardDaemon: Sendable {
             do {
                 let id = try store.withLock { try $0.add(snapshot, display: host.nodeName) }
                 takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
+                announceCopy(snapshot)
                 encodeListingSoon()
                 written?(id)
             } catch let error as POSIXFailure where error.isDiskFull {

@@ -335,10 +335,14 @@ package struct HistoryEntrySummary: Codable, Sendable, Equatable {
     /// Whether the entry is pinned (never evicted, kept by `clear`).
     package var pinned: Bool?
 
-    package init(index: Int, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
+    /// The entry's id: it names the entry whatever copies come (the index moves).
+    package var id: Int64?
+
+    package init(index: Int, id: Int64? = nil, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
                 source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "",
                 pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil, pinned: Bool = false) {
         self.index = index
+        self.id = id
         self.selection = selection
         self.time = time
         self.targets = targets

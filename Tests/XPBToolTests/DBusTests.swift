@@ -17,7 +17,7 @@ struct DBusTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home, environment: bus.environment)
         defer { _ = try? daemon.stop() }
-        try daemon.waitForLog("answers Klipper's interface")
+        try daemon.waitForLog("answers org.kde.klipper.klipper")
         let environment = home.environment.merging(bus.environment) { $1 }
         func call(_ program: String, _ arguments: [String]) throws -> Outcome {
             try run(program, arguments, display: x, environment: environment)
@@ -65,7 +65,7 @@ struct DBusTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home, environment: bus.environment)
         defer { _ = try? daemon.stop() }
-        try daemon.waitForLog("answers Klipper's interface")
+        try daemon.waitForLog("answers org.kde.klipper.klipper")
         let environment = home.environment.merging(bus.environment) { $1 }
         let script = """
             import sys
@@ -90,6 +90,113 @@ struct DBusTests {
         let second = try DaemonProcess(other, home: home, environment: bus.environment)
         defer { _ = try? second.stop() }
         try second.waitForLog("not taken")
-        #expect(!second.log.contains("answers Klipper's interface"))
+        #expect(!second.log.contains("answers org.kde.klipper.klipper"))
+    }
+
+    @Test("xpbd's own interface (org.xpb.Pasteboard1): typed contents both ways, the history's columns, select, pin and delete by id, the Changed signal naming the app; bad calls get D-Bus errors, a caller that never reads its replies stalls nobody")
+    func typedInterface() throws {
+        let x = try Xvfb()
+        let bus = try SessionBus(on: x)
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, environment: bus.environment)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("answers org.xpb.Pasteboard1")
+        let environment = home.environment.merging(bus.environment) { $1 }
+        let object = ["--session", "--dest", "org.xpb.Pasteboard1", "--object-path", "/org/xpb/Pasteboard1"]
+        func gdbus(_ method: String, _ arguments: [String] = []) throws -> Outcome {
+            try run("gdbus", ["call"] + object + ["--method", "org.xpb.Pasteboard1." + method] + arguments, display: x, environment: environment)
+        }
+        func python(_ body: String, timeout: Double = 30) throws -> Outcome {
+            let script = """
+                import os, signal, sys
+                from gi.repository import Gio, GLib
+                bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+                def call(method, signature=None, values=None, reply=None):
+                    result = bus.call_sync("org.xpb.Pasteboard1", "/org/xpb/Pasteboard1", "org.xpb.Pasteboard1", method,
+                                           GLib.Variant(signature, values) if signature else None,
+                                           GLib.VariantType(reply) if reply else None, Gio.DBusCallFlags.NONE, 30000, None)
+                    return result.unpack() if result is not None else None
+
+                """ + body
+            return try run("/usr/bin/python3", ["-c", script], display: x, environment: environment, timeout: timeout)
+        }
+        let monitor = try Peer("gdbus", ["monitor", "--session", "--dest", "org.xpb.Pasteboard1"], display: x, environment: environment)
+        defer { monitor.stop() }
+        try monitor.waitForOutput("Monitoring signals")
+
+        #expect(try xclipCopy("typed hello", display: x).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD")
+        try monitor.waitForOutput("org.xpb.Pasteboard1.Changed ('CLIPBOARD', 'xclip', ['text/plain;charset=utf-8'])")
+        let got = try python("print(call('GetContents', '(s)', ('CLIPBOARD',), '(a{say})'))")
+        #expect(got.text == "({'text/plain;charset=utf-8': [116, 121, 112, 101, 100, 32, 104, 101, 108, 108, 111]},)\n", "\(got.text) \(got.error)")
+
+        let set = try python("""
+            call('SetContents', '(sa{say})', ('CLIPBOARD', {'text/html': b'<b>bold</b>', 'text/plain;charset=utf-8': b'bold'}))
+            print('set')
+            """)
+        #expect(set.text == "set\n", "\(set.error)")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "text/html"], display: x).text == "<b>bold</b>")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "bold")
+
+        try waitForEntries(2, x, home)
+        let rows = try python("""
+            for row in call('ListHistory', '(uu)', (0, 10), '(a(xdssastbs))')[0]:
+                print(row[0], row[2], row[3], ','.join(row[4]), row[5], row[6], row[7], sep='|')
+            """)
+        let lines = rows.text.split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
+        #expect(lines.count == 2 && lines[0].count == 7, "\(rows.text) \(rows.error)")
+        guard lines.count == 2, lines[0].count == 7, lines[1].count == 7 else { return }
+        #expect(lines[0][1...] == ["CLIPBOARD", "D-Bus (SetContents)", "text/html,text/plain", "4", "False", "bold"], "\(lines[0])")
+        #expect(lines[1][1...] == ["CLIPBOARD", "xclip", "text/plain", "11", "False", "typed hello"], "\(lines[1])")
+        let (newest, oldest) = (lines[0][0], lines[1][0])
+
+        let item = try python("print(bytes(call('GetHistoryItem', '(x)', (\(oldest),), '(a{say})')[0]['text/plain;charset=utf-8']))")
+        #expect(item.text == "b'typed hello'\n", "\(item.error)")
+        #expect(try gdbus("Pin", [oldest, "true"]).status == 0)
+        #expect(try history(x, home).first { ($0["preview"] as? String) == "typed hello" }?["pinned"] as? Bool == true)
+        #expect(try gdbus("Select", [oldest]).status == 0)
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "typed hello")
+        #expect(try gdbus("Delete", [newest]).status == 0)
+        #expect(eventually(timeout: 10) { (try? history(x, home).map { $0["preview"] as? String }) == ["typed hello"] })
+
+        let missing = try gdbus("GetHistoryItem", ["999"])
+        #expect(missing.status != 0 && missing.error.contains("InvalidArgs") && missing.error.contains("no history entry with id 999"), "\(missing.error)")
+        let wrong = try run("dbus-send", ["--session", "--print-reply", "--dest=org.xpb.Pasteboard1", "/org/xpb/Pasteboard1",
+                                          "org.xpb.Pasteboard1.Select", "string:zero"], display: x, environment: environment)
+        #expect(wrong.status != 0 && wrong.error.contains("Select takes (x), not (s)"), "\(wrong.error)")
+        let badTypes = try python("""
+            for contents in ({'': b'x'}, {'TARGETS': b'x'}, {}):
+                try:
+                    call('SetContents', '(sa{say})', ('CLIPBOARD', contents))
+                    print('accepted')
+                except GLib.Error as error:
+                    print('refused', error.message)
+            """)
+        let refusals = badTypes.text.split(separator: "\n")
+        #expect(refusals.count == 3 && refusals[0].contains("is not a type") && refusals[1].contains("reserves (TARGETS)")
+                && refusals[2].contains("at least one type"), "\(badTypes.text) \(badTypes.error)")
+        let introspection = try run("gdbus", ["introspect"] + object, display: x, environment: environment)
+        #expect(introspection.text.contains("interface org.xpb.Pasteboard1") && introspection.text.contains("ListHistory(in  u offset"), "\(introspection.text)")
+
+        // A caller that asks for 4 MiB forty times and never reads the replies (stopped): others are answered at once.
+        let big = home.root.appendingPathComponent("big")
+        try Data(repeating: 0x61, count: 4 << 20).write(to: big)
+        #expect(try run("/bin/sh", ["-c", "xclip -selection clipboard < \"$0\" >/dev/null 2>&1", big.path], display: x).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        let stalled = try Peer("/usr/bin/python3", ["-c", """
+            import os, signal
+            from gi.repository import Gio, GLib
+            bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            for _ in range(40):
+                bus.call("org.xpb.Pasteboard1", "/org/xpb/Pasteboard1", "org.xpb.Pasteboard1", "GetContents",
+                         GLib.Variant("(s)", ("CLIPBOARD",)), None, Gio.DBusCallFlags.NONE, -1, None, None, None)
+            bus.flush_sync(None)
+            print("sent", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            """], display: x, environment: environment)
+        defer { stalled.stop() }
+        try stalled.waitForOutput("sent")
+        let answered = try gdbus("ListHistory", ["0", "1"])
+        #expect(answered.status == 0 && answered.text.contains("typed hello") == false && answered.text.contains("aaaa"), "\(answered.text) \(answered.error)")
     }
 }

@@ -46,8 +46,8 @@ extension ClipboardDaemon {
     /// CLIPBOARD as a history entry selected again is, and kept in the history.
     func setClipboardText(_ text: String) throws {
         let data = Data(text.utf8)
-        guard data.count <= KlipperService.maxText else {
-            throw ControlFailure("the text is \(data.count) bytes, more than the \(KlipperService.maxText) setClipboardContents takes")
+        guard data.count <= KlipperObject.maxText else {
+            throw ControlFailure("the text is \(data.count) bytes, more than the \(KlipperObject.maxText) setClipboardContents takes")
         }
         let captured = ["UTF8_STRING", "text/plain;charset=utf-8"].map { CapturedTarget(target: $0, type: $0, data: data) }
         guard var snapshot = Snapshot(.general, advertised: ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"],
@@ -65,7 +65,7 @@ extension ClipboardDaemon {
     /// ready instead of waiting for the daemon's half of the work (11 of 22 ms for 1000
     /// entries). A burst of copies encodes it once, after the last.
     func encodeListingSoon() {
-        klipper.withLock { $0 }?.historyUpdated()
+        historyUpdatedSignal()
         let write = listingWrites.withLock { count -> Int in
             count += 1
             return count

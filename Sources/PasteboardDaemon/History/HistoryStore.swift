@@ -746,7 +746,7 @@ final class HistoryStore {
                     pending.append(.init(index: result.count, digest: toMake.digest, image: image))
                 }
                 result.append(HistoryEntrySummary(
-                    index: index, selection: SelectionNames.selection(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
+                    index: index, id: id, selection: SelectionNames.selection(for: Pasteboard.Name(rawValue: row[1].text ?? "general")),
                     time: Date(timeIntervalSince1970: row[2].real ?? 0), targets: kept.map(\.name), types: description.types,
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
                     preview: preview, moreLines: lines.count, rest: lines.rest,
@@ -815,6 +815,33 @@ final class HistoryStore {
     /// Entry `index` (0 = newest) with its payloads (files mapped, not read).
     func snapshot(at index: Int) throws -> Snapshot? {
         try recovering { try id(at: index).flatMap { try snapshot(id: $0) } }
+    }
+
+    /// Entry `id` (as listings name it), nil when there is none or it expired.
+    func snapshot(entry id: Int64) throws -> Snapshot? {
+        try recovering { try index(ofEntry: id) == nil ? nil : snapshot(id: id) }
+    }
+
+    /// Where entry `id` is in the listing (0 = newest), nil when there is none or it expired.
+    func index(ofEntry id: Int64) throws -> Int? {
+        try recovering {
+            let now = Date().timeIntervalSince1970
+            guard let row = try database.query("SELECT used FROM entries WHERE id = ? AND (expires IS NULL OR expires > ?)", [.integer(id), .real(now)]).first,
+                  let used = row[0].real else { return nil }
+            let before = try database.query("""
+                SELECT count(*) FROM entries WHERE (expires IS NULL OR expires > ?) AND (used > ? OR (used = ? AND id > ?))
+                """, [.real(now), .real(used), .real(used), .integer(id)]).first?[0].integer ?? 0
+            return Int(before)
+        }
+    }
+
+    /// The entries' texts, newest first (those without text left out), each cut at `limit` bytes.
+    func texts(limit: Int) throws -> [String] {
+        try recovering {
+            try database.query("""
+                SELECT substr(text, 1, ?) FROM entries WHERE text IS NOT NULL AND (expires IS NULL OR expires > ?) ORDER BY used DESC, id DESC
+                """, [.integer(Int64(limit)), .real(Date().timeIntervalSince1970)]).compactMap { $0[0].text }
+        }
     }
 
     /// The newest entry of a selection, preferring one taken on `display`; expired ones never.

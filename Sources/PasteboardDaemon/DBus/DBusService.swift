@@ -1,0 +1,211 @@
+import CDBus
+import CDBusGlue
+import FoundationEssentials
+import Glibc
+import Logging
+import PasteboardKit
+import Synchronization
+
+/// An object xpbd answers on the session bus (``KlipperObject``, ``PasteboardObject``).
+protocol DBusObject: AnyObject, Sendable {
+    /// The bus name it is offered under; taken only when free, never queued for.
+    var busName: String { get }
+    var path: String { get }
+    var interface: String { get }
+    /// Its `<interface>` element, for `Introspect`.
+    var introspection: String { get }
+    /// Answers a method call of its interface: the reply's values, or a D-Bus error.
+    func call(_ member: String, _ arguments: [DBusValue]) -> Result<[DBusValue], DBusFailure>
+}
+
+/// A D-Bus error: its name (`org.freedesktop.DBus.Error.InvalidArgs` …) and message.
+struct DBusFailure: Error {
+    var name: String
+    var message: String
+
+    static func invalidArguments(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.InvalidArgs", message: message) }
+    static func failed(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.Failed", message: message) }
+    static func unknownMethod(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.UnknownMethod", message: message) }
+}
+
+/// xpbd's connection to the session bus, through libdbus-1 (the reference implementation): a
+/// private connection read by one thread (`xpbd.dbus`), which owns the names of the objects it
+/// serves and routes each method call to its object. Only the session bus of the user who runs
+/// xpbd reaches it (the bus's own policy: the session bus lets only its user connect).
+final class DBusService: @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let objects: [any DBusObject]
+    private let logger: Logger
+    private let isStopped = Mutex(false)
+    /// libdbus's connection is used from the reading thread and from signal senders.
+    private let sending = Mutex(())
+
+    /// Connects to the session bus and takes each object's name where it is free; nil (logged)
+    /// when there is no session bus or no object got its name.
+    static func start(_ candidates: [any DBusObject], logger: Logger) -> DBusService? {
+        guard let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 else {
+            logger.debug("D-Bus: no session bus (DBUS_SESSION_BUS_ADDRESS is not set): no D-Bus interface is offered")
+            return nil
+        }
+        _ = cdbusglue_linked()
+        var error = DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        guard let connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error) else {
+            logger.warning("D-Bus: cannot reach the session bus (\(Self.message(error))): no D-Bus interface is offered")
+            return nil
+        }
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        var objects: [any DBusObject] = []
+        for object in candidates {
+            dbus_error_free(&error)
+            dbus_error_init(&error)
+            let result = dbus_bus_request_name(connection, object.busName, UInt32(DBUS_NAME_FLAG_DO_NOT_QUEUE), &error)
+            guard result == DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER else {
+                let why = result < 0 ? Self.message(error) : "another program has it"
+                logger.info("D-Bus: \(object.busName) not taken: \(why)")
+                continue
+            }
+            objects.append(object)
+        }
+        guard !objects.isEmpty else {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            return nil
+        }
+        let service = DBusService(connection: connection, objects: objects, logger: logger)
+        do {
+            try DetachedThread.start(name: "xpbd.dbus") { service.run() }
+        } catch {
+            logger.warning("D-Bus: cannot start its thread: \(error)")
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            return nil
+        }
+        for object in objects { logger.info("D-Bus: \(object.busName) \(object.path) answers \(object.interface) on the session bus") }
+        return service
+    }
+
+    private init(connection: OpaquePointer, objects: [any DBusObject], logger: Logger) {
+        self.connection = connection
+        self.objects = objects
+        self.logger = logger
+    }
+
+    private static func message(_ error: DBusError) -> String {
+        error.message.map { String(cString: $0) } ?? "unknown error"
+    }
+
+    /// Whether `object` got its name and is served.
+    func serves(_ object: any DBusObject) -> Bool { objects.contains { $0 === object } }
+
+    /// Stops the thread; it closes the connection (the names go with it).
+    func stop() {
+        isStopped.withLock { $0 = true }
+    }
+
+    /// The thread: reads and answers until stopped or the bus goes.
+    private func run() {
+        defer {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+        }
+        while !isStopped.withLock({ $0 }) {
+            // Waits for input without the lock (a signal can be sent meanwhile), then reads.
+            var fd: Int32 = -1
+            let pending = sending.withLock { _ in dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS }
+            if !pending, dbus_connection_get_unix_fd(connection, &fd) != 0, fd >= 0 {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&poller, 1, 200)
+            }
+            let alive = sending.withLock { _ in dbus_connection_read_write(connection, 0) }
+            guard alive != 0 else {
+                logger.warning("D-Bus: the session bus went away")
+                return
+            }
+            while let message = sending.withLock({ _ in dbus_connection_pop_message(connection) }) {
+                handle(message)
+                dbus_message_unref(message)
+            }
+        }
+    }
+
+    /// Emits a signal of `object` (from any thread).
+    func signal(_ object: any DBusObject, _ name: String, _ values: [DBusValue] = []) {
+        guard serves(object), !isStopped.withLock({ $0 }), let signal = dbus_message_new_signal(object.path, object.interface, name) else { return }
+        var iterator = DBusMessageIter()
+        dbus_message_iter_init_append(signal, &iterator)
+        for value in values { value.append(to: &iterator) }
+        send(signal)
+    }
+
+    private func send(_ message: OpaquePointer) {
+        sending.withLock { _ in
+            _ = dbus_connection_send(connection, message, nil)
+            dbus_connection_flush(connection)
+        }
+        dbus_message_unref(message)
+    }
+
+    // MARK: Calls
+
+    private func handle(_ message: OpaquePointer) {
+        guard dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_METHOD_CALL,
+              let memberPointer = dbus_message_get_member(message) else { return }
+        let member = String(cString: memberPointer)
+        let interface = dbus_message_get_interface(message).map { String(cString: $0) }
+        let path = dbus_message_get_path(message).map { String(cString: $0) } ?? "/"
+        if interface == "org.freedesktop.DBus.Introspectable", member == "Introspect" {
+            return reply(to: message, .success([.string(introspection(of: path))]))
+        }
+        if interface == "org.freedesktop.DBus.Peer", member == "Ping" { return reply(to: message, .success([])) }
+        guard let object = objects.first(where: { $0.path == path && (interface == nil || interface == $0.interface) }) else {
+            return reply(to: message, .failure(.unknownMethod("no method \(member) on \(path) (\(interface ?? "no interface"))")))
+        }
+        guard let arguments = DBusValue.arguments(of: message) else {
+            return reply(to: message, .failure(.invalidArguments("\(member): arguments of a type \(object.interface) does not take")))
+        }
+        reply(to: message, object.call(member, arguments))
+    }
+
+    private func reply(to message: OpaquePointer, _ result: Result<[DBusValue], DBusFailure>) {
+        guard dbus_message_get_no_reply(message) == 0 else { return }
+        switch result {
+        case let .success(values):
+            guard let reply = dbus_message_new_method_return(message) else { return }
+            var iterator = DBusMessageIter()
+            dbus_message_iter_init_append(reply, &iterator)
+            for value in values { value.append(to: &iterator) }
+            send(reply)
+        case let .failure(failure):
+            guard let reply = dbus_message_new_error(message, failure.name, failure.message) else { return }
+            send(reply)
+        }
+    }
+
+    /// The introspection of `path`: its objects' interfaces, or the nodes under it.
+    private func introspection(of path: String) -> String {
+        let header = """
+            <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
+            <node>
+            """
+        let standard = """
+              <interface name="org.freedesktop.DBus.Introspectable">
+                <method name="Introspect"><arg name="xml_data" type="s" direction="out"/></method>
+              </interface>
+              <interface name="org.freedesktop.DBus.Peer">
+                <method name="Ping"/>
+              </interface>
+            """
+        let here = objects.filter { $0.path == path }
+        if !here.isEmpty { return header + "\n" + here.map(\.introspection).joined(separator: "\n") + "\n" + standard + "\n</node>" }
+        // The next path element of each object below.
+        let prefix = path == "/" ? "/" : path + "/"
+        var children: [String] = []
+        for object in objects where object.path.hasPrefix(prefix) {
+            let next = object.path.dropFirst(prefix.count).split(separator: "/").first.map(String.init) ?? ""
+            if !next.isEmpty, !children.contains(next) { children.append(next) }
+        }
+        return header + children.map { "<node name=\"\($0)\"/>" }.joined() + "</node>"
+    }
+}

@@ -1,0 +1,88 @@
+import FoundationEssentials
+import Logging
+import PasteboardKit
+
+/// Klipper's D-Bus interface, so that what already calls KDE's clipboard manager works with
+/// xpbd unchanged: `org.kde.klipper`, object `/klipper`, interface `org.kde.klipper.klipper`.
+/// `pass` and gopass call `clearClipboardHistory` after every password they copy; scripts and
+/// launchers use the rest. Offered only where no real Klipper has the name. What each method
+/// does in xpbd's terms:
+/// - `getClipboardContents() → s`: the text of the newest history entry of CLIPBOARD;
+/// - `setClipboardContents(s)`: a copy of that text, served and kept as a history entry;
+/// - `clearClipboardContents()`: CLIPBOARD emptied (not brought back);
+/// - `clearClipboardHistory()`: the history forgotten, pinned entries kept;
+/// - `saveClipboardHistory()`: the history written to disk now (it always is; this checkpoints);
+/// - `getClipboardHistoryMenu() → as`: the entries' texts, newest first;
+/// - `getClipboardHistoryItem(i) → s`: entry i's text (an error past the end);
+/// - the signal `clipboardHistoryUpdated()`: whenever the history changed.
+final class KlipperObject: DBusObject, @unchecked Sendable {
+    let busName = "org.kde.klipper"
+    let path = "/klipper"
+    let interface = "org.kde.klipper.klipper"
+    /// The longest text `setClipboardContents` takes.
+    static let maxText = 16 << 20
+
+    private weak var daemon: ClipboardDaemon?
+    private let logger: Logger
+
+    init(daemon: ClipboardDaemon, logger: Logger) {
+        self.daemon = daemon
+        self.logger = logger
+    }
+
+    func call(_ member: String, _ arguments: [DBusValue]) -> Result<[DBusValue], DBusFailure> {
+        guard let daemon else { return .failure(.failed("xpbd is stopping")) }
+        do {
+            switch member {
+            case "getClipboardContents":
+                let text = try daemon.store.withLock { try $0.latest(selection: .general, display: daemon.host.nodeName) ?? $0.snapshot(at: 0) }?
+                    .text(limit: Self.maxText)
+                return .success([.string(text ?? "")])
+            case "setClipboardContents":
+                guard arguments.count == 1, case let .string(text) = arguments[0] else { return .failure(.invalidArguments("setClipboardContents takes one string")) }
+                try daemon.setClipboardText(text)
+                return .success([])
+            case "clearClipboardContents":
+                try daemon.host.clearSelection(.general)
+                return .success([])
+            case "clearClipboardHistory":
+                try daemon.store.withLock { try $0.clear() }
+                daemon.historyChanged()
+                logger.info("D-Bus: clearClipboardHistory: the history was cleared (pinned entries kept)")
+                return .success([])
+            case "saveClipboardHistory":
+                daemon.store.withLock { $0.checkpoint() }
+                return .success([])
+            case "getClipboardHistoryMenu":
+                // Each entry's text in one pass over the store (a long text cut at 4 KiB, as a menu shows it).
+                let texts = try daemon.store.withLock { try $0.texts(limit: 4096) }
+                return .success([.array("s", texts.map { .string($0) })])
+            case "getClipboardHistoryItem":
+                guard arguments.count == 1, case let .int32(index) = arguments[0] else {
+                    return .failure(.invalidArguments("getClipboardHistoryItem takes one int32"))
+                }
+                guard index >= 0, let snapshot = try daemon.store.withLock({ try $0.snapshot(at: Int(index)) }) else {
+                    return .failure(.invalidArguments("no history entry \(index)"))
+                }
+                return .success([.string(snapshot.text(limit: Self.maxText) ?? "")])
+            default:
+                return .failure(.unknownMethod("no method \(member) in \(interface)"))
+            }
+        } catch {
+            return .failure(.failed("\(error)"))
+        }
+    }
+
+    let introspection = """
+          <interface name="org.kde.klipper.klipper">
+            <method name="getClipboardContents"><arg type="s" direction="out"/></method>
+            <method name="setClipboardContents"><arg name="s" type="s" direction="in"/></method>
+            <method name="clearClipboardContents"/>
+            <method name="clearClipboardHistory"/>
+            <method name="saveClipboardHistory"/>
+            <method name="getClipboardHistoryMenu"><arg type="as" direction="out"/></method>
+            <method name="getClipboardHistoryItem"><arg type="s" direction="out"/><arg name="i" type="i" direction="in"/></method>
+            <signal name="clipboardHistoryUpdated"/>
+          </interface>
+        """
+}
