@@ -55,6 +55,8 @@ struct SecretTests {
             #expect(try run("/bin/sh", ["-c", "\"$0\" -selection clipboard\(typeArguments) >/dev/null 2>&1", manager], display: x, input: data).status == 0)
             kept += 1
             try daemon.waitForLog("kept CLIPBOARD", count: kept)
+            // Written on the history's own queue, after the log line.
+            try waitForEntries(2, x, home)
             #expect(daemon.log.components(separatedBy: "kept CLIPBOARD from").last?.contains("buttercup") == true)
         }
         func takeBack() throws {
@@ -109,19 +111,20 @@ struct SecretTests {
         defer { manager.stop() }
         try manager.waitForOutput("ready")
         try daemon.waitForLog("kept CLIPBOARD")
+        try waitForEntries(1, x, home)
         #expect(try grepFinds(secret, in: home, x))
         try manager.waitForOutput("cleared")
         try daemon.waitForLog("the copy was a secret, forgotten")
         #expect(try !grepFinds(secret, in: home, x), "\(filesHolding(Data(secret.utf8), in: home))")
         #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).status != 0, "a cleared secret is not brought back")
 
-        // Not secrets: a clear after the owner exited (xclip -l 1, after one paste; xsel's empty
-        // input clears), and an empty copy by another app.
+        // Not secrets: a clear after the owner exited (xsel's empty input clears), and an empty
+        // copy by another app.
         let note = "a note \(UUID().uuidString)"
-        let owner = try Peer("/bin/sh", ["-c", "printf %s \"$0\" | xclip -selection clipboard -l 1 -quiet", note], display: x)
+        let owner = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(note.utf8))
         try daemon.waitForLog("kept CLIPBOARD", count: 2)
         #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == note)
-        _ = try owner.finish(timeout: 10)
+        owner.stop()
         try daemon.waitForLog("serving its")
         #expect(try run("/bin/sh", ["-c", "printf '' | xsel -b -i"], display: x).status == 0)
         try daemon.waitForLog("CLIPBOARD was cleared by its owner", count: 2)

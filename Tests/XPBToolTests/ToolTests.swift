@@ -702,7 +702,7 @@ struct ReadTests {
         let replies = bash.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         #expect(replies.count >= 9, "\(bash.text)")
         if replies.count >= 9 {
-            #expect(replies[0] == "list search select delete pin unpin clear menu")
+            #expect(replies[0] == "list search select delete pin unpin clear queue menu")
             #expect(replies[1] == "status link")
             #expect(replies[2] == "bash zsh fish")
             #expect(replies[3] == "png")
@@ -718,7 +718,7 @@ struct ReadTests {
         let parts = fish.text.components(separatedBy: "==\n").map { $0.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) } }
         #expect(parts.count == 4, "\(fish.text)")
         if parts.count == 4 {
-            #expect(Set(parts[0]) == ["list", "search", "select", "delete", "pin", "unpin", "clear", "menu"])
+            #expect(Set(parts[0]) == ["list", "search", "select", "delete", "pin", "unpin", "clear", "queue", "menu"])
             #expect(parts[1] == ["zsh"])
             #expect(parts[2] == ["html"])
             #expect(parts[3].contains(display), "\(parts[3])")
@@ -727,7 +727,7 @@ struct ReadTests {
         let zsh = try run("/usr/bin/zsh", ["-f", "-c", "zsh -n $0/_xpb && zsh -n $0/_xpbd && print ok", directory.path], display: x)
         #expect(zsh.text == "ok\n", "\(zsh.error)")
         let zshScript = try String(contentsOf: directory.appendingPathComponent("_xpb"), encoding: .utf8)
-        #expect(zshScript.contains("(list search select delete pin unpin clear menu)") && zshScript.contains("(bash zsh fish)"))
+        #expect(zshScript.contains("(list search select delete pin unpin clear queue menu)") && zshScript.contains("(bash zsh fish)"))
         #expect(zshScript.contains("/tmp/.X11-unix"))
     }
 
