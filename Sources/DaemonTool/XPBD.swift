@@ -296,6 +296,16 @@ package enum XPBD {
         return (configuration, level)
     }
 
+    /// Runs xpbd and ends the process with its status. Through `_exit` once the daemon has
+    /// written its state: `exit` runs the libraries' destructors (Xlib's among them) while the
+    /// daemon's other threads may still be letting their last objects go (one that closed a
+    /// display mid-destructor crashed the process, 1 in some hundred stops after a lost X server).
+    package static func runAndExit() -> Never {
+        let status = main()
+        fflush(nil)
+        _exit(status)
+    }
+
     package static func main() -> Int32 {
         let commandLine = Array(CommandLine.arguments.dropFirst())
         var configuration: DaemonConfiguration

@@ -41,7 +41,7 @@ enum XPB {
         // Multi-call: the name it was run by (a link's, without its directory) picks the program.
         let programName = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
         // The installed xpbd is a link to xpb (see the Makefile).
-        if programName == "xpbd" { exit(XPBD.main()) }
+        if programName == "xpbd" { XPBD.runAndExit() }
         StandardDescriptors.ensureOpen()
         let arguments = Array(CommandLine.arguments.dropFirst())
         // Run as `xclip` or `xsel`: that tool's options.

@@ -1,4 +1,4 @@
 import DaemonTool
 import Glibc
 
-exit(XPBD.main())
+XPBD.runAndExit()
