@@ -141,6 +141,30 @@ struct SyncTests {
         try a.daemon.stop()
     }
 
+    @Test("a secret its app takes back (an empty copy by an xclip named buttercup) is withdrawn from the peer too: it serves it no more, and no state directory holds it")
+    func takenBackSecretLeavesPeers() throws {
+        let runtime = try DaemonHome()
+        let a = try Node(runtime: runtime)
+        let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
+        try b.daemon.waitForLog("connected to")
+        let bin = runtime.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let manager = bin.appendingPathComponent("buttercup").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: manager)
+        let secret = "peer-secret-\(UUID().uuidString)"
+        #expect(try xclipCopy(secret, program: manager, display: a.x).status == 0)
+        try b.waitForTaken(1)
+        #expect(try b.read("UTF8_STRING").text == secret, "the peer serves the copy before it is taken back")
+        try waitForEntries(1, a.x, a.daemon.home)
+        #expect(try xclipCopy("", program: manager, display: a.x).status == 0)
+        try a.daemon.waitForLog("the copy was a secret, forgotten")
+        #expect(eventually(timeout: 10) { (try? b.read("UTF8_STRING").text) != secret }, "the peer still serves the secret")
+        let grep = try run("/bin/grep", ["-r", "-a", "-l", "-F", "--", secret, runtime.root.path], display: a.x)
+        #expect(grep.status == 1, "found in \(grep.text)")
+        try b.daemon.stop()
+        try a.daemon.stop()
+    }
+
     @Test("copies by a password manager (xclip renamed keepassxc) and by a --no-sync-app app stay on their display; a text --ignore-match matches is withdrawn once read")
     func appRulesKeepCopiesHome() throws {
         let runtime = try DaemonHome()
