@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import PasteboardKit
 import PasteboardSelections
@@ -34,8 +35,10 @@ extension ClipboardDaemon {
         // After the entry's own write, which is on `storage` before this.
         storage.async { [self] in
             do {
+                let started = DispatchTime.now()
                 let forgotten = try store.withLock { try $0.forgetSecret(entry: copy.entry, selection: copy.selection, time: copy.time, display: host.nodeName) }
-                logger.notice("\(selection): \(reason) \(seconds) s after the copy: the copy was a secret, \(forgotten ? "forgotten (history, payloads, thumbnails)" : "which the history no longer held")")
+                let milliseconds = (DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000
+                logger.notice("\(selection): \(reason) \(seconds) s after the copy: the copy was a secret, \(forgotten ? "forgotten (history, payloads, thumbnails) in \(milliseconds) ms" : "which the history no longer held")")
                 if forgotten { historyChanged() }
             } catch {
                 logger.error("\(selection): \(reason): the copy was a secret, but its history entry could not be forgotten: \(error)")
