@@ -67,18 +67,19 @@ struct PasteQueueTests {
             Snapshot(.general, advertised: ["UTF8_STRING"], captured: [CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data(text.utf8))], cap: 1 << 20)!
         }
         var queue = PasteQueue()
-        let first = try queue.add([item("a"), item("b")])
+        let first = try queue.add([item("a"), item("b")], maxBytes: 1 << 20)
         #expect(first.items.count == 2)
         #expect(queue.pasted(0, generation: first.generation) == 1)
         #expect(queue.pasted(0, generation: first.generation) == 0, "counted once")
-        let second = try queue.add([item("c")])
+        let second = try queue.add([item("c")], maxBytes: 1 << 20)
         #expect(second.items.map(\.preview) == ["b", "c"])
         #expect(queue.pasted(1, generation: first.generation) == 0, "an older generation's report")
         #expect(queue.pasted(1, generation: second.generation) == 2)
         #expect(queue.items.isEmpty)
-        #expect(throws: ControlFailure.self) { try queue.add(Array(repeating: item("x"), count: PasteQueue.maxItems + 1)) }
+        #expect(throws: ControlFailure.self) { try queue.add(Array(repeating: item("x"), count: PasteQueue.maxItems + 1), maxBytes: 1 << 20) }
         #expect(queue.items.isEmpty)
-        _ = try queue.add([item("d")])
+        #expect(throws: ControlFailure.self) { try queue.add([item("too large")], maxBytes: 4) }
+        _ = try queue.add([item("d")], maxBytes: 1 << 20)
         #expect(queue.clear() == 1)
     }
 }

@@ -20,6 +20,11 @@ extension DisplayHost {
                 if let next, count > 0 { try serve(next) }
                 logger.info("paste queue cleared (\(count) items)")
             case let .add(write):
+                // Refused from its announcement, before a byte is read.
+                let room = configuration.maxSnapshotBytes - pasteQueue.withLock { $0.size }
+                guard write.size <= room else {
+                    throw ControlFailure("the paste queue holds at most \(ByteCount.format(configuration.maxSnapshotBytes)) in all: \(ByteCount.format(write.size)) more do not fit; nothing was added")
+                }
                 let items = try ControlServer.receiveItems(of: write, on: &channel).get()
                 let maker = write.copiedBy.map { LogThrottle.printable(String($0.prefix(256))) }
                 let snapshots = try items.map { item -> Snapshot in
@@ -64,7 +69,7 @@ extension DisplayHost {
     /// Adds items and serves the queue anew from its first item.
     private func enqueue(_ snapshots: [Snapshot]) throws {
         guard !snapshots.isEmpty else { return }
-        let (items, generation) = try pasteQueue.withLock { try $0.add(snapshots) }
+        let (items, generation) = try pasteQueue.withLock { try $0.add(snapshots, maxBytes: configuration.maxSnapshotBytes) }
         // What the keeper held is not what CLIPBOARD serves now (a peer asking for it must not get it).
         state.withLock { _ = $0.current.removeValue(forKey: .general) }
         try backend.managerPort.keepQueue(.general, items: items.map { ($0.advertised, $0.targets.map(\.captured)) },

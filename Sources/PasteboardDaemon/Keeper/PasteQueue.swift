@@ -18,10 +18,18 @@ struct PasteQueue {
     /// The most items a queue holds.
     static let maxItems = 1000
 
-    /// Adds items at the end; returns the list to serve now (every item left), with its generation.
-    mutating func add(_ new: [Snapshot]) throws(ControlFailure) -> (items: [Snapshot], generation: Int) {
+    /// The bytes the items hold.
+    var size: Int { items.reduce(0) { $0 + $1.size } }
+
+    /// Adds items at the end, if the queue stays within ``maxItems`` and `maxBytes`; returns the
+    /// list to serve now (every item left), with its generation.
+    mutating func add(_ new: [Snapshot], maxBytes: Int) throws(ControlFailure) -> (items: [Snapshot], generation: Int) {
         guard items.count + new.count <= Self.maxItems else {
             throw ControlFailure("the paste queue holds at most \(Self.maxItems) items (\(items.count) now): nothing was added")
+        }
+        let adding = new.reduce(0) { $0 + $1.size }
+        guard size + adding <= maxBytes else {
+            throw ControlFailure("the paste queue holds at most \(ByteCount.format(maxBytes)) (\(ByteCount.format(size)) now, \(ByteCount.format(adding)) more asked): nothing was added")
         }
         items += new
         return serveAnew()
