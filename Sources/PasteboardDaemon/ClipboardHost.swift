@@ -38,7 +38,7 @@ protocol ClipboardHost: AnyObject, Sendable {
     /// A kept copy was a secret (``TakenBackCopies``): what the host holds of it (the copy of
     /// `time` on `name`) is dropped and its bytes zeroed. It is not served again.
     func forgetKept(_ name: Pasteboard.Name, time: Date)
-    /// The paste queue (`xpb queue`): only a display's xpbd has one.
+    /// The paste queue (`xpb queue`): an X display's and a Wayland session's xpbd have one.
     func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure>
     /// The requests about the pasteboards themselves (`offer`, `read`, `write`, `clearPasteboard`,
     /// `watch`); may talk on the client's connection before it returns.
@@ -58,6 +58,6 @@ extension ClipboardHost {
     func forgetKept(_ name: Pasteboard.Name, time: Date) {}
 
     func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
-        .failure(ControlFailure("the paste queue is an X display's: this xpbd serves \(nodeName), where it has none"))
+        .failure(ControlFailure("the paste queue is a desktop's: this xpbd serves \(nodeName), where nobody pastes"))
     }
 }

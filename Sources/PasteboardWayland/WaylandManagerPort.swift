@@ -63,6 +63,14 @@ extension WaylandPasteboardBackend {
         try own(.kept(kept), on: name, if: precondition)
     }
 
+    /// Serves one item of a paste queue: `onPaste` is told (on a worker) after each receive a
+    /// reader made of it, once the reader has every byte (a paste is one receive on Wayland).
+    /// If `precondition` allows it (as ``serve(_:on:if:)``).
+    package func serveQueued(_ kept: any HeldTargets, on name: Pasteboard.Name, if precondition: @escaping (UInt?) -> Bool,
+                             onPaste: @escaping @Sendable () -> Void) throws -> Bool {
+        try own(.kept(kept), on: name, if: precondition, onPaste: onPaste)
+    }
+
     /// Serves another node's copy as the selection, its bytes fetched when a reader asks, if
     /// `precondition` allows it.
     package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget], if precondition: @escaping (UInt?) -> Bool) throws -> Bool {

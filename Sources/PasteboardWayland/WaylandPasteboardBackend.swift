@@ -55,6 +55,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     struct State {
         /// What our sources hold, by source id; and the source each selection has from us.
         var held: [UInt32: SourceContents] = [:]
+        /// Told after each paste a source served (a paste queue's item: each receive is a paste).
+        var pasteHooks: [UInt32: @Sendable () -> Void] = [:]
         var ours: [DataControlState.Selection: UInt32] = [:]
         /// The types at each selection's last change (for the next change's added and removed).
         var types: [DataControlState.Selection: [PasteboardType]] = [:]
@@ -170,6 +172,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             case let .cancelled(source):
                 state.withLock { state in
                     state.held[source] = nil
+                    state.pasteHooks[source] = nil
                     for (selection, id) in state.ours where id == source { state.ours[selection] = nil }
                 }
                 connection.destroy(source)
@@ -206,9 +209,9 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Writes a type's bytes to a reader's descriptor on a worker, then closes it.
     private func serve(source: UInt32, type: [UInt8], fd: Int32) {
-        let (held, handler) = state.withLock { state -> (SourceContents?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) in
+        let (held, handler, pasted) = state.withLock { state -> (SourceContents?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?, (@Sendable () -> Void)?) in
             state.activeSends += 1
-            return (state.held[source], state.servedHandler)
+            return (state.held[source], state.servedHandler, state.pasteHooks[source])
         }
         let selection = state.withLock { state in state.ours.first { $0.value == source }?.key }
         let timeout = configuration.sendTimeout
@@ -224,6 +227,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             if delivered, let handler, let selection, target != Manifest.target {
                 handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
             }
+            if delivered, target != Manifest.target { pasted?() }
         }
     }
 
@@ -455,7 +459,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Sets a source of `contents` as the selection if `precondition` (asked with the selection's
     /// owner number just before) allows it; the compositor has it when this returns.
-    func own(_ contents: SourceContents, on name: Pasteboard.Name, if precondition: ((UInt?) -> Bool)?) throws -> Bool {
+    func own(_ contents: SourceContents, on name: Pasteboard.Name, if precondition: ((UInt?) -> Bool)?,
+             onPaste: (@Sendable () -> Void)? = nil) throws -> Bool {
         let selection = try selection(name)
         do {
             let owned = try connection.withWriting {
@@ -468,6 +473,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 guard let made else { return false }
                 state.withLock { state in
                     state.held[made.source] = contents
+                    state.pasteHooks[made.source] = onPaste
                     state.ours[selection] = made.source
                 }
                 try connection.writeLocked(WaylandRequest.createSource(manager: made.manager, id: made.source))
@@ -501,6 +507,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             if let source = state.withLock({ state -> UInt32? in
                 guard let source = state.ours.removeValue(forKey: selection) else { return nil }
                 state.held[source] = nil
+                state.pasteHooks[source] = nil
                 return source
             }) {
                 connection.destroy(source)

@@ -300,6 +300,51 @@ struct WaylandDaemonTests {
     }
 }
 
+@Suite("Wayland: the paste queue")
+struct WaylandQueueTests {
+    @Test("three queued items go to three pastes in order (xpb paste, wl-paste, xpb paste); the last stays; text, an image, text; another copy ends a queue")
+    func queue() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        for text in ["first", "second", "third"] {
+            let added = try xpb(["copy", "--queue"], sway, home, input: Data(text.utf8))
+            #expect(added.status == 0, "\(added.error)")
+        }
+        #expect(try xpb(["queue"], sway, home).text.split(separator: "\n").count == 3)
+        #expect(try xpb(["paste"], sway, home).text == "first")
+        try daemon.waitForLog("an item was pasted; 2 left")
+        let second = try wlPaste(sway)
+        #expect(second.text == "second", "\(second.text) \(second.error) \(daemon.log)")
+        try daemon.waitForLog("an item was pasted; 1 left")
+        #expect(try xpb(["paste"], sway, home).text == "third")
+        try daemon.waitForLog("its last item was pasted")
+        #expect(try xpb(["paste"], sway, home).text == "third", "the clipboard keeps the last item")
+        #expect(try xpb(["queue", "--json"], sway, home).text == "[]\n")
+
+        // Items of other types: each set as a source of its own.
+        let png = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Peers/image.png"))
+        let image = home.root.appendingPathComponent("picture.png")
+        try png.write(to: image)
+        #expect(try xpb(["queue", "add", "-"], sway, home, input: Data("before".utf8)).status == 0)
+        #expect(try xpb(["queue", "add", image.path], sway, home).status == 0)
+        #expect(try xpb(["queue", "add", "-"], sway, home, input: Data("after".utf8)).status == 0)
+        #expect(try xpb(["paste"], sway, home).text == "before")
+        try daemon.waitForLog("an item was pasted; 2 left", count: 2)
+        #expect(try xpb(["paste", "-t", "image/png"], sway, home).output == png)
+        try daemon.waitForLog("an item was pasted; 1 left", count: 2)
+        #expect(try xpb(["paste"], sway, home).text == "after")
+        try daemon.waitForLog("its last item was pasted", count: 2)
+
+        for text in ["one", "two"] { #expect(try xpb(["queue", "add", "-"], sway, home, input: Data(text.utf8)).status == 0) }
+        try wlCopy(sway, Data("another app".utf8), type: "text/plain")
+        try daemon.waitForLog("another app copied: its 2 items are dropped")
+        #expect(try wlPaste(sway).text == "another app")
+    }
+}
+
 @Suite("Wayland: sync between a Wayland session and an X display")
 struct WaylandSyncTests {
     @Test("a copy on either side reaches the other byte-exact, text and 5 MiB; the announce names the Wayland node")

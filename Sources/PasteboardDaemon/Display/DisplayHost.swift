@@ -72,7 +72,7 @@ final class DisplayHost: ClipboardHost {
     /// In a bridge: what the Wayland side compares its copies with (set before ``connect(_:)``).
     let bridgeMemory = Mutex<BridgeMemory?>(nil)
     /// The paste queue (`xpb queue`).
-    let pasteQueue = Mutex(PasteQueue())
+    let pasteQueue: PasteQueueService
     /// The bridge's reads of each X copy's text.
     private let textReads = DispatchQueue(label: "xpbd.bridge.text")
 
@@ -80,6 +80,7 @@ final class DisplayHost: ClipboardHost {
     init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        pasteQueue = PasteQueueService(maxBytes: configuration.maxSnapshotBytes, logger: logger)
         // What the kept copies' conversions (other image formats, other text encodings) may hold:
         // one of them at most --max-target-size, all of them at most a snapshot's cap.
         ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
@@ -208,7 +209,7 @@ final class DisplayHost: ClipboardHost {
     }
 
     func serveSelected(_ snapshot: Snapshot) throws {
-        if snapshot.selection == .general { endQueue(because: "a history entry was selected") }
+        if snapshot.selection == .general { pasteQueue.end(because: "a history entry was selected") }
         try serve(snapshot)
         daemon?.hub.selectedFromHistory(snapshot.selection)
     }
@@ -275,7 +276,7 @@ final class DisplayHost: ClipboardHost {
                 state.withLock { $0.owners[change.name] = ourWindow }
                 return
             }
-            if change.name == .general { endQueue(because: change.owner.isNone ? "CLIPBOARD was cleared" : "another app copied") }
+            if change.name == .general { pasteQueue.end(because: change.owner.isNone ? "CLIPBOARD was cleared" : "another app copied") }
             if !change.owner.isNone {
                 state.withLock { $0.owners[change.name] = change.owner }
                 schedule(change.name)

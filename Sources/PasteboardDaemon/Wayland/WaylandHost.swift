@@ -44,10 +44,13 @@ final class WaylandHost: ClipboardHost {
     /// In a bridge: what tells the compositor's echoes of copies from copies (set before
     /// ``connect(_:)``).
     let bridgeMemory = Mutex<BridgeMemory?>(nil)
+    /// The paste queue (`xpb queue`).
+    let pasteQueue: PasteQueueService
 
     init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        pasteQueue = PasteQueueService(maxBytes: configuration.maxSnapshotBytes, logger: logger)
         ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
         var wayland = WaylandPasteboardBackend.Configuration()
         wayland.readTimeout = configuration.targetTimeout
@@ -155,6 +158,7 @@ final class WaylandHost: ClipboardHost {
     }
 
     func serveSelected(_ snapshot: Snapshot) throws {
+        if snapshot.selection == .general { pasteQueue.end(because: "a history entry was selected") }
         try serve(snapshot, ifEmpty: false)
         daemon?.hub.selectedFromHistory(snapshot.selection)
     }
@@ -208,6 +212,9 @@ final class WaylandHost: ClipboardHost {
     }
 
     private func selectionChanged(_ name: Pasteboard.Name, owner: UInt?, previous: UInt?) {
+        if name == .general, owner != WaylandPasteboardBackend.ourOwner {
+            pasteQueue.end(because: owner == nil ? "CLIPBOARD was emptied" : "another app copied")
+        }
         guard keptNames.contains(name), owner != WaylandPasteboardBackend.ourOwner else { return }
         if let owner, state.withLock({ $0.echoes.contains(owner) }) { return }
         if let owner {
