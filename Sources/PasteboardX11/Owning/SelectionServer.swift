@@ -267,18 +267,20 @@ final class SelectionServer {
     static let maxTransfers = 512
 
     func handleSelectionRequest(_ request: ConversionRequest) {
-        if queued[request.selection] != nil { takeQueueTurn(request) }
-        guard let state = owned[request.selection], request.owner == wire.window,
-              request.time.isCurrentTime || !request.time.isBefore(state.timestamp) else {
+        guard let owned = owned[request.selection], request.owner == wire.window,
+              request.time.isCurrentTime || !request.time.isBefore(owned.timestamp) else {
             return notify(request, succeeded: false)
         }
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
         // An xpb reader's guess, asked with TARGETS before it saw our manifest: it reads through
         // the manifest and never takes the guess. Refused before any work, it costs nothing (no
-        // fetch from a sync peer) and is no paste (--paste-once).
+        // fetch from a sync peer) and is no paste (--paste-once, the paste queue).
         if request.property == wire.known[.guess], request.target != wire.known[.targets] {
             return notify(request, succeeded: false)
         }
+        // A paste queue's request takes its turn first: it is served the item the turn names.
+        if queued[request.selection] != nil { takeQueueTurn(request) }
+        guard let state = self.owned[request.selection] else { return notify(request, succeeded: false) }
         if session.manager.isClipboardManager, request.selection == wire.known[.clipboardManager], request.target == wire.known[.saveTargets] {
             return session.manager.handleSaveTargets(request)
         }
