@@ -75,12 +75,18 @@ extension DisplayHost {
             case .shareable, .localOnly:
                 break
             }
-            let fetched = fetch(name, offer: offer, isCurrent: { self.isCurrent(name, generation) },
+            var fetched = fetch(name, offer: offer, isCurrent: { self.isCurrent(name, generation) },
                                 progress: { target in
                                     self.state.withLock { state in
                                         if state.inProgress[name]?.epoch == epoch { state.inProgress[name]?.targets.append(target) }
                                     }
                                 })
+            // The offer's owner was looked at first: an owner that forked (xclip) may have been
+            // its parent then, gone before its executable was read. The owner looked at now names it.
+            if fetched?.app == nil, let app = owner.creditedApp {
+                fetched?.app = app
+                fetched?.pid = owner.creditedPID
+            }
             if let fetched, isCurrent(name, generation) {
                 daemon?.copyRead(name, app: fetched.app, isEmpty: fetched.isEmpty)
                 if fetched.isEmpty {

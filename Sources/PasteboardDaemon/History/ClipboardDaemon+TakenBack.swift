@@ -8,7 +8,17 @@ extension ClipboardDaemon {
     /// The host read a new copy on `name` (kept or not): an empty copy by the app of the copy
     /// before, within the window, makes that one a secret.
     func copyRead(_ name: Pasteboard.Name, app: String?, isEmpty: Bool) {
-        guard let copy = takenBack.withLock({ $0.copied(name, app: app, isEmpty: isEmpty, at: Date()) }) else { return }
+        let (copy, earlier) = takenBack.withLock { rule in
+            let earlier = rule.recent[name]
+            return (rule.copied(name, app: app, isEmpty: isEmpty, at: Date()), earlier)
+        }
+        guard let copy else {
+            if isEmpty {
+                let before = earlier.map { "the copy before was \(printable($0.app ?? "an unknown app's")), \(Int(Date().timeIntervalSince($0.time))) s old" } ?? "no copy before is known"
+                logger.debug("\(SelectionNames.selection(for: name)): an empty copy by \(printable(app ?? "an unknown app")); \(before): nothing taken back")
+            }
+            return
+        }
         forgetTakenBack(copy, because: "\(printable(copy.app ?? "its app")) replaced it with an empty copy")
     }
 

@@ -48,7 +48,8 @@ extension SyncHub {
                 logger.debug("sync: fetch \(id) done: \(ByteCount.format(total))")
             case let .streamFail(id, message):
                 state.withLock { $0.streams.removeValue(forKey: id) }?.fail(message)
-                logger.warning("sync: \(message)")
+                let (log, left) = state.withLock { $0.fetchFailures.admit(now: Date().timeIntervalSince1970) }
+                if log { logger.warning("sync: \(message)\(left > 0 ? " (and \(left) more failed fetches since the last one logged)" : "")") }
             case let .relayData(id, fetchID):
                 if let bytes { link(id)?.sendData(id: fetchID, bytes) }
             case let .wake(key):

@@ -39,6 +39,9 @@ final class SyncHub: Sendable {
         var admitting = 0
         /// How often refused links are logged.
         var refusals = LogThrottle()
+        /// How often failed fetches are logged: a reader that asks again and again (a
+        /// compositor's bridge, a script in a loop) must not flood the journal.
+        var fetchFailures = LogThrottle(burst: 5, interval: 10)
         /// Every target name other nodes announced (each became an X atom of this display, which
         /// the X server never frees), and how many each link brought in.
         var foreignNames: Set<String> = []
