@@ -37,6 +37,10 @@ final class DBusService: @unchecked Sendable {
     private let objects: [any DBusObject]
     private let logger: Logger
     private let isStopped = Mutex(false)
+    /// Wakes the thread from its wait when xpbd stops (it waits with no timeout: an idle daemon
+    /// does not wake for nothing).
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
     /// libdbus's connection is used from the reading thread and from signal senders.
     private let sending = Mutex(())
 
@@ -87,6 +91,12 @@ final class DBusService: @unchecked Sendable {
     }
 
     private init(connection: OpaquePointer, objects: [any DBusObject], logger: Logger) {
+        var fds: [Int32] = [-1, -1]
+        if pipe(&fds) == 0 {
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
         self.connection = connection
         self.objects = objects
         self.logger = logger
@@ -96,12 +106,20 @@ final class DBusService: @unchecked Sendable {
         error.message.map { String(cString: $0) } ?? "unknown error"
     }
 
+    deinit {
+        // Here, not as the thread ends: stop() may still be writing its byte.
+        if wakeRead >= 0 { Glibc.close(wakeRead) }
+        if wakeWrite >= 0 { Glibc.close(wakeWrite) }
+    }
+
     /// Whether `object` got its name and is served.
     func serves(_ object: any DBusObject) -> Bool { objects.contains { $0 === object } }
 
     /// Stops the thread; it closes the connection (the names go with it).
     func stop() {
         isStopped.withLock { $0 = true }
+        var byte: UInt8 = 1
+        if wakeWrite >= 0 { _ = write(wakeWrite, &byte, 1) }
     }
 
     /// The thread: reads and answers until stopped or the bus goes.
@@ -114,11 +132,14 @@ final class DBusService: @unchecked Sendable {
             // Waits for input without the lock (a signal can be sent meanwhile), then reads.
             var fd: Int32 = -1
             let pending = sending.withLock { _ in dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS }
-            if !pending, dbus_connection_get_unix_fd(connection, &fd) != 0, fd >= 0 {
-                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&poller, 1, 200)
+            // The socket (a unix one, or TCP where the bus is reached so); without one, libdbus
+            // waits itself, holding the lock (as it must not spin).
+            let hasSocket = dbus_connection_get_socket(connection, &fd) != 0 && fd >= 0
+            if !pending, hasSocket {
+                var pollers = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+                _ = poll(&pollers, wakeRead >= 0 ? 2 : 1, wakeRead >= 0 ? -1 : 200)
             }
-            let alive = sending.withLock { _ in dbus_connection_read_write(connection, 0) }
+            let alive = sending.withLock { _ in dbus_connection_read_write(connection, pending || hasSocket ? 0 : 200) }
             guard alive != 0 else {
                 logger.warning("D-Bus: the session bus went away")
                 return
