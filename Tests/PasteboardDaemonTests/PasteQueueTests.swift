@@ -3,6 +3,7 @@ import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
 import Testing
+import X11TestSupport
 @testable import PasteboardDaemon
 
 @Suite("the paste queue: whose turn, and what is left")
@@ -31,7 +32,7 @@ struct PasteQueueTests {
     @Test("seeded simulation: readers that ask at random, each within its paste, each take one item in order, whatever they ask")
     func simulation() {
         for seed in UInt64(1)...200 {
-            var random = Generator(state: seed)
+            var random = SeededRandom(seed: seed)
             let count = Int.random(in: 1...6, using: &random)
             var turns = PasteTurns(count: count)
             var now = 0.0
@@ -81,16 +82,5 @@ struct PasteQueueTests {
         #expect(throws: ControlFailure.self) { try queue.add([item("too large")], maxBytes: 4) }
         _ = try queue.add([item("d")], maxBytes: 1 << 20)
         #expect(queue.clear() == 1)
-    }
-}
-
-private struct Generator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
