@@ -294,9 +294,8 @@ final class DisplayHost: ClipboardHost {
             }
             if change.reason == .setOwner {
                 logger.info("\(selection) was cleared by its owner: not brought back")
-                var dropped = kept
-                dropped?.wipe()
-                daemon?.selectionCleared(change.name)
+                // A secret taken back: the bytes kept of it are zeroed as they go.
+                if daemon?.selectionCleared(change.name) == true, var dropped = kept { dropped.wipe() }
                 return
             }
             daemon?.ownerGone(change.name)

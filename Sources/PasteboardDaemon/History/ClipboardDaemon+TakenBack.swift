@@ -24,9 +24,12 @@ extension ClipboardDaemon {
 
     /// `name` was cleared on purpose (not its owner gone): the copy it held, if made within the
     /// window, was a secret.
-    func selectionCleared(_ name: Pasteboard.Name) {
-        guard let copy = takenBack.withLock({ $0.cleared(name, at: Date()) }) else { return }
+    /// Returns whether it was a secret (forgotten).
+    @discardableResult
+    func selectionCleared(_ name: Pasteboard.Name) -> Bool {
+        guard let copy = takenBack.withLock({ $0.cleared(name, at: Date()) }) else { return false }
         forgetTakenBack(copy, because: "the clipboard was cleared")
+        return true
     }
 
     /// The owner of `name` went away: its copy is no longer its app's to take back.
