@@ -11,7 +11,7 @@
 /// The X server reuses the window ids of clients gone: a reader's window that is destroyed
 /// (``requestorGone(_:)``) ends its paste, so that the next reader with the same id takes the
 /// next item.
-package struct PasteTurns: Sendable, Equatable {
+package struct PasteTurns: Sendable {
     /// What a request asks for.
     package enum Kind: Sendable {
         /// `TARGETS`, `TIMESTAMP`, xpb's manifest: no paste by itself.
@@ -48,11 +48,6 @@ package struct PasteTurns: Sendable, Equatable {
 
     package init(count: Int) {
         self.count = max(1, count)
-    }
-
-    package static func == (lhs: PasteTurns, rhs: PasteTurns) -> Bool {
-        lhs.count == rhs.count && lhs.item == rhs.item && lhs.holder?.requestor == rhs.holder?.requestor
-            && lhs.holder?.last == rhs.holder?.last && lhs.holder?.gone == rhs.holder?.gone
     }
 
     /// Whether the item is pasted and the last paste was over.

@@ -3,7 +3,7 @@ import FoundationEssentials
 
 /// A D-Bus value, as xpbd's interfaces read and write them: the basic types they use, byte
 /// arrays, arrays, dictionaries and structures.
-enum DBusValue: Equatable {
+enum DBusValue {
     case string(String)
     case int32(Int32)
     case int64(Int64)
@@ -19,24 +19,6 @@ enum DBusValue: Equatable {
     case dictionary(key: String, value: String, [(DBusValue, DBusValue)])
     /// `(…)`.
     case structure([DBusValue])
-
-    static func == (lhs: DBusValue, rhs: DBusValue) -> Bool {
-        switch (lhs, rhs) {
-        case let (.string(a), .string(b)): a == b
-        case let (.int32(a), .int32(b)): a == b
-        case let (.int64(a), .int64(b)): a == b
-        case let (.uint32(a), .uint32(b)): a == b
-        case let (.uint64(a), .uint64(b)): a == b
-        case let (.bool(a), .bool(b)): a == b
-        case let (.double(a), .double(b)): a == b
-        case let (.bytes(a), .bytes(b)): a == b
-        case let (.array(sa, a), .array(sb, b)): sa == sb && a == b
-        case let (.dictionary(ka, va, a), .dictionary(kb, vb, b)):
-            ka == kb && va == vb && a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
-        case let (.structure(a), .structure(b)): a == b
-        default: false
-        }
-    }
 
     /// Its type signature.
     var signature: String {

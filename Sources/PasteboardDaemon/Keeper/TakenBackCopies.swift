@@ -75,9 +75,4 @@ struct TakenBackCopies: Sendable {
     mutating func ownerGone(_ selection: Pasteboard.Name) {
         recent.removeValue(forKey: selection)
     }
-
-    /// The copy is gone from the history another way (deleted, cleared): nothing to take back.
-    mutating func forgetAll() {
-        recent.removeAll()
-    }
 }
