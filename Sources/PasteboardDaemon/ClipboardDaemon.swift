@@ -140,7 +140,7 @@ package final class ClipboardDaemon: Sendable {
             server = nil
         }
         storage.sync {}
-        store.withLock { $0.checkpoint() }
+        store.withLock { _ = $0.checkpoint() }
         host.close()
         logger.info("stopped; history written")
         return stopped.withLock { $0.failure }

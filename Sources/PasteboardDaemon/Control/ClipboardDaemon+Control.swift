@@ -50,12 +50,19 @@ extension ClipboardDaemon {
             throw ControlFailure("the text is \(data.count) bytes, more than the \(KlipperObject.maxText) setClipboardContents takes")
         }
         let captured = ["UTF8_STRING", "text/plain;charset=utf-8"].map { CapturedTarget(target: $0, type: $0, data: data) }
-        guard var snapshot = Snapshot(.general, advertised: ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"],
+        guard let snapshot = Snapshot(.general, advertised: ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"],
                                       captured: captured, cap: configuration.maxSnapshotBytes) else {
             throw ControlFailure("the text could not be held")
         }
+        try serveAndKeep(snapshot, madeOverDBusBy: "setClipboardContents")
+    }
+
+    /// A copy a D-Bus caller made (Klipper's `setClipboardContents`, xpbd's `SetContents`):
+    /// served as a history entry selected again is, and kept in the history, credited to the call.
+    func serveAndKeep(_ snapshot: Snapshot, madeOverDBusBy method: String) throws {
+        var snapshot = snapshot
         snapshot.source = "D-Bus"
-        snapshot.app = "D-Bus (setClipboardContents)"
+        snapshot.app = "D-Bus (\(method))"
         try host.serveSelected(snapshot)
         record(snapshot)
     }

@@ -51,7 +51,7 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
                 logger.info("D-Bus: clearClipboardHistory: the history was cleared (pinned entries kept)")
                 return .success([])
             case "saveClipboardHistory":
-                daemon.store.withLock { $0.checkpoint() }
+                daemon.store.withLock { _ = $0.checkpoint() }
                 return .success([])
             case "getClipboardHistoryMenu":
                 // Each entry's text in one pass over the store (a long text cut at 4 KiB, as a menu shows it).

@@ -147,13 +147,10 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
         guard size <= daemon.configuration.maxSnapshotBytes else {
             throw DBusFailure.invalidArguments("the copy is \(ByteCount.format(size)), more than the \(ByteCount.format(daemon.configuration.maxSnapshotBytes)) xpbd keeps")
         }
-        guard var snapshot = Snapshot(selection, of: HeldSelection(items: [item], options: PasteboardOptions()), cap: daemon.configuration.maxSnapshotBytes) else {
+        guard let snapshot = Snapshot(selection, of: HeldSelection(items: [item], options: PasteboardOptions()), cap: daemon.configuration.maxSnapshotBytes) else {
             throw DBusFailure.invalidArguments("nothing in the copy can be served")
         }
-        snapshot.source = "D-Bus"
-        snapshot.app = "D-Bus (SetContents)"
-        try daemon.host.serveSelected(snapshot)
-        daemon.record(snapshot)
+        try daemon.serveAndKeep(snapshot, madeOverDBusBy: "SetContents")
     }
 
     let introspection = """

@@ -498,13 +498,10 @@ final class HistoryStore {
             collectGarbage(named: named)
             // The log held the entry's pages: it is cut to nothing, waiting a little for a
             // reader (another display's xpbd shares the store) to let it go.
-            var truncated = false
-            for attempt in 0..<10 {
-                if attempt > 0 { usleep(50_000) }
-                if let row = try? database.query("PRAGMA wal_checkpoint(TRUNCATE)").first, row.first?.integer == 0 {
-                    truncated = true
-                    break
-                }
+            var truncated = checkpoint()
+            for _ in 1..<10 where !truncated {
+                usleep(50_000)
+                truncated = checkpoint()
             }
             if !truncated {
                 logger.warning("a forgotten secret's pages stay in the history's log (\(databasePath)-wal) until its next checkpoint: another reader holds it")
@@ -619,9 +616,12 @@ final class HistoryStore {
         }
     }
 
-    /// Writes the WAL back into the database file (on a clean stop).
-    func checkpoint() {
-        _ = try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    /// Writes the WAL back into the database file and cuts it (a clean stop, a deletion).
+    /// Returns whether the log was written back whole and cut (false: a reader held it, or the
+    /// database would not say).
+    @discardableResult
+    func checkpoint() -> Bool {
+        (try? database.query("PRAGMA wal_checkpoint(TRUNCATE)").first?.first?.integer) == 0
     }
 
     // MARK: Reading
