@@ -69,11 +69,11 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     case queue(QueueRequest)
 }
 
-/// What `xpb queue` asks of the paste queue: each answer lists the queue as it is then.
+/// What `xpb queue` asks of the paste queue: each answer lists the queue as it is then (`clear`: as it was).
 package enum QueueRequest: Codable, Sendable, Equatable {
     /// The queue.
     case list
-    /// Empties the queue; the clipboard keeps the item it serves.
+    /// Empties the queue (answered with the items it held); the clipboard keeps the item it serves.
     case clear
     /// New items at the end, one per item of the write, its bytes in data frames as for a write.
     case add(PasteboardWrite)

@@ -74,8 +74,7 @@ struct QueueCommand: Command {
         case .list:
             try Self.show(try Self.send(.list, display: display), asJSON: asJSON)
         case .clear:
-            let left = try Self.send(.list, display: display).count
-            _ = try Self.send(.clear, display: display)
+            let left = try Self.send(.clear, display: display).count
             if asJSON { writeJSONLine(json(["result": "paste queue cleared (\(left) items)"])) } else { writeLine("paste queue cleared (\(left) items)") }
         }
     }

@@ -39,13 +39,14 @@ final class PasteQueueService: Sendable {
             case .list:
                 break
             case .clear:
-                let (count, next) = queue.withLock { queue -> (Int, Snapshot?) in
-                    let next = queue.items.first
-                    return (queue.clear(), next)
+                let dropped = queue.withLock { queue -> [Snapshot] in
+                    defer { _ = queue.clear() }
+                    return queue.items
                 }
                 // The clipboard keeps the item it serves now, as any copy.
-                if let next, count > 0 { try host.serveAsCopy(next) }
-                logger.info("paste queue cleared (\(count) items)")
+                if let next = dropped.first { try host.serveAsCopy(next) }
+                logger.info("paste queue cleared (\(dropped.count) items)")
+                return .success(.reply(.queue(dropped.map(Self.listed))))
             case let .add(write):
                 // Refused from its announcement, before a byte is read.
                 let room = maxBytes - queue.withLock { $0.size }
@@ -84,12 +85,15 @@ final class PasteQueueService: Sendable {
 
     /// The items waiting, as `xpb queue` lists them.
     func listing() -> [QueuedItem] {
-        queue.withLock { $0.items }.map { snapshot in
-            let types = EntryDescription.describe(snapshot.targets.map { EntryDescription.Target(name: $0.target, size: $0.data.count) }) { index in
-                snapshot.targets[index].data.prefix(64)
-            }
-            return QueuedItem(preview: snapshot.preview, types: types.types, size: types.size, app: snapshot.app)
+        queue.withLock { $0.items }.map(Self.listed)
+    }
+
+    /// An item as `xpb queue` lists it.
+    private static func listed(_ snapshot: Snapshot) -> QueuedItem {
+        let types = EntryDescription.describe(snapshot.targets.map { EntryDescription.Target(name: $0.target, size: $0.data.count) }) { index in
+            snapshot.targets[index].data.prefix(64)
         }
+        return QueuedItem(preview: snapshot.preview, types: types.types, size: types.size, app: snapshot.app)
     }
 
     /// Adds items and serves the queue anew from its first item.
