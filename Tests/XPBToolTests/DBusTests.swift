@@ -10,14 +10,25 @@ import Glibc
 struct DBusTests {
     private let klipper = ["org.kde.klipper", "/klipper"]
 
-    @Test("pass's own line clears xpbd's history, pinned entries kept; qdbus, gdbus and dbus-send read and write it")
-    func klipperMethods() throws {
+    /// A display, a private session bus, and xpbd on both, once it logged `answering`.
+    private static func daemonOnABus(answering: String) throws -> (Xvfb, SessionBus, DaemonHome, DaemonProcess) {
         let x = try Xvfb()
         let bus = try SessionBus(on: x)
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home, environment: bus.environment)
+        do {
+            try daemon.waitForLog(answering)
+        } catch {
+            _ = try? daemon.stop()
+            throw error
+        }
+        return (x, bus, home, daemon)
+    }
+
+    @Test("pass's own line clears xpbd's history, pinned entries kept; qdbus, gdbus and dbus-send read and write it")
+    func klipperMethods() throws {
+        let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.kde.klipper.klipper")
         defer { _ = try? daemon.stop() }
-        try daemon.waitForLog("answers org.kde.klipper.klipper")
         let environment = home.environment.merging(bus.environment) { $1 }
         func call(_ program: String, _ arguments: [String]) throws -> Outcome {
             try run(program, arguments, display: x, environment: environment)
@@ -60,12 +71,8 @@ struct DBusTests {
 
     @Test("bad input gets a D-Bus error, never a crash: a text over the limit, an unknown method; a second xpbd leaves the name to the first")
     func badInput() throws {
-        let x = try Xvfb()
-        let bus = try SessionBus(on: x)
-        let home = try DaemonHome()
-        let daemon = try DaemonProcess(x, home: home, environment: bus.environment)
+        let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.kde.klipper.klipper")
         defer { _ = try? daemon.stop() }
-        try daemon.waitForLog("answers org.kde.klipper.klipper")
         let environment = home.environment.merging(bus.environment) { $1 }
         let script = """
             import sys
@@ -95,12 +102,8 @@ struct DBusTests {
 
     @Test("xpbd's own interface (org.xpb.Pasteboard1): typed contents both ways, the history's columns, select, pin and delete by id, the Changed signal naming the app; bad calls get D-Bus errors, a caller that never reads its replies stalls nobody")
     func typedInterface() throws {
-        let x = try Xvfb()
-        let bus = try SessionBus(on: x)
-        let home = try DaemonHome()
-        let daemon = try DaemonProcess(x, home: home, environment: bus.environment)
+        let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.xpb.Pasteboard1")
         defer { _ = try? daemon.stop() }
-        try daemon.waitForLog("answers org.xpb.Pasteboard1")
         let environment = home.environment.merging(bus.environment) { $1 }
         let object = ["--session", "--dest", "org.xpb.Pasteboard1", "--object-path", "/org/xpb/Pasteboard1"]
         func gdbus(_ method: String, _ arguments: [String] = []) throws -> Outcome {
