@@ -222,31 +222,38 @@ public struct TypeDescriptor: Sendable {
 public struct TypeRegistry: Sendable {
     /// The rows, in priority order: where two rows claim a name, the earlier wins.
     public let descriptors: [TypeDescriptor]
-    private let byType: [PasteboardType: Int]
-    private let byName: [String: Int]
-    private let byTarget: [String: (row: Int, alias: TargetAlias)]
 
     /// Builds a registry from rows; where two rows claim a name, the earlier one wins.
+    ///
+    /// Look-ups scan the rows in order, which is also what makes the earlier row win. The table is
+    /// a few dozen rows: scanning it costs less than hashing each of its names into an index at
+    /// every start of a process, which was 15 % of a one-shot paste's instructions (callgrind)
+    /// for the dozen look-ups a paste makes.
     public init(descriptors: [TypeDescriptor]) {
         self.descriptors = descriptors
-        // Sized once: the table is built at every start of a process, and regrowing rehashes.
-        var byType = [PasteboardType: Int](minimumCapacity: descriptors.count)
-        var byName = [String: Int](minimumCapacity: descriptors.reduce(0) { $0 + $1.mimeTypes.count + $1.shortNames.count })
-        var byTarget = [String: (row: Int, alias: TargetAlias)](minimumCapacity: descriptors.reduce(0) { $0 + $1.targets.count })
+    }
+
+    /// The first row of a type.
+    private func row(of type: PasteboardType) -> Int? {
+        descriptors.firstIndex { $0.type == type }
+    }
+
+    /// The first row that claims a (normalized) MIME type or a short name.
+    private func row(named name: String) -> Int? {
+        descriptors.firstIndex { $0.mimeTypes.contains(name) || $0.shortNames.contains(name) }
+    }
+
+    /// The first row that serves an X target, with that row's alias of it.
+    private func row(serving target: String) -> (row: Int, alias: TargetAlias)? {
         for (row, descriptor) in descriptors.enumerated() {
-            if byType[descriptor.type] == nil { byType[descriptor.type] = row }
-            for mime in descriptor.mimeTypes where byName[mime] == nil { byName[mime] = row }
-            for short in descriptor.shortNames where byName[short] == nil { byName[short] = row }
-            for alias in descriptor.targets where byTarget[alias.name] == nil { byTarget[alias.name] = (row, alias) }
+            if let alias = descriptor.targets.first(where: { $0.name == target }) { return (row, alias) }
         }
-        self.byType = byType
-        self.byName = byName
-        self.byTarget = byTarget
+        return nil
     }
 
     /// The row for a type, if the registry knows it.
     public func descriptor(for type: PasteboardType) -> TypeDescriptor? {
-        byType[type].map { descriptors[$0] }
+        row(of: type).map { descriptors[$0] }
     }
 
     /// Resolves a name given as a UTI, a MIME type, an X11 target, a short name (`text`, `html`,
@@ -256,9 +263,9 @@ public struct TypeRegistry: Sendable {
     /// - Throws: ``PasteboardError/invalidType(_:reason:)`` for an empty or malformed name.
     public func resolve(_ name: String) throws -> PasteboardType {
         let type = try PasteboardType(name)
-        if byType[type] != nil { return type }
-        if let hit = byTarget[name] { return descriptors[hit.row].type }
-        if let row = byName[Self.normalizedMIME(name)] { return descriptors[row].type }
+        if row(of: type) != nil { return type }
+        if let hit = row(serving: name) { return descriptors[hit.row].type }
+        if let row = row(named: Self.normalizedMIME(name)) { return descriptors[row].type }
         if !name.contains("/"), !name.contains("."), let byExtension = self.type(forFileExtension: name) { return byExtension }
         return type
     }
@@ -270,7 +277,7 @@ public struct TypeRegistry: Sendable {
     public func isKnownName(_ name: String) -> Bool {
         if name.contains("/") || name.contains(".") || name.contains(where: { $0.isUppercase || $0 == "_" }) { return true }
         guard let type = try? PasteboardType(name) else { return false }
-        return byType[type] != nil || byTarget[name] != nil || byName[Self.normalizedMIME(name)] != nil
+        return row(of: type) != nil || row(serving: name) != nil || row(named: Self.normalizedMIME(name)) != nil
             || self.type(forFileExtension: name) != nil
     }
 
@@ -311,7 +318,7 @@ public struct TypeRegistry: Sendable {
 
     /// The type whose preferred MIME type, or one of whose MIME types, is `mime`.
     public func type(forMIMEType mime: String) -> PasteboardType? {
-        byName[Self.normalizedMIME(mime)].map { descriptors[$0].type }
+        row(named: Self.normalizedMIME(mime)).map { descriptors[$0].type }
     }
 
     /// The preferred MIME type of a type: its registered one, or its own name if it looks like MIME.
@@ -380,9 +387,9 @@ public struct TypeRegistry: Sendable {
     /// other X atom names (`COMPOUND_TEXT`, `PIXMAP`, toolkit-private atoms), whose encodings the
     /// model does not speak, and for names that cannot be types.
     public func type(forTarget target: String) -> (type: PasteboardType, alias: TargetAlias)? {
-        if let hit = byTarget[target] { return (descriptors[hit.row].type, hit.alias) }
+        if let hit = row(serving: target) { return (descriptors[hit.row].type, hit.alias) }
         let isMIME = target.contains("/")
-        if isMIME, let row = byName[Self.normalizedMIME(target)] { return (descriptors[row].type, TargetAlias(target)) }
+        if isMIME, let row = row(named: Self.normalizedMIME(target)) { return (descriptors[row].type, TargetAlias(target)) }
         guard isMIME || target.contains("."), let type = try? PasteboardType(target) else { return nil }
         return (type, TargetAlias(target))
     }

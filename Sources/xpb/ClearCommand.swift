@@ -4,8 +4,9 @@ import PasteboardKit
 import PasteboardWire
 
 struct ClearCommand: Command {
+    static let name = "clear"
     static let spec = CommandSpec(
-        name: "clear",
+        name: name,
         abstract: "Empty a pasteboard: its selection gets no owner, whoever held it.",
         options: SelectionOptions.specs)
 

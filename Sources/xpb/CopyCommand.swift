@@ -31,8 +31,9 @@ struct CopyCommand: Command {
         static let copiedBy = OptionSpec.value(nil, "copied-by", "pid:name", "Who ran the copy, as the parent found it for the background owner.", hidden: true)
     }
 
+    static let name = "copy"
     static let spec = CommandSpec(
-        name: "copy",
+        name: name,
         abstract: "Put data on a pasteboard: standard input, files, or several types of one item.",
         discussion: """
             Without files, standard input is copied. Each file makes one item. `-t TYPE=FILE` pairs \

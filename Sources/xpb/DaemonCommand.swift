@@ -9,8 +9,9 @@ struct DaemonCommand: Command {
         static let display = OptionSpec.value(nil, "display", "display", "The display whose daemon to ask (default: $DISPLAY).", completion: .displays)
     }
 
+    static let name = "daemon"
     static let spec = CommandSpec(
-        name: "daemon",
+        name: name,
         abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
         discussion: "'xpb daemon status': running or not (without a display: this host's headless xpbd), pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user, and with none it starts 'xpbd --headless --sync-primary' (log: $XDG_RUNTIME_DIR/xpb/xpbd-headless.log), so that a desktop's 'xpbd --peer HOST' reaches a server without a display. Exit status 0 when the link ends, 1 when no daemon can be reached.",
         options: [CommonOptions.json, Option.display],

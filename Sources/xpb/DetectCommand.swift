@@ -3,8 +3,9 @@ import FoundationEssentials
 import PasteboardKit
 
 struct DetectCommand: ReportCommand {
+    static let name = "detect"
     static let spec = CommandSpec(
-        name: "detect",
+        name: name,
         abstract: "Detect patterns in the first item: probable URL, search or number; links, emails, phone numbers, numbers.",
         discussion: "Reads only the item's URL or plain text, never its other representations.",
         options: ReportOptions.specs)

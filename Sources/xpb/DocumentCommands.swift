@@ -4,8 +4,9 @@ import Glibc
 
 /// `xpb completions SHELL`: the completion script, generated from the option tables.
 struct CompletionsCommand: Command {
+    static let name = "completions"
     static let spec = CommandSpec(
-        name: "completions",
+        name: name,
         abstract: "Print the completion script for bash, zsh or fish.",
         discussion: "Generated from the same option tables as --help. Load it for this shell with: source <(xpb completions bash) (bash), xpb completions zsh > ~/.zfunc/_xpb with ~/.zfunc in $fpath (zsh), xpb completions fish | source (fish). 'make install' installs all three.",
         positional: PositionalSpec(valueName: "shell", help: "bash, zsh or fish.", completion: .words(Completions.shells)))
@@ -29,8 +30,9 @@ struct CompletionsCommand: Command {
 
 /// `xpb manual`: the man page in roff, generated from the option tables.
 struct ManualCommand: Command {
+    static let name = "manual"
     static let spec = CommandSpec(
-        name: "manual",
+        name: name,
         abstract: "Print xpb's man page (roff; read it with: xpb manual | man -l -).",
         discussion: "Generated from the same option tables as --help. 'make install' installs it as xpb.1; 'make docs' writes its Markdown form (--markdown) into docs/xpb.md.",
         options: [markdown])

@@ -15,8 +15,9 @@ struct HistoryCommand: Command {
         static let all = OptionSpec.flag(nil, "all", "With 'list' or 'search': every entry, fetched a page at a time.")
     }
 
+    static let name = "history"
     static let spec = CommandSpec(
-        name: "history",
+        name: name,
         abstract: "List, search, select and delete what the clipboard manager (xpbd) kept.",
         discussion: """
             Actions: 'list' (the default): the newest 1000 entries (--count, --all), newest first, with its index, age, size (the content's: \

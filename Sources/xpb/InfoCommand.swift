@@ -4,8 +4,9 @@ import PasteboardKit
 import Glibc
 
 struct InfoCommand: ReportCommand {
+    static let name = "info"
     static let spec = CommandSpec(
-        name: "info",
+        name: name,
         abstract: "Show who owns a pasteboard and what it holds.",
         discussion: "The owner's window and its name, the owning process (its pid from the X server's X-Resource extension, which knows every client on its own host, xclip's too, else the window's _NET_WM_PID), the application (its executable's name and path when it runs on this host, and the WM_CLASS of its top-level window), who made the copy where an xpb owner says so (`copied by`: the program that ran xpb copy or an xclip or xsel stand-in, past shells, env and timeout; for a copy xpbd keeps, the app it was taken from, with the pid it had), the change count seen by this command, the number of items and their types. Exit status 2 when nobody owns the pasteboard (the report is printed all the same), as every other command. Without a display (no --display, no $DISPLAY), the headless xpbd's pasteboard: the owner is where the copy was made (this host's process that wrote it, its pid and executable; or the peer and application it came from).",
         options: ReportOptions.specs)

@@ -19,8 +19,9 @@ struct PasteCommand: Command {
         static let follow = OptionSpec.flag(nil, "follow", "Keep running and follow a growing pasteboard: after the contents, write what each change adds to them (the new contents whole when they do not extend what was written); ends when the X connection does.")
     }
 
+    static let name = "paste"
     static let spec = CommandSpec(
-        name: "paste",
+        name: name,
         abstract: "Write the best available representation to standard output, byte-exact.",
         discussion: """
             Nothing is added: no newline, no conversion beyond the type's own encoding. The data \

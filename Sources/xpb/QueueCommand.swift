@@ -13,8 +13,9 @@ struct QueueCommand: Command {
         static let type = OptionSpec.value("t", "type", "type[=file]", "With 'add': the type of the data, as xpb copy -t takes it.", completion: SelectionOptions.typeCompletion)
     }
 
+    static let name = "queue"
     static let spec = CommandSpec(
-        name: "queue",
+        name: name,
         abstract: "The paste queue: items pasted one per paste, first in, first out (needs xpbd).",
         discussion: """
             Actions: 'list' (the default): the items waiting, the next first; 'add FILE|- …': each file (or standard \

@@ -10,8 +10,9 @@ struct TypesCommand: Command {
         static let items = OptionSpec.flag(nil, "items", "List the types of every item: 'item<TAB>type' lines.")
     }
 
+    static let name = "types"
     static let spec = CommandSpec(
-        name: "types",
+        name: name,
         abstract: "List the representation types on a pasteboard, without moving any data.",
         discussion: "By default the first item's types, one per line.",
         options: SelectionOptions.specs + [

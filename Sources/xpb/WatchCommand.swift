@@ -14,8 +14,9 @@ struct WatchCommand: Command {
         static let count = OptionSpec.value(nil, "count", "n", "Stop after this many changes.")
     }
 
+    static let name = "watch"
     static let spec = CommandSpec(
-        name: "watch",
+        name: name,
         abstract: "Print one line per change of a pasteboard: change count, selection, types.",
         discussion: "Driven by XFixes events: no polling. Lines are tab-separated: count, selection, comma-separated types.",
         options: SelectionOptions.specs + [

@@ -72,7 +72,7 @@ enum XPB {
                 print(rootHelp(), terminator: "")
                 return 0
             }
-            guard let command = commands.first(where: { $0.spec.name == arguments[1] }) else {
+            guard let command = commands.first(where: { $0.name == arguments[1] }) else {
                 printError("xpb: unknown command '\(arguments[1])'; see 'xpb --help'\n")
                 return Status.usage.rawValue
             }
@@ -81,15 +81,16 @@ enum XPB {
         default:
             break
         }
-        guard let command = commands.first(where: { $0.spec.name == name }) else {
+        guard let command = commands.first(where: { $0.name == name }) else {
             printError("xpb: unknown command '\(name)'; see 'xpb --help'\n")
             return Status.usage.rawValue
         }
         let instance: any Command
         do {
-            let parsed = try ParsedArguments(Array(arguments.dropFirst()), spec: command.spec)
+            let spec = command.spec
+            let parsed = try ParsedArguments(Array(arguments.dropFirst()), spec: spec)
             if parsed.helpRequested {
-                print(HelpText.command(command.spec), terminator: "")
+                print(HelpText.command(spec), terminator: "")
                 return 0
             }
             instance = try command.init(parsed)
