@@ -77,6 +77,22 @@ for round in 1 2 3 4 5; do
         -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true
 done
 
+# Minor page faults of one paste (GNU time), each binary as it is on disk now: xpb as just written,
+# as make install and dpkg leave it.
+faults() { /usr/bin/time -f %R "$@" 2>&1 >/dev/null | tail -1; }
+echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_written.txt"
+# Again with every file read back from disk, as after a reboot: the kernel maps a file it has just
+# written in longer runs than one it reads back, so the same binary takes more faults (Linux 6.18
+# here). Only root can drop the page cache; otherwise the row is left out.
+if [ -w /proc/sys/vm/drop_caches ]; then
+    echo "bench: 1b the same paste with the page cache dropped"
+    sync && echo 1 > /proc/sys/vm/drop_caches
+    for round in 1 2 3 4 5; do
+        hf paste13cold "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
+    done
+    echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
+fi
+
 # Instructions of one paste (callgrind counts them exactly, whatever else the machine does).
 # Without its DWARF (the symbols stay): valgrind 3.19's reader gives up on the debug information
 # of a binary built with -function-sections.
