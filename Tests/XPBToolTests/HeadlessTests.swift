@@ -94,10 +94,12 @@ struct HeadlessTests {
         let file = desktopHome.root.appendingPathComponent("blob.bin")
         try binary.write(to: file)
         owners.append(try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "application/octet-stream", "-quiet", file.path], display: x))
-        #expect(eventually(timeout: 15) { (try? server.run(["types", "--targets"], x).text.contains("application/octet-stream")) == true })
+        // (The desktop daemon's log, at debug level, says what it announced and when.)
+        #expect(eventually(timeout: 15) { (try? server.run(["types", "--targets"], x).text.contains("application/octet-stream")) == true },
+                "the server never listed the 20 MiB copy; the desktop daemon's log:\n\(desktop.log)")
         let pasted = server.root.appendingPathComponent("pasted.bin")
         let paste = try server.run(["paste", "-t", "application/octet-stream", "-o", pasted.path], x)
-        #expect(paste.status == 0, "\(paste.error)")
+        #expect(paste.status == 0, "\(paste.error)\nthe desktop daemon's log:\n\(desktop.log)")
         #expect((try? Data(contentsOf: pasted)) == binary, "the 20 MiB arrived whole")
 
         // Server to desktop: an HTML+text item, read by any X app.
