@@ -31,8 +31,8 @@ SCRATCH ?= .build-static
 # which are built that way (20.93 → 20.69 MiB stripped).
 # lld with --symbol-ordering-file: the functions and globals a one-shot paste or copy touches are
 # laid out together (Scripts/link-order.txt, written by Scripts/gen-link-order), so that a fresh
-# start faults in ~170 pages of the binary instead of ~270 (a 13-byte paste: 2.2 → 1.8 ms with
-# the page cache read back from disk; Benchmarks/RESULTS.md). Symbols the list names that the
+# start faults in ~170 pages of the binary instead of ~250 (a 13-byte paste, both binaries read
+# back from disk: 2.2 → 1.8 ms, measured by hand; docs/building.md). Symbols the list names that the
 # code no longer has are skipped: the order is a layout, never a condition of the build.
 STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xswiftc -static-executable \
