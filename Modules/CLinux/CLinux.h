@@ -298,6 +298,13 @@ static inline int clinux_pipe_cloexec(int fds[2]) {
     return syscall(SYS_pipe2, fds, O_CLOEXEC);
 }
 
+// A pipe that wakes a thread from its poll: close-on-exec from the start, as above, and
+// non-blocking at both ends (a wake never blocks the waker, and the woken thread drains it
+// without blocking).
+static inline int clinux_wake_pipe(int fds[2]) {
+    return syscall(SYS_pipe2, fds, O_CLOEXEC | O_NONBLOCK);
+}
+
 // A read passes its data in chunks of up to 1 MiB from the X thread to the thread that writes
 // them out, which frees each one. By default glibc gives the top of the X thread's heap back to
 // the system at such a free (madvise) and the next chunk faults the same pages in again (a

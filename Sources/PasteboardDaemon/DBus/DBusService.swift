@@ -1,5 +1,6 @@
 import CDBus
 import CDBusGlue
+import CLinux
 import FoundationEssentials
 import Glibc
 import Logging
@@ -92,9 +93,7 @@ final class DBusService: @unchecked Sendable {
 
     private init(connection: OpaquePointer, objects: [any DBusObject], logger: Logger) {
         var fds: [Int32] = [-1, -1]
-        if pipe(&fds) == 0 {
-            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC); _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-        }
+        if clinux_wake_pipe(&fds) != 0 { fds = [-1, -1] }
         wakeRead = fds[0]
         wakeWrite = fds[1]
         self.connection = connection

@@ -1,3 +1,4 @@
+import CLinux
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -266,11 +267,7 @@ final class Watcher: Sendable {
 
     init?(selection: String?) {
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { return nil }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
+        guard clinux_wake_pipe(&fds) == 0 else { return nil }
         self.selection = selection
         wakeRead = fds[0]
         wakeWrite = fds[1]

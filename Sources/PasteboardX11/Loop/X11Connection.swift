@@ -1,3 +1,4 @@
+internal import CLinux
 internal import CX11
 internal import CXEvents
 import Dispatch
@@ -89,13 +90,9 @@ final class X11Connection: Sendable {
         // Events are read by the loop alone, one turn's worth at a time (X11Session.pump).
         cxevents_take_queue(UnsafeMutableRawPointer(display))
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else {
+        guard clinux_wake_pipe(&fds) == 0 else {
             XCloseDisplay(display)
             throw PasteboardError.backendFailure("cannot create a pipe: \(String(cString: strerror(errno)))")
-        }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         }
         wakeRead = fds[0]
         wakeWrite = fds[1]
