@@ -53,32 +53,29 @@ def verdict(ratio, target, lower_is_better=True):
 
 rows = []
 
+
+def faults(name):
+    """The page faults of one paste, xpb's and xsel's: the row's words, or none where not measured."""
+    try:
+        xpb_faults, xsel_faults = (int(v) for v in open(os.path.join(results, name)).read().split())
+    except (OSError, ValueError):
+        return ""
+    return f"; page faults of one paste: xpb {xpb_faults}, xsel {xsel_faults}"
+
+
 paste = hyperfine("paste13")
 xpb, xclip, xsel, floor = paste["xpb paste"], paste["xclip -o"], paste["xsel -o"], paste["swift floor"]
 r = xpb["median"] / xclip["median"]
 rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; xclip {stats(xclip)}; xsel {stats(xsel)}; "
              f"start-up floor of any Swift program linked like xpb (Benchmarks/floor.swift, prints nothing) {stats(floor)}, "
-             f"without Foundation (floor-bare.swift) {stats(paste['swift floor, no Foundation'])}",
+             f"without Foundation (floor-bare.swift) {stats(paste['swift floor, no Foundation'])}" + faults("faults_written.txt"),
              f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel", "≤ 1.0 × xsel, then ≤ 0.8 ×",
              verdict(xpb["median"] / xsel["median"], 1.0) + ("" if xpb["median"] / xsel["median"] <= 0.8 else " (0.8: **not met**)")))
-
-def fault_pair(name):
-    try:
-        return [int(v) for v in open(os.path.join(results, name)).read().split()]
-    except (OSError, ValueError):
-        return None
-
-
-written = fault_pair("faults_written.txt")
-if written:
-    rows[-1] = rows[-1][:1] + (rows[-1][1] + f"; page faults of one paste: xpb {written[0]}, xsel {written[1]}",) + rows[-1][2:]
 if os.path.exists(os.path.join(results, "paste13cold.1.json")):
     cold = hyperfine("paste13cold")
     ratio = cold["xpb paste"]["median"] / cold["xsel -o"]["median"]
-    read = fault_pair("faults_read.txt")
     rows.append(("paste 13 bytes, every binary read back from disk (page cache dropped, as after a reboot)",
-                 f"xpb {stats(cold['xpb paste'])}; xsel {stats(cold['xsel -o'])}"
-                 + (f"; page faults of one paste: xpb {read[0]}, xsel {read[1]}" if read else ""),
+                 f"xpb {stats(cold['xpb paste'])}; xsel {stats(cold['xsel -o'])}" + faults("faults_read.txt"),
                  f"{ratio:.2f} × xsel", "≤ 1.0 × xsel", verdict(ratio, 1.0)))
 
 size = int(open(os.path.join(results, "size.txt")).read())
