@@ -56,10 +56,19 @@ package struct DaemonConfiguration: Sendable {
     package var bridgesWayland = false
     /// Offer Klipper's D-Bus interface on the session bus where the name is free.
     package var offersKlipper = true
-    /// The X client of the compositor's own bridge (its XWayland window manager), by the base of
-    /// its window ids: a selection it owns holds a Wayland copy the bridge carries already, so it
-    /// is no change of contents (neither kept nor announced, nor a withdrawal of what is).
-    package var compositorClientBase: UInt?
+    /// The X side of a bridge: the Wayland compositor's process. Its own X client (its XWayland
+    /// window manager) is the compositor's bridge: it takes an X selection for every new Wayland
+    /// copy and answers for it only while an X window has the focus. A selection it takes holds
+    /// the newest copy already, which the X side takes back to serve it itself; its reads of what
+    /// the X side owns are refused (``DisplayHost/compositorTook(_:window:)``).
+    package var compositorPID: Int?
+
+    /// The selections whose copies the X side captures: the kept ones, and in a bridge PRIMARY too
+    /// (kept in memory, so that the compositor's take of it loses nothing, and in the history
+    /// only with `--primary`).
+    package var capturedSelections: [Pasteboard.Name] {
+        keptSelections + (compositorPID != nil && !keepsPrimary ? [.find] : [])
+    }
     /// A headless daemon with no link and no client for this long exits, in seconds (nil: never).
     package var idleExit: Double? = 3600
 

@@ -21,7 +21,13 @@ extension DisplayHost {
                 logger.debug("\(SelectionNames.selection(for: name)) changed again within the debounce")
                 return
             }
+            let epoch = state.withLock { $0.epochs[name, default: 0] }
             capture(name, generation: generation)
+            // Kept or not (secret, ignored, unreadable), the capture of this ownership is over.
+            state.withLock { state in
+                if state.epochs[name, default: 0] == epoch { state.settled[name] = epoch }
+            }
+            settling.signal()
         }
     }
 
@@ -115,7 +121,8 @@ extension DisplayHost {
             }
             let elapsed = Int(Date().timeIntervalSince(started) * 1000)
             logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
-            record(snapshot)
+            // PRIMARY captured for a bridge alone (no --primary) stays in memory.
+            if configuration.keptSelections.contains(name) { record(snapshot) } else { scheduleExpiry(snapshot) }
         }
     }
 

@@ -35,6 +35,9 @@ final class DisplayHost: ClipboardHost {
         /// Moves (on the X thread) whenever another client takes a selection or clears it: an
         /// ownership is told apart by it, since the X server reuses window ids of clients gone.
         var epochs: [Pasteboard.Name: Int] = [:]
+        /// The ownership (epoch) whose capture the keeper finished last, per selection, kept or
+        /// not (``CaptureSettling``).
+        var settled: [Pasteboard.Name: Int] = [:]
 
         /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
         /// in its place).
@@ -75,6 +78,13 @@ final class DisplayHost: ClipboardHost {
     let pasteQueue: PasteQueueService
     /// The bridge's reads of each X copy's text.
     private let textReads = DispatchQueue(label: "xpbd.bridge.text")
+    /// In a bridge: the base of the window ids of the compositor's own X client (its XWayland
+    /// window manager), once ``start(_:)`` found it.
+    let compositorClient = Mutex<UInt?>(nil)
+    /// In a bridge: where a selection the compositor took is taken back.
+    let takeBacks = DispatchQueue(label: "xpbd.bridge.takeback")
+    /// The keeper's captures that ended, for a bridge's announces (``CaptureSettling``).
+    let settling = CaptureSettling()
 
     /// Connects to the display. Nothing is owned yet: see ``start(_:)``.
     init(configuration: DaemonConfiguration, logger: Logger) throws {
@@ -100,9 +110,23 @@ final class DisplayHost: ClipboardHost {
         nodeName = backend.displayName
         ourWindow = backend.window
         offers = OwnerOffers(backend: backend, gate: gate, turnDeadline: configuration.targetDeadline, rules: configuration.appRules)
-        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers, compositorClientBase: configuration.compositorClientBase)
+        let surface = X11SyncSurface(backend: backend, ourWindow: ourWindow, offers: offers)
         self.surface = surface
-        surface.setHooks(SyncHooks(kept: { [weak self] name, owner in
+        // In a bridge an X copy is announced to Wayland once the keeper holds it: the Wayland
+        // side's taking the Wayland selection for it makes the compositor take the X selection
+        // from the app, which then stops serving it.
+        let settling = self.settling
+        let deadline = configuration.targetDeadline
+        let captured = Set(configuration.capturedSelections)
+        let ours = ourWindow
+        let waitForCapture: @Sendable (Pasteboard.Name, X11Window, @escaping @Sendable () -> Bool) -> Void = { [weak self] name, owner, isCurrent in
+            // Our own ownership (a history entry selected again) is kept already.
+            guard owner != ours, captured.contains(name) else { return }
+            _ = settling.wait(until: Date().addingTimeInterval(deadline), hasEnded: {
+                self?.state.withLock { $0.settled[name] != nil && $0.settled[name] == $0.epochs[name, default: 0] } ?? true
+            }, while: isCurrent)
+        }
+        surface.setHooks(SyncHooks(captured: configuration.compositorPID == nil ? nil : waitForCapture, kept: { [weak self] name, owner in
             self?.state.withLock { $0.kept(name, from: owner) }
         }, keptTarget: { [weak self] name, owner, target in
             self?.state.withLock { state -> CapturedTarget? in
@@ -137,7 +161,8 @@ final class DisplayHost: ClipboardHost {
         served.withLock { $0 = daemon }
         backend.managerPort.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
         for name in configuration.keptNames { try backend.managerPort.watch(name) }
-        try backend.managerPort.becomeClipboardManager(replace: configuration.replace, onSave: { [weak self] targets, time in
+        let replaced = try backend.managerPort.becomeClipboardManager(replace: configuration.replace, yielding: configuration.compositorPID,
+                                                                      onSave: { [weak self] targets, time in
             guard let self else { return }
             self.saves.async { self.save(listed: targets, time: time) }
         }, onLost: { [weak self] in
@@ -145,12 +170,22 @@ final class DisplayHost: ClipboardHost {
         })
         backend.managerPort.publishChangeCounts([0, 0])
         logger.info("clipboard manager of display \(nodeName) (window \(ourWindow)), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
-        for name in configuration.keptSelections {
+        if let pid = configuration.compositorPID, let window = replaced ?? backend.managerPort.compositorClient(pid: pid) {
+            compositorClient.withLock { $0 = window.rawValue & ~Self.clientResourceMask }
+            backend.managerPort.refuseRequests(fromClientOf: window)
+            if replaced != nil {
+                logger.info("took CLIPBOARD_MANAGER over from the compositor's XWayland window manager (pid \(pid)): the bridge keeps X copies")
+            }
+        }
+        for name in configuration.capturedSelections {
             let owner = try? backend.owner(of: name)
-            if let owner {
+            if let owner, isCompositor(owner.window) {
+                state.withLock { $0.owners[name] = owner.window }
+                compositorTook(name, window: owner.window)
+            } else if let owner {
                 state.withLock { $0.owners[name] = owner.window }
                 schedule(name)
-            } else if configuration.restoresAtStart {
+            } else if configuration.restoresAtStart, configuration.keptSelections.contains(name) {
                 captures(name).async { self.restoreLast(name) }
             }
         }
@@ -160,11 +195,10 @@ final class DisplayHost: ClipboardHost {
         // On the X thread, as each ownership change's event is read: the previous owner's offer
         // is forgotten, and sync stamps the change before the X thread does anything else.
         let hub = daemon.hub
-        let compositor = configuration.compositorClientBase
         backend.managerPort.onOwnerChangeRead { [weak self, weak hub] change in
             self?.ownershipRead(change)
             self?.offers.ownerChanged(change.name)
-            if let compositor, !change.owner.isNone, change.owner.rawValue & ~Self.clientResourceMask == compositor {
+            if self?.isCompositor(change.owner) == true {
                 // The compositor's bridge holds a Wayland copy here: the same copy, not a new one.
                 hub?.ownerChanged(change.name, owner: change.owner.rawValue, event: .gone)
             } else {
@@ -250,6 +284,9 @@ final class DisplayHost: ClipboardHost {
         // A fetch waiting for its turn at an owner looks again at whether that owner still owns.
         defer { gate.ownershipChanged() }
         guard !change.isOurs, change.owner != ourWindow, !change.owner.isNone || change.reason == .setOwner else { return }
+        // The compositor's bridge took it for the newest copy: what was kept is still that of
+        // the owner it was taken from.
+        guard !isCompositor(change.owner) else { return }
         state.withLock { state in
             state.epochs[change.name, default: 0] += 1
             state.inProgress.removeValue(forKey: change.name)
@@ -270,10 +307,15 @@ final class DisplayHost: ClipboardHost {
             }
             if let counts { backend.managerPort.publishChangeCounts(counts) }
             bridge(change)
-            guard configuration.keptSelections.contains(change.name) else { return }
+            guard configuration.capturedSelections.contains(change.name) else { return }
             let selection = SelectionNames.selection(for: change.name)
             if change.isOurs || change.owner == ourWindow {
                 state.withLock { $0.owners[change.name] = ourWindow }
+                return
+            }
+            if isCompositor(change.owner) {
+                state.withLock { $0.owners[change.name] = change.owner }
+                compositorTook(change.name, window: change.owner)
                 return
             }
             if change.name == .general { pasteQueue.end(because: change.owner.isNone ? "CLIPBOARD was cleared" : "another app copied") }
@@ -292,6 +334,8 @@ final class DisplayHost: ClipboardHost {
                 }
                 return (previous, state.current[change.name], state.epochs[change.name, default: 0])
             }
+            // PRIMARY captured for a bridge alone (no --primary) is not brought back.
+            guard configuration.keptSelections.contains(change.name) else { return }
             if change.reason == .setOwner {
                 logger.info("\(selection) was cleared by its owner: not brought back")
                 // A secret taken back: the bytes kept of it are zeroed as they go.
@@ -330,15 +374,16 @@ final class DisplayHost: ClipboardHost {
     /// ours: such a copy owns the selection now, and its event (handled on `events`, perhaps
     /// before this returns) set the owner the keeper waits for. The owner recorded for our own
     /// ownership is set by its event too, in order.
+    /// `replacing`: only if that window owns the selection at that moment, or nobody does.
     @discardableResult
-    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false, since: Int? = nil) throws -> Bool {
+    func serve(_ snapshot: Snapshot, timestamp: UInt? = nil, ifUnowned: Bool = false, replacing: X11Window? = nil, since: Int? = nil) throws -> Bool {
         let name = snapshot.selection
         // The ownerships read before ours, taken on the X thread as ours begins.
         let epochAtOwn = Mutex<Int?>(nil)
         let check: @Sendable (X11Window) -> Bool = { [self] owner in
             let epoch = state.withLock { $0.epochs[name, default: 0] }
             epochAtOwn.withLock { $0 = epoch }
-            return (!ifUnowned || owner.isNone) && (since == nil || since == epoch)
+            return (!ifUnowned || owner.isNone) && (replacing.map { owner == $0 || owner.isNone } ?? true) && (since == nil || since == epoch)
         }
         let credit = snapshot.app.map { CopyCredit(name: $0, pid: snapshot.pid) }
         guard try backend.managerPort.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
@@ -391,6 +436,46 @@ final class DisplayHost: ClipboardHost {
             logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) targets" : "“\(snapshot.preview)”")")
         } catch {
             logger.warning("could not restore \(selection) from the history: \(error)")
+        }
+    }
+
+    // MARK: The compositor's own bridge
+
+    /// Whether `window` is the compositor's own X client's (in a bridge).
+    func isCompositor(_ window: X11Window) -> Bool {
+        guard !window.isNone, let base = compositorClient.withLock({ $0 }) else { return false }
+        return window.rawValue & ~Self.clientResourceMask == base
+    }
+
+    /// How long after the compositor took a selection the bridge takes it back: the Wayland
+    /// side's announce of the copy it took it for comes in that time, and is served at once.
+    static let takeBackDelay = 0.2
+
+    /// The compositor's window manager took `name` on X, with `window`, for the newest Wayland
+    /// copy (one of the bridge's own too). It serves it only while an X window has the focus,
+    /// and its take ended the X owner's: the bridge takes the selection back, for the newest
+    /// copy from Wayland (served from there), else for the X copy it kept (whose owner's
+    /// ownership the compositor ended). Each take is compare-and-own: never over another
+    /// client's copy.
+    func compositorTook(_ name: Pasteboard.Name, window: X11Window) {
+        let selection = SelectionNames.selection(for: name)
+        logger.debug("\(selection): the compositor's XWayland window manager took it (window \(window)) for the newest Wayland copy: taking it back")
+        takeBacks.asyncAfter(deadline: .now() + Self.takeBackDelay) { [self] in
+            guard state.withLock({ !$0.isStopped && $0.owners[name] == window }) else { return }
+            if daemon?.hub.takeBack(name) == true { return }
+            // This display's copy is the newest: the keeper's bytes of it, as at an owner's exit.
+            let kept = state.withLock { $0.current[name] }
+            guard let kept, !kept.targets.isEmpty, !kept.isExpired() else {
+                logger.info("the compositor's XWayland window manager took \(selection), and nothing is kept to take it back with: it answers only while an X window has the focus")
+                return
+            }
+            do {
+                if try serve(kept, replacing: window) {
+                    logger.info("the compositor's XWayland window manager took \(selection): serving its kept copy again (\(kept.targets.count) targets, \(ByteCount.format(kept.size)))")
+                }
+            } catch {
+                logger.warning("the compositor's XWayland window manager took \(selection); could not serve its kept copy again: \(error)")
+            }
         }
     }
 

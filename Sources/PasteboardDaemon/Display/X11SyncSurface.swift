@@ -13,14 +13,11 @@ final class X11SyncSurface: SyncSurface {
     let ourWindow: X11Window
     let offers: OwnerOffers
     private let hooks = Mutex<SyncHooks?>(nil)
-    /// The compositor's bridge client on XWayland (``DaemonConfiguration/compositorClientBase``).
-    let compositorClientBase: UInt?
 
-    init(backend: X11PasteboardBackend, ourWindow: X11Window, offers: OwnerOffers, compositorClientBase: UInt? = nil) {
+    init(backend: X11PasteboardBackend, ourWindow: X11Window, offers: OwnerOffers) {
         self.backend = backend
         self.ourWindow = ourWindow
         self.offers = offers
-        self.compositorClientBase = compositorClientBase
     }
 
     /// What the surface asks of its daemon (set once, before the hub starts).
@@ -45,12 +42,11 @@ final class X11SyncSurface: SyncSurface {
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
         // Who made it, for `xpb info` here: the node and app the announce names (a peer's words,
         // shown escaped, bounded).
-        // What the compositor's own bridge holds on X is that Wayland copy already: taking it over
-        // would only make the compositor carry ours back to Wayland, in place of its source.
-        let compositor = compositorClientBase
-        return try backend.managerPort.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { owner in
-            if let compositor, !owner.isNone, owner.rawValue & ~DisplayHost.clientResourceMask == compositor { return false }
-            return precondition(owner.rawValue)
+        // What the compositor's own bridge holds on X is that Wayland copy, served only while an
+        // X window has the focus: it is taken over like any owner the ledger has seen (its reads
+        // of ours are refused, so it never carries ours back to Wayland).
+        try backend.managerPort.proxy(name, targets: targets, credit: CopyCredit(name: String(origin.prefix(200)), pid: nil), if: { owner in
+            precondition(owner.rawValue)
         })
     }
 
@@ -58,8 +54,10 @@ final class X11SyncSurface: SyncSurface {
         try backend.managerPort.clear(name, if: { precondition($0.rawValue) })
     }
 
-    func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool {
-        name != .find || backend.managerPort.waitForPointerRelease(while: isCurrent)
+    func waitUntilFinished(_ name: Pasteboard.Name, owner: UInt, while isCurrent: @escaping @Sendable () -> Bool) -> Bool {
+        guard name != .find || backend.managerPort.waitForPointerRelease(while: isCurrent) else { return false }
+        hooks.withLock { $0 }?.captured?(name, X11Window(rawValue: owner), isCurrent)
+        return true
     }
 
     func verdict(_ name: Pasteboard.Name, owner rawOwner: UInt, nodeName: String) -> SyncLedger.Verdict {
@@ -126,6 +124,9 @@ final class X11SyncSurface: SyncSurface {
 
 /// What the sync hub asks of the clipboard manager it runs in, on a display.
 struct SyncHooks: Sendable {
+    /// In a bridge: waits (while the copy is current, within a deadline) until the keeper has
+    /// finished reading `owner`'s copy, before it is announced.
+    let captured: (@Sendable (Pasteboard.Name, X11Window, @escaping @Sendable () -> Bool) -> Void)?
     /// The kept contents of a selection, if they came from `owner` (or are served by us for it).
     let kept: @Sendable (Pasteboard.Name, X11Window) -> Snapshot?
     /// One target of `owner`'s contents, if the keeper has it (kept, or fetched so far).

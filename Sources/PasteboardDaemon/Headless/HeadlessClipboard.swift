@@ -224,7 +224,7 @@ final class HeadlessClipboard: SyncSurface {
         return cleared.withLock { $0 }
     }
 
-    func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
+    func waitUntilFinished(_ name: Pasteboard.Name, owner: UInt, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
 
     func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
         let selection = SelectionNames.selection(for: name)

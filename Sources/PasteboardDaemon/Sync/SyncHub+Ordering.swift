@@ -75,6 +75,17 @@ extension SyncHub {
         perform(state.withLock { $0.ledger.selectedAgain(selection, owner: surface.ourOwner, now: Self.wallClock) })
     }
 
+    /// Another bridge took `name` on the display for the newest copy (``SyncLedger/takeBack(_:)``):
+    /// the newest copy from elsewhere is owned again. False when the newest is this display's
+    /// own (or `name` is not synced): the keeper has its bytes.
+    func takeBack(_ name: Pasteboard.Name) -> Bool {
+        guard synced.contains(name) else { return false }
+        let selection = SelectionNames.selection(for: name)
+        let effects = state.withLock { $0.isStopped ? [] : $0.ledger.takeBack(selection) }
+        perform(effects)
+        return !effects.isEmpty
+    }
+
     func remoteAnnounce(_ announce: SyncAnnounce, from link: SyncLink) {
         if let problem = SyncLedger.malformation(of: announce, maxTargets: Self.maxTargets, maxTargetName: Self.maxTargetName) {
             logger.warning("sync: ignored a malformed announce from \(link.label): \(problem)")
@@ -207,7 +218,7 @@ extension SyncHub {
     func readOffer(_ selection: String, stamp: SyncStamp, owner: UInt) {
         guard let name = Self.name(ofSelection: selection) else { return }
         let isCurrent = { @Sendable [self] in state.withLock { !$0.isStopped && $0.ledger.isCurrentLocal(selection, stamp: stamp) } }
-        guard surface.waitUntilFinished(name, while: isCurrent), isCurrent() else { return }
+        guard surface.waitUntilFinished(name, owner: owner, while: isCurrent), isCurrent() else { return }
         let verdict = surface.verdict(name, owner: owner, nodeName: nodeName)
         if verdict == .replaced { logger.debug("sync: \(selection): its owner lost it before its offer was read: not shared") }
         if case let .notShared(reason) = verdict { logger.log(level: reason.hasPrefix("marked") || reason == "local-only" ? .info : .debug, "sync: \(selection) is \(reason): not shared") }

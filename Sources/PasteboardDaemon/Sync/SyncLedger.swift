@@ -300,6 +300,16 @@ struct SyncLedger {
         return expired(selection, stamp: shared.stamp)
     }
 
+    /// Another bridge (a compositor's, between its Wayland clients and its XWayland) took the
+    /// display's selection for the copy that is newest already, and serves it only at times: the
+    /// newest copy from elsewhere is owned again (compare-and-own, as at an announce). Nothing
+    /// when the newest is this display's own, whose bytes the keeper holds.
+    mutating func takeBack(_ selection: String) -> [Effect] {
+        guard let shared = slots[selection]?.shared, let announce = shared.announce, shared.source != nil,
+              isLocalOlder(selection, than: shared.stamp) else { return [] }
+        return [.own(announce)]
+    }
+
     // MARK: Questions the driver asks (on the X thread, at the moment it acts)
 
     /// Compare-and-own: the copy `stamp` is still the newest value for the display, and the

@@ -18,9 +18,10 @@ protocol SyncSurface: Sendable {
     /// Compare-and-clear: clears `name` if `precondition`, asked with the owner at that instant,
     /// allows it. Returns whether it cleared it.
     func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool
-    /// Waits while a selection is still being made (PRIMARY while a pointer button is held) and
-    /// `isCurrent`; false when it stopped being current.
-    func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool
+    /// Waits while `owner`'s copy of a selection is still being made (PRIMARY while a pointer
+    /// button is held), or read by the keeper where it must hold the bytes before they are
+    /// announced (a bridge's X side), and `isCurrent`; false when it stopped being current.
+    func waitUntilFinished(_ name: Pasteboard.Name, owner: UInt, while isCurrent: @escaping @Sendable () -> Bool) -> Bool
     /// Whether the copy `owner` made on `name` may leave the machine, and what it offers.
     /// `nodeName` names this node for the announce's origin.
     func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict

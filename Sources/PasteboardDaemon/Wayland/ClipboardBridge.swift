@@ -22,17 +22,19 @@ extension ClipboardDaemon: RunningDaemon {}
 /// through the sync machinery (its socket, as `--sync-display` does): a copy on either side is
 /// announced to the other, and its bytes move only when someone pastes there. CLIPBOARD and
 /// PRIMARY both, no focus needed. Each side keeps (and records) only the copies made on it, so
-/// one copy is one history entry; what the compositor's own bridge owns on the X side (its
-/// window manager's selection window, a client of the compositor's process) is neither kept nor
-/// carried, so the two bridges never carry one copy back and forth.
+/// one copy is one history entry.
+///
+/// The compositor has a bridge of its own, once an X window has had the focus: its XWayland
+/// window manager takes the X selection for every new Wayland copy (ours too), and answers for
+/// it only while an X window has the focus. The X side treats it as a participant, not as an
+/// app: what it takes is the newest copy already, which the X side takes back and serves
+/// itself (``DisplayHost/compositorTook(_:window:)``), and it announces an X copy to Wayland
+/// only once it holds its bytes, since the compositor's take ends the X app's ownership.
 package final class ClipboardBridge: RunningDaemon {
-    /// The X side (made anew when it must take `CLIPBOARD_MANAGER` over from the compositor).
-    private let xSide: Mutex<ClipboardDaemon>
-    var x: ClipboardDaemon { xSide.withLock { $0 } }
+    let x: ClipboardDaemon
     let wayland: ClipboardDaemon
     private let logger: Logger
-    private let xConfiguration: DaemonConfiguration
-    private let xLogger: Logger
+    /// The compositor's process (its X client is the compositor's own bridge).
     private let compositorPID: Int?
 
     package init(configuration: DaemonConfiguration, logger: Logger) throws {
@@ -57,11 +59,10 @@ package final class ClipboardBridge: RunningDaemon {
         xSide.sync.syncsPrimary = true
         xSide.sync.links.insert(SyncLinkSpec(endpoint: .display(wayland.host.nodeName)), at: 0)
         // The compositor's own bridge owns X selections for Wayland copies: not the X side's copies.
-        compositorPID = (wayland.host as? WaylandHost)?.backend.compositorPID
+        xSide.compositorPID = (wayland.host as? WaylandHost)?.backend.compositorPID
+        compositorPID = xSide.compositorPID
         if let compositorPID { xSide.appRules.bridgeProcesses.insert(compositorPID) }
-        xConfiguration = xSide
-        self.xLogger = xLogger
-        self.xSide = Mutex(try ClipboardDaemon(configuration: xSide, logger: xLogger))
+        x = try ClipboardDaemon(configuration: xSide, logger: xLogger)
         (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
         (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
     }
@@ -72,23 +73,7 @@ package final class ClipboardBridge: RunningDaemon {
     package func start() throws {
         try wayland.start()
         do {
-            do {
-                try x.start()
-            } catch let ClipboardManagerError.alreadyRunning(owner) where owner.processID != nil && owner.processID == compositorPID {
-                // wlroots' XWayland window manager holds CLIPBOARD_MANAGER (it hands X copies of
-                // exiting apps to Wayland): the bridge keeps X copies itself, so it takes over.
-                logger.info("the compositor's XWayland window manager holds CLIPBOARD_MANAGER on \(x.host.nodeName): taking it over, the bridge keeps X copies")
-                let failed = x
-                failed.stop()
-                _ = failed.run()
-                var replacing = xConfiguration
-                replacing.replace = true
-                replacing.compositorClientBase = owner.window.rawValue & ~DisplayHost.clientResourceMask
-                let fresh = try ClipboardDaemon(configuration: replacing, logger: xLogger)
-                (fresh.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
-                xSide.withLock { $0 = fresh }
-                try fresh.start()
-            }
+            try x.start()
         } catch {
             wayland.stop()
             _ = wayland.run()
@@ -122,6 +107,9 @@ package final class ClipboardBridge: RunningDaemon {
 
     package func reload(_ fresh: DaemonConfiguration) {
         wayland.reload(fresh)
-        x.reload(fresh)
+        // The compositor's client stays out of the X side's apps after a reload too.
+        var xSide = fresh
+        if let compositorPID { xSide.appRules.bridgeProcesses.insert(compositorPID) }
+        x.reload(xSide)
     }
 }

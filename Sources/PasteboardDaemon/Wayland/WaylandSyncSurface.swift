@@ -40,7 +40,7 @@ final class WaylandSyncSurface: SyncSurface, @unchecked Sendable {
     }
 
     /// Data-control says nothing of a pointer: a selection is finished when it is set.
-    func waitUntilFinished(_ name: Pasteboard.Name, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
+    func waitUntilFinished(_ name: Pasteboard.Name, owner: UInt, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
 
     func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
         let advertised: [String]

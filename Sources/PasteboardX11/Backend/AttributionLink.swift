@@ -38,6 +38,19 @@ final class AttributionLink: Sendable {
         }
     }
 
+    /// The window manager's check window and its client's pid (``OwnerAttribution/windowManager()``).
+    func windowManager() throws -> (window: X11Window, processID: Int?)? {
+        try wire.withLock { current in
+            if let dead = current, dead.isDead {
+                Self.close(dead)
+                current = nil
+            }
+            let wire = try current ?? open()
+            current = wire
+            return OwnerAttribution(wire: wire).windowManager()
+        }
+    }
+
     private func open() throws -> X11Wire {
         XErrorSink.install()
         guard let display = XOpenDisplay(X11Connection.numericHost(displayName)) else {

@@ -112,6 +112,16 @@ struct OwnerAttribution {
                                   copiedBy: credit)
     }
 
+    /// The window manager's check window (`_NET_SUPPORTING_WM_CHECK` on the root) and the pid
+    /// the X-Resource extension gives its client; nil when no window manager says it runs.
+    func windowManager() -> (window: X11Window, processID: Int?)? {
+        guard let value = (try? wire.readProperty(wire.root, wire.atom("_NET_SUPPORTING_WM_CHECK"), delete: false, limit: 4)) ?? nil,
+              let raw = value.longs.first, raw != 0 else { return nil }
+        let window = X11Window(rawValue: UInt(raw))
+        let pid = cx11_client_pid(wire.display, window.rawValue)
+        return (window, pid > 0 ? Int(pid) : nil)
+    }
+
     /// The server's pid of each of its clients (X-Resource), those it knows.
     private func allClientPIDs() -> [Int] {
         var pids = [Int](repeating: -1, count: 4096)

@@ -147,24 +147,61 @@ package struct X11ManagerPort: Sendable {
     /// owner) and its request's timestamp; reply with ``answerSave(saved:)``. `onLost` runs when
     /// another manager takes over.
     ///
+    /// `yielding`: the process id of a compositor whose XWayland window manager may hold
+    /// `CLIPBOARD_MANAGER` (wlroots' does, to hand X copies of exiting apps to Wayland). It is
+    /// taken over from it at once, without waiting for its window to go (it never goes: the
+    /// window manager's window outlives the role).
+    ///
+    /// - Returns: the window of the compositor's client that held the role, when it was taken
+    ///   from it.
     /// - Throws: ``ClipboardManagerError``.
-    package func becomeClipboardManager(replace: Bool, onSave: @escaping @Sendable ([String], UInt) -> Void,
-                                        onLost: @escaping @Sendable () -> Void) throws {
+    @discardableResult
+    package func becomeClipboardManager(replace: Bool, yielding compositorPID: Int? = nil,
+                                        onSave: @escaping @Sendable ([String], UInt) -> Void,
+                                        onLost: @escaping @Sendable () -> Void) throws -> X11Window? {
         backend.state.withLock {
             $0.saveHandler = onSave
             $0.managerLostHandler = onLost
         }
-        do {
+        func become(replace: Bool, wait: Double) throws {
             try backend.connection.sync(timeout: backend.timeout + 5) { session, done in
-                session.manager.becomeClipboardManager(replace: replace, replaceWait: 3) { result in
+                session.manager.becomeClipboardManager(replace: replace, replaceWait: wait) { result in
                     done(result.mapError { $0 as any Error })
                 }
             }
+        }
+        do {
+            try become(replace: replace, wait: 3)
+            return nil
         } catch let ClipboardManagerError.alreadyRunning(window) {
             // Named off the X thread (``AttributionLink``).
             let owner = try? backend.attribution.ownerInfo(ofSelection: WellKnown.clipboardManager.rawValue)
+            if let compositorPID, let owner, owner.processID == compositorPID {
+                try become(replace: true, wait: 0)
+                return owner.window
+            }
             throw ClipboardManagerError.alreadyRunning(owner ?? window)
         }
+    }
+
+    /// A window of the compositor's own X client (its XWayland window manager), known by the
+    /// compositor's process id: the window that holds `CLIPBOARD_MANAGER` if that client holds
+    /// it, else the window manager's check window (`_NET_SUPPORTING_WM_CHECK`). Nil when neither
+    /// belongs to that process.
+    package func compositorClient(pid: Int) -> X11Window? {
+        if let manager = try? backend.attribution.ownerInfo(ofSelection: WellKnown.clipboardManager.rawValue), manager.processID == pid {
+            return manager.window
+        }
+        if let manager = try? backend.attribution.windowManager(), manager.processID == pid { return manager.window }
+        return nil
+    }
+
+    /// Refuses every conversion request from the client of `window` to what this process owns
+    /// (nil: none refused). A bridge between XWayland and its compositor refuses the
+    /// compositor's window manager: it reads each new X owner to carry its copy to Wayland,
+    /// where the bridge has carried it already.
+    package func refuseRequests(fromClientOf window: X11Window?) {
+        _ = backend.connection.submit { session in session.owner.refusedClient = window }
     }
 
     /// Replies to the `SAVE_TARGETS` request being handled.

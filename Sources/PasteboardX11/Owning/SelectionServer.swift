@@ -34,6 +34,10 @@ final class SelectionServer {
     private var queued: [X11Atom: QueuedSelection] = [:]
     /// The same-host fast path's listener, once this process owns something.
     private(set) var fastPath: FastPathServer?
+    /// A window of a client whose conversion requests are refused, whatever they ask: a
+    /// compositor's XWayland window manager, which would carry what we own back to Wayland, where
+    /// a bridge carries it already (``X11ManagerPort/refuseRequests(fromClientOf:)``).
+    var refusedClient: X11Window?
 
     init(session: X11Session) {
         self.session = session
@@ -272,6 +276,9 @@ final class SelectionServer {
             return notify(request, succeeded: false)
         }
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
+        if let refused = refusedClient, wire.isSameClient(request.requestor, refused) {
+            return notify(request, succeeded: false)
+        }
         // An xpb reader's guess, asked with TARGETS before it saw our manifest: it reads through
         // the manifest and never takes the guess. Refused before any work, it costs nothing (no
         // fetch from a sync peer) and is no paste (--paste-once, the paste queue).
