@@ -46,6 +46,46 @@ struct SyncLedgerTests {
         #expect(!ledger.mayOwn("CLIPBOARD", stamp: newer.stamp, actualOwner: 77, ours: 1))
     }
 
+    @Test("another bridge's take (a compositor's window manager on XWayland): the newest copy from elsewhere is owned again, over the taker; this display's own newest is not (its keeper serves it)")
+    func takeBack() {
+        var ledger = SyncLedger(node: "x")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        #expect(ledger.takeBack("CLIPBOARD") == [], "nothing newest yet")
+        let wayland = announce(2000, "w")
+        #expect(ledger.announced(wayland, from: 1, now: 2001, wall: Date()).first == .own(wayland))
+        // The compositor takes the selection (its event reads as .gone: the same copy, not a new one).
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 0x200001, event: .gone, now: 2002)
+        #expect(ledger.takeBack("CLIPBOARD") == [.own(wayland)])
+        #expect(ledger.mayOwn("CLIPBOARD", stamp: wayland.stamp, actualOwner: 0x200001, ours: 1), "the taker is an owner the ledger has seen")
+        // This display's own copy is newer: the ledger gives nothing to take back with.
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 3000)
+        _ = ledger.offerRead("CLIPBOARD", stamp: SyncStamp(clock: 3000, node: "x"),
+                             verdict: .shareable(targets: [SyncTarget(target: "UTF8_STRING")], expires: nil, origin: "x"))
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 0x200001, event: .gone, now: 3001)
+        #expect(ledger.takeBack("CLIPBOARD") == [])
+        // Nor for a secret of its own (which keeps the older copy from elsewhere off the display).
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 51, event: .copied, now: 4000)
+        _ = ledger.offerRead("CLIPBOARD", stamp: SyncStamp(clock: 4000, node: "x"), verdict: .notShared("marked secret"))
+        #expect(ledger.takeBack("CLIPBOARD") == [])
+    }
+
+    @Test("hasRead: an owner change is read once its event is, and its offer once announced or kept home")
+    func hasRead() {
+        var ledger = SyncLedger(node: "w")
+        #expect(!ledger.hasRead("CLIPBOARD", owner: 7), "no event yet")
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 7, event: .copied, now: 1000)
+        #expect(ledger.hasRead("CLIPBOARD", owner: 7), "no link: nothing to announce, so nothing waits")
+        _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 8, event: .copied, now: 1001)
+        #expect(!ledger.hasRead("CLIPBOARD", owner: 8), "its offer is being read")
+        #expect(!ledger.hasRead("CLIPBOARD", owner: 7), "no longer the owner")
+        _ = ledger.offerRead("CLIPBOARD", stamp: SyncStamp(clock: 1001, node: "w"), verdict: .notShared("marked secret"))
+        #expect(ledger.hasRead("CLIPBOARD", owner: 8))
+        // An echo (a .gone event for a new owner) is read at once.
+        _ = ledger.ownerChanged("CLIPBOARD", owner: 9, event: .gone, now: 1002)
+        #expect(ledger.hasRead("CLIPBOARD", owner: 9))
+    }
+
     @Test("a secret stays here and keeps older copies off this display, but the shared value still moves on and is relayed")
     func secretStaysHere() {
         var ledger = SyncLedger(node: "a")

@@ -8,6 +8,8 @@ gtk_clipboard.py pixel-diff A B         no clipboard: decodes two image files wi
                                         independent decoder) and prints "size W H" of A and "maxdiff N"
 gtk_clipboard.py set-text TEXT          owns CLIPBOARD with TEXT, prints "ready", serves until killed
 gtk_clipboard.py set-text-window TEXT   the same from an app with a window on screen (WM_CLASS set by GTK)
+gtk_clipboard.py window TITLE            a window on screen that copies nothing, prints "ready", runs until
+                                        killed (on X or on Wayland, as GDK_BACKEND says)
 gtk_clipboard.py set-text-file FILE     the same with the UTF-8 text of FILE (larger than an argument may be)
 gtk_clipboard.py set-text-and-exit TEXT MS
                                         the same with text (GTK offers it as UTF8_STRING, COMPOUND_TEXT,
@@ -89,6 +91,11 @@ elif mode in ("set-text", "set-text-window", "set-text-file"):
             clipboard.set_text(source.read(), -1)
     else:
         clipboard.set_text(sys.argv[2], -1)
+    print("ready", flush=True)
+    Gtk.main()
+elif mode == "window":
+    window = Gtk.Window(title=sys.argv[2])
+    window.show_all()
     print("ready", flush=True)
     Gtk.main()
 elif mode == "set-text-view":

@@ -1,5 +1,7 @@
 """A Qt 5 clipboard peer for the tests (Debian's python3-pyqt5): reads or sets CLIPBOARD.
 
+qt_clipboard.py window TITLE       a window on screen that copies nothing, prints "ready", runs until
+                                   killed (on X or on Wayland, as QT_QPA_PLATFORM says)
 qt_clipboard.py read               prints hasUrls, each URL, and the text Qt reads
 qt_clipboard.py image-diff FILE    reads QClipboard.image() and prints "size W H" and "maxdiff N": the
                                    largest difference of an RGBA channel against FILE as Qt decodes it
@@ -22,12 +24,18 @@ qt_clipboard.py set-formats FORMAT=FILE...
 import sys
 
 from PyQt5.QtCore import QMimeData, QUrl
-from PyQt5.QtWidgets import QApplication
+from PyQt5.QtWidgets import QApplication, QWidget
 
 app = QApplication(sys.argv[:1])
 clipboard = app.clipboard()
 mode = sys.argv[1]
-if mode == "read":
+if mode == "window":
+    window = QWidget()
+    window.setWindowTitle(sys.argv[2])
+    window.show()
+    print("ready", flush=True)
+    app.exec_()
+elif mode == "read":
     data = clipboard.mimeData()
     print("hasUrls", data.hasUrls())
     for url in data.urls():

@@ -41,7 +41,8 @@ public final class Compositor: TestSession {
                 : ["xwayland disable"]
             try (lines.joined(separator: "\n") + "\n").write(toFile: config, atomically: true, encoding: .utf8)
             _ = chown(config, 65534, 65534)
-            arguments = ["-c", config]
+            // XPB_TEST_SWAY_DEBUG=1: sway logs its XWayland window manager's selection work too.
+            arguments = ["-c", config] + (ProcessInfo.processInfo.environment["XPB_TEST_SWAY_DEBUG"] == "1" ? ["-d"] : [])
             environment["WLR_BACKENDS"] = "headless"
             environment["WLR_LIBINPUT_NO_DEVICES"] = "1"
             environment["WLR_RENDERER"] = "pixman"
@@ -123,6 +124,41 @@ public final class Compositor: TestSession {
         environment["XDG_RUNTIME_DIR"] = runtimeDirectory
         environment["XPB_BACKEND"] = nil
         return environment
+    }
+
+    /// Runs swaymsg against this sway (its IPC socket is in the runtime directory).
+    public func swaymsg(_ arguments: [String]) throws -> Outcome {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: runtimeDirectory)) ?? []
+        guard let socket = entries.first(where: { $0.hasPrefix("sway-ipc.") && $0.hasSuffix(".sock") }) else {
+            throw TestFailure("sway's IPC socket is not in \(runtimeDirectory)")
+        }
+        let outcome = try run(try which("swaymsg"), ["-s", runtimeDirectory + "/" + socket] + arguments, display: self)
+        guard outcome.status == 0 else { throw TestFailure("swaymsg \(arguments.joined(separator: " ")): \(outcome.error)\(outcome.text)") }
+        return outcome
+    }
+
+    /// The windows sway shows, from its tree: each one's process id, whether it has the focus, and
+    /// whether it is an X window (XWayland) or a Wayland client's.
+    public func windows() throws -> [(pid: Int, isFocused: Bool, isX: Bool)] {
+        let tree = try JSONSerialization.jsonObject(with: try swaymsg(["-t", "get_tree"]).output)
+        var found: [(pid: Int, isFocused: Bool, isX: Bool)] = []
+        func walk(_ node: Any) {
+            guard let node = node as? [String: Any] else { return }
+            if let pid = node["pid"] as? Int, node["type"] as? String == "con" || node["type"] as? String == "floating_con" {
+                found.append((pid, node["focused"] as? Bool ?? false, node["shell"] as? String == "xwayland"))
+            }
+            for key in ["nodes", "floating_nodes"] { (node[key] as? [Any])?.forEach(walk) }
+        }
+        walk(tree)
+        return found
+    }
+
+    /// Gives the focus to the window of process `pid`, and waits until sway says it has it.
+    public func focus(pid: Int32) throws {
+        _ = try swaymsg(["[pid=\(pid)] focus"])
+        guard eventually(timeout: 10, { (try? windows())?.contains { $0.pid == Int(pid) && $0.isFocused } == true }) else {
+            throw TestFailure("sway did not focus the window of pid \(pid): \((try? windows()).map { "\($0)" } ?? "?")")
+        }
     }
 
     /// The compositor's log so far.

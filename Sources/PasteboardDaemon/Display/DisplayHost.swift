@@ -83,6 +83,18 @@ final class DisplayHost: ClipboardHost {
     let compositorClient = Mutex<UInt?>(nil)
     /// In a bridge: where a selection the compositor took is taken back.
     let takeBacks = DispatchQueue(label: "xpbd.bridge.takeback")
+    /// In a bridge: what the Wayland selection of a name holds now (set by ``ClipboardBridge``).
+    let waylandSelection = Mutex<(@Sendable (Pasteboard.Name) -> WaylandSelection)?>(nil)
+
+    /// What the Wayland selection holds, as the bridge's X side asks.
+    enum WaylandSelection {
+        /// Nothing, or the bridge's own source (a copy it carries, or one its keeper serves).
+        case bridges
+        /// A Wayland client's copy that the Wayland side has not read yet.
+        case unread
+        /// A Wayland client's copy the Wayland side has read: announced, or kept home.
+        case read
+    }
     /// The keeper's captures that ended, for a bridge's announces (``CaptureSettling``).
     let settling = CaptureSettling()
 
@@ -203,9 +215,6 @@ final class DisplayHost: ClipboardHost {
                 hub?.ownerChanged(change.name, owner: change.owner.rawValue, event: .gone)
             } else {
                 hub?.ownerChangeRead(change)
-                if let self, let memory = self.bridgeMemory.withLock({ $0 }), change.isOurs || change.owner == self.ourWindow {
-                    memory.tookX(change.name)
-                }
                 if let self, let memory = self.bridgeMemory.withLock({ $0 }), !change.isOurs, change.owner != self.ourWindow, !change.owner.isNone {
                     // The bridge compares the next Wayland copy with this one's text: read now.
                     memory.xChanged(change.name)
@@ -447,35 +456,64 @@ final class DisplayHost: ClipboardHost {
         return window.rawValue & ~Self.clientResourceMask == base
     }
 
-    /// How long after the compositor took a selection the bridge takes it back: the Wayland
-    /// side's announce of the copy it took it for comes in that time, and is served at once.
+    /// How long after the compositor took a selection the bridge looks at what it took it for
+    /// (the compositor's Wayland event reaches the Wayland side by then), and how long it waits
+    /// for the Wayland side's announce of a client's copy.
     static let takeBackDelay = 0.2
+    static let announceWait = 5.0
 
     /// The compositor's window manager took `name` on X, with `window`, for the newest Wayland
-    /// copy (one of the bridge's own too). It serves it only while an X window has the focus,
-    /// and its take ended the X owner's: the bridge takes the selection back, for the newest
-    /// copy from Wayland (served from there), else for the X copy it kept (whose owner's
-    /// ownership the compositor ended). Each take is compare-and-own: never over another
-    /// client's copy.
+    /// copy. It serves it only while an X window has the focus, and its take ended the X owner's:
+    /// the bridge takes the selection back.
+    /// - For a Wayland client's copy: as its announce comes (compare-and-own, at once, as any
+    ///   announce is); a copy never announced (secret, local-only) is left to the compositor.
+    /// - For the bridge's own carry of an X copy: the X copy the keeper holds, whose owner's
+    ///   ownership the compositor ended; else the newest copy from Wayland the ledger knows.
+    /// Each take is compare-and-own: never over another client's copy.
     func compositorTook(_ name: Pasteboard.Name, window: X11Window) {
+        logger.debug("\(SelectionNames.selection(for: name)): the compositor's XWayland window manager took it (window \(window)) for the newest Wayland copy")
+        let started = Date()
+        takeBacks.asyncAfter(deadline: .now() + Self.takeBackDelay) { [self] in takeBack(name, from: window, since: started) }
+    }
+
+    /// One look at what the compositor took `name` for (``compositorTook(_:window:)``): taken
+    /// back, left, or looked at again in a moment.
+    private func takeBack(_ name: Pasteboard.Name, from window: X11Window, since started: Date) {
         let selection = SelectionNames.selection(for: name)
-        logger.debug("\(selection): the compositor's XWayland window manager took it (window \(window)) for the newest Wayland copy: taking it back")
-        takeBacks.asyncAfter(deadline: .now() + Self.takeBackDelay) { [self] in
-            guard state.withLock({ !$0.isStopped && $0.owners[name] == window }) else { return }
+        guard state.withLock({ !$0.isStopped && $0.owners[name] == window }) else { return }
+        switch waylandSelection.withLock({ $0 })?(name) ?? .bridges {
+        case .unread:
+            // Its announce is on its way: the copy the compositor took it for is newer than any
+            // the ledger holds.
+            if Date().timeIntervalSince(started) < Self.announceWait {
+                takeBacks.asyncAfter(deadline: .now() + 0.05) { [self] in takeBack(name, from: window, since: started) }
+            }
+            return
+        case .read:
+            // Announced (its announce owns the selection as it comes, or here), or kept home
+            // (secret, local-only): then the compositor's is the copy to show.
             if daemon?.hub.takeBack(name) == true { return }
-            // This display's copy is the newest: the keeper's bytes of it, as at an owner's exit.
-            let kept = state.withLock { $0.current[name] }
-            guard let kept, !kept.targets.isEmpty, !kept.isExpired() else {
-                logger.info("the compositor's XWayland window manager took \(selection), and nothing is kept to take it back with: it answers only while an X window has the focus")
-                return
+            if Date().timeIntervalSince(started) < Self.announceWait {
+                takeBacks.asyncAfter(deadline: .now() + 0.1) { [self] in takeBack(name, from: window, since: started) }
+            } else {
+                logger.info("\(selection): the compositor's XWayland window manager holds a Wayland copy that is not shared (secret or local-only): left to it")
             }
-            do {
-                if try serve(kept, replacing: window) {
-                    logger.info("the compositor's XWayland window manager took \(selection): serving its kept copy again (\(kept.targets.count) targets, \(ByteCount.format(kept.size)))")
-                }
-            } catch {
-                logger.warning("the compositor's XWayland window manager took \(selection); could not serve its kept copy again: \(error)")
+            return
+        case .bridges:
+            if daemon?.hub.takeBack(name) == true { return }
+        }
+        // The bridge's own carry of this display's copy: the keeper's bytes of it.
+        let kept = state.withLock { $0.current[name] }
+        guard let kept, !kept.targets.isEmpty, !kept.isExpired() else {
+            logger.info("the compositor's XWayland window manager took \(selection), and nothing is kept to take it back with: it answers only while an X window has the focus")
+            return
+        }
+        do {
+            if try serve(kept, replacing: window) {
+                logger.info("the compositor's XWayland window manager took \(selection): serving its kept copy again (\(kept.targets.count) targets, \(ByteCount.format(kept.size)))")
             }
+        } catch {
+            logger.warning("the compositor's XWayland window manager took \(selection); could not serve its kept copy again: \(error)")
         }
     }
 

@@ -86,6 +86,12 @@ extension SyncHub {
         return !effects.isEmpty
     }
 
+    /// Whether this node has read its display's change of `name` to `owner` and that owner's
+    /// offer (``SyncLedger/hasRead(_:owner:)``).
+    func hasRead(_ name: Pasteboard.Name, owner: UInt) -> Bool {
+        state.withLock { $0.ledger.hasRead(SelectionNames.selection(for: name), owner: owner) }
+    }
+
     func remoteAnnounce(_ announce: SyncAnnounce, from link: SyncLink) {
         if let problem = SyncLedger.malformation(of: announce, maxTargets: Self.maxTargets, maxTargetName: Self.maxTargetName) {
             logger.warning("sync: ignored a malformed announce from \(link.label): \(problem)")

@@ -328,6 +328,16 @@ struct SyncLedger {
         return (isOwnClear || isLocalOlder(selection, than: stamp)) && isKnown(selection, actualOwner, ours: ours)
     }
 
+    /// Whether the display's change to `owner` has been read, and its offer too: announced, or
+    /// found to stay here (an owner change not read yet, or one whose offer is still to be read,
+    /// may yet be announced).
+    func hasRead(_ selection: String, owner: Owner) -> Bool {
+        guard let slot = slots[selection], slot.seenOwner == owner else { return false }
+        // An offer not asked for (no link was up) is read as far as it will be until one is.
+        guard let local = slot.local, local.owner == owner, case .pending(isAsked: true) = local.state else { return true }
+        return false
+    }
+
     /// The shared value `stamp` if it is current and a copy (a fetch of it may be served).
     func sharedCopy(_ selection: String, stamp: SyncStamp) -> Shared? {
         guard let shared = slots[selection]?.shared, shared.stamp == stamp, shared.announce != nil else { return nil }

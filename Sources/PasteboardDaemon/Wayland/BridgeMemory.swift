@@ -10,10 +10,10 @@ import Synchronization
 ///
 /// A new Wayland copy is an echo when its text is the text of the X copy made just before it
 /// (the compositor carried it from X), or of the Wayland copy the bridge carried to X just before
-/// (the compositor carried it back), or when it comes right after the bridge took an X
-/// selection (the compositor reacting to that). The X side reads each X copy's text as its change
-/// is read, without the keeper's debounce; a Wayland copy that follows an X change waits a little
-/// for it.
+/// (the compositor carried it back). The X side reads each X copy's text as its change is read,
+/// without the keeper's debounce; a Wayland copy that follows an X change waits a little for it.
+/// What the bridge itself owns on X the compositor never carries: its reads of it are refused
+/// (so a person's copy right after the bridge took an X selection is a copy, not a reaction).
 final class BridgeMemory: Sendable {
     /// How long after a copy an equal one on the other side counts as its echo.
     static let window = 2.0
@@ -47,13 +47,7 @@ final class BridgeMemory: Sendable {
     private struct State {
         var x: [Pasteboard.Name: Copy] = [:]
         var carried: [Pasteboard.Name: Copy] = [:]
-        /// When the bridge last took an X selection (to serve a Wayland copy there).
-        var tookX: [Pasteboard.Name: Date] = [:]
     }
-
-    /// How soon after the bridge took an X selection a new Wayland copy is the compositor's
-    /// reaction to it, whatever it holds (a source whose reads fail has no text to compare).
-    static let reaction = 0.5
 
     private let state = Mutex(State())
     private let changed = DispatchSemaphore(value: 0)
@@ -94,11 +88,6 @@ final class BridgeMemory: Sendable {
         changed.signal()
     }
 
-    /// The bridge took `name` on X.
-    func tookX(_ name: Pasteboard.Name) {
-        state.withLock { $0.tookX[name] = Date() }
-    }
-
     /// A Wayland copy the bridge carries to X (its text as kept).
     func carried(_ name: Pasteboard.Name, text: Data?) {
         state.withLock { $0.carried[name] = Copy(time: Date(), text: text, isRead: true) }
@@ -107,7 +96,6 @@ final class BridgeMemory: Sendable {
     /// What a new Wayland copy of `text` is: the compositor's echo of a copy made just before, or
     /// a copy.
     func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
-        if let took = state.withLock({ $0.tookX[name] }), Date().timeIntervalSince(took) < Self.reaction { return .echo }
         // A secret X copy's echo is told by its time alone (its text is not read). With no X
         // change read yet, one may be on its way: a moment is given for it.
         let started = Date()

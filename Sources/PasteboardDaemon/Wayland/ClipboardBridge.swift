@@ -3,6 +3,7 @@ import FoundationEssentials
 import Logging
 import PasteboardKit
 import PasteboardWire
+import PasteboardWayland
 import PasteboardX11
 import Synchronization
 
@@ -65,6 +66,16 @@ package final class ClipboardBridge: RunningDaemon {
         x = try ClipboardDaemon(configuration: xSide, logger: xLogger)
         (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
         (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
+        if let waylandHost = wayland.host as? WaylandHost {
+            let backend = waylandHost.backend
+            let hub = wayland.hub
+            (x.host as? DisplayHost)?.waylandSelection.withLock {
+                $0 = { [weak hub] name in
+                    guard let owner = backend.currentOwner(of: name), owner != WaylandPasteboardBackend.ourOwner else { return .bridges }
+                    return hub?.hasRead(name, owner: owner) == true ? .read : .unread
+                }
+            }
+        }
     }
 
     /// What tells the compositor's echoes from copies, shared by both sides.
