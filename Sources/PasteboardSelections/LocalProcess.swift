@@ -27,10 +27,13 @@ package enum LocalProcess {
     /// (X-Resource's pid of every client). A connection held only by processes the server does
     /// not account it to was handed down; its holders are the successors. Nothing is guessed:
     /// one holder names the process; several that run one executable name the executable alone;
-    /// anything else is unknown.
+    /// several others are candidates (a desktop has other such holders: dbus-launch's child keeps
+    /// the X connection its parent made), one of which the owner's answer to a request tells
+    /// (``ranSince(_:)``); none is unknown.
     package enum Successor: Equatable, Sendable {
         case process(Int)
         case executable(name: String, path: String?)
+        case candidates([Int])
         case unknown
     }
 
@@ -58,7 +61,35 @@ package enum LocalProcess {
            let name = path.split(separator: "/").last.map(String.init) {
             return .executable(name: name, path: path)
         }
-        return .unknown
+        return holders.count > 1 ? .candidates(holders) : .unknown
+    }
+
+    /// How many times a process's threads have been given the processor (the timeslices of
+    /// each `/proc/PID/task/TID/schedstat`, up to 1,024 threads; nil for a process gone, or a
+    /// kernel without scheduler statistics).
+    package static func timeslices(of pid: Int) -> UInt64? {
+        guard pid > 0, let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var total: UInt64 = 0
+        var counted = false
+        for thread in threads.prefix(1024) {
+            guard let line = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8) else { continue }
+            let fields = line.split(separator: " ")
+            guard fields.count >= 3, let slices = UInt64(fields[2].trimming(while: \.isNewline)) else { continue }
+            total &+= slices
+            counted = true
+        }
+        return counted ? total : nil
+    }
+
+    /// Of `candidates` (with their timeslices before), the one that ran since, if exactly one
+    /// did: the owner of a selection must run to answer a request, the other holders of handed-
+    /// down connections need not (dbus-launch's child sleeps). Nil when none or several ran.
+    package static func ranSince(_ before: [(pid: Int, timeslices: UInt64?)]) -> Int? {
+        let ran = before.filter { candidate in
+            guard let then = candidate.timeslices, let now = timeslices(of: candidate.pid) else { return false }
+            return now > then
+        }
+        return ran.count == 1 ? ran[0].pid : nil
     }
 
     /// The processes that hold a connection the server accounts to no process holding it

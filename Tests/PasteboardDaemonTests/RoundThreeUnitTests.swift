@@ -17,11 +17,32 @@ struct AttributionUnitTests {
         // A process that holds more than the server accounts to it: which one it made is unknown,
         // so it is a holder of a handed-down connection.
         #expect(LocalProcess.handedDown(held: [30: [6, 7]], clientPIDs: [30, 29]) == [30])
-        // Two forked owners of dead parents: both, and the caller says unknown unless one
-        // executable runs them both.
+        // Two forked owners of dead parents (xclip's child, and dbus-launch's, which a desktop
+        // without a user bus has): both are candidates, told apart by which one answers.
         #expect(LocalProcess.handedDown(held: [50: [8], 60: [9]], clientPIDs: [49, 59]) == [50, 60])
         // The server's unknown pids (another host's clients) explain nothing.
         #expect(LocalProcess.handedDown(held: [70: [11]], clientPIDs: [-1, 0]) == [70])
+    }
+
+    @Test("of several holders, the one that ran since is told; a sleeping one never is, and two that ran tell nothing")
+    func ranSince() throws {
+        // A process asleep for the test's length, as dbus-launch's child waits on its socket.
+        let sleeper = try Process.run(URL(fileURLWithPath: "/bin/sleep"), arguments: ["30"])
+        defer { sleeper.terminate() }
+        let asleep = Int(sleeper.processIdentifier)
+        // It has run (to exec), then sleeps: wait until it is asleep in its nanosleep.
+        #expect(eventually { (try? String(contentsOfFile: "/proc/\(asleep)/stat", encoding: .utf8))?.split(separator: " ")[2] == "S" })
+        let me = Int(getpid())
+        #expect(LocalProcess.timeslices(of: me) != nil, "the kernel keeps scheduler statistics")
+        #expect(LocalProcess.timeslices(of: 0) == nil)
+        let before = [me, asleep].map { (pid: $0, timeslices: LocalProcess.timeslices(of: $0)) }
+        // This process runs again (a sleep gives the processor up, and back).
+        usleep(20_000)
+        #expect(LocalProcess.ranSince(before) == me)
+        // Both ran: nothing is told.
+        #expect(LocalProcess.ranSince(before.map { (pid: $0.pid, timeslices: $0.timeslices.map { $0 - 1 }) }) == nil)
+        // None ran (a gone process's counts are unknown).
+        #expect(LocalProcess.ranSince([(pid: asleep, timeslices: LocalProcess.timeslices(of: asleep))]) == nil)
     }
 
     @Test("a zombie is not a running process; this process is")

@@ -61,6 +61,9 @@ extension DisplayHost {
                 logger.debug("\(selection): its owner changed while its offer was read")
                 return
             }
+            // The offer's reading may have told which process serves it (of several that hold
+            // connections handed down from gone ones).
+            let owner = owner.processID == nil && offer.owner.processID != nil ? offer.owner : owner
             switch offer.verdict {
             case .secret:
                 state.withLock { _ = $0.current.removeValue(forKey: name) }

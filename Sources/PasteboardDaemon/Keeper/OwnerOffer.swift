@@ -77,6 +77,15 @@ struct OwnerOffer: Sendable {
         } catch {
             return unreadable("\(error)")
         }
+        var owner = owner
+        if !owner.candidates.isEmpty {
+            // Several processes hold connections handed down from gone ones, one of them the
+            // owner's: the one that runs to answer a request of ours (asked of the owner itself,
+            // not of what the backend read of it before) is the owner.
+            let before = owner.candidates.map { (pid: $0, timeslices: LocalProcess.timeslices(of: $0)) }
+            _ = try? turn { try backend.managerPort.capture(name, target: "TARGETS", limit: 1 << 16) }
+            if let pid = LocalProcess.ranSince(before) { owner = owner.served(by: pid) }
+        }
         let rule = rules.rule(for: owner)
         if KeepPolicy.isSecret(advertised) || rule == .secret {
             return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .secret)

@@ -28,9 +28,13 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
     /// what it kept) publishes it (``CopyCredit``): the program that ran it, not xpb. Read only
     /// from an owner whose executable is xpb's.
     public let copiedBy: CopyCredit?
+    /// When the process that connected is gone and several processes hold connections handed
+    /// down from gone ones: those processes, one of which holds the owner's
+    /// (``LocalProcess/Successor/candidates(_:)``). Empty otherwise.
+    package let candidates: [Int]
 
     package init(window: X11Window, name: String?, processID: Int?, executableName: String? = nil, executablePath: String? = nil,
-                 windowInstance: String? = nil, windowClass: String? = nil, copiedBy: CopyCredit? = nil) {
+                 windowInstance: String? = nil, windowClass: String? = nil, copiedBy: CopyCredit? = nil, candidates: [Int] = []) {
         self.window = window
         self.name = name
         self.processID = processID
@@ -39,6 +43,14 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
         self.windowInstance = windowInstance
         self.windowClass = windowClass
         self.copiedBy = copiedBy
+        self.candidates = candidates
+    }
+
+    /// The same owner, known to be served by the process `pid` (one of ``candidates``).
+    package func served(by pid: Int) -> SelectionOwnerInfo {
+        let executable = LocalProcess.executable(of: pid)
+        return SelectionOwnerInfo(window: window, name: name, processID: pid, executableName: executable.name, executablePath: executable.path,
+                                  windowInstance: windowInstance, windowClass: windowClass, copiedBy: copiedBy)
     }
 
     /// A name for the application: the executable's, else the window class, else the window's name.
@@ -77,6 +89,7 @@ struct OwnerAttribution {
         var isLocal = false
         let fromServer = cx11_client_pid(wire.display, owner.rawValue)
         var handedDown: (name: String, path: String?)?
+        var candidates: [Int] = []
         if fromServer > 0 {
             pid = Int(fromServer)
             isLocal = true
@@ -88,6 +101,7 @@ struct OwnerAttribution {
                     switch LocalProcess.successor(of: Int(fromServer), display: number, clientPIDs: allClientPIDs()) {
                     case .process(let successor): pid = successor
                     case .executable(let name, let path): handedDown = (name, path)
+                    case .candidates(let pids): candidates = pids
                     case .unknown: break
                     }
                 }
@@ -109,7 +123,7 @@ struct OwnerAttribution {
         }
         return SelectionOwnerInfo(window: owner, name: name, processID: pid, executableName: executable.name,
                                   executablePath: executable.path, windowInstance: windowClass?.instance, windowClass: windowClass?.class,
-                                  copiedBy: credit)
+                                  copiedBy: credit, candidates: candidates)
     }
 
     /// The window manager's check window (`_NET_SUPPORTING_WM_CHECK` on the root) and the pid
