@@ -18,6 +18,7 @@ package enum XPBD {
     enum Option {
         static let display = OptionSpec.value(nil, "display", "display", "The X display (default: $DISPLAY).", completion: .displays)
         static let noDBusKlipper = OptionSpec.flag(nil, "no-dbus-klipper", "Do not offer Klipper's D-Bus interface (org.kde.klipper /klipper) on the session bus; by default xpbd offers it where no real Klipper has the name, so that pass, gopass and scripts that call Klipper reach xpbd.")
+        static let klipperClearAll = OptionSpec.flag(nil, "klipper-clear-all", "Klipper's clearClipboardHistory clears the whole history (pinned entries kept) whoever calls it, as Klipper does. By default a call from a password manager (pass, gopass, keepassxc-cli … and what they run) forgets only the copies it can have made since it started, not the user's history.")
         static let backend = OptionSpec.value(nil, "backend", "name",
                                               "x11 or wayland: keep only that clipboard (default: $XPB_BACKEND; else with both WAYLAND_DISPLAY and DISPLAY set, both, bridged: each one's copies reach the other; else the one that is set).",
                                               completion: .words(["x11", "wayland"]))
@@ -86,6 +87,7 @@ package enum XPBD {
             Option.display,
             Option.backend,
             Option.noDBusKlipper,
+            Option.klipperClearAll,
             Option.replace,
             Option.primary,
             Option.keep,
@@ -260,6 +262,7 @@ package enum XPBD {
         }
         configuration.isHeadless = arguments.flag(Option.headless)
         configuration.offersKlipper = !arguments.flag(Option.noDBusKlipper)
+        configuration.klipperClearsAll = arguments.flag(Option.klipperClearAll)
         let backend = arguments.value(Option.backend) ?? getenv("XPB_BACKEND").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
         switch backend?.lowercased() {
         case "wayland"?:

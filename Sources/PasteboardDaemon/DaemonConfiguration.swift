@@ -56,6 +56,9 @@ package struct DaemonConfiguration: Sendable {
     package var bridgesWayland = false
     /// Offer Klipper's D-Bus interface on the session bus where the name is free.
     package var offersKlipper = true
+    /// `--klipper-clear-all`: Klipper's `clearClipboardHistory` clears the whole history whoever
+    /// calls it; by default a password manager's call forgets only what it can have copied.
+    package var klipperClearsAll = false
     /// The X side of a bridge: the Wayland compositor's process. Its own X client (its XWayland
     /// window manager) is the compositor's bridge: it takes an X selection for every new Wayland
     /// copy and answers for it only while an X window has the focus. A selection it takes holds

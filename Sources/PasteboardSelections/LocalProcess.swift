@@ -107,6 +107,70 @@ package enum LocalProcess {
         return held.filter { !$0.value.isSubset(of: explained) }.map(\.key).sorted()
     }
 
+    /// The names a process goes by: its executable's, its command's (`comm`), and where it runs
+    /// a script (a shell, env, python, node, perl), the script's without its extension (`pass`
+    /// is `bash /usr/bin/pass`, Bitwarden's `bw` is node running `bw.js`). Lowercased.
+    package static func names(of pid: Int) -> [String] {
+        guard pid > 0 else { return [] }
+        var names: [String] = []
+        func add(_ path: Substring) {
+            var name = path.split(separator: "/").last.map(String.init) ?? ""
+            for suffix in [".js", ".py", ".sh", ".pl", ".rb"] where name.hasSuffix(suffix) { name = String(name.dropLast(suffix.count)) }
+            name = name.lowercased()
+            if !name.isEmpty, !names.contains(name) { names.append(name) }
+        }
+        if let path = executable(of: pid).path { add(Substring(path)) }
+        if let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) { add(Substring(comm.trimming(while: \.isNewline))) }
+        if let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), data.count <= 1 << 16 {
+            let arguments = data.split(separator: 0, omittingEmptySubsequences: false).prefix(8).map { String(decoding: $0, as: UTF8.self) }
+            if let first = arguments.first {
+                add(Substring(first))
+                let interpreters: Set<String> = ["sh", "bash", "dash", "zsh", "env", "python3", "python", "node", "nodejs", "perl", "ruby"]
+                if let base = first.split(separator: "/").last, interpreters.contains(String(base)) || base.hasPrefix("python3."),
+                   let script = arguments.dropFirst().first(where: { !$0.hasPrefix("-") && !interpreters.contains($0) }) {
+                    // A command line (`sh -c "secret-tool lookup … | xclip"`): its first word.
+                    add(script.split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? Substring(script))
+                }
+            }
+        }
+        return names
+    }
+
+    /// The names (``names(of:)``) of the live processes of `pid`'s process group: its job, as
+    /// a shell starts one. A program that copies through xclip, xsel or wl-copy (keepassxc-cli,
+    /// pass's shell, gopass) is in the job of the xclip that serves its copy, whose own parent
+    /// is gone by then. At most 4,096 processes are looked at.
+    package static func jobNames(of pid: Int) -> [String] {
+        var names = names(of: pid)
+        for process in job(of: pid).dropFirst() {
+            for name in Self.names(of: process) where !names.contains(name) { names.append(name) }
+        }
+        return names
+    }
+
+    /// When a process started: its age (`/proc/PID/stat`'s start time, in clock ticks since boot,
+    /// against CLOCK_BOOTTIME now) before now. Not `/proc/stat`'s boot time, which is whole
+    /// seconds and drifts from the wall clock. Nil for a process gone.
+    package static func startTime(of pid: Int) -> Date? {
+        guard pid > 0, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // After the command: the state is field 3 of the whole line, the start time field 22.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        var boot = timespec()
+        guard fields.count > 19, let ticks = Double(fields[19]), clock_gettime(CLOCK_BOOTTIME, &boot) == 0 else { return nil }
+        let hertz = max(Double(sysconf(Int32(_SC_CLK_TCK))), 1)
+        let age = Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9 - ticks / hertz
+        return Date().addingTimeInterval(-max(age, 0))
+    }
+
+    /// The processes of `pid`'s process group (its job) that run, `pid` first; at most 4,096
+    /// processes are looked at.
+    package static func job(of pid: Int) -> [Int] {
+        guard let group = status(of: pid)?.processGroup, group > 1 else { return isRunning(pid) ? [pid] : [] }
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+        return [pid] + processes.prefix(4096).filter { $0 != pid && status(of: $0)?.processGroup == group }
+    }
+
     /// Whether `pid` is a process that runs: not gone, and not a zombie (an exited process its
     /// parent has not reaped yet still has its `/proc/N`, but no files and no connection).
     package static func isRunning(_ pid: Int) -> Bool {

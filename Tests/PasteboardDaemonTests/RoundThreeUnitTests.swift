@@ -45,6 +45,44 @@ struct AttributionUnitTests {
         #expect(LocalProcess.ranSince([(pid: asleep, timeslices: LocalProcess.timeslices(of: asleep))]) == nil)
     }
 
+    @Test("a job's names: a script is named by its script, not its shell; every live process of the process group counts; a password manager's job is told from its caller")
+    func jobNames() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-job-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // A password manager's script that runs a helper (here sleep, as pass runs xclip).
+        let script = directory.appendingPathComponent("passage").path
+        let childFile = directory.appendingPathComponent("child").path
+        try "sleep 30 & echo $! > \(childFile); wait\n".write(toFile: script, atomically: true, encoding: .utf8)
+        // A job of its own, as a terminal's shell makes one; none of our pipes (the test runner
+        // waits for them to close).
+        let job = Process()
+        job.executableURL = URL(fileURLWithPath: "/usr/bin/setsid")
+        job.arguments = ["-w", "/bin/sh", script]
+        job.standardInput = FileHandle.nullDevice
+        job.standardOutput = FileHandle.nullDevice
+        job.standardError = FileHandle.nullDevice
+        try job.run()
+        defer {
+            // The whole job goes: its process group.
+            if let child = (try? String(contentsOfFile: childFile, encoding: .utf8)).flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }),
+               let group = LocalProcess.status(of: child)?.processGroup, group > 1 {
+                kill(pid_t(-group), SIGKILL)
+            }
+            job.terminate()
+        }
+        #expect(eventually { FileManager.default.fileExists(atPath: childFile) && ((try? String(contentsOfFile: childFile, encoding: .utf8))?.hasSuffix("\n") ?? false) })
+        let child = try #require(Int((try String(contentsOfFile: childFile, encoding: .utf8)).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(LocalProcess.names(of: child).contains("sleep"))
+        let names = LocalProcess.jobNames(of: child)
+        #expect(names.contains("passage") && names.contains("sleep"), "\(names)")
+        let tool = try #require(PasswordTool(calling: child, secretApps: AppRules().secretAppNames))
+        #expect(tool.name == "passage")
+        #expect(tool.started <= Date() && tool.started > Date().addingTimeInterval(-60), "\(tool.started)")
+        // This test's own process is no password manager's job.
+        #expect(PasswordTool(calling: Int(getpid()), secretApps: AppRules().secretAppNames) == nil)
+    }
+
     @Test("a zombie is not a running process; this process is")
     func zombies() {
         #expect(LocalProcess.isRunning(Int(getpid())))

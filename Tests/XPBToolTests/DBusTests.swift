@@ -69,6 +69,47 @@ struct DBusTests {
         #expect(try call("qdbus", klipper + ["org.kde.klipper.klipper.saveClipboardHistory"]).status == 0)
     }
 
+    @Test("pass -c as people run it: the password is served, never kept; pass's clearClipboardHistory keeps the user's history; --klipper-clear-all clears it as Klipper does")
+    func passAsPeopleRunIt() throws {
+        let password = "hunter2-correct-horse"
+        let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.kde.klipper.klipper")
+        defer { _ = try? daemon.stop() }
+        let store = try PasswordStore(home: home, display: x, password: password)
+        defer { store.stop() }
+        let environment = home.environment.merging(bus.environment) { $1 }.merging(store.environment) { $1 }
+        #expect(try xclipCopy("first copy", display: x).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD")
+        #expect(try xclipCopy("second copy", display: x).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+
+        // A terminal runs each command as a job of its own: setsid, as a shell with job control.
+        // Its output to a file: the xclip it starts would hold our pipes open for the clip time.
+        let said = home.root.appendingPathComponent("pass.out").path
+        func passCopy(_ daemon: DaemonProcess) throws {
+            let clip = try run("/bin/sh", ["-c", "setsid -w pass -c web/site >\(said) 2>&1"], display: x, environment: environment)
+            let text = (try? String(contentsOfFile: said, encoding: .utf8)) ?? ""
+            #expect(clip.status == 0 && text.contains("Copied web/site"), "\(text)")
+        }
+        try passCopy(daemon)
+        try daemon.waitForLog("marked secret")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == password, "served while pass holds it")
+        // After its clip time pass clears Klipper's history, then puts the earlier copy back.
+        try daemon.waitForLog("clearClipboardHistory from pass", timeout: 20)
+        #expect(eventually(timeout: 10) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "second copy" })
+        let history = try xpb(["history"], x, home).text
+        #expect(history.contains("first copy") && history.contains("second copy") && !history.contains(password), "\(history)")
+        #expect(try filesHolding(Data(password.utf8), under: [home.stateDirectory, home.cacheDirectory]).isEmpty)
+
+        // Klipper's way: everything goes (but what pass puts back after).
+        try daemon.stop()
+        let klipperLike = try DaemonProcess(x, home: home, arguments: ["--klipper-clear-all"], environment: bus.environment)
+        defer { _ = try? klipperLike.stop() }
+        try klipperLike.waitForLog("answers org.kde.klipper.klipper")
+        try passCopy(klipperLike)
+        try klipperLike.waitForLog("clearClipboardHistory: the history was cleared", timeout: 20)
+        #expect(eventually(timeout: 10) { (try? xpb(["history"], x, home).text.contains("first copy")) == false })
+    }
+
     @Test("bad input gets a D-Bus error, never a crash: a text over the limit, an unknown method; a second xpbd leaves the name to the first")
     func badInput() throws {
         let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.kde.klipper.klipper")
@@ -202,4 +243,46 @@ struct DBusTests {
         let answered = try gdbus("ListHistory", ["0", "1"])
         #expect(answered.status == 0 && answered.text.contains("typed hello") == false && answered.text.contains("aaaa"), "\(answered.text) \(answered.error)")
     }
+}
+
+/// A real password store: pass, with a gpg key made for the test (no passphrase), holding one
+/// password at web/site, cleared from the clipboard 5 s after `pass -c`.
+private struct PasswordStore {
+    let environment: [String: String]
+    private let display: any TestSession
+
+    init(home: DaemonHome, display: any TestSession, password: String) throws {
+        self.display = display
+        let gnupg = home.root.appendingPathComponent("gnupg").path
+        guard mkdir(gnupg, 0o700) == 0 else { throw TestFailure("cannot make \(gnupg)") }
+        environment = ["GNUPGHOME": gnupg, "PASSWORD_STORE_DIR": home.root.appendingPathComponent("store").path, "PASSWORD_STORE_CLIP_TIME": "5"]
+        let key = try run("gpg", ["--batch", "--passphrase", "", "--quick-gen-key", "xpb test <test@example.invalid>", "default", "default", "never"],
+                          display: display, environment: environment)
+        guard key.status == 0 else { throw TestFailure("gpg could not make a key: \(key.error)") }
+        let keys = try run("gpg", ["--list-keys", "--with-colons"], display: display, environment: environment).text
+        guard let fingerprint = keys.split(separator: "\n").first(where: { $0.hasPrefix("fpr:") })?.split(separator: ":", omittingEmptySubsequences: false).dropFirst(9).first
+        else { throw TestFailure("gpg listed no key: \(keys)") }
+        for (arguments, input) in [(["init", String(fingerprint)], nil), (["insert", "-m", "web/site"], Data((password + "\n").utf8))] {
+            let outcome = try run("pass", arguments, display: display, input: input, environment: environment)
+            guard outcome.status == 0 else { throw TestFailure("pass \(arguments.joined(separator: " ")): \(outcome.error)") }
+        }
+    }
+
+    /// Ends the gpg agent the store started.
+    func stop() {
+        _ = try? run("gpgconf", ["--kill", "gpg-agent"], display: display, environment: environment)
+    }
+}
+
+/// The files under `directories` whose bytes hold `needle`.
+private func filesHolding(_ needle: Data, under directories: [URL]) throws -> [String] {
+    var found: [String] = []
+    for directory in directories {
+        guard let walker = FileManager.default.enumerator(atPath: directory.path) else { continue }
+        for case let path as String in walker {
+            let full = directory.appendingPathComponent(path).path
+            if let data = FileManager.default.contents(atPath: full), data.range(of: needle) != nil { found.append(full) }
+        }
+    }
+    return found
 }

@@ -15,8 +15,14 @@ protocol DBusObject: AnyObject, Sendable {
     var interface: String { get }
     /// Its `<interface>` element, for `Introspect`.
     var introspection: String { get }
-    /// Answers a method call of its interface: the reply's values, or a D-Bus error.
-    func call(_ member: String, _ arguments: [DBusValue]) -> Result<[DBusValue], DBusFailure>
+    /// Answers a method call of its interface, from `caller`: the reply's values, or a D-Bus error.
+    func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure>
+}
+
+/// Who sent a method call: its process, asked of the bus when a method needs it.
+struct DBusCaller {
+    /// The caller's process id, nil when the bus does not say (at most 1 s).
+    let processID: () -> Int?
 }
 
 /// A D-Bus error: its name (`org.freedesktop.DBus.Error.InvalidArgs` …) and message.
@@ -185,7 +191,14 @@ final class DBusService: @unchecked Sendable {
         guard let arguments = DBusValue.arguments(of: message) else {
             return reply(to: message, .failure(.invalidArguments("\(member): arguments of a type \(object.interface) does not take")))
         }
-        reply(to: message, object.call(member, arguments))
+        let sender = dbus_message_get_sender(message).map { String(cString: $0) }
+        let connection = self.connection
+        let caller = DBusCaller(processID: {
+            guard let sender else { return nil }
+            let pid = cdbus_connection_pid(connection, sender, 1000)
+            return pid > 0 ? Int(pid) : nil
+        })
+        reply(to: message, object.call(member, arguments, caller: caller))
     }
 
     private func reply(to message: OpaquePointer, _ result: Result<[DBusValue], DBusFailure>) {

@@ -10,7 +10,10 @@ import PasteboardKit
 /// - `getClipboardContents() → s`: the text of the newest history entry of CLIPBOARD;
 /// - `setClipboardContents(s)`: a copy of that text, served and kept as a history entry;
 /// - `clearClipboardContents()`: CLIPBOARD emptied (not brought back);
-/// - `clearClipboardHistory()`: the history forgotten, pinned entries kept;
+/// - `clearClipboardHistory()`: the history forgotten, pinned entries kept; from a password
+///   manager's job (pass calls it after its clip time, through qdbus), only the copies it can
+///   have made: those since its job began with no app or a clipboard helper's
+///   (``forgetPasswordToolCopies(_:since:)``), unless `--klipper-clear-all`;
 /// - `saveClipboardHistory()`: the history written to disk now (it always is; this checkpoints);
 /// - `getClipboardHistoryMenu() → as`: the entries' texts, newest first;
 /// - `getClipboardHistoryItem(i) → s`: entry i's text (an error past the end);
@@ -30,7 +33,7 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
         self.logger = logger
     }
 
-    func call(_ member: String, _ arguments: [DBusValue]) -> Result<[DBusValue], DBusFailure> {
+    func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure> {
         guard let daemon else { return .failure(.failed("xpbd is stopping")) }
         do {
             switch member {
@@ -46,6 +49,13 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
                 try daemon.host.clearSelection(.general)
                 return .success([])
             case "clearClipboardHistory":
+                if !daemon.configuration.klipperClearsAll, let pid = caller.processID(),
+                   let tool = PasswordTool(calling: pid, secretApps: daemon.configuration.appRules.secretAppNames) {
+                    let forgotten = try daemon.store.withLock { try $0.forgetCopies(since: tool.started, byApps: PasswordTool.helpers + tool.names) }
+                    if forgotten > 0 { daemon.historyChanged() }
+                    logger.info("D-Bus: clearClipboardHistory from \(tool.name), a password manager: \(forgotten) copies it can have made forgotten, the rest of the history kept (--klipper-clear-all clears it all)")
+                    return .success([])
+                }
                 try daemon.store.withLock { try $0.clear() }
                 daemon.historyChanged()
                 logger.info("D-Bus: clearClipboardHistory: the history was cleared (pinned entries kept)")

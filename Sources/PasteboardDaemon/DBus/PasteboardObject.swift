@@ -32,7 +32,7 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
     /// types, size, pinned, preview.
     static let rowSignature = "(xdssastbs)"
 
-    func call(_ member: String, _ arguments: [DBusValue]) -> Result<[DBusValue], DBusFailure> {
+    func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure> {
         guard let daemon else { return .failure(.failed("xpbd is stopping")) }
         let signature = arguments.map(\.signature).joined()
         let expected = Self.signatures[member]

@@ -531,6 +531,26 @@ final class HistoryStore {
         unlink(path)
     }
 
+    /// Forgets, as secrets are (``forgetSecret(entry:selection:time:display:)``: no byte stays),
+    /// the entries made since `date` whose app is unknown or one of `apps` (compared ignoring
+    /// case), pinned ones excepted: what a password manager's job can have copied through a
+    /// clipboard helper. Returns how many.
+    func forgetCopies(since date: Date, byApps apps: [String]) throws -> Int {
+        let names = Set(apps.map { $0.lowercased() })
+        let rows = try recovering {
+            try database.query("SELECT id, app, selection, created, display FROM entries WHERE pinned = 0 AND created >= ?",
+                               [.real(date.timeIntervalSince1970)])
+        }
+        var forgotten = 0
+        for row in rows {
+            guard let id = row[0].integer, row[1].text.map({ names.contains($0.lowercased()) }) ?? true else { continue }
+            let selection = Pasteboard.Name(rawValue: row[2].text ?? "")
+            let time = Date(timeIntervalSince1970: row[3].real ?? 0)
+            if try forgetSecret(entry: id, selection: selection, time: time, display: row[4].text ?? "") { forgotten += 1 }
+        }
+        return forgotten
+    }
+
     /// Forgets every entry but the pinned ones, or with `includingPinned` every one.
     func clear(includingPinned: Bool = false) throws {
         try recovering {

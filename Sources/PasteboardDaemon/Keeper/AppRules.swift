@@ -18,13 +18,22 @@ package struct AppRules: Sendable, Equatable {
 
     /// Password managers, secret without any marker on their data: KeePassXC, KeePass (2, and
     /// KeeWeb), Bitwarden, 1Password, QtPass and gopass's UI, Enpass, and the password-fill
-    /// helpers of browsers that run as their own executable.
+    /// helpers of browsers that run as their own executable; and the command-line ones, which
+    /// copy through xclip, xsel or wl-copy and are known by the job that runs it
+    /// (``SelectionOwnerInfo/jobNames``): keepassxc-cli, pass and passage, gopass, rbw,
+    /// Bitwarden's bw, 1Password's op, and secret-tool in a pipe.
     package static let defaultSecretApps = [
         "keepassxc", "KeePassXC", "keepass", "keepass2", "KeePass2", "keeweb", "bitwarden", "Bitwarden", "1password", "1Password",
         "qtpass", "QtPass", "gopass", "gopass-ui", "enpass", "Enpass", "kwalletmanager5", "seahorse",
+        "keepassxc-cli", "pass", "passage", "rbw", "rbw-agent", "bw", "op", "secret-tool",
     ]
 
     package init() {}
+
+    /// The secret apps' names, lowercased (the given ones and, unless turned off, the defaults).
+    var secretAppNames: Set<String> {
+        Set((secretApps + (usesDefaultSecretApps ? Self.defaultSecretApps : [])).map { $0.lowercased() })
+    }
 
     /// What applies to a copy by `owner`, strongest first: secret, ignored, not synced. When the
     /// owner's process is unknown, a secret app named by a word of the window's title counts
@@ -41,6 +50,10 @@ package struct AppRules: Sendable, Equatable {
         }
         guard !names.isEmpty else { return nil }
         if matches(secret) { return .secret }
+        // A password manager that copies through xclip, xsel or wl-copy: secret by its job
+        // (only for secrets: a job is not the app, so it never makes a copy ignored).
+        let job = Set(owner.jobNames)
+        if secret.contains(where: { job.contains($0.lowercased()) }) { return .secret }
         if matches(ignoredApps) { return .ignored }
         if matches(noSyncApps) { return .noSync }
         return nil
