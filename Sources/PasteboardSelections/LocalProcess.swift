@@ -14,8 +14,22 @@ package enum LocalProcess {
         if let trimmed = path, trimmed.hasSuffix(" (deleted)") { path = String(trimmed.dropLast(10)) }
         let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?
             .trimming(while: \.isNewline)
+        // A multi-call program run through a link beside it (xpbd, a link to xpb) goes by the
+        // link's name, which its command has: the link must resolve to the same file.
+        if let target = path, let comm, !comm.isEmpty, target.split(separator: "/").last.map(String.init) != comm,
+           let directory = target.lastIndex(of: "/").map({ String(target[..<$0]) }) {
+            let link = directory + "/" + comm
+            if SystemCall.linkTarget(link) != nil, realPath(link) == realPath(target) { return (comm, link) }
+        }
         let name = path.flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm.flatMap { $0.isEmpty ? nil : $0 }
         return (name, path)
+    }
+
+    /// A path with every link resolved (nil when it does not exist).
+    package static func realPath(_ path: String) -> String? {
+        guard let resolved = Glibc.realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// Who holds an X connection whose maker is gone. A client that put itself in the

@@ -233,7 +233,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Writes a source's bytes of `target` to a reader's descriptor; false when there are none,
     /// or the reader went or stalled.
-    private static func write(_ held: SourceContents?, target: String, to fd: Int32, timeout: Double) -> Bool {
+    private static func write(_ held: SourceContents?, target asked: String, to fd: Int32, timeout: Double) -> Bool {
+        let target = held.map { servedTarget(asked, offering: $0.targets) } ?? asked
         switch held {
         case let .items(items)?:
             // A copied file goes from the page cache to the reader's pipe, never through here.
@@ -249,6 +250,14 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         case nil:
             return false
         }
+    }
+
+    /// The target whose bytes answer a request for `target` on Wayland: X's `STRING` (Latin-1) and
+    /// `TEXT` (the owner's choice) are the source's UTF-8 text there, as wl-copy serves every
+    /// text name; any other target is itself.
+    static func servedTarget(_ target: String, offering targets: [String]) -> String {
+        guard target == "STRING" || target == "TEXT" else { return target }
+        return ["UTF8_STRING", "text/plain;charset=utf-8"].first(where: targets.contains) ?? target
     }
 
     /// Sends a file's bytes with sendfile (the kernel copies them); false when the reader went,

@@ -98,6 +98,19 @@ struct InstallTests {
         #expect(try run("\(prefix)/bin/xpb", ["copy"], display: x, input: Data("installed".utf8)).status == 0)
         #expect(try run("\(prefix)/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text == "installed")
         #expect(try run("\(prefix)/bin/xsel", ["-o", "-b"], display: x).text == "installed")
+        // The installed daemon, run through its link: a copy it keeps after its app exits is
+        // named xpbd's, not xpb's.
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, launcher: ["/bin/sh", "-c", "shift; exec \"$0\" \"$@\"", "\(prefix)/bin/xpbd"])
+        defer { _ = try? daemon.stop() }
+        let app = try toolkitPeer("gtk_clipboard.py", ["set-text", "from an app"], display: x)
+        try app.waitForOutput("ready")
+        try daemon.waitForLog("kept CLIPBOARD")
+        app.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        let info = try run("\(prefix)/bin/xpb", ["info", "--json"], display: x, environment: home.environment)
+        let owner = try JSONSerialization.jsonObject(with: info.output) as? [String: Any]
+        #expect(owner?["ownerApp"] as? String == "xpbd" && (owner?["ownerExecutable"] as? String)?.hasSuffix("/bin/xpbd") == true, "\(info.text)")
 
         // man -l renders both pages; their option lists are the help's.
         for page in ["xpb", "xpbd"] {

@@ -35,10 +35,17 @@ struct WaylandTests {
         for type in ["text/plain;charset=utf-8", "text/plain", "UTF8_STRING", "STRING", "TEXT"] {
             #expect(listed.contains(Substring(type)), "\(listed)")
         }
-        // Latin-1 asked as STRING: converted as an X owner converts it.
-        #expect(try xpb(["copy"], sway, input: Data("café".utf8)).status == 0)
-        #expect(try wlPaste(sway, ["-t", "STRING"]).output == Data([0x63, 0x61, 0x66, 0xE9]))
-        #expect(try xpb(["paste"], sway).text == "café")
+        // Every text name gives what wl-copy gives for it: the UTF-8 text (X's STRING would be
+        // Latin-1, with ? for ✓).
+        let text = "café ✓"
+        _ = try run("wl-copy", [text], display: sway)
+        let byWlCopy = try ["STRING", "TEXT", "text/plain", "UTF8_STRING"].map { try wlPaste(sway, ["-t", $0]).output }
+        #expect(byWlCopy.allSatisfy { $0 == Data(text.utf8) }, "\(byWlCopy)")
+        #expect(try xpb(["copy"], sway, input: Data(text.utf8)).status == 0)
+        for (type, expected) in zip(["STRING", "TEXT", "text/plain", "UTF8_STRING"], byWlCopy) {
+            #expect(try wlPaste(sway, ["-t", type]).output == expected, "\(type)")
+        }
+        #expect(try xpb(["paste"], sway).text == text)
 
         #expect(try xpb(["clear"], sway).status == 0)
         #expect(try wlPaste(sway).status != 0)

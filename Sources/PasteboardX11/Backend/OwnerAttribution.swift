@@ -122,7 +122,9 @@ struct OwnerAttribution {
             ?? (isLocal ? LocalProcess.executable(of: pid ?? 0) : (nil, nil))
         let windowClass = self.windowClass(ofClientOf: owner)
         var credit: CopyCredit?
-        if let executable = executable.name, SelectionOwnerInfo.crediting.contains(executable), let property = wire.creditProperty(selection),
+        // An xpb owner under any name (xpbd, the xclip and xsel stand-ins are links to it).
+        let program = executable.path.flatMap(LocalProcess.realPath).flatMap { $0.split(separator: "/").last.map(String.init) } ?? executable.name
+        if let program, SelectionOwnerInfo.crediting.contains(program), let property = wire.creditProperty(selection),
            let value = (try? wire.readProperty(owner, property, delete: false, limit: 1024, truncate: true)) ?? nil, value.format == 8 {
             credit = CopyCredit(decoding: value.data)
         }
