@@ -150,13 +150,12 @@ package enum LocalProcess {
         return names
     }
 
-    /// The names (``names(of:)``) of the live processes of `pid`'s process group: its job, as
-    /// a shell starts one. A program that copies through xclip, xsel or wl-copy (keepassxc-cli,
-    /// pass's shell, gopass) is in the job of the xclip that serves its copy, whose own parent
-    /// is gone by then. At most 4,096 processes are looked at.
+    /// The names (``names(of:)``) of the processes of `pid`'s job (``job(of:)``). A program that
+    /// copies through xclip, xsel or wl-copy (keepassxc-cli, pass's shell, gopass) is in the job of
+    /// the xclip that serves its copy, whose own parent is gone by then.
     package static func jobNames(of pid: Int) -> [String] {
-        var names = names(of: pid)
-        for process in job(of: pid).dropFirst() {
+        var names: [String] = []
+        for process in job(of: pid) {
             for name in Self.names(of: process) where !names.contains(name) { names.append(name) }
         }
         return names
@@ -177,12 +176,17 @@ package enum LocalProcess {
         return Date().addingTimeInterval(-max(age, 0))
     }
 
-    /// The processes of `pid`'s process group (its job) that run, `pid` first; at most 4,096
-    /// processes are looked at.
+    /// The processes that speak for `pid`'s job (its process group, as a shell with job control
+    /// makes one per command line), `pid` first. While the group's leader runs, it alone speaks
+    /// for the job: it is the command that was run (keepassxc-cli), or, where nothing made a job
+    /// of each command (a script's or a test runner's group), the script or runner, never its
+    /// other children. Once the leader is gone (pass exits when its helpers are started), what
+    /// is left of the job speaks for it. At most 4,096 processes are looked at.
     package static func job(of pid: Int) -> [Int] {
-        guard let group = status(of: pid)?.processGroup, group > 1 else { return isRunning(pid) ? [pid] : [] }
+        guard let group = status(of: pid)?.processGroup, group > 1, group != pid else { return isRunning(pid) ? [pid] : [] }
+        if isRunning(group) { return [pid, group] }
         let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
-        return [pid] + processes.prefix(4096).filter { $0 != pid && status(of: $0)?.processGroup == group }
+        return [pid] + processes.prefix(4096).filter { $0 != pid && status(of: $0)?.processGroup == group && isRunning($0) }
     }
 
     /// Whether `pid` is a process that runs: not gone, and not a zombie (an exited process its
