@@ -103,9 +103,11 @@ struct InstallTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home, launcher: ["/bin/sh", "-c", "shift; exec \"$0\" \"$@\"", "\(prefix)/bin/xpbd"])
         defer { _ = try? daemon.stop() }
+        // It keeps the copy the display holds already (xpb's, above), then the app's.
+        try daemon.waitForLog("kept CLIPBOARD")
         let app = try toolkitPeer("gtk_clipboard.py", ["set-text", "from an app"], display: x)
         try app.waitForOutput("ready")
-        try daemon.waitForLog("kept CLIPBOARD")
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
         app.stop()
         try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
         let info = try run("\(prefix)/bin/xpb", ["info", "--json"], display: x, environment: home.environment)
