@@ -27,19 +27,16 @@ final class AttributionLink: Sendable {
     ///
     /// - Throws: ``X11BackendError/cannotOpenDisplay(_:)`` when the display cannot be reached.
     func ownerInfo(ofSelection selection: String) throws -> SelectionOwnerInfo? {
-        try wire.withLock { current in
-            if let dead = current, dead.isDead {
-                Self.close(dead)
-                current = nil
-            }
-            let wire = try current ?? open()
-            current = wire
-            return OwnerAttribution(wire: wire).ownerInfo(wire.atom(selection))
-        }
+        try withWire { OwnerAttribution(wire: $0).ownerInfo($0.atom(selection)) }
     }
 
     /// The window manager's check window and its client's pid (``OwnerAttribution/windowManager()``).
     func windowManager() throws -> (window: X11Window, processID: Int?)? {
+        try withWire { OwnerAttribution(wire: $0).windowManager() }
+    }
+
+    /// Runs `body` on the connection, one look at a time: opened anew if the server dropped it.
+    private func withWire<T: Sendable>(_ body: (X11Wire) -> T) throws -> T {
         try wire.withLock { current in
             if let dead = current, dead.isDead {
                 Self.close(dead)
@@ -47,7 +44,7 @@ final class AttributionLink: Sendable {
             }
             let wire = try current ?? open()
             current = wire
-            return OwnerAttribution(wire: wire).windowManager()
+            return body(wire)
         }
     }
 
