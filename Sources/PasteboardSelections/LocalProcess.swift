@@ -154,8 +154,13 @@ package enum LocalProcess {
     /// copies through xclip, xsel or wl-copy (keepassxc-cli, pass's shell, gopass) is in the job of
     /// the xclip that serves its copy, whose own parent is gone by then.
     package static func jobNames(of pid: Int) -> [String] {
+        names(ofAll: job(of: pid))
+    }
+
+    /// The names (``names(of:)``) of each of `processes`, each name once.
+    package static func names(ofAll processes: [Int]) -> [String] {
         var names: [String] = []
-        for process in job(of: pid) {
+        for process in processes {
             for name in Self.names(of: process) where !names.contains(name) { names.append(name) }
         }
         return names

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import PasteboardSelections
 import PasteboardX11
 
 /// What xpbd does with a copy by the application that made it (``SelectionOwnerInfo``): a name
@@ -20,7 +21,7 @@ package struct AppRules: Sendable, Equatable {
     /// KeeWeb), Bitwarden, 1Password, QtPass and gopass's UI, Enpass, and the password-fill
     /// helpers of browsers that run as their own executable; and the command-line ones, which
     /// copy through xclip, xsel or wl-copy and are known by the job that runs it
-    /// (``SelectionOwnerInfo/jobNames``): keepassxc-cli, pass and passage, gopass, rbw,
+    /// (``LocalProcess/jobNames(of:)``): keepassxc-cli, pass and passage, gopass, rbw,
     /// Bitwarden's bw, 1Password's op, and secret-tool in a pipe.
     package static let defaultSecretApps = [
         "keepassxc", "KeePassXC", "keepass", "keepass2", "KeePass2", "keeweb", "bitwarden", "Bitwarden", "1password", "1Password",
@@ -42,8 +43,8 @@ package struct AppRules: Sendable, Equatable {
         if let pid = owner.processID, bridgeProcesses.contains(pid) { return .ignored }
         // The program an xpb owner names as the copy's maker too: `pass` through the xclip stand-in.
         let names = [owner.executableName, owner.windowInstance, owner.windowClass, owner.copiedBy?.name].compactMap { $0?.lowercased() }
-        func matches(_ list: [String]) -> Bool { list.contains { names.contains($0.lowercased()) } }
-        let secret = secretApps + (usesDefaultSecretApps ? Self.defaultSecretApps : [])
+        func matches(_ list: some Sequence<String>) -> Bool { list.contains { names.contains($0.lowercased()) } }
+        let secret = secretAppNames
         if owner.executableName == nil, let title = owner.name?.lowercased() {
             let words = Set(title.split { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.map(String.init))
             if secret.contains(where: { words.contains($0.lowercased()) }) { return .secret }
@@ -51,9 +52,10 @@ package struct AppRules: Sendable, Equatable {
         guard !names.isEmpty else { return nil }
         if matches(secret) { return .secret }
         // A password manager that copies through xclip, xsel or wl-copy: secret by its job
-        // (only for secrets: a job is not the app, so it never makes a copy ignored).
-        let job = Set(owner.jobNames)
-        if secret.contains(where: { job.contains($0.lowercased()) }) { return .secret }
+        // (only for secrets: a job is not the app, so it never makes a copy ignored). Looked at
+        // only here, for a process of this host (its executable is known), and only when its own
+        // names said nothing: the look may read /proc.
+        if owner.executableName != nil, let pid = owner.processID, LocalProcess.jobNames(of: pid).contains(where: secret.contains) { return .secret }
         if matches(ignoredApps) { return .ignored }
         if matches(noSyncApps) { return .noSync }
         return nil

@@ -19,7 +19,7 @@ struct PasswordTool: Equatable {
     /// The job of `pid`, if a secret app is one of its programs; nil otherwise.
     init?(calling pid: Int, secretApps: Set<String>) {
         let job = LocalProcess.job(of: pid)
-        let names = LocalProcess.jobNames(of: pid)
+        let names = LocalProcess.names(ofAll: job)
         guard let name = names.first(where: { secretApps.contains($0) }),
               let started = job.compactMap(LocalProcess.startTime(of:)).min() else { return nil }
         self.init(name: name, names: names, started: started)

@@ -32,13 +32,9 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
     /// down from gone ones: those processes, one of which holds the owner's
     /// (``LocalProcess/Successor/candidates(_:)``). Empty otherwise.
     package let candidates: [Int]
-    /// The names of the programs of the owner's job (its process group, ``LocalProcess/jobNames(of:)``):
-    /// the password manager that ran the xclip serving a copy. Empty when the process is unknown.
-    package let jobNames: [String]
 
     package init(window: X11Window, name: String?, processID: Int?, executableName: String? = nil, executablePath: String? = nil,
-                 windowInstance: String? = nil, windowClass: String? = nil, copiedBy: CopyCredit? = nil, candidates: [Int] = [],
-                 jobNames: [String] = []) {
+                 windowInstance: String? = nil, windowClass: String? = nil, copiedBy: CopyCredit? = nil, candidates: [Int] = []) {
         self.window = window
         self.name = name
         self.processID = processID
@@ -48,14 +44,13 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
         self.windowClass = windowClass
         self.copiedBy = copiedBy
         self.candidates = candidates
-        self.jobNames = jobNames
     }
 
     /// The same owner, known to be served by the process `pid` (one of ``candidates``).
     package func served(by pid: Int) -> SelectionOwnerInfo {
         let executable = LocalProcess.executable(of: pid)
         return SelectionOwnerInfo(window: window, name: name, processID: pid, executableName: executable.name, executablePath: executable.path,
-                                  windowInstance: windowInstance, windowClass: windowClass, copiedBy: copiedBy, jobNames: LocalProcess.jobNames(of: pid))
+                                  windowInstance: windowInstance, windowClass: windowClass, copiedBy: copiedBy)
     }
 
     /// A name for the application: the executable's, else the window class, else the window's name.
@@ -130,7 +125,7 @@ struct OwnerAttribution {
         }
         return SelectionOwnerInfo(window: owner, name: name, processID: pid, executableName: executable.name,
                                   executablePath: executable.path, windowInstance: windowClass?.instance, windowClass: windowClass?.class,
-                                  copiedBy: credit, candidates: candidates, jobNames: isLocal ? LocalProcess.jobNames(of: pid ?? 0) : [])
+                                  copiedBy: credit, candidates: candidates)
     }
 
     /// The window manager's check window (`_NET_SUPPORTING_WM_CHECK` on the root) and the pid
