@@ -73,7 +73,9 @@ struct AttributionUnitTests {
         }
         #expect(eventually { FileManager.default.fileExists(atPath: childFile) && ((try? String(contentsOfFile: childFile, encoding: .utf8))?.hasSuffix("\n") ?? false) })
         let child = try #require(Int((try String(contentsOfFile: childFile, encoding: .utf8)).trimmingCharacters(in: .whitespacesAndNewlines)))
-        #expect(LocalProcess.names(of: child).contains("sleep"))
+        // `$!` is written as soon as the shell forks: the child is a copy of the script's shell
+        // until it has exec'd sleep.
+        #expect(eventually { LocalProcess.names(of: child).contains("sleep") }, "\(LocalProcess.names(of: child))")
         let names = LocalProcess.jobNames(of: child)
         #expect(names.contains("passage") && names.contains("sleep"), "\(names)")
         let tool = try #require(PasswordTool(calling: child, secretApps: AppRules().secretAppNames))
