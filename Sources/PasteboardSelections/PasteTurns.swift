@@ -9,8 +9,13 @@
 /// the clipboard's, served to every reader after.
 ///
 /// The X server reuses the window ids of clients gone: a reader's window that is destroyed
-/// (``requestorGone(_:)``) ends its paste, so that the next reader with the same id takes the
+/// (``requestorGone(_:at:)``) ends its paste, so that the next reader with the same id takes the
 /// next item.
+///
+/// Some readers (Chromium) read the selection again only when its ownership changes, and paste
+/// what they read last until then. So when a paste ends (its window gone, or its silence past the
+/// grace, told by ``tick(at:)``), the queue moves on to the next item at once and names it to be
+/// announced: the owner takes the selection again, at a new timestamp, serving it.
 package struct PasteTurns: Sendable {
     /// What a request asks for.
     package enum Kind: Sendable {
@@ -45,15 +50,29 @@ package struct PasteTurns: Sendable {
     package private(set) var item = 0
     /// The reader that pasted ``item``, when it last asked, and whether its window is gone.
     private var holder: (requestor: UInt, last: Double, gone: Bool)?
+    /// The item the selection's ownership was last announced with (the first, at the start).
+    private var announced = 0
 
     package init(count: Int) {
         self.count = max(1, count)
     }
 
-    /// Whether the item is pasted and the last paste was over.
+    /// Whether the item is pasted and its paste is over at `now`.
+    private func isPasteOver(at now: Double) -> Bool {
+        guard let holder else { return false }
+        return holder.gone || now - holder.last > Self.grace || now < holder.last
+    }
+
+    /// Whether the item is pasted and, for a request of `requestor`, that paste was over.
     private func isPastePast(by requestor: UInt, at now: Double) -> Bool {
         guard let holder else { return false }
-        return holder.gone || holder.requestor != requestor || now - holder.last > Self.grace || now < holder.last
+        return holder.requestor != requestor || isPasteOver(at: now)
+    }
+
+    /// When the paste under way ends if its reader stays silent: the time to call ``tick(at:)``.
+    package var deadline: Double? {
+        guard let holder, !holder.gone else { return nil }
+        return holder.last + Self.grace
     }
 
     /// A request of `requestor` at `now` (seconds, monotonic).
@@ -75,8 +94,23 @@ package struct PasteTurns: Sendable {
         return Turn(item: item, pasted: pasted, holder: holder?.requestor)
     }
 
-    /// A reader's window was destroyed: its paste is over.
-    package mutating func requestorGone(_ requestor: UInt) {
+    /// A reader's window was destroyed at `now`: its paste is over. The item to announce, if the
+    /// queue moved on (``tick(at:)``).
+    package mutating func requestorGone(_ requestor: UInt, at now: Double) -> Int? {
         if holder?.requestor == requestor { holder?.gone = true }
+        return tick(at: now)
+    }
+
+    /// The time is `now`: a paste that is over moves the queue on. The item to announce as a new
+    /// ownership, when the item served differs from the one last announced and no paste is under
+    /// way; nil otherwise. Announced once: the caller takes the selection again.
+    package mutating func tick(at now: Double) -> Int? {
+        if isPasteOver(at: now), item + 1 < count {
+            item += 1
+            holder = nil
+        }
+        guard item != announced, holder == nil || isPasteOver(at: now) else { return nil }
+        announced = item
+        return item
     }
 }

@@ -341,8 +341,10 @@ struct CopyCommand: Command {
             // targets include text/uri-list and x-special/gnome-copied-files listing every file
             // (served from all items at once), and a file manager pastes them all, as it pastes
             // files another file manager copied. Text readers still get the first file's text.
+            // Queued files are not: each is its own paste, of its contents (a file's URL beside
+            // text makes a browser paste a File, not the text).
             let named = files.filter { $0 != "-" && saved[$0] == nil }
-            if named.count >= 2, named.count == files.count {
+            if !queue, named.count >= 2, named.count == files.count {
                 for (index, file) in files.enumerated() {
                     items[index].setData(Data(URL(fileURLWithPath: file).standardizedFileURL.absoluteString.utf8), for: .fileURL)
                 }

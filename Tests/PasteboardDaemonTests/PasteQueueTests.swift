@@ -15,7 +15,7 @@ struct PasteQueueTests {
         #expect(turns.request(10, .metadata, at: 0.1) == .init(item: 0, pasted: nil, holder: nil))
         #expect(turns.request(10, .data, at: 0.2) == .init(item: 0, pasted: 0, holder: 10))
         #expect(turns.request(10, .data, at: 0.3) == .init(item: 0, pasted: nil, holder: 10), "a second text target: the same paste")
-        turns.requestorGone(10)
+        #expect(turns.requestorGone(10, at: 0.35) == 1, "its paste is over: the next item is announced")
         // The same window id, given to the next client: a new paste.
         #expect(turns.request(10, .data, at: 0.4) == .init(item: 1, pasted: 1, holder: 10))
         // Silence past the grace ends a paste of a window that stays (a GTK app pasting again).
@@ -27,6 +27,79 @@ struct PasteQueueTests {
         _ = watched.request(5, .data, at: 0)
         #expect(watched.request(6, .metadata, at: 0.1) == .init(item: 1, pasted: nil, holder: nil), "another reader's TARGETS sees the next item")
         #expect(watched.request(5, .data, at: 0.2) == .init(item: 1, pasted: 1, holder: 5), "an earlier paste's reader asking again takes it")
+    }
+
+    @Test("a paste that ends moves the queue on and names the item to announce, once: by silence, by a gone window, after another reader took one")
+    func announces() {
+        var turns = PasteTurns(count: 3)
+        #expect(turns.request(10, .metadata, at: 0).item == 0)
+        #expect(turns.deadline == nil, "no paste under way")
+        #expect(turns.request(10, .data, at: 0.1).pasted == 0)
+        #expect(turns.deadline == 0.1 + PasteTurns.grace)
+        #expect(turns.tick(at: 0.6) == nil, "within the grace: the same paste")
+        #expect(turns.request(10, .data, at: 0.7).item == 0)
+        #expect(turns.tick(at: 0.7 + PasteTurns.grace + 0.01) == 1)
+        #expect(turns.item == 1)
+        #expect(turns.tick(at: 3) == nil, "announced once")
+        #expect(turns.request(10, .data, at: 3.1) == .init(item: 1, pasted: 1, holder: 10))
+        #expect(turns.requestorGone(10, at: 3.2) == 2)
+        #expect(turns.deadline == nil)
+        #expect(turns.request(11, .data, at: 3.3) == .init(item: 2, pasted: 2, holder: 11))
+        #expect(turns.tick(at: 9) == nil, "the last item was announced: it stays")
+        #expect(turns.requestorGone(11, at: 9.1) == nil)
+
+        // Another reader takes the next item before the first's paste is over: the item it holds
+        // is announced once its paste is.
+        var other = PasteTurns(count: 2)
+        _ = other.request(5, .data, at: 0)
+        #expect(other.request(6, .data, at: 0.1) == .init(item: 1, pasted: 1, holder: 6))
+        #expect(other.tick(at: 0.5) == nil, "a paste under way")
+        #expect(other.tick(at: 0.1 + PasteTurns.grace + 0.01) == 1)
+    }
+
+    @Test("seeded simulation: readers that read again only when the owner changes (Chromium) and readers that read each time take the items in order")
+    func cachingReaders() {
+        for seed in UInt64(1)...200 {
+            var random = SeededRandom(seed: seed)
+            let count = Int.random(in: 1...6, using: &random)
+            var turns = PasteTurns(count: count)
+            var now = 0.0
+            var announces = 0
+            // A caching reader's window, the announce count it read at, and the item it read.
+            var cache: [UInt: (announces: Int, item: Int)] = [:]
+            func advance(to time: Double) {
+                // The driver's timer: a tick at each deadline passed.
+                while let deadline = turns.deadline, deadline + 0.02 <= time {
+                    if turns.tick(at: deadline + 0.02) != nil { announces += 1 }
+                    if turns.deadline == deadline { break }
+                }
+                now = time
+            }
+            for paste in 0..<(count + 3) {
+                let caching = Bool.random(using: &random)
+                let window: UInt = caching ? 1 : UInt(Int.random(in: 2...4, using: &random))
+                var got: Int
+                if caching, let cached = cache[window], cached.announces == announces {
+                    got = cached.item
+                } else {
+                    _ = turns.request(window, .metadata, at: now)
+                    advance(to: now + Double.random(in: 0...0.2, using: &random))
+                    got = turns.request(window, .data, at: now).item
+                    if Bool.random(using: &random) {
+                        advance(to: now + Double.random(in: 0...0.3, using: &random))
+                        #expect(turns.request(window, .data, at: now).item == got, "seed \(seed): a second target of one paste")
+                    }
+                    if caching { cache[window] = (announces, got) }
+                }
+                #expect(got == min(paste, count - 1), "seed \(seed) paste \(paste) (caching: \(caching)): got item \(got)")
+                // The next paste comes after this one is over: the window goes (not a caching
+                // reader's: a browser stays) or it is silent past the grace.
+                if !caching, Bool.random(using: &random) {
+                    if turns.requestorGone(window, at: now) != nil { announces += 1 }
+                }
+                advance(to: now + PasteTurns.grace + Double.random(in: 0.1...1, using: &random))
+            }
+        }
     }
 
     @Test("seeded simulation: readers that ask at random, each within its paste, each take one item in order, whatever they ask")
@@ -56,7 +129,7 @@ struct PasteQueueTests {
                 #expect(pastedHere.count <= 1, "seed \(seed) reader \(reader)")
                 taken += pastedHere
                 #expect(seen.first == min(reader, count - 1), "seed \(seed) reader \(reader): got \(seen)")
-                if Bool.random(using: &random) { turns.requestorGone(window) } else { now += PasteTurns.grace + 0.01 }
+                if Bool.random(using: &random) { _ = turns.requestorGone(window, at: now) } else { now += PasteTurns.grace + 0.01 }
             }
             #expect(taken == Array(0..<count), "seed \(seed): \(taken)")
         }

@@ -30,7 +30,8 @@ enum ServedTarget: Sendable {
 struct OwnedSelection: Sendable {
     let items: [PasteboardItem]
     let options: PasteboardOptions
-    let timestamp: X11Timestamp
+    /// When we became its owner (a paste queue's item: when it was announced).
+    var timestamp: X11Timestamp
     /// The `TARGETS` reply, in order.
     let advertised: [X11Atom]
     let served: [X11Atom: ServedTarget]

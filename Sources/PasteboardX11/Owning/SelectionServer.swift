@@ -32,6 +32,8 @@ final class SelectionServer {
     private var pendingRemote: [Int: (request: ConversionRequest, stream: ByteStream)] = [:]
     /// The paste queues we serve, per selection (``QueuedSelection``).
     private var queued: [X11Atom: QueuedSelection] = [:]
+    /// The last paste queue's ``QueuedSelection/id``.
+    private var queueIDs = 0
     /// The same-host fast path's listener, once this process owns something.
     private(set) var fastPath: FastPathServer?
     /// A window of a client whose conversion requests are refused, whatever they ask: a
@@ -149,33 +151,79 @@ final class SelectionServer {
             box.items = making(session, time)
             return box.items[0]
         }, completion: { [weak self] result in
-            if case .success = result, let self, !box.items.isEmpty {
-                self.queued[selection] = QueuedSelection(items: box.items, turns: PasteTurns(count: box.items.count), onPaste: onPaste)
+            if case let .success(time) = result, let self, !box.items.isEmpty {
+                self.queueIDs += 1
+                self.queued[selection] = QueuedSelection(id: self.queueIDs, items: box.items, turns: PasteTurns(count: box.items.count),
+                                                         since: time, onPaste: onPaste)
             }
             completion(result)
         })
     }
 
+    /// The queue clock: seconds of the X thread's monotonic clock.
+    private var queueNow: Double { Double(session.configuration.clock()) / 1e9 }
+
     /// A request on a queued selection takes its turn: the selection serves the item it names.
     private func takeQueueTurn(_ request: ConversionRequest) {
         guard var queue = queued[request.selection], owned[request.selection] != nil else { return }
         let metadata = [wire.known[.targets], wire.known[.timestamp], wire.known[.manifest]]
-        let now = Double(session.configuration.clock()) / 1e9
-        let turn = queue.turns.request(request.requestor.rawValue, metadata.contains(request.target) ? .metadata : .data, at: now)
-        owned[request.selection] = queue.items[turn.item]
+        let turn = queue.turns.request(request.requestor.rawValue, metadata.contains(request.target) ? .metadata : .data, at: queueNow)
+        owned[request.selection] = queue.served(turn.item)
         let holder = turn.holder.map { X11Window(rawValue: $0) }
+        var announce: Int?
         if holder != queue.watched {
             if let watched = queue.watched { requestors.release(watched) }
             queue.watched = nil
             if let holder {
                 // A window known gone already ends its paste now.
-                if requestors.watch(holder) { queue.watched = holder } else { queue.turns.requestorGone(holder.rawValue) }
+                if requestors.watch(holder) { queue.watched = holder } else { announce = queue.turns.requestorGone(holder.rawValue, at: queueNow) }
             }
         }
+        scheduleQueueTick(&queue, on: request.selection)
         queued[request.selection] = queue
         if let pasted = turn.pasted {
             let onPaste = queue.onPaste
             DispatchQueue.global(qos: .userInitiated).async { onPaste(pasted) }
+        }
+        if announce != nil { announceQueueItem(request.selection, id: queue.id) }
+    }
+
+    /// Sets the timer that tells the queue's turns when the paste under way is over by silence.
+    private func scheduleQueueTick(_ queue: inout QueuedSelection, on selection: X11Atom) {
+        if let timer = queue.timer { session.cancelTimer(timer) }
+        queue.timer = nil
+        // A paste already over by silence (the timer's own tick) needs no other.
+        guard let deadline = queue.turns.deadline, deadline >= queueNow else { return }
+        let id = queue.id
+        // A little past the deadline: the turns count silence longer than the grace.
+        queue.timer = session.after(max(0, deadline - queueNow) + 0.02) { [weak self] in
+            guard let self, var queue = self.queued[selection], queue.id == id else { return }
+            queue.timer = nil
+            let announce = queue.turns.tick(at: self.queueNow)
+            self.scheduleQueueTick(&queue, on: selection)
+            self.queued[selection] = queue
+            if announce != nil { self.announceQueueItem(selection, id: id) }
+        }
+    }
+
+    /// The queue moved on to its next item: takes the selection again at a new timestamp, serving
+    /// that item, so that readers that read again only when the owner changes (Chromium) read
+    /// it. Only while the selection is still ours (compare-and-own, the server grabbed) and the
+    /// queue still the same; otherwise the change that took it ends the queue.
+    private func announceQueueItem(_ selection: X11Atom, id: Int) {
+        session.serverTime { [weak self] result in
+            guard let self, case let .success(time) = result, var queue = self.queued[selection], queue.id == id,
+                  self.owned[selection] != nil else { return }
+            let announced = self.wire.withServerGrabbed { () -> Bool in
+                guard self.session.currentOwnerAfterQueuedChanges(selection) == self.wire.window,
+                      self.queued[selection]?.id == id else { return false }
+                queue.since = time
+                self.owned[selection] = queue.served(queue.turns.item)
+                self.session.noteOurChange(selection, at: time)
+                self.wire.setSelectionOwner(selection, self.wire.window, at: time)
+                return true
+            }
+            if announced { self.queued[selection] = queue }
         }
     }
 
@@ -183,6 +231,7 @@ final class SelectionServer {
     private func dropQueue(_ selection: X11Atom) {
         guard let queue = queued.removeValue(forKey: selection) else { return }
         if let watched = queue.watched { requestors.release(watched) }
+        if let timer = queue.timer { session.cancelTimer(timer) }
     }
 
     /// Sets us as owner of `selection` serving `state`, and checks that it won.
@@ -526,9 +575,12 @@ final class SelectionServer {
     /// A requestor window was destroyed: what of ours concerns it ends (sends, remote requests,
     /// requests waiting for a worker, the queue). With `serial`, see ``X11Session/requestorGone(_:asOf:)``.
     func requestorGone(_ requestor: X11Window, asOf serial: UInt?) {
-        for (selection, queue) in queued where queue.watched == requestor {
-            queued[selection]?.turns.requestorGone(requestor.rawValue)
-            queued[selection]?.watched = nil
+        for (selection, var queue) in queued where queue.watched == requestor {
+            let announce = queue.turns.requestorGone(requestor.rawValue, at: queueNow)
+            queue.watched = nil
+            scheduleQueueTick(&queue, on: selection)
+            queued[selection] = queue
+            if announce != nil { announceQueueItem(selection, id: queue.id) }
         }
         sends.drop(of: requestor)
         dropRemoteRequests(of: requestor)
