@@ -20,6 +20,8 @@ gtk_clipboard.py set-text-view TEXT      copies TEXT from a GtkTextView's buffer
 gtk_clipboard.py set-text-and-clear TEXT MS
                                         owns CLIPBOARD with TEXT, prints "ready", MS milliseconds later
                                         clears it (gtk_clipboard_clear), prints "cleared", serves on
+gtk_clipboard.py owner-changes          reads nothing: prints "ready", then "owner-change" each time GTK reports
+                                        a new owner of CLIPBOARD (XFixes), until killed
 gtk_clipboard.py one-paste-many-asks     asks TARGETS twice, then UTF8_STRING and STRING, from one window
                                         (one paste), and prints the two texts
 gtk_clipboard.py target-text TARGET     reads TARGET and prints the text GTK decodes from it (its own
@@ -140,6 +142,14 @@ elif mode == "one-paste-many-asks":
     for target in ("UTF8_STRING", "STRING"):
         data = clipboard.wait_for_contents(Gdk.Atom.intern(target, False))
         print(data.get_text() if data is not None else "(none)")
+elif mode == "owner-changes":
+    # What a browser watches to know that the clipboard changed (it reads again only then).
+    def changed(_clipboard, _event):
+        print("owner-change", flush=True)
+
+    clipboard.connect("owner-change", changed)
+    print("ready", flush=True)
+    Gtk.main()
 elif mode == "set-text-and-clear":
     # A password manager that marks nothing: it copies, then empties the clipboard itself.
     from gi.repository import GLib  # noqa: E402

@@ -61,6 +61,41 @@ struct QueueTests {
         try daemon.waitForLog("its last item was pasted", count: 2)
     }
 
+    @Test("Chromium, which reads again only when the owner changes, pastes each queued item in turn; queued text files are text, not files")
+    func chromium() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        let browser = try Chromium(x)
+        // Sees each new owner of CLIPBOARD, reading nothing (no turn of the queue).
+        let watcher = try toolkitPeer("gtk_clipboard.py", ["owner-changes"], display: x)
+        try watcher.waitForOutput("ready")
+        func changes() -> Int { watcher.outputSoFar.components(separatedBy: "owner-change").count - 1 }
+
+        let words = ["ONE", "TWO", "THREE"]
+        let files = try words.map { word -> String in
+            let file = home.root.appendingPathComponent("\(word).txt")
+            try Data(word.utf8).write(to: file)
+            return file.path
+        }
+        let added = try xpb(["queue", "add"] + files, x, home)
+        #expect(added.status == 0, "\(added.error)")
+        for (index, word) in words.enumerated() {
+            // The queue's ownership, then one announce after each paste but the last.
+            let announced = eventually(timeout: 10) { changes() >= index + 1 }
+            #expect(announced, "item \(index + 1) was not announced: \(changes()) owner changes")
+            let pasted = try browser.paste()
+            #expect(pasted.text == word, "paste \(index + 1): \(pasted)")
+            #expect(pasted.types == ["text/plain"] && pasted.files == 0, "a queued text file is text: \(pasted)")
+        }
+        try daemon.waitForLog("its last item was pasted")
+        // The last item stays, announced no more.
+        #expect(try browser.paste().text == "THREE")
+        #expect(changes() == 3, "\(changes()) owner changes")
+        #expect(try xpb(["paste"], x, home).text == "THREE")
+    }
+
     @Test("history entries queued in the order given; a copy by another app ends the queue; clear keeps the item served")
     func historyAndEnd() throws {
         let x = try Xvfb()
