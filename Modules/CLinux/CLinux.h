@@ -188,6 +188,16 @@ static inline int clinux_memfd(const char *name) {
     return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 }
 
+// A descriptor that becomes readable when process `pid` ends (pidfd_open, Linux 5.3); -1 if
+// it cannot be had (the process is gone, or an older kernel).
+static inline int clinux_pidfd_open(int pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    return (int)syscall(434, pid, 0);
+#endif
+}
+
 // Seals a memory file: nobody (not even its maker) can change it any more.
 static inline int clinux_seal(int fd) {
     return fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);

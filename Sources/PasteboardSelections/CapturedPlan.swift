@@ -143,6 +143,16 @@ package protocol HeldTargets: Sendable {
     func bytes(for target: String) throws -> (type: String, data: Data)?
 }
 
+/// Held contents served in turns (a paste queue): each receive of a reader takes its turn
+/// first and is served what the turn names (``PasteTurns``).
+package protocol TurnTakingTargets: HeldTargets {
+    /// `reader` (its process, nil when it is not known) begins to receive `target`: what to serve
+    /// it, and a number for ``received(_:delivered:)``.
+    func receive(_ target: String, by reader: Int?) -> (contents: any HeldTargets, receipt: Int)
+    /// That receive ended; `delivered`: the reader has every byte, and the end.
+    func received(_ receipt: Int, delivered: Bool)
+}
+
 /// Contents a clipboard manager kept (a history entry), held without a display and served by
 /// target name as xpbd serves them on X when their owner is gone (``CapturedPlan``).
 package struct KeptSelection: HeldTargets {

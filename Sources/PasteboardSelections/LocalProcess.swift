@@ -1,4 +1,5 @@
 import CLinux
+import Dispatch
 import FoundationEssentials
 import Glibc
 import PasteboardKit
@@ -192,6 +193,44 @@ package enum LocalProcess {
         if isRunning(group) { return [pid, group] }
         let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
         return [pid] + processes.prefix(4096).filter { $0 != pid && status(of: $0)?.processGroup == group && isRunning($0) }
+    }
+
+    /// The process that reads the pipe we write to through `fd`: the other process that holds
+    /// it (its read end has the same inode). A Wayland reader makes the pipe and hands its write
+    /// end over, through the compositor, to the source. Nil when none is found: another user's
+    /// process (its descriptors are not ours to see), or a reader that closed its end. When
+    /// several hold it (a reader's children inherit it), the first found.
+    package static func readerOfPipe(_ fd: Int32) -> Int? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else { return nil }
+        let link = "pipe:[\(info.st_ino)]"
+        let me = Int(getpid())
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+        for process in processes.prefix(65536) where process != me {
+            guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
+            for descriptor in descriptors.prefix(4096) where SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63) == link {
+                return process
+            }
+        }
+        return nil
+    }
+
+    /// Waits, at most `timeout` seconds, for process `pid` to end; whether it did (false also
+    /// when it cannot be watched).
+    package static func waitForExit(of pid: Int, timeout: Double) -> Bool {
+        let descriptor = clinux_pidfd_open(Int32(pid))
+        guard descriptor >= 0 else { return !isRunning(pid) }
+        defer { close(descriptor) }
+        var watch = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeout * 1e9)
+        while true {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return false }
+            let result = poll(&watch, 1, Int32((deadline - now) / 1_000_000) + 1)
+            if result > 0 { return true }
+            if result < 0, errno == EINTR { continue }
+            return false
+        }
     }
 
     /// Whether `pid` is a process that runs: not gone, and not a zombie (an exited process its

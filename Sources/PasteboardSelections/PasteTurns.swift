@@ -75,9 +75,12 @@ package struct PasteTurns: Sendable {
         return holder.last + Self.grace
     }
 
-    /// A request of `requestor` at `now` (seconds, monotonic).
-    package mutating func request(_ requestor: UInt, _ kind: Kind, at now: Double) -> Turn {
+    /// A request of `requestor` at `now` (seconds, monotonic). `nextServes`: whether the next
+    /// item can answer it (on Wayland a reader asks a type of the item announced; the next item
+    /// may not have it). When it cannot, the request is served the item as it is, pasting nothing.
+    package mutating func request(_ requestor: UInt, _ kind: Kind, at now: Double, nextServes: Bool = true) -> Turn {
         if isPastePast(by: requestor, at: now), item + 1 < count {
+            guard nextServes else { return Turn(item: item, pasted: nil, holder: holder?.requestor) }
             item += 1
             holder = nil
         }

@@ -63,12 +63,10 @@ extension WaylandPasteboardBackend {
         try own(.kept(kept), on: name, if: precondition)
     }
 
-    /// Serves one item of a paste queue: `onPaste` is told (on a worker) after each receive a
-    /// reader made of it, once the reader has every byte (a paste is one receive on Wayland).
-    /// If `precondition` allows it (as ``serve(_:on:if:)``).
-    package func serveQueued(_ kept: any HeldTargets, on name: Pasteboard.Name, if precondition: @escaping (UInt?) -> Bool,
-                             onPaste: @escaping @Sendable () -> Void) throws -> Bool {
-        try own(.kept(kept), on: name, if: precondition, onPaste: onPaste)
+    /// Serves a paste queue's item: each receive takes its turn first, told the reader's process
+    /// (``TurnTakingTargets``). If `precondition` allows it (as ``serve(_:on:if:)``).
+    package func serveQueued(_ queue: any TurnTakingTargets, on name: Pasteboard.Name, if precondition: @escaping (UInt?) -> Bool) throws -> Bool {
+        try own(.kept(queue), on: name, if: precondition)
     }
 
     /// Serves another node's copy as the selection, its bytes fetched when a reader asks, if

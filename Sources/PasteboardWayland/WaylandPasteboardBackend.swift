@@ -56,7 +56,6 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         /// What our sources hold, by source id; and the source each selection has from us.
         var held: [UInt32: SourceContents] = [:]
         /// Told after each paste a source served (a paste queue's item: each receive is a paste).
-        var pasteHooks: [UInt32: @Sendable () -> Void] = [:]
         var ours: [DataControlState.Selection: UInt32] = [:]
         /// The types at each selection's last change (for the next change's added and removed).
         var types: [DataControlState.Selection: [PasteboardType]] = [:]
@@ -172,7 +171,6 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             case let .cancelled(source):
                 state.withLock { state in
                     state.held[source] = nil
-                    state.pasteHooks[source] = nil
                     for (selection, id) in state.ours where id == source { state.ours[selection] = nil }
                 }
                 connection.destroy(source)
@@ -209,9 +207,9 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Writes a type's bytes to a reader's descriptor on a worker, then closes it.
     private func serve(source: UInt32, type: [UInt8], fd: Int32) {
-        let (held, handler, pasted) = state.withLock { state -> (SourceContents?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?, (@Sendable () -> Void)?) in
+        let (held, handler) = state.withLock { state -> (SourceContents?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) in
             state.activeSends += 1
-            return (state.held[source], state.servedHandler, state.pasteHooks[source])
+            return (state.held[source], state.servedHandler)
         }
         let selection = state.withLock { state in state.ours.first { $0.value == source }?.key }
         let timeout = configuration.sendTimeout
@@ -219,7 +217,16 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             defer { state.withLock { $0.activeSends -= 1 } }
             let target = String(decoding: type, as: UTF8.self)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            let delivered = Self.write(held, target: target, to: fd, timeout: timeout)
+            // A paste queue's receive takes its turn, by its reader's process: one reader's
+            // receives within a paste (Chromium makes two) are one paste.
+            var contents = held
+            var turn: (queue: any TurnTakingTargets, receipt: Int)?
+            if case let .kept(kept as any TurnTakingTargets)? = held, target != Manifest.target {
+                let taken = kept.receive(target, by: LocalProcess.readerOfPipe(fd))
+                contents = .kept(taken.contents)
+                turn = (kept, taken.receipt)
+            }
+            let delivered = Self.write(contents, target: target, to: fd, timeout: timeout)
             // The reader has every byte and its end before the paste is counted: a --paste-once
             // owner that gave the selection up first made wl-paste see the selection emptied
             // while it still waited for the end, and say "No selection".
@@ -227,7 +234,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             if delivered, let handler, let selection, target != Manifest.target {
                 handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
             }
-            if delivered, target != Manifest.target { pasted?() }
+            turn.map { $0.queue.received($0.receipt, delivered: delivered) }
         }
     }
 
@@ -468,8 +475,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     /// Sets a source of `contents` as the selection if `precondition` (asked with the selection's
     /// owner number just before) allows it; the compositor has it when this returns.
-    func own(_ contents: SourceContents, on name: Pasteboard.Name, if precondition: ((UInt?) -> Bool)?,
-             onPaste: (@Sendable () -> Void)? = nil) throws -> Bool {
+    func own(_ contents: SourceContents, on name: Pasteboard.Name, if precondition: ((UInt?) -> Bool)?) throws -> Bool {
         let selection = try selection(name)
         do {
             let owned = try connection.withWriting {
@@ -482,7 +488,6 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 guard let made else { return false }
                 state.withLock { state in
                     state.held[made.source] = contents
-                    state.pasteHooks[made.source] = onPaste
                     state.ours[selection] = made.source
                 }
                 try connection.writeLocked(WaylandRequest.createSource(manager: made.manager, id: made.source))
@@ -516,7 +521,6 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             if let source = state.withLock({ state -> UInt32? in
                 guard let source = state.ours.removeValue(forKey: selection) else { return nil }
                 state.held[source] = nil
-                state.pasteHooks[source] = nil
                 return source
             }) {
                 connection.destroy(source)

@@ -25,7 +25,7 @@ struct QueueCommand: Command {
             data it asks, until its window is gone or it is silent for a second, so a reader that asks TARGETS twice or \
             two text types takes one item), and the next reader gets the next. When the last item is pasted the \
             clipboard keeps it. A copy by another app ends the queue. 'xpb history queue 3 1 2' queues history \
-            entries. Needs xpbd running (on a Wayland session a paste is one receive: Wayland names no reader).
+            entries. Queued files are their contents, not files. Needs xpbd running (see docs/xpbd.md, 'The paste queue').
             """,
         options: [CommonOptions.json, Option.display, Option.type],
         positional: PositionalSpec(valueName: "action", help: "list, add FILE|-…, or clear.", completion: .words(["list", "add", "clear"])))

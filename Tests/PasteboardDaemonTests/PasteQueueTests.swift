@@ -55,6 +55,13 @@ struct PasteQueueTests {
         #expect(other.request(6, .data, at: 0.1) == .init(item: 1, pasted: 1, holder: 6))
         #expect(other.tick(at: 0.5) == nil, "a paste under way")
         #expect(other.tick(at: 0.1 + PasteTurns.grace + 0.01) == 1)
+
+        // A reader that asks what the next item cannot answer (a type it lacks) is served the item
+        // it sees, and takes nothing.
+        var typed = PasteTurns(count: 2)
+        _ = typed.request(7, .data, at: 0)
+        #expect(typed.request(8, .data, at: 0.1, nextServes: false) == .init(item: 0, pasted: nil, holder: 7))
+        #expect(typed.request(8, .data, at: 0.2) == .init(item: 1, pasted: 1, holder: 8))
     }
 
     @Test("seeded simulation: readers that read again only when the owner changes (Chromium) and readers that read each time take the items in order")

@@ -24,6 +24,27 @@ struct AttributionUnitTests {
         #expect(LocalProcess.handedDown(held: [70: [11]], clientPIDs: [-1, 0]) == [70])
     }
 
+    @Test("a pipe's reader is the other process that holds it; its end is seen when it comes, not before")
+    func pipeReader() throws {
+        // A reader as wl-paste is one: it holds the read end of the pipe we write to (`cat`,
+        // whose standard input it is), and has closed the write end.
+        let pipe = Pipe()
+        let reader = Process()
+        reader.executableURL = URL(fileURLWithPath: "/bin/cat")
+        reader.standardInput = pipe.fileHandleForReading
+        reader.standardOutput = FileHandle.nullDevice
+        try reader.run()
+        try pipe.fileHandleForReading.close()
+        let write = pipe.fileHandleForWriting.fileDescriptor
+        #expect(LocalProcess.readerOfPipe(write) == Int(reader.processIdentifier))
+        #expect(LocalProcess.readerOfPipe(-1) == nil)
+        #expect(LocalProcess.readerOfPipe(FileHandle.nullDevice.fileDescriptor) == nil, "not a pipe")
+        #expect(!LocalProcess.waitForExit(of: Int(reader.processIdentifier), timeout: 0.1), "it reads on")
+        try pipe.fileHandleForWriting.close()
+        #expect(LocalProcess.waitForExit(of: Int(reader.processIdentifier), timeout: 10), "the end of its input ends it")
+        reader.waitUntilExit()
+    }
+
     @Test("of several holders, the one that ran since is told; a sleeping one never is, and two that ran tell nothing")
     func ranSince() throws {
         // A process asleep for the test's length, as dbus-launch's child waits on its socket.

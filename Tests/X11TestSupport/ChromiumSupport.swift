@@ -21,12 +21,16 @@ public final class Chromium {
     private let session: any TestSession
     private let platform: Platform
     private let profile: String
+    /// What Chromium runs with beside the session's environment.
+    private let environment: [String: String]
     /// The page's reports read so far.
     private var seen = 0
 
     /// Starts the page's server and Chromium showing it; returns once the page has loaded and
-    /// has the focus. `text` and `html` are what Chromium copies on ctrl+c.
-    public init(_ session: any TestSession, platform: Platform = .x11, text: String = "from Chromium", html: String = "<b>from Chromium</b>") throws {
+    /// has the focus. `text` and `html` are what Chromium copies on ctrl+c. `environment` is
+    /// added to the session's (the X display under a compositor).
+    public init(_ session: any TestSession, platform: Platform = .x11, text: String = "from Chromium", html: String = "<b>from Chromium</b>",
+                environment: [String: String] = [:]) throws {
         self.session = session
         self.platform = platform
         page = try toolkitPeer("chromium_page.py", [text, html], display: session)
@@ -39,8 +43,9 @@ public final class Chromium {
                          "--password-store=basic", "--disable-features=Translate,MediaRouter", "--disable-background-networking",
                          "--ozone-platform=\(platform == .wayland ? "wayland" : "x11")"]
         arguments.append("--app=\(url)")
-        var environment: [String: String] = [:]
+        var environment = environment
         if platform == .x11 { environment["WAYLAND_DISPLAY"] = "" }
+        self.environment = environment
         browser = try Peer("chromium", arguments, display: session, environment: environment)
         do {
             try page.waitForOutput("\"ready\"", timeout: 60)
@@ -63,6 +68,7 @@ public final class Chromium {
 
     /// Waits for the page's next report of `event`, skipping none.
     private func next(_ event: String, timeout: Double = 20) throws -> [String: Any] {
+        let windows = (session as? Compositor).map { compositor in { (try? compositor.windows()).map { "\($0)" } ?? "?" } } ?? { "" }
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             let all = reports
@@ -73,23 +79,30 @@ public final class Chromium {
                 return report
             }
             guard Date() < deadline, browser.isRunning else {
-                throw TestFailure("Chromium's page reported no \(event) within \(timeout) s: \(browser.errorSoFar.suffix(1500))")
+                throw TestFailure("Chromium's page reported no \(event) within \(timeout) s: \(windows()) \(browser.errorSoFar.suffix(1500))")
             }
             Thread.sleep(forTimeInterval: 0.02)
         }
     }
 
-    /// Presses ctrl+`key` in Chromium's window, as a user does.
+    /// Presses ctrl+`key` in Chromium's window, as a user does: on sway the window is focused
+    /// first; a Wayland window gets the key from the compositor's virtual keyboard (wtype), an X
+    /// window from XTEST (xdotool), which loses no key to a keymap arriving late.
     private func press(_ key: String) throws {
-        if let compositor = session as? Compositor {
-            try compositor.focus(pid: pid)
-            let typed = try run("wtype", ["-M", "ctrl", key, "-m", "ctrl"], display: session)
+        let compositor = session as? Compositor
+        if let compositor { try compositor.focus(pid: pid) }
+        if platform == .wayland {
+            guard compositor != nil else { throw TestFailure("Chromium on Wayland needs a compositor") }
+            // wtype makes a new virtual keyboard each run; a key pressed before the client has
+            // its keymap is lost (3 of 15 here): wtype waits 0.2 s first (-s).
+            let typed = try run("wtype", ["-s", "200", "-M", "ctrl", key, "-m", "ctrl"], display: session)
             guard typed.status == 0 else { throw TestFailure("wtype: \(typed.error)") }
             return
         }
-        let found = try run("xdotool", ["search", "--sync", "--onlyvisible", "--pid", String(pid)], display: session, timeout: 20)
+        let found = try run("xdotool", ["search", "--sync", "--onlyvisible", "--pid", String(pid)], display: session, environment: environment, timeout: 20)
         guard let window = found.text.split(separator: "\n").last else { throw TestFailure("Chromium shows no window: \(found.error)") }
-        let typed = try run("xdotool", ["windowfocus", "--sync", String(window), "key", "--clearmodifiers", "ctrl+\(key)"], display: session)
+        let typed = try run("xdotool", ["windowfocus", "--sync", String(window), "key", "--clearmodifiers", "ctrl+\(key)"], display: session,
+                            environment: environment)
         guard typed.status == 0 else { throw TestFailure("xdotool: \(typed.error)") }
     }
 

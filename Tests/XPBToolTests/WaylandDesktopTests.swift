@@ -192,4 +192,48 @@ struct WaylandDesktopTests {
         }
         #expect(desktop.moves == moves, "reads move nothing once settled: \(desktop.daemon.log)")
     }
+
+    @Test("Chromium on XWayland and on Wayland: its copy, text and HTML, reaches the other side; it pastes the copies of either side; on Wayland it pastes each queued item in turn")
+    func chromium() throws {
+        let desktop = try Desktop()
+        for platform in [Chromium.Platform.x11, .wayland] {
+            let name = platform == .x11 ? "XWayland" : "Wayland"
+            let browser = try Chromium(desktop.sway, platform: platform, text: "Chromium on \(name)", html: "<b>Chromium on \(name)</b>",
+                                       environment: platform == .x11 ? desktop.x : [:])
+            try browser.copy()
+            desktop.expectBoth("Chromium on \(name)", "Chromium's copy on \(name)")
+            let html = platform == .x11 ? try run("wl-paste", ["-t", "text/html"], display: desktop.sway).text
+                                        : try desktop.onX("xclip", ["-o", "-selection", "clipboard", "-t", "text/html"]).text
+            #expect(html.contains("<b>Chromium on \(name)</b>"), "the HTML of Chromium's copy on \(name), read on the other side: \(html)")
+
+            try desktop.copyOnX("X copy for Chromium on \(name)")
+            desktop.expectBoth("X copy for Chromium on \(name)", "an X copy")
+            #expect(try browser.paste().text == "X copy for Chromium on \(name)")
+            try desktop.copyOnWayland("Wayland copy for Chromium on \(name)")
+            desktop.expectBoth("Wayland copy for Chromium on \(name)", "a Wayland copy")
+            #expect(try browser.paste().text == "Wayland copy for Chromium on \(name)")
+
+            if platform == .wayland {
+                let words = ["ONE", "TWO", "THREE"]
+                let files = try words.map { word -> String in
+                    let file = desktop.home.root.appendingPathComponent("\(word).txt")
+                    try Data(word.utf8).write(to: file)
+                    return file.path
+                }
+                let added = try xpb(["queue", "add"] + files, desktop.sway, desktop.home)
+                #expect(added.status == 0, "\(added.error)")
+                for (index, word) in words.enumerated() {
+                    // Chromium's receives within a second are one paste: the next is set once
+                    // it is silent.
+                    if index > 0 { try desktop.daemon.waitForLog("paste queue: item \(index + 1) of 3 is served") }
+                    let pasted = try browser.paste()
+                    #expect(pasted.text == word && pasted.files == 0, "\(pasted) \(pasted.text)\n\(desktop.daemon.log)")
+                }
+                try desktop.daemon.waitForLog("its last item was pasted")
+                #expect(try browser.paste().text == "THREE", "the last item stays")
+            }
+            try browser.quit()
+        }
+        #expect(desktop.settles(), "the bridge never went quiet: \(desktop.daemon.log)")
+    }
 }

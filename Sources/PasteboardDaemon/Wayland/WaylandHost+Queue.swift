@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import PasteboardKit
 import PasteboardSelections
@@ -5,12 +6,8 @@ import PasteboardWayland
 import PasteboardWire
 import Synchronization
 
-/// The paste queue on a Wayland session. Data-control names no reader, so a paste is one
-/// receive of a data type, once the reader has every byte. Items that offer the same types are
-/// served by one source, which serves the next item after each paste (``QueuedRun``): no
-/// selection change, so a reader that looks at the selection again during its paste (wl-paste
-/// does, under load) still reads the item it began with. Where the types change, the next item
-/// is set as a new source.
+/// The paste queue on a Wayland session (``WaylandPasteQueue``): each item is set as a source
+/// of its own when the paste of the one before ends.
 extension WaylandHost: PasteQueueHost {
     func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         pasteQueue.answer(request, on: &channel, host: self)
@@ -18,31 +15,24 @@ extension WaylandHost: PasteQueueHost {
 
     func serveQueue(_ items: [Snapshot], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void) throws {
         let kept = items.map { KeptSelection(advertised: $0.advertised, targets: $0.targets.map(\.captured)) }
-        try serveRun(from: 0, of: kept, isServing: isServing, onPaste: onPaste)
+        let queue = WaylandPasteQueue(kept, isServing: isServing, onPaste: onPaste) { [weak self] next in
+            self?.announce(next)
+        }
+        _ = try backend.serveQueued(queue.item(0), on: .general, if: { _ in true })
     }
 
-    /// Serves the run of items from `start` that offer the same types as one source. Its pastes
-    /// move it on; the paste of its last item sets the next run, while the queue is still served
-    /// and the selection still ours (compare-and-own: a copy made meanwhile stays), before the
-    /// paste is reported.
-    private func serveRun(from start: Int, of items: [KeptSelection], isServing: @escaping @Sendable () -> Bool,
-                          onPaste: @escaping @Sendable (Int) -> Void) throws {
-        var after = start + 1
-        while after < items.count, items[after].targets == items[start].targets { after += 1 }
-        let end = after
-        let run = QueuedRun(Array(items[start..<end]))
-        let owned = try backend.serveQueued(run, on: .general, if: { start == 0 || $0 == WaylandPasteboardBackend.ourOwner }) { [weak self] in
-            guard let pasted = run.pasted() else { return }
-            if pasted.isLast, isServing(), end < items.count {
-                do {
-                    try self?.serveRun(from: end, of: items, isServing: isServing, onPaste: onPaste)
-                } catch {
-                    self?.logger.warning("paste queue: the next item could not be served: \(error)")
-                }
+    /// Sets the queue's next item as the selection, while the selection is still ours (a copy
+    /// made meanwhile stays).
+    private func announce(_ item: WaylandPasteQueue.Item) {
+        do {
+            if try backend.serveQueued(item, on: .general, if: { $0 == WaylandPasteboardBackend.ourOwner }) {
+                logger.info("paste queue: item \(item.index + 1) of \(item.queue.items.count) is served")
+            } else {
+                logger.info("paste queue: another copy took CLIPBOARD before its next item was served")
             }
-            onPaste(start + pasted.index)
+        } catch {
+            logger.warning("paste queue: the next item could not be served: \(error)")
         }
-        if !owned { logger.info("paste queue: another copy took CLIPBOARD before its next item was served") }
     }
 
     func serveAsCopy(_ snapshot: Snapshot) throws {
@@ -57,32 +47,104 @@ extension WaylandHost: PasteQueueHost {
     }
 }
 
-/// Queued items that offer the same types, served by one source: each paste serves the next;
-/// the last stays.
-final class QueuedRun: HeldTargets {
-    private let items: [KeptSelection]
-    /// The item served, and whether the last one was pasted.
-    private let position = Mutex((index: 0, done: false))
+/// A paste queue served on a Wayland session. Data-control names no reader: the reader of a
+/// receive is the process holding the other end of its pipe (``LocalProcess/readerOfPipe(_:)``),
+/// and one reader's receives are one paste (``PasteTurns``): Chromium receives twice for one
+/// ctrl+v. A paste ends when its reader ends or is silent past the grace; the next item is then
+/// set as a new source (a new selection: a reader that reads again only when it changes reads
+/// it). A second reader that asks before then takes the next item from the source it sees, if
+/// that item has the type it asks. A reader that is not found (another user's process) pastes
+/// with each receive.
+final class WaylandPasteQueue: Sendable {
+    /// One item set as a source: its types are the item's; each receive takes its turn.
+    final class Item: TurnTakingTargets {
+        let queue: WaylandPasteQueue
+        let index: Int
 
-    init(_ items: [KeptSelection]) {
-        self.items = items
+        init(_ queue: WaylandPasteQueue, _ index: Int) {
+            self.queue = queue
+            self.index = index
+        }
+
+        private var kept: KeptSelection { queue.items[index] }
+        var targets: [String] { kept.targets }
+        var manifest: Data? { kept.manifest }
+        func size(of target: String) -> Int? { kept.size(of: target) }
+        func bytes(for target: String) throws -> (type: String, data: Data)? { try kept.bytes(for: target) }
+        func receive(_ target: String, by reader: Int?) -> (contents: any HeldTargets, receipt: Int) { queue.receive(target, by: reader) }
+        func received(_ receipt: Int, delivered: Bool) { queue.received(receipt, delivered: delivered) }
     }
 
-    private var current: KeptSelection { items[position.withLock { $0.index }] }
-    var targets: [String] { items[0].targets }
-    var manifest: Data? { current.manifest }
-    func size(of target: String) -> Int? { current.size(of: target) }
-    func bytes(for target: String) throws -> (type: String, data: Data)? { try current.bytes(for: target) }
+    private struct State {
+        var turns: PasteTurns
+        /// The receives under way: who reads, and the item their paste took first.
+        var receipts: [Int: (requestor: UInt, reader: Int?, pasted: Int?)] = [:]
+        var lastReceipt = 0
+        /// Numbers for readers not found, above any process id: each one a paste of its own.
+        var lastUnknown: UInt = 1 << 40
+    }
 
-    /// A paste was served: the item it had (its index in the run, and whether it was the run's
-    /// last), and the next is served from now on. Nil once the last was pasted (it stays).
-    func pasted() -> (index: Int, isLast: Bool)? {
-        position.withLock { position -> (index: Int, isLast: Bool)? in
-            guard !position.done else { return nil }
-            let index = position.index
-            let isLast = index + 1 == items.count
-            position = isLast ? (index, true) : (index + 1, false)
-            return (index, isLast)
+    let items: [KeptSelection]
+    private let state: Mutex<State>
+    private let isServing: @Sendable () -> Bool
+    private let onPaste: @Sendable (Int) -> Void
+    private let announce: @Sendable (Item) -> Void
+
+    /// `onPaste` hears each item pasted, once its reader has every byte; `announce` sets an item
+    /// as the selection, while `isServing` (the queue is still the daemon's).
+    init(_ items: [KeptSelection], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void,
+         announce: @escaping @Sendable (Item) -> Void) {
+        self.items = items
+        state = Mutex(State(turns: PasteTurns(count: items.count)))
+        self.isServing = isServing
+        self.onPaste = onPaste
+        self.announce = announce
+    }
+
+    func item(_ index: Int) -> Item { Item(self, index) }
+
+    private static var now: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+    fileprivate func receive(_ target: String, by reader: Int?) -> (contents: any HeldTargets, receipt: Int) {
+        state.withLock { state in
+            let requestor: UInt
+            if let reader {
+                requestor = UInt(reader)
+            } else {
+                state.lastUnknown += 1
+                requestor = state.lastUnknown
+            }
+            let next = state.turns.item + 1
+            let nextServes = next < items.count && (items[next].targets == items[state.turns.item].targets || items[next].targets.contains(target))
+            let turn = state.turns.request(requestor, .data, at: Self.now, nextServes: nextServes)
+            state.lastReceipt += 1
+            state.receipts[state.lastReceipt] = (requestor, reader, turn.pasted)
+            return (items[turn.item], state.lastReceipt)
         }
+    }
+
+    fileprivate func received(_ receipt: Int, delivered: Bool) {
+        guard let entry = state.withLock({ $0.receipts.removeValue(forKey: receipt) }) else { return }
+        if delivered, let pasted = entry.pasted { onPaste(pasted) }
+        guard let reader = entry.reader else {
+            // Nobody to watch: the receive was the paste.
+            return settle { $0.requestorGone(entry.requestor, at: Self.now) }
+        }
+        // The paste ends when its reader does (wl-paste, xpb paste), or with its silence (a
+        // browser stays).
+        DispatchQueue.global().async {
+            if LocalProcess.waitForExit(of: reader, timeout: PasteTurns.grace + 0.05) {
+                self.settle { $0.requestorGone(entry.requestor, at: Self.now) }
+            }
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + PasteTurns.grace + 0.05) {
+            self.settle { $0.tick(at: Self.now) }
+        }
+    }
+
+    /// Tells the turns an event; sets the item they name as the selection.
+    private func settle(_ event: (inout PasteTurns) -> Int?) {
+        guard let next = state.withLock({ event(&$0.turns) }), isServing() else { return }
+        announce(item(next))
     }
 }
