@@ -33,6 +33,11 @@ package struct Manifest: Equatable {
     /// What every item target's name begins with: served, never listed in `TARGETS`.
     package static let itemTargetPrefix = "XPB_ITEM_"
 
+    /// Whether `target` is an item target of the first item (whose own targets serve it too).
+    package static func isFirstItemTarget(_ target: String) -> Bool {
+        target.hasPrefix(itemTargetPrefix + "0_")
+    }
+
     /// The manifest of some items: every representation gets its own item target.
     package init(items: [PasteboardItem], options: PasteboardOptions) {
         itemCount = items.count

@@ -117,6 +117,9 @@ package struct HeldSelection: HeldTargets {
     package let options: PasteboardOptions
     /// The data targets, in the order an X owner advertises them, then `XPB_MANIFEST`.
     package let targets: [String]
+    /// The item targets of the items after the first (what a Wayland source must offer for a
+    /// reader to ask them).
+    package let laterItemTargets: [String]
     /// Every target served but the manifest, by name.
     private let served: [String: TargetPlan.Entry]
     private let encodedManifest: Data
@@ -128,6 +131,7 @@ package struct HeldSelection: HeldTargets {
         self.registry = registry
         let plan = TargetPlan(items: items, options: options, registry: registry)
         targets = plan.firstItem.map(\.name) + [Manifest.target]
+        laterItemTargets = plan.manifest.entries.filter { $0.item > 0 }.map(\.target)
         served = Dictionary((plan.firstItem + plan.itemTargets).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         encodedManifest = plan.manifest.encoded()
     }

@@ -50,12 +50,21 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             case let .remote(targets): return targets.map(\.target)
             }
         }
+
+        /// The types the source offers. A compositor passes on a receive of an offered type
+        /// only, so xpb's item targets of later items are offered (a reader of item 2 asks
+        /// them); those of the first item are not: its own types serve it, and an xpb reader
+        /// falls back to them. So a copy of one item offers what it offers on X.
+        var offered: [String] {
+            let own = targets.filter { !Manifest.isFirstItemTarget($0) }
+            guard case let .items(held) = self else { return own }
+            return own + held.laterItemTargets
+        }
     }
 
     struct State {
         /// What our sources hold, by source id; and the source each selection has from us.
         var held: [UInt32: SourceContents] = [:]
-        /// Told after each paste a source served (a paste queue's item: each receive is a paste).
         var ours: [DataControlState.Selection: UInt32] = [:]
         /// The types at each selection's last change (for the next change's added and removed).
         var types: [DataControlState.Selection: [PasteboardType]] = [:]
@@ -482,7 +491,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 let made = connection.withState { state -> (source: UInt32, device: UInt32, manager: UInt32)? in
                     if let precondition, !precondition(state.owner(of: selection)) { return nil }
                     let source = state.make(.source(state.manager?.flavour ?? .wlr))
-                    state.expectOwn(selection, source: source, types: contents.targets.map { Array($0.utf8) })
+                    state.expectOwn(selection, source: source, types: contents.offered.map { Array($0.utf8) })
                     return (source, state.device ?? 0, state.manager?.id ?? 0)
                 }
                 guard let made else { return false }
@@ -491,7 +500,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                     state.ours[selection] = made.source
                 }
                 try connection.writeLocked(WaylandRequest.createSource(manager: made.manager, id: made.source))
-                for target in contents.targets {
+                for target in contents.offered {
                     try connection.writeLocked(WaylandRequest.offer(source: made.source, type: Array(target.utf8)))
                 }
                 try connection.writeLocked(WaylandRequest.setSelection(device: made.device, source: made.source, primary: selection == .primary))

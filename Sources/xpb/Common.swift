@@ -519,3 +519,26 @@ func warnIfUnknownType(_ name: String, registry: TypeRegistry = .standard) {
     let hint = nearest.isEmpty ? "a MIME type such as image/png, or a UTI, is always understood" : "did you mean \(nearest.map { "'\($0)'" }.joined(separator: " or "))?"
     XPB.printError("xpb: warning: '\(name)' is not a type name xpb knows; using it as an X target as given (\(hint))\n")
 }
+
+/// How xpb names types to people: by the MIME names other tools take (`xpb types`, `xpb watch`).
+enum TypeNames {
+    /// The names of an item's types, each once: the MIME names it is served under (plain text of
+    /// any encoding is text/plain, which reads as UTF-8), or with --uti the identifiers.
+    static func listed(_ types: [PasteboardType], uti: Bool = false) -> [String] {
+        guard !uti else { return types.map(\.identifier) }
+        let registry = TypeRegistry.standard
+        var seen = Set<String>()
+        return types.compactMap { type in
+            let name: String
+            if registry.conforms(type, to: .plainText) {
+                name = "text/plain"
+            } else if let mime = registry.targets(for: type).map(\.name).first(where: { $0.contains("/") }) ?? registry.preferredMIMEType(for: type) {
+                // The first MIME name it is served under (file URLs: text/uri-list).
+                name = String(mime.prefix { $0 != ";" }).trimmingSpaces()
+            } else {
+                name = type.identifier
+            }
+            return seen.insert(name).inserted ? name : nil
+        }
+    }
+}

@@ -94,7 +94,8 @@ struct WatchCommand: Command {
             if asJSON {
                 writeJSONLine(json(line))
             } else {
-                writeLine("\(line.changeCount)\t\(line.selection)\t\(line.types.joined(separator: ","))")
+                // By the names `xpb types` prints; --json keeps the model's identifiers.
+                writeLine("\(line.changeCount)\t\(line.selection)\t\(TypeNames.listed(change.types).joined(separator: ","))")
             }
             if let command { runHook(command, line, input: contents(on: backend, types: change.types)) }
             seen += 1

@@ -750,22 +750,22 @@ struct DaemonTests {
         })
         let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("kept text".utf8))
         try daemon.waitForLog("kept CLIPBOARD from window")
-        #expect(eventually { watcher.outputSoFar.split(separator: "\n").last?.hasSuffix("\tpublic.utf8-plain-text") == true })
+        #expect(eventually { watcher.outputSoFar.split(separator: "\n").last?.hasSuffix("\ttext/plain") == true })
         let before = watcher.outputSoFar.split(separator: "\n").count
         owner.stop()
         try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
         // A last change of another type: once it shows, every earlier one has.
         #expect(try xpb(["copy", "-t", "html"], x, home, input: Data("<b>after</b>".utf8)).status == 0)
-        #expect(eventually { watcher.outputSoFar.contains("public.html") })
+        #expect(eventually { watcher.outputSoFar.contains("text/html") })
         let lines = watcher.outputSoFar.split(separator: "\n", omittingEmptySubsequences: false).dropFirst(before).filter { !$0.isEmpty }
         #expect(lines.count == 2, "the take-over and the last copy, nothing between: \(lines)")
-        #expect(lines.first?.hasSuffix("\tpublic.utf8-plain-text") == true, "\(lines)")
+        #expect(lines.first?.hasSuffix("\ttext/plain") == true, "\(lines)")
         #expect(!lines.contains { $0.hasSuffix("\t") }, "no empty change: \(lines)")
         #expect(try xpb(["paste"], x, home).text == "<b>after</b>")
         // Nothing to take over (a secret is never kept): the empty change comes, a moment late.
         let secret = try Peer(try xpbPath(), ["copy", "--sensitive", "--foreground"], display: x, input: Data("pw".utf8),
                               environment: home.environment)
-        #expect(eventually { watcher.outputSoFar.split(separator: "\n").last?.hasSuffix("public.html") == false })
+        #expect(eventually { watcher.outputSoFar.split(separator: "\n").last?.hasSuffix("text/html") == false })
         secret.stop()
         #expect(eventually { watcher.outputSoFar.hasSuffix("\tCLIPBOARD\t\n") }, "\(watcher.outputSoFar)")
         try daemon.stop()

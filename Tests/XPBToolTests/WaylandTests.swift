@@ -25,7 +25,7 @@ struct WaylandTests {
         let sway = try Compositor()
         try wlCopy(sway, Data("from wl-copy\n".utf8), type: "text/plain;charset=utf-8")
         #expect(try xpb(["paste"], sway).text == "from wl-copy\n")
-        #expect(try xpb(["types"], sway).text == "public.utf8-plain-text\n")
+        #expect(try xpb(["types"], sway).text == "text/plain\n")
         let targets = try xpb(["types", "--targets"], sway)
         #expect(targets.text.contains("text/plain;charset=utf-8"), "\(targets.text) \(targets.error)")
 
@@ -35,6 +35,16 @@ struct WaylandTests {
         for type in ["text/plain;charset=utf-8", "text/plain", "UTF8_STRING", "STRING", "TEXT"] {
             #expect(listed.contains(Substring(type)), "\(listed)")
         }
+        // xpb's item targets stay internal, as on X: the first item's types serve it.
+        #expect(!listed.contains { $0.hasPrefix("XPB_ITEM_") }, "\(listed)")
+        // Two items: the second is read through its item targets, which the source offers.
+        let files = try ["first", "second"].map { try scratchFile("\($0).txt", Data($0.utf8)) }
+        defer { files.forEach { unlink($0) } }
+        #expect(try xpb(["copy"] + files, sway).status == 0)
+        #expect(try xpb(["paste", "--item", "1"], sway).text == "second")
+        #expect(try xpb(["paste", "--item", "0"], sway).text == "first")
+        let twoItems = try run("wl-paste", ["--list-types"], display: sway).text.split(separator: "\n")
+        #expect(!twoItems.contains { $0.hasPrefix("XPB_ITEM_0_") } && twoItems.contains("XPB_ITEM_1_0"), "\(twoItems)")
         // Every text name gives what wl-copy gives for it: the UTF-8 text (X's STRING would be
         // Latin-1, with ? for ✓).
         let text = "café ✓"
@@ -65,7 +75,7 @@ struct WaylandTests {
         let png = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Peers/image.png"))
         try wlCopy(sway, png, type: "image/png")
-        #expect(try xpb(["types"], sway).text == "public.png\n")
+        #expect(try xpb(["types"], sway).text == "image/png\n")
         #expect(try xpb(["paste", "-t", "png"], sway).output == png)
         let jpeg = try xpb(["paste", "-t", "jpeg"], sway).output
         #expect(jpeg.starts(with: [0xFF, 0xD8]), "a JPEG made here from the PNG")
@@ -114,12 +124,12 @@ struct WaylandTests {
             return (try? watcher.waitForOutput("\n", timeout: 0.3)) != nil
         })
         try wlCopy(sway, Data("<i>x</i>".utf8), type: "text/html")
-        try watcher.waitForOutput("public.html", timeout: 10)
+        try watcher.waitForOutput("text/html", timeout: 10)
         let lines = watcher.outputSoFar.split(separator: "\n")
         let counts = lines.compactMap { Int($0.prefix { $0 != "\t" }) }
         #expect(counts.count == lines.count && counts == Array(counts[0] ..< counts[0] + counts.count), "\(lines)")
         #expect(lines.allSatisfy { $0.contains("\tCLIPBOARD\t") }, "\(lines)")
-        #expect(lines.last?.contains("public.html") == true, "\(lines)")
+        #expect(lines.last?.contains("text/html") == true, "\(lines)")
 
         let follower = try Peer(try xpbPath(), ["paste", "--follow"], display: sway)
         try follower.waitForOutput("<i>x</i>", timeout: 10)
@@ -382,6 +392,13 @@ struct WaylandSyncTests {
         _ = try run("wl-copy", ["-t", "text/plain", "again"], display: sway)
         try desktop.waitForLog("is now the copy from", count: 2)
         #expect(eventually(timeout: 10) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "again" })
+        // An xpb copy carried over offers what it offers where it was made: no item target of
+        // its first item.
+        #expect(try xpb(["copy"], x, input: Data("from xpb on X".utf8)).status == 0)
+        try wayland.waitForLog("is now the copy from", count: 2)
+        let listed = try run("wl-paste", ["--list-types"], display: sway).text.split(separator: "\n")
+        #expect(listed.contains("XPB_MANIFEST") && !listed.contains { $0.hasPrefix("XPB_ITEM_") }, "\(listed)")
+        #expect(try xpb(["paste"], sway).text == "from xpb on X")
     }
 }
 
