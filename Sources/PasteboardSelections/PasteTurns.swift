@@ -4,9 +4,10 @@
 /// A paste is one requestor's conversions: its data conversions, and the `TARGETS` it asks on
 /// the way, from its first data conversion until its window is gone or it asks nothing for
 /// ``grace`` seconds. A reader that asks `TARGETS` twice, or two text targets for one paste,
-/// takes one item. The item pasted stays served until the next reader asks anything (a reader
-/// asks `TARGETS` before its data: it sees the next item's). After the last item is pasted it stays
-/// the clipboard's, served to every reader after.
+/// takes one item. The item pasted stays served until its paste ends, or until another reader
+/// asks anything (a reader asks `TARGETS` before its data: it sees the next item's). After the
+/// last item is pasted it stays the clipboard's, served to every reader after. A requestor is an
+/// X window, or on Wayland the reading process.
 ///
 /// The X server reuses the window ids of clients gone: a reader's window that is destroyed
 /// (``requestorGone(_:at:)``) ends its paste, so that the next reader with the same id takes the

@@ -320,8 +320,10 @@ final class SelectionServer {
     static let maxTransfers = 512
 
     func handleSelectionRequest(_ request: ConversionRequest) {
+        // A paste queue's announces take the selection again: a reader's request made before the
+        // latest (its paste began before it) is still the queue's.
         guard let owned = owned[request.selection], request.owner == wire.window,
-              request.time.isCurrentTime || !request.time.isBefore(owned.timestamp) else {
+              request.time.isCurrentTime || !request.time.isBefore(queued[request.selection]?.items.first?.timestamp ?? owned.timestamp) else {
             return notify(request, succeeded: false)
         }
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
