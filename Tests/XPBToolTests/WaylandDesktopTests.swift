@@ -46,7 +46,8 @@ private final class Desktop {
     }
 
     func copyOnWayland(_ text: String, primary: Bool = false) throws {
-        let outcome = try run("wl-copy", ["-t", "text/plain;charset=utf-8"] + (primary ? ["--primary"] : []) + [text], display: sway)
+        // On standard input: a large text is no argument.
+        let outcome = try run("wl-copy", ["-t", "text/plain;charset=utf-8"] + (primary ? ["--primary"] : []), display: sway, input: Data(text.utf8))
         guard outcome.status == 0 else { throw TestFailure("wl-copy: \(outcome.error)") }
     }
 
@@ -141,6 +142,15 @@ struct WaylandDesktopTests {
             try desktop.copyOnWayland("copied on Wayland \(round)")
             desktop.expectBoth("copied on Wayland \(round)", "a Wayland copy, round \(round)")
         }
+        // Larger than one X request: INCR on the X side, many writes on the Wayland side.
+        for (side, size) in [("X", 300_000), ("Wayland", 1 << 20)] {
+            let large = String((0..<size).map { index in Character(UnicodeScalar(UInt8(97 + index % 26))) })
+            if side == "X" { try desktop.copyOnX(large) } else { try desktop.copyOnWayland(large) }
+            let both = eventually(timeout: 15) { desktop.readX() == large && desktop.readWayland() == large }
+            #expect(both, "a copy of \(size) B on \(side): X reads \(desktop.readX()?.count ?? -1) B, Wayland reads \(desktop.readWayland()?.count ?? -1) B")
+        }
+        try desktop.copyOnWayland("copied on Wayland 3")
+        desktop.expectBoth("copied on Wayland 3", "the last text again")
         try desktop.copyOnX("selected on X", primary: true)
         desktop.expectBoth("selected on X", primary: true, "an X PRIMARY")
         try desktop.copyOnWayland("selected on Wayland", primary: true)
