@@ -69,6 +69,15 @@ extension WaylandPasteboardBackend {
         try own(.kept(queue), on: name, if: precondition)
     }
 
+    /// Whether our source on `name` is a paste queue's (contents that take turns).
+    package func servesQueue(on name: Pasteboard.Name) -> Bool {
+        guard let selection = try? selection(name) else { return false }
+        return state.withLock { state in
+            guard let source = state.ours[selection], case .kept(let held)? = state.held[source] else { return false }
+            return held is any TurnTakingTargets
+        }
+    }
+
     /// Serves another node's copy as the selection, its bytes fetched when a reader asks, if
     /// `precondition` allows it.
     package func proxy(_ name: Pasteboard.Name, targets: [RemoteTarget], if precondition: @escaping (UInt?) -> Bool) throws -> Bool {

@@ -232,6 +232,9 @@ struct WaylandDesktopTests {
                 }
                 let added = try xpb(["queue", "add"] + files, desktop.sway, desktop.home)
                 #expect(added.status == 0, "\(added.error)")
+                // The X side leaves the queue to the compositor's bridge (it took X CLIPBOARD for
+                // it), not an older copy of its own.
+                try desktop.daemon.waitForLog("holds the paste queue's item: left to it")
                 for (index, word) in words.enumerated() {
                     // Chromium's receives within a second are one paste: the next is set once
                     // it is silent.

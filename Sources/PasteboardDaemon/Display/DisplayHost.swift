@@ -94,6 +94,9 @@ final class DisplayHost: ClipboardHost {
         case unread
         /// A Wayland client's copy the Wayland side has read: announced, or kept home.
         case read
+        /// The bridge's own source serving a paste queue: X apps' reads through the compositor
+        /// take their turns there; no copy of an item here would.
+        case queue
     }
     /// The keeper's captures that ended, for a bridge's announces (``CaptureSettling``).
     let settling = CaptureSettling()
@@ -498,6 +501,9 @@ final class DisplayHost: ClipboardHost {
             } else {
                 logger.info("\(selection): the compositor's XWayland window manager holds a Wayland copy that is not shared (secret or local-only): left to it")
             }
+            return
+        case .queue:
+            logger.info("\(selection): the compositor's XWayland window manager holds the paste queue's item: left to it (X apps that paste take their turns through it)")
             return
         case .bridges:
             if daemon?.hub.takeBack(name) == true { return }

@@ -71,7 +71,8 @@ package final class ClipboardBridge: RunningDaemon {
             let hub = wayland.hub
             (x.host as? DisplayHost)?.waylandSelection.withLock {
                 $0 = { [weak hub] name in
-                    guard let owner = backend.currentOwner(of: name), owner != WaylandPasteboardBackend.ourOwner else { return .bridges }
+                    guard let owner = backend.currentOwner(of: name) else { return .bridges }
+                    if owner == WaylandPasteboardBackend.ourOwner { return backend.servesQueue(on: name) ? .queue : .bridges }
                     return hub?.hasRead(name, owner: owner) == true ? .read : .unread
                 }
             }
