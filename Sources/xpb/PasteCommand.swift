@@ -214,7 +214,7 @@ struct PasteCommand: Command {
                 // Asked for a type: what is not there is that type (its owner may offer targets
                 // that have none, which -t reads by their names).
                 if let wanted {
-                    throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); its owner offers no type xpb reads (see xpb types --targets)", .typeUnavailable)
+                    throw Failure("\(selection.label) has no \(TypeNames.listed(wanted).joined(separator: " or ")); its owner offers no type xpb reads (see xpb types --targets)", .typeUnavailable)
                 }
                 throw Failure("\(selection.label) holds no data its owner will convert", .empty)
             }
@@ -236,7 +236,7 @@ struct PasteCommand: Command {
                     conversion?.set(.image(format))
                     return source
                 }
-                throw Failure("\(selection.label) has no \(wanted.map(\.identifier).joined(separator: " or ")); it offers \(offered.map(\.identifier).joined(separator: ", "))", .typeUnavailable)
+                throw Failure("\(selection.label) has no \(TypeNames.listed(wanted).joined(separator: " or ")); it offers \(TypeNames.listed(offered).joined(separator: ", "))", .typeUnavailable)
             }
             guard let chosen = registry.defaultType(among: offered) else {
                 let named = offered.isEmpty ? "no type" : "only private markers (\(offered.map(\.identifier).joined(separator: ", "))); name one with -t"
