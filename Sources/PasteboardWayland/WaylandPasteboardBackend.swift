@@ -227,10 +227,11 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             let target = String(decoding: type, as: UTF8.self)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             // A paste queue's receive takes its turn, by its reader's process: one reader's
-            // receives within a paste (Chromium makes two) are one paste.
+            // receives within a paste (Chromium makes two; xpb reads the manifest first) are one
+            // paste.
             var contents = held
             var turn: (queue: any TurnTakingTargets, receipt: Int)?
-            if case let .kept(kept as any TurnTakingTargets)? = held, target != Manifest.target {
+            if case let .kept(kept as any TurnTakingTargets)? = held {
                 let taken = kept.receive(target, by: LocalProcess.readerOfPipe(fd))
                 contents = .kept(taken.contents)
                 turn = (kept, taken.receipt)

@@ -350,8 +350,12 @@ struct WaylandQueueTests {
         #expect(try xpb(["queue", "add", "-"], sway, home, input: Data("after".utf8)).status == 0)
         #expect(try xpb(["paste"], sway, home).text == "before")
         try daemon.waitForLog("an item was pasted; 2 left", count: 2)
+        // A new source once the paste before has ended (its reader exited): a reader asks for
+        // the types the selection offers.
+        try daemon.waitForLog("item 2 of 3 is served", count: 2)
         #expect(try xpb(["paste", "-t", "image/png"], sway, home).output == png)
         try daemon.waitForLog("an item was pasted; 1 left", count: 2)
+        try daemon.waitForLog("item 3 of 3 is served", count: 2)
         #expect(try xpb(["paste"], sway, home).text == "after")
         try daemon.waitForLog("its last item was pasted", count: 2)
 

@@ -15,15 +15,18 @@ extension WaylandHost: PasteQueueHost {
 
     func serveQueue(_ items: [Snapshot], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void) throws {
         let kept = items.map { KeptSelection(advertised: $0.advertised, targets: $0.targets.map(\.captured)) }
-        let queue = WaylandPasteQueue(kept, isServing: isServing, onPaste: onPaste) { [weak self] next in
-            self?.announce(next)
+        let queue = WaylandPasteQueue(kept, isServing: isServing, onPaste: onPaste) { [weak self] next, isNewSource in
+            self?.announce(next, isNewSource: isNewSource)
         }
         _ = try backend.serveQueued(queue.item(0), on: .general, if: { _ in true })
     }
 
-    /// Sets the queue's next item as the selection, while the selection is still ours (a copy
-    /// made meanwhile stays).
-    private func announce(_ item: WaylandPasteQueue.Item) {
+    /// The queue serves its next item: set as the selection (a new source, while the selection is
+    /// still ours: a copy made meanwhile stays) where its types differ from the source's.
+    private func announce(_ item: WaylandPasteQueue.Item, isNewSource: Bool) {
+        guard isNewSource else {
+            return logger.info("paste queue: item \(item.index + 1) of \(item.queue.items.count) is served")
+        }
         do {
             if try backend.serveQueued(item, on: .general, if: { $0 == WaylandPasteboardBackend.ourOwner }) {
                 logger.info("paste queue: item \(item.index + 1) of \(item.queue.items.count) is served")
@@ -50,9 +53,12 @@ extension WaylandHost: PasteQueueHost {
 /// A paste queue served on a Wayland session. Data-control names no reader: the reader of a
 /// receive is the process holding the other end of its pipe (``LocalProcess/readerOfPipe(_:)``),
 /// and one reader's receives are one paste (``PasteTurns``): Chromium receives twice for one
-/// ctrl+v. A paste ends when its reader ends or is silent past the grace; the next item is then
-/// set as a new source (a new selection: a reader that reads again only when it changes reads
-/// it). A second reader that asks before then takes the next item from the source it sees, if
+/// ctrl+v, xpb reads the manifest (a receive that pastes nothing) before the data. A paste ends
+/// when its reader ends or is silent past the grace; the queue then serves the next item. Items
+/// of the types the source offers are served by that source, with no selection change: a reader
+/// whose paste began meanwhile (it has the offer, and asks next) still gets a whole item, where a
+/// new source would leave its offer dead. An item of other types is set as a new source. A
+/// second reader that asks before a paste ends takes the next item from the source it sees, if
 /// that item has the type it asks. A reader that is not found (another user's process) pastes
 /// with each receive.
 final class WaylandPasteQueue: Sendable {
@@ -77,6 +83,8 @@ final class WaylandPasteQueue: Sendable {
 
     private struct State {
         var turns: PasteTurns
+        /// The item whose types the source offers.
+        var sourceItem = 0
         /// The receives under way: who reads, and the item their paste took first.
         var receipts: [Int: (requestor: UInt, reader: Int?, pasted: Int?)] = [:]
         var lastReceipt = 0
@@ -88,12 +96,13 @@ final class WaylandPasteQueue: Sendable {
     private let state: Mutex<State>
     private let isServing: @Sendable () -> Bool
     private let onPaste: @Sendable (Int) -> Void
-    private let announce: @Sendable (Item) -> Void
+    private let announce: @Sendable (Item, Bool) -> Void
 
-    /// `onPaste` hears each item pasted, once its reader has every byte; `announce` sets an item
-    /// as the selection, while `isServing` (the queue is still the daemon's).
+    /// `onPaste` hears each item pasted, once its reader has every byte; `announce` hears each
+    /// item served next, and whether it is to be set as a new source (its types differ), while
+    /// `isServing` (the queue is still the daemon's).
     init(_ items: [KeptSelection], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void,
-         announce: @escaping @Sendable (Item) -> Void) {
+         announce: @escaping @Sendable (Item, Bool) -> Void) {
         self.items = items
         state = Mutex(State(turns: PasteTurns(count: items.count)))
         self.isServing = isServing
@@ -116,7 +125,8 @@ final class WaylandPasteQueue: Sendable {
             }
             let next = state.turns.item + 1
             let nextServes = next < items.count && (items[next].targets == items[state.turns.item].targets || items[next].targets.contains(target))
-            let turn = state.turns.request(requestor, .data, at: Self.now, nextServes: nextServes)
+            let kind: PasteTurns.Kind = target == Manifest.target ? .metadata : .data
+            let turn = state.turns.request(requestor, kind, at: Self.now, nextServes: nextServes)
             state.lastReceipt += 1
             state.receipts[state.lastReceipt] = (requestor, reader, turn.pasted)
             return (items[turn.item], state.lastReceipt)
@@ -142,9 +152,16 @@ final class WaylandPasteQueue: Sendable {
         }
     }
 
-    /// Tells the turns an event; sets the item they name as the selection.
+    /// Tells the turns an event; announces the item they name, as a new source where its types
+    /// differ from the source's.
     private func settle(_ event: (inout PasteTurns) -> Int?) {
-        guard let next = state.withLock({ event(&$0.turns) }), isServing() else { return }
-        announce(item(next))
+        let next = state.withLock { state -> (index: Int, isNewSource: Bool)? in
+            guard let next = event(&state.turns) else { return nil }
+            let isNewSource = items[next].targets != items[state.sourceItem].targets
+            if isNewSource { state.sourceItem = next }
+            return (next, isNewSource)
+        }
+        guard let next, isServing() else { return }
+        announce(item(next.index), next.isNewSource)
     }
 }
