@@ -197,22 +197,29 @@ package enum LocalProcess {
 
     /// The process that reads the pipe we write to through `fd`: the other process that holds
     /// it (its read end has the same inode). A Wayland reader makes the pipe and hands its write
-    /// end over, through the compositor, to the source. Nil when none is found: another user's
-    /// process (its descriptors are not ours to see), or a reader that closed its end. When
-    /// several hold it (a reader's children inherit it), the first found.
-    package static func readerOfPipe(_ fd: Int32) -> Int? {
+    /// end over, through the compositor, to the source. The compositor (`passer`) may still hold
+    /// its copy of the descriptor it passed on: it is the reader only when nobody else holds the
+    /// pipe (its own bridge reading for X). Nil when none is found: another user's process (its
+    /// descriptors are not ours to see), or a reader that closed its end. When several hold it
+    /// (a reader's children inherit it), the first found.
+    package static func readerOfPipe(_ fd: Int32, passedBy passer: Int? = nil) -> Int? {
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else { return nil }
         let link = "pipe:[\(info.st_ino)]"
         let me = Int(getpid())
+        var passerHolds = false
         let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
         for process in processes.prefix(65536) where process != me {
             guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
             for descriptor in descriptors.prefix(4096) where SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63) == link {
+                guard process != passer else {
+                    passerHolds = true
+                    break
+                }
                 return process
             }
         }
-        return nil
+        return passerHolds ? passer : nil
     }
 
     /// Waits, at most `timeout` seconds, for process `pid` to end; whether it did (false also

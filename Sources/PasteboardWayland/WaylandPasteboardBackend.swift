@@ -232,7 +232,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             var contents = held
             var turn: (queue: any TurnTakingTargets, receipt: Int)?
             if case let .kept(kept as any TurnTakingTargets)? = held {
-                let taken = kept.receive(target, by: LocalProcess.readerOfPipe(fd))
+                let taken = kept.receive(target, by: LocalProcess.readerOfPipe(fd, passedBy: connection.peerPID))
                 contents = .kept(taken.contents)
                 turn = (kept, taken.receipt)
             }

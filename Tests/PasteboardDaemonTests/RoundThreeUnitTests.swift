@@ -37,6 +37,10 @@ struct AttributionUnitTests {
         try pipe.fileHandleForReading.close()
         let write = pipe.fileHandleForWriting.fileDescriptor
         #expect(LocalProcess.readerOfPipe(write) == Int(reader.processIdentifier))
+        // The compositor that passed the descriptor on may hold a copy a moment: it is the
+        // reader only when nobody else holds the pipe.
+        #expect(LocalProcess.readerOfPipe(write, passedBy: Int(reader.processIdentifier)) == Int(reader.processIdentifier))
+        #expect(LocalProcess.readerOfPipe(write, passedBy: 1) == Int(reader.processIdentifier))
         #expect(LocalProcess.readerOfPipe(-1) == nil)
         #expect(LocalProcess.readerOfPipe(FileHandle.nullDevice.fileDescriptor) == nil, "not a pipe")
         #expect(!LocalProcess.waitForExit(of: Int(reader.processIdentifier), timeout: 0.1), "it reads on")

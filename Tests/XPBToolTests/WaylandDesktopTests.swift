@@ -240,7 +240,7 @@ struct WaylandDesktopTests {
                     // it is silent.
                     if index > 0 { try desktop.daemon.waitForLog("paste queue: item \(index + 1) of 3 is served") }
                     let pasted = try browser.paste()
-                    #expect(pasted.text == word && pasted.files == 0, "\(pasted) \(pasted.text)\n\(desktop.daemon.log)")
+                    #expect(pasted.text == word && pasted.files == 0, "\(pasted) \(pasted.text)\n\(desktop.daemon.log)\n\(desktop.compositorLog)")
                 }
                 try desktop.daemon.waitForLog("its last item was pasted")
                 #expect(try browser.paste().text == "THREE", "the last item stays")

@@ -15,7 +15,10 @@ extension WaylandHost: PasteQueueHost {
 
     func serveQueue(_ items: [Snapshot], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void) throws {
         let kept = items.map { KeptSelection(advertised: $0.advertised, targets: $0.targets.map(\.captured)) }
-        let queue = WaylandPasteQueue(kept, isServing: isServing, onPaste: onPaste) { [weak self] next, isNewSource in
+        let logger = self.logger
+        let queue = WaylandPasteQueue(kept, isServing: isServing, onPaste: onPaste, onReceive: { target, reader, item in
+            logger.debug("paste queue: \(target) received by \(reader.map { "pid \($0) (\(LocalProcess.executable(of: $0).name ?? "?"))" } ?? "a reader not found"): item \(item + 1)")
+        }) { [weak self] next, isNewSource in
             self?.announce(next, isNewSource: isNewSource)
         }
         _ = try backend.serveQueued(queue.item(0), on: .general, if: { _ in true })
@@ -97,17 +100,20 @@ final class WaylandPasteQueue: Sendable {
     private let isServing: @Sendable () -> Bool
     private let onPaste: @Sendable (Int) -> Void
     private let announce: @Sendable (Item, Bool) -> Void
+    /// Hears each receive: its target, its reader, the item it gets (for the log).
+    private let onReceive: @Sendable (String, Int?, Int) -> Void
 
     /// `onPaste` hears each item pasted, once its reader has every byte; `announce` hears each
     /// item served next, and whether it is to be set as a new source (its types differ), while
     /// `isServing` (the queue is still the daemon's).
     init(_ items: [KeptSelection], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void,
-         announce: @escaping @Sendable (Item, Bool) -> Void) {
+         onReceive: @escaping @Sendable (String, Int?, Int) -> Void = { _, _, _ in }, announce: @escaping @Sendable (Item, Bool) -> Void) {
         self.items = items
         state = Mutex(State(turns: PasteTurns(count: items.count)))
         self.isServing = isServing
         self.onPaste = onPaste
         self.announce = announce
+        self.onReceive = onReceive
     }
 
     func item(_ index: Int) -> Item { Item(self, index) }
@@ -115,7 +121,7 @@ final class WaylandPasteQueue: Sendable {
     private static var now: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
     fileprivate func receive(_ target: String, by reader: Int?) -> (contents: any HeldTargets, receipt: Int) {
-        state.withLock { state in
+        let taken = state.withLock { state -> (item: Int, receipt: Int) in
             let requestor: UInt
             if let reader {
                 requestor = UInt(reader)
@@ -129,8 +135,10 @@ final class WaylandPasteQueue: Sendable {
             let turn = state.turns.request(requestor, kind, at: Self.now, nextServes: nextServes)
             state.lastReceipt += 1
             state.receipts[state.lastReceipt] = (requestor, reader, turn.pasted)
-            return (items[turn.item], state.lastReceipt)
+            return (turn.item, state.lastReceipt)
         }
+        onReceive(target, reader, taken.item)
+        return (items[taken.item], taken.receipt)
     }
 
     fileprivate func received(_ receipt: Int, delivered: Bool) {
