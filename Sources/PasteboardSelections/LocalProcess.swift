@@ -59,15 +59,11 @@ package enum LocalProcess {
         guard count > 0 else { return .unknown }
         let clientEnds = Set(peers.prefix(Int(count)))
         var held: [Int: Set<UInt32>] = [:]
-        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
-        for process in processes.prefix(65536) {
-            guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
-            for descriptor in descriptors.prefix(4096) {
-                guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63),
-                      target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()),
-                      clientEnds.contains(inode) else { continue }
+        forEachDescriptor { process, target in
+            if target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()), clientEnds.contains(inode) {
                 held[process, default: []].insert(inode)
             }
+            return .next
         }
         let holders = handedDown(held: held, clientPIDs: clientPIDs)
         if holders.count == 1 { return .process(holders[0]) }
@@ -208,18 +204,39 @@ package enum LocalProcess {
         let link = "pipe:[\(info.st_ino)]"
         let me = Int(getpid())
         var passerHolds = false
+        var reader: Int?
+        forEachDescriptor { process, target in
+            guard process != me, target == link else { return .next }
+            guard process != passer else {
+                passerHolds = true
+                return .nextProcess
+            }
+            reader = process
+            return .stop
+        }
+        return reader ?? (passerHolds ? passer : nil)
+    }
+
+    /// What a look at a descriptor says next.
+    private enum Scan {
+        case next, nextProcess, stop
+    }
+
+    /// Calls `body` with each process `/proc` lists (at most 65,536) and the link target of each
+    /// of its descriptors (at most 4,096 a process) that this process may see.
+    private static func forEachDescriptor(_ body: (_ process: Int, _ target: String) -> Scan) {
         let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
-        for process in processes.prefix(65536) where process != me {
+        for process in processes.prefix(65536) {
             guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
-            for descriptor in descriptors.prefix(4096) where SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63) == link {
-                guard process != passer else {
-                    passerHolds = true
-                    break
+            descriptors: for descriptor in descriptors.prefix(4096) {
+                guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63) else { continue }
+                switch body(process, target) {
+                case .next: continue
+                case .nextProcess: break descriptors
+                case .stop: return
                 }
-                return process
             }
         }
-        return passerHolds ? passer : nil
     }
 
     /// Waits, at most `timeout` seconds, for process `pid` to end; whether it did (false also
