@@ -19,7 +19,8 @@ package final class ClipboardDaemon: Sendable {
     package let configuration: DaemonConfiguration
     let logger: Logger
     let host: any ClipboardHost
-    let store: Mutex<HistoryStore>
+    /// The history: on disk, and in memory the copies their app may still take back.
+    let store: Mutex<History>
     /// History writes, in order, off the hosts' and the clients' threads.
     let storage = DispatchQueue(label: "xpbd.storage")
     /// `--on-copy`.
@@ -38,7 +39,7 @@ package final class ClipboardDaemon: Sendable {
     /// What it answers: Klipper's interface (unless `--no-dbus-klipper`) and xpbd's own.
     let dbusObjects = Mutex<(klipper: KlipperObject?, pasteboard: PasteboardObject?)>((nil, nil))
     /// The full history listing's encoded reply and the history version it lists.
-    let listing = Mutex<(version: HistoryStore.ListingVersion, payload: Data)?>(nil)
+    let listing = Mutex<(version: History.ListingVersion, payload: Data)?>(nil)
     /// Counts history writes, so that a burst of them encodes the listing ahead once
     /// (``encodeListingSoon()``).
     let listingWrites = Mutex(0)
@@ -68,7 +69,7 @@ package final class ClipboardDaemon: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.host = host
-        store = Mutex(try Self.openHistory(configuration, logger: logger))
+        store = Mutex(try History(disk: Self.openHistory(configuration, logger: logger), display: host.nodeName, logger: logger))
         socketPath = configuration.socketPath ?? host.defaultSocketPath
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
@@ -140,6 +141,9 @@ package final class ClipboardDaemon: Sendable {
             server = nil
         }
         storage.sync {}
+        // The copies their app could still have taken back are kept after all.
+        takenBack.withLock { $0.expire(at: .distantFuture) }
+        storage.sync { writeReleased(because: "xpbd stops") }
         store.withLock { _ = $0.checkpoint() }
         host.close()
         logger.info("stopped; history written")
@@ -229,9 +233,15 @@ package final class ClipboardDaemon: Sendable {
     /// `storage` (the caller has its answer already). A copy expired before its turn is not
     /// written (it would stay until the next). `written` hears the entry's id. A failed write is
     /// logged and the host goes on serving from memory.
+    ///
+    /// A copy its app may still take back (``TakenBackCopies``, a host that sees take-backs) is
+    /// held in memory (``History``) and written once it can no longer be (``writeReleased(because:)``).
     func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
         actions.copied(snapshot)
-        takenBack.withLock { $0.kept(snapshot.selection, app: snapshot.app, time: snapshot.time) }
+        let window = takenBack.withLock { rule in
+            rule.kept(snapshot.selection, app: snapshot.app, time: snapshot.time)
+            return rule.window
+        }
         storage.async { [self] in
             let selection = SelectionNames.selection(for: snapshot.selection)
             guard !snapshot.isExpired() else {
@@ -239,8 +249,18 @@ package final class ClipboardDaemon: Sendable {
                 return
             }
             do {
-                let id = try store.withLock { try $0.add(snapshot, display: host.nodeName) }
+                let holding = host.seesTakeBacks && window > 0
+                    && takenBack.withLock { $0.holding.contains(History.HeldKey(snapshot.selection, time: snapshot.time)) }
+                let id = try store.withLock { try $0.add(snapshot, display: host.nodeName, holding: holding) }
                 takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
+                // The copy it replaced can no longer be taken back.
+                writeReleased(because: "a newer copy replaced it")
+                if holding {
+                    storage.asyncAfter(deadline: .now() + window + 0.05) { [self] in
+                        takenBack.withLock { $0.expire(at: Date()) }
+                        writeReleased(because: "its app did not take it back within \(Self.duration(window))")
+                    }
+                }
                 announceCopy(snapshot)
                 encodeListingSoon()
                 written?(id)

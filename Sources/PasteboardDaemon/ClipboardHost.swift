@@ -23,6 +23,10 @@ protocol ClipboardHost: AnyObject, Sendable {
     /// Whether `--idle-exit` applies: a daemon with no link and no client stops (a server's,
     /// started by ssh, never lingers; a desktop's runs for the session).
     var stopsWhenIdle: Bool { get }
+    /// Whether the host tells the daemon of copies replaced and cleared by their app
+    /// (``ClipboardDaemon/copyRead(_:app:isEmpty:)``): its new copies are held in memory while
+    /// their app may take them back (``TakenBackCopies``).
+    var seesTakeBacks: Bool { get }
 
     /// Takes the host's selections (the manager selection, owners already there, the last
     /// contents restored), before the control socket answers. Throws when another daemon serves
@@ -54,6 +58,8 @@ protocol ClipboardHost: AnyObject, Sendable {
 }
 
 extension ClipboardHost {
+    var seesTakeBacks: Bool { false }
+
     /// Hosts that keep no copy in memory apart from what they serve.
     func forgetKept(_ name: Pasteboard.Name, time: Date) {}
 

@@ -35,7 +35,7 @@ struct SecretTests {
         return outcome.status == 0
     }
 
-    @Test("a copy that its app (an xclip named buttercup, a password manager xpbd does not know) replaces with an empty copy within the window leaves no byte in the state or cache directories: a password, a 40 KiB key in a payload file, an image with its thumbnail")
+    @Test("a copy that its app (an xclip named buttercup, a password manager xpbd does not know) replaces with an empty copy within the window is listed meanwhile and never touches a file: a password, a 40 KiB key, an image")
     func emptyCopyTakesBack() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
@@ -70,28 +70,31 @@ struct SecretTests {
 
         let password = "Tr0ub4dor&3-correct-horse-\(UUID().uuidString)"
         try copySecret(Data(password.utf8), type: nil)
-        #expect(try grepFinds(password, in: home, x), "the password is kept before it is taken back: the check can fail")
+        // Listed and served from memory while its app may take it back; in no file.
+        #expect(try history(x, home).contains { ($0["preview"] as? String) == password })
+        #expect(try !grepFinds(password, in: home, x), "\(filesHolding(Data(password.utf8), in: home))")
         try takeBack()
+        #expect(try !history(x, home).contains { ($0["preview"] as? String) == password })
         #expect(try !grepFinds(password, in: home, x), "\(filesHolding(Data(password.utf8), in: home))")
 
         var key = "-----BEGIN OPENSSH PRIVATE KEY-----\n"
         while key.utf8.count < 40 << 10 { key += UUID().uuidString + "\n" }
         try copySecret(Data(key.utf8), type: nil)
         let keyLine = String(key.split(separator: "\n")[200])
-        #expect(try grepFinds(keyLine, in: home, x))
+        #expect(try !grepFinds(keyLine, in: home, x), "\(filesHolding(Data(keyLine.utf8), in: home))")
         try takeBack()
         #expect(try !grepFinds(keyLine, in: home, x), "\(filesHolding(Data(keyLine.utf8), in: home))")
 
         let image = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Peers/image.png"))
         try copySecret(image, type: "image/png")
-        // A picker lists it: its thumbnail is made.
+        // A picker lists it by its size; no thumbnail is made of it (a file) while it is held.
         let listed = try xpb(["history", "--json"], x, home)
-        #expect(listed.status == 0 && listed.text.contains("\"thumbnail\""), "\(listed.text)")
+        #expect(listed.status == 0 && listed.text.contains("\"pixelWidth\"") && !listed.text.contains("\"thumbnail\""), "\(listed.text)")
         let thumbnails = home.cacheDirectory.appendingPathComponent("xpb/thumbnails").path
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: thumbnails)) ?? []).count == 1)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: thumbnails)) ?? []).isEmpty)
         let middle = image.subdata(in: image.count / 2 ..< image.count / 2 + 64)
-        #expect(!filesHolding(middle, in: home).isEmpty)
+        #expect(filesHolding(middle, in: home).isEmpty, "\(filesHolding(middle, in: home))")
         try takeBack()
         #expect(filesHolding(middle, in: home).isEmpty, "\(filesHolding(middle, in: home))")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: thumbnails)) ?? []).isEmpty)
@@ -99,6 +102,39 @@ struct SecretTests {
         let entries = try history(x, home)
         #expect(entries.contains { ($0["preview"] as? String) == "an ordinary note" }, "\(entries)")
         #expect(!entries.contains { ($0["app"] as? String) == "buttercup" && (($0["size"] as? Int) ?? 0) > 0 }, "\(entries)")
+    }
+
+    @Test("an ordinary copy reaches the disk only once its app can no longer take it back: after the window, at once when its owner exits")
+    func writtenAfterWindow() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--forget-cleared-within", "2"])
+        defer { _ = try? daemon.stop() }
+        let note = "a note \(UUID().uuidString)"
+        let owner = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(note.utf8))
+        defer { owner.stop() }
+        try waitForEntries(1, x, home, daemon: daemon)
+        #expect(try !grepFinds(note, in: home, x), "within the window: \(filesHolding(Data(note.utf8), in: home))")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == note)
+        try daemon.waitForLog("its app did not take it back within 2 s")
+        #expect(try grepFinds(note, in: home, x))
+        #expect(try history(x, home).filter { ($0["preview"] as? String) == note }.count == 1, "one entry, held then written")
+
+        try daemon.stop()
+        owner.stop()
+
+        // The default window (120 s): the owner's exit ends it.
+        let later = try DaemonProcess(x, home: home)
+        defer { _ = try? later.stop() }
+        let other = "another \(UUID().uuidString)"
+        let second = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(other.utf8))
+        try later.waitForLog("kept CLIPBOARD")
+        try waitForEntries(2, x, home, daemon: later)
+        #expect(try !grepFinds(other, in: home, x))
+        second.stop()
+        try later.waitForLog("its owner went away")
+        #expect(try grepFinds(other, in: home, x))
+        #expect(try history(x, home).map { $0["preview"] as? String } == [other, note])
     }
 
     @Test("a GTK password manager that clears the clipboard 2 s after its copy: the copy is forgotten; an owner that exits, or an empty copy by another app, forgets nothing")
@@ -113,7 +149,7 @@ struct SecretTests {
         try manager.waitForOutput("ready")
         try daemon.waitForLog("kept CLIPBOARD")
         try waitForEntries(1, x, home)
-        #expect(try grepFinds(secret, in: home, x))
+        #expect(try !grepFinds(secret, in: home, x), "held in memory: \(filesHolding(Data(secret.utf8), in: home))")
         try manager.waitForOutput("cleared")
         try daemon.waitForLog("the copy was a secret, forgotten")
         #expect(try !grepFinds(secret, in: home, x), "\(filesHolding(Data(secret.utf8), in: home))")
@@ -138,7 +174,12 @@ struct SecretTests {
         try daemon.waitForLog("holds an empty copy")
         let entries = try history(x, home)
         #expect(entries.contains { ($0["preview"] as? String) == note } && entries.contains { ($0["preview"] as? String) == other }, "\(entries)")
-        #expect(try grepFinds(note, in: home, x) && grepFinds(other, in: home, x))
+        // The note was written when its owner went away; the GTK copy, which its app could
+        // still take back, when xpbd stops.
+        #expect(try grepFinds(note, in: home, x) && !grepFinds(other, in: home, x))
         #expect(daemon.log.components(separatedBy: "was a secret").count == 2, "only the GTK copy was forgotten: \(daemon.log)")
+        try daemon.stop()
+        #expect(try grepFinds(other, in: home, x))
+        #expect(daemon.log.contains("written to the history (entry") && daemon.log.contains("xpbd stops"), "\(daemon.log)")
     }
 }

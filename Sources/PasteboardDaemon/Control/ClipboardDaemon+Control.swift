@@ -96,7 +96,7 @@ extension ClipboardDaemon {
     private func firstPage() throws -> ControlAnswer {
         enum Listed {
             case encoded(Data)
-            case listed(HistoryStore.ListingVersion?, HistoryListing)
+            case listed(History.ListingVersion?, HistoryListing)
         }
         let listed = try store.withLock { store -> Listed in
             if let version = store.listingVersion(), let cached = listing.withLock({ $0 }), cached.version == version {

@@ -166,6 +166,8 @@ final class DisplayHost: ClipboardHost {
     var keeps: [String] { configuration.keptSelections.map { SelectionNames.selection(for: $0) } }
 
     var stopsWhenIdle: Bool { false }
+    /// It reads every change of ownership, and the clears (XFixes).
+    var seesTakeBacks: Bool { true }
 
     /// Becomes the display's clipboard manager and restores the last contents where nobody owns
     /// a kept selection.

@@ -12,6 +12,7 @@ extension ClipboardDaemon {
             let earlier = rule.recent[name]
             return (rule.copied(name, app: app, isEmpty: isEmpty, at: Date()), earlier)
         }
+        defer { writeReleasedSoon(because: isEmpty ? "its app's copy replaced it" : "a newer copy replaced it") }
         guard let copy else {
             if isEmpty {
                 let before = earlier.map { "the copy before was \(printable($0.app ?? "an unknown app's")), \(Int(Date().timeIntervalSince($0.time))) s old" } ?? "no copy before is known"
@@ -27,6 +28,7 @@ extension ClipboardDaemon {
     /// Returns whether it was a secret (forgotten).
     @discardableResult
     func selectionCleared(_ name: Pasteboard.Name) -> Bool {
+        defer { writeReleasedSoon(because: "it was cleared after its window") }
         guard let copy = takenBack.withLock({ $0.cleared(name, at: Date()) }) else { return false }
         forgetTakenBack(copy, because: "the clipboard was cleared")
         return true
@@ -35,6 +37,26 @@ extension ClipboardDaemon {
     /// The owner of `name` went away: its copy is no longer its app's to take back.
     func ownerGone(_ name: Pasteboard.Name) {
         takenBack.withLock { $0.ownerGone(name) }
+        writeReleasedSoon(because: "its owner went away")
+    }
+
+    /// ``writeReleased(because:)`` on the history's queue, after what is queued there.
+    func writeReleasedSoon(because reason: String) {
+        storage.async { [self] in writeReleased(because: reason) }
+    }
+
+    /// Writes to disk the copies the history holds in memory that can no longer be taken back
+    /// (``TakenBackCopies/holding``). On `storage` only.
+    func writeReleased(because reason: String) {
+        let holding = takenBack.withLock { $0.holding }
+        do {
+            let written = try store.withLock { try $0.writeHeld(except: holding) }
+            for entry in written {
+                logger.debug("\(SelectionNames.selection(for: entry.selection)): written to the history (entry \(entry.disk)): \(reason)")
+            }
+        } catch {
+            logger.error("a copy held while its app could take it back could not be written to the history: \(error); still held in memory")
+        }
     }
 
     /// Forgets a secret copy: its history entry (its rows zeroed on disk, the search index

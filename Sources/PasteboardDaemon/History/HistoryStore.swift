@@ -372,9 +372,23 @@ final class HistoryStore {
         }
     }
 
-    /// Moves an entry to the top (it became the clipboard again).
-    func touch(_ id: Int64) throws {
-        try recovering { try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(Date().timeIntervalSince1970), .integer(id)]) }
+    /// Deletes entry `id` (as ``delete(index:)`` deletes); false when there is none.
+    func delete(entry id: Int64) throws -> Bool {
+        guard let index = try index(ofEntry: id) else { return false }
+        return try delete(index: index)
+    }
+
+    /// Makes the ids this store gives new entries start after `id` (a store in memory beside
+    /// the one on disk names its entries apart from it: ``History``).
+    func numberEntries(after id: Int64) throws {
+        try database.execute("DELETE FROM sqlite_sequence WHERE name = 'entries'")
+        try database.query("INSERT INTO sqlite_sequence(name, seq) VALUES ('entries', ?)", [.integer(id)])
+    }
+
+    /// Moves an entry to the top (it became the clipboard again), or marks it used at `time`
+    /// (seconds since 1970).
+    func touch(_ id: Int64, at time: Double? = nil) throws {
+        try recovering { try database.query("UPDATE entries SET used = ? WHERE id = ?", [.real(time ?? Date().timeIntervalSince1970), .integer(id)]) }
     }
 
     /// Removes expired entries, then the oldest beyond the entry and size caps (the newest is
@@ -867,12 +881,43 @@ final class HistoryStore {
         }
     }
 
-    /// The entries' texts, newest first (those without text left out), each cut at `limit` bytes.
-    func texts(limit: Int) throws -> [String] {
+    /// The entries' texts, newest first (those without text left out), each cut at `limit` bytes,
+    /// with when each was last used.
+    func texts(limit: Int) throws -> [(text: String, used: Double)] {
         try recovering {
             try database.query("""
-                SELECT substr(text, 1, ?) FROM entries WHERE text IS NOT NULL AND (expires IS NULL OR expires > ?) ORDER BY used DESC, id DESC
-                """, [.integer(Int64(limit)), .real(Date().timeIntervalSince1970)]).compactMap { $0[0].text }
+                SELECT substr(text, 1, ?), used FROM entries WHERE text IS NOT NULL AND (expires IS NULL OR expires > ?) ORDER BY used DESC, id DESC
+                """, [.integer(Int64(limit)), .real(Date().timeIntervalSince1970)]).compactMap { row in row[0].text.map { ($0, row[1].real ?? 0) } }
+        }
+    }
+
+    /// The entries in listing order (newest first), as few words: their id, selection, when
+    /// made and last used, and app.
+    func order() throws -> [(id: Int64, selection: Pasteboard.Name, created: Double, used: Double, app: String?)] {
+        try recovering {
+            try database.query("""
+                SELECT id, selection, created, used, app FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
+                """, [.real(Date().timeIntervalSince1970)]).compactMap { row in
+                row[0].integer.map { ($0, Pasteboard.Name(rawValue: row[1].text ?? "general"), row[2].real ?? 0, row[3].real ?? 0, row[4].text) }
+            }
+        }
+    }
+
+    /// How many entries (not expired) were used after `time` (seconds since 1970); with
+    /// `selection` and `display`, only theirs.
+    func count(usedAfter time: Double, selection: Pasteboard.Name? = nil, display: String? = nil) throws -> Int {
+        try recovering {
+            var condition = "used > ? AND (expires IS NULL OR expires > ?)"
+            var bindings: [SQLiteValue] = [.real(time), .real(Date().timeIntervalSince1970)]
+            if let selection {
+                condition += " AND selection = ?"
+                bindings.append(.text(selection.rawValue))
+            }
+            if let display {
+                condition += " AND display = ?"
+                bindings.append(.text(display))
+            }
+            return Int(try database.query("SELECT count(*) FROM entries WHERE \(condition)", bindings).first?[0].integer ?? 0)
         }
     }
 

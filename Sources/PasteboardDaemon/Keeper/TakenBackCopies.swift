@@ -75,4 +75,15 @@ struct TakenBackCopies: Sendable {
     mutating func ownerGone(_ selection: Pasteboard.Name) {
         recent.removeValue(forKey: selection)
     }
+
+    /// The copies whose window has passed by `now` can no longer be taken back.
+    mutating func expire(at now: Date) {
+        recent = recent.filter { now.timeIntervalSince($0.value.time) <= window }
+    }
+
+    /// The copies that may still be taken back: the history holds them in memory
+    /// (``History``); any other copy it holds is written.
+    var holding: Set<History.HeldKey> {
+        Set(recent.values.map { History.HeldKey($0.selection, time: $0.time) })
+    }
 }

@@ -1,0 +1,289 @@
+import FoundationEssentials
+import Logging
+import PasteboardKit
+import PasteboardSelections
+import PasteboardWire
+
+/// The history as its readers see it: the entries on disk (``HistoryStore``) and the copies
+/// held in memory while their app may still take them back (``TakenBackCopies``: a password
+/// manager that marks nothing clears its copy itself). A held copy is listed, searched, selected
+/// and served like any entry, but touches no file: taken back, it is dropped from memory; kept,
+/// it is written (``writeHeld(except:)``) once its window ends, a newer copy replaces
+/// it, its owner goes away, the user pins it, or the daemon stops. A daemon killed outright
+/// loses the held copies (at most one per selection, at most the window old).
+///
+/// Held entries are numbered apart from the disk's (from ``heldIDs`` on); a held entry written
+/// to disk gets the disk's next id, and a reader that names it by its held id still finds it
+/// (``renamed``). Indexes are places in the merged listing: each held entry stands after the
+/// disk's entries used later than it.
+final class History {
+    let disk: HistoryStore
+    private let held: HistoryStore
+    /// Held ids and the disk ids they were written as, the newest last (a few hundred kept).
+    private var renamed: [(held: Int64, disk: Int64)] = []
+    /// Where held entries are numbered from: past any id a history on disk reaches.
+    static let heldIDs: Int64 = 1 << 40
+
+    /// The display whose copies are held (the daemon's node).
+    let display: String
+
+    init(disk: HistoryStore, display: String, logger: Logger) throws {
+        self.disk = disk
+        self.display = display
+        held = try HistoryStore(inMemoryFor: disk.directory, maxEntries: Int.max, maxBytes: Int.max, logger: logger)
+        try held.numberEntries(after: Self.heldIDs)
+    }
+
+    var databasePath: String { disk.databasePath }
+    var maxEntries: Int {
+        get { disk.maxEntries }
+        set { disk.maxEntries = newValue }
+    }
+    var maxBytes: Int {
+        get { disk.maxBytes }
+        set { disk.maxBytes = newValue }
+    }
+
+    // MARK: Writing
+
+    /// Stores a snapshot as the newest entry: on disk, or held in memory while its app may take
+    /// it back (`holding`). Returns the entry's id.
+    @discardableResult
+    func add(_ snapshot: Snapshot, display: String, holding: Bool = false) throws -> Int64 {
+        try (holding ? held : disk).add(snapshot, display: display)
+    }
+
+    /// A held copy, named as ``TakenBackCopies`` names it: its selection and when it was made.
+    struct HeldKey: Hashable, Sendable {
+        let selection: Pasteboard.Name
+        let time: Double
+
+        init(_ selection: Pasteboard.Name, time: Date) {
+            self.init(selection, seconds: time.timeIntervalSince1970)
+        }
+
+        /// `seconds` since 1970, as the history stores them.
+        init(_ selection: Pasteboard.Name, seconds: Double) {
+            self.selection = selection
+            time = seconds
+        }
+    }
+
+    /// A held entry written to disk.
+    struct Written {
+        let selection: Pasteboard.Name
+        let held: Int64
+        let disk: Int64
+    }
+
+    /// Writes the held copies other than `holding` to disk, the oldest first (on a full disk,
+    /// those not written stay held, and the next call tries again). Returns those written.
+    func writeHeld(except holding: Set<HeldKey>) throws -> [Written] {
+        var written: [Written] = []
+        for entry in try held.order().reversed() where !holding.contains(HeldKey(entry.selection, seconds: entry.created)) {
+            guard var snapshot = try held.snapshot(entry: entry.id) else { continue }
+            // Made when it was made; listed by when it was last used.
+            snapshot.time = Date(timeIntervalSince1970: entry.created)
+            snapshot.id = nil
+            let id = try disk.add(snapshot, display: display)
+            if entry.used > entry.created { try disk.touch(id, at: entry.used) }
+            _ = try held.delete(entry: entry.id)
+            renamed.append((entry.id, id))
+            if renamed.count > 512 { renamed.removeFirst(renamed.count - 256) }
+            written.append(Written(selection: entry.selection, held: entry.id, disk: id))
+        }
+        return written
+    }
+
+    /// The id entry `id` has on disk (a held id written since: the disk's id for it).
+    private func onDisk(_ id: Int64) -> Int64 {
+        renamed.last { $0.held == id }?.disk ?? id
+    }
+
+    private func isHeld(_ id: Int64) -> Bool {
+        id > Self.heldIDs && renamed.last(where: { $0.held == id }) == nil
+    }
+
+    // MARK: Places
+
+    /// The held entries' places in the merged listing, in order (0 = newest).
+    private func heldPlaces() throws -> [(place: Int, id: Int64)] {
+        var places: [(place: Int, id: Int64)] = []
+        for (position, entry) in try held.order().enumerated() {
+            places.append((try disk.count(usedAfter: entry.used) + position, entry.id))
+        }
+        return places
+    }
+
+    /// The merged place of the disk's entry `index`: the held places at or before it push it on.
+    private static func merged(_ index: Int, _ places: [(place: Int, id: Int64)]) -> Int {
+        var place = index
+        for held in places where held.place <= place { place += 1 }
+        return place
+    }
+
+    /// The disk's index for merged place `index`, or the held entry standing there.
+    private static func split(_ index: Int, _ places: [(place: Int, id: Int64)]) -> (disk: Int?, held: Int64?) {
+        if let held = places.first(where: { $0.place == index }) { return (nil, held.id) }
+        return (index - places.count { $0.place < index }, nil)
+    }
+
+    // MARK: Reading
+
+    /// As ``HistoryStore/listing(search:offset:limit:)``, held entries in their places. In a
+    /// search, held matches rank before the disk's (they are the newest copies).
+    func listing(search: String? = nil, offset: Int = 0, limit: Int? = nil) throws -> HistoryListing {
+        let places = try heldPlaces()
+        guard !places.isEmpty else { return try disk.listing(search: search, offset: offset, limit: limit) }
+        let offset = max(0, offset)
+        let searching = !(search ?? "").isEmpty
+        let heldListing = try held.listing(search: search)
+        let placeOf = Dictionary(places.map { ($0.id, $0.place) }, uniquingKeysWith: { first, _ in first })
+        // The held entries in the window, and where the disk's part of it begins.
+        let heldShown: [HistoryEntrySummary]
+        let diskOffset: Int
+        if searching {
+            heldShown = Array(heldListing.entries.dropFirst(offset).prefix(limit ?? .max))
+            diskOffset = max(0, offset - heldListing.entries.count)
+        } else {
+            let end = limit.map { offset + $0 } ?? .max
+            heldShown = heldListing.entries.filter { entry in
+                let place = entry.id.flatMap { placeOf[$0] } ?? 0
+                return place >= offset && place < end
+            }
+            diskOffset = offset - places.count { $0.place < offset }
+        }
+        let diskLimit = limit.map { $0 - heldShown.count }
+        // A page of at least one: its total is wanted even when held entries fill the window.
+        var diskListing = try disk.listing(search: search, offset: diskOffset, limit: diskLimit.map { max(1, $0) })
+        if diskLimit == 0 {
+            diskListing.entries = []
+            diskListing.pending = []
+        }
+        var entries: [(summary: HistoryEntrySummary, pending: HistoryListing.Pending?)] = []
+        for entry in heldShown {
+            var summary = entry
+            summary.index = entry.id.flatMap { placeOf[$0] } ?? 0
+            entries.append((summary, nil))
+        }
+        for (position, entry) in diskListing.entries.enumerated() {
+            var summary = entry
+            summary.index = Self.merged(entry.index, places)
+            entries.append((summary, diskListing.pending.first { $0.index == position }))
+        }
+        entries.sort { $0.summary.index < $1.summary.index }
+        var pending: [HistoryListing.Pending] = []
+        for (position, entry) in entries.enumerated() {
+            if let item = entry.pending { pending.append(.init(index: position, digest: item.digest, image: item.image)) }
+        }
+        return HistoryListing(entries: entries.map(\.summary), pending: pending, thumbnails: diskListing.thumbnails,
+                              total: diskListing.total + heldListing.entries.count)
+    }
+
+    /// The listings' version: the disk's and the held entries'.
+    struct ListingVersion: Equatable {
+        let disk: HistoryStore.ListingVersion
+        let held: HistoryStore.ListingVersion
+    }
+
+    func listingVersion() -> ListingVersion? {
+        guard let disk = disk.listingVersion(), let held = held.listingVersion() else { return nil }
+        return ListingVersion(disk: disk, held: held)
+    }
+
+    /// Entry `index` (0 = newest) with its payloads.
+    func snapshot(at index: Int) throws -> Snapshot? {
+        let place = Self.split(index, try heldPlaces())
+        if let id = place.held { return try held.snapshot(entry: id) }
+        return try place.disk.flatMap { try disk.snapshot(at: $0) }
+    }
+
+    /// Entry `id` (as listings name it), nil when there is none or it expired.
+    func snapshot(entry id: Int64) throws -> Snapshot? {
+        try isHeld(id) ? held.snapshot(entry: id) : disk.snapshot(entry: onDisk(id))
+    }
+
+    /// Where entry `id` is in the listing (0 = newest).
+    func index(ofEntry id: Int64) throws -> Int? {
+        let places = try heldPlaces()
+        if isHeld(id) { return places.first { $0.id == id }?.place }
+        return try disk.index(ofEntry: onDisk(id)).map { Self.merged($0, places) }
+    }
+
+    /// The entries' texts, newest first, each cut at `limit` bytes.
+    func texts(limit: Int) throws -> [String] {
+        let heldTexts = try held.texts(limit: limit)
+        let diskTexts = try disk.texts(limit: limit)
+        guard !heldTexts.isEmpty else { return diskTexts.map(\.text) }
+        return (heldTexts + diskTexts).enumerated().sorted { ($0.element.used, -$0.offset) > ($1.element.used, -$1.offset) }.map(\.element.text)
+    }
+
+    /// The newest entry of a selection, preferring one taken on `display` (a held one is).
+    func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
+        if let copy = try held.latest(selection: selection, display: display),
+           try disk.count(usedAfter: copy.time.timeIntervalSince1970, selection: selection, display: display) == 0 {
+            return copy
+        }
+        return try disk.latest(selection: selection, display: display)
+    }
+
+    /// The number of entries and their bytes, held ones too.
+    func totals() -> (count: Int, bytes: Int) {
+        let (onDisk, inMemory) = (disk.totals(), held.totals())
+        return (onDisk.count + inMemory.count, onDisk.bytes + inMemory.bytes)
+    }
+
+    // MARK: Changing
+
+    /// Moves an entry to the top (it became the clipboard again).
+    func touch(_ id: Int64) throws {
+        if isHeld(id) { try held.touch(id) } else { try disk.touch(onDisk(id)) }
+    }
+
+    /// Deletes entry `index`: a held one leaves memory, never having touched a file.
+    func delete(index: Int) throws -> Bool {
+        let place = Self.split(index, try heldPlaces())
+        if let id = place.held { return try held.delete(entry: id) }
+        return try place.disk.map { try disk.delete(index: $0) } ?? false
+    }
+
+    /// Pins or unpins entry `index`. A held entry pinned is written at once (the user keeps it);
+    /// unpinned, it is as it was.
+    func pin(index: Int, _ pinned: Bool) throws -> Bool {
+        let place = Self.split(index, try heldPlaces())
+        guard let id = place.held else { return try place.disk.map { try disk.pin(index: $0, pinned) } ?? false }
+        guard pinned else { return true }
+        let keys = try held.order().filter { $0.id != id }.map { HeldKey($0.selection, seconds: $0.created) }
+        guard let written = try writeHeld(except: Set(keys)).first,
+              let index = try disk.index(ofEntry: written.disk) else { return false }
+        return try disk.pin(index: index, true)
+    }
+
+    /// Forgets every entry but the pinned ones (held entries are never pinned), or every one.
+    func clear(includingPinned: Bool = false) throws {
+        try held.clear(includingPinned: true)
+        try disk.clear(includingPinned: includingPinned)
+    }
+
+    /// As ``HistoryStore/forgetCopies(since:byApps:)``, held copies too.
+    func forgetCopies(since date: Date, byApps apps: [String]) throws -> Int {
+        try held.forgetCopies(since: date, byApps: apps) + disk.forgetCopies(since: date, byApps: apps)
+    }
+
+    /// As ``HistoryStore/forgetSecret(entry:selection:time:display:)``: a held copy is dropped
+    /// from memory, one written is forgotten on disk.
+    func forgetSecret(entry: Int64?, selection: Pasteboard.Name, time: Date, display: String) throws -> Bool {
+        if try held.forgetSecret(entry: entry.flatMap { isHeld($0) ? $0 : nil }, selection: selection, time: time, display: display) { return true }
+        return try disk.forgetSecret(entry: entry.map(onDisk), selection: selection, time: time, display: display)
+    }
+
+    func prune() throws {
+        try disk.prune()
+        try held.prune()
+    }
+
+    @discardableResult
+    func checkpoint() -> Bool {
+        disk.checkpoint()
+    }
+}
