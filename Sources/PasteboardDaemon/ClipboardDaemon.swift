@@ -20,7 +20,7 @@ package final class ClipboardDaemon: Sendable {
     let logger: Logger
     let host: any ClipboardHost
     /// The history: on disk, and in memory the copies their app may still take back.
-    let store: Mutex<History>
+    let store: HistoryLock
     /// History writes, in order, off the hosts' and the clients' threads.
     let storage = DispatchQueue(label: "xpbd.storage")
     /// `--on-copy`.
@@ -54,6 +54,11 @@ package final class ClipboardDaemon: Sendable {
     /// The host the configuration asks for (the display, or memory with `--headless`), and the
     /// history. Nothing is served yet: see ``start()``.
     package convenience init(configuration: DaemonConfiguration, logger: Logger) throws {
+        try self.init(configuration: configuration, logger: logger, sharing: nil)
+    }
+
+    /// `history`: another daemon's, shared (the two sides of a bridge list one history).
+    convenience init(configuration: DaemonConfiguration, logger: Logger, sharing history: HistoryLock?) throws {
         let host: any ClipboardHost
         if configuration.isHeadless {
             host = MemoryHost(configuration: configuration, logger: logger)
@@ -62,14 +67,14 @@ package final class ClipboardDaemon: Sendable {
         } else {
             host = try DisplayHost(configuration: configuration, logger: logger)
         }
-        try self.init(host: host, configuration: configuration, logger: logger)
+        try self.init(host: host, configuration: configuration, logger: logger, history: history)
     }
 
-    init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger) throws {
+    init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger, history: HistoryLock? = nil) throws {
         self.configuration = configuration
         self.logger = logger
         self.host = host
-        store = Mutex(try History(disk: Self.openHistory(configuration, logger: logger), display: host.nodeName, logger: logger))
+        store = try history ?? HistoryLock(History(disk: Self.openHistory(configuration, logger: logger), logger: logger))
         socketPath = configuration.socketPath ?? host.defaultSocketPath
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
@@ -249,12 +254,13 @@ package final class ClipboardDaemon: Sendable {
                 return
             }
             do {
+                // The copy it replaced can no longer be taken back: written first, so that the
+                // caps count this one after it.
+                writeReleased(because: "a newer copy replaced it")
                 let holding = host.seesTakeBacks && window > 0
                     && takenBack.withLock { $0.holding.contains(History.HeldKey(snapshot.selection, time: snapshot.time)) }
                 let id = try store.withLock { try $0.add(snapshot, display: host.nodeName, holding: holding) }
                 takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
-                // The copy it replaced can no longer be taken back.
-                writeReleased(because: "a newer copy replaced it")
                 if holding {
                     storage.asyncAfter(deadline: .now() + window + 0.05) { [self] in
                         takenBack.withLock { $0.expire(at: Date()) }
@@ -264,13 +270,21 @@ package final class ClipboardDaemon: Sendable {
                 announceCopy(snapshot)
                 encodeListingSoon()
                 written?(id)
-            } catch let error as POSIXFailure where error.isDiskFull {
-                logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
-            } catch let error as SQLiteError where error.isFull {
-                logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
             } catch {
-                logger.error("history entry not written: \(error); still serving the clipboard from memory")
+                logWriteFailure(error)
             }
+        }
+    }
+
+    /// A history entry that could not be written: the full disk said as such.
+    func logWriteFailure(_ error: any Error) {
+        switch error {
+        case let error as POSIXFailure where error.isDiskFull:
+            logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
+        case let error as SQLiteError where error.isFull:
+            logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
+        default:
+            logger.error("history entry not written: \(error); still serving the clipboard from memory")
         }
     }
 

@@ -24,6 +24,14 @@ struct ClearCommand: Command {
             defer { client.close() }
             if case .done = try client.send(.clearPasteboard(pasteboard: selection.selection)) { return }
         }
+        // On X the display's xpbd clears it for the user: a clear X reports names no client, and
+        // one xpbd did not make could be a password manager's taking its copy back (forgotten).
+        if case let .display(display) = selection.host, selection.name == .general || selection.name == .find,
+           let client = try? ControlClient(display: display, timeout: 2) {
+            var client = client
+            defer { client.close() }
+            if case .done? = try? client.send(.clearPasteboard(pasteboard: selection.selection)) { return }
+        }
         let backend = try selection.connect()
         defer { backend.close(handOff: false) }
         try backend.clear(selection.name)

@@ -35,7 +35,7 @@ struct HeldHistoryTests {
     }
 
     private func history(_ directory: URL) throws -> History {
-        try History(disk: HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger), display: ":1", logger: logger)
+        try History(disk: HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger), logger: logger)
     }
 
     @Test("a held copy is listed, searched, read and counted in its place, touches no file, and is dropped or written as told")

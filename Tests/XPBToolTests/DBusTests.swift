@@ -141,6 +141,42 @@ struct DBusTests {
         #expect(!second.log.contains("answers org.kde.klipper.klipper"))
     }
 
+    @Test("a copy set over D-Bus with a secret marker (KDE's password hint, nspasteboard's concealed type) is served, never kept, never signalled")
+    func markedSecretOverDBus() throws {
+        let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.xpb.Pasteboard1")
+        defer { _ = try? daemon.stop() }
+        let environment = home.environment.merging(bus.environment) { $1 }
+        let monitor = try Peer("gdbus", ["monitor", "--session", "--dest", "org.xpb.Pasteboard1"], display: x, environment: environment)
+        defer { monitor.stop() }
+        try monitor.waitForOutput("Monitoring signals")
+        func set(_ text: String, marker: String?) throws {
+            let extra = marker.map { ", '\($0)': b'secret'" } ?? ""
+            let outcome = try run("/usr/bin/python3", ["-c", """
+                from gi.repository import Gio, GLib
+                bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+                bus.call_sync("org.xpb.Pasteboard1", "/org/xpb/Pasteboard1", "org.xpb.Pasteboard1", "SetContents",
+                              GLib.Variant('(sa{say})', ('CLIPBOARD', {'text/plain;charset=utf-8': b'\(text)'\(extra)})),
+                              None, Gio.DBusCallFlags.NONE, 30000, None)
+                """], display: x, environment: environment)
+            #expect(outcome.status == 0, "\(outcome.error)")
+            #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == text, "served")
+        }
+        let secrets = ["kde-\(UUID().uuidString.prefix(8))", "concealed-\(UUID().uuidString.prefix(8))"]
+        try set(secrets[0], marker: "x-kde-passwordManagerHint")
+        try daemon.waitForLog("is marked secret: served, not kept")
+        try set(secrets[1], marker: "org.nspasteboard.ConcealedType")
+        try daemon.waitForLog("is marked secret: served, not kept", count: 2)
+        // An ordinary copy after them is kept and signalled: the checks below can fail.
+        try set("plain words", marker: nil)
+        try waitForEntries(1, x, home, daemon: daemon)
+        try monitor.waitForOutput("org.xpb.Pasteboard1.Changed ('CLIPBOARD', 'D-Bus (SetContents)'")
+        #expect(try history(x, home).map { $0["preview"] as? String } == ["plain words"])
+        #expect(monitor.outputSoFar.components(separatedBy: ".Changed (").count == 2, "one Changed: \(monitor.outputSoFar)")
+        try daemon.stop()
+        let grep = try run("/bin/grep", ["-r", "-a", "-l", "-e", secrets[0], "-e", secrets[1], home.stateDirectory.path], display: x)
+        #expect(grep.status == 1, "\(grep.text)")
+    }
+
     @Test("xpbd's own interface (org.xpb.Pasteboard1): typed contents both ways, the history's columns, select, pin and delete by id, the Changed signal naming the app; bad calls get D-Bus errors, a caller that never reads its replies stalls nobody")
     func typedInterface() throws {
         let (x, bus, home, daemon) = try Self.daemonOnABus(answering: "answers org.xpb.Pasteboard1")

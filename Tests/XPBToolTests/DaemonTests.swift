@@ -788,6 +788,13 @@ struct DaemonTests {
         }
         for (number, x) in displays.enumerated() {
             #expect(try xpb(["copy"], x, home, input: Data("display \(number)".utf8)).status == 0)
+            #expect(eventually(timeout: 15) { ((try? history(x, home)) ?? []).count >= 1 }, "\(daemons[number].errorSoFar)")
+        }
+        // Each copy is held in its daemon's memory while its app may take it back; a daemon that
+        // stops writes it to the shared history.
+        for daemon in daemons.dropFirst() {
+            kill(daemon.pid, SIGTERM)
+            #expect(try daemon.finish(timeout: 20).status == 0)
         }
         #expect(eventually(timeout: 15) { ((try? history(displays[0], home)) ?? []).count == 3 },
                 "\((try? history(displays[0], home)) ?? [])")

@@ -181,8 +181,11 @@ struct HostileRoundThreeTests {
         let file = home.root.appendingPathComponent("scans.jpg")
         try Data(crafted).write(to: file)
         // Offered by xclip as image/jpeg alone, so the manager keeps it as it came.
-        #expect(try run("/bin/sh", ["-c", "xclip -selection clipboard -t image/jpeg -i \"$0\" >/dev/null 2>&1", file.path], display: x).status == 0)
+        let owner = try Peer("xclip", ["-selection", "clipboard", "-t", "image/jpeg", "-i", file.path, "-quiet"], display: x)
         try daemon.waitForLog("kept CLIPBOARD")
+        // Written to the history (thumbnails are made of entries there) once its owner is gone.
+        owner.stop()
+        try daemon.waitForLog("its owner went away")
         let thumbnails = home.cacheDirectory.appendingPathComponent("xpb/thumbnails")
         for round in 1...2 {
             let listed = try history(x, home)

@@ -46,7 +46,7 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
                 try daemon.setClipboardText(text)
                 return .success([])
             case "clearClipboardContents":
-                try daemon.host.clearSelection(.general)
+                try daemon.userClears(.general)
                 return .success([])
             case "clearClipboardHistory":
                 if !daemon.configuration.klipperClearsAll, let pid = caller.processID(),

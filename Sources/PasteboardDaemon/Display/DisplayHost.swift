@@ -263,7 +263,17 @@ final class DisplayHost: ClipboardHost {
     }
 
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
-        .failure(ControlFailure("this xpbd serves display \(nodeName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
+        // `xpb clear` of a kept selection: the user's clear, which forgets nothing.
+        if case let .clearPasteboard(selection) = request, let name = SelectionNames.pasteboard(forSelection: selection),
+           configuration.keptSelections.contains(name), let daemon {
+            do {
+                try daemon.userClears(name)
+                return .success(.reply(.done("\(selection) cleared")))
+            } catch {
+                return .failure(ControlFailure("\(selection) could not be cleared: \(error)"))
+            }
+        }
+        return .failure(ControlFailure("this xpbd serves display \(nodeName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
     }
 
     func changeCounts() -> [String: Int] {

@@ -28,10 +28,26 @@ extension ClipboardDaemon {
     /// Returns whether it was a secret (forgotten).
     @discardableResult
     func selectionCleared(_ name: Pasteboard.Name) -> Bool {
-        defer { writeReleasedSoon(because: "it was cleared after its window") }
-        guard let copy = takenBack.withLock({ $0.cleared(name, at: Date()) }) else { return false }
-        forgetTakenBack(copy, because: "the clipboard was cleared")
-        return true
+        defer { writeReleasedSoon(because: "it was cleared, and it was no secret") }
+        switch takenBack.withLock({ $0.cleared(name, at: Date()) }) {
+        case let .takenBack(copy):
+            forgetTakenBack(copy, because: "the clipboard was cleared")
+            return true
+        case let .unknownClearer(copy, earlierApp):
+            logger.notice("\(SelectionNames.selection(for: name)): cleared \(Int(Date().timeIntervalSince(copy.time))) s after \(printable(copy.app ?? "an unknown app"))'s copy, but \(printable(earlierApp)), whose copy came just before, may have cleared it (X does not say who clears): the copy is kept")
+            return false
+        case .nothing:
+            return false
+        }
+    }
+
+    /// The user empties `name` through xpbd (`xpb clear`, Klipper's `clearClipboardContents`):
+    /// the copy it held was no secret, and is kept in the history.
+    func userClears(_ name: Pasteboard.Name) throws {
+        takenBack.withLock { $0.userCleared(name) }
+        writeReleasedSoon(because: "the user cleared the clipboard")
+        try host.clearSelection(name)
+        logger.info("\(SelectionNames.selection(for: name)) cleared at the user's request; its copy stays in the history")
     }
 
     /// The owner of `name` went away: its copy is no longer its app's to take back.
@@ -55,7 +71,8 @@ extension ClipboardDaemon {
                 logger.debug("\(SelectionNames.selection(for: entry.selection)): written to the history (entry \(entry.disk)): \(reason)")
             }
         } catch {
-            logger.error("a copy held while its app could take it back could not be written to the history: \(error); still held in memory")
+            // Held still: listed, and written at the next chance.
+            logWriteFailure(error)
         }
     }
 

@@ -3,6 +3,20 @@ import Logging
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
+import Synchronization
+
+/// A history both sides of a bridge share (one listing, whichever side is asked).
+final class HistoryLock: Sendable {
+    private let history: Mutex<History>
+
+    init(_ history: sending History) {
+        self.history = Mutex(history)
+    }
+
+    func withLock<Result, Failure: Error>(_ body: (inout sending History) throws(Failure) -> sending Result) throws(Failure) -> sending Result {
+        try history.withLock(body)
+    }
+}
 
 /// The history as its readers see it: the entries on disk (``HistoryStore``) and the copies
 /// held in memory while their app may still take them back (``TakenBackCopies``: a password
@@ -24,12 +38,8 @@ final class History {
     /// Where held entries are numbered from: past any id a history on disk reaches.
     static let heldIDs: Int64 = 1 << 40
 
-    /// The display whose copies are held (the daemon's node).
-    let display: String
-
-    init(disk: HistoryStore, display: String, logger: Logger) throws {
+    init(disk: HistoryStore, logger: Logger) throws {
         self.disk = disk
-        self.display = display
         held = try HistoryStore(inMemoryFor: disk.directory, maxEntries: Int.max, maxBytes: Int.max, logger: logger)
         try held.numberEntries(after: Self.heldIDs)
     }
@@ -47,10 +57,16 @@ final class History {
     // MARK: Writing
 
     /// Stores a snapshot as the newest entry: on disk, or held in memory while its app may take
-    /// it back (`holding`). Returns the entry's id.
+    /// it back (`holding`). A copy of what an entry on disk holds is that entry moved to the top
+    /// (the disk has its bytes already). Returns the entry's id.
     @discardableResult
     func add(_ snapshot: Snapshot, display: String, holding: Bool = false) throws -> Int64 {
-        try (holding ? held : disk).add(snapshot, display: display)
+        guard holding, try !disk.holdsContent(of: snapshot) else { return try disk.add(snapshot, display: display) }
+        let id = try held.add(snapshot, display: display)
+        // The caps count the held copies: the disk makes room for them as for any copy.
+        let (count, bytes) = held.totals()
+        try disk.prune(reserving: count, bytes: bytes)
+        return id
     }
 
     /// A held copy, named as ``TakenBackCopies`` names it: its selection and when it was made.
@@ -85,7 +101,7 @@ final class History {
             // Made when it was made; listed by when it was last used.
             snapshot.time = Date(timeIntervalSince1970: entry.created)
             snapshot.id = nil
-            let id = try disk.add(snapshot, display: display)
+            let id = try disk.add(snapshot, display: entry.display)
             if entry.used > entry.created { try disk.touch(id, at: entry.used) }
             _ = try held.delete(entry: entry.id)
             renamed.append((entry.id, id))

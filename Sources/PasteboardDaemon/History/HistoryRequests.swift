@@ -9,7 +9,7 @@ import Synchronization
 enum HistoryRequests {
     /// The answer to `request`, nil when it is not about the history. `select` serves an entry
     /// selected again (on the display, or in the headless daemon's memory).
-    static func answer(_ request: ControlRequest, store: borrowing Mutex<History>,
+    static func answer(_ request: ControlRequest, store: HistoryLock,
                        select: (Snapshot) throws -> Void) throws -> Result<ControlReply, ControlFailure>? {
         switch request {
         case let .historyPage(search, offset, limit):

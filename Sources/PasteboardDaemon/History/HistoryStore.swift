@@ -324,6 +324,17 @@ final class HistoryStore {
         }
     }
 
+    /// Whether an entry of the snapshot's selection has its content (``contentKey``): a copy of
+    /// it is that entry moved to the top.
+    func holdsContent(of snapshot: Snapshot) throws -> Bool {
+        let content = Self.contentKey(snapshot.targets.map { ($0.target, $0.digest.hex) })
+        guard !content.isEmpty else { return false }
+        return try recovering {
+            try !database.query("SELECT 1 FROM entries WHERE selection = ? AND content_key = ? LIMIT 1",
+                                [.text(snapshot.selection.rawValue), .text(content)]).isEmpty
+        }
+    }
+
     /// What makes two entries the same to a person: the distinct payloads, whatever the targets
     /// that serve them (xclip's text and xpb's are one entry). Left out: xpb's manifest, which
     /// names targets and options, not content, and beside a UTF-8 text the legacy encodings of
@@ -394,7 +405,9 @@ final class HistoryStore {
     /// Removes expired entries, then the oldest beyond the entry and size caps (the newest is
     /// always kept; pinned entries are never removed, nor counted), then payload files no
     /// entry names.
-    func prune() throws {
+    func prune(reserving entries: Int = 0, bytes: Int = 0) throws {
+        let maxEntries = max(1, maxEntries - entries)
+        let maxBytes = max(0, maxBytes - bytes)
         try recovering {
             // Within the caps and nothing expired (each copy asks): two counts, no row read into
             // memory, no look at every payload's name (at 100,000 entries that was 30 ms a copy).
@@ -892,13 +905,13 @@ final class HistoryStore {
     }
 
     /// The entries in listing order (newest first), as few words: their id, selection, when
-    /// made and last used, and app.
-    func order() throws -> [(id: Int64, selection: Pasteboard.Name, created: Double, used: Double, app: String?)] {
+    /// made and last used, and display.
+    func order() throws -> [(id: Int64, selection: Pasteboard.Name, created: Double, used: Double, display: String)] {
         try recovering {
             try database.query("""
-                SELECT id, selection, created, used, app FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
+                SELECT id, selection, created, used, display FROM entries WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
                 """, [.real(Date().timeIntervalSince1970)]).compactMap { row in
-                row[0].integer.map { ($0, Pasteboard.Name(rawValue: row[1].text ?? "general"), row[2].real ?? 0, row[3].real ?? 0, row[4].text) }
+                row[0].integer.map { ($0, Pasteboard.Name(rawValue: row[1].text ?? "general"), row[2].real ?? 0, row[3].real ?? 0, row[4].text ?? "") }
             }
         }
     }

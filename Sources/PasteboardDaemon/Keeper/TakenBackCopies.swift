@@ -31,6 +31,21 @@ struct TakenBackCopies: Sendable {
     var window: TimeInterval
     /// The newest kept copy per selection.
     private(set) var recent: [Pasteboard.Name: Copy] = [:]
+    /// The copy each newest one replaced: its app may be the one that clears.
+    private var replaced: [Pasteboard.Name: Copy] = [:]
+
+    /// What a clear says of the copy it emptied.
+    enum Cleared: Equatable {
+        /// Made within the window, and no other app's copy in the window could have made the
+        /// clear: its app took it back, a secret.
+        case takenBack(Copy)
+        /// Made within the window, but the app of the copy before it (`earlierApp`), also within
+        /// the window, may have made the clear (X does not say who clears): a copy that a known
+        /// app made after another's is never forgotten on a guess.
+        case unknownClearer(Copy, earlierApp: String)
+        /// Nothing to forget.
+        case nothing
+    }
 
     init(window: TimeInterval) {
         self.window = window
@@ -39,6 +54,7 @@ struct TakenBackCopies: Sendable {
     /// A copy was kept (and goes to the history).
     mutating func kept(_ selection: Pasteboard.Name, app: String?, time: Date) {
         guard window > 0 else { return }
+        if let earlier = recent[selection] { replaced[selection] = earlier }
         recent[selection] = Copy(selection: selection, app: app, time: time)
     }
 
@@ -58,27 +74,45 @@ struct TakenBackCopies: Sendable {
             return earlier
         }
         if isEmpty { return nil }
-        recent.removeValue(forKey: selection)
+        replaced[selection] = recent.removeValue(forKey: selection)
         return nil
     }
 
     /// The selection was cleared on purpose (not its owner gone): the copy it held, if it was made
-    /// within the window, is returned, to be forgotten.
-    mutating func cleared(_ selection: Pasteboard.Name, at now: Date) -> Copy? {
-        guard let earlier = recent.removeValue(forKey: selection) else { return nil }
-        let age = now.timeIntervalSince(earlier.time)
-        return age >= 0 && age <= window ? earlier : nil
+    /// within the window, is returned, to be forgotten, unless another app may have cleared it.
+    mutating func cleared(_ selection: Pasteboard.Name, at now: Date) -> Cleared {
+        let before = replaced.removeValue(forKey: selection)
+        guard let copy = recent.removeValue(forKey: selection) else { return .nothing }
+        guard isWithinWindow(copy, at: now) else { return .nothing }
+        if let before, isWithinWindow(before, at: now), before.app == nil || before.app != copy.app {
+            return .unknownClearer(copy, earlierApp: before.app ?? "an unknown app")
+        }
+        return .takenBack(copy)
+    }
+
+    /// The user cleared the selection (through xpbd: `xpb clear`, a D-Bus caller): the copy it
+    /// held was no secret.
+    mutating func userCleared(_ selection: Pasteboard.Name) {
+        recent.removeValue(forKey: selection)
+        replaced.removeValue(forKey: selection)
     }
 
     /// The owner of `selection` went away (exited, its window destroyed): an app that is gone
     /// takes nothing back, and a later clear is another client's.
     mutating func ownerGone(_ selection: Pasteboard.Name) {
         recent.removeValue(forKey: selection)
+        replaced.removeValue(forKey: selection)
+    }
+
+    private func isWithinWindow(_ copy: Copy, at now: Date) -> Bool {
+        let age = now.timeIntervalSince(copy.time)
+        return age >= 0 && age <= window
     }
 
     /// The copies whose window has passed by `now` can no longer be taken back.
     mutating func expire(at now: Date) {
         recent = recent.filter { now.timeIntervalSince($0.value.time) <= window }
+        replaced = replaced.filter { now.timeIntervalSince($0.value.time) <= window }
     }
 
     /// The copies that may still be taken back: the history holds them in memory

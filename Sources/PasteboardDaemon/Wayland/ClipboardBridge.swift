@@ -63,7 +63,8 @@ package final class ClipboardBridge: RunningDaemon {
         xSide.compositorPID = (wayland.host as? WaylandHost)?.backend.compositorPID
         compositorPID = xSide.compositorPID
         if let compositorPID { xSide.appRules.bridgeProcesses.insert(compositorPID) }
-        x = try ClipboardDaemon(configuration: xSide, logger: xLogger)
+        // One history: either side lists the copies the other holds while their app may take them back.
+        x = try ClipboardDaemon(configuration: xSide, logger: xLogger, sharing: wayland.store)
         (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
         (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
         if let waylandHost = wayland.host as? WaylandHost {

@@ -80,8 +80,11 @@ final class X11Session {
     private var nextOperationID = 0
     /// The selections whose owner changes XFixes reports to us, and our own changes among them.
     private var ownership = OwnershipWatch()
-    /// Waiting for a server timestamp (``serverTime(_:)``), oldest first.
-    private var timestampWaiters: [(Result<X11Timestamp, any Error>) -> Void] = []
+    /// Waiting for a server timestamp (``serverTime(_:)``), oldest first, each with its number;
+    /// one that timed out stays without its completion, to take its answer if it comes late (the
+    /// server answers appends in order).
+    private var timestampWaiters: [(number: Int, completion: ((Result<X11Timestamp, any Error>) -> Void)?)] = []
+    private var nextTimestampWaiter = 0
 
     /// The owner of our selections.
     private(set) lazy var owner = SelectionServer(session: self)
@@ -143,29 +146,36 @@ final class X11Session {
     /// A fresh server timestamp: a zero-length append to a property of our window, whose
     /// PropertyNotify carries the server's time (ICCCM §2.1; never CurrentTime).
     func serverTime(_ completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
-        timestampWaiters.append(completion)
+        nextTimestampWaiter += 1
+        let number = nextTimestampWaiter
+        timestampWaiters.append((number, completion))
         var nothing: UInt8 = 0
         XChangeProperty(wire.display, wire.window.rawValue, wire.known[.timestampProperty].rawValue, X11Atom.integer.rawValue, 8,
                         PropModeAppend, &nothing, 0)
         XFlush(wire.display)
         let deadline = configuration.readTimeout
         after(deadline) { [weak self] in
-            guard let self, !self.timestampWaiters.isEmpty else { return }
-            // The oldest waiter is the late one: the server answers appends in order.
-            self.timestampWaiters.removeFirst()(.failure(PasteboardError.timedOut(operation: "getting a server timestamp", seconds: deadline)))
+            // This call's own waiter, if still unanswered: never another's (a timer of an answered
+            // call failed the newest waiter at once under load).
+            guard let self, let index = self.timestampWaiters.firstIndex(where: { $0.number == number }),
+                  let completion = self.timestampWaiters[index].completion else { return }
+            self.timestampWaiters[index].completion = nil
+            completion(.failure(PasteboardError.timedOut(operation: "getting a server timestamp", seconds: deadline)))
         }
     }
 
-    /// A server timestamp came (our window's timestamp property grew): the oldest waiter's.
+    /// A server timestamp came (our window's timestamp property grew): the oldest waiter's (one
+    /// that timed out takes it and passes it on to nobody).
     func timestampCame(_ time: X11Timestamp) {
-        if !timestampWaiters.isEmpty { timestampWaiters.removeFirst()(.success(time)) }
+        guard !timestampWaiters.isEmpty else { return }
+        timestampWaiters.removeFirst().completion?(.success(time))
     }
 
     /// Fails every pending operation and closes the display.
     func finish(reason: X11BackendError) {
         let failure: any Error = reason
         let windows = reader.finish(failure)
-        for waiter in timestampWaiters { waiter(.failure(failure)) }
+        for waiter in timestampWaiters { waiter.completion?(.failure(failure)) }
         timestampWaiters.removeAll()
         owner.finish()
         timers = TimerQueue()
