@@ -51,4 +51,62 @@ struct HostileRoundFourTests {
         #expect(words[1] == "0", "\(outcome.text)")
         #expect(!daemon.log.contains("timed out"), "\(daemon.log.suffix(2000))")
     }
+
+    @Test("the user's clears forget nothing: Klipper's clearClipboardContents and xpb clear of an ordinary app's copy; an anonymous clear within the window still takes a copy back")
+    func userClearsForgetNothing() throws {
+        let (x, bus, home, daemon, environment) = try Self.daemonOnABus()
+        defer { withExtendedLifetime(bus) { _ = try? daemon.stop() } }
+        let document = "IMPORTANT-DOC-\(UUID().uuidString.prefix(8))"
+        let owner = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(document.utf8))
+        defer { owner.stop() }
+        try daemon.waitForLog("kept CLIPBOARD")
+        let cleared = try run("qdbus", ["org.kde.klipper", "/klipper", "org.kde.klipper.klipper.clearClipboardContents"], display: x, environment: environment)
+        #expect(cleared.status == 0, "\(cleared.error)")
+        try daemon.waitForLog("cleared at the user's request")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).status != 0, "the clipboard is empty")
+
+        let note = "a note \(UUID().uuidString.prefix(8))"
+        let second = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(note.utf8))
+        defer { second.stop() }
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        #expect(try xpb(["clear"], x, home).status == 0)
+        try daemon.waitForLog("cleared at the user's request", count: 2)
+        #expect(try history(x, home).map { $0["preview"] as? String } == [note, document])
+
+        // The rule still works for a clear nobody names (xsel --clear while the app owns it).
+        let secret = "generated-\(UUID().uuidString.prefix(8))"
+        let third = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(secret.utf8))
+        defer { third.stop() }
+        try daemon.waitForLog("kept CLIPBOARD", count: 3)
+        #expect(try run("xsel", ["-b", "--clear"], display: x).status == 0)
+        try daemon.waitForLog("the copy was a secret")
+        #expect(try history(x, home).map { $0["preview"] as? String } == [note, document])
+        #expect(daemon.log.components(separatedBy: "was a secret").count == 2, "\(daemon.log)")
+    }
+
+    @Test("a password manager's copy, then the user's copy in another app, then a clear nobody names: the user's copy is kept (either app may have cleared), and the log says why")
+    func clearAfterAnotherAppsCopyForgetsNothing() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        let bin = home.root.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let manager = bin.appendingPathComponent("buttercup").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: manager)
+        let secret = "S-\(UUID().uuidString.prefix(8))"
+        let keeper = try Peer(manager, ["-selection", "clipboard", "-quiet"], display: x, input: Data(secret.utf8))
+        defer { keeper.stop() }
+        try daemon.waitForLog("kept CLIPBOARD")
+        let mine = "the user's words \(UUID().uuidString.prefix(8))"
+        let gtk = try toolkitPeer("gtk_clipboard.py", ["set-text", mine], display: x)
+        defer { gtk.stop() }
+        try gtk.waitForOutput("ready")
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        // The password manager clears unconditionally, as X lets any client do.
+        #expect(try run("xsel", ["-b", "--clear"], display: x).status == 0)
+        try daemon.waitForLog("may have cleared it (X does not say who clears): the copy is kept")
+        #expect(!daemon.log.contains("was a secret"), "\(daemon.log)")
+        #expect(try history(x, home).contains { ($0["preview"] as? String) == mine })
+    }
 }
