@@ -23,6 +23,11 @@ package final class ClipboardDaemon: Sendable {
     let store: HistoryLock
     /// History writes, in order, off the hosts' and the clients' threads.
     let storage = DispatchQueue(label: "xpbd.storage")
+    /// Room for copies queued on `storage` and not written yet: past ``maxQueuedCopies`` a copy
+    /// waits for the disk (a flood of D-Bus copies is slowed to the disk's pace, not held in
+    /// memory: two clients took xpbd to 1 GB).
+    private let queuedCopies = DispatchSemaphore(value: ClipboardDaemon.maxQueuedCopies)
+    static let maxQueuedCopies = 32
     /// `--on-copy`.
     let actions: CopyActions
     /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
@@ -247,7 +252,14 @@ package final class ClipboardDaemon: Sendable {
             rule.kept(snapshot.selection, app: snapshot.app, time: snapshot.time)
             return rule.window
         }
+        var room = queuedCopies.wait(timeout: .now()) == .success
+        if !room {
+            logger.debug("\(Self.maxQueuedCopies) copies wait to be written: this one waits for room")
+            room = queuedCopies.wait(timeout: .now() + 30) == .success
+        }
+        let hasRoom = room
         storage.async { [self] in
+            defer { if hasRoom { queuedCopies.signal() } }
             let selection = SelectionNames.selection(for: snapshot.selection)
             guard !snapshot.isExpired() else {
                 logger.info("\(selection) from \(snapshot.app ?? snapshot.source ?? "?") expired before it was written: not kept")

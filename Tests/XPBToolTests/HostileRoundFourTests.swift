@@ -109,4 +109,48 @@ struct HostileRoundFourTests {
         #expect(!daemon.log.contains("was a secret"), "\(daemon.log)")
         #expect(try history(x, home).contains { ($0["preview"] as? String) == mine })
     }
+
+    /// A process's resident memory now and at its peak, in MiB.
+    private static func memory(of pid: pid_t) -> (now: Int, peak: Int) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Int {
+            let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+            return (Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "0") ?? 0) >> 10
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+
+    @Test("two clients setting distinct 16 KiB texts over D-Bus as fast as they can for 8 s: the history's writes keep pace (a call waits for room), xpbd stays small, and is idle soon after")
+    func copyFloodIsBounded() throws {
+        let (x, bus, home, daemon, environment) = try Self.daemonOnABus()
+        defer { withExtendedLifetime(bus) { _ = try? daemon.stop() } }
+        let before = Self.memory(of: daemon.peer.pid)
+        let flood = """
+            import sys, time
+            from gi.repository import Gio, GLib
+            bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            calls, end = 0, time.monotonic() + 8
+            while time.monotonic() < end:
+                text = ('%s-%d-' % (sys.argv[1], calls)) * 1500
+                bus.call_sync("org.kde.klipper", "/klipper", "org.kde.klipper.klipper", "setClipboardContents",
+                              GLib.Variant('(s)', (text[:16384],)), None, Gio.DBusCallFlags.NONE, 60000, None)
+                calls += 1
+            print(calls)
+            """
+        let clients = try ["a", "b"].map { name in
+            try Peer("/usr/bin/python3", ["-c", flood, name], display: x, environment: environment)
+        }
+        var peak = before.peak
+        for client in clients {
+            let outcome = try client.finish(timeout: 120)
+            #expect(outcome.status == 0 && (Int(outcome.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 20, "\(outcome.text) \(outcome.error)")
+            peak = max(peak, Self.memory(of: daemon.peer.pid).peak)
+        }
+        // Every call answered was written (or refused): the queue is drained at once.
+        let started = Date()
+        #expect(try xpb(["history", "--count", "1"], x, home).status == 0)
+        #expect(Date().timeIntervalSince(started) < 5, "the history answered \(Date().timeIntervalSince(started)) s after the flood")
+        peak = max(peak, Self.memory(of: daemon.peer.pid).peak)
+        #expect(peak - before.now < 150, "xpbd grew from \(before.now) MiB to a peak of \(peak) MiB")
+    }
 }
