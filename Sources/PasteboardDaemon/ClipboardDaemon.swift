@@ -178,6 +178,9 @@ package final class ClipboardDaemon: Sendable {
         }
     }
 
+    /// Whether the daemon was asked to stop (or failed).
+    var isStopping: Bool { stopped.withLock { $0.done } }
+
     /// Stops the daemon once, for `reason` (logged; `failure` makes the run fail).
     func finish(failure: String?, reason: String) {
         let first = stopped.withLock { value -> Bool in

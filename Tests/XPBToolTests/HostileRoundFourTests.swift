@@ -153,4 +153,88 @@ struct HostileRoundFourTests {
         peak = max(peak, Self.memory(of: daemon.peer.pid).peak)
         #expect(peak - before.now < 150, "xpbd grew from \(before.now) MiB to a peak of \(peak) MiB")
     }
+
+    @Test("replies past D-Bus's limits are refused with an error, and xpbd stays on the bus: GetContents of a 63 MiB copy, a history menu of 17,000 entries of 4 KiB (the newest that fit are sent)")
+    func oversizedRepliesAreRefused() throws {
+        let x = try Xvfb()
+        let bus = try SessionBus(on: x)
+        let home = try DaemonHome()
+        let environment = home.environment.merging(bus.environment) { $1 }
+        // A history of 17,000 entries of 4 KiB, as 17,000 copies would leave it.
+        try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000"]).stop()
+        let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
+        let fill = """
+            import hashlib, sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            with db:
+                for n in range(17000):
+                    text = ("%05d" % n) * 819
+                    data = text.encode()
+                    cursor = db.execute("INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised) VALUES ('general', ':0', ?, ?, 'xclip', 1, ?, ?, ?, 'UTF8_STRING')",
+                                        (1e9 + n, 1e9 + n, len(data), text[:80], text))
+                    db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, 0, 'UTF8_STRING', 'UTF8_STRING', ?, ?, ?)",
+                               (cursor.lastrowid, hashlib.sha256(data).hexdigest(), len(data), data))
+            """
+        let filled = try run("/usr/bin/python3", ["-c", fill, database], display: x, timeout: 300)
+        #expect(filled.status == 0, "\(filled.error)")
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000"], environment: bus.environment)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("answers org.kde.klipper.klipper")
+        func ping() throws -> Bool {
+            try run("gdbus", ["call", "--session", "--dest", "org.xpb.Pasteboard1", "--object-path", "/org/xpb/Pasteboard1",
+                              "--method", "org.freedesktop.DBus.Peer.Ping"], display: x, environment: environment).status == 0
+        }
+        let menu = try run("/usr/bin/python3", ["-c", """
+            from gi.repository import Gio, GLib
+            bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            texts = bus.call_sync("org.kde.klipper", "/klipper", "org.kde.klipper.klipper", "getClipboardHistoryMenu",
+                                  None, GLib.VariantType('(as)'), Gio.DBusCallFlags.NONE, 60000, None).unpack()[0]
+            print(len(texts), texts[0][:5])
+            """], display: x, environment: environment, timeout: 90)
+        let words = menu.text.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        #expect(menu.status == 0 && words.count == 2, "\(menu.text) \(menu.error)")
+        #expect((Int(words.first ?? "") ?? 0) > 1000 && (Int(words.first ?? "") ?? .max) < 17000, "the newest that fit: \(menu.text)")
+        #expect(words.last == "16999", "newest first: \(menu.text)")
+        #expect(try ping(), "still on the bus: \(daemon.log.suffix(2000))")
+
+        let big = home.root.appendingPathComponent("big")
+        try Data(repeating: 0x61, count: 63 << 20).write(to: big)
+        let owner = try Peer("xclip", ["-selection", "clipboard", "-i", big.path, "-quiet"], display: x)
+        defer { owner.stop() }
+        try daemon.waitForLog("kept CLIPBOARD", timeout: 60)
+        let contents = try run("gdbus", ["call", "--session", "--dest", "org.xpb.Pasteboard1", "--object-path", "/org/xpb/Pasteboard1",
+                                         "--method", "org.xpb.Pasteboard1.GetContents", "CLIPBOARD"], display: x, environment: environment, timeout: 90)
+        #expect(contents.status != 0 && contents.error.contains("read it with xpb paste"), "\(contents.error.prefix(500))")
+        #expect(try ping(), "still on the bus: \(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("the session bus went away"), "\(daemon.log.suffix(2000))")
+    }
+
+    @Test("the session bus restarts: xpbd connects again, says so, and answers pass's clearClipboardHistory there")
+    func busRestart() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let socket = home.root.appendingPathComponent("bus").path
+        let address = "unix:path=\(socket)"
+        func startBus() throws -> Peer {
+            let bus = try Peer(try which("dbus-daemon"), ["--session", "--nofork", "--nopidfile", "--address=\(address)", "--print-address=1"], display: x)
+            guard eventually(timeout: 20, { bus.outputSoFar.contains("\n") }) else { throw TestFailure("dbus-daemon did not start: \(bus.errorSoFar)") }
+            return bus
+        }
+        var bus = try startBus()
+        defer { bus.stop() }
+        let environment = ["DBUS_SESSION_BUS_ADDRESS": address]
+        let daemon = try DaemonProcess(x, home: home, environment: environment)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("answers org.kde.klipper.klipper")
+        bus.stop()
+        try daemon.waitForLog("the session bus went away")
+        unlink(socket)
+        bus = try startBus()
+        try daemon.waitForLog("connected to the session bus again", timeout: 20)
+        try daemon.waitForLog("answers org.kde.klipper.klipper", count: 2)
+        let cleared = try run("qdbus", ["org.kde.klipper", "/klipper", "org.kde.klipper.klipper.clearClipboardHistory"], display: x,
+                              environment: home.environment.merging(environment) { $1 })
+        #expect(cleared.status == 0, "\(cleared.error)")
+        try daemon.waitForLog("clearClipboardHistory")
+    }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import PasteboardSelections
 
@@ -10,7 +11,35 @@ extension ClipboardDaemon {
         let pasteboard = PasteboardObject(daemon: self, logger: logger)
         dbusObjects.withLock { $0 = (klipper, pasteboard) }
         let objects: [any DBusObject] = [pasteboard] + (klipper.map { [$0] } ?? [])
-        dbus.withLock { $0 = DBusService.start(objects, logger: logger) }
+        dbus.withLock { $0 = DBusService.start(objects, logger: logger, lost: { [weak self] in self?.dbusLost() }) }
+    }
+
+    /// The session bus went away (it restarted, or dropped xpbd): xpbd connects again, after
+    /// 1 s, then 2, 4 … 30 s between tries, until it is back or xpbd stops.
+    private func dbusLost() {
+        dbus.withLock { $0 = nil }
+        logger.notice("D-Bus: connecting to the session bus again")
+        reconnectDBus(after: 1)
+    }
+
+    private func reconnectDBus(after delay: Double) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self, !isStopping else { return }
+            let (klipper, pasteboard) = dbusObjects.withLock { $0 }
+            let objects: [any DBusObject] = (pasteboard.map { [$0] } ?? []) + (klipper.map { [$0] } ?? [])
+            guard let service = DBusService.start(objects, logger: logger, retrying: true, lost: { [weak self] in self?.dbusLost() }) else {
+                reconnectDBus(after: min(delay * 2, 30))
+                return
+            }
+            let stale = dbus.withLock { current -> DBusService? in
+                // Stopped meanwhile: the new connection goes too.
+                if isStopping { return service }
+                current = service
+                return nil
+            }
+            stale?.stop()
+            if stale == nil { logger.notice("D-Bus: connected to the session bus again") }
+        }
     }
 
     /// The history changed: Klipper's `clipboardHistoryUpdated`.

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import PasteboardKit
+import PasteboardWire
 import Synchronization
 
 /// An object xpbd answers on the session bus (``KlipperObject``, ``PasteboardObject``).
@@ -50,10 +51,14 @@ final class DBusService: @unchecked Sendable {
     private let wakeWrite: Int32
     /// libdbus's connection is used from the reading thread and from signal senders.
     private let sending = Mutex(())
+    /// Told when the bus goes away (not when stopped).
+    private let lost: @Sendable () -> Void
 
-    /// Connects to the session bus and takes each object's name where it is free; nil (logged)
-    /// when there is no session bus or no object got its name.
-    static func start(_ candidates: [any DBusObject], logger: Logger) -> DBusService? {
+    /// Connects to the session bus and takes each object's name where it is free; nil (logged,
+    /// at debug when `retrying`) when there is no session bus or no object got its name. `lost`
+    /// is told if the bus goes away later.
+    static func start(_ candidates: [any DBusObject], logger: Logger, retrying: Bool = false,
+                      lost: @escaping @Sendable () -> Void = {}) -> DBusService? {
         guard let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 else {
             logger.debug("D-Bus: no session bus (DBUS_SESSION_BUS_ADDRESS is not set): no D-Bus interface is offered")
             return nil
@@ -63,7 +68,7 @@ final class DBusService: @unchecked Sendable {
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
         guard let connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error) else {
-            logger.warning("D-Bus: cannot reach the session bus (\(Self.message(error))): no D-Bus interface is offered")
+            logger.log(level: retrying ? .debug : .warning, "D-Bus: cannot reach the session bus (\(Self.message(error))): no D-Bus interface is offered")
             return nil
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
@@ -84,7 +89,7 @@ final class DBusService: @unchecked Sendable {
             dbus_connection_unref(connection)
             return nil
         }
-        let service = DBusService(connection: connection, objects: objects, logger: logger)
+        let service = DBusService(connection: connection, objects: objects, logger: logger, lost: lost)
         do {
             try DetachedThread.start(name: "xpbd.dbus") { service.run() }
         } catch {
@@ -97,7 +102,8 @@ final class DBusService: @unchecked Sendable {
         return service
     }
 
-    private init(connection: OpaquePointer, objects: [any DBusObject], logger: Logger) {
+    private init(connection: OpaquePointer, objects: [any DBusObject], logger: Logger, lost: @escaping @Sendable () -> Void) {
+        self.lost = lost
         var fds: [Int32] = [-1, -1]
         if clinux_wake_pipe(&fds) != 0 { fds = [-1, -1] }
         wakeRead = fds[0]
@@ -147,6 +153,7 @@ final class DBusService: @unchecked Sendable {
             let alive = sending.withLock { _ in dbus_connection_read_write(connection, pending || hasSocket ? 0 : 200) }
             guard alive != 0 else {
                 logger.warning("D-Bus: the session bus went away")
+                if !isStopped.withLock({ $0 }) { lost() }
                 return
             }
             while let message = sending.withLock({ _ in dbus_connection_pop_message(connection) }) {
@@ -201,8 +208,21 @@ final class DBusService: @unchecked Sendable {
         reply(to: message, object.call(member, arguments, caller: caller))
     }
 
+    /// The most a reply of xpbd holds (``DBusValue/wireSize``, a bound): under D-Bus's 64 MiB for
+    /// one array and its 128 MiB for a message. A reply past either made the bus drop xpbd.
+    static let maxReply = 60 << 20
+
     private func reply(to message: OpaquePointer, _ result: Result<[DBusValue], DBusFailure>) {
         guard dbus_message_get_no_reply(message) == 0 else { return }
+        var result = result
+        if case let .success(values) = result {
+            let size = values.reduce(0) { $0 + $1.wireSize }
+            if size > Self.maxReply {
+                let member = dbus_message_get_member(message).map { String(cString: $0) } ?? "the call"
+                logger.info("D-Bus: the reply to \(member) would take \(ByteCount.format(size)): refused (at most \(ByteCount.format(Self.maxReply)))")
+                result = .failure(.failed("the reply would take \(ByteCount.format(size)), more than the \(ByteCount.format(Self.maxReply)) a D-Bus message of xpbd carries: read it with xpb paste, or ask for fewer entries"))
+            }
+        }
         switch result {
         case let .success(values):
             guard let reply = dbus_message_new_method_return(message) else { return }

@@ -37,6 +37,20 @@ enum DBusValue {
         }
     }
 
+    /// At least the bytes it takes in a message: each item's length and padding counted at
+    /// their most (8 bytes), so that a reply this allows never passes D-Bus's limits.
+    var wireSize: Int {
+        switch self {
+        case let .string(text): 8 + text.utf8.count + 1
+        case .int32, .uint32, .bool: 8
+        case .int64, .uint64, .double: 8
+        case let .bytes(data): 8 + data.count
+        case let .array(_, elements): 8 + elements.reduce(0) { $0 + $1.wireSize }
+        case let .dictionary(_, _, pairs): 8 + pairs.reduce(0) { $0 + 8 + $1.0.wireSize + $1.1.wireSize }
+        case let .structure(fields): 8 + fields.reduce(0) { $0 + $1.wireSize }
+        }
+    }
+
     private static func code(_ character: Character) -> Int32 { Int32(character.asciiValue ?? 0) }
 
     /// Appends the value to a message being written.

@@ -24,6 +24,8 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
     let interface = "org.kde.klipper.klipper"
     /// The longest text `setClipboardContents` takes.
     static let maxText = 16 << 20
+    /// The most bytes `getClipboardHistoryMenu` answers: the newest entries that fit.
+    static let maxMenu = 16 << 20
 
     private weak var daemon: ClipboardDaemon?
     private let logger: Logger
@@ -66,7 +68,13 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
             case "getClipboardHistoryMenu":
                 // Each entry's text in one pass over the store (a long text cut at 4 KiB, as a menu shows it).
                 let texts = try daemon.store.withLock { try $0.texts(limit: 4096) }
-                return .success([.array("s", texts.map { .string($0) })])
+                // The newest that fit in a reply (17,000 entries of 4 KiB would not).
+                var budget = Self.maxMenu
+                let shown = texts.prefix { text in
+                    budget -= DBusValue.string(text).wireSize
+                    return budget >= 0
+                }
+                return .success([.array("s", shown.map { .string($0) })])
             case "getClipboardHistoryItem":
                 guard arguments.count == 1, case let .int32(index) = arguments[0] else {
                     return .failure(.invalidArguments("getClipboardHistoryItem takes one int32"))

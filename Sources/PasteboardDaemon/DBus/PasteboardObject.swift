@@ -17,8 +17,8 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
     let busName = "org.xpb.Pasteboard1"
     let path = "/org/xpb/Pasteboard1"
     let interface = "org.xpb.Pasteboard1"
-    /// The most bytes a reply of contents carries (libdbus's messages end at 128 MiB).
-    static let maxReply = 64 << 20
+    /// The most bytes of contents a reply carries: its framing fits in ``DBusService/maxReply``.
+    static let maxReply = DBusService.maxReply - (1 << 20)
 
     private weak var daemon: ClipboardDaemon?
     private let logger: Logger
