@@ -237,4 +237,36 @@ struct HostileRoundFourTests {
         #expect(cleared.status == 0, "\(cleared.error)")
         try daemon.waitForLog("clearClipboardHistory")
     }
+
+    @Test("the X paste queue spends no item nobody received: a reader killed mid-INCR of a 5 MB item, or one that asks and never reads, leaves it for the next paste")
+    func queueItemNotReceived() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        var files: [String] = []
+        for (number, letter) in ["a", "b"].enumerated() {
+            let file = home.root.appendingPathComponent("item\(number).txt")
+            try Data(repeating: Character(letter).asciiValue!, count: 5 << 20).write(to: file)
+            files.append(file.path)
+        }
+        #expect(try xpb(["queue", "add"] + files, x, home).status == 0)
+        // Dies after the first chunk of item 1.
+        let cut = try Peer(try attacker(), ["read-hold"], display: x)
+        try cut.waitForOutput("holding")
+        cut.stop()
+        // Asks, takes a chunk, and reads no more (stopped; the serve timeout is 30 s away).
+        let stalled = try Peer(try attacker(), ["read-hold"], display: x)
+        defer { stalled.stop() }
+        try stalled.waitForOutput("holding")
+        // The next paste gets item 1 whole, then item 2.
+        let first = try run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 60)
+        #expect(first.output.count == 5 << 20 && first.output.first == Character("a").asciiValue, "\(first.output.count) bytes of \(first.output.first.map { String(UnicodeScalar($0)) } ?? "nothing")")
+        try daemon.waitForLog("an item was pasted; 1 left")
+        stalled.stop()
+        let second = try run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 60)
+        #expect(second.output.count == 5 << 20 && second.output.first == Character("b").asciiValue)
+        try daemon.waitForLog("its last item was pasted")
+        #expect(daemon.log.components(separatedBy: "an item was pasted").count == 2, "\(daemon.log.suffix(3000))")
+    }
 }

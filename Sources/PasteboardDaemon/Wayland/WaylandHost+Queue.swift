@@ -88,8 +88,8 @@ final class WaylandPasteQueue: Sendable {
         var turns: PasteTurns
         /// The item whose types the source offers.
         var sourceItem = 0
-        /// The receives under way: who reads, and the item their paste took first.
-        var receipts: [Int: (requestor: UInt, reader: Int?, pasted: Int?)] = [:]
+        /// The receives under way: who reads, and whether it reads data (not the manifest).
+        var receipts: [Int: (requestor: UInt, reader: Int?, isData: Bool)] = [:]
         var lastReceipt = 0
         /// Numbers for readers not found, above any process id: each one a paste of its own.
         var lastUnknown: UInt = 1 << 40
@@ -134,7 +134,7 @@ final class WaylandPasteQueue: Sendable {
             let kind: PasteTurns.Kind = target == Manifest.target ? .metadata : .data
             let turn = state.turns.request(requestor, kind, at: Self.now, nextServes: nextServes)
             state.lastReceipt += 1
-            state.receipts[state.lastReceipt] = (requestor, reader, turn.pasted)
+            state.receipts[state.lastReceipt] = (requestor, reader, kind == .data)
             return (turn.item, state.lastReceipt)
         }
         onReceive(target, reader, taken.item)
@@ -143,7 +143,15 @@ final class WaylandPasteQueue: Sendable {
 
     fileprivate func received(_ receipt: Int, delivered: Bool) {
         guard let entry = state.withLock({ $0.receipts.removeValue(forKey: receipt) }) else { return }
-        if delivered, let pasted = entry.pasted { onPaste(pasted) }
+        // Data read whole pastes its item (once, however many receives the paste makes); a read
+        // cut short leaves the item for the next paste.
+        let pasted = state.withLock { state -> Int? in
+            guard entry.isData else { return nil }
+            if delivered { return state.turns.delivered(entry.requestor, at: Self.now) }
+            _ = state.turns.undelivered(entry.requestor, at: Self.now)
+            return nil
+        }
+        if let pasted { onPaste(pasted) }
         guard let reader = entry.reader else {
             // Nobody to watch: the receive was the paste.
             return settle { $0.requestorGone(entry.requestor, at: Self.now) }

@@ -46,6 +46,7 @@ final class SelectionServer {
         wire = session.wire
         requestors = RequestorWatch(session: session)
         sends = OutgoingSends(session: session, requestors: requestors)
+        sends.ended = { [unowned self] key, whole in queueTransferEnded(by: key.requestor, whole: whole) }
     }
 
     /// Whether conversion requests wait for their turn.
@@ -164,10 +165,13 @@ final class SelectionServer {
     private var queueNow: Double { Double(session.configuration.clock()) / 1e9 }
 
     /// A request on a queued selection takes its turn: the selection serves the item it names.
-    private func takeQueueTurn(_ request: ConversionRequest) {
-        guard var queue = queued[request.selection], owned[request.selection] != nil else { return }
+    /// Returns whether the request asks for data (its transfer's end tells the turns whether the
+    /// item was pasted: ``queueTransferEnded(by:whole:)``).
+    private func takeQueueTurn(_ request: ConversionRequest) -> Bool {
+        guard var queue = queued[request.selection], owned[request.selection] != nil else { return false }
         let metadata = [wire.known[.targets], wire.known[.timestamp], wire.known[.manifest]]
-        let turn = queue.turns.request(request.requestor.rawValue, metadata.contains(request.target) ? .metadata : .data, at: queueNow)
+        let isData = !metadata.contains(request.target)
+        let turn = queue.turns.request(request.requestor.rawValue, isData ? .data : .metadata, at: queueNow)
         owned[request.selection] = queue.served(turn.item)
         let holder = turn.holder.map { X11Window(rawValue: $0) }
         var announce: Int?
@@ -181,11 +185,31 @@ final class SelectionServer {
         }
         scheduleQueueTick(&queue, on: request.selection)
         queued[request.selection] = queue
-        if let pasted = turn.pasted {
-            let onPaste = queue.onPaste
-            DispatchQueue.global(qos: .userInitiated).async { onPaste(pasted) }
-        }
         if announce != nil { announceQueueItem(request.selection, id: queue.id) }
+        return isData
+    }
+
+    /// A queued selection's data conversion for `requestor` was answered (`sending`: an INCR
+    /// transfer goes on, and its end tells) or refused.
+    private func queueConversionAnswered(by requestor: X11Window, succeeded: Bool, sending: Bool) {
+        guard !sending else { return }
+        queueTransferEnded(by: requestor, whole: succeeded)
+    }
+
+    /// `requestor`'s data transfer ended: whole, its item is pasted (reported once); cut short,
+    /// the item stays for the next paste.
+    private func queueTransferEnded(by requestor: X11Window, whole: Bool) {
+        for (selection, var queue) in queued {
+            if whole {
+                guard let pasted = queue.turns.delivered(requestor.rawValue, at: queueNow) else { continue }
+                let onPaste = queue.onPaste
+                DispatchQueue.global(qos: .userInitiated).async { onPaste(pasted) }
+            } else if !queue.turns.undelivered(requestor.rawValue, at: queueNow) {
+                continue
+            }
+            scheduleQueueTick(&queue, on: selection)
+            queued[selection] = queue
+        }
     }
 
     /// Sets the timer that tells the queue's turns when the paste under way is over by silence.
@@ -337,7 +361,7 @@ final class SelectionServer {
             return notify(request, succeeded: false)
         }
         // A paste queue's request takes its turn first: it is served the item the turn names.
-        if queued[request.selection] != nil { takeQueueTurn(request) }
+        let queuedData = queued[request.selection] != nil && takeQueueTurn(request)
         guard let state = self.owned[request.selection] else { return notify(request, succeeded: false) }
         if session.manager.isClipboardManager, request.selection == wire.known[.clipboardManager], request.target == wire.known[.saveTargets] {
             return session.manager.handleSaveTargets(request)
@@ -360,15 +384,22 @@ final class SelectionServer {
         // selection changed hands meanwhile.
         let answer: @Sendable (X11Session) -> Void = { session in
             let server = session.owner
+            let succeeded: Bool
             if request.target == session.wire.known[.multiple] {
-                server.notify(request, succeeded: server.serveMultiple(request, pairs: pairs, state))
+                succeeded = server.serveMultiple(request, pairs: pairs, state)
             } else {
-                server.notify(request, succeeded: server.serve(target: request.target, to: request.requestor,
-                                                               property: request.replyProperty, state, selection: request.selection))
+                succeeded = server.serve(target: request.target, to: request.requestor, property: request.replyProperty, state, selection: request.selection)
+            }
+            server.notify(request, succeeded: succeeded)
+            if queuedData {
+                let sending = server.sends.isOpen(TransferKey(requestor: request.requestor, property: request.replyProperty))
+                    || pairs.contains { server.sends.isOpen(TransferKey(requestor: request.requestor, property: $0.property)) }
+                server.queueConversionAnswered(by: request.requestor, succeeded: succeeded, sending: sending)
             }
         }
         afterPreparing(targets, in: state, requestor: request.requestor, answer: answer, timedOut: { session in
             session.owner.notify(request, succeeded: false)
+            if queuedData { session.owner.queueConversionAnswered(by: request.requestor, succeeded: false, sending: false) }
         })
     }
 

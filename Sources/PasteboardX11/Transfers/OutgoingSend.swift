@@ -103,6 +103,8 @@ final class OutgoingSends {
     private let wire: X11Wire
     private let requestors: RequestorWatch
     private var sends: [TransferKey: OutgoingSend] = [:]
+    /// Told each send that ends: whether its requestor had every byte.
+    var ended: ((TransferKey, _ whole: Bool) -> Void)?
 
     init(session: X11Session, requestors: RequestorWatch) {
         self.session = session
@@ -226,7 +228,7 @@ final class OutgoingSends {
             chunk.withUnsafeBytes { wire.writeBytes(key.requestor, key.property, type: send.type, $0, onError: onError) }
         case .finish:
             wire.writeBytes(key.requestor, key.property, type: send.type, UnsafeRawBufferPointer(start: nil, count: 0), onError: { _ in })
-            return drop(key)
+            return drop(key, whole: true)
         case let .wait(stream, version):
             let enqueue = session.enqueue
             stream.observe(after: version) {
@@ -244,20 +246,27 @@ final class OutgoingSends {
 
     /// Ends a send: its timer, its stream, its watch of the requestor. Sends that waited for it
     /// go on.
-    func drop(_ key: TransferKey) {
+    /// `whole`: its requestor had every byte.
+    func drop(_ key: TransferKey, whole: Bool = false) {
         guard let send = sends.removeValue(forKey: key) else { return }
         session.cancelTimer(send.timer)
         send.cancelSupply()
         requestors.release(key.requestor)
+        ended?(key, whole)
         if !send.yields { resumeWaiting() }
     }
+
+    /// Whether a send to `key` is under way.
+    func isOpen(_ key: TransferKey) -> Bool { sends[key] != nil }
 
     /// The requestor's window is gone: its sends end (its watch is dropped whole by the caller).
     func drop(of requestor: X11Window) {
         let keys = sends.keys.filter { $0.requestor == requestor }
-        for send in keys.compactMap({ sends.removeValue(forKey: $0) }) {
+        for key in keys {
+            guard let send = sends.removeValue(forKey: key) else { continue }
             session.cancelTimer(send.timer)
             send.cancelSupply()
+            ended?(key, false)
         }
         if !keys.isEmpty { resumeWaiting() }
     }
