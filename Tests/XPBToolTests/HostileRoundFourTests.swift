@@ -269,4 +269,34 @@ struct HostileRoundFourTests {
         try daemon.waitForLog("its last item was pasted")
         #expect(daemon.log.components(separatedBy: "an item was pasted").count == 2, "\(daemon.log.suffix(3000))")
     }
+
+    @Test("D-Bus arguments are checked by their signature before any is read: an object path for a string, an extra argument, and a 100 MiB text are InvalidArgs, and xpbd does not grow")
+    func dbusArgumentsChecked() throws {
+        let (x, bus, _, daemon, environment) = try Self.daemonOnABus()
+        defer { withExtendedLifetime(bus) { _ = try? daemon.stop() } }
+        func send(_ arguments: [String]) throws -> Outcome {
+            try run("dbus-send", ["--session", "--print-reply"] + arguments, display: x, environment: environment)
+        }
+        let path = try send(["--dest=org.xpb.Pasteboard1", "/org/xpb/Pasteboard1", "org.xpb.Pasteboard1.GetContents", "objpath:/CLIPBOARD"])
+        #expect(path.status != 0 && path.error.contains("InvalidArgs") && path.error.contains("GetContents takes (s), not (o)"), "\(path.error)")
+        let extra = try send(["--dest=org.kde.klipper", "/klipper", "org.kde.klipper.klipper.clearClipboardContents", "string:more"])
+        #expect(extra.status != 0 && extra.error.contains("InvalidArgs") && extra.error.contains("takes (), not (s)"), "\(extra.error)")
+        let before = Self.memory(of: daemon.peer.pid).now
+        let huge = try run("/usr/bin/python3", ["-c", """
+            from gi.repository import Gio, GLib
+            bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            try:
+                bus.call_sync("org.kde.klipper", "/klipper", "org.kde.klipper.klipper", "setClipboardContents",
+                              GLib.Variant('(s)', ('x' * (100 << 20),)), None, Gio.DBusCallFlags.NONE, 60000, None)
+                print('accepted')
+            except GLib.Error as error:
+                print(error.message)
+            """], display: x, environment: environment, timeout: 120)
+        #expect(huge.text.contains("InvalidArgs") && huge.text.contains("more than the 16.0 MiB it takes"), "\(huge.text) \(huge.error)")
+        let peak = Self.memory(of: daemon.peer.pid).peak
+        // libdbus holds the message twice as it reads it (its buffer, then the message); xpbd
+        // copies nothing of it (its text decoded and copied took the peak past 300 MiB).
+        #expect(peak - before < 250, "xpbd went from \(before) MiB to a peak of \(peak) MiB")
+        #expect(try send(["--dest=org.xpb.Pasteboard1", "/org/xpb/Pasteboard1", "org.freedesktop.DBus.Peer.Ping"]).status == 0)
+    }
 }

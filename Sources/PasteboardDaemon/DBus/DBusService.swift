@@ -16,6 +16,13 @@ protocol DBusObject: AnyObject, Sendable {
     var interface: String { get }
     /// Its `<interface>` element, for `Introspect`.
     var introspection: String { get }
+    /// Each method's arguments, as a D-Bus signature: a call of another method is
+    /// `UnknownMethod`, one with other arguments (an object path for a string, one more) is
+    /// `InvalidArgs`, before anything is read.
+    var signatures: [String: String] { get }
+    /// The most bytes of strings and byte arrays one call's arguments may hold: past it,
+    /// `InvalidArgs` before any is copied.
+    var maxArgumentBytes: Int { get }
     /// Answers a method call of its interface, from `caller`: the reply's values, or a D-Bus error.
     func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure>
 }
@@ -195,7 +202,20 @@ final class DBusService: @unchecked Sendable {
         guard let object = objects.first(where: { $0.path == path && (interface == nil || interface == $0.interface) }) else {
             return reply(to: message, .failure(.unknownMethod("no method \(member) on \(path) (\(interface ?? "no interface"))")))
         }
-        guard let arguments = DBusValue.arguments(of: message) else {
+        guard let expected = object.signatures[member] else {
+            return reply(to: message, .failure(.unknownMethod("no method \(member) in \(object.interface)")))
+        }
+        let signature = dbus_message_get_signature(message).map { String(cString: $0) } ?? ""
+        guard signature == expected else {
+            return reply(to: message, .failure(.invalidArguments("\(member) takes (\(expected)), not (\(signature)): see Introspect")))
+        }
+        let arguments: [DBusValue]
+        switch DBusValue.arguments(of: message, maxBytes: object.maxArgumentBytes) {
+        case let .success(values):
+            arguments = values
+        case .failure(.tooLarge):
+            return reply(to: message, .failure(.invalidArguments("\(member): the arguments hold more than the \(ByteCount.format(object.maxArgumentBytes)) it takes")))
+        case .failure(.unreadable):
             return reply(to: message, .failure(.invalidArguments("\(member): arguments of a type \(object.interface) does not take")))
         }
         let sender = dbus_message_get_sender(message).map { String(cString: $0) }

@@ -1,5 +1,6 @@
 import CDBus
 import FoundationEssentials
+import Glibc
 
 /// A D-Bus value, as xpbd's interfaces read and write them: the basic types they use, byte
 /// arrays, arrays, dictionaries and structures.
@@ -112,19 +113,30 @@ enum DBusValue {
 
     /// The arguments of a call; nil when one is of a type no interface of xpbd takes, or there
     /// are more than ``maxValues``. libdbus has checked the message (UTF-8, sizes, nesting).
-    static func arguments(of message: OpaquePointer) -> [DBusValue]? {
+    /// `maxBytes`: the most bytes of strings and byte arrays the arguments may hold; past it,
+    /// ``ArgumentError/tooLarge`` before any is copied.
+    static func arguments(of message: OpaquePointer, maxBytes: Int = .max) -> Result<[DBusValue], ArgumentError> {
         var iterator = DBusMessageIter()
-        guard dbus_message_iter_init(message, &iterator) != 0 else { return [] }
+        guard dbus_message_iter_init(message, &iterator) != 0 else { return .success([]) }
         var budget = maxValues
+        var bytes = maxBytes
         var values: [DBusValue] = []
         repeat {
-            guard let value = read(&iterator, budget: &budget) else { return nil }
+            guard let value = read(&iterator, budget: &budget, bytes: &bytes) else { return .failure(bytes < 0 ? .tooLarge : .unreadable) }
             values.append(value)
         } while dbus_message_iter_next(&iterator) != 0
-        return values
+        return .success(values)
     }
 
-    private static func read(_ iterator: inout DBusMessageIter, budget: inout Int) -> DBusValue? {
+    /// Why a call's arguments were not read.
+    enum ArgumentError: Error {
+        /// Of a type no interface of xpbd takes, or more than ``maxValues``.
+        case unreadable
+        /// More bytes than the method takes.
+        case tooLarge
+    }
+
+    private static func read(_ iterator: inout DBusMessageIter, budget: inout Int, bytes: inout Int) -> DBusValue? {
         budget -= 1
         guard budget >= 0 else { return nil }
         func basic<T: BitwiseCopyable>(_ zero: T) -> T {
@@ -136,6 +148,8 @@ enum DBusValue {
         case code("s"), code("o"):
             var pointer: UnsafePointer<CChar>?
             dbus_message_iter_get_basic(&iterator, &pointer)
+            bytes -= pointer.map { strlen($0) } ?? 0
+            guard bytes >= 0 else { return nil }
             return .string(pointer.map { String(cString: $0) } ?? "")
         case code("i"): return .int32(basic(Int32(0)))
         case code("x"): return .int64(basic(Int64(0)))
@@ -153,6 +167,8 @@ enum DBusValue {
                 if dbus_message_iter_get_arg_type(&inner) != 0 {
                     dbus_message_iter_get_fixed_array(&inner, &pointer, &count)
                 }
+                bytes -= Int(count)
+                guard bytes >= 0 else { return nil }
                 return .bytes(pointer.map { Data(bytes: $0, count: Int(count)) } ?? Data())
             }
             let signature = dbus_message_iter_get_signature(&inner).map { pointer -> String in
@@ -167,7 +183,7 @@ enum DBusValue {
                 while dbus_message_iter_get_arg_type(&inner) == code("e") {
                     var entry = DBusMessageIter()
                     dbus_message_iter_recurse(&inner, &entry)
-                    guard let k = read(&entry, budget: &budget), dbus_message_iter_next(&entry) != 0, let v = read(&entry, budget: &budget) else { return nil }
+                    guard let k = read(&entry, budget: &budget, bytes: &bytes), dbus_message_iter_next(&entry) != 0, let v = read(&entry, budget: &budget, bytes: &bytes) else { return nil }
                     pairs.append((k, v))
                     dbus_message_iter_next(&inner)
                 }
@@ -175,7 +191,7 @@ enum DBusValue {
             }
             var values: [DBusValue] = []
             while dbus_message_iter_get_arg_type(&inner) != 0 {
-                guard let value = read(&inner, budget: &budget) else { return nil }
+                guard let value = read(&inner, budget: &budget, bytes: &bytes) else { return nil }
                 values.append(value)
                 dbus_message_iter_next(&inner)
             }
@@ -185,7 +201,7 @@ enum DBusValue {
             dbus_message_iter_recurse(&iterator, &inner)
             var fields: [DBusValue] = []
             while dbus_message_iter_get_arg_type(&inner) != 0 {
-                guard let value = read(&inner, budget: &budget) else { return nil }
+                guard let value = read(&inner, budget: &budget, bytes: &bytes) else { return nil }
                 fields.append(value)
                 dbus_message_iter_next(&inner)
             }

@@ -27,6 +27,13 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
     /// The most bytes `getClipboardHistoryMenu` answers: the newest entries that fit.
     static let maxMenu = 16 << 20
 
+    let signatures = [
+        "getClipboardContents": "", "setClipboardContents": "s", "clearClipboardContents": "", "clearClipboardHistory": "",
+        "saveClipboardHistory": "", "getClipboardHistoryMenu": "", "getClipboardHistoryItem": "i",
+    ]
+    /// `setClipboardContents`'s text at most.
+    let maxArgumentBytes = KlipperObject.maxText
+
     private weak var daemon: ClipboardDaemon?
     private let logger: Logger
 

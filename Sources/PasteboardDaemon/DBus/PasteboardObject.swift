@@ -34,12 +34,7 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
 
     func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure> {
         guard let daemon else { return .failure(.failed("xpbd is stopping")) }
-        let signature = arguments.map(\.signature).joined()
-        let expected = Self.signatures[member]
-        guard let expected else { return .failure(.unknownMethod("no method \(member) in \(interface)")) }
-        guard signature == expected else {
-            return .failure(.invalidArguments("\(member) takes (\(expected)), not (\(signature)): see Introspect"))
-        }
+        // The arguments are those of `signatures[member]` (DBusService checked them).
         func string(_ index: Int) -> String { if case let .string(value) = arguments[index] { return value } else { return "" } }
         func id(_ index: Int) -> Int64 { if case let .int64(value) = arguments[index] { return value } else { return -1 } }
         func number(_ index: Int) -> Int { if case let .uint32(value) = arguments[index] { return Int(value) } else { return 0 } }
@@ -91,6 +86,10 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
             return .failure(.failed("\(error)"))
         }
     }
+
+    var signatures: [String: String] { Self.signatures }
+    /// A copy's types and bytes, as xpbd keeps at most, and their names.
+    var maxArgumentBytes: Int { (daemon?.configuration.maxSnapshotBytes ?? 0) + (1 << 20) }
 
     /// Each method's arguments.
     static let signatures = [
