@@ -476,6 +476,44 @@ struct WaylandBridgeTests {
         try checkBridge(sway: sway, xDisplay: x.display)
     }
 
+    @Test("beside the wl-clipboard recipe `wl-paste --watch xclip -i -selection clipboard` (round four, 4): one wl-copy is one change on each side, nothing ping-pongs, the copy stays on both sides")
+    func besideAWatchScript() throws {
+        let sway = try Compositor(.sway(xwayland: true))
+        let display = try #require(sway.xDisplay)
+        let home = try DaemonHome()
+        let both = ["DISPLAY": display]
+        let daemon = try DaemonProcess(sway, home: home, environment: both)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("connected to")
+        var x = sway.environment
+        x["DISPLAY"] = display
+        let script = try Peer("wl-paste", ["--watch", "sh", "-c", "xclip -i -selection clipboard >/dev/null 2>&1; echo copied"], display: sway, environment: x)
+        defer { script.stop() }
+        // wl-paste --watch runs once for the clipboard as it finds it; then once per change.
+        for round in 1...3 {
+            let runs = script.outputSoFar.components(separatedBy: "copied").count - 1
+            let before = try Self.counts(sway, home, environment: both)
+            let text = "copied on Wayland \(round)"
+            _ = try run("wl-copy", ["-t", "text/plain", text], display: sway)
+            #expect(eventually(timeout: 10) { (try? run("xclip", ["-o", "-selection", "clipboard"], display: sway, environment: x).text) == text })
+            #expect(eventually(timeout: 10) { script.outputSoFar.components(separatedBy: "copied").count - 1 > runs })
+            // Settled: a quiet second later, nothing has moved since.
+            var last = try Self.counts(sway, home, environment: both)
+            var quiet = false
+            for _ in 0..<20 where !quiet {
+                Thread.sleep(forTimeInterval: 0.5)
+                let now = try Self.counts(sway, home, environment: both)
+                quiet = now == last
+                last = now
+            }
+            let changes = (last["CLIPBOARD"] ?? 0) - (before["CLIPBOARD"] ?? 0)
+            #expect(quiet && changes <= 2, "round \(round): \(changes) changes on Wayland; the script ran \(script.outputSoFar.components(separatedBy: "copied").count - 1 - runs) times")
+            #expect(try run("wl-paste", ["-n"], display: sway).text == text, "round \(round)")
+            #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: sway, environment: x).text == text, "round \(round)")
+        }
+        #expect(script.outputSoFar.components(separatedBy: "copied").count - 1 <= 8, "\(script.outputSoFar)")
+    }
+
     @Test("with the compositor's own XWayland, no X window focused: the same")
     func withXWayland() throws {
         let sway = try Compositor(.sway(xwayland: true))

@@ -149,6 +149,14 @@ final class DisplayHost: ClipboardHost {
                 guard !owner.isNone, let partial = state.inProgress[name], partial.owner == owner else { return nil }
                 return partial.targets.first { $0.target == target }
             }
+        }, heldElsewhere: { [weak self] name, owner in
+            guard let self, let memory = bridgeMemory.withLock({ $0 }) else { return nil }
+            let carriedBack = memory.isCarriedBack(name) {
+                // What the keeper read of it, else a read of its text now.
+                state.withLock { $0.kept(name, from: owner)?.targets.first { $0.target == "UTF8_STRING" }?.data }
+                    ?? (try? backend.managerPort.capture(name, target: "UTF8_STRING", limit: BridgeMemory.limit))?.data
+            }
+            return carriedBack ? "the Wayland copy the bridge just carried, made again on X (a script copying Wayland to X): Wayland has it" : nil
         }))
     }
 

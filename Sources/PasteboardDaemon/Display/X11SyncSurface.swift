@@ -74,6 +74,7 @@ final class X11SyncSurface: SyncSurface {
             offer = read
         }
         if let reason = offer.verdict.notSharedReason { return .notShared(reason) }
+        if owner != ourWindow, let reason = hooks.withLock({ $0 })?.heldElsewhere?(name, owner) { return .notShared(reason) }
         let manifest = offer.manifest.flatMap { Manifest.kept($0.data)?.manifest }
         let targets = SyncHub.announcedTargets(offer.keptTargets, sizes: { offer.sizes[$0] }, manifest: manifest)
         guard !targets.isEmpty else { return .notShared("without data targets") }
@@ -131,6 +132,8 @@ struct SyncHooks: Sendable {
     let kept: @Sendable (Pasteboard.Name, X11Window) -> Snapshot?
     /// One target of `owner`'s contents, if the keeper has it (kept, or fetched so far).
     let keptTarget: @Sendable (Pasteboard.Name, X11Window, String) -> CapturedTarget?
+    /// In a bridge: why `owner`'s copy is not carried to Wayland, which holds it already.
+    var heldElsewhere: (@Sendable (Pasteboard.Name, X11Window) -> String?)? = nil
 }
 
 extension SyncHub {

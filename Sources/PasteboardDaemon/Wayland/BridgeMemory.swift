@@ -120,6 +120,20 @@ final class BridgeMemory: Sendable {
         }
     }
 
+    /// Whether an X copy of `text` is the Wayland copy the bridge carried to X just before, made
+    /// again on X by a program that copies each Wayland copy to X (the wl-clipboard recipe
+    /// `wl-paste --watch xclip -i -selection clipboard`): Wayland holds it already, and carrying
+    /// it back would make a new Wayland copy for the program to copy again, for ever.
+    /// `text` is asked only when the bridge carried a copy of `name` within the window.
+    func isCarriedBack(_ name: Pasteboard.Name, text: () -> Data?) -> Bool {
+        let carried = state.withLock { state -> Data? in
+            guard let carried = state.carried[name], Date().timeIntervalSince(carried.time) < Self.window else { return nil }
+            return carried.text
+        }
+        guard let carried, !carried.isEmpty else { return false }
+        return text() == carried
+    }
+
     /// Whether a new Wayland copy is the compositor's echo (secret or not).
     func isEcho(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Bool {
         kind(name, text: text()) != .copy
