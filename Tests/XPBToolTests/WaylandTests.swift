@@ -293,6 +293,29 @@ struct WaylandDaemonTests {
         #expect(try xpb(["daemon", "status"], sway, home).text.contains("CLIPBOARD"))
     }
 
+    @Test("a Wayland source offering 5,000 MIME types (round four, 8): xpbd reads the flood of offers, stays connected, and keeps the clipboard")
+    func manyTypes() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        let file = home.root.appendingPathComponent("x")
+        try Data("many types".utf8).write(to: file)
+        let pairs = (0..<5000).flatMap { ["-t", "application/x-many-\($0)=\(file.path)"] }
+        let copy = try xpb(["copy"] + pairs + ["-t", "text/plain=\(file.path)"], sway, home, timeout: 120)
+        #expect(copy.status == 0, "\(copy.error)")
+        #expect(eventually(timeout: 30) { (try? run("wl-paste", ["-n", "-t", "text/plain"], display: sway).text) == "many types" })
+        let listed = try run("wl-paste", ["--list-types"], display: sway).text.split(separator: "\n").count
+        #expect(listed > 5000, "the source offers \(listed) types")
+        // Still connected: the next copy is kept.
+        _ = try run("wl-copy", ["-t", "text/plain", "after the flood"], display: sway)
+        try daemon.waitForLog("kept CLIPBOARD from", count: 1, timeout: 30)
+        #expect(eventually(timeout: 10) { daemon.log.contains("after the flood") || (try? xpb(["history"], sway, home).text.contains("after the flood")) == true },
+                "\(daemon.log.suffix(3000))")
+        #expect(!daemon.log.contains("lost the connection"), "\(daemon.log.suffix(3000))")
+        #expect(daemon.peer.isRunning)
+    }
+
     @Test("a copy marked secret is neither kept nor offered again; a restarted xpbd offers the last copy again")
     func secretsAndRestart() throws {
         let sway = try Compositor()
