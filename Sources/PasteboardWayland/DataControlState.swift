@@ -223,7 +223,10 @@ package struct DataControlState: Sendable {
             return [.deviceFinished]
         case (.offer, 0):
             guard var types = offers[message.object], case let .string(bytes?) = arguments[0] else { return [] }
-            if types.count < Self.maxTypesPerOffer, bytes.count <= 1024, !types.contains(bytes) { types.append(bytes) }
+            // A name that is not UTF-8 could only be asked back under another (repaired) name,
+            // which its source does not know: left out.
+            if types.count < Self.maxTypesPerOffer, bytes.count <= 1024, !types.contains(bytes),
+               String(validating: bytes, as: UTF8.self) != nil { types.append(bytes) }
             offers[message.object] = types
             return []
         case (.source, 0):

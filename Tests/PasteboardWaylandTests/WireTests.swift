@@ -137,6 +137,15 @@ struct WaylandWireTests {
             _ = listing.handle(WaylandMessage(object: offer, opcode: 0, arguments: [.string(Array("type/\(index)".utf8))]))
         }
         #expect(listing.types(of: offer)?.count == DataControlState.maxTypesPerOffer)
+
+        // A type name that is not UTF-8 is left out (asked back repaired, its source would not know it).
+        var named = DataControlState()
+        let fourth = named.make(.device(.wlr))
+        _ = named.handle(WaylandMessage(object: fourth, opcode: 0, arguments: [.newID(offer)]))
+        for bytes in [Array("text/plain".utf8), [0x74, 0x65, 0x78, 0x74, 0x2F, 0xFF, 0xFE], Array("text/html".utf8)] {
+            _ = named.handle(WaylandMessage(object: offer, opcode: 0, arguments: [.string(bytes)]))
+        }
+        #expect(named.types(of: offer)?.count == 2)
     }
 
     @Test("events for objects we destroyed are decoded by their interface and their descriptors closed")
