@@ -21,6 +21,36 @@ func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
     return list
 }
 
+/// A copy of xclip under another name in `root/bin` (a password manager xpbd does not know, by
+/// its executable's name): its path.
+func renamedXclip(_ name: String, in root: URL) throws -> String {
+    let bin = root.appendingPathComponent("bin")
+    try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+    let path = bin.appendingPathComponent(name).path
+    try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: path)
+    return path
+}
+
+/// Fills the history database at `path` (made by an xpbd, which is stopped) as `count` copies of
+/// CLIPBOARD by xclip would, in one transaction: entry n's text is `text(n)` (a Python
+/// expression of `n`), each used a second after the one before.
+func fillHistory(_ path: String, count: Int, text: String, on x: any TestSession) throws {
+    let fill = """
+        import hashlib, sqlite3, sys
+        db = sqlite3.connect(sys.argv[1])
+        with db:
+            for n in range(\(count)):
+                text = \(text)
+                data = text.encode()
+                cursor = db.execute("INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised) VALUES ('general', ':0', ?, ?, 'xclip', 1, ?, ?, ?, 'UTF8_STRING')",
+                                    (1e9 + n, 1e9 + n, len(data), text[:80], text))
+                db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, 0, 'UTF8_STRING', 'UTF8_STRING', ?, ?, ?)",
+                           (cursor.lastrowid, hashlib.sha256(data).hexdigest(), len(data), data))
+        """
+    let filled = try run("/usr/bin/python3", ["-c", fill, path], display: x, timeout: 300)
+    guard filled.status == 0 else { throw TestFailure("filling the history failed: \(filled.error)") }
+}
+
 /// Waits until the history has `count` entries; a failure shows `daemon`'s log.
 func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, daemon: DaemonProcess? = nil, timeout: Double = 10) throws {
     guard try eventually(timeout: timeout, { try history(x, home).count >= count }) else {

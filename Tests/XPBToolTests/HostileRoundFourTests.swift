@@ -90,10 +90,7 @@ struct HostileRoundFourTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
         defer { _ = try? daemon.stop() }
-        let bin = home.root.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        let manager = bin.appendingPathComponent("buttercup").path
-        try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: manager)
+        let manager = try renamedXclip("buttercup", in: home.root)
         let secret = "S-\(UUID().uuidString.prefix(8))"
         let keeper = try Peer(manager, ["-selection", "clipboard", "-quiet"], display: x, input: Data(secret.utf8))
         defer { keeper.stop() }
@@ -163,20 +160,7 @@ struct HostileRoundFourTests {
         // A history of 17,000 entries of 4 KiB, as 17,000 copies would leave it.
         try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000"]).stop()
         let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
-        let fill = """
-            import hashlib, sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            with db:
-                for n in range(17000):
-                    text = ("%05d" % n) * 819
-                    data = text.encode()
-                    cursor = db.execute("INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised) VALUES ('general', ':0', ?, ?, 'xclip', 1, ?, ?, ?, 'UTF8_STRING')",
-                                        (1e9 + n, 1e9 + n, len(data), text[:80], text))
-                    db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, 0, 'UTF8_STRING', 'UTF8_STRING', ?, ?, ?)",
-                               (cursor.lastrowid, hashlib.sha256(data).hexdigest(), len(data), data))
-            """
-        let filled = try run("/usr/bin/python3", ["-c", fill, database], display: x, timeout: 300)
-        #expect(filled.status == 0, "\(filled.error)")
+        try fillHistory(database, count: 17000, text: "(\"%05d\" % n) * 819", on: x)
         let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000"], environment: bus.environment)
         defer { _ = try? daemon.stop() }
         try daemon.waitForLog("answers org.kde.klipper.klipper")

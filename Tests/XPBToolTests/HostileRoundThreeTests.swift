@@ -208,20 +208,7 @@ struct HostileRoundThreeTests {
         // The database made by xpbd, then filled as 100,000 copies would fill it (one transaction).
         try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000"]).stop()
         let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
-        let fill = """
-            import hashlib, sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            with db:
-                for n in range(100000):
-                    text = "entry %d%s" % (n, " needle" if n % 1000 == 7 else "")
-                    data = text.encode()
-                    cursor = db.execute("INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised) VALUES ('general', ':0', ?, ?, 'xclip', 1, ?, ?, ?, 'UTF8_STRING')",
-                                        (1e9 + n, 1e9 + n, len(data), text, text))
-                    db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, 0, 'UTF8_STRING', 'UTF8_STRING', ?, ?, ?)",
-                               (cursor.lastrowid, hashlib.sha256(data).hexdigest(), len(data), data))
-            """
-        let filled = try run("/usr/bin/python3", ["-c", fill, database], display: x, timeout: 300)
-        #expect(filled.status == 0, "\(filled.error)")
+        try fillHistory(database, count: 100_000, text: "\"entry %d%s\" % (n, \" needle\" if n % 1000 == 7 else \"\")", on: x)
         let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000"])
         let newest = try xpb(["history"], x, home)
         #expect(newest.status == 0, "\(newest.error)")

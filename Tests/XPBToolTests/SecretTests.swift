@@ -41,10 +41,7 @@ struct SecretTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
         defer { _ = try? daemon.stop() }
-        let bin = home.root.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        let manager = bin.appendingPathComponent("buttercup").path
-        try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: manager)
+        let manager = try renamedXclip("buttercup", in: home.root)
 
         #expect(try xclipCopy("an ordinary note", display: x).status == 0)
         try daemon.waitForLog("kept CLIPBOARD")

@@ -147,10 +147,7 @@ struct SyncTests {
         let a = try Node(runtime: runtime)
         let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
         try b.daemon.waitForLog("connected to")
-        let bin = runtime.root.appendingPathComponent("bin")
-        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        let manager = bin.appendingPathComponent("buttercup").path
-        try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: manager)
+        let manager = try renamedXclip("buttercup", in: runtime.root)
         let secret = "peer-secret-\(UUID().uuidString)"
         #expect(try xclipCopy(secret, program: manager, display: a.x).status == 0)
         try b.waitForTaken(1)
