@@ -125,5 +125,10 @@ struct HeldHistoryTests {
         try history.clear()
         #expect(try history.listing().entries.map(\.preview) == ["clip"], "pinned kept, held gone")
         #expect(try history.writeHeld(except: []).isEmpty)
+
+        // A bridge's two sides share one history: each writes only its own display's held copies.
+        try history.add(copy("from X", at: now.addingTimeInterval(2)), display: ":1", holding: true)
+        #expect(try history.writeHeld(except: [], of: "wayland-1").isEmpty)
+        #expect(try history.writeHeld(except: [], of: ":1").map(\.selection) == [.general])
     }
 }

@@ -66,7 +66,7 @@ extension ClipboardDaemon {
     func writeReleased(because reason: String) {
         let holding = takenBack.withLock { $0.holding }
         do {
-            let written = try store.withLock { try $0.writeHeld(except: holding) }
+            let written = try store.withLock { try $0.writeHeld(except: holding, of: host.nodeName) }
             for entry in written {
                 logger.debug("\(SelectionNames.selection(for: entry.selection)): written to the history (entry \(entry.disk)): \(reason)")
             }

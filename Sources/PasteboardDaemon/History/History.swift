@@ -93,10 +93,13 @@ final class History {
     }
 
     /// Writes the held copies other than `holding` to disk, the oldest first (on a full disk,
-    /// those not written stay held, and the next call tries again). Returns those written.
-    func writeHeld(except holding: Set<HeldKey>) throws -> [Written] {
+    /// those not written stay held, and the next call tries again); with `display`, only that
+    /// display's (the two sides of a bridge share the history, and each holds its own). Returns
+    /// those written.
+    func writeHeld(except holding: Set<HeldKey>, of display: String? = nil) throws -> [Written] {
         var written: [Written] = []
-        for entry in try held.order().reversed() where !holding.contains(HeldKey(entry.selection, seconds: entry.created)) {
+        for entry in try held.order().reversed()
+        where !holding.contains(HeldKey(entry.selection, seconds: entry.created)) && (display == nil || entry.display == display) {
             guard var snapshot = try held.snapshot(entry: entry.id) else { continue }
             // Made when it was made; listed by when it was last used.
             snapshot.time = Date(timeIntervalSince1970: entry.created)
