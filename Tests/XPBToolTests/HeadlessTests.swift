@@ -310,6 +310,32 @@ struct HeadlessTests {
         #expect(try server.run(["paste"], x).output == big)
     }
 
+    @Test("twelve writers of 32 MiB at once to one named pasteboard (round four, 15): writes under way count against --max-size, the daemon holds at most that much, and the ones refused say why")
+    func concurrentWritersAreBounded() throws {
+        let x = try Xvfb()
+        let server = try Server()
+        let daemon = try Peer(try builtProduct("xpbd"), ["--headless", "--idle-exit", "0", "--max-size", "64M", "--max-target-size", "40M"],
+                              display: x, environment: server.environment)
+        defer { daemon.stop() }
+        #expect(eventually(timeout: 10) { daemon.errorSoFar.contains("listening on") }, "\(daemon.errorSoFar)")
+        let file = server.root.appendingPathComponent("big")
+        try Data(repeating: 0x62, count: 32 << 20).write(to: file)
+        let writers = try (0..<12).map { _ in
+            try Peer("/bin/sh", ["-c", "exec \"$0\" copy --pasteboard big < \"$1\"", try builtProduct("xpb"), file.path], display: x, environment: server.environment)
+        }
+        let outcomes = try writers.map { try $0.finish(timeout: 120) }
+        let held = outcomes.filter { $0.status == 0 }.count
+        let refused = outcomes.filter { $0.status != 0 }
+        #expect(held >= 1, "\(outcomes.map(\.error))")
+        #expect(refused.allSatisfy { $0.error.contains("(--max-size)") }, "\(refused.map(\.error))")
+        let status = (try? String(contentsOfFile: "/proc/\(daemon.pid)/status", encoding: .utf8)) ?? ""
+        let peak = (Int(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }?.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "0") ?? 0) >> 10
+        // Twelve 32 MiB copies held at once would be 384 MiB; 64 MiB being written at most, and
+        // what the daemon keeps of the one held, is far less.
+        #expect(peak < 250, "the headless daemon's peak: \(peak) MiB")
+        #expect(try server.run(["paste", "--pasteboard", "big"], x).output.count == 32 << 20)
+    }
+
     @Test("a headless daemon exits after --idle-exit with no link and no client, and not while a client watches")
     func idleExit() throws {
         let x = try Xvfb()

@@ -60,6 +60,9 @@ final class HeadlessClipboard: SyncSurface {
         var nextOwner: UInt = 2
         var watchers: [UInt64: Watcher] = [:]
         var nextWatcher: UInt64 = 0
+        /// The bytes of the writes under way, by reservation (``reserve(_:size:budget:)``).
+        var writing: [UInt64: Int] = [:]
+        var nextWrite: UInt64 = 0
     }
 
     /// Told of each change of a synced selection, in order (the hub's ``SyncHub/ownerChanged(_:owner:event:)``).
@@ -116,21 +119,43 @@ final class HeadlessClipboard: SyncSurface {
     static let maxNamed = 32
 
     /// Why a new copy of `size` bytes to `selection` is refused, nil when it may be held: no more
-    /// than ``maxNamed`` named pasteboards, and no more than `budget` bytes held in all (what
-    /// `selection` holds now is replaced, so it does not count). Refused before its bytes come.
-    func refusal(of selection: String, size: Int, budget: Int) -> String? {
-        state.withLock { state in
-            let others = state.entries.filter { $0.key != selection }
-            let isNamed = { (name: String) in !["CLIPBOARD", "PRIMARY", "SECONDARY"].contains(name) }
-            if isNamed(selection), others.keys.filter(isNamed).count >= Self.maxNamed {
-                return "xpbd holds \(Self.maxNamed) named pasteboards already: clear one first (xpb clear --pasteboard NAME)"
-            }
-            let held = others.values.reduce(0) { $0 + $1.size }
-            if held + size > budget {
-                return "xpbd holds \(ByteCount.format(held)) in its pasteboards; \(ByteCount.format(size)) more would pass its \(ByteCount.format(budget)) (--max-size): clear a pasteboard first"
-            }
-            return nil
+    /// than ``maxNamed`` named pasteboards, and no more than `budget` bytes held and being written
+    /// in all (what `selection` holds now is replaced, so it does not count). Refused before its
+    /// bytes come.
+    private static func refusal(of selection: String, size: Int, budget: Int, in state: State) -> String? {
+        let others = state.entries.filter { $0.key != selection }
+        let isNamed = { (name: String) in !["CLIPBOARD", "PRIMARY", "SECONDARY"].contains(name) }
+        if isNamed(selection), others.keys.filter(isNamed).count >= Self.maxNamed {
+            return "xpbd holds \(Self.maxNamed) named pasteboards already: clear one first (xpb clear --pasteboard NAME)"
         }
+        let held = others.values.reduce(0) { $0 + $1.size }
+        let writing = state.writing.values.reduce(0, +)
+        if held + writing + size > budget {
+            let under = writing > 0 ? " and \(ByteCount.format(writing)) being written" : ""
+            return "xpbd holds \(ByteCount.format(held)) in its pasteboards\(under); \(ByteCount.format(size)) more would pass its \(ByteCount.format(budget)) (--max-size): clear a pasteboard first, or write when the others are done"
+        }
+        return nil
+    }
+
+    /// Reserves `size` bytes of `budget` for a write to `selection` while its bytes arrive: writes
+    /// under way count against `--max-size` with what is held, so that twenty writers at once
+    /// cannot each hold their bytes before any is counted. A refusal says why; a reservation is
+    /// given back with ``release(_:)`` when the write is held or fails.
+    func reserve(_ selection: String, size: Int, budget: Int) -> Result<UInt64, ReservationRefused> {
+        state.withLock { state in
+            if let refusal = Self.refusal(of: selection, size: size, budget: budget, in: state) { return .failure(ReservationRefused(reason: refusal)) }
+            state.nextWrite += 1
+            state.writing[state.nextWrite] = size
+            return .success(state.nextWrite)
+        }
+    }
+
+    struct ReservationRefused: Error {
+        let reason: String
+    }
+
+    func release(_ reservation: UInt64) {
+        state.withLock { _ = $0.writing.removeValue(forKey: reservation) }
     }
 
     /// Called when a copy expires (after it is dropped): the history forgets it too.

@@ -131,9 +131,13 @@ final class MemoryHost: ClipboardHost {
         guard write.size <= cap else {
             return .failure(ControlFailure("the copy is \(ByteCount.format(write.size)), more than the \(ByteCount.format(cap)) a headless xpbd holds (--max-target-size)"))
         }
-        if let refusal = clipboard.refusal(of: write.pasteboard, size: write.size, budget: configuration.maxBytes) {
-            return .failure(ControlFailure(refusal + "; nothing was changed"))
+        let reservation: UInt64
+        switch clipboard.reserve(write.pasteboard, size: write.size, budget: configuration.maxBytes) {
+        case let .success(granted): reservation = granted
+        case let .failure(refused): return .failure(ControlFailure(refused.reason + "; nothing was changed"))
         }
+        // Given back once the bytes are held (counted as held then) or the write failed.
+        defer { clipboard.release(reservation) }
         let items: [PasteboardItem]
         switch ControlServer.receiveItems(of: write, on: &channel) {
         case let .success(received): items = received
