@@ -21,16 +21,6 @@ func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
     return list
 }
 
-/// A copy of xclip under another name in `root/bin` (a password manager xpbd does not know, by
-/// its executable's name): its path.
-func renamedXclip(_ name: String, in root: URL) throws -> String {
-    let bin = root.appendingPathComponent("bin")
-    try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-    let path = bin.appendingPathComponent(name).path
-    try FileManager.default.copyItem(atPath: "/usr/bin/xclip", toPath: path)
-    return path
-}
-
 /// Fills the history database at `path` (made by an xpbd, which is stopped) as `count` copies of
 /// CLIPBOARD by xclip would, in one transaction: entry n's text is `text(n)` (a Python
 /// expression of `n`), each used a second after the one before.

@@ -90,7 +90,7 @@ struct HostileRoundFourTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
         defer { _ = try? daemon.stop() }
-        let manager = try renamedXclip("buttercup", in: home.root)
+        let manager = try renamedXclip("buttercup", in: home.root.appendingPathComponent("bin"))
         let secret = "S-\(UUID().uuidString.prefix(8))"
         let keeper = try Peer(manager, ["-selection", "clipboard", "-quiet"], display: x, input: Data(secret.utf8))
         defer { keeper.stop() }

@@ -41,7 +41,7 @@ struct SecretTests {
         let home = try DaemonHome()
         let daemon = try DaemonProcess(x, home: home)
         defer { _ = try? daemon.stop() }
-        let manager = try renamedXclip("buttercup", in: home.root)
+        let manager = try renamedXclip("buttercup", in: home.root.appendingPathComponent("bin"))
 
         #expect(try xclipCopy("an ordinary note", display: x).status == 0)
         try daemon.waitForLog("kept CLIPBOARD")

@@ -147,7 +147,7 @@ struct SyncTests {
         let a = try Node(runtime: runtime)
         let b = try Node(runtime: runtime, arguments: ["--sync-display", a.x.display])
         try b.daemon.waitForLog("connected to")
-        let manager = try renamedXclip("buttercup", in: runtime.root)
+        let manager = try renamedXclip("buttercup", in: runtime.root.appendingPathComponent("bin"))
         let secret = "peer-secret-\(UUID().uuidString)"
         #expect(try xclipCopy(secret, program: manager, display: a.x).status == 0)
         try b.waitForTaken(1)
