@@ -17,23 +17,27 @@ struct ClearCommand: Command {
     }
 
     func run() throws {
-        // On Wayland an emptied clipboard looks the same as a source that went, which the
-        // session's xpbd fills again with what it kept: it is told that this clear is one.
-        if selection.host == .wayland, let client = try? DaemonAccess.client(display: nil, timeout: 2) {
-            var client = client
-            defer { client.close() }
-            if case .done = try client.send(.clearPasteboard(pasteboard: selection.selection)) { return }
-        }
-        // On X the display's xpbd clears it for the user: a clear X reports names no client, and
-        // one xpbd did not make could be a password manager's taking its copy back (forgotten).
-        if case let .display(display) = selection.host, selection.name == .general || selection.name == .find,
-           let client = try? ControlClient(display: display, timeout: 2) {
-            var client = client
-            defer { client.close() }
-            if case .done? = try? client.send(.clearPasteboard(pasteboard: selection.selection)) { return }
-        }
+        if clearedByDaemon() { return }
         let backend = try selection.connect()
         defer { backend.close(handOff: false) }
         try backend.clear(selection.name)
+    }
+
+    /// Asks the session's xpbd to clear the pasteboard, as the user's clear. On Wayland an emptied
+    /// clipboard looks the same as a source that went, which xpbd fills again with what it kept;
+    /// on X a clear names no client, and one xpbd did not make could be a password manager
+    /// taking its copy back (forgotten). True when xpbd cleared it; else xpb clears it itself.
+    private func clearedByDaemon() -> Bool {
+        let client: ControlClient?
+        switch selection.host {
+        case .wayland: client = try? DaemonAccess.client(display: nil, timeout: 2)
+        case let .display(display) where selection.name == .general || selection.name == .find:
+            client = try? ControlClient(display: display, timeout: 2)
+        default: client = nil
+        }
+        guard var client else { return false }
+        defer { client.close() }
+        if case .done? = try? client.send(.clearPasteboard(pasteboard: selection.selection)) { return true }
+        return false
     }
 }
