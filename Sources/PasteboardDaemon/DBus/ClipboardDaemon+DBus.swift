@@ -10,8 +10,14 @@ extension ClipboardDaemon {
         let klipper = configuration.offersKlipper ? KlipperObject(daemon: self, logger: logger) : nil
         let pasteboard = PasteboardObject(daemon: self, logger: logger)
         dbusObjects.withLock { $0 = (klipper, pasteboard) }
-        let objects: [any DBusObject] = [pasteboard] + (klipper.map { [$0] } ?? [])
-        dbus.withLock { $0 = DBusService.start(objects, logger: logger, lost: { [weak self] in self?.dbusLost() }) }
+        dbus.withLock { $0 = connectDBus(retrying: false) }
+    }
+
+    /// A connection offering the interfaces made at the start, told to ``dbusLost()`` if the bus goes.
+    private func connectDBus(retrying: Bool) -> DBusService? {
+        let (klipper, pasteboard) = dbusObjects.withLock { $0 }
+        let objects: [any DBusObject] = (pasteboard.map { [$0] } ?? []) + (klipper.map { [$0] } ?? [])
+        return DBusService.start(objects, logger: logger, retrying: retrying, lost: { [weak self] in self?.dbusLost() })
     }
 
     /// The session bus went away (it restarted, or dropped xpbd): xpbd connects again, after
@@ -25,9 +31,7 @@ extension ClipboardDaemon {
     private func reconnectDBus(after delay: Double) {
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self, !isStopping else { return }
-            let (klipper, pasteboard) = dbusObjects.withLock { $0 }
-            let objects: [any DBusObject] = (pasteboard.map { [$0] } ?? []) + (klipper.map { [$0] } ?? [])
-            guard let service = DBusService.start(objects, logger: logger, retrying: true, lost: { [weak self] in self?.dbusLost() }) else {
+            guard let service = connectDBus(retrying: true) else {
                 reconnectDBus(after: min(delay * 2, 30))
                 return
             }
