@@ -154,13 +154,15 @@ final class WaylandPasteQueue: Sendable {
         if let pasted { onPaste(pasted) }
         guard let reader = entry.reader else {
             // Nobody to watch: the receive was the paste.
-            return settle { $0.requestorGone(entry.requestor, at: Self.now) }
+            return settle(unlessReading: entry.requestor) { $0.requestorGone(entry.requestor, at: Self.now) }
         }
         // The paste ends when its reader does (wl-paste, xpb paste), or with its silence (a
-        // browser stays).
+        // browser stays). A reader whose other receive is still being written is not gone for
+        // it yet: that receive's end says whether the item was pasted (xpb's manifest receive
+        // saw it exit before its data receive's writer had told its end: the item was lost).
         DispatchQueue.global().async {
             if LocalProcess.waitForExit(of: reader, timeout: PasteTurns.grace + 0.05) {
-                self.settle { $0.requestorGone(entry.requestor, at: Self.now) }
+                self.settle(unlessReading: entry.requestor) { $0.requestorGone(entry.requestor, at: Self.now) }
             }
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + PasteTurns.grace + 0.05) {
@@ -170,8 +172,10 @@ final class WaylandPasteQueue: Sendable {
 
     /// Tells the turns an event; announces the item they name, as a new source where its types
     /// differ from the source's.
-    private func settle(_ event: (inout PasteTurns) -> Int?) {
+    /// `unlessReading`: nothing happens while a receive of that requestor is still open.
+    private func settle(unlessReading requestor: UInt? = nil, _ event: (inout PasteTurns) -> Int?) {
         let next = state.withLock { state -> (index: Int, isNewSource: Bool)? in
+            if let requestor, state.receipts.values.contains(where: { $0.requestor == requestor }) { return nil }
             guard let next = event(&state.turns) else { return nil }
             let isNewSource = items[next].targets != items[state.sourceItem].targets
             if isNewSource { state.sourceItem = next }
