@@ -69,7 +69,7 @@ struct TakenBackCopies: Sendable {
     /// copy ends the earlier one's window (it is no longer the clipboard's).
     mutating func copied(_ selection: Pasteboard.Name, app: String?, isEmpty: Bool, at now: Date) -> Copy? {
         guard let earlier = recent[selection] else { return nil }
-        if isEmpty, let app, earlier.app == app, now.timeIntervalSince(earlier.time) <= window, now >= earlier.time {
+        if isEmpty, let app, earlier.app == app, isWithinWindow(earlier, at: now) {
             recent.removeValue(forKey: selection)
             return earlier
         }
