@@ -87,7 +87,10 @@ struct HostileRoundThreeTests {
         let home = try DaemonHome()
         let directory = home.root.path
         let action = "for i in 1 2 3 4 5; do sleep 60 & done; echo $$ > '\(directory)/group.'$(cat)"
-        let daemon = try DaemonProcess(x, home: home, arguments: ["--on-copy", action, "--on-copy-timeout", "3"])
+        // The timeout runs from each action's start: it must outlast the four copies' setup (3 s
+        // did not under a full parallel run, and the first action's end freed a slot before the
+        // fifth copy).
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--on-copy", action, "--on-copy-timeout", "10"])
         var groups: [Int] = []
         for copy in 1...4 {
             #expect(try xpb(["copy"], x, home, input: Data("copy\(copy)".utf8)).status == 0)
@@ -107,7 +110,7 @@ struct HostileRoundThreeTests {
         try daemon.waitForLog("kept CLIPBOARD", count: 5)
         try daemon.waitForLog("on-copy: 4 actions still run; none for this copy")
         // Past the timeout, every sleep of every action is killed.
-        try daemon.waitForLog("ran 3.0 s and was killed", count: 4)
+        try daemon.waitForLog("ran 10.0 s and was killed", count: 4, timeout: 20)
         #expect(eventually(timeout: 10) { groups.allSatisfy { groupMembers($0).isEmpty } }, "\(groups.map { groupMembers($0) })")
         // The slots are free again.
         #expect(try xpb(["copy"], x, home, input: Data("copy6".utf8)).status == 0)
