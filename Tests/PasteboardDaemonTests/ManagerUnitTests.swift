@@ -89,7 +89,7 @@ struct MoreLinesTests {
 }
 
 /// A small deterministic generator (SplitMix64) for the seeded tests.
-private struct SeededGenerator: RandomNumberGenerator {
+struct SeededGenerator: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

@@ -17,6 +17,9 @@ public final class SessionBus: Sendable {
         address = peer.outputSoFar.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The bus daemon's process.
+    public var pid: pid_t { peer.pid }
+
     /// What a client of this bus needs.
     public var environment: [String: String] { ["DBUS_SESSION_BUS_ADDRESS": address] }
 

@@ -413,26 +413,39 @@ public func latin1Text(_ size: Int) -> Data {
 /// The hostile X client of Tests/Attackers (xhostile.c), compiled once per test process with
 /// the system's C compiler against Xlib (libx11-dev, which the build needs anyway).
 public func attacker() throws -> String {
-    try attackerBuild.withLock { path in
-        if let path { return path }
-        let source = packageRoot.appendingPathComponent("Tests/Attackers/xhostile.c").path
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("xhostile-\(getpid())").path
+    try compiledAttacker("xhostile", flags: ["-lX11"])
+}
+
+/// The hostile session-bus client of Tests/Attackers (dbushostile.c), compiled once per test
+/// process against libdbus-1 (libdbus-1-dev, which the build needs anyway).
+public func busAttacker(on session: any TestSession) throws -> String {
+    let flags = try run("pkg-config", ["--cflags", "--libs", "dbus-1"], display: session)
+    guard flags.status == 0 else { throw TestFailure("pkg-config knows no dbus-1: is libdbus-1-dev installed?") }
+    return try compiledAttacker("dbushostile", flags: flags.text.split(whereSeparator: \.isWhitespace).map(String.init))
+}
+
+/// Tests/Attackers/`name`.c, compiled once per test process with the system's C compiler.
+private func compiledAttacker(_ name: String, flags: [String]) throws -> String {
+    try attackerBuilds.withLock { paths in
+        if let path = paths[name] { return path }
+        let source = packageRoot.appendingPathComponent("Tests/Attackers/\(name).c").path
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(getpid())").path
         let compiler = try which("cc")
         let null = Spawner.devNull(O_RDWR)
         defer { close(null) }
-        let pid = try Spawner.spawn(compiler, ["-O1", "-o", output, source, "-lX11"], environment: ProcessInfo.processInfo.environment,
+        let pid = try Spawner.spawn(compiler, ["-O1", "-o", output, source] + flags, environment: ProcessInfo.processInfo.environment,
                                     files: [0: null, 1: null, 2: null])
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         guard status == 0, FileManager.default.isExecutableFile(atPath: output) else {
-            throw TestFailure("cannot compile \(source) (cc \(source) -lX11; is libx11-dev installed?)")
+            throw TestFailure("cannot compile \(source) (cc \(source) \(flags.joined(separator: " ")))")
         }
-        path = output
+        paths[name] = output
         return output
     }
 }
 
-private let attackerBuild = Mutex<String?>(nil)
+private let attackerBuilds = Mutex<[String: String]>([:])
 
 /// The peak resident memory of a process (VmHWM), in bytes.
 public func peakMemory(_ pid: Int32) -> Int? {

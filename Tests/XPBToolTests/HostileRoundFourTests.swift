@@ -104,7 +104,8 @@ struct HostileRoundFourTests {
         #expect(try run("xsel", ["-b", "--clear"], display: x).status == 0)
         try daemon.waitForLog("may have cleared it (X does not say who clears): the copy is kept")
         #expect(!daemon.log.contains("was a secret"), "\(daemon.log)")
-        #expect(try history(x, home).contains { ($0["preview"] as? String) == mine })
+        let listed = try history(x, home)
+        #expect(listed.contains { ($0["preview"] as? String) == mine }, "\(listed) \(daemon.log)")
     }
 
     /// A process's resident memory now and at its peak, in MiB.
@@ -190,6 +191,35 @@ struct HostileRoundFourTests {
                                          "--method", "org.xpb.Pasteboard1.GetContents", "CLIPBOARD"], display: x, environment: environment, timeout: 90)
         #expect(contents.status != 0 && contents.error.contains("read it with xpb paste"), "\(contents.error.prefix(500))")
         #expect(try ping(), "still on the bus: \(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("the session bus went away"), "\(daemon.log.suffix(2000))")
+    }
+
+    @Test("a caller that never reads its replies delays no one: 3,000 calls for a 4 MiB entry left unread; a Ping, another reader of the entry and pass's clearClipboardHistory are answered, and the bus stays small")
+    func unreadRepliesDelayNoOne() throws {
+        let (x, bus, home, daemon, environment) = try Self.daemonOnABus()
+        defer { withExtendedLifetime(bus) { _ = try? daemon.stop() } }
+        let entry = Data((0..<(4 << 20)).map { UInt8(97 + $0 % 26) })
+        let owner = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: entry)
+        defer { owner.stop() }
+        try daemon.waitForLog("kept CLIPBOARD")
+        let attacker = try Peer(try busAttacker(on: x), ["unread", "3000", "org.kde.klipper", "/klipper", "org.kde.klipper.klipper", "getClipboardHistoryItem", "0"],
+                                display: x, environment: environment)
+        defer { attacker.stop() }
+        try attacker.waitForOutput("sent 3000")
+        try daemon.waitForLog("has not read", timeout: 60)
+
+        // Before, each waited behind the 3,000 calls, and then for good: the bus, holding 1 GB
+        // of unread replies, stopped reading xpbd.
+        let ping = try run("gdbus", ["call", "--session", "--timeout", "20", "--dest", "org.kde.klipper", "--object-path", "/klipper",
+                                     "--method", "org.freedesktop.DBus.Peer.Ping"], display: x, environment: environment, timeout: 30)
+        #expect(ping.status == 0, "\(ping.error)")
+        let item = try run("qdbus", ["org.kde.klipper", "/klipper", "org.kde.klipper.klipper.getClipboardHistoryItem", "0"], display: x, environment: environment, timeout: 30)
+        #expect(item.status == 0 && item.output.count == entry.count + 1, "\(item.output.count) bytes: \(item.error)")
+        let clear = try run("qdbus", ["org.kde.klipper", "/klipper", "org.kde.klipper.klipper.clearClipboardHistory"], display: x, environment: environment, timeout: 30)
+        #expect(clear.status == 0, "\(clear.error)")
+        try daemon.waitForLog("the history was cleared")
+        #expect(try history(x, home).isEmpty)
+        #expect(Self.memory(of: bus.pid).peak < 300, "the bus holds what the caller has not read: \(Self.memory(of: bus.pid))")
         #expect(!daemon.log.contains("the session bus went away"), "\(daemon.log.suffix(2000))")
     }
 

@@ -60,6 +60,8 @@ final class DBusService: @unchecked Sendable {
     private let sending = Mutex(())
     /// Told when the bus goes away (not when stopped).
     private let lost: @Sendable () -> Void
+    /// Whose call is served next, and what may be sent: used by the thread alone.
+    private var flow = DBusCallFlow<OpaquePointer>()
 
     /// Connects to the session bus and takes each object's name where it is free; nil (logged,
     /// at debug when `retrying`) when there is no session bus or no object got its name. `lost`
@@ -140,9 +142,11 @@ final class DBusService: @unchecked Sendable {
         if wakeWrite >= 0 { _ = write(wakeWrite, &byte, 1) }
     }
 
-    /// The thread: reads and answers until stopped or the bus goes.
+    /// The thread: reads and answers until stopped or the bus goes. It reads every message that
+    /// came, then serves one call (``DBusCallFlow`` says whose), and reads again.
     private func run() {
         defer {
+            for call in flow.drain() { dbus_message_unref(call) }
             dbus_connection_close(connection)
             dbus_connection_unref(connection)
         }
@@ -150,24 +154,63 @@ final class DBusService: @unchecked Sendable {
             // Waits for input without the lock (a signal can be sent meanwhile), then reads.
             var fd: Int32 = -1
             let pending = sending.withLock { _ in dbus_connection_get_dispatch_status(connection) == DBUS_DISPATCH_DATA_REMAINS }
+            let busy = pending || flow.hasTurn
             // The socket (a unix one, or TCP where the bus is reached so); without one, libdbus
             // waits itself, holding the lock (as it must not spin).
             let hasSocket = dbus_connection_get_socket(connection, &fd) != 0 && fd >= 0
-            if !pending, hasSocket {
+            if !busy, hasSocket {
                 var pollers = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
                 _ = poll(&pollers, wakeRead >= 0 ? 2 : 1, wakeRead >= 0 ? -1 : 200)
             }
-            let alive = sending.withLock { _ in dbus_connection_read_write(connection, pending || hasSocket ? 0 : 200) }
+            let alive = sending.withLock { _ in dbus_connection_read_write(connection, busy || hasSocket ? 0 : 200) }
             guard alive != 0 else {
                 logger.warning("D-Bus: the session bus went away")
                 if !isStopped.withLock({ $0 }) { lost() }
                 return
             }
             while let message = sending.withLock({ _ in dbus_connection_pop_message(connection) }) {
-                handle(message)
-                dbus_message_unref(message)
+                receive(message)
+            }
+            if let (caller, call) = flow.next() {
+                handle(call, from: caller)
+                dbus_message_unref(call)
             }
         }
+    }
+
+    /// A message came: a call waits for its turn (or is refused, or dropped), the answer to a Ping
+    /// tells that its caller read its replies, the rest is let go.
+    private func receive(_ message: OpaquePointer) {
+        switch dbus_message_get_type(message) {
+        case DBUS_MESSAGE_TYPE_METHOD_CALL:
+            let caller = dbus_message_get_sender(message).map { String(cString: $0) } ?? ""
+            // A held caller's call waits only if its arguments are small (a short check: past
+            // 4 KiB it stops reading them).
+            let small: Bool? = flow.isHeld(caller) ? (try? DBusValue.arguments(of: message, maxBytes: 4 << 10).get()) != nil : nil
+            switch flow.arrived(message, from: caller, small: small) {
+            case .queued:
+                return
+            case .refused:
+                reply(to: message, from: caller, .failure(DBusFailure(name: "org.freedesktop.DBus.Error.LimitsExceeded",
+                                                                      message: "more than \(DBusCallFlow<OpaquePointer>.maxQueued) calls wait for an answer: wait for them first")))
+            case let .dropped(first):
+                if first { logger.notice("D-Bus: \(caller) has not read \(ByteCount.format(DBusCallFlow<OpaquePointer>.maxUnread)) of replies: its calls are dropped until it reads them") }
+            }
+        case DBUS_MESSAGE_TYPE_METHOD_RETURN, DBUS_MESSAGE_TYPE_ERROR:
+            let answer = flow.answered(serial: dbus_message_get_reply_serial(message))
+            if let caller = answer.pingAgain { ping(caller) }
+        default:
+            break
+        }
+        dbus_message_unref(message)
+    }
+
+    /// Asks `caller` for a `Peer.Ping`: its answer comes once it read everything sent before.
+    private func ping(_ caller: String) {
+        guard !caller.isEmpty, let message = dbus_message_new_method_call(caller, "/", "org.freedesktop.DBus.Peer", "Ping") else {
+            return flow.pingFailed(caller)
+        }
+        if let serial = send(message) { flow.pinged(caller, serial: serial) } else { flow.pingFailed(caller) }
     }
 
     /// Emits a signal of `object` (from any thread).
@@ -179,80 +222,101 @@ final class DBusService: @unchecked Sendable {
         send(signal)
     }
 
-    private func send(_ message: OpaquePointer) {
-        sending.withLock { _ in
-            _ = dbus_connection_send(connection, message, nil)
-            dbus_connection_flush(connection)
+    /// Sends `message` and lets it go: its serial, nil when libdbus had no memory for it.
+    @discardableResult
+    private func send(_ message: OpaquePointer) -> UInt32? {
+        var serial: UInt32 = 0
+        let sent = sending.withLock { _ in
+            defer { dbus_connection_flush(connection) }
+            return dbus_connection_send(connection, message, &serial) != 0
         }
         dbus_message_unref(message)
+        return sent ? serial : nil
     }
 
     // MARK: Calls
 
-    private func handle(_ message: OpaquePointer) {
-        guard dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_METHOD_CALL,
-              let memberPointer = dbus_message_get_member(message) else { return }
+    private func handle(_ message: OpaquePointer, from caller: String) {
+        let reply = { (result: Result<[DBusValue], DBusFailure>) in self.reply(to: message, from: caller, result) }
+        guard let memberPointer = dbus_message_get_member(message) else { return reply(.failure(.unknownMethod("a call with no method"))) }
         let member = String(cString: memberPointer)
         let interface = dbus_message_get_interface(message).map { String(cString: $0) }
         let path = dbus_message_get_path(message).map { String(cString: $0) } ?? "/"
         if interface == "org.freedesktop.DBus.Introspectable", member == "Introspect" {
-            return reply(to: message, .success([.string(introspection(of: path))]))
+            return reply(.success([.string(introspection(of: path))]))
         }
-        if interface == "org.freedesktop.DBus.Peer", member == "Ping" { return reply(to: message, .success([])) }
+        if interface == "org.freedesktop.DBus.Peer", member == "Ping" { return reply(.success([])) }
         guard let object = objects.first(where: { $0.path == path && (interface == nil || interface == $0.interface) }) else {
-            return reply(to: message, .failure(.unknownMethod("no method \(member) on \(path) (\(interface ?? "no interface"))")))
+            return reply(.failure(.unknownMethod("no method \(member) on \(path) (\(interface ?? "no interface"))")))
         }
         guard let expected = object.signatures[member] else {
-            return reply(to: message, .failure(.unknownMethod("no method \(member) in \(object.interface)")))
+            return reply(.failure(.unknownMethod("no method \(member) in \(object.interface)")))
         }
         let signature = dbus_message_get_signature(message).map { String(cString: $0) } ?? ""
         guard signature == expected else {
-            return reply(to: message, .failure(.invalidArguments("\(member) takes (\(expected)), not (\(signature)): see Introspect")))
+            return reply(.failure(.invalidArguments("\(member) takes (\(expected)), not (\(signature)): see Introspect")))
         }
         let arguments: [DBusValue]
         switch DBusValue.arguments(of: message, maxBytes: object.maxArgumentBytes) {
         case let .success(values):
             arguments = values
         case .failure(.tooLarge):
-            return reply(to: message, .failure(.invalidArguments("\(member): the arguments hold more than the \(ByteCount.format(object.maxArgumentBytes)) it takes")))
+            return reply(.failure(.invalidArguments("\(member): the arguments hold more than the \(ByteCount.format(object.maxArgumentBytes)) it takes")))
         case .failure(.unreadable):
-            return reply(to: message, .failure(.invalidArguments("\(member): arguments of a type \(object.interface) does not take")))
+            return reply(.failure(.invalidArguments("\(member): arguments of a type \(object.interface) does not take")))
         }
-        let sender = dbus_message_get_sender(message).map { String(cString: $0) }
         let connection = self.connection
-        let caller = DBusCaller(processID: {
-            guard let sender else { return nil }
-            let pid = cdbus_connection_pid(connection, sender, 1000)
+        let who = DBusCaller(processID: {
+            guard !caller.isEmpty else { return nil }
+            let pid = cdbus_connection_pid(connection, caller, 1000)
             return pid > 0 ? Int(pid) : nil
         })
-        reply(to: message, object.call(member, arguments, caller: caller))
+        reply(object.call(member, arguments, caller: who))
     }
 
     /// The most a reply of xpbd holds (``DBusValue/wireSize``, a bound): under D-Bus's 64 MiB for
     /// one array and its 128 MiB for a message. A reply past either made the bus drop xpbd.
     static let maxReply = 60 << 20
 
-    private func reply(to message: OpaquePointer, _ result: Result<[DBusValue], DBusFailure>) {
-        guard dbus_message_get_no_reply(message) == 0 else { return }
+    /// Answers `message` of `caller` with `result` (unless it asked for no reply): a reply past
+    /// ``maxReply``, or a large one while callers hold too many unread (``DBusCallFlow``), is
+    /// refused with a short error instead.
+    private func reply(to message: OpaquePointer, from caller: String, _ result: Result<[DBusValue], DBusFailure>) {
+        guard dbus_message_get_no_reply(message) == 0 else {
+            _ = flow.replied(to: caller, bytes: 0)
+            return
+        }
         var result = result
         if case let .success(values) = result {
             let size = values.reduce(0) { $0 + $1.wireSize }
+            let member = dbus_message_get_member(message).map { String(cString: $0) } ?? "the call"
             if size > Self.maxReply {
-                let member = dbus_message_get_member(message).map { String(cString: $0) } ?? "the call"
                 logger.info("D-Bus: the reply to \(member) would take \(ByteCount.format(size)): refused (at most \(ByteCount.format(Self.maxReply)))")
                 result = .failure(.failed("the reply would take \(ByteCount.format(size)), more than the \(ByteCount.format(Self.maxReply)) a D-Bus message of xpbd carries: read it with xpb paste, or ask for fewer entries"))
+            } else if !flow.mayReply(size) {
+                logger.info("D-Bus: the reply to \(member) would take \(ByteCount.format(size)) while callers have not read \(ByteCount.format(flow.unread)): refused")
+                result = .failure(DBusFailure(name: "org.freedesktop.DBus.Error.LimitsExceeded",
+                                              message: "xpbd holds \(ByteCount.format(flow.unread)) of replies other callers have not read: try again"))
             }
         }
+        var bytes = 0
         switch result {
         case let .success(values):
             guard let reply = dbus_message_new_method_return(message) else { return }
             var iterator = DBusMessageIter()
             dbus_message_iter_init_append(reply, &iterator)
             for value in values { value.append(to: &iterator) }
+            bytes = values.reduce(0) { $0 + $1.wireSize }
             send(reply)
         case let .failure(failure):
             guard let reply = dbus_message_new_error(message, failure.name, failure.message) else { return }
+            bytes = failure.name.utf8.count + failure.message.utf8.count
             send(reply)
+        }
+        let wasHeld = flow.isHeld(caller)
+        if flow.replied(to: caller, bytes: bytes + 128) { ping(caller) }
+        if !wasHeld, flow.isHeld(caller) {
+            logger.info("D-Bus: \(caller) has not read \(ByteCount.format(DBusCallFlow<OpaquePointer>.maxUnread)) of replies: its calls wait until it does")
         }
     }
 
