@@ -71,7 +71,7 @@ package enum XPBD {
         discussion: """
             Runs in the foreground on $DISPLAY until SIGTERM or SIGINT, then writes its state and exits 0. It holds \
             CLIPBOARD_MANAGER, so one runs per display; if another manager holds it, xpbd names it and exits 1 (--replace \
-            takes over). It exits 1 when the X server goes away (systemd's Restart=on-failure starts it again). History: \
+            takes over). When the display's connection ends it connects again; a display gone for 10 s makes it exit 1 (systemd's Restart=on-failure starts it again). History: \
             $XDG_STATE_HOME/xpb (default ~/.local/state/xpb). Control socket for 'xpb history' and 'xpb daemon status': \
             $XDG_RUNTIME_DIR/xpb/xpbd-<display>.socket.\nSync: --sync-display and --peer keep CLIPBOARD (and PRIMARY with \
             --sync-primary) the same on other displays and machines; a copy is announced at once and its bytes move only \
@@ -131,7 +131,7 @@ package enum XPBD {
 
     /// The exit statuses, as help and the man page give them.
     static let exitStatuses: [(status: Int32, meaning: String)] = [
-        (0, "stopped cleanly"), (1, "failure (another manager, no display, lost X server)"), (64, "usage error"),
+        (0, "stopped cleanly"), (1, "failure (another manager, no display, a display gone for more than 10 s)"), (64, "usage error"),
     ]
 
     /// The daemon as its man page and completions describe it.
@@ -356,9 +356,13 @@ package enum XPBD {
         signal(SIGPIPE, SIG_IGN)
         let daemon: any RunningDaemon
         do {
-            daemon = configuration.bridgesWayland
-                ? try ClipboardBridge(configuration: configuration, logger: logger)
-                : try ClipboardDaemon(configuration: configuration, logger: logger)
+            // Made again on a fresh connection when the display's ends (the compositor dropped
+            // xpbd, or came back).
+            daemon = try ReconnectingDaemon(configuration: configuration, logger: logger) { configuration -> any RunningDaemon in
+                configuration.bridgesWayland
+                    ? try ClipboardBridge(configuration: configuration, logger: logger)
+                    : try ClipboardDaemon(configuration: configuration, logger: logger)
+            }
         } catch {
             logger.critical("\(error)")
             return 1

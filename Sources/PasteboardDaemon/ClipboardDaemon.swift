@@ -48,8 +48,9 @@ package final class ClipboardDaemon: Sendable {
     /// Counts history writes, so that a burst of them encodes the listing ahead once
     /// (``encodeListingSoon()``).
     let listingWrites = Mutex(0)
-    /// Signalled once when the daemon must stop, with the reason (nil: asked to).
-    private let stopped = Mutex<(done: Bool, failure: String?)>((false, nil))
+    /// Signalled once when the daemon must stop, with the reason (nil: asked to), and whether
+    /// it lost its display (xpbd may connect again: ``ReconnectingDaemon``).
+    private let stopped = Mutex<(done: Bool, failure: String?, lostDisplay: Bool)>((false, nil, false))
     private let stopSignal = DispatchSemaphore(value: 0)
     /// When the daemon last had a link, a client or a request (`--idle-exit`).
     private let lastBusy = Mutex(Date())
@@ -181,11 +182,20 @@ package final class ClipboardDaemon: Sendable {
     /// Whether the daemon was asked to stop (or failed).
     var isStopping: Bool { stopped.withLock { $0.done } }
 
+    /// Whether the daemon stopped because its connection to the display ended (``lost(_:)``).
+    package var lostItsDisplay: Bool { stopped.withLock { $0.lostDisplay } }
+
+    /// The connection to the display ended (`what`: "the connection to the X server (why)"):
+    /// the daemon stops, with a failure, and says it lost it.
+    func lost(_ what: String) {
+        finish(failure: "lost \(what)", reason: "lost \(what)", lostDisplay: true)
+    }
+
     /// Stops the daemon once, for `reason` (logged; `failure` makes the run fail).
-    func finish(failure: String?, reason: String) {
+    func finish(failure: String?, reason: String, lostDisplay: Bool = false) {
         let first = stopped.withLock { value -> Bool in
             guard !value.done else { return false }
-            value = (true, failure)
+            value = (true, failure, lostDisplay)
             return true
         }
         guard first else { return }

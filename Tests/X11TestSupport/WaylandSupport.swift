@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// A private headless Wayland compositor for one test: sway (wlroots: it has data-control), or
 /// weston (which has none, for the error a user then gets). Compositors refuse to run as root,
@@ -21,9 +22,15 @@ public final class Compositor: TestSession {
     /// XWayland's display, when sway runs one.
     public let xDisplay: String?
 
-    public init(_ kind: Kind = .sway(xwayland: false)) throws {
-        let directory = "/tmp/xpb-wayland-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        guard mkdir(directory, 0o700) == 0, chown(directory, 65534, 65534) == 0 else {
+    /// Whether the runtime directory goes with this compositor (not when another took it over: ``restarted()``).
+    private let ownsDirectory = Mutex(true)
+    private let kind: Kind
+
+    /// - Parameter directory: a runtime directory to use again (``restarted()``); nil: a new one.
+    public init(_ kind: Kind = .sway(xwayland: false), in reused: String? = nil) throws {
+        self.kind = kind
+        let directory = reused ?? "/tmp/xpb-wayland-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        guard reused != nil || (mkdir(directory, 0o700) == 0 && chown(directory, 65534, 65534) == 0) else {
             throw TestFailure("cannot make the compositor's runtime directory \(directory)")
         }
         runtimeDirectory = directory
@@ -170,9 +177,32 @@ public final class Compositor: TestSession {
         Glibc.kill(serverPID, SIGKILL)
     }
 
+    /// Ends this compositor as a crash does (SIGKILL), and starts the same kind again in its
+    /// runtime directory, where it takes the same socket name: what a client sees when its
+    /// compositor crashes and comes back. This one gives the directory to the new one.
+    public func restarted() throws -> Compositor {
+        kill()
+        guard eventually(timeout: 10, { Self.hasEnded(serverPID) }) else { throw TestFailure("the compositor did not end") }
+        // A crashed compositor leaves its socket; the next one takes the name once it is gone.
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: runtimeDirectory)) ?? [] where entry.hasPrefix("wayland-") {
+            unlink(runtimeDirectory + "/" + entry)
+        }
+        ownsDirectory.withLock { $0 = false }
+        let next = try Compositor(kind, in: runtimeDirectory)
+        guard next.socketName == socketName else { throw TestFailure("the new compositor took \(next.socketName), not \(socketName)") }
+        return next
+    }
+
+    /// Whether a process is gone or a zombie (its watchdog shell reaps it only at its own end).
+    private static func hasEnded(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return true }
+        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).prefix(1)
+        return state == "Z" || state == "X"
+    }
+
     deinit {
         kill()
-        try? FileManager.default.removeItem(atPath: runtimeDirectory)
+        if ownsDirectory.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: runtimeDirectory) }
     }
 }
 

@@ -13,7 +13,7 @@ func xpb(_ arguments: [String], _ x: any TestSession, _ home: DaemonHome, input:
 }
 
 /// The history as `xpb history --json` lists it.
-func history(_ x: Xvfb, _ home: DaemonHome) throws -> [[String: Any]] {
+func history(_ x: any TestSession, _ home: DaemonHome) throws -> [[String: Any]] {
     let outcome = try xpb(["history", "--json"], x, home)
     guard outcome.status == 0, let list = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] else {
         throw TestFailure("xpb history --json failed: \(outcome.error)")
@@ -722,17 +722,39 @@ struct DaemonTests {
             let again = try DaemonProcess(x, home: home)
             try again.waitForLog("restored CLIPBOARD from the history")
             #expect(try xclipOut(x).text == text)
-            // The X server goes away: the daemon exits with a failure, for systemd to restart it.
+            // The X server goes away for good: the daemon tries for 10 s, then exits with a
+            // failure, for systemd to restart it.
             x.kill()
-            let outcome = try again.peer.finish(timeout: 15)
+            let outcome = try again.peer.finish(timeout: 40)
             #expect(outcome.status == 1, "\(outcome.error)")
             #expect(outcome.error.contains("lost the connection to the X server"))
+            #expect(outcome.error.contains("did not come back within 10 s"), "\(outcome.error)")
         }
         let x = try Xvfb()
         let daemon = try DaemonProcess(x, home: home)
         try daemon.waitForLog("restored CLIPBOARD from the history")
         #expect(try xclipOut(x).text == text)
         try daemon.stop()
+    }
+
+    @Test("the X server restarts on the same display: xpbd connects again, says so, and restores the last clipboard")
+    func xServerComesBack() throws {
+        let home = try DaemonHome()
+        let text = "across the restart \(UUID().uuidString.prefix(8))"
+        let first = try Xvfb()
+        let daemon = try DaemonProcess(first, home: home)
+        defer { _ = try? daemon.stop() }
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard"], display: first, input: Data(text.utf8))
+        _ = try owner.finish(timeout: 10)
+        try daemon.waitForLog("kept CLIPBOARD")
+        guard let number = Int(first.display.dropFirst()) else { throw TestFailure("display \(first.display)") }
+        first.kill()
+        try daemon.waitForLog("lost the connection to the X server")
+        let x = try Xvfb(number: number)
+        try daemon.waitForLog("connected again", timeout: 20)
+        try daemon.waitForLog("restored CLIPBOARD from the history")
+        #expect(try xclipOut(x).text == text)
+        #expect(daemon.peer.isRunning)
     }
 
     @Test("a copy made just as the daemon brings back a gone owner's contents is kept, and stays the clipboard")

@@ -316,6 +316,25 @@ struct WaylandDaemonTests {
         #expect(daemon.peer.isRunning)
     }
 
+    @Test("the compositor crashes and comes back on the same socket: xpbd connects again, says so, offers the last copy again and keeps the next")
+    func compositorComesBack() throws {
+        let first = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(first, home: home)
+        defer { _ = try? daemon.stop() }
+        _ = try run("wl-copy", ["-t", "text/plain", "before the crash"], display: first)
+        try daemon.waitForLog("kept CLIPBOARD")
+        let sway = try first.restarted()
+        try daemon.waitForLog("lost the connection to the Wayland compositor")
+        try daemon.waitForLog("connected again", timeout: 20)
+        try daemon.waitForLog("restored CLIPBOARD")
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "before the crash")
+        _ = try run("wl-copy", ["-t", "text/plain", "after it"], display: sway)
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        #expect(try history(sway, home).compactMap { $0["preview"] as? String } == ["after it", "before the crash"])
+        #expect(daemon.peer.isRunning)
+    }
+
     @Test("a copy marked secret is neither kept nor offered again; a restarted xpbd offers the last copy again")
     func secretsAndRestart() throws {
         let sway = try Compositor()

@@ -243,11 +243,13 @@ final class DisplayHost: ClipboardHost {
                 }
             }
         }
-        // A lost X connection ends the daemon (systemd restarts it, Restart=on-failure).
+        // A lost X connection ends this daemon; xpbd connects again while the server comes
+        // back soon (``ReconnectingDaemon``), and exits otherwise (systemd restarts it,
+        // Restart=on-failure).
         backend.managerPort.onConnectionStop { [weak daemon] reason in
-            daemon?.finish(failure: "lost the connection to the X server (\(reason))", reason: "lost the connection to the X server (\(reason))")
+            daemon?.lost("the connection to the X server (\(reason))")
         }
-        if !backend.isConnected { daemon.finish(failure: "lost the connection to the X server", reason: "lost the connection to the X server") }
+        if !backend.isConnected { daemon.lost("the connection to the X server") }
     }
 
     func clearSelection(_ name: Pasteboard.Name) throws {

@@ -14,6 +14,8 @@ package protocol RunningDaemon: AnyObject, Sendable {
     func run() -> String?
     func stop()
     func reload(_ fresh: DaemonConfiguration)
+    /// Whether it stopped because a display's connection ended (after ``run()``).
+    var lostItsDisplay: Bool { get }
 }
 
 extension ClipboardDaemon: RunningDaemon {}
@@ -117,6 +119,8 @@ package final class ClipboardBridge: RunningDaemon {
         wayland.stop()
         x.stop()
     }
+
+    package var lostItsDisplay: Bool { wayland.lostItsDisplay || x.lostItsDisplay }
 
     package func reload(_ fresh: DaemonConfiguration) {
         wayland.reload(fresh)

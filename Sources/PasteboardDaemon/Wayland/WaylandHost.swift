@@ -146,9 +146,10 @@ final class WaylandHost: ClipboardHost {
                 self.selectionChanged(name, owner: owner, previous: previous)
             }
         }
-        // The compositor gone ends the daemon (its session is over, or it crashed).
+        // The compositor gone (or dropping xpbd) ends this daemon; xpbd connects again
+        // (``ReconnectingDaemon``).
         backend.onConnectionEnd { [weak daemon] reason in
-            daemon?.finish(failure: "lost the connection to the Wayland compositor (\(reason))", reason: "lost the connection to the Wayland compositor (\(reason))")
+            daemon?.lost("the connection to the Wayland compositor (\(reason))")
         }
     }
 
