@@ -108,6 +108,27 @@ struct HostileRoundFourTests {
         #expect(listed.contains { ($0["preview"] as? String) == mine }, "\(listed) \(daemon.log)")
     }
 
+    @Test("a real xsel's 3 MB copy kept by xpbd, then read by two of xpb's xsel stand-ins at once, five times: every read is whole (xsel finds an INCR transfer by its property's name alone: two readers of one name drove each other's transfers, one stalled and one ended early)")
+    func xselServesTwoReadersAtOnce() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        let standIn = try ClipboardTools.standIns().xsel
+        for copy in 1...5 {
+            let text = Data(("copy \(copy) " + String(repeating: "0123456789abcdef", count: 3_000_000 / 16)).utf8)
+            #expect(try run("xsel", ["-i", "-b"], display: x, input: text).status == 0)
+            // xpbd read it (a reader of its own, at once): xsel owns the clipboard now.
+            try daemon.waitForLog("kept CLIPBOARD", count: copy, timeout: 30)
+            let readers = try (0..<2).map { _ in try Peer(standIn, ["-o", "-b"], display: x) }
+            for (index, reader) in readers.enumerated() {
+                let read = try reader.finish(timeout: 30)
+                #expect(read.status == 0 && read.output == text, "copy \(copy), reader \(index): \(read.output.count) bytes, \(read.error)")
+            }
+        }
+        try waitForEntries(5, x, home, daemon: daemon)
+    }
+
     /// A process's resident memory now and at its peak, in MiB.
     private static func memory(of pid: pid_t) -> (now: Int, peak: Int) {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""

@@ -86,9 +86,10 @@ enum WellKnown: String, CaseIterable, Sendable {
     case changeCounts = "XPB_CHANGE_COUNTS"
     /// A list of (target, size) pairs some owners offer before any data moves.
     case targetSizes = "TARGET_SIZES"
-    /// The property a reader asks its likely target into, together with `TARGETS`, before it
-    /// has chosen (``SpeculativeRead``). An xpb owner refuses such a guess at once: its reader
-    /// reads through the manifest and never takes it.
+    /// The property earlier versions' readers asked their likely target into, together with
+    /// `TARGETS`, before they had chosen (``SpeculativeRead``); a reader now asks into
+    /// ``X11Wire/guessProperty``, its own. An xpb owner refuses either at once: its reader reads
+    /// through the manifest and never takes the guess.
     case guess = "XPB_GUESS"
 
     /// What every owner answers besides data, in the order it advertises them.

@@ -16,6 +16,12 @@ final class X11Wire {
     let window: X11Window
     /// The most bytes written to a property at once.
     let chunkSize: Int
+    /// The names of the properties our conversions' replies go to: `XPB_SEL_<client>_<n>`, the
+    /// client being our slot on the server (our window's resource base; the server hands slots
+    /// out again, so the names are few). Every client's are its own: xsel finds an INCR transfer
+    /// by its property's name alone, so two readers of one name (xpbd keeping a copy while xpb
+    /// pastes it) drove each other's transfers, and one of them waited for good.
+    let conversionPropertyPrefix: String
     /// XFixes' first event code, or -1 without XFixes.
     let fixesEventBase: Int32
     /// The thread that runs the loop, once it has started.
@@ -47,6 +53,8 @@ final class X11Wire {
         self.display = display
         root = X11Window(rawValue: XDefaultRootWindow(display))
         window = X11Window(rawValue: XCreateSimpleWindow(display, root.rawValue, -10, -10, 1, 1, 0, 0, 0))
+        // A slot's resource ids share the bits above the 18 lowest (2,048 clients at most).
+        conversionPropertyPrefix = "XPB_SEL_\(String(UInt(window.rawValue) >> 18, radix: 16))_"
         XSelectInput(display, window.rawValue, PropertyChangeMask)
         let bigRequest = XExtendedMaxRequestSize(display)
         let maxRequestBytes = (bigRequest > 0 ? bigRequest : XMaxRequestSize(display)) * 4
@@ -62,8 +70,8 @@ final class X11Wire {
         } else {
             fixesEventBase = -1
         }
-        // The well-known atoms (and our first conversion property) in one round trip.
-        let names = WellKnown.allCases.map(\.rawValue) + ["XPB_SEL_1"]
+        // The well-known atoms (and our first conversion property and our guess's) in one round trip.
+        let names = WellKnown.allCases.map(\.rawValue) + [conversionPropertyPrefix + "1", conversionPropertyPrefix + "G"]
         let interned = Self.internAtoms(display, names)
         atomsByName.reserveCapacity(64)
         namesByAtom.reserveCapacity(64)
@@ -152,6 +160,19 @@ final class X11Wire {
         let missing = Array(Set(names.filter { atomsByName[$0] == nil }))
         for (name, atom) in zip(missing, Self.internAtoms(display, missing)) { remember(atom, name) }
         return names.map { atomsByName[$0] ?? .none }
+    }
+
+    /// Our guess property (``SpeculativeRead``): `XPB_SEL_<client>_G`, our client's own, as the
+    /// conversion properties are.
+    var guessProperty: X11Atom { atom(conversionPropertyPrefix + "G") }
+
+    /// Whether a request's property is an xpb reader's guess: any client's `XPB_SEL_<client>_G`,
+    /// or `XPB_GUESS` (the one name of earlier versions). A name not cached costs a round trip
+    /// (once: then it is).
+    func isGuessProperty(_ property: X11Atom) -> Bool {
+        if property == known[.guess] { return true }
+        guard let name = name(of: property) else { return false }
+        return name.hasPrefix("XPB_SEL_") && name.hasSuffix("_G")
     }
 
     /// The name of an atom, or nil for an atom the server does not know.

@@ -357,7 +357,7 @@ final class SelectionServer {
         // An xpb reader's guess, asked with TARGETS before it saw our manifest: it reads through
         // the manifest and never takes the guess. Refused before any work, it costs nothing (no
         // fetch from a sync peer) and is no paste (--paste-once, the paste queue).
-        if request.property == wire.known[.guess], request.target != wire.known[.targets] {
+        if request.target != wire.known[.targets], wire.isGuessProperty(request.property) {
             return notify(request, succeeded: false)
         }
         // A paste queue's request takes its turn first: it is served the item the turn names.

@@ -174,7 +174,10 @@ final class SelectionReader {
     }
 
     /// The property a single conversion's reply goes to (every conversion has its own window).
-    var replyProperty: X11Atom { wire.atom("XPB_SEL_1") }
+    var replyProperty: X11Atom { conversionProperty(1) }
+
+    /// Our `n`th conversion property (``X11Wire/conversionPropertyPrefix``).
+    func conversionProperty(_ n: Int) -> X11Atom { wire.atom(wire.conversionPropertyPrefix + String(n)) }
 
     /// A new requestor window for one conversion (nil when too many are in flight): two
     /// requests, no round trip.
@@ -262,7 +265,7 @@ final class SelectionReader {
     ///     owner then replies in the property named like the target).
     ///   - sink: streams the reply's bytes there as they come (the completion's value then has
     ///     no data) instead of collecting them.
-    ///   - property: the property to read into, instead of `XPB_SEL_1`.
+    ///   - property: the property to read into, instead of ``replyProperty``.
     ///   - window: the requestor window, made by the caller (MULTIPLE); ended by the caller too.
     func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
                  legacyNoProperty: Bool = false, limit: Int? = nil, truncate: Bool = false, sink: StreamSink? = nil,
@@ -570,17 +573,17 @@ final class SelectionReader {
     /// end as refused (the finished ones are kept).
     func convertMultiple(_ selection: X11Atom, targets: [X11Atom], limit: Int, deadline: Double? = nil,
                          completion: @escaping (Result<[PropertyValue?]?, any Error>) -> Void) {
-        // One window for the request: its pairs' properties are XPB_SEL_1 …, the request's own
+        // One window for the request: its pairs' properties are our conversion properties 1 …, the request's own
         // property the one after them. Atoms are never freed, so the count is capped.
         guard !targets.isEmpty, targets.count < RequestorWindows.maxInUse, let window = makeRequestorWindow() else {
             return completion(.success(nil))
         }
-        let properties = (1...targets.count).map { wire.atom("XPB_SEL_\($0)") }
+        let properties = (1...targets.count).map { conversionProperty($0) }
         let pairs = zip(targets, properties).flatMap { [$0, $1] }
         // Whether every reply was read whole: the window is then destroyed at once, else it rests.
         var clean = true
         convert(selection, to: wire.known[.multiple], parameters: pairs, parameterType: wire.known[.atomPair], limit: pairs.count * 4,
-                into: wire.atom("XPB_SEL_\(targets.count + 1)"), on: window) { [weak self] result in
+                into: conversionProperty(targets.count + 1), on: window) { [weak self] result in
             guard let self else { return }
             let answered: [X11Atom]
             switch result {

@@ -23,10 +23,11 @@ final class SpeculativeRead: Sendable {
         answered = Rendezvous(pump: pump)
     }
 
-    /// X thread: asks the owner of `selection` for the target, into `XPB_GUESS` (which an xpb
-    /// owner refuses) of a requestor window of its own, like every conversion.
+    /// X thread: asks the owner of `selection` for the target, into our guess property (which an
+    /// xpb owner refuses; ``X11Wire/guessProperty``) of a requestor window of its own, like
+    /// every conversion.
     func issue(_ selection: X11Atom, in session: X11Session) {
-        session.reader.convert(selection, to: session.wire.atom(target), limit: limit, sink: sink, into: session.wire.known[.guess]) { [answered] result in
+        session.reader.convert(selection, to: session.wire.atom(target), limit: limit, sink: sink, into: session.wire.guessProperty) { [answered] result in
             answered.fulfil(result.map { $0 != nil })
         }
     }
