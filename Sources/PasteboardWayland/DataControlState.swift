@@ -15,8 +15,10 @@ package struct DataControlState: Sendable {
         /// A sync's callback is done.
         case callbackDone(UInt32)
         /// A selection changed (its count moved): to the offer, or to nothing. `owner` numbers the
-        /// ownership (``owner(of:)``).
-        case selectionChanged(Selection, offer: UInt32?, owner: UInt?)
+        /// ownership (``owner(of:)``); `changeCount` and the offer's `types` are as they were at
+        /// this event (the next may have moved the count and destroyed the offer before this
+        /// effect is handled: a watcher printed one count twice, the first with no types).
+        case selectionChanged(Selection, offer: UInt32?, owner: UInt?, changeCount: Int, types: [[UInt8]]?)
         /// A reader asks our source for a type: write it to the descriptor, then close it.
         case send(source: UInt32, type: [UInt8], fd: Int32)
         /// Our source is no longer the selection: it is destroyed.
@@ -213,7 +215,8 @@ package struct DataControlState: Sendable {
                 owners[selection] = nil
                 ownSources[selection] = nil
             }
-            var effects: [Effect] = [.selectionChanged(selection, offer: offer, owner: owners[selection])]
+            var effects: [Effect] = [.selectionChanged(selection, offer: offer, owner: owners[selection], changeCount: changeCounts[selection] ?? 0,
+                                                       types: offer.flatMap { offers[$0] })]
             if let previous, previous != offer, !current.values.contains(previous) {
                 effects.append(.destroyOffer(previous))
             }

@@ -183,8 +183,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                     for (selection, id) in state.ours where id == source { state.ours[selection] = nil }
                 }
                 connection.destroy(source)
-            case let .selectionChanged(selection, offer, owner):
-                publish(selection, offer: offer)
+            case let .selectionChanged(selection, _, owner, changeCount, offered):
+                publish(selection, changeCount: changeCount, offered: offered)
                 let hook = state.withLock { $0.selectionHook }
                 hook?(Self.name(of: selection), owner)
             case .deviceFinished:
@@ -203,14 +203,13 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
     }
 
-    private func publish(_ selection: DataControlState.Selection, offer: UInt32?) {
-        let offered = offer.flatMap { id in connection.withState { $0.types(of: id) } }
+    /// Publishes a selection's change as its event told it: its count and its offer's types then.
+    private func publish(_ selection: DataControlState.Selection, changeCount: Int, offered: [[UInt8]]?) {
         let types = Self.firstItemTypes(offered, registry: registry)
         let before = state.withLock { state -> [PasteboardType] in
             defer { state.types[selection] = types }
             return state.types[selection] ?? []
         }
-        let changeCount = connection.withState { $0.changeCounts[selection] ?? 0 }
         changeCenter.publish(PasteboardChange(name: Self.name(of: selection), changeCount: changeCount, typesBefore: before, typesAfter: types))
     }
 

@@ -112,13 +112,14 @@ struct WaylandWireTests {
         _ = state.handle(WaylandMessage(object: offer, opcode: 0, arguments: [.string(Array("text/plain".utf8))]))
         _ = state.handle(WaylandMessage(object: offer, opcode: 0, arguments: [.string(Array("UTF8_STRING".utf8))]))
         #expect(state.types(of: offer) == [Array("text/plain".utf8), Array("UTF8_STRING".utf8)])
-        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(offer)])) == [.selectionChanged(.clipboard, offer: offer, owner: 2)])
+        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(offer)])) == [.selectionChanged(.clipboard, offer: offer, owner: 2, changeCount: 1,
+                                                                                                                      types: [Array("text/plain".utf8), Array("UTF8_STRING".utf8)])])
         #expect(state.changeCounts[.clipboard] == 1)
         // The same offer as the primary selection too: replacing the clipboard's keeps it.
         _ = state.handle(WaylandMessage(object: device, opcode: 3, arguments: [.object(offer)]))
-        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0)])) == [.selectionChanged(.clipboard, offer: nil, owner: nil)])
+        #expect(state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0)])) == [.selectionChanged(.clipboard, offer: nil, owner: nil, changeCount: 2, types: nil)])
         #expect(state.handle(WaylandMessage(object: device, opcode: 3, arguments: [.object(0)]))
-            == [.selectionChanged(.primary, offer: nil, owner: nil), .destroyOffer(offer)])
+            == [.selectionChanged(.primary, offer: nil, owner: nil, changeCount: 2, types: nil), .destroyOffer(offer)])
         #expect(state.changeCounts[.clipboard] == 2 && state.changeCounts[.primary] == 2)
         // A selection naming an offer never made ends the connection.
         _ = state.handle(WaylandMessage(object: device, opcode: 1, arguments: [.object(0xFF00_0009)]))
@@ -189,7 +190,7 @@ struct WaylandWireTests {
         var decoder = WaylandDecoder()
         stream.withUnsafeBytes { decoder.append($0) }
         while let message = try decoder.next(signature: { state.signature(object: $0, opcode: $1) }) { effects += state.handle(message) }
-        #expect(effects == [.selectionChanged(.primary, offer: offer, owner: 2), .deviceFinished])
+        #expect(effects == [.selectionChanged(.primary, offer: offer, owner: 2, changeCount: 1, types: [Array("text/plain".utf8)]), .deviceFinished])
         #expect(state.interface(of: offer) == .offer(.ext))
         // Requests are the same bytes under either name.
         #expect(try WaylandWire.encode(WaylandRequest.getDevice(manager: 5, id: 6, seat: 7)).bytes == event(5, 1, [6, 7]))
