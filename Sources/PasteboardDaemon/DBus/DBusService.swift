@@ -287,8 +287,10 @@ final class DBusService: @unchecked Sendable {
             return
         }
         var result = result
+        var bytes = 0
         if case let .success(values) = result {
             let size = values.reduce(0) { $0 + $1.wireSize }
+            bytes = size
             let member = dbus_message_get_member(message).map { String(cString: $0) } ?? "the call"
             if size > Self.maxReply {
                 logger.info("D-Bus: the reply to \(member) would take \(ByteCount.format(size)): refused (at most \(ByteCount.format(Self.maxReply)))")
@@ -299,14 +301,12 @@ final class DBusService: @unchecked Sendable {
                                               message: "xpbd holds \(ByteCount.format(flow.unread)) of replies other callers have not read: try again"))
             }
         }
-        var bytes = 0
         switch result {
         case let .success(values):
             guard let reply = dbus_message_new_method_return(message) else { return }
             var iterator = DBusMessageIter()
             dbus_message_iter_init_append(reply, &iterator)
             for value in values { value.append(to: &iterator) }
-            bytes = values.reduce(0) { $0 + $1.wireSize }
             send(reply)
         case let .failure(failure):
             guard let reply = dbus_message_new_error(message, failure.name, failure.message) else { return }
