@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import PasteboardDaemon
 @testable import PasteboardX11
@@ -225,5 +226,23 @@ struct BridgeMemoryTests {
         secrets.xChanged(.find)
         DispatchQueue.global().async { secrets.xSecret(.find) }
         #expect(secrets.kind(.find, text: Data("anything".utf8)) == .secretEcho)
+    }
+
+    @Test("a Wayland copy with no X change noted first brings the X side up to date: an X secret whose change the X side had not read yet is still told (it was kept under load)")
+    func catchesUpWithX() {
+        let memory = BridgeMemory(wait: 60, settle: 0)
+        let asked = Mutex(0)
+        // The X side reads the secret's change only when asked to catch up, as a loaded X
+        // thread does.
+        memory.catchesUp {
+            asked.withLock { $0 += 1 }
+            memory.xChanged(.general)
+            DispatchQueue.global().async { memory.xSecret(.general) }
+        }
+        #expect(memory.kind(.general, text: Data("hunter2".utf8)) == .secretEcho)
+        #expect(asked.withLock { $0 } == 1)
+        // With a change noted within the window, no catch-up is needed.
+        #expect(memory.kind(.general, text: Data("hunter2".utf8)) == .secretEcho)
+        #expect(asked.withLock { $0 } == 1)
     }
 }

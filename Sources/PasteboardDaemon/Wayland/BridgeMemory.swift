@@ -56,9 +56,18 @@ final class BridgeMemory: Sendable {
 
     private let settleLimit: Double
 
+    /// Brings the X side up to date: returns once the X thread has read every X event sent
+    /// before the call (``xChanged(_:)`` included). Set by the bridge.
+    private let xCatchUp = Mutex<(@Sendable () -> Void)?>(nil)
+
     init(wait: Double = BridgeMemory.wait, settle: Double = BridgeMemory.settle) {
         waitLimit = wait
         settleLimit = settle
+    }
+
+    /// How the X side is brought up to date before a Wayland copy is judged.
+    func catchesUp(with body: @escaping @Sendable () -> Void) {
+        xCatchUp.withLock { $0 = body }
     }
 
     /// An X client (not the compositor, not the bridge) took `name`; its text follows.
@@ -97,7 +106,12 @@ final class BridgeMemory: Sendable {
     /// a copy.
     func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
         // A secret X copy's echo is told by its time alone (its text is not read). With no X
-        // change read yet, one may be on its way: a moment is given for it.
+        // change read yet, one may be on its way: the X side reads what the server sent before
+        // now (the compositor carried an X copy only after the server told of it), and a moment
+        // is given besides. Under load the X side had not read the change 0.3 s after the
+        // compositor's copy came, and a secret was kept.
+        let noted = state.withLock { state in state.x[name].map { Date().timeIntervalSince($0.time) < Self.window } ?? false }
+        if !noted, let catchUp = xCatchUp.withLock({ $0 }) { catchUp() }
         let started = Date()
         let deadline = started.addingTimeInterval(waitLimit)
         while true {

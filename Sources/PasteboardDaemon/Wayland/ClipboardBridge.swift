@@ -69,6 +69,9 @@ package final class ClipboardBridge: RunningDaemon {
         x = try ClipboardDaemon(configuration: xSide, logger: xLogger, sharing: wayland.store)
         (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
         (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
+        if let xBackend = (x.host as? DisplayHost)?.backend {
+            memory.catchesUp { try? xBackend.managerPort.catchUp() }
+        }
         if let waylandHost = wayland.host as? WaylandHost {
             let backend = waylandHost.backend
             let hub = wayland.hub

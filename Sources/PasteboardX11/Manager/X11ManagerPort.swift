@@ -1,3 +1,4 @@
+internal import CX11
 import FoundationEssentials
 import Glibc
 import PasteboardKit
@@ -276,6 +277,19 @@ package struct X11ManagerPort: Sendable {
     /// everything the X thread does after. It must be quick and never wait on the connection.
     package func onOwnerChangeRead(_ handler: (@Sendable (SelectionOwnerChange) -> Void)?) {
         backend.state.withLock { $0.ownerChangeReadHandler = handler }
+    }
+
+    /// Returns once the X thread has read and handled the events the server sent before this
+    /// call (a round trip, then the events it brought, a few turns' worth at most): an ownership
+    /// change made before it has reached ``onOwnerChangeRead(_:)``'s handler. For a decision
+    /// that must not run ahead of the X side (a Wayland copy the compositor made of an X copy).
+    package func catchUp() throws {
+        try backend.connection.sync(timeout: backend.timeout) { (session, done: @escaping @Sendable (Result<Void, any Error>) -> Void) in
+            XSync(session.wire.display, 0)
+            // Bounded: a client flooding us with events cannot keep this job here.
+            for _ in 0..<8 where session.hasQueuedEvents() { session.pump() }
+            done(.success(()))
+        }
     }
 
     /// Converts the selection to `target` and hands its bytes to `chunk` as they arrive (INCR
