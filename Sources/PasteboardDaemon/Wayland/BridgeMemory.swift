@@ -105,13 +105,13 @@ final class BridgeMemory: Sendable {
     /// What a new Wayland copy of `text` is: the compositor's echo of a copy made just before, or
     /// a copy.
     func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
-        // A secret X copy's echo is told by its time alone (its text is not read). With no X
-        // change read yet, one may be on its way: the X side reads what the server sent before
-        // now (the compositor carried an X copy only after the server told of it), and a moment
-        // is given besides. Under load the X side had not read the change 0.3 s after the
-        // compositor's copy came, and a secret was kept.
-        let noted = state.withLock { state in state.x[name].map { Date().timeIntervalSince($0.time) < Self.window } ?? false }
-        if !noted, let catchUp = xCatchUp.withLock({ $0 }) { catchUp() }
+        // A secret X copy's echo is told by its time alone (its text is not read). The X change
+        // it follows may not be read yet: the X side first reads what the server sent before now
+        // (the compositor carries an X copy only after the server told of it), and a moment is
+        // given besides. Under load the X side had not read the change 0.3 s after the
+        // compositor's copy came, and a secret was kept; an older X change still in the window
+        // hid it.
+        if let catchUp = xCatchUp.withLock({ $0 }) { catchUp() }
         let started = Date()
         let deadline = started.addingTimeInterval(waitLimit)
         while true {
@@ -124,6 +124,11 @@ final class BridgeMemory: Sendable {
             if secret { return .secretEcho }
             guard waiting, Date() < deadline else { break }
             _ = changed.wait(timeout: .now() + 0.02)
+        }
+        // An X change made just before and still not read (the X side is that far behind): the
+        // copy may be its echo, and that X copy may be a secret. It is not kept.
+        if state.withLock({ state in state.x[name].map { !$0.isRead && Date().timeIntervalSince($0.time) < Self.window } ?? false }) {
+            return .echo
         }
         guard let text = text(), !text.isEmpty else { return .copy }
         return state.withLock { state -> Kind in
