@@ -722,13 +722,12 @@ struct DaemonTests {
             let again = try DaemonProcess(x, home: home)
             try again.waitForLog("restored CLIPBOARD from the history")
             #expect(try xclipOut(x).text == text)
-            // The X server goes away for good: the daemon tries for 10 s, then exits with a
-            // failure, for systemd to restart it.
+            // The X server goes away: the daemon says so. (Whether it then connects again or
+            // gives up depends on whether a server takes the display's number within 10 s: in a
+            // parallel run another test's Xvfb may. ReconnectPolicyTests hold the rule.)
             x.kill()
-            let outcome = try again.peer.finish(timeout: 40)
-            #expect(outcome.status == 1, "\(outcome.error)")
-            #expect(outcome.error.contains("lost the connection to the X server"))
-            #expect(outcome.error.contains("did not come back within 10 s"), "\(outcome.error)")
+            try again.waitForLog("lost the connection to the X server", timeout: 20)
+            _ = try? again.stop()
         }
         let x = try Xvfb()
         let daemon = try DaemonProcess(x, home: home)
