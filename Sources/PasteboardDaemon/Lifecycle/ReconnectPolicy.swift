@@ -10,7 +10,7 @@
 /// one lost sooner continues it, so a server that keeps dropping xpbd is given up too.
 ///
 /// A pure value: the driver (``ReconnectingDaemon``) tells it what happened and does what it says.
-struct ReconnectPolicy: Equatable {
+struct ReconnectPolicy {
     static let firstWait = 0.1
     static let longestWait = 2.0
     static let giveUpAfter = 10.0
@@ -22,7 +22,7 @@ struct ReconnectPolicy: Equatable {
     }
 
     /// Seconds waited in this outage.
-    private(set) var waited = 0.0
+    private var waited = 0.0
     private var nextWait = ReconnectPolicy.firstWait
 
     /// The display was lost after a connection of `lasted` seconds.
