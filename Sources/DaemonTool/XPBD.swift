@@ -20,8 +20,8 @@ package enum XPBD {
         static let noDBusKlipper = OptionSpec.flag(nil, "no-dbus-klipper", "Do not offer Klipper's D-Bus interface (org.kde.klipper /klipper) on the session bus; by default xpbd offers it where no real Klipper has the name, so that pass, gopass and scripts that call Klipper reach xpbd.")
         static let klipperClearAll = OptionSpec.flag(nil, "klipper-clear-all", "Klipper's clearClipboardHistory clears the whole history (pinned entries kept) whoever calls it, as Klipper does. By default a call from a password manager (pass, gopass, keepassxc-cli … and what they run) forgets only the copies it can have made since it started, not the user's history.")
         static let backend = OptionSpec.value(nil, "backend", "name",
-                                              "x11 or wayland: keep only that clipboard (default: $XPB_BACKEND; else with both WAYLAND_DISPLAY and DISPLAY set, both, bridged: each one's copies reach the other; else the one that is set).",
-                                              completion: .words(["x11", "wayland"]))
+                                              "x11 or wayland: keep only that clipboard (default: $XPB_BACKEND; else with both WAYLAND_DISPLAY and DISPLAY set, both, bridged: each one's copies reach the other, or XWayland's alone where the compositor offers no data-control (GNOME, Weston: it carries XWayland's selections to its Wayland clients itself); else the one that is set).",
+                                              completion: .words(SessionHost.Name.allCases.map(\.rawValue)))
         static let replace = OptionSpec.flag(nil, "replace", "Take over from a running clipboard manager (ICCCM manager replacement).")
         static let primary = OptionSpec.flag(nil, "primary", "Also keep PRIMARY (off by default); not fetched while a selection is still being dragged.")
         static let keep = OptionSpec.value(nil, "keep", "name", "Also keep the named pasteboard <name> (repeatable).")
@@ -190,7 +190,6 @@ package enum XPBD {
         let level: Logger.Level
         configuration = DaemonConfiguration(stateDirectory: arguments.value(Option.stateDir).map { URL(fileURLWithPath: $0) }
                                             ?? DaemonConfiguration.defaultStateDirectory())
-        configuration.display = arguments.value(Option.display)
         configuration.replace = arguments.flag(Option.replace)
         configuration.keepsPrimary = arguments.flag(Option.primary)
         configuration.keptNames = try arguments.all(Option.keep).map { name throws(UsageError) in
@@ -263,21 +262,15 @@ package enum XPBD {
         configuration.isHeadless = arguments.flag(Option.headless)
         configuration.offersKlipper = !arguments.flag(Option.noDBusKlipper)
         configuration.klipperClearsAll = arguments.flag(Option.klipperClearAll)
-        let backend = arguments.value(Option.backend) ?? getenv("XPB_BACKEND").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
-        switch backend?.lowercased() {
-        case "wayland"?:
-            if configuration.display != nil { throw UsageError("--display names an X display: it cannot go with --backend wayland") }
-            configuration.usesWayland = true
-        case "x11"?: break
-        case nil:
-            // Both set (a Wayland session with XWayland): both, bridged.
-            func isSet(_ name: String) -> Bool { !(getenv(name).map { String(cString: $0) } ?? "").isEmpty }
-            let wayland = configuration.display == nil && !configuration.isHeadless && isSet("WAYLAND_DISPLAY")
-            configuration.usesWayland = wayland && !isSet("DISPLAY")
-            configuration.bridgesWayland = wayland && isSet("DISPLAY")
-        case let name?: throw UsageError("--backend is '\(name)': choose x11 or wayland")
+        do throws(SessionPlan.Refusal) {
+            let named = try arguments.value(Option.backend).map { name throws(SessionPlan.Refusal) in
+                try SessionHost.Name(naming: name, from: "--backend")
+            }
+            configuration.session = try SessionPlan(backend: named, display: arguments.value(Option.display))
+        } catch {
+            throw UsageError(error.description)
         }
-        if configuration.isHeadless, configuration.usesWayland, arguments.value(Option.backend) != nil {
+        if configuration.isHeadless, configuration.session.first == .wayland, arguments.value(Option.backend) != nil {
             throw UsageError("--headless runs without a session: it takes no --backend")
         }
         if let seconds = try arguments.seconds(Option.forgetClearedWithin, allowingZero: true) {
@@ -288,7 +281,7 @@ package enum XPBD {
             configuration.idleExit = seconds == 0 ? nil : seconds
         }
         if configuration.isHeadless {
-            if configuration.display != nil { throw UsageError("--headless runs without a display: it takes no --display") }
+            if arguments.value(Option.display) != nil { throw UsageError("--headless runs without a display: it takes no --display") }
             if configuration.replace { throw UsageError("--headless manages no display's clipboard: it takes no --replace") }
         }
         let name = arguments.value(Option.logLevel) ?? "info"
@@ -358,10 +351,8 @@ package enum XPBD {
         do {
             // Made again on a fresh connection when the display's ends (the compositor dropped
             // xpbd, or came back).
-            daemon = try ReconnectingDaemon(configuration: configuration, logger: logger) { configuration -> any RunningDaemon in
-                configuration.bridgesWayland
-                    ? try ClipboardBridge(configuration: configuration, logger: logger)
-                    : try ClipboardDaemon(configuration: configuration, logger: logger)
+            daemon = try ReconnectingDaemon(configuration: configuration, logger: logger) { configuration in
+                try DaemonSession.make(configuration: configuration, logger: logger)
             }
         } catch {
             logger.critical("\(error)")

@@ -57,8 +57,9 @@ package final class ClipboardDaemon: Sendable {
     /// Wakes the idle clock when the daemon stops.
     private let idleWake = DispatchSemaphore(value: 0)
 
-    /// The host the configuration asks for (the display, or memory with `--headless`), and the
-    /// history. Nothing is served yet: see ``start()``.
+    /// The host the configuration asks for (its session's first host: the display, the Wayland
+    /// session; memory with `--headless`), and the history. ``DaemonSession`` decides between a
+    /// daemon and a bridge. Nothing is served yet: see ``start()``.
     package convenience init(configuration: DaemonConfiguration, logger: Logger) throws {
         try self.init(configuration: configuration, logger: logger, sharing: nil)
     }
@@ -68,7 +69,7 @@ package final class ClipboardDaemon: Sendable {
         let host: any ClipboardHost
         if configuration.isHeadless {
             host = MemoryHost(configuration: configuration, logger: logger)
-        } else if configuration.usesWayland {
+        } else if configuration.session.first == .wayland {
             host = try WaylandHost(configuration: configuration, logger: logger)
         } else {
             host = try DisplayHost(configuration: configuration, logger: logger)

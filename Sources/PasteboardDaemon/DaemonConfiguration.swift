@@ -3,8 +3,15 @@ import PasteboardKit
 
 /// What `xpbd` keeps and where.
 package struct DaemonConfiguration: Sendable {
-    /// The X display (nil: `$DISPLAY`).
-    package var display: String?
+    /// Where the pasteboards live (``SessionPlan``, as `xpb` and the library decide it): an X
+    /// display, a Wayland session, or, on a Wayland session with XWayland, both, bridged
+    /// (``DaemonSession``). Not read with `--headless`.
+    package var session = SessionPlan(hosts: [.x11(display: nil)])
+    /// The X display of the plan (nil: `$DISPLAY`).
+    package var display: String? {
+        for case let .x11(display) in session.hosts { return display }
+        return nil
+    }
     /// Take over from a running clipboard manager (ICCCM manager replacement).
     package var replace = false
     /// Also keep `PRIMARY` (off by default: it changes with every selection made with the mouse).
@@ -49,11 +56,6 @@ package struct DaemonConfiguration: Sendable {
     package var onCopy = CopyActionConfiguration()
     /// `--headless`: no display; the pasteboards are held in memory (``MemoryHost``).
     package var isHeadless = false
-    /// Keep a Wayland session's clipboard (data-control) instead of an X display's.
-    package var usesWayland = false
-    /// Keep both, XWayland's display and the Wayland session, and carry each one's copies to
-    /// the other (``ClipboardBridge``).
-    package var bridgesWayland = false
     /// Offer Klipper's D-Bus interface on the session bus where the name is free.
     package var offersKlipper = true
     /// `--klipper-clear-all`: Klipper's `clearClipboardHistory` clears the whole history whoever

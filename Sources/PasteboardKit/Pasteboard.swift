@@ -371,15 +371,20 @@ public struct ItemProvider: Sendable {
     }
 }
 
-/// Supplies the default backend of a platform module (the X11 one) without the program having to
-/// install it: ``PasteboardSystem`` looks the provider up by name in the running process. The
-/// provider must be a class (the runtime finds classes by name).
+/// Supplies the default backend of a platform module (X11, Wayland, the headless daemon's)
+/// without the program having to install it: ``PasteboardSystem`` looks the providers up by name
+/// in the running process, and asks the one for the host its ``SessionPlan`` chose. The provider
+/// must be a class (the runtime finds classes by name).
 public protocol DefaultBackendProvider: AnyObject {
-    /// A backend for this process's environment.
+    /// Whether it makes backends on `host`.
+    static func serves(_ host: SessionHost) -> Bool
+
+    /// A backend on `host` (one it ``serves(_:)``).
     ///
-    /// - Throws: why the platform cannot be used (for X11: no `$DISPLAY`, or the server cannot
-    ///   be reached); the message is what reads and writes then report.
-    static func makeDefaultBackend() throws -> any PasteboardBackend
+    /// - Throws: why the host cannot be used (for X11: the server cannot be reached; for Wayland:
+    ///   no compositor, or one without data-control: ``SessionPlan/isUnserved(_:)``); the message
+    ///   is what reads and writes then report.
+    static func makeBackend(on host: SessionHost) throws -> any PasteboardBackend
 }
 
 /// The backend that ``Pasteboard/general``, ``Pasteboard/find`` and named pasteboards use by
@@ -389,15 +394,22 @@ public protocol DefaultBackendProvider: AnyObject {
 ///   swift-log's `LoggingSystem.bootstrap` is called: `PasteboardSystem.bootstrap(try
 ///   X11PasteboardBackend(display: ":1"))`, or an ``InMemoryPasteboardBackend`` for an app-local
 ///   clipboard.
-/// - Otherwise, at first use, a platform backend linked into the process is found by name
-///   (``providerTypeNames``): a program that links `PasteboardX11` and runs with `$DISPLAY` set
-///   gets the X clipboard with no set-up.
-/// - When neither gives a backend (no platform module linked, no display), the default backend
-///   is unavailable: every read and write throws ``PasteboardError/unavailable(_:)`` saying why.
-///   Nothing falls back to an in-memory pasteboard unless the program bootstraps one.
+/// - Otherwise, at first use, the host is chosen as `xpb` and `xpbd` choose it (``SessionPlan``:
+///   `XPB_BACKEND`, else the Wayland compositor of `WAYLAND_DISPLAY`, with XWayland's display
+///   after it, else `DISPLAY`'s, else the headless xpbd), and a platform module linked into the
+///   process makes the backend (``providerTypeNames``): a program that links `PasteboardWayland`
+///   gets the Wayland clipboard on a Wayland session; one that links only `PasteboardX11` gets
+///   XWayland's there, and the X clipboard on an X session, with no set-up.
+/// - When neither gives a backend (no platform module linked for the host, no display), the
+///   default backend is unavailable: every read and write throws
+///   ``PasteboardError/unavailable(_:)`` saying why. Nothing falls back to an in-memory
+///   pasteboard unless the program bootstraps one.
 public enum PasteboardSystem {
     /// The names of the provider classes looked for, in order.
-    public static let providerTypeNames = ["PasteboardX11.X11DefaultBackendProvider"]
+    public static let providerTypeNames = [
+        "PasteboardWayland.WaylandDefaultBackendProvider", "PasteboardX11.X11DefaultBackendProvider",
+        "PasteboardSelections.DaemonDefaultBackendProvider",
+    ]
 
     private static let current = Mutex<(any PasteboardBackend)?>(nil)
 
@@ -428,17 +440,35 @@ public enum PasteboardSystem {
         }
     }
 
-    /// The platform provider linked into this process, if any.
-    public static var linkedProvider: (any DefaultBackendProvider.Type)? {
-        providerTypeNames.lazy.compactMap { _typeByName($0) as? any DefaultBackendProvider.Type }.first
+    /// The platform providers linked into this process, in ``providerTypeNames``' order.
+    public static var linkedProviders: [any DefaultBackendProvider.Type] {
+        providerTypeNames.compactMap { _typeByName($0) as? any DefaultBackendProvider.Type }
     }
 
     private static func discoverBackend() -> any PasteboardBackend {
-        guard let provider = linkedProvider else {
-            return UnavailablePasteboardBackend(reason: "no pasteboard backend: link PasteboardX11 (with $DISPLAY set) or call PasteboardSystem.bootstrap(_:) with a backend")
+        discover(providers: linkedProviders, environment: SessionPlan.processEnvironment)
+    }
+
+    /// The backend that the first of `providers` serving the plan's hosts makes, in the plan's
+    /// order, for `environment`.
+    package static func discover(providers: [any DefaultBackendProvider.Type], environment: (String) -> String?) -> any PasteboardBackend {
+        let plan: SessionPlan
+        do {
+            plan = try SessionPlan(environment: environment)
+        } catch {
+            return UnavailablePasteboardBackend(reason: "no pasteboard backend: \(error)")
+        }
+        // A host this process links no module for is passed over, as a compositor without
+        // data-control is: the next host of the plan serves.
+        let linked = plan.hosts.filter { host in providers.contains { $0.serves(host) } }
+        guard !linked.isEmpty else {
+            let module = plan.first == .wayland ? "PasteboardWayland" : "PasteboardX11"
+            return UnavailablePasteboardBackend(reason: "no pasteboard backend for \(plan.first): link \(module), or call PasteboardSystem.bootstrap(_:) with a backend")
         }
         do {
-            return try provider.makeDefaultBackend()
+            return try SessionPlan(hosts: linked).connect { host in
+                try providers.first { $0.serves(host) }!.makeBackend(on: host)
+            }.1
         } catch {
             return UnavailablePasteboardBackend(reason: "no pasteboard backend: \(error)")
         }

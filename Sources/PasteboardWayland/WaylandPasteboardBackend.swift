@@ -79,7 +79,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     /// Where Wayland's data-control is missing, what to do.
-    public static let noDataControl = "the Wayland compositor offers no data-control protocol (zwlr_data_control_manager_v1 or ext_data_control_manager_v1), which a clipboard tool needs to reach the clipboard without a window; GNOME's Mutter is one such compositor. Use the X backend through XWayland instead: --backend x11 (with DISPLAY set)"
+    public static let noDataControl = SessionPlan.noDataControl
 
     /// Connects to the compositor (`display`: a `WAYLAND_DISPLAY` name or socket path, nil for
     /// the environment's), binds the seat and data-control, and reads the selections it has now.

@@ -29,9 +29,9 @@ struct ClearCommand: Command {
     /// taking its copy back (forgotten). True when xpbd cleared it; else xpb clears it itself.
     private func clearedByDaemon() -> Bool {
         let client: ControlClient?
-        switch selection.host {
-        case .wayland: client = try? DaemonAccess.client(display: nil, timeout: 2)
-        case let .display(display) where selection.name == .general || selection.name == .find:
+        switch selection.session.settled() {
+        case .wayland: client = try? DaemonAccess.client(session: selection.session, timeout: 2)
+        case let .x11(display) where selection.name == .general || selection.name == .find:
             client = try? ControlClient(display: display, timeout: 2)
         default: client = nil
         }

@@ -160,9 +160,7 @@ struct SelectionOptions: Sendable {
         static let secondary = OptionSpec.flag(nil, "secondary", "Use the secondary selection (SECONDARY).")
         static let pasteboard = OptionSpec.value(nil, "pasteboard", "name", "Use a named pasteboard (the selection XPB_PASTEBOARD:<name>).")
         static let display = OptionSpec.value(nil, "display", "display", "The X display to use (default: $DISPLAY); it chooses the X backend.", completion: .displays)
-        static let backend = OptionSpec.value(nil, "backend", "name",
-                                              "x11 or wayland: the session's clipboard to use (default: $XPB_BACKEND, else Wayland when WAYLAND_DISPLAY is set, else X when DISPLAY is, else the headless xpbd).",
-                                              completion: .words(["x11", "wayland"]))
+        static let backend = Session.backendOption
     }
 
     /// What the shells complete for a type: the registry's short names and MIME types, made
@@ -179,19 +177,8 @@ struct SelectionOptions: Sendable {
     let secondary: Bool
     let pasteboard: String?
     let display: String?
-    let backend: Backend?
-
-    /// A backend chosen by name (`--backend`, `XPB_BACKEND`).
-    enum Backend: String {
-        case x11, wayland
-
-        init(naming name: String, from source: String) throws(UsageError) {
-            guard let backend = Backend(rawValue: name.lowercased()) else {
-                throw UsageError("\(source) is '\(name)': choose x11 or wayland")
-            }
-            self = backend
-        }
-    }
+    /// Where the pasteboards live (`--backend`, `--display`, the environment).
+    let session: Session
 
     static let specs: [OptionSpec] = [
         Option.primary,
@@ -209,14 +196,7 @@ struct SelectionOptions: Sendable {
         secondary = arguments.flag(Option.secondary)
         pasteboard = arguments.value(Option.pasteboard)
         display = arguments.value(Option.display)
-        if let name = arguments.value(Option.backend) {
-            backend = try Backend(naming: name, from: "--backend")
-        } else if let name = getenv("XPB_BACKEND").map({ String(cString: $0) }), !name.isEmpty {
-            backend = try Backend(naming: name, from: "XPB_BACKEND")
-        } else {
-            backend = nil
-        }
-        if backend == .wayland, display != nil { throw UsageError("--display names an X display: it cannot go with --backend wayland") }
+        session = try Session(backend: arguments.value(Option.backend), display: display)
         if [primary || find, secondary, pasteboard != nil].filter({ $0 }).count > 1 {
             throw UsageError("choose one of --primary/--find, --secondary and --pasteboard")
         }
@@ -251,49 +231,8 @@ struct SelectionOptions: Sendable {
     /// The X selection behind it.
     var selection: String { SelectionNames.selection(for: name) }
 
-    /// Where the pasteboards live: the X display (`--display`, else `$DISPLAY`), the Wayland
-    /// compositor (`$WAYLAND_DISPLAY`), or, with neither, this host's headless xpbd.
-    enum Host: Equatable {
-        case display(String?)
-        case wayland
-        case daemon
-
-        /// Whether the host keeps what is written after xpb exits (the daemon does; on a display
-        /// or a compositor a process must own the selection: ``CopyCommand``'s background owner).
-        var keepsContents: Bool { self == .daemon }
-
-        /// `--backend` (or `XPB_BACKEND`) where given; else `--display` chooses X; else Wayland
-        /// when `WAYLAND_DISPLAY` is set (with XWayland's `DISPLAY` too: the compositor's clipboard
-        /// is the session's); else X when `DISPLAY` is; else the daemon.
-        init(display: String?, backend: Backend?) {
-            // getenv: ProcessInfo's environment builds a dictionary of all of it (a fifth of a
-            // paste's instructions, measured with callgrind).
-            func isSet(_ name: String) -> Bool { !(getenv(name).map { String(cString: $0) } ?? "").isEmpty }
-            switch backend {
-            case .x11?: self = .display(display)
-            case .wayland?: self = .wayland
-            case nil:
-                if display != nil {
-                    self = .display(display)
-                } else if isSet("WAYLAND_DISPLAY") {
-                    self = .wayland
-                } else {
-                    self = isSet("DISPLAY") ? .display(nil) : .daemon
-                }
-            }
-        }
-
-        /// What a lost connection is said as.
-        var lostConnection: String {
-            switch self {
-            case .daemon: return "the headless xpbd stopped"
-            case .wayland: return "the connection to the Wayland compositor was lost"
-            case .display: return X11BackendError.connectionLost.description
-            }
-        }
-    }
-
-    var host: Host { Host(display: display, backend: backend) }
+    /// Where the pasteboards live: the host reached, else the one the session tries first.
+    var host: SessionHost { session.host }
 
     /// Connects to the host of the pasteboards (``host``). `copiedBy` names who makes the copies
     /// written; `observesChanges` is for the change streams (watch, paste --follow).
@@ -303,42 +242,30 @@ struct SelectionOptions: Sendable {
     /// `readsOnce`: the command reads and exits, following no change (no XFixes on a display).
     func connect(readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil, copiedBy: CopyCredit? = nil,
                  observesChanges: Bool = false, readsOnce: Bool = false) throws -> any StreamingPasteboardBackend {
-        switch host {
-        case .daemon:
-            do {
+        try session.connect { host -> any StreamingPasteboardBackend in
+            switch host {
+            case .daemon:
                 return try DaemonPasteboardBackend(credit: copiedBy, timeout: readTimeout ?? 10, observesChanges: observesChanges)
-            } catch PasteboardError.unavailable(let message) {
-                throw Failure(message, .noDisplay)
+            case .wayland:
+                return try Session.compositor(readTimeout: readTimeout, maxSize: maxSize, readsOnce: readsOnce && !observesChanges)
+            case let .x11(display):
+                return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy,
+                                            readsOnce: readsOnce && !observesChanges)
             }
-        case .wayland:
-            return try connectToCompositor(readTimeout: readTimeout, maxSize: maxSize, readsOnce: readsOnce && !observesChanges)
-        case let .display(display):
-            return try connectToDisplay(display, readTimeout: readTimeout, maxTime: maxTime, maxSize: maxSize, copiedBy: copiedBy,
-                                        readsOnce: readsOnce && !observesChanges)
         }
     }
 
     /// Connects to the host that a process must own a selection on (a display or a compositor):
     /// `xpb copy`'s background owner.
     func connectOwner(copiedBy: CopyCredit?) throws -> any OwningPasteboardBackend {
-        if host == .wayland { return try connectToCompositor() }
-        return try connectToDisplay(display, copiedBy: copiedBy)
-    }
-
-    /// Connects to the Wayland compositor (``host`` is one).
-    func connectToCompositor(readTimeout: Double? = nil, maxSize: Int? = nil, readsOnce: Bool = false) throws -> WaylandPasteboardBackend {
-        var configuration = WaylandPasteboardBackend.Configuration()
-        configuration.runsOnCallersThread = readsOnce
-        if let readTimeout { configuration.readTimeout = readTimeout }
-        if let maxSize { configuration.maxReadSize = maxSize }
-        do {
-            return try WaylandPasteboardBackend(configuration: configuration)
-        } catch PasteboardError.unavailable(let message) {
-            throw Failure(message, .noDisplay)
+        try session.connect { host -> any OwningPasteboardBackend in
+            if host == .wayland { return try Session.compositor() }
+            guard case let .x11(display) = host else { throw Failure("no display to own a selection on", .noDisplay) }
+            return try connectToDisplay(display, copiedBy: copiedBy)
         }
     }
 
-    /// Connects to the display (``host`` is one).
+    /// Connects to a display.
     func connectToDisplay(_ display: String?, readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil,
                           copiedBy: CopyCredit? = nil, readsOnce: Bool = false) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()

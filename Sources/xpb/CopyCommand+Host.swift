@@ -31,7 +31,7 @@ extension CopyCommand {
 
     /// `--queue`: the items to the end of the display's xpbd's paste queue.
     func copyToQueue() throws {
-        var client = try DaemonAccess.client(display: selection.display)
+        var client = try DaemonAccess.client(session: selection.session)
         defer { client.close() }
         let items = try makeItems()
         let reply: ControlReply

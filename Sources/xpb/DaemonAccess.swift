@@ -4,15 +4,16 @@ import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
 
-/// The daemon `xpb history` and `xpb daemon status` ask: the display's xpbd, or, where the
-/// pasteboards' host is this user's headless xpbd (no display), that one.
+/// The daemon `xpb history`, `queue`, `clear` and `daemon status` ask: the session's xpbd, on the
+/// host the session settles on (``Session/settled()``): the display's, the Wayland session's,
+/// or, with no display, this user's headless xpbd.
 enum DaemonAccess {
     /// A control connection; a ``Failure`` when no daemon answers (status 1 for a display's,
     /// 5 where there is no display either).
-    static func client(display: String?, timeout: Double = 10) throws -> ControlClient {
+    static func client(session: Session, timeout: Double = 10) throws -> ControlClient {
         do {
-            switch SelectionOptions.Host(display: display, backend: nil) {
-            case .display:
+            switch session.settled() {
+            case let .x11(display):
                 return try ControlClient(display: display, timeout: timeout)
             case .wayland:
                 // The session's xpbd listens on a socket named after the compositor's.

@@ -14,16 +14,19 @@ struct DaemonCommand: Command {
         name: name,
         abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
         discussion: "'xpb daemon status': running or not (without a display: this host's headless xpbd), pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user, and with none it starts 'xpbd --headless --sync-primary' (log: $XDG_RUNTIME_DIR/xpb/xpbd-headless.log), so that a desktop's 'xpbd --peer HOST' reaches a server without a display. Exit status 0 when the link ends, 1 when no daemon can be reached.",
-        options: [CommonOptions.json, Option.display],
+        options: [CommonOptions.json, Option.display, Session.backendOption],
         positional: PositionalSpec(valueName: "action", help: "status (the default) or link.", completion: .words(["status", "link"])))
 
     let asJSON: Bool
     let display: String?
+    /// Whose xpbd to ask (`--backend`, `--display`, the environment).
+    let session: Session
     let isLink: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         asJSON = arguments.flag(CommonOptions.json)
         display = arguments.value(Option.display)
+        session = try Session(backend: arguments.value(Session.backendOption), display: display)
         let action = arguments.positionals.first ?? "status"
         guard arguments.positionals.count <= 1, ["status", "link"].contains(action) else {
             throw UsageError("unknown daemon action '\(arguments.positionals.joined(separator: " "))' (status, link)")
@@ -57,7 +60,7 @@ struct DaemonCommand: Command {
         if isLink { return try DaemonLink(display: display).run() }
         var client: ControlClient
         do {
-            client = try DaemonAccess.client(display: display)
+            client = try DaemonAccess.client(session: session)
         } catch let failure as Failure where failure.status == .failure {
             let (socket, display) = try Self.socketPath(display: display)
             if asJSON {

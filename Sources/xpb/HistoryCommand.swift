@@ -42,6 +42,7 @@ struct HistoryCommand: Command {
             Option.pinned,
             Option.menu,
             Option.display,
+            Session.backendOption,
         ],
         positional: PositionalSpec(valueName: "action", help: "list, search TEXT, select N, delete N, pin N, unpin N, clear, queue N… or menu.",
                                    completion: .words(["list", "search", "select", "delete", "pin", "unpin", "clear", "queue", "menu"])))
@@ -63,6 +64,8 @@ struct HistoryCommand: Command {
     let count: Int?
     let menu: String?
     let display: String?
+    /// Whose xpbd to ask (`--backend`, `--display`, the environment).
+    let session: Session
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         asJSON = arguments.flag(CommonOptions.json)
@@ -72,6 +75,7 @@ struct HistoryCommand: Command {
         count = arguments.flag(Option.all) ? nil : wanted ?? ControlRequest.historyPageSize
         menu = arguments.value(Option.menu)
         display = arguments.value(Option.display)
+        session = try Session(backend: arguments.value(Session.backendOption), display: display)
         var words = arguments.positionals
         let verb = words.isEmpty ? "list" : words.removeFirst()
         func index() throws(UsageError) -> Int {
@@ -113,7 +117,7 @@ struct HistoryCommand: Command {
     }
 
     func run() throws {
-        var client = try DaemonAccess.client(display: display)
+        var client = try DaemonAccess.client(session: session)
         defer { client.close() }
         switch action {
         case .list, .search:

@@ -27,7 +27,7 @@ struct QueueCommand: Command {
             clipboard keeps it. A copy by another app ends the queue. 'xpb history queue 3 1 2' queues history \
             entries. Queued files are their contents, not files. Needs xpbd running (see docs/xpbd.md, 'The paste queue').
             """,
-        options: [CommonOptions.json, Option.display, Option.type],
+        options: [CommonOptions.json, Option.display, Session.backendOption, Option.type],
         positional: PositionalSpec(valueName: "action", help: "list, add FILE|-…, or clear.", completion: .words(["list", "add", "clear"])))
 
     enum Action: Equatable {
@@ -39,11 +39,17 @@ struct QueueCommand: Command {
     let action: Action
     let asJSON: Bool
     let display: String?
+    /// `--backend` as given (`queue add` passes it on to the copy).
+    let backend: String?
+    /// Whose xpbd to ask (`--backend`, `--display`, the environment).
+    let session: Session
     let types: [String]
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         asJSON = arguments.flag(CommonOptions.json)
         display = arguments.value(Option.display)
+        backend = arguments.value(Session.backendOption)
+        session = try Session(backend: backend, display: display)
         types = arguments.all(Option.type)
         var words = arguments.positionals
         let verb = words.isEmpty ? "list" : words.removeFirst()
@@ -63,7 +69,8 @@ struct QueueCommand: Command {
         switch action {
         case let .add(files):
             // As `xpb copy --queue` (its inputs, types and checks).
-            let arguments = ["--queue"] + types.flatMap { ["-t", $0] } + (display.map { ["--display", $0] } ?? []) + ["--"] + files
+            let arguments = ["--queue"] + types.flatMap { ["-t", $0] } + (display.map { ["--display", $0] } ?? [])
+                + (backend.map { ["--backend", $0] } ?? []) + ["--"] + files
             let copy: CopyCommand
             do {
                 copy = try CopyCommand(try ParsedArguments(arguments, spec: CopyCommand.spec))
@@ -71,18 +78,18 @@ struct QueueCommand: Command {
                 throw Failure(error.message, .usage)
             }
             try copy.run()
-            if asJSON { try Self.show(try Self.send(.list, display: display), asJSON: true) }
+            if asJSON { try Self.show(try Self.send(.list, session: session), asJSON: true) }
         case .list:
-            try Self.show(try Self.send(.list, display: display), asJSON: asJSON)
+            try Self.show(try Self.send(.list, session: session), asJSON: asJSON)
         case .clear:
-            let left = try Self.send(.clear, display: display).count
+            let left = try Self.send(.clear, session: session).count
             if asJSON { writeJSONLine(json(["result": "paste queue cleared (\(left) items)"])) } else { writeLine("paste queue cleared (\(left) items)") }
         }
     }
 
     /// Sends a queue request to the display's xpbd; the queue it answers with.
-    static func send(_ request: QueueRequest, display: String?) throws -> [QueuedItem] {
-        var client = try DaemonAccess.client(display: display)
+    static func send(_ request: QueueRequest, session: Session) throws -> [QueuedItem] {
+        var client = try DaemonAccess.client(session: session)
         defer { client.close() }
         guard case let .queue(items) = try client.send(.queue(request)) else { throw Failure("xpbd answered out of turn") }
         return items

@@ -59,7 +59,7 @@ struct WatchCommand: Command {
     /// that is data; nothing of secret data.
     private static func firstItemChooser(_ registry: TypeRegistry) -> ([[PasteboardType]]?) throws -> PasteboardType {
         { items in
-            guard let offered = items?.first, !offered.contains(.passwordManagerHint),
+            guard let offered = items?.first, !SecretMarking.isSecret(offered),
                   let type = registry.defaultType(among: offered) else { throw Failure("nothing to read", .empty) }
             return type
         }
@@ -107,9 +107,9 @@ struct WatchCommand: Command {
     /// The first item as `xpb paste` would write it (plain text, else an image, else its first
     /// type that is data), in a memory file for the command's standard input: the command may read it or not,
     /// and nothing waits on a pipe. nil when there is nothing to give: no owner, an owner that
-    /// fails to answer, or secret data (`x-kde-passwordManagerHint`), which no hook is handed.
+    /// fails to answer, or secret data (any of ``SecretMarking``'s markers), which no hook is handed.
     private func contents(on backend: any StreamingPasteboardBackend, types: [PasteboardType]) -> Int32? {
-        guard !types.isEmpty, !types.contains(.passwordManagerHint) else { return nil }
+        guard !types.isEmpty, !SecretMarking.isSecret(types) else { return nil }
         return Self.memoryFile { fd in
             _ = try backend.stream(of: selection.name, item: 0, limit: CommonOptions.defaultMaxSize, likely: nil,
                                    choosing: Self.firstItemChooser(backend.registry),

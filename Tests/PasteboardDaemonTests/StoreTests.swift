@@ -255,10 +255,10 @@ struct KeepPolicyTests {
 
     @Test("any of the three markers makes data secret, whatever its value")
     func secrets() {
-        #expect(KeepPolicy.isSecret(["UTF8_STRING", "x-kde-passwordManagerHint"]))
-        #expect(KeepPolicy.isSecret(["org.nspasteboard.ConcealedType"]))
-        #expect(KeepPolicy.isSecret(["org.nspasteboard.TransientType", "STRING"]))
-        #expect(!KeepPolicy.isSecret(["UTF8_STRING", "text/html"]))
+        #expect(SecretMarking.isSecret(["UTF8_STRING", "x-kde-passwordManagerHint"]))
+        #expect(SecretMarking.isSecret(["org.nspasteboard.ConcealedType"]))
+        #expect(SecretMarking.isSecret(["org.nspasteboard.TransientType", "STRING"]))
+        #expect(!SecretMarking.isSecret(["UTF8_STRING", "text/html"]))
     }
 }
 

@@ -2,16 +2,20 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// A private headless Wayland compositor for one test: sway (wlroots: it has data-control), or
-/// weston (which has none, for the error a user then gets). Compositors refuse to run as root,
-/// so it runs as `nobody` (`setpriv`) with a runtime directory of its own, mode 700; clients
-/// running as root reach its socket all the same. A watchdog shell kills it when the test
-/// process dies, as ``Xvfb``'s does.
+/// A private headless Wayland compositor for one test: sway (wlroots: it has data-control),
+/// weston (which has none, for the error a user then gets), or GNOME's mutter (none either, with
+/// its XWayland, which xpb and xpbd then go through). sway and weston refuse to run as root, so
+/// they run as `nobody` (`setpriv`) with a runtime directory of its own, mode 700; clients
+/// running as root reach its socket all the same. mutter runs as root, under a session bus of its
+/// own (`dbus-run-session`), in a process group of its own. A watchdog shell kills it when the
+/// test process dies, as ``Xvfb``'s does.
 public final class Compositor: TestSession {
     public enum Kind: Sendable {
         /// sway with its XWayland on (`xwayland force`) or off.
         case sway(xwayland: Bool)
         case weston
+        /// GNOME's compositor, headless, with its XWayland (no data-control).
+        case mutter
     }
 
     /// The compositor's runtime directory (its socket is in it).
@@ -19,8 +23,10 @@ public final class Compositor: TestSession {
     /// The socket's name (`WAYLAND_DISPLAY`).
     public let socketName: String
     public let serverPID: Int32
-    /// XWayland's display, when sway runs one.
+    /// XWayland's display, when the compositor runs one.
     public let xDisplay: String?
+    /// The X authority file its XWayland wants (mutter's), if any.
+    public let xAuthority: String?
 
     /// Whether the runtime directory goes with this compositor (not when another took it over: ``restarted()``).
     private let ownsDirectory = Mutex(true)
@@ -30,11 +36,12 @@ public final class Compositor: TestSession {
     public init(_ kind: Kind = .sway(xwayland: false), in reused: String? = nil) throws {
         self.kind = kind
         let directory = reused ?? "/tmp/xpb-wayland-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        guard reused != nil || (mkdir(directory, 0o700) == 0 && chown(directory, 65534, 65534) == 0) else {
+        let asNobody = kind != .mutter
+        guard reused != nil || (mkdir(directory, 0o700) == 0 && (!asNobody || chown(directory, 65534, 65534) == 0)) else {
             throw TestFailure("cannot make the compositor's runtime directory \(directory)")
         }
         runtimeDirectory = directory
-        let program: String
+        var program: String
         var arguments: [String]
         var environment = ["XDG_RUNTIME_DIR": directory, "HOME": directory, "PATH": "/usr/bin:/bin"]
         switch kind {
@@ -56,21 +63,27 @@ public final class Compositor: TestSession {
         case .weston:
             program = try which("weston")
             arguments = ["--backend=headless-backend.so", "--socket=wayland-weston", "--idle-time=0"]
+        case .mutter:
+            // Its session bus (dbus-run-session) and XWayland are its children: setsid makes them
+            // one process group, which the watchdog and kill() end whole.
+            arguments = [try which("dbus-run-session"), "--", try which("mutter"), "--headless", "--wayland",
+                         "--virtual-monitor", "800x600", "--wayland-display", "wayland-0"]
+            program = try which("setsid")
         }
-        let setpriv = try which("setpriv")
+        let launch = asNobody ? [try which("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", program] : [program]
         let script = """
-            "$0" --reuid=65534 --regid=65534 --clear-groups "$@" >"$XPB_COMPOSITOR_LOG" 2>&1 &
+            "$0" "$@" >"$XPB_COMPOSITOR_LOG" 2>&1 &
             x=$!
             echo "pid $x"
             while kill -0 "$XPB_TEST_PID" 2>/dev/null && kill -0 "$x" 2>/dev/null; do sleep 0.3; done
-            kill -9 "$x" 2>/dev/null
+            kill -9 \(asNobody ? "" : "-- -")"$x" 2>/dev/null
             """
         let output = try Spawner.pipe()
         let null = Spawner.devNull(O_RDWR)
         defer { close(null) }
         environment["XPB_TEST_PID"] = String(getpid())
         environment["XPB_COMPOSITOR_LOG"] = directory + "/log"
-        let shell = try Spawner.spawn("/bin/sh", ["-c", script, setpriv, program] + arguments, environment: environment,
+        let shell = try Spawner.spawn("/bin/sh", ["-c", script] + launch + arguments, environment: environment,
                                       files: [0: null, 1: output.write, 2: null])
         close(output.write)
         defer { close(output.read) }
@@ -91,6 +104,7 @@ public final class Compositor: TestSession {
         // Its socket is there once it listens (sway names the first free wayland-N).
         var socket: String?
         var display: String?
+        var authority: String?
         while socket == nil || (kind.hasXWayland && display == nil) {
             guard Date() < deadline, Glibc.kill(pid, 0) == 0 else {
                 let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
@@ -99,7 +113,16 @@ public final class Compositor: TestSession {
             }
             let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
             socket = entries.first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
-            if kind.hasXWayland, display == nil,
+            if kind == .mutter, display == nil {
+                // "Using public X11 display :1, (using :2 for managed services)"; its cookie in
+                // .mutter-Xwaylandauth.*.
+                let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
+                authority = entries.first { $0.hasPrefix(".mutter-Xwaylandauth.") }.map { directory + "/" + $0 }
+                if let range = log.range(of: "Using public X11 display "), let authority {
+                    let number = String(log[range.upperBound...].prefix { $0 != "," && !$0.isWhitespace })
+                    if number.hasPrefix(":"), Self.answers(number, authority: authority) { display = number }
+                }
+            } else if kind.hasXWayland, display == nil,
                let number = (try? String(contentsOfFile: directory + "/display", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines),
                number.hasPrefix(":"), Self.answers(number) {
                 display = number
@@ -108,14 +131,17 @@ public final class Compositor: TestSession {
         }
         socketName = socket!
         xDisplay = display
+        xAuthority = authority
     }
 
     /// Whether an X client gets an answer from the display (Xwayland listens before it is ready).
-    private static func answers(_ display: String) -> Bool {
+    private static func answers(_ display: String, authority: String? = nil) -> Bool {
         let null = Spawner.devNull(O_RDWR)
         defer { close(null) }
+        var environment = ["PATH": "/usr/bin:/bin"]
+        environment["XAUTHORITY"] = authority
         guard let xprop = try? which("xprop"),
-              let peer = try? Spawner.spawn(xprop, ["-display", display, "-root", "_NET_SUPPORTED"], environment: ["PATH": "/usr/bin:/bin"],
+              let peer = try? Spawner.spawn(xprop, ["-display", display, "-root", "_NET_SUPPORTED"], environment: environment,
                                             files: [0: null, 1: null, 2: null]) else { return false }
         var status: Int32 = 0
         waitpid(peer, &status, 0)
@@ -126,6 +152,7 @@ public final class Compositor: TestSession {
     public var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["DISPLAY"] = xDisplay
+        if let xAuthority { environment["XAUTHORITY"] = xAuthority }
         // Absolute: clients find it whatever XDG_RUNTIME_DIR a test gives them (a daemon's home).
         environment["WAYLAND_DISPLAY"] = runtimeDirectory + "/" + socketName
         environment["XDG_RUNTIME_DIR"] = runtimeDirectory
@@ -174,7 +201,8 @@ public final class Compositor: TestSession {
     }
 
     public func kill() {
-        Glibc.kill(serverPID, SIGKILL)
+        // mutter leads a process group (its bus and XWayland).
+        Glibc.kill(kind == .mutter ? -serverPID : serverPID, SIGKILL)
     }
 
     /// Ends this compositor as a crash does (SIGKILL), and starts the same kind again in its
@@ -206,9 +234,11 @@ public final class Compositor: TestSession {
     }
 }
 
-extension Compositor.Kind {
+extension Compositor.Kind: Equatable {
     var hasXWayland: Bool {
-        if case .sway(true) = self { return true }
-        return false
+        switch self {
+        case .sway(true), .mutter: return true
+        default: return false
+        }
     }
 }

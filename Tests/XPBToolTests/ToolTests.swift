@@ -651,16 +651,23 @@ struct ReadTests {
     func watchInput() throws {
         let x = try Xvfb()
         let marker = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-watch-\(UUID().uuidString)").path
-        let watcher = try Peer(try xpbPath(), ["watch", "--count", "2", "--exec", "{ cat; echo \"|$XPB_TYPES\"; } >> \(marker)"], display: x)
+        let watcher = try Peer(try xpbPath(), ["watch", "--count", "3", "--exec", "{ cat; echo \"|$XPB_TYPES\"; } >> \(marker)"], display: x)
         Thread.sleep(forTimeInterval: 0.5)
         _ = try run("/bin/sh", ["-c", "printf 'from xclip' | xclip -i -selection clipboard >/dev/null 2>&1"], display: x)
         #expect(eventually { ((try? String(contentsOfFile: marker, encoding: .utf8)) ?? "").contains("\n") })
         #expect(try xpb(["copy", "--sensitive"], x, input: Data("hunter2".utf8)).status == 0)
+        #expect(eventually { ((try? String(contentsOfFile: marker, encoding: .utf8)) ?? "").split(separator: "\n").count == 2 })
+        // Every marker of the one secret rule (SecretMarking), not only KDE's hint: nspasteboard.org's concealed type.
+        let text = try scratchFile("concealed.txt", Data("s3cret-concealed".utf8))
+        let mark = try scratchFile("mark", Data())
+        let concealed = try xpb(["copy", "-t", "text=\(text)", "-t", "org.nspasteboard.ConcealedType=\(mark)"], x)
+        #expect(concealed.status == 0, "\(concealed.error)")
         #expect(try watcher.finish(timeout: 10).status == 0)
         let hooks = try String(contentsOfFile: marker, encoding: .utf8)
         #expect(hooks.hasPrefix("from xclip|public.utf8-plain-text\n"))
         #expect(!hooks.contains("hunter2"))
-        #expect(hooks.split(separator: "\n").count == 2)
+        #expect(!hooks.contains("s3cret-concealed"), "\(hooks)")
+        #expect(hooks.split(separator: "\n").count == 3, "\(hooks)")
     }
 
     @Test("watch lists the types as xpb types does, in the same order")

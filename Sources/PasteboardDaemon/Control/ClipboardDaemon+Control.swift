@@ -24,8 +24,7 @@ extension ClipboardDaemon {
             }
         case .history, .historyPage, .select, .delete, .clear, .clearAll, .pin:
             do {
-                let answer = try HistoryRequests.answer(request, store: store) { try host.serveSelected($0) }
-                if case .history = request {} else if case .historyPage = request {} else { historyChanged() }
+                let answer = try HistoryRequests.answer(request, history: history)
                 return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
             } catch {
                 return .failure(ControlFailure("\(error)"))
@@ -35,6 +34,12 @@ extension ClipboardDaemon {
         case let .queue(queueRequest):
             return host.answerQueue(queueRequest, on: &channel)
         }
+    }
+
+    /// The history's verbs, for every front door (the control socket, both D-Bus interfaces).
+    var history: HistoryService {
+        HistoryService(store: store, display: host.nodeName, serve: { [host] in try host.serveSelected($0) },
+                       changed: { [weak self] in self?.historyChanged() })
     }
 
     /// The history changed outside the record pipeline (a request): its listing and watchers learn it.
@@ -59,14 +64,14 @@ extension ClipboardDaemon {
 
     /// A copy a D-Bus caller made (Klipper's `setClipboardContents`, xpbd's `SetContents`):
     /// served as a history entry selected again is, and kept in the history, credited to the call.
-    /// A copy marked secret (``KeepPolicy/isSecret(_:)``, by any of its types) is served only:
+    /// A copy marked secret (``SecretMarking``, by any of its types) is served only:
     /// the rule is the same whoever made the copy.
     func serveAndKeep(_ snapshot: Snapshot, madeOverDBusBy method: String) throws {
         var snapshot = snapshot
         snapshot.source = "D-Bus"
         snapshot.app = "D-Bus (\(method))"
         try host.serveSelected(snapshot)
-        if KeepPolicy.isSecret(snapshot.advertised + snapshot.targets.map(\.target)) {
+        if SecretMarking.isSecret(snapshot.advertised + snapshot.targets.map(\.target)) {
             logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(snapshot.app ?? method) is marked secret: served, not kept")
             return
         }

@@ -44,11 +44,11 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
 
     func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure> {
         guard let daemon else { return .failure(.failed("xpbd is stopping")) }
+        let history = daemon.history
         do {
             switch member {
             case "getClipboardContents":
-                let text = try daemon.store.withLock { try $0.latest(selection: .general, display: daemon.host.nodeName) ?? $0.snapshot(at: 0) }?
-                    .text(limit: Self.maxText)
+                let text = try history.latest(.general, orNewest: true)?.text(limit: Self.maxText)
                 return .success([.string(text ?? "")])
             case "setClipboardContents":
                 guard arguments.count == 1, case let .string(text) = arguments[0] else { return .failure(.invalidArguments("setClipboardContents takes one string")) }
@@ -60,21 +60,19 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
             case "clearClipboardHistory":
                 if !daemon.configuration.klipperClearsAll, let pid = caller.processID(),
                    let tool = PasswordTool(calling: pid, secretApps: daemon.configuration.appRules.secretAppNames) {
-                    let forgotten = try daemon.store.withLock { try $0.forgetCopies(since: tool.started, byApps: PasswordTool.helpers + tool.names) }
-                    if forgotten > 0 { daemon.historyChanged() }
+                    let forgotten = try history.forgetCopies(since: tool.started, byApps: PasswordTool.helpers + tool.names)
                     logger.info("D-Bus: clearClipboardHistory from \(tool.name), a password manager: \(forgotten) copies it can have made forgotten, the rest of the history kept (--klipper-clear-all clears it all)")
                     return .success([])
                 }
-                try daemon.store.withLock { try $0.clear() }
-                daemon.historyChanged()
+                try history.clear()
                 logger.info("D-Bus: clearClipboardHistory: the history was cleared (pinned entries kept)")
                 return .success([])
             case "saveClipboardHistory":
-                daemon.store.withLock { _ = $0.checkpoint() }
+                history.checkpoint()
                 return .success([])
             case "getClipboardHistoryMenu":
                 // Each entry's text in one pass over the store (a long text cut at 4 KiB, as a menu shows it).
-                let texts = try daemon.store.withLock { try $0.texts(limit: 4096) }
+                let texts = try history.texts(limit: 4096)
                 // The newest that fit in a reply (17,000 entries of 4 KiB would not).
                 var budget = Self.maxMenu
                 let shown = texts.prefix { text in
@@ -86,7 +84,7 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
                 guard arguments.count == 1, case let .int32(index) = arguments[0] else {
                     return .failure(.invalidArguments("getClipboardHistoryItem takes one int32"))
                 }
-                guard index >= 0, let snapshot = try daemon.store.withLock({ try $0.snapshot(at: Int(index)) }) else {
+                guard let snapshot = try history.snapshot(.index(Int(index))) else {
                     return .failure(.invalidArguments("no history entry \(index)"))
                 }
                 return .success([.string(snapshot.text(limit: Self.maxText) ?? "")])

@@ -38,50 +38,43 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
         func string(_ index: Int) -> String { if case let .string(value) = arguments[index] { return value } else { return "" } }
         func id(_ index: Int) -> Int64 { if case let .int64(value) = arguments[index] { return value } else { return -1 } }
         func number(_ index: Int) -> Int { if case let .uint32(value) = arguments[index] { return Int(value) } else { return 0 } }
+        let history = daemon.history
         do {
             switch member {
             case "GetContents":
                 let selection = try Self.pasteboard(string(0))
-                let snapshot = try daemon.store.withLock { try $0.latest(selection: selection, display: daemon.host.nodeName) }
-                return .success([try Self.contents(snapshot)])
+                return .success([try Self.contents(try history.latest(selection))])
             case "SetContents":
                 guard case let .dictionary(_, _, pairs) = arguments[1] else { return .failure(.invalidArguments("SetContents takes a{say}")) }
                 try setContents(Self.pasteboard(string(0)), pairs, in: daemon)
                 return .success([])
             case "ListHistory":
-                let listing = try daemon.store.withLock { try $0.listing(offset: number(0), limit: max(1, min(number(1), 10_000))) }
-                let rows = listing.entries.map { entry -> DBusValue in
+                let page = try history.page(offset: number(0), limit: max(1, min(number(1), 10_000)), thumbnails: false)
+                let rows = page.entries.map { entry -> DBusValue in
                     .structure([.int64(entry.id ?? -1), .double(entry.time.timeIntervalSince1970), .string(entry.selection), .string(entry.app ?? entry.source ?? ""),
                                 .array("s", entry.types.map { .string($0) }), .uint64(UInt64(max(0, entry.size))), .bool(entry.pinned == true), .string(entry.preview)])
                 }
                 return .success([.array(Self.rowSignature, rows)])
             case "GetHistoryItem":
-                guard let snapshot = try daemon.store.withLock({ try $0.snapshot(entry: id(0)) }) else { return .failure(Self.noEntry(id(0))) }
+                guard let snapshot = try history.snapshot(.id(id(0))) else { return .failure(Self.noEntry(id(0))) }
                 return .success([try Self.contents(snapshot)])
             case "Select":
-                guard let snapshot = try daemon.store.withLock({ try $0.snapshot(entry: id(0)) }), !snapshot.targets.isEmpty else { return .failure(Self.noEntry(id(0))) }
-                try daemon.host.serveSelected(snapshot)
-                try daemon.store.withLock { try $0.touch(id(0)) }
-                daemon.historyChanged()
+                try history.select(.id(id(0)))
                 return .success([])
             case "Pin":
                 guard case let .bool(pinned) = arguments[1] else { return .failure(.invalidArguments("Pin takes (xb)")) }
-                guard try daemon.store.withLock({ store in try store.index(ofEntry: id(0)).map { try store.pin(index: $0, pinned) } ?? false }) else {
-                    return .failure(Self.noEntry(id(0)))
-                }
-                daemon.historyChanged()
+                try history.pin(.id(id(0)), pinned)
                 return .success([])
             case "Delete":
-                guard try daemon.store.withLock({ store in try store.index(ofEntry: id(0)).map { try store.delete(index: $0) } ?? false }) else {
-                    return .failure(Self.noEntry(id(0)))
-                }
-                daemon.historyChanged()
+                try history.delete(.id(id(0)))
                 return .success([])
             default:
                 return .failure(.unknownMethod("no method \(member) in \(interface)"))
             }
         } catch let failure as DBusFailure {
             return .failure(failure)
+        } catch let refusal as HistoryService.Refusal {
+            return .failure(.invalidArguments(refusal.description))
         } catch {
             return .failure(.failed("\(error)"))
         }

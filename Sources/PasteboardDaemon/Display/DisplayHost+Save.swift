@@ -31,7 +31,7 @@ extension DisplayHost {
             ?? OwnerOffer(owner: owner, advertised: [], sizes: [:], manifest: nil, expires: nil, verdict: .unreadable("replaced"))
         let advertised = offer.advertised.isEmpty ? listed : offer.advertised
         let requested = listed.isEmpty ? advertised : listed
-        if offer.verdict == .secret || KeepPolicy.isSecret(advertised + requested) {
+        if offer.verdict == .secret || SecretMarking.isSecret(advertised + requested) {
             backend.managerPort.answerSave(saved: false)
             logger.info("\(describe(owner)) asked to save CLIPBOARD, which holds data marked secret: refused")
             return

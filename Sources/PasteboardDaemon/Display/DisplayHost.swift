@@ -233,7 +233,7 @@ final class DisplayHost: ClipboardHost {
                     memory.xChanged(change.name)
                     self.textReads.async {
                         // A copy marked secret is never read: only noted.
-                        if KeepPolicy.isSecret((try? self.backend.targets(of: change.name)) ?? []) {
+                        if SecretMarking.isSecret((try? self.backend.targets(of: change.name)) ?? []) {
                             memory.xSecret(change.name)
                             return
                         }

@@ -255,7 +255,7 @@ final class HeadlessClipboard: SyncSurface {
         let selection = SelectionNames.selection(for: name)
         guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner else { return .replaced }
         guard case let .local(held) = entry.contents else { return .notShared("another node's copy") }
-        if KeepPolicy.isSecret(held.targets) { return .notShared("marked secret") }
+        if SecretMarking.isSecret(held.targets) { return .notShared("marked secret") }
         if entry.isLocalOnly { return .notShared("local-only") }
         if let expires = entry.expires, expires <= Date() { return .notShared("expired") }
         let targets = SyncHub.announcedTargets(KeepPolicy.keptTargets(held.targets, manifest: held.manifest), sizes: { held.size(of: $0) },

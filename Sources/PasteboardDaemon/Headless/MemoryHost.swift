@@ -174,7 +174,7 @@ final class MemoryHost: ClipboardHost {
     /// secret; a copy the content rules refuse is not kept, and if its text matches
     /// `--ignore-match` its announce is withdrawn.
     private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
-        guard !KeepPolicy.isSecret(held.targets), let name = SelectionNames.pasteboard(forSelection: selection), let daemon else { return }
+        guard !SecretMarking.isSecret(held.targets), let name = SelectionNames.pasteboard(forSelection: selection), let daemon else { return }
         daemon.storage.async { [self] in
             guard var snapshot = Snapshot(name, of: held, cap: configuration.maxSnapshotBytes) else { return }
             snapshot.source = "xpb"

@@ -1,6 +1,5 @@
 import PasteboardSelections
 import FoundationEssentials
-import PasteboardX11
 
 /// Which targets a clipboard manager keeps, and which contents it must never touch.
 package enum KeepPolicy {
@@ -22,12 +21,6 @@ package enum KeepPolicy {
         if target.hasPrefix("XPB_") { return target == "XPB_MANIFEST" || target.hasPrefix(Manifest.itemTargetPrefix) }
         if target.hasPrefix("_") { return false }
         return !target.isEmpty
-    }
-
-    /// Whether an owner's targets mark its data secret: the presence of a password manager's
-    /// hint or of the nspasteboard.org concealed/transient markers (whatever their values).
-    package static func isSecret(_ targets: [String]) -> Bool {
-        targets.contains { X11PasteboardBackend.secretMarkers.contains($0) }
     }
 
     /// `targets` with one image kept: of the image formats xpb writes, only the best lossless

@@ -87,7 +87,7 @@ struct OwnerOffer: Sendable {
             if let pid = LocalProcess.ranSince(before) { owner = owner.served(by: pid) }
         }
         let rule = rules.rule(for: owner)
-        if KeepPolicy.isSecret(advertised) || rule == .secret {
+        if SecretMarking.isSecret(advertised) || rule == .secret {
             return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .secret)
         }
         if rule == .ignored {
@@ -117,7 +117,7 @@ struct OwnerOffer: Sendable {
         // What its owner listed: a manifest's item targets, kept to serve with it, are xpb's own.
         let listed = Set(kept.advertised)
         advertised = kept.targets.map(\.target).filter { listed.contains($0) }
-            + kept.advertised.filter { X11PasteboardBackend.secretMarkers.contains($0) }
+            + kept.advertised.filter { SecretMarking.markers.contains($0) }
         sizes = Dictionary(kept.targets.map { ($0.target, $0.data.count) }, uniquingKeysWith: { first, _ in first })
         // The kept manifest (its options already taken out) names the item targets kept with it.
         manifest = kept.targets.first { $0.target == "XPB_MANIFEST" }?.captured
@@ -136,7 +136,7 @@ struct OwnerOffer: Sendable {
 
     /// The one rule: secret first, then expired, then local-only.
     static func verdict(advertised: [String], expires: Date?, isLocalOnly: Bool, now: Date = Date()) -> Verdict {
-        if KeepPolicy.isSecret(advertised) { return .secret }
+        if SecretMarking.isSecret(advertised) { return .secret }
         if let expires, expires <= now { return .expired }
         return isLocalOnly ? .localOnly : .shareable
     }

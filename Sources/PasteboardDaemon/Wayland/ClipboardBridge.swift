@@ -43,8 +43,7 @@ package final class ClipboardBridge: RunningDaemon {
     package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.logger = logger
         var waylandSide = configuration
-        waylandSide.usesWayland = true
-        waylandSide.bridgesWayland = false
+        waylandSide.session = SessionPlan(hosts: [.wayland])
         waylandSide.sync.syncsPrimary = true
         // The world's links (--peer, --sync-display) are the X side's: the Wayland side's
         // copies reach them through it.
@@ -57,8 +56,7 @@ package final class ClipboardBridge: RunningDaemon {
         xLogger[metadataKey: "side"] = "x11"
         wayland = try ClipboardDaemon(configuration: waylandSide, logger: waylandLogger)
         var xSide = configuration
-        xSide.usesWayland = false
-        xSide.bridgesWayland = false
+        xSide.session = SessionPlan(hosts: [.x11(display: nil)])
         xSide.sync.syncsPrimary = true
         xSide.sync.links.insert(SyncLinkSpec(endpoint: .display(wayland.host.nodeName)), at: 0)
         // The compositor's own bridge owns X selections for Wayland copies: not the X side's copies.

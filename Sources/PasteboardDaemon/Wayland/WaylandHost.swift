@@ -57,7 +57,9 @@ final class WaylandHost: ClipboardHost {
         wayland.maxReadSize = configuration.maxTargetBytes
         do {
             backend = try WaylandPasteboardBackend(configuration: wayland)
-        } catch let error as PasteboardError {
+        } catch let error as PasteboardError where !SessionPlan.isUnserved(error) {
+            // A compositor without data-control stays what SessionPlan knows: DaemonSession
+            // then keeps XWayland's display.
             throw ControlFailure("\(error)")
         }
         nodeName = URL(fileURLWithPath: backend.socketPath).lastPathComponent
@@ -256,7 +258,7 @@ final class WaylandHost: ClipboardHost {
         captures(name).async { [self] in
             let selection = SelectionNames.selection(for: name)
             guard isCurrent(name, owner), let offered = backend.offeredTypes(of: name, owner: owner) else { return }
-            if KeepPolicy.isSecret(offered) {
+            if SecretMarking.isSecret(offered) {
                 state.withLock { _ = $0.current.removeValue(forKey: name) }
                 logger.info("\(selection) holds data marked secret: not fetched, not kept")
                 return

@@ -1,21 +1,20 @@
 import PasteboardKit
-import PasteboardSelections
 
-/// Makes `Pasteboard.general` the X clipboard in any process that links this module and has
-/// `$DISPLAY` set, and, on a host without a display where this user's headless xpbd answers,
-/// that daemon's pasteboards (``DaemonPasteboardBackend``); found by name by `PasteboardSystem`
-/// (a class: the runtime finds classes by name, not enums or structs).
+/// Makes `Pasteboard.general` the X clipboard in any process that links this module where the
+/// session's host is an X display (``PasteboardKit/SessionPlan``: `DISPLAY` set, or XWayland's
+/// beside a compositor this process cannot use); found by name by `PasteboardSystem` (a class:
+/// the runtime finds classes by name, not enums or structs).
 public final class X11DefaultBackendProvider: DefaultBackendProvider {
-    /// A backend on `$DISPLAY`, else the headless daemon's.
+    public static func serves(_ host: SessionHost) -> Bool {
+        if case .x11 = host { return true }
+        return false
+    }
+
+    /// A backend on the display.
     ///
-    /// - Throws: ``PasteboardKit/PasteboardError/unavailable(_:)`` when there is neither a
-    ///   display nor a headless daemon (saying how to have either), or
-    ///   ``X11BackendError/cannotOpenDisplay(_:)``.
-    public static func makeDefaultBackend() throws -> any PasteboardBackend {
-        do {
-            return try X11PasteboardBackend()
-        } catch X11BackendError.noDisplay {
-            return try DaemonPasteboardBackend()
-        }
+    /// - Throws: ``X11BackendError/cannotOpenDisplay(_:)`` and the other errors of connecting.
+    public static func makeBackend(on host: SessionHost) throws -> any PasteboardBackend {
+        guard case let .x11(display) = host else { throw PasteboardError.unavailable("the X11 backend serves an X display, not \(host)") }
+        return try X11PasteboardBackend(display: display)
     }
 }

@@ -127,7 +127,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     @discardableResult
     public func close(handOff: Bool = true) -> Bool {
         let general = state.withLock { $0.owned[.general]?.items }
-        let shouldHandOff = handOff && !(general ?? []).isEmpty && !(general ?? []).contains(where: Self.isSecret)
+        let shouldHandOff = handOff && !(general ?? []).isEmpty && !(general ?? []).contains(where: SecretMarking.isSecret)
         let timeout = configuration.handOffTimeout
         let saved = Mutex(false)
         connection.close(timeout: timeout + 2) { session, done in
@@ -151,18 +151,6 @@ public final class X11PasteboardBackend: PasteboardBackend {
     deinit {
         connection.close(timeout: 2)
     }
-
-    /// Whether an item is marked secret: it carries the password-manager hint (whatever its
-    /// value), or macOS's concealed or transient marker.
-    static func isSecret(_ item: PasteboardItem) -> Bool {
-        item.types.contains { secretMarkers.contains($0.identifier) }
-    }
-
-    /// The types whose presence marks data secret (x-kde-passwordManagerHint, nspasteboard.org's
-    /// ConcealedType and TransientType): never handed to a clipboard manager, kept or synced.
-    package static let secretMarkers: Set<String> = [
-        "x-kde-passwordManagerHint", "org.nspasteboard.ConcealedType", "org.nspasteboard.TransientType",
-    ]
 
     // MARK: Owning and inspecting
 

@@ -1,0 +1,24 @@
+import Logging
+import PasteboardKit
+
+/// The one place xpbd's host is made, from the configuration's ``SessionPlan`` (decided as `xpb`
+/// and the library decide it): memory with `--headless`; on a Wayland session with XWayland,
+/// both, bridged (``ClipboardBridge``), or XWayland's display alone where the compositor offers no
+/// data-control (GNOME's Mutter, Weston carry XWayland's selections to their Wayland clients
+/// themselves); else the plan's one host.
+package enum DaemonSession {
+    package static func make(configuration: DaemonConfiguration, logger: Logger) throws -> any RunningDaemon {
+        let plan = configuration.session
+        guard !configuration.isHeadless, plan.isWaylandWithXWayland else {
+            return try ClipboardDaemon(configuration: configuration, logger: logger)
+        }
+        do {
+            return try ClipboardBridge(configuration: configuration, logger: logger)
+        } catch where SessionPlan.isUnserved(error) {
+            logger.debug("the Wayland compositor offers no data-control: keeping XWayland's display, whose selections the compositor carries to its Wayland clients itself")
+            var xOnly = configuration
+            xOnly.session = SessionPlan(hosts: [plan.hosts[1]])
+            return try ClipboardDaemon(configuration: xOnly, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// GNOME's compositor, as its users have it: a headless mutter with its XWayland, both
+/// `WAYLAND_DISPLAY` and `DISPLAY` set, and no data-control protocol. Mutter carries XWayland's
+/// selections to its Wayland clients itself, so xpb and xpbd go through XWayland with no flag.
+@Suite("GNOME: xpb and xpbd on a headless mutter, through its XWayland with no flag")
+struct GnomeTests {
+    @Test("xpb copies and pastes with no flag: an xclip reads its copy and it reads xclip's; naming Wayland is the clear error")
+    func copyAndPaste() throws {
+        let mutter = try Compositor(.mutter)
+        #expect(mutter.environment["WAYLAND_DISPLAY"] != nil && mutter.environment["DISPLAY"] != nil)
+        let copy = try xpb(["copy"], mutter, input: Data("from xpb on GNOME".utf8))
+        #expect(copy.status == 0, "\(copy.error)")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: mutter).text == "from xpb on GNOME")
+        let pasted = try xpb(["paste"], mutter)
+        #expect(pasted.status == 0 && pasted.text == "from xpb on GNOME", "\(pasted.error)")
+
+        let peer = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: mutter, input: Data("from xclip".utf8))
+        defer { peer.signal(SIGKILL) }
+        #expect(eventually(timeout: 10) { (try? xpb(["paste"], mutter).text) == "from xclip" })
+        let types = try xpb(["types"], mutter)
+        #expect(types.status == 0 && types.text.contains("text"), "\(types.error)\(types.text)")
+
+        // Named, the compositor is what the user asked for: the error says how XWayland serves.
+        let named = try xpb(["paste", "--backend", "wayland"], mutter)
+        #expect(named.status == 5)
+        #expect(named.error.contains("data-control") && named.error.contains("XWayland"), "\(named.error)")
+        let byEnvironment = try xpb(["paste"], mutter, environment: ["XPB_BACKEND": "wayland"])
+        #expect(byEnvironment.status == 5, "\(byEnvironment.error)")
+    }
+
+    @Test("xpbd keeps XWayland's clipboard with no flag, says why once at debug level; history, queue and status find it")
+    func daemon() throws {
+        let mutter = try Compositor(.mutter)
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(mutter, home: home)
+        defer { _ = try? daemon.stop() }
+        #expect(daemon.log.components(separatedBy: "offers no data-control: keeping XWayland's display").count == 2, "\(daemon.log)")
+        #expect(daemon.log.contains("clipboard manager of display \(mutter.xDisplay!)"), "\(daemon.log)")
+
+        let source = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: mutter, input: Data("kept on GNOME".utf8))
+        try daemon.waitForLog("kept CLIPBOARD from window")
+        source.signal(SIGKILL)
+        _ = try? source.finish(timeout: 5)
+        #expect(eventually(timeout: 10) { (try? xpb(["paste"], mutter, home).text) == "kept on GNOME" }, "\(daemon.log)")
+        #expect(eventually(timeout: 10) { (try? history(mutter, home))?.first?["preview"] as? String == "kept on GNOME" }, "\(daemon.log)")
+        let status = try xpb(["daemon", "status"], mutter, home)
+        #expect(status.status == 0 && status.text.contains("display:      \(mutter.xDisplay!)"), "\(status.error)\(status.text)")
+        let queue = try xpb(["queue", "add", "-"], mutter, home, input: Data("queued on GNOME".utf8))
+        #expect(queue.status == 0, "\(queue.error)")
+        #expect(eventually(timeout: 10) { (try? xpb(["paste"], mutter, home).text) == "queued on GNOME" }, "\(daemon.log)")
+        // The compositor named: xpbd refuses as xpb does, and the daemon's commands ask no other.
+        let named = try xpb(["history", "--backend", "wayland"], mutter, home)
+        #expect(named.status != 0 && named.error.contains("Wayland session"), "\(named.error)")
+    }
+}
