@@ -74,15 +74,34 @@ let package = Package(
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
         // dependency, so that xpb's blocking client stays fast to start.
         .target(name: "PasteboardWire"),
-        // The daemon's logic as a library: clipboard manager, keeper, history store, control server.
+        // The daemon's core, knowing no display: the daemon over a host port (ClipboardHost), the
+        // history, the rules (secret, app, content, taken back), sync, the control socket, D-Bus,
+        // and the host without a display (memory). It depends on neither PasteboardX11 nor
+        // PasteboardWayland: the compiler keeps the hosts out (docs/ARCHITECTURE.md).
         .target(name: "PasteboardDaemon", dependencies: [
-            "PasteboardKit", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            "PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
             "CDBus", "CDBusGlue",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The X display's host port: the ICCCM clipboard manager, SAVE_TARGETS, PRIMARY and
+        // CLIPBOARD carried to each other, the X sync surface.
+        .target(name: "DaemonDisplayHost", dependencies: [
+            "PasteboardDaemon", "PasteboardKit", "PasteboardSelections", "PasteboardWire", "PasteboardX11",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The Wayland session's host port: data-control, the paste queue's sources, the Wayland
+        // sync surface.
+        .target(name: "DaemonWaylandHost", dependencies: [
+            "PasteboardDaemon", "PasteboardKit", "PasteboardSelections", "PasteboardWire", "PasteboardWayland",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // xpbd's command line (options, configuration file, logging, signals), thin over
-        // PasteboardDaemon; a library, so that the xpb binary can run it when called as xpbd.
-        .target(name: "DaemonTool", dependencies: ["PasteboardDaemon", "PasteboardWire", "CommandLineTable", .product(name: "Logging", package: "swift-log")]),
+        // PasteboardDaemon, and the one place that wires hosts to it (DaemonSession; the bridge
+        // of the two); a library, so that the xpb binary can run it when called as xpbd.
+        .target(name: "DaemonTool", dependencies: [
+            "PasteboardDaemon", "DaemonDisplayHost", "DaemonWaylandHost", "PasteboardKit", "PasteboardWire", "PasteboardX11",
+            "PasteboardWayland", "CommandLineTable", .product(name: "Logging", package: "swift-log"),
+        ]),
         // The daemon as an executable of its own, for development builds and the tests; make
         // installs xpbd as a link to xpb instead (one binary).
         .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),

@@ -18,9 +18,9 @@ import Synchronization
 package final class ClipboardDaemon: Sendable {
     package let configuration: DaemonConfiguration
     let logger: Logger
-    let host: any ClipboardHost
+    package let host: any ClipboardHost
     /// The history: on disk, and in memory the copies their app may still take back.
-    let store: HistoryLock
+    package let store: HistoryLock
     /// History writes, in order, off the hosts' and the clients' threads.
     let storage = DispatchQueue(label: "xpbd.storage")
     /// Room for copies queued on `storage` and not written yet: past ``maxQueuedCopies`` a copy
@@ -35,8 +35,8 @@ package final class ClipboardDaemon: Sendable {
     /// The copies their app may still take back (`--forget-cleared-within`).
     let takenBack: Mutex<TakenBackCopies>
     /// Sync with other displays and machines (links dialed by us or by them).
-    let hub: SyncHub
-    let socketPath: String
+    package let hub: SyncHub
+    package let socketPath: String
     let startedAt = Date()
     private let control = Mutex<ControlServer?>(nil)
     /// The session bus's connection, while xpbd answers there (``KlipperObject``, ``PasteboardObject``).
@@ -57,27 +57,10 @@ package final class ClipboardDaemon: Sendable {
     /// Wakes the idle clock when the daemon stops.
     private let idleWake = DispatchSemaphore(value: 0)
 
-    /// The host the configuration asks for (its session's first host: the display, the Wayland
-    /// session; memory with `--headless`), and the history. ``DaemonSession`` decides between a
-    /// daemon and a bridge. Nothing is served yet: see ``start()``.
-    package convenience init(configuration: DaemonConfiguration, logger: Logger) throws {
-        try self.init(configuration: configuration, logger: logger, sharing: nil)
-    }
-
-    /// `history`: another daemon's, shared (the two sides of a bridge list one history).
-    convenience init(configuration: DaemonConfiguration, logger: Logger, sharing history: HistoryLock?) throws {
-        let host: any ClipboardHost
-        if configuration.isHeadless {
-            host = MemoryHost(configuration: configuration, logger: logger)
-        } else if configuration.session.first == .wayland {
-            host = try WaylandHost(configuration: configuration, logger: logger)
-        } else {
-            host = try DisplayHost(configuration: configuration, logger: logger)
-        }
-        try self.init(host: host, configuration: configuration, logger: logger, history: history)
-    }
-
-    init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger, history: HistoryLock? = nil) throws {
+    /// A daemon over `host` (DaemonTool's ``DaemonSession`` makes the host the configuration asks
+    /// for), and the history: `history` is another daemon's, shared (the two sides of a bridge list
+    /// one history), else the state directory's. Nothing is served yet: see ``start()``.
+    package init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger, history: HistoryLock? = nil) throws {
         self.configuration = configuration
         self.logger = logger
         self.host = host
@@ -188,12 +171,12 @@ package final class ClipboardDaemon: Sendable {
 
     /// The connection to the display ended (`what`: "the connection to the X server (why)"):
     /// the daemon stops, with a failure, and says it lost it.
-    func lost(_ what: String) {
+    package func lost(_ what: String) {
         finish(failure: "lost \(what)", reason: "lost \(what)", lostDisplay: true)
     }
 
     /// Stops the daemon once, for `reason` (logged; `failure` makes the run fail).
-    func finish(failure: String?, reason: String, lostDisplay: Bool = false) {
+    package func finish(failure: String?, reason: String, lostDisplay: Bool = false) {
         let first = stopped.withLock { value -> Bool in
             guard !value.done else { return false }
             value = (true, failure, lostDisplay)
@@ -246,7 +229,7 @@ package final class ClipboardDaemon: Sendable {
 
     /// Whether the content rules let a copy be kept. A refused copy is logged (`from` names its
     /// maker) and, unless the rule lets it sync, its announce to other nodes is withdrawn.
-    func admits(_ snapshot: Snapshot, from maker: String, owner: UInt) -> Bool {
+    package func admits(_ snapshot: Snapshot, from maker: String, owner: UInt) -> Bool {
         guard let refusal = contentRules.withLock({ $0 }).refusal(snapshot) else { return true }
         logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(maker) not kept: \(refusal.reason)")
         if !refusal.synced { hub.withdrawOwn(snapshot.selection, owner: owner) }
@@ -260,7 +243,7 @@ package final class ClipboardDaemon: Sendable {
     ///
     /// A copy its app may still take back (``TakenBackCopies``, a host that sees take-backs) is
     /// held in memory (``History``) and written once it can no longer be (``writeReleased(because:)``).
-    func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
+    package func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
         actions.copied(snapshot)
         let window = takenBack.withLock { rule in
             rule.kept(snapshot.selection, app: snapshot.app, time: snapshot.time)
@@ -315,7 +298,7 @@ package final class ClipboardDaemon: Sendable {
     }
 
     /// A copy expired on the host: the history forgets it too (on `storage`), then `done` runs.
-    func expired(then done: (@Sendable () -> Void)? = nil) {
+    package func expired(then done: (@Sendable () -> Void)? = nil) {
         storage.async { [self] in
             _ = try? store.withLock { try $0.prune() }
             done?()

@@ -11,7 +11,7 @@ import PasteboardWire
 /// A host calls back into its daemon (``ClipboardDaemon/record(_:written:)``,
 /// ``ClipboardDaemon/admits(_:from:owner:)``, ``ClipboardDaemon/finish(failure:reason:)``) from
 /// the moment ``start(_:)`` hands it over until ``close()``.
-protocol ClipboardHost: AnyObject, Sendable {
+package protocol ClipboardHost: AnyObject, Sendable {
     /// The node's name in logs, status and sync: the display's, or `headless`.
     var nodeName: String { get }
     /// The control socket when the configuration names none.
@@ -58,12 +58,12 @@ protocol ClipboardHost: AnyObject, Sendable {
 }
 
 extension ClipboardHost {
-    var seesTakeBacks: Bool { false }
+    package var seesTakeBacks: Bool { false }
 
     /// Hosts that keep no copy in memory apart from what they serve.
-    func forgetKept(_ name: Pasteboard.Name, time: Date) {}
+    package func forgetKept(_ name: Pasteboard.Name, time: Date) {}
 
-    func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+    package func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         .failure(ControlFailure("the paste queue is a desktop's: this xpbd serves \(nodeName), where nobody pastes"))
     }
 }

@@ -135,20 +135,19 @@ struct AttributionUnitTests {
     @Test("an owner whose process is unknown is secret when its window's title names a password manager")
     func unknownOwnerByTitle() {
         let rules = AppRules()
-        let window = X11Window(rawValue: 0x200001)
-        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "Passwords.kdbx - KeePassXC", processID: nil)) == .secret)
-        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "Bitwarden", processID: nil)) == .secret)
+        #expect(rules.rule(for: CopyOwner(title: "Passwords.kdbx - KeePassXC")) == .secret)
+        #expect(rules.rule(for: CopyOwner(title: "Bitwarden")) == .secret)
         // Known to be another program: its title does not decide (an editor showing a file named so).
-        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "notes about keepassxc", processID: 7, executableName: "mousepad")) == nil)
+        #expect(rules.rule(for: CopyOwner(processID: 7, executableName: "mousepad", title: "notes about keepassxc")) == nil)
         // A title that only contains the letters is not the name.
-        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: "mykeepassxcnotes", processID: nil)) == nil)
+        #expect(rules.rule(for: CopyOwner(title: "mykeepassxcnotes")) == nil)
         // Unknown process, WM_CLASS of a password manager: secret as before.
-        #expect(rules.rule(for: SelectionOwnerInfo(window: window, name: nil, processID: nil, windowInstance: "keepassxc", windowClass: "KeePassXC")) == .secret)
+        #expect(rules.rule(for: CopyOwner(otherNames: ["keepassxc", "KeePassXC"])) == .secret)
         var custom = AppRules()
         custom.usesDefaultSecretApps = false
         custom.secretApps = ["MyVault"]
-        #expect(custom.rule(for: SelectionOwnerInfo(window: window, name: "myvault — unlocked", processID: nil)) == .secret)
-        #expect(custom.rule(for: SelectionOwnerInfo(window: window, name: "KeePassXC", processID: nil)) == nil)
+        #expect(custom.rule(for: CopyOwner(title: "myvault — unlocked")) == .secret)
+        #expect(custom.rule(for: CopyOwner(title: "KeePassXC")) == nil)
     }
 }
 

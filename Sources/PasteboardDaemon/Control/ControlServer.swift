@@ -7,7 +7,7 @@ import PasteboardWire
 import Synchronization
 
 /// A reply to a request, or a reply's payload encoded before (see ``ClipboardDaemon/listing``).
-enum ControlAnswer {
+package enum ControlAnswer {
     case reply(ControlReply)
     case encoded(Data)
     /// The handler answered on the connection itself (a streamed read or write, a watch).

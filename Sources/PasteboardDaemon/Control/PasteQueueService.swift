@@ -8,7 +8,7 @@ import Synchronization
 /// A host that serves a paste queue (`xpb queue`): the X display, where the X thread takes the
 /// turns (``PasteboardSelections/PasteTurns``), and a Wayland session, where each receive is a
 /// paste and the next item is set as a new source.
-protocol PasteQueueHost: AnyObject, Sendable {
+package protocol PasteQueueHost: AnyObject, Sendable {
     var daemon: ClipboardDaemon? { get }
     /// Serves `items` on CLIPBOARD, the first now; `onPaste` hears each item pasted, by index
     /// (after the next item is served, where the host sets it); `isServing` says whether this
@@ -22,18 +22,18 @@ protocol PasteQueueHost: AnyObject, Sendable {
 
 /// The paste queue's control requests and its items (``PasteQueue``), the same for every host
 /// that has one (``PasteQueueHost``).
-final class PasteQueueService: Sendable {
+package final class PasteQueueService: Sendable {
     let queue = Mutex(PasteQueue())
     private let logger: Logger
     /// The most bytes the queue holds in all.
     private let maxBytes: Int
 
-    init(maxBytes: Int, logger: Logger) {
+    package init(maxBytes: Int, logger: Logger) {
         self.maxBytes = maxBytes
         self.logger = logger
     }
 
-    func answer(_ request: QueueRequest, on channel: inout FrameChannel, host: some PasteQueueHost) -> Result<ControlAnswer, ControlFailure> {
+    package func answer(_ request: QueueRequest, on channel: inout FrameChannel, host: some PasteQueueHost) -> Result<ControlAnswer, ControlFailure> {
         do {
             switch request {
             case .list:
@@ -119,7 +119,7 @@ final class PasteQueueService: Sendable {
 
     /// Another copy took CLIPBOARD (another app's, a history entry selected, a clear): the
     /// queue ends.
-    func end(because reason: String) {
+    package func end(because reason: String) {
         let dropped = queue.withLock { $0.items.isEmpty ? 0 : $0.clear() }
         if dropped > 0 { logger.info("paste queue: \(reason): its \(dropped) items are dropped") }
     }

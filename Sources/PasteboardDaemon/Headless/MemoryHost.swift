@@ -21,7 +21,7 @@ import Synchronization
 ///
 /// With no link and no client for `--idle-exit`, its daemon exits: nothing lingers on a server
 /// for ever.
-final class MemoryHost: ClipboardHost {
+package final class MemoryHost: ClipboardHost {
     let configuration: DaemonConfiguration
     let logger: Logger
     let clipboard = HeadlessClipboard()
@@ -31,23 +31,23 @@ final class MemoryHost: ClipboardHost {
     /// The name this node gives itself: that it has no display.
     static let displayName = "headless"
 
-    init(configuration: DaemonConfiguration, logger: Logger) {
+    package init(configuration: DaemonConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
     }
 
     var daemon: ClipboardDaemon? { served.withLock { $0 } }
-    var nodeName: String { Self.displayName }
-    var surface: any SyncSurface { clipboard }
-    var keeps: [String] { ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"] }
-    var stopsWhenIdle: Bool { true }
+    package var nodeName: String { Self.displayName }
+    package var surface: any SyncSurface { clipboard }
+    package var keeps: [String] { ["CLIPBOARD", "PRIMARY", "SECONDARY", "XPB_PASTEBOARD:*"] }
+    package var stopsWhenIdle: Bool { true }
 
-    var defaultSocketPath: String {
+    package var defaultSocketPath: String {
         ControlEndpoint.headlessSocketPath(environment: ProcessInfo.processInfo.environment, uid: getuid())
     }
 
     /// - Throws: when another headless daemon of this user answers on the socket.
-    func start(_ daemon: ClipboardDaemon) throws {
+    package func start(_ daemon: ClipboardDaemon) throws {
         if let fd = try? LocalSocket.connect(daemon.socketPath) {
             Glibc.close(fd)
             throw ControlFailure("another headless xpbd of this user listens on \(daemon.socketPath)")
@@ -62,32 +62,32 @@ final class MemoryHost: ClipboardHost {
         logger.info("headless: holding the pasteboards in memory, history in \(configuration.stateDirectory.path)")
     }
 
-    func connect(_ daemon: ClipboardDaemon) {}
+    package func connect(_ daemon: ClipboardDaemon) {}
 
-    func clearSelection(_ name: Pasteboard.Name) throws {
+    package func clearSelection(_ name: Pasteboard.Name) throws {
         clipboard.clearForClient(SelectionNames.selection(for: name))
     }
 
-    func serveSelected(_ snapshot: Snapshot) throws {
+    package func serveSelected(_ snapshot: Snapshot) throws {
         // Served from memory as the desktop serves it on X; a copy made here again.
         let kept = KeptSelection(advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured))
         clipboard.write(SelectionNames.selection(for: snapshot.selection), contents: kept, size: snapshot.size,
                         origin: "history (\(snapshot.app ?? snapshot.source ?? "?"))", expires: snapshot.expires, isLocalOnly: snapshot.isLocalOnly, writer: nil)
     }
 
-    func changeCounts() -> [String: Int] { clipboard.changeCounts() }
+    package func changeCounts() -> [String: Int] { clipboard.changeCounts() }
 
-    func reload(_ fresh: DaemonConfiguration) {}
+    package func reload(_ fresh: DaemonConfiguration) {}
 
-    func stopping() {}
+    package func stopping() {}
 
-    func close() {
+    package func close() {
         served.withLock { $0 = nil }
     }
 
     // MARK: Requests
 
-    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+    package func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         switch request {
         case let .offer(selection):
             guard HeadlessClipboard.isValid(selection) else { return .failure(Self.unknown(selection)) }

@@ -7,7 +7,7 @@ import PasteboardSelections
 extension ClipboardDaemon {
     /// The host read a new copy on `name` (kept or not): an empty copy by the app of the copy
     /// before, within the window, makes that one a secret.
-    func copyRead(_ name: Pasteboard.Name, app: String?, isEmpty: Bool) {
+    package func copyRead(_ name: Pasteboard.Name, app: String?, isEmpty: Bool) {
         let (copy, earlier) = takenBack.withLock { rule in
             let earlier = rule.recent[name]
             return (rule.copied(name, app: app, isEmpty: isEmpty, at: Date()), earlier)
@@ -27,7 +27,7 @@ extension ClipboardDaemon {
     /// window, was a secret.
     /// Returns whether it was a secret (forgotten).
     @discardableResult
-    func selectionCleared(_ name: Pasteboard.Name) -> Bool {
+    package func selectionCleared(_ name: Pasteboard.Name) -> Bool {
         defer { writeReleasedSoon(because: "it was cleared, and it was no secret") }
         switch takenBack.withLock({ $0.cleared(name, at: Date()) }) {
         case let .takenBack(copy):
@@ -43,7 +43,7 @@ extension ClipboardDaemon {
 
     /// The user empties `name` through xpbd (`xpb clear`, Klipper's `clearClipboardContents`):
     /// the copy it held was no secret, and is kept in the history.
-    func userClears(_ name: Pasteboard.Name) throws {
+    package func userClears(_ name: Pasteboard.Name) throws {
         takenBack.withLock { $0.userCleared(name) }
         writeReleasedSoon(because: "the user cleared the clipboard")
         try host.clearSelection(name)
@@ -51,7 +51,7 @@ extension ClipboardDaemon {
     }
 
     /// The owner of `name` went away: its copy is no longer its app's to take back.
-    func ownerGone(_ name: Pasteboard.Name) {
+    package func ownerGone(_ name: Pasteboard.Name) {
         takenBack.withLock { $0.ownerGone(name) }
         writeReleasedSoon(because: "its owner went away")
     }

@@ -6,14 +6,14 @@ import PasteboardWire
 import Synchronization
 
 /// A history both sides of a bridge share (one listing, whichever side is asked).
-final class HistoryLock: Sendable {
+package final class HistoryLock: Sendable {
     private let history: Mutex<History>
 
     init(_ history: sending History) {
         self.history = Mutex(history)
     }
 
-    func withLock<Result, Failure: Error>(_ body: (inout sending History) throws(Failure) -> sending Result) throws(Failure) -> sending Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout sending History) throws(Failure) -> sending Result) throws(Failure) -> sending Result {
         try history.withLock(body)
     }
 }
@@ -30,7 +30,7 @@ final class HistoryLock: Sendable {
 /// to disk gets the disk's next id, and a reader that names it by its held id still finds it
 /// (``renamed``). Indexes are places in the merged listing: each held entry stands after the
 /// disk's entries used later than it.
-final class History {
+package final class History {
     let disk: HistoryStore
     private let held: HistoryStore
     /// Held ids and the disk ids they were written as, the newest last (a few hundred kept).
@@ -238,7 +238,7 @@ final class History {
     }
 
     /// The newest entry of a selection, preferring one taken on `display` (a held one is).
-    func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
+    package func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
         if let copy = try held.latest(selection: selection, display: display),
            try disk.count(usedAfter: copy.time.timeIntervalSince1970, selection: selection, display: display) == 0 {
             return copy

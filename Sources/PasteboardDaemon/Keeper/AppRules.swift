@@ -1,9 +1,29 @@
 import FoundationEssentials
 import PasteboardSelections
-import PasteboardX11
 
-/// What xpbd does with a copy by the application that made it (``SelectionOwnerInfo``): a name
-/// matches the owner's executable name, or its `WM_CLASS` instance or class, ignoring case.
+/// Who made a copy, as far as its host can tell (an X owner's process and window; a Wayland copy
+/// says nothing of its app): what ``AppRules`` match.
+package struct CopyOwner: Sendable {
+    package var processID: Int?
+    /// The process's executable name, when it runs on this host.
+    package var executableName: String?
+    /// The other names it goes by: an X window's `WM_CLASS` instance and class, the program an
+    /// xpb owner names as the copy's maker.
+    package var otherNames: [String]
+    /// Its window's title.
+    package var title: String?
+
+    package init(processID: Int? = nil, executableName: String? = nil, otherNames: [String] = [], title: String? = nil) {
+        self.processID = processID
+        self.executableName = executableName
+        self.otherNames = otherNames
+        self.title = title
+    }
+}
+
+/// What xpbd does with a copy by the application that made it (``CopyOwner``): a name matches
+/// the owner's executable name, or another name it goes by (an X window's `WM_CLASS` instance or
+/// class), ignoring case.
 package struct AppRules: Sendable, Equatable {
     /// Treated as data marked secret: served while its owner lives, never kept, synced or brought back.
     package var secretApps: [String] = []
@@ -39,13 +59,13 @@ package struct AppRules: Sendable, Equatable {
     /// What applies to a copy by `owner`, strongest first: secret, ignored, not synced. When the
     /// owner's process is unknown, a secret app named by a word of the window's title counts
     /// too ("Passwords.kdbx - KeePassXC"): an owner that cannot be known is not taken as safe.
-    package func rule(for owner: SelectionOwnerInfo) -> Rule? {
+    package func rule(for owner: CopyOwner) -> Rule? {
         if let pid = owner.processID, bridgeProcesses.contains(pid) { return .ignored }
         // The program an xpb owner names as the copy's maker too: `pass` through the xclip stand-in.
-        let names = [owner.executableName, owner.windowInstance, owner.windowClass, owner.copiedBy?.name].compactMap { $0?.lowercased() }
+        let names = ([owner.executableName].compactMap { $0 } + owner.otherNames).map { $0.lowercased() }
         func matches(_ list: some Sequence<String>) -> Bool { list.contains { names.contains($0.lowercased()) } }
         let secret = secretAppNames
-        if owner.executableName == nil, let title = owner.name?.lowercased() {
+        if owner.executableName == nil, let title = owner.title?.lowercased() {
             let words = Set(title.split { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }.map(String.init))
             if secret.contains(where: { words.contains($0.lowercased()) }) { return .secret }
         }

@@ -17,7 +17,7 @@ import PasteboardKit
 /// from the echo's owner instead (no new ownership, so the other program has nothing to react
 /// to). A person who pastes the primary selection and copies within the window is taken for an
 /// echo too; their copy is still the clipboard, and the other selection still serves it.
-struct BridgeEchoes: Sendable {
+package struct BridgeEchoes: Sendable {
     /// How soon after a read of the carried selection a copy in its source counts as an echo.
     static let window = 1.0
     /// How long without an echo ends an episode (the next echo is logged again).
@@ -28,7 +28,9 @@ struct BridgeEchoes: Sendable {
     /// When the last echo was seen, for the log's episodes.
     private var lastEcho: Double?
 
-    enum Decision: Equatable {
+    package init() {}
+
+    package enum Decision: Equatable {
         /// A copy to carry: the daemon takes the destination for it.
         case carry
         /// An echo: serve the destination from the new owner, without taking it anew;
@@ -38,18 +40,18 @@ struct BridgeEchoes: Sendable {
 
     /// The daemon took `destination` for a copy (or gave it up): reads before now are of an
     /// earlier carry.
-    mutating func carried(_ destination: Pasteboard.Name) {
+    package mutating func carried(_ destination: Pasteboard.Name) {
         lastRead.removeValue(forKey: destination)
     }
 
     /// Someone opened `destination`, which the daemon carries, for a paste.
-    mutating func read(_ destination: Pasteboard.Name, at time: Double) {
+    package mutating func read(_ destination: Pasteboard.Name, at time: Double) {
         lastRead[destination] = time
     }
 
     /// Another client's copy in `source`, to be carried to `destination`, which the daemon
     /// owns now iff `destinationIsOurs`.
-    mutating func changed(_ source: Pasteboard.Name, carriedTo destination: Pasteboard.Name, destinationIsOurs: Bool,
+    package mutating func changed(_ source: Pasteboard.Name, carriedTo destination: Pasteboard.Name, destinationIsOurs: Bool,
                           at time: Double) -> Decision {
         guard destinationIsOurs, let read = lastRead[destination], time - read >= 0, time - read <= Self.window else {
             return .carry

@@ -2,7 +2,6 @@ import FoundationEssentials
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
-import PasteboardX11
 
 /// One kept target: its name, the reply's type, the bytes and their digest.
 package struct KeptTarget: Sendable, Equatable {
@@ -18,7 +17,7 @@ package struct KeptTarget: Sendable, Equatable {
         self.digest = digest ?? Digest(of: data)
     }
 
-    var captured: CapturedTarget { CapturedTarget(target: target, type: type, data: data) }
+    package var captured: CapturedTarget { CapturedTarget(target: target, type: type, data: data) }
 }
 
 /// Contents taken from a selection's owner: what the daemon serves when the owner is gone, and
@@ -35,10 +34,11 @@ package struct Snapshot: Sendable {
     package var pid: Int?
     /// The application that copied (``SelectionOwnerInfo/appName``), where it could be told.
     package var app: String?
-    /// The owner's window (not stored): ours once the daemon serves the contents.
-    package var owner: X11Window = .none
-    /// The window the contents were taken from (not stored), kept when the daemon serves them.
-    package var capturedFrom: X11Window = .none
+    /// The owner, as its host numbers owners (an X window; not stored; 0: none): ours once the
+    /// daemon serves the contents.
+    package var owner: UInt = 0
+    /// The owner the contents were taken from (not stored), kept when the daemon serves them.
+    package var capturedFrom: UInt = 0
     package var expires: Date?
     package var isLocalOnly = false
     /// Whether every kept target of the owner was fetched.
@@ -110,12 +110,12 @@ package struct Snapshot: Sendable {
 
     /// Whether the copy holds no bytes but xpb's own: an empty copy, which is how some apps clear
     /// the clipboard (``TakenBackCopies``).
-    var isEmpty: Bool { targets.allSatisfy { $0.data.isEmpty || $0.target.hasPrefix("XPB_") } }
+    package var isEmpty: Bool { targets.allSatisfy { $0.data.isEmpty || $0.target.hasPrefix("XPB_") } }
 
     /// Zeroes the bytes this snapshot holds (a secret dropped), then lets them go. Bytes that
     /// another value shares still (a copy being served) are copied by the write and let go by
     /// that holder in its time; what this snapshot alone holds is zeroed where it lies.
-    mutating func wipe() {
+    package mutating func wipe() {
         for index in targets.indices { targets[index].data.wipe() }
     }
 

@@ -16,7 +16,7 @@ struct ReconnectPolicy {
     static let giveUpAfter = 10.0
     static let stableAfter = 60.0
 
-    enum Decision: Equatable {
+    package enum Decision: Equatable {
         case retry(after: Double)
         case giveUp
     }

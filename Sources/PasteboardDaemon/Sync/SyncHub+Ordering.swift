@@ -23,7 +23,7 @@ extension SyncHub {
     static let maxTargetName = 1024
 
     /// A change of a synced selection's owner, in the surface's order of changes: stamped now.
-    func ownerChanged(_ name: Pasteboard.Name, owner: UInt, event: SyncLedger.OwnerEvent) {
+    package func ownerChanged(_ name: Pasteboard.Name, owner: UInt, event: SyncLedger.OwnerEvent) {
         guard synced.contains(name) else { return }
         let selection = SelectionNames.selection(for: name)
         let (effects, senders) = state.withLock { state -> ([SyncLedger.Effect], [ServeTask]) in
@@ -60,7 +60,7 @@ extension SyncHub {
     /// The targets announced of a copy: its kept targets (``KeepPolicy/keptTargets(_:manifest:)``:
     /// every item's), at most ``maxTargets``; the manifest's bytes with it
     /// (``SyncTarget/inline``) when it is small enough.
-    static func announcedTargets(_ kept: [String], sizes: (String) -> Int?, manifest: Data?) -> [SyncTarget] {
+    package static func announcedTargets(_ kept: [String], sizes: (String) -> Int?, manifest: Data?) -> [SyncTarget] {
         kept.prefix(maxTargets).map { name in
             if name == SyncTarget.inlineTarget, let manifest, manifest.count <= SyncTarget.maxInline {
                 return SyncTarget(target: name, size: manifest.count, inline: manifest)
@@ -69,7 +69,7 @@ extension SyncHub {
         }
     }
 
-    func selectedFromHistory(_ name: Pasteboard.Name) {
+    package func selectedFromHistory(_ name: Pasteboard.Name) {
         guard synced.contains(name) else { return }
         let selection = SelectionNames.selection(for: name)
         perform(state.withLock { $0.ledger.selectedAgain(selection, owner: surface.ourOwner, now: Self.wallClock) })
@@ -78,7 +78,7 @@ extension SyncHub {
     /// Another bridge took `name` on the display for the newest copy (``SyncLedger/takeBack(_:)``):
     /// the newest copy from elsewhere is owned again. False when the newest is this display's
     /// own (or `name` is not synced): the keeper has its bytes.
-    func takeBack(_ name: Pasteboard.Name) -> Bool {
+    package func takeBack(_ name: Pasteboard.Name) -> Bool {
         guard synced.contains(name) else { return false }
         let selection = SelectionNames.selection(for: name)
         let effects = state.withLock { $0.isStopped ? [] : $0.ledger.takeBack(selection) }
@@ -88,7 +88,7 @@ extension SyncHub {
 
     /// Whether this node has read its display's change of `name` to `owner` and that owner's
     /// offer (``SyncLedger/hasRead(_:owner:)``).
-    func hasRead(_ name: Pasteboard.Name, owner: UInt) -> Bool {
+    package func hasRead(_ name: Pasteboard.Name, owner: UInt) -> Bool {
         state.withLock { $0.ledger.hasRead(SelectionNames.selection(for: name), owner: owner) }
     }
 

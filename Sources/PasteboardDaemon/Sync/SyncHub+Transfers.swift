@@ -63,10 +63,10 @@ extension SyncHub {
         }
     }
 
-    struct Failure: Error, CustomStringConvertible {
+    package struct Failure: Error, CustomStringConvertible {
         let message: String
-        init(_ message: String) { self.message = message }
-        var description: String { message }
+        package init(_ message: String) { self.message = message }
+        package var description: String { message }
     }
 
     // MARK: Fetches of this display's readers

@@ -20,7 +20,7 @@ import Synchronization
 /// reading offers on `localQueue`, each served fetch on a worker (in its turn at the owner's
 /// ``OwnerGate``, like the keeper's capture). Nothing here waits on a peer while holding anything
 /// another link or the X thread needs.
-final class SyncHub: Sendable {
+package final class SyncHub: Sendable {
     struct State {
         /// The ordering: stamps, the shared value and this display's own change per selection.
         var ledger: SyncLedger
@@ -62,7 +62,7 @@ final class SyncHub: Sendable {
     let nodeName: String
     let synced: [Pasteboard.Name]
     /// The selections shared: an X display's, or a headless daemon's in memory.
-    let surface: any SyncSurface
+    package let surface: any SyncSurface
     let logger: Logger
     let state: Mutex<State>
     /// Owning and clearing this display's selections for other nodes' changes (X round trips).

@@ -18,13 +18,13 @@ import PasteboardWire
 ///   earlier copy, whose bytes its display no longer holds, is withdrawn).
 ///
 /// The display shows whichever of the two is newer.
-struct SyncLedger {
+package struct SyncLedger {
     typealias LinkID = Int
     /// An X window id (0: None).
     typealias Owner = UInt
 
     /// What an owner change on this display was, as the X thread read it.
-    enum OwnerEvent: Equatable {
+    package enum OwnerEvent: Equatable {
         /// A client of this display took the selection: a new copy.
         case copied
         /// A client set no owner on purpose (`xsel --clear`, a password manager): a clear.
@@ -37,7 +37,7 @@ struct SyncLedger {
     }
 
     /// What a new owner offers, read by the driver for a ``Effect/readOffer(selection:stamp:owner:)``.
-    enum Verdict: Equatable {
+    package enum Verdict: Equatable {
         /// May leave the machine: its targets, expiry, and who made it (for people).
         case shareable(targets: [SyncTarget], expires: Date?, origin: String)
         /// Stays here: secret, local-only, expired, no data targets, or unreadable; why.

@@ -7,7 +7,7 @@ import PasteboardSelections
 /// X window id, or a headless copy's id); the hub never learns which kind of surface it drives.
 ///
 /// The hub calls these off the links' threads; none of them waits on a peer.
-protocol SyncSurface: Sendable {
+package protocol SyncSurface: Sendable {
     /// The owner of the copies this node holds for other nodes (the daemon's window on X).
     var ourOwner: UInt { get }
     /// The owner of a selection now, nil when nobody owns it.
@@ -33,7 +33,7 @@ protocol SyncSurface: Sendable {
 }
 
 /// How a served fetch ended on the surface's side.
-enum SyncServeOutcome: Equatable {
+package enum SyncServeOutcome: Equatable {
     case served
     /// The owner was busy with another transfer until the turn's deadline.
     case busy

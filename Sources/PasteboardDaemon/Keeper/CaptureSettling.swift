@@ -7,11 +7,13 @@ import Synchronization
 /// makes the compositor take the X selection from the app, which then stops serving it: the
 /// bytes must be the keeper's by then. What has ended is the host's to say (by ownership epoch,
 /// since the X server gives a new client the window ids of one gone).
-final class CaptureSettling: Sendable {
+package final class CaptureSettling: Sendable {
     private let waiters = Mutex<[DispatchSemaphore]>([])
 
+    package init() {}
+
     /// A capture ended: every waiter looks again.
-    func signal() {
+    package func signal() {
         let woken = waiters.withLock { waiters -> [DispatchSemaphore] in
             defer { waiters.removeAll() }
             return waiters
@@ -21,7 +23,7 @@ final class CaptureSettling: Sendable {
 
     /// Waits until `hasEnded`, while `isCurrent` and at most until `deadline`. Returns whether it
     /// ended.
-    func wait(until deadline: Date, hasEnded: () -> Bool, while isCurrent: () -> Bool) -> Bool {
+    package func wait(until deadline: Date, hasEnded: () -> Bool, while isCurrent: () -> Bool) -> Bool {
         while true {
             let semaphore = DispatchSemaphore(value: 0)
             waiters.withLock { $0.append(semaphore) }

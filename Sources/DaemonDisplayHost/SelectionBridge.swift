@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardX11

@@ -1,24 +1,14 @@
 import Dispatch
 import FoundationEssentials
 import Logging
+import DaemonDisplayHost
+import DaemonWaylandHost
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardWire
 import PasteboardWayland
 import PasteboardX11
 import Synchronization
-
-/// What `xpbd`'s command line runs: one daemon, or the bridge of two.
-package protocol RunningDaemon: AnyObject, Sendable {
-    func start() throws
-    /// Blocks until it stops; the failure, nil for a clean stop.
-    func run() -> String?
-    func stop()
-    func reload(_ fresh: DaemonConfiguration)
-    /// Whether it stopped because a display's connection ended (after ``run()``).
-    var lostItsDisplay: Bool { get }
-}
-
-extension ClipboardDaemon: RunningDaemon {}
 
 /// xpbd on a Wayland session with XWayland: one daemon keeps XWayland's display, another the
 /// Wayland session, in one process and one history, and the X one links to the Wayland one
@@ -54,7 +44,7 @@ package final class ClipboardBridge: RunningDaemon {
         waylandLogger[metadataKey: "side"] = "wayland"
         var xLogger = logger
         xLogger[metadataKey: "side"] = "x11"
-        wayland = try ClipboardDaemon(configuration: waylandSide, logger: waylandLogger)
+        wayland = try DaemonSession.daemon(configuration: waylandSide, logger: waylandLogger)
         var xSide = configuration
         xSide.session = SessionPlan(hosts: [.x11(display: nil)])
         xSide.sync.syncsPrimary = true
@@ -64,7 +54,7 @@ package final class ClipboardBridge: RunningDaemon {
         compositorPID = xSide.compositorPID
         if let compositorPID { xSide.appRules.bridgeProcesses.insert(compositorPID) }
         // One history: either side lists the copies the other holds while their app may take them back.
-        x = try ClipboardDaemon(configuration: xSide, logger: xLogger, sharing: wayland.store)
+        x = try DaemonSession.daemon(configuration: xSide, logger: xLogger, sharing: wayland.store)
         (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
         (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
         if let xBackend = (x.host as? DisplayHost)?.backend {

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Logging
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardWire
 import PasteboardX11
@@ -43,7 +44,7 @@ extension DisplayHost {
         }
         let wanted = Set(KeepPolicy.fetchedTargets(requested, manifest: offer.manifest?.data))
         var snapshot = state.withLock { state -> Snapshot? in
-            if let current = state.current[.general], current.owner == owner.window, current.isComplete,
+            if let current = state.current[.general], current.ownerWindow == owner.window, current.isComplete,
                wanted.isSubset(of: Set(current.targets.map(\.target))) {
                 return current
             }

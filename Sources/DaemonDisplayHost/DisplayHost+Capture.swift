@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Logging
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
@@ -221,8 +222,8 @@ extension DisplayHost {
         snapshot.source = owner.name
         snapshot.pid = owner.creditedPID
         snapshot.app = owner.creditedApp
-        snapshot.owner = owner.window
-        snapshot.capturedFrom = owner.window
+        snapshot.ownerWindow = owner.window
+        snapshot.capturedFromWindow = owner.window
         return snapshot
     }
 }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire

@@ -14,7 +14,7 @@ import Synchronization
 /// without the keeper's debounce; a Wayland copy that follows an X change waits a little for it.
 /// What the bridge itself owns on X the compositor never carries: its reads of it are refused
 /// (so a person's copy right after the bridge took an X selection is a copy, not a reaction).
-final class BridgeMemory: Sendable {
+package final class BridgeMemory: Sendable {
     /// How long after a copy an equal one on the other side counts as its echo.
     static let window = 2.0
     /// How long a Wayland copy waits for the text of an X change just before it (a read of the
@@ -24,7 +24,7 @@ final class BridgeMemory: Sendable {
     /// can carry an X copy to Wayland before the bridge's X side has read that X copy's event.
     static let settle = 0.3
     /// The most text compared.
-    static let limit = 1 << 20
+    package static let limit = 1 << 20
 
     private struct Copy {
         let time: Date
@@ -35,7 +35,7 @@ final class BridgeMemory: Sendable {
     }
 
     /// What a new Wayland copy is.
-    enum Kind: Equatable {
+    package enum Kind: Equatable {
         /// A copy made on Wayland.
         case copy
         /// The compositor carrying a copy the bridge knows.
@@ -60,25 +60,25 @@ final class BridgeMemory: Sendable {
     /// before the call (``xChanged(_:)`` included). Set by the bridge.
     private let xCatchUp = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init(wait: Double = BridgeMemory.wait, settle: Double = BridgeMemory.settle) {
+    package init(wait: Double = BridgeMemory.wait, settle: Double = BridgeMemory.settle) {
         waitLimit = wait
         settleLimit = settle
     }
 
     /// How the X side is brought up to date before a Wayland copy is judged.
-    func catchesUp(with body: @escaping @Sendable () -> Void) {
+    package func catchesUp(with body: @escaping @Sendable () -> Void) {
         xCatchUp.withLock { $0 = body }
     }
 
     /// An X client (not the compositor, not the bridge) took `name`; its text follows.
-    func xChanged(_ name: Pasteboard.Name) {
+    package func xChanged(_ name: Pasteboard.Name) {
         state.withLock { $0.x[name] = Copy(time: Date(), text: nil, isRead: false) }
         changed.signal()
     }
 
     /// The X copy whose change was noted last is marked secret: its text is not read, and what the
     /// compositor carries of it to Wayland is secret too.
-    func xSecret(_ name: Pasteboard.Name) {
+    package func xSecret(_ name: Pasteboard.Name) {
         state.withLock { state in
             guard state.x[name]?.isRead == false else { return }
             state.x[name]?.isSecret = true
@@ -88,7 +88,7 @@ final class BridgeMemory: Sendable {
     }
 
     /// The text of the X copy whose change was noted last (nil: it has none).
-    func xText(_ name: Pasteboard.Name, _ text: Data?) {
+    package func xText(_ name: Pasteboard.Name, _ text: Data?) {
         state.withLock { state in
             guard state.x[name]?.isRead == false else { return }
             state.x[name]?.text = text
@@ -98,13 +98,13 @@ final class BridgeMemory: Sendable {
     }
 
     /// A Wayland copy the bridge carries to X (its text as kept).
-    func carried(_ name: Pasteboard.Name, text: Data?) {
+    package func carried(_ name: Pasteboard.Name, text: Data?) {
         state.withLock { $0.carried[name] = Copy(time: Date(), text: text, isRead: true) }
     }
 
     /// What a new Wayland copy of `text` is: the compositor's echo of a copy made just before, or
     /// a copy.
-    func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
+    package func kind(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Kind {
         // A secret X copy's echo is told by its time alone (its text is not read). The X change
         // it follows may not be read yet: the X side first reads what the server sent before now
         // (the compositor carries an X copy only after the server told of it), and a moment is
@@ -144,7 +144,7 @@ final class BridgeMemory: Sendable {
     /// `wl-paste --watch xclip -i -selection clipboard`): Wayland holds it already, and carrying
     /// it back would make a new Wayland copy for the program to copy again, for ever.
     /// `text` is asked only when the bridge carried a copy of `name` within the window.
-    func isCarriedBack(_ name: Pasteboard.Name, text: () -> Data?) -> Bool {
+    package func isCarriedBack(_ name: Pasteboard.Name, text: () -> Data?) -> Bool {
         let carried = state.withLock { state -> Data? in
             guard let carried = state.carried[name], Date().timeIntervalSince(carried.time) < Self.window else { return nil }
             return carried.text

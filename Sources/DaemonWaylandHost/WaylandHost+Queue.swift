@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWayland
@@ -9,11 +10,11 @@ import Synchronization
 /// The paste queue on a Wayland session (``WaylandPasteQueue``): each item is set as a source
 /// of its own when the paste of the one before ends.
 extension WaylandHost: PasteQueueHost {
-    func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+    package func answerQueue(_ request: QueueRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         pasteQueue.answer(request, on: &channel, host: self)
     }
 
-    func serveQueue(_ items: [Snapshot], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void) throws {
+    package func serveQueue(_ items: [Snapshot], isServing: @escaping @Sendable () -> Bool, onPaste: @escaping @Sendable (Int) -> Void) throws {
         let kept = items.map { KeptSelection(advertised: $0.advertised, targets: $0.targets.map(\.captured)) }
         let logger = self.logger
         let queue = WaylandPasteQueue(kept, isServing: isServing, onPaste: onPaste, onReceive: { target, reader, item in
@@ -41,11 +42,11 @@ extension WaylandHost: PasteQueueHost {
         }
     }
 
-    func serveAsCopy(_ snapshot: Snapshot) throws {
+    package func serveAsCopy(_ snapshot: Snapshot) throws {
         try serve(snapshot, ifEmpty: false)
     }
 
-    func queueTakesClipboard() {
+    package func queueTakesClipboard() {
         state.withLock { state in
             state.current.removeValue(forKey: .general)
             state.keptFrom.removeValue(forKey: .general)

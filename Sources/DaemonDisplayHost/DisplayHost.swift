@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
@@ -18,7 +19,7 @@ import Synchronization
 /// (quick), fetches run on one queue per selection (``captures(_:)``: a source app is asked for one
 /// target at a time, never flooded, and a slow owner of one selection never delays another's),
 /// save requests on `saves`.
-final class DisplayHost: ClipboardHost {
+package final class DisplayHost: ClipboardHost {
     struct State {
         /// The newest contents kept per selection, and the owner they came from.
         var current: [Pasteboard.Name: Snapshot] = [:]
@@ -42,17 +43,17 @@ final class DisplayHost: ClipboardHost {
         /// The kept contents of a selection if they are `owner`'s (taken from it, or served by us
         /// in its place).
         func kept(_ name: Pasteboard.Name, from owner: X11Window) -> Snapshot? {
-            guard !owner.isNone, let snapshot = current[name], snapshot.owner == owner || snapshot.capturedFrom == owner else { return nil }
+            guard !owner.isNone, let snapshot = current[name], snapshot.ownerWindow == owner || snapshot.capturedFromWindow == owner else { return nil }
             return snapshot
         }
     }
 
     let configuration: DaemonConfiguration
     let logger: Logger
-    let backend: X11PasteboardBackend
+    package let backend: X11PasteboardBackend
     let state = Mutex(State())
     let ourWindow: X11Window
-    let nodeName: String
+    package let nodeName: String
     let events = DispatchQueue(label: "xpbd.events")
     /// The keeper's work per selection (fetches, serving kept contents), in order.
     private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
@@ -69,11 +70,11 @@ final class DisplayHost: ClipboardHost {
     let gate = OwnerGate()
     /// What each new owner offers, read once for the keeper and sync.
     let offers: OwnerOffers
-    let surface: any SyncSurface
+    package let surface: any SyncSurface
     /// The daemon this host serves, from ``start(_:)`` to ``close()``.
     private let served = Mutex<ClipboardDaemon?>(nil)
     /// In a bridge: what the Wayland side compares its copies with (set before ``connect(_:)``).
-    let bridgeMemory = Mutex<BridgeMemory?>(nil)
+    package let bridgeMemory = Mutex<BridgeMemory?>(nil)
     /// The paste queue (`xpb queue`).
     let pasteQueue: PasteQueueService
     /// The bridge's reads of each X copy's text.
@@ -84,10 +85,10 @@ final class DisplayHost: ClipboardHost {
     /// In a bridge: where a selection the compositor took is taken back.
     let takeBacks = DispatchQueue(label: "xpbd.bridge.takeback")
     /// In a bridge: what the Wayland selection of a name holds now (set by ``ClipboardBridge``).
-    let waylandSelection = Mutex<(@Sendable (Pasteboard.Name) -> WaylandSelection)?>(nil)
+    package let waylandSelection = Mutex<(@Sendable (Pasteboard.Name) -> WaylandSelection)?>(nil)
 
     /// What the Wayland selection holds, as the bridge's X side asks.
-    enum WaylandSelection {
+    package enum WaylandSelection {
         /// Nothing, or the bridge's own source (a copy it carries, or one its keeper serves).
         case bridges
         /// A Wayland client's copy that the Wayland side has not read yet.
@@ -102,7 +103,7 @@ final class DisplayHost: ClipboardHost {
     let settling = CaptureSettling()
 
     /// Connects to the display. Nothing is owned yet: see ``start(_:)``.
-    init(configuration: DaemonConfiguration, logger: Logger) throws {
+    package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         pasteQueue = PasteQueueService(maxBytes: configuration.maxSnapshotBytes, logger: logger)
@@ -165,24 +166,24 @@ final class DisplayHost: ClipboardHost {
     static let clientResourceMask: UInt = 0x1F_FFFF
 
     /// The daemon served, while it runs.
-    var daemon: ClipboardDaemon? { served.withLock { $0 } }
+    package var daemon: ClipboardDaemon? { served.withLock { $0 } }
 
-    var defaultSocketPath: String {
+    package var defaultSocketPath: String {
         ControlEndpoint.socketPath(display: nodeName, environment: ProcessInfo.processInfo.environment, uid: getuid())
     }
 
-    var keeps: [String] { configuration.keptSelections.map { SelectionNames.selection(for: $0) } }
+    package var keeps: [String] { configuration.keptSelections.map { SelectionNames.selection(for: $0) } }
 
-    var stopsWhenIdle: Bool { false }
+    package var stopsWhenIdle: Bool { false }
     /// It reads every change of ownership, and the clears (XFixes).
-    var seesTakeBacks: Bool { true }
+    package var seesTakeBacks: Bool { true }
 
     /// Becomes the display's clipboard manager and restores the last contents where nobody owns
     /// a kept selection.
     ///
     /// - Throws: ``PasteboardX11/ClipboardManagerError`` when another manager runs (without
     ///   `replace`).
-    func start(_ daemon: ClipboardDaemon) throws {
+    package func start(_ daemon: ClipboardDaemon) throws {
         served.withLock { $0 = daemon }
         backend.managerPort.onOwnerChange { [weak self] change in self?.ownerChanged(change) }
         for name in configuration.keptNames { try backend.managerPort.watch(name) }
@@ -216,7 +217,7 @@ final class DisplayHost: ClipboardHost {
         }
     }
 
-    func connect(_ daemon: ClipboardDaemon) {
+    package func connect(_ daemon: ClipboardDaemon) {
         // On the X thread, as each ownership change's event is read: the previous owner's offer
         // is forgotten, and sync stamps the change before the X thread does anything else.
         let hub = daemon.hub
@@ -252,13 +253,13 @@ final class DisplayHost: ClipboardHost {
         if !backend.isConnected { daemon.lost("the connection to the X server") }
     }
 
-    func clearSelection(_ name: Pasteboard.Name) throws {
+    package func clearSelection(_ name: Pasteboard.Name) throws {
         // Kept contents are dropped first: the clear (a SetSelectionOwner to None) is not a gone owner.
         state.withLock { _ = $0.current.removeValue(forKey: name) }
         try backend.clear(name)
     }
 
-    func forgetKept(_ name: Pasteboard.Name, time: Date) {
+    package func forgetKept(_ name: Pasteboard.Name, time: Date) {
         var dropped = state.withLock { state -> Snapshot? in
             guard state.current[name]?.time == time else { return nil }
             return state.current.removeValue(forKey: name)
@@ -266,13 +267,13 @@ final class DisplayHost: ClipboardHost {
         dropped?.wipe()
     }
 
-    func serveSelected(_ snapshot: Snapshot) throws {
+    package func serveSelected(_ snapshot: Snapshot) throws {
         if snapshot.selection == .general { pasteQueue.end(because: "a history entry was selected") }
         try serve(snapshot)
         daemon?.hub.selectedFromHistory(snapshot.selection)
     }
 
-    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+    package func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         // `xpb clear` of a kept selection: the user's clear, which forgets nothing.
         if case let .clearPasteboard(selection) = request, let name = SelectionNames.pasteboard(forSelection: selection),
            configuration.keptSelections.contains(name), let daemon {
@@ -286,20 +287,20 @@ final class DisplayHost: ClipboardHost {
         return .failure(ControlFailure("this xpbd serves display \(nodeName): ask the X server for its selections (only 'xpbd --headless' holds pasteboards itself)"))
     }
 
-    func changeCounts() -> [String: Int] {
+    package func changeCounts() -> [String: Int] {
         let counts = state.withLock { $0.counts }
         return ["CLIPBOARD": counts[0], "PRIMARY": counts[1]]
     }
 
-    func reload(_ fresh: DaemonConfiguration) {
+    package func reload(_ fresh: DaemonConfiguration) {
         offers.rules = fresh.appRules
     }
 
-    func stopping() {
+    package func stopping() {
         state.withLock { $0.isStopped = true }
     }
 
-    func close() {
+    package func close() {
         backend.close(handOff: false)
         served.withLock { $0 = nil }
     }
@@ -325,8 +326,8 @@ final class DisplayHost: ClipboardHost {
             state.epochs[change.name, default: 0] += 1
             state.inProgress.removeValue(forKey: change.name)
             if var snapshot = state.current[change.name] {
-                snapshot.owner = .none
-                snapshot.capturedFrom = .none
+                snapshot.ownerWindow = .none
+                snapshot.capturedFromWindow = .none
                 state.current[change.name] = snapshot
             }
         }
@@ -377,7 +378,7 @@ final class DisplayHost: ClipboardHost {
                 return
             }
             daemon?.ownerGone(change.name)
-            guard let kept, kept.owner == previous, !kept.targets.isEmpty, !kept.isExpired() else {
+            guard let kept, kept.ownerWindow == previous, !kept.targets.isEmpty, !kept.isExpired() else {
                 logger.info("the owner of \(selection) went away; nothing of it was kept")
                 return
             }
@@ -423,7 +424,7 @@ final class DisplayHost: ClipboardHost {
         guard try backend.managerPort.keep(name, advertised: snapshot.advertised, targets: snapshot.targets.map(\.captured),
                                            timestamp: timestamp, credit: credit, if: check) else { return false }
         var served = snapshot
-        served.owner = ourWindow
+        served.ownerWindow = ourWindow
         let epoch = epochAtOwn.withLock { $0 }
         state.withLock { state in
             if state.epochs[name, default: 0] == epoch { state.current[name] = served }

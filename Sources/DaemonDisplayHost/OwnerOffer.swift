@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
@@ -10,33 +11,7 @@ import PasteboardX11
 /// (what may be kept) and sync (what may leave the machine) both decide from it, so the secret,
 /// local-only and expiry rules live here alone.
 struct OwnerOffer: Sendable {
-    enum Verdict: Equatable, Sendable {
-        /// May be kept, and may leave the machine.
-        case shareable
-        /// Kept on this machine (its history too), never synced (`xpb copy --local-only`).
-        case localOnly
-        /// Marked secret by its owner (a password manager's hint, nspasteboard.org's markers):
-        /// served by its owner only, never fetched, kept or synced.
-        case secret
-        /// Its expiration date has passed: neither kept nor synced.
-        case expired
-        /// Made by an application the rules ignore (`--ignore-app`): neither kept nor synced.
-        case ignored
-        /// TARGETS (or the manifest) could not be read; why.
-        case unreadable(String)
-
-        /// Why it stays on this machine, or nil when it may be shared.
-        var notSharedReason: String? {
-            switch self {
-            case .shareable: return nil
-            case .localOnly: return "local-only"
-            case .secret: return "marked secret"
-            case .expired: return "expired"
-            case .ignored: return "from an ignored app"
-            case let .unreadable(why): return "unreadable (\(why))"
-            }
-        }
-    }
+    typealias Verdict = CopyVerdict
 
     let owner: SelectionOwnerInfo
     /// TARGETS as the owner listed them.
@@ -86,7 +61,7 @@ struct OwnerOffer: Sendable {
             _ = try? turn { try backend.managerPort.capture(name, target: "TARGETS", limit: 1 << 16) }
             if let pid = LocalProcess.ranSince(before) { owner = owner.served(by: pid) }
         }
-        let rule = rules.rule(for: owner)
+        let rule = rules.rule(for: CopyOwner(owner))
         if SecretMarking.isSecret(advertised) || rule == .secret {
             return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .secret)
         }
@@ -134,11 +109,9 @@ struct OwnerOffer: Sendable {
         self.verdict = verdict
     }
 
-    /// The one rule: secret first, then expired, then local-only.
+    /// The one rule (``CopyVerdict/of(advertised:expires:isLocalOnly:now:)``).
     static func verdict(advertised: [String], expires: Date?, isLocalOnly: Bool, now: Date = Date()) -> Verdict {
-        if SecretMarking.isSecret(advertised) { return .secret }
-        if let expires, expires <= now { return .expired }
-        return isLocalOnly ? .localOnly : .shareable
+        CopyVerdict.of(advertised: advertised, expires: expires, isLocalOnly: isLocalOnly, now: now)
     }
 }
 

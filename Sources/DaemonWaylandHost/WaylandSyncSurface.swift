@@ -1,4 +1,5 @@
 import FoundationEssentials
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWayland
@@ -66,7 +67,7 @@ final class WaylandSyncSurface: SyncSurface, @unchecked Sendable {
                 }
             }
         }
-        switch OwnerOffer.verdict(advertised: advertised, expires: expires, isLocalOnly: isLocalOnly) {
+        switch CopyVerdict.of(advertised: advertised, expires: expires, isLocalOnly: isLocalOnly) {
         case .shareable: break
         case let verdict: return .notShared(verdict.notSharedReason ?? "not shared")
         }

@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWayland
@@ -16,7 +17,7 @@ import Synchronization
 /// selections as on X (``WaylandSyncSurface``).
 ///
 /// Data-control names no client: a copy's app is unknown, and shown so.
-final class WaylandHost: ClipboardHost {
+package final class WaylandHost: ClipboardHost {
     struct State {
         /// The newest contents kept per selection, and the ownership they came from.
         var current: [Pasteboard.Name: Snapshot] = [:]
@@ -33,21 +34,21 @@ final class WaylandHost: ClipboardHost {
 
     let configuration: DaemonConfiguration
     let logger: Logger
-    let backend: WaylandPasteboardBackend
+    package let backend: WaylandPasteboardBackend
     let state = Mutex(State())
-    let nodeName: String
+    package let nodeName: String
     let events = DispatchQueue(label: "xpbd.wayland.events")
     private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
         uniqueKeysWithValues: [Pasteboard.Name.general, .find].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
-    let surface: any SyncSurface
+    package let surface: any SyncSurface
     private let served = Mutex<ClipboardDaemon?>(nil)
     /// In a bridge: what tells the compositor's echoes of copies from copies (set before
     /// ``connect(_:)``).
-    let bridgeMemory = Mutex<BridgeMemory?>(nil)
+    package let bridgeMemory = Mutex<BridgeMemory?>(nil)
     /// The paste queue (`xpb queue`).
     let pasteQueue: PasteQueueService
 
-    init(configuration: DaemonConfiguration, logger: Logger) throws {
+    package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         pasteQueue = PasteQueueService(maxBytes: configuration.maxSnapshotBytes, logger: logger)
@@ -71,9 +72,9 @@ final class WaylandHost: ClipboardHost {
         }
     }
 
-    var daemon: ClipboardDaemon? { served.withLock { $0 } }
+    package var daemon: ClipboardDaemon? { served.withLock { $0 } }
 
-    var defaultSocketPath: String {
+    package var defaultSocketPath: String {
         ControlEndpoint.socketPath(display: nodeName, environment: ProcessInfo.processInfo.environment, uid: getuid())
     }
 
@@ -82,11 +83,11 @@ final class WaylandHost: ClipboardHost {
         configuration.keptSelections.filter { $0 == .general || ($0 == .find && backend.hasPrimarySelection) }
     }
 
-    var keeps: [String] { keptNames.map { SelectionNames.selection(for: $0) } }
+    package var keeps: [String] { keptNames.map { SelectionNames.selection(for: $0) } }
 
-    var stopsWhenIdle: Bool { false }
+    package var stopsWhenIdle: Bool { false }
 
-    func start(_ daemon: ClipboardDaemon) throws {
+    package func start(_ daemon: ClipboardDaemon) throws {
         if let fd = try? LocalSocket.connect(daemon.socketPath) {
             Glibc.close(fd)
             throw ControlFailure("another xpbd keeps this Wayland session (it listens on \(daemon.socketPath))")
@@ -103,7 +104,7 @@ final class WaylandHost: ClipboardHost {
         }
     }
 
-    func connect(_ daemon: ClipboardDaemon) {
+    package func connect(_ daemon: ClipboardDaemon) {
         let hub = daemon.hub
         backend.onSelectionChange { [weak self, weak hub] name, owner in
             guard let self else { return }
@@ -155,18 +156,18 @@ final class WaylandHost: ClipboardHost {
         }
     }
 
-    func clearSelection(_ name: Pasteboard.Name) throws {
+    package func clearSelection(_ name: Pasteboard.Name) throws {
         var channel = FrameChannel(fd: -1)
         if case let .failure(failure) = answer(.clearPasteboard(pasteboard: SelectionNames.selection(for: name)), on: &channel) { throw failure }
     }
 
-    func serveSelected(_ snapshot: Snapshot) throws {
+    package func serveSelected(_ snapshot: Snapshot) throws {
         if snapshot.selection == .general { pasteQueue.end(because: "a history entry was selected") }
         try serve(snapshot, ifEmpty: false)
         daemon?.hub.selectedFromHistory(snapshot.selection)
     }
 
-    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+    package func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         guard case let .clearPasteboard(selection) = request, let name = SelectionNames.pasteboard(forSelection: selection),
               name == .general || name == .find else {
             return .failure(ControlFailure("this xpbd keeps the Wayland session at \(backend.socketPath): ask the compositor for its selections (xpb does)"))
@@ -186,17 +187,17 @@ final class WaylandHost: ClipboardHost {
         return .success(.reply(.done("\(selection) cleared")))
     }
 
-    func changeCounts() -> [String: Int] {
+    package func changeCounts() -> [String: Int] {
         ["CLIPBOARD": backend.changeCount(of: .general), "PRIMARY": backend.changeCount(of: .find)]
     }
 
-    func reload(_ fresh: DaemonConfiguration) {}
+    package func reload(_ fresh: DaemonConfiguration) {}
 
-    func stopping() {
+    package func stopping() {
         state.withLock { $0.isStopped = true }
     }
 
-    func close() {
+    package func close() {
         backend.close(handOff: false)
         served.withLock { $0 = nil }
     }
