@@ -1,0 +1,134 @@
+import Foundation
+import Logging
+import PasteboardKit
+import PasteboardSelections
+import PasteboardWire
+import Synchronization
+import Testing
+@testable import PasteboardDaemon
+
+/// A host port in the test's hands, as NIOEmbedded gives protocol code a channel with no socket:
+/// the daemon's core runs in-process over it, and the test plays the host, telling the daemon of
+/// copies and reading what the daemon asked it to serve.
+final class EmbeddedHost: ClipboardHost {
+    let nodeName = "embedded"
+    let defaultSocketPath = "/nonexistent/embedded.socket"
+    let surface: any SyncSurface = HeadlessClipboard()
+    let keeps = ["CLIPBOARD"]
+    let stopsWhenIdle = false
+    let seesTakeBacks = true
+    /// What the daemon asked the host to serve, and to clear, in order.
+    let served = Mutex<[Snapshot]>([])
+    let cleared = Mutex<[Pasteboard.Name]>([])
+
+    func start(_ daemon: ClipboardDaemon) throws {}
+    func connect(_ daemon: ClipboardDaemon) {}
+    func serveSelected(_ snapshot: Snapshot) throws { served.withLock { $0.append(snapshot) } }
+    func clearSelection(_ name: Pasteboard.Name) throws { cleared.withLock { $0.append(name) } }
+    func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        .failure(ControlFailure("the embedded host answers no control request"))
+    }
+    func changeCounts() -> [String: Int] { [:] }
+    func reload(_ fresh: DaemonConfiguration) {}
+    func stopping() {}
+    func close() {}
+}
+
+@Suite("The daemon's core in-process, over an embedded host port: the keeper's pipeline, the rules, the history verbs")
+struct InProcessDaemonTests {
+    /// A daemon over an embedded host, its history in a directory of its own.
+    private static func daemon(_ adjust: (inout DaemonConfiguration) -> Void = { _ in }) throws -> (ClipboardDaemon, EmbeddedHost, URL) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-embedded-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = DaemonConfiguration(stateDirectory: directory)
+        configuration.offersKlipper = false
+        configuration.forgetClearedWithin = 120
+        adjust(&configuration)
+        let host = EmbeddedHost()
+        var logger = Logger(label: "embedded")
+        logger.logLevel = .critical
+        return (try ClipboardDaemon(host: host, configuration: configuration, logger: logger), host, directory)
+    }
+
+    private static func copy(_ text: String, by app: String, at time: Date = Date()) -> Snapshot {
+        let data = Data(text.utf8)
+        var snapshot = Snapshot(.general, advertised: ["UTF8_STRING", "TARGETS"],
+                                captured: [CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: data)], cap: 1 << 20)!
+        snapshot.app = app
+        snapshot.source = app
+        snapshot.time = time
+        return snapshot
+    }
+
+    /// The previews the history lists, newest first, once the storage queue has done its work.
+    private static func listed(_ daemon: ClipboardDaemon) throws -> [String] {
+        daemon.storage.sync {}
+        return try daemon.history.page(offset: 0, limit: 100, thumbnails: false).entries.map(\.preview)
+    }
+
+    @Test("a copy the host reports is recorded and listed; selected again, the host is asked to serve it")
+    func recordAndSelect() throws {
+        let (daemon, host, directory) = try Self.daemon()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for text in ["first copy", "second copy"] {
+            let snapshot = Self.copy(text, by: "mousepad")
+            #expect(daemon.admits(snapshot, from: "mousepad", owner: 1))
+            daemon.copyRead(.general, app: "mousepad", isEmpty: false)
+            daemon.record(snapshot)
+        }
+        #expect(try Self.listed(daemon) == ["second copy", "first copy"])
+        let selected = try daemon.history.select(.index(1))
+        #expect(selected.preview == "first copy")
+        #expect(host.served.withLock { $0.map(\.preview) } == ["first copy"])
+        #expect(try Self.listed(daemon) == ["first copy", "second copy"])
+        // A front door's refusal names the entry as that door does.
+        #expect(throws: HistoryService.Refusal.self) { try daemon.history.select(.index(7)) }
+        #expect(throws: HistoryService.Refusal.self) { try daemon.history.delete(.id(999)) }
+    }
+
+    @Test("the content rules refuse a copy before it is recorded")
+    func contentRules() throws {
+        let (daemon, _, directory) = try Self.daemon { $0.contentRules.minimumSize = 5 }
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(!daemon.admits(Self.copy("abc", by: "mousepad"), from: "mousepad", owner: 1))
+        #expect(daemon.admits(Self.copy("long enough", by: "mousepad"), from: "mousepad", owner: 1))
+    }
+
+    @Test("a copy its app replaces with an empty one within the window is forgotten, and never reaches the disk")
+    func takenBack() throws {
+        let (daemon, _, directory) = try Self.daemon()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        daemon.copyRead(.general, app: "unmarked-manager", isEmpty: false)
+        daemon.record(Self.copy("hunter2-secret", by: "unmarked-manager"))
+        // Listed while it is held in memory, its app able to take it back.
+        #expect(try Self.listed(daemon) == ["hunter2-secret"])
+        daemon.copyRead(.general, app: "unmarked-manager", isEmpty: true)
+        #expect(try Self.listed(daemon).isEmpty)
+        daemon.storage.sync {}
+        let files = try FileManager.default.subpathsOfDirectory(atPath: directory.path)
+        for file in files {
+            let data = (try? Data(contentsOf: directory.appendingPathComponent(file))) ?? Data()
+            #expect(data.range(of: Data("hunter2-secret".utf8)) == nil, "\(file)")
+        }
+    }
+
+    @Test("a copy marked secret, set through a front door, is served through the port and never kept")
+    func secretThroughAFrontDoor() throws {
+        let (daemon, host, directory) = try Self.daemon()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for marker in SecretMarking.markers.sorted() {
+            let data = Data("s3cret".utf8)
+            let snapshot = Snapshot(.general, advertised: ["UTF8_STRING", marker],
+                                    captured: [CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: data),
+                                               CapturedTarget(target: marker, type: marker, data: Data("secret".utf8))], cap: 1 << 20)!
+            try daemon.serveAndKeep(snapshot, madeOverDBusBy: "SetContents")
+        }
+        #expect(host.served.withLock { $0.count } == SecretMarking.markers.count)
+        #expect(try Self.listed(daemon).isEmpty)
+        // The user's clear reaches the port, and forgets nothing.
+        try daemon.setClipboardText("kept text")
+        try daemon.userClears(.general)
+        #expect(host.cleared.withLock { $0 } == [.general])
+        #expect(try Self.listed(daemon) == ["kept text"])
+    }
+}
