@@ -67,7 +67,7 @@ extension DisplayHost {
             let owner = owner.processID == nil && offer.owner.processID != nil ? offer.owner : owner
             switch offer.verdict {
             case .secret:
-                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                state.withLock { _ = $0.current.drop(name) }
                 logger.info("\(selection) holds data marked secret (\(describe(owner))): not fetched, not kept")
                 daemon?.copyRead(name, app: owner.creditedApp, isEmpty: false)
                 return
@@ -78,7 +78,7 @@ extension DisplayHost {
                 logger.debug("\(selection): the copy of \(describe(owner)) has expired already: not kept")
                 return
             case .ignored:
-                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                state.withLock { _ = $0.current.drop(name) }
                 logger.info("\(selection) holds a copy from an ignored app (\(describe(owner))): not kept")
                 daemon?.copyRead(name, app: owner.creditedApp, isEmpty: false)
                 return
@@ -101,7 +101,7 @@ extension DisplayHost {
                 daemon?.copyRead(name, app: fetched.app, isEmpty: fetched.isEmpty)
                 if fetched.isEmpty {
                     // How some apps clear the clipboard: nothing to keep, nor to bring back.
-                    state.withLock { _ = $0.current.removeValue(forKey: name) }
+                    state.withLock { _ = $0.current.drop(name) }
                     logger.info("\(selection) holds an empty copy (\(describe(owner))): not kept")
                     return
                 }
@@ -111,7 +111,7 @@ extension DisplayHost {
                 return
             }
             guard daemon?.admits(snapshot, from: describe(owner), owner: owner.window.rawValue) == true else {
-                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                state.withLock { _ = $0.current.drop(name) }
                 return
             }
             // Kept only if no other ownership began meanwhile (checked where the X thread moves it).

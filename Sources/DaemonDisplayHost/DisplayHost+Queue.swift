@@ -22,6 +22,6 @@ extension DisplayHost: PasteQueueHost {
     }
 
     package func queueTakesClipboard() {
-        state.withLock { _ = $0.current.removeValue(forKey: .general) }
+        state.withLock { _ = $0.current.drop(.general) }
     }
 }

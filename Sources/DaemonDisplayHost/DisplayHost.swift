@@ -19,10 +19,10 @@ import Synchronization
 /// (quick), fetches run on one queue per selection (``captures(_:)``: a source app is asked for one
 /// target at a time, never flooded, and a slow owner of one selection never delays another's),
 /// save requests on `saves`.
-package final class DisplayHost: ClipboardHost {
+package final class DisplayHost: KeepingHost {
     struct State {
         /// The newest contents kept per selection, and the owner they came from.
-        var current: [Pasteboard.Name: Snapshot] = [:]
+        var current = KeptCopies()
         /// The owner per selection as XFixes last reported it.
         var owners: [Pasteboard.Name: X11Window] = [:]
         /// Moves on every ownership change: a fetch for an older generation stops.
@@ -49,12 +49,12 @@ package final class DisplayHost: ClipboardHost {
     }
 
     let configuration: DaemonConfiguration
-    let logger: Logger
+    package let logger: Logger
     package let backend: X11PasteboardBackend
     let state = Mutex(State())
     let ourWindow: X11Window
     package let nodeName: String
-    let events = DispatchQueue(label: "xpbd.events")
+    package let events = DispatchQueue(label: "xpbd.events")
     /// The keeper's work per selection (fetches, serving kept contents), in order.
     private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
         uniqueKeysWithValues: [Pasteboard.Name.general, .find, .secondary].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
@@ -255,15 +255,12 @@ package final class DisplayHost: ClipboardHost {
 
     package func clearSelection(_ name: Pasteboard.Name) throws {
         // Kept contents are dropped first: the clear (a SetSelectionOwner to None) is not a gone owner.
-        state.withLock { _ = $0.current.removeValue(forKey: name) }
+        state.withLock { _ = $0.current.drop(name) }
         try backend.clear(name)
     }
 
     package func forgetKept(_ name: Pasteboard.Name, time: Date) {
-        var dropped = state.withLock { state -> Snapshot? in
-            guard state.current[name]?.time == time else { return nil }
-            return state.current.removeValue(forKey: name)
-        }
+        var dropped = state.withLock { $0.current.drop(name, madeAt: time) }
         dropped?.wipe()
     }
 
@@ -365,7 +362,7 @@ package final class DisplayHost: ClipboardHost {
                 let previous = state.owners.removeValue(forKey: change.name)
                 if change.reason == .setOwner {
                     // Cleared on purpose (xsel --clear, a password manager): never brought back.
-                    return (previous, state.current.removeValue(forKey: change.name), 0)
+                    return (previous, state.current.drop(change.name), 0)
                 }
                 return (previous, state.current[change.name], state.epochs[change.name, default: 0])
             }
@@ -433,45 +430,19 @@ package final class DisplayHost: ClipboardHost {
         return true
     }
 
-    /// Hands a kept snapshot to the daemon's record pipeline; its entry's id is noted on the
-    /// kept contents if they are still current.
-    func record(_ snapshot: Snapshot) {
-        scheduleExpiry(snapshot)
-        daemon?.record(snapshot) { [weak self] id in
-            self?.state.withLock { state -> Void in
-                if state.current[snapshot.selection]?.time == snapshot.time { state.current[snapshot.selection]?.id = id }
-            }
-        }
+    package func withKept<T>(_ body: (inout KeptCopies) -> T) -> T {
+        state.withLock { body(&$0.current) }
     }
 
-    /// At a snapshot's expiration date: stop serving it, and forget it everywhere.
-    func scheduleExpiry(_ snapshot: Snapshot) {
-        guard let expires = snapshot.expires else { return }
-        let delay = min(max(0, expires.timeIntervalSinceNow), 1e9)
-        events.asyncAfter(deadline: .now() + delay) { [self] in
-            let (isCurrent, weServe) = state.withLock { state -> (Bool, Bool) in
-                guard state.current[snapshot.selection]?.time == snapshot.time else { return (false, false) }
-                state.current.removeValue(forKey: snapshot.selection)
-                return (true, state.owners[snapshot.selection] == ourWindow)
-            }
-            if weServe { try? backend.clear(snapshot.selection) }
-            if isCurrent { logger.info("\(SelectionNames.selection(for: snapshot.selection)) contents expired: dropped") }
-            daemon?.expired()
-        }
+    /// An expired copy this host serves is given up (a copy another client made since stays).
+    package func withdrawExpired(_ name: Pasteboard.Name) {
+        if state.withLock({ $0.owners[name] == ourWindow }) { try? backend.clear(name) }
     }
 
     /// Serves the newest history entry of a selection nobody owns (at start).
     private func restoreLast(_ name: Pasteboard.Name) {
-        let selection = SelectionNames.selection(for: name)
         let epoch = state.withLock { $0.epochs[name, default: 0] }
-        guard (try? backend.owner(of: name)) == nil else { return }
-        do {
-            guard let snapshot = try daemon?.store.withLock({ try $0.latest(selection: name, display: nodeName) }) else { return }
-            guard !snapshot.targets.isEmpty, try serve(snapshot, ifUnowned: true, since: epoch) else { return }
-            logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) targets" : "“\(snapshot.preview)”")")
-        } catch {
-            logger.warning("could not restore \(selection) from the history: \(error)")
-        }
+        restoreLast(name, isEmpty: { (try? backend.owner(of: name)) == nil }, serve: { try serve($0, ifUnowned: true, since: epoch) })
     }
 
     // MARK: The compositor's own bridge

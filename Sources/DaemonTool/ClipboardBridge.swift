@@ -44,31 +44,31 @@ package final class ClipboardBridge: RunningDaemon {
         waylandLogger[metadataKey: "side"] = "wayland"
         var xLogger = logger
         xLogger[metadataKey: "side"] = "x11"
-        wayland = try DaemonSession.daemon(configuration: waylandSide, logger: waylandLogger)
+        // The two hosts are made here, each a port of its own kind: no down-cast reaches them.
+        let waylandHost = try WaylandHost(configuration: waylandSide, logger: waylandLogger)
+        wayland = try ClipboardDaemon(host: waylandHost, configuration: waylandSide, logger: waylandLogger)
         var xSide = configuration
         xSide.session = SessionPlan(hosts: [.x11(display: nil)])
         xSide.sync.syncsPrimary = true
-        xSide.sync.links.insert(SyncLinkSpec(endpoint: .display(wayland.host.nodeName)), at: 0)
+        xSide.sync.links.insert(SyncLinkSpec(endpoint: .display(waylandHost.nodeName)), at: 0)
         // The compositor's own bridge owns X selections for Wayland copies: not the X side's copies.
-        xSide.compositorPID = (wayland.host as? WaylandHost)?.backend.compositorPID
+        xSide.compositorPID = waylandHost.backend.compositorPID
         compositorPID = xSide.compositorPID
         if let compositorPID { xSide.appRules.bridgeProcesses.insert(compositorPID) }
+        let displayHost = try DisplayHost(configuration: xSide, logger: xLogger)
         // One history: either side lists the copies the other holds while their app may take them back.
-        x = try DaemonSession.daemon(configuration: xSide, logger: xLogger, sharing: wayland.store)
-        (wayland.host as? WaylandHost)?.bridgeMemory.withLock { $0 = memory }
-        (x.host as? DisplayHost)?.bridgeMemory.withLock { $0 = memory }
-        if let xBackend = (x.host as? DisplayHost)?.backend {
-            memory.catchesUp { try? xBackend.managerPort.catchUp() }
-        }
-        if let waylandHost = wayland.host as? WaylandHost {
-            let backend = waylandHost.backend
-            let hub = wayland.hub
-            (x.host as? DisplayHost)?.waylandSelection.withLock {
-                $0 = { [weak hub] name in
-                    guard let owner = backend.currentOwner(of: name) else { return .bridges }
-                    if owner == WaylandPasteboardBackend.ourOwner { return backend.servesQueue(on: name) ? .queue : .bridges }
-                    return hub?.hasRead(name, owner: owner) == true ? .read : .unread
-                }
+        x = try ClipboardDaemon(host: displayHost, configuration: xSide, logger: xLogger, history: wayland.store)
+        waylandHost.bridgeMemory.withLock { $0 = memory }
+        displayHost.bridgeMemory.withLock { $0 = memory }
+        let xBackend = displayHost.backend
+        memory.catchesUp { try? xBackend.managerPort.catchUp() }
+        let backend = waylandHost.backend
+        let hub = wayland.hub
+        displayHost.waylandSelection.withLock {
+            $0 = { [weak hub] name in
+                guard let owner = backend.currentOwner(of: name) else { return .bridges }
+                if owner == WaylandPasteboardBackend.ourOwner { return backend.servesQueue(on: name) ? .queue : .bridges }
+                return hub?.hasRead(name, owner: owner) == true ? .read : .unread
             }
         }
     }

@@ -26,8 +26,8 @@ enum DaemonSession {
     }
 
     /// A daemon over the one host the configuration asks for (its session's first: the display,
-    /// the Wayland session; memory with `--headless`); `history`: another daemon's, shared.
-    static func daemon(configuration: DaemonConfiguration, logger: Logger, sharing history: HistoryLock? = nil) throws -> ClipboardDaemon {
+    /// the Wayland session; memory with `--headless`).
+    static func daemon(configuration: DaemonConfiguration, logger: Logger) throws -> ClipboardDaemon {
         let host: any ClipboardHost
         if configuration.isHeadless {
             host = MemoryHost(configuration: configuration, logger: logger)
@@ -36,6 +36,6 @@ enum DaemonSession {
         } else {
             host = try DisplayHost(configuration: configuration, logger: logger)
         }
-        return try ClipboardDaemon(host: host, configuration: configuration, logger: logger, history: history)
+        return try ClipboardDaemon(host: host, configuration: configuration, logger: logger)
     }
 }

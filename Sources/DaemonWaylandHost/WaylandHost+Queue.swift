@@ -48,7 +48,7 @@ extension WaylandHost: PasteQueueHost {
 
     package func queueTakesClipboard() {
         state.withLock { state in
-            state.current.removeValue(forKey: .general)
+            state.current.drop(.general)
             state.keptFrom.removeValue(forKey: .general)
         }
     }

@@ -17,10 +17,10 @@ import Synchronization
 /// selections as on X (``WaylandSyncSurface``).
 ///
 /// Data-control names no client: a copy's app is unknown, and shown so.
-package final class WaylandHost: ClipboardHost {
+package final class WaylandHost: KeepingHost {
     struct State {
         /// The newest contents kept per selection, and the ownership they came from.
-        var current: [Pasteboard.Name: Snapshot] = [:]
+        var current = KeptCopies()
         /// The ownership each kept snapshot was fetched from.
         var keptFrom: [Pasteboard.Name: UInt] = [:]
         /// The selections' ownerships as the last events said (nil: empty).
@@ -33,11 +33,11 @@ package final class WaylandHost: ClipboardHost {
     }
 
     let configuration: DaemonConfiguration
-    let logger: Logger
+    package let logger: Logger
     package let backend: WaylandPasteboardBackend
     let state = Mutex(State())
     package let nodeName: String
-    let events = DispatchQueue(label: "xpbd.wayland.events")
+    package let events = DispatchQueue(label: "xpbd.wayland.events")
     private let captureQueues: [Pasteboard.Name: DispatchQueue] = Dictionary(
         uniqueKeysWithValues: [Pasteboard.Name.general, .find].map { ($0, DispatchQueue(label: "xpbd.captures.\($0.rawValue)")) })
     package let surface: any SyncSurface
@@ -174,7 +174,7 @@ package final class WaylandHost: ClipboardHost {
         }
         // A deliberate clear (xpb clear): not a source that went, so nothing is brought back.
         state.withLock { state in
-            state.current.removeValue(forKey: name)
+            state.current.drop(name)
             state.keptFrom.removeValue(forKey: name)
             if backend.currentOwner(of: name) != nil { state.clearing.insert(name) }
         }
@@ -260,7 +260,7 @@ package final class WaylandHost: ClipboardHost {
             let selection = SelectionNames.selection(for: name)
             guard isCurrent(name, owner), let offered = backend.offeredTypes(of: name, owner: owner) else { return }
             if SecretMarking.isSecret(offered) {
-                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                state.withLock { _ = $0.current.drop(name) }
                 logger.info("\(selection) holds data marked secret: not fetched, not kept")
                 return
             }
@@ -292,7 +292,7 @@ package final class WaylandHost: ClipboardHost {
             }
             snapshot.source = "unknown app (Wayland)"
             guard daemon?.admits(snapshot, from: "a Wayland client", owner: owner) == true else {
-                state.withLock { _ = $0.current.removeValue(forKey: name) }
+                state.withLock { _ = $0.current.drop(name) }
                 return
             }
             guard state.withLock({ state -> Bool in
@@ -335,41 +335,17 @@ package final class WaylandHost: ClipboardHost {
         return true
     }
 
-    func record(_ snapshot: Snapshot) {
-        scheduleExpiry(snapshot)
-        daemon?.record(snapshot) { [weak self] id in
-            self?.state.withLock { state -> Void in
-                if state.current[snapshot.selection]?.time == snapshot.time { state.current[snapshot.selection]?.id = id }
-            }
-        }
+    package func withKept<T>(_ body: (inout KeptCopies) -> T) -> T {
+        state.withLock { body(&$0.current) }
     }
 
-    /// At a snapshot's expiration date: stop serving it, and forget it everywhere.
-    private func scheduleExpiry(_ snapshot: Snapshot) {
-        guard let expires = snapshot.expires else { return }
-        let delay = min(max(0, expires.timeIntervalSinceNow), 1e9)
-        events.asyncAfter(deadline: .now() + delay) { [self] in
-            let isCurrent = state.withLock { state -> Bool in
-                guard state.current[snapshot.selection]?.time == snapshot.time else { return false }
-                state.current.removeValue(forKey: snapshot.selection)
-                return true
-            }
-            _ = try? backend.clear(snapshot.selection, if: { $0 == WaylandPasteboardBackend.ourOwner })
-            if isCurrent { logger.info("\(SelectionNames.selection(for: snapshot.selection)) contents expired: dropped") }
-            daemon?.expired()
-        }
+    /// An expired copy this host serves is given up (a copy another client made since stays).
+    package func withdrawExpired(_ name: Pasteboard.Name) {
+        _ = try? backend.clear(name, if: { $0 == WaylandPasteboardBackend.ourOwner })
     }
 
     /// Serves the newest history entry of a selection nobody holds (at start).
     private func restoreLast(_ name: Pasteboard.Name) {
-        let selection = SelectionNames.selection(for: name)
-        guard backend.currentOwner(of: name) == nil else { return }
-        do {
-            guard let snapshot = try daemon?.store.withLock({ try $0.latest(selection: name, display: nodeName) }) else { return }
-            guard !snapshot.targets.isEmpty, try serve(snapshot, ifEmpty: true) else { return }
-            logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) types" : "“\(snapshot.preview)”")")
-        } catch {
-            logger.warning("could not restore \(selection) from the history: \(error)")
-        }
+        restoreLast(name, isEmpty: { backend.currentOwner(of: name) == nil }, serve: { try serve($0, ifEmpty: true) })
     }
 }

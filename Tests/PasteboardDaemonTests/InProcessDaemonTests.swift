@@ -132,3 +132,32 @@ struct InProcessDaemonTests {
         #expect(try Self.listed(daemon) == ["kept text"])
     }
 }
+
+@Suite("KeptCopies: the newest copy kept per selection, as every keeping host holds it")
+struct KeptCopiesTests {
+    private static func copy(_ text: String, at time: Date) -> Snapshot {
+        var snapshot = Snapshot(.general, advertised: ["UTF8_STRING"],
+                                captured: [CapturedTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data(text.utf8))], cap: 1 << 20)!
+        snapshot.time = time
+        return snapshot
+    }
+
+    @Test("an entry's id and an expiry reach only the copy they were for: a newer copy stays as it is")
+    func onlyTheCopyItWasFor() {
+        var kept = KeptCopies()
+        let old = Date(timeIntervalSince1970: 1000), new = Date(timeIntervalSince1970: 2000)
+        kept[.general] = Self.copy("old", at: old)
+        kept[.general] = Self.copy("new", at: new)
+        kept.written(7, .general, madeAt: old)
+        #expect(kept[.general]?.id == nil)
+        #expect(kept.drop(.general, madeAt: old) == nil)
+        #expect(kept[.general]?.preview == "new")
+        kept.written(8, .general, madeAt: new)
+        #expect(kept[.general]?.id == 8)
+        #expect(kept.drop(.general, madeAt: new)?.preview == "new")
+        #expect(kept[.general] == nil)
+        kept[.find] = Self.copy("primary", at: old)
+        #expect(kept.drop(.find)?.preview == "primary")
+        #expect(kept.drop(.find) == nil)
+    }
+}

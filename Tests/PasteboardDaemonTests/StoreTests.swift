@@ -198,7 +198,7 @@ struct StoreTests {
         // Left by a crash a while ago: a fresh one may be another daemon's write under way.
         let fresh = directory.appendingPathComponent("blobs/tmp-2-1")
         try Data("under way".utf8).write(to: fresh)
-        let past = Date(timeIntervalSinceNow: -(HistoryStore.garbageAge + 60))
+        let past = Date(timeIntervalSinceNow: -(PayloadFiles.garbageAge + 60))
         try FileManager.default.setAttributes([.modificationDate: past], ofItemAtPath: orphan.path)
         let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
         #expect(try store.summaries().isEmpty)

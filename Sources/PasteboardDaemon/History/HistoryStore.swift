@@ -24,7 +24,10 @@ final class HistoryStore {
 
     let directory: URL
     let databasePath: String
-    private let blobs: URL
+    /// The payload files of large targets, named by digest.
+    private let payloads: PayloadFiles
+    /// Room kept for deleting on a full disk.
+    private let reserve: DiskReserve
     private let logger: Logger
     private var database: SQLiteDatabase
     var maxEntries: Int
@@ -33,7 +36,6 @@ final class HistoryStore {
     var thumbnails: ThumbnailCache?
     /// Pixel sizes of the images listed, by digest (``pixelSize(entry:position:digest:inline:)``).
     private var pixelSizes: [String: (width: Int, height: Int)] = [:]
-    private var temporaryCounter = 0
 
     /// Opens (or creates) the store in `directory` (made 0700).
     init(directory: URL, maxEntries: Int, maxBytes: Int, logger: Logger) throws {
@@ -43,13 +45,14 @@ final class HistoryStore {
         self.logger = logger
         inlineLimit = Self.inlineLimit
         isInMemory = false
-        blobs = directory.appendingPathComponent("blobs")
+        payloads = PayloadFiles(directory: directory.appendingPathComponent("blobs"))
+        reserve = DiskReserve(path: directory.appendingPathComponent("reserve").path)
         databasePath = directory.appendingPathComponent("history.sqlite").path
-        for path in [directory.path, blobs.path] {
+        for path in [directory.path, payloads.directory.path] {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             chmod(path, 0o700)
         }
-        database = try Self.open(databasePath, logger: logger)
+        database = try HistorySchema.open(databasePath, logger: logger)
         describeUndescribed()
         collectGarbage()
         _ = try? prune()
@@ -65,10 +68,11 @@ final class HistoryStore {
         self.logger = logger
         inlineLimit = .max
         isInMemory = true
-        blobs = directory.appendingPathComponent("blobs")
+        payloads = PayloadFiles(directory: directory.appendingPathComponent("blobs"))
+        reserve = DiskReserve(path: directory.appendingPathComponent("reserve").path)
         databasePath = ":memory:"
         database = try SQLiteDatabase(path: ":memory:")
-        try Self.prepare(database, inMemory: true)
+        try HistorySchema.prepare(database, inMemory: true)
     }
 
     /// Describes the entries written without a description (by an earlier xpbd, or before the
@@ -115,108 +119,6 @@ final class HistoryStore {
         }
     }
 
-    /// How long opening waits for the other daemons of the user (they share the database) that
-    /// start at the same moment: two displays at login, a VNC display beside the desktop.
-    static let openPatience: Double = 20
-
-    /// Opens the database and checks it; a damaged one is moved aside (with a warning) and a
-    /// new one created. While another daemon holds it (creating it, switching it to WAL), the
-    /// whole preparation is tried again, for up to ``openPatience`` seconds.
-    private static func open(_ path: String, logger: Logger) throws -> SQLiteDatabase {
-        let deadline = Date().addingTimeInterval(openPatience)
-        while true {
-            do {
-                let database = try SQLiteDatabase(path: path)
-                try prepare(database)
-                return database
-            } catch {
-                if error.isBusy, Date() < deadline {
-                    usleep(50_000)
-                    continue
-                }
-                guard error.isCorrupt else { throw error }
-                return try openAfterMovingAside(path, because: error, logger: logger)
-            }
-        }
-    }
-
-    private static func openAfterMovingAside(_ path: String, because error: SQLiteError, logger: Logger) throws -> SQLiteDatabase {
-        moveAside(path, because: error, logger: logger)
-        let database = try SQLiteDatabase(path: path)
-        try prepare(database)
-        return database
-    }
-
-    /// Renames a damaged database (and its WAL files) to `<name>.corrupt-<time>`.
-    private static func moveAside(_ path: String, because error: SQLiteError, logger: Logger) {
-        let aside = path + ".corrupt-\(Int(Date().timeIntervalSince1970))"
-        logger.warning("history database is damaged (\(error)); moved aside to \(aside), starting a new one")
-        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
-            rename(path + suffix, aside + suffix)
-        }
-    }
-
-    private static func prepare(_ database: SQLiteDatabase, inMemory: Bool = false) throws(SQLiteError) {
-        let mode = inMemory ? "wal" : try database.query("PRAGMA journal_mode=WAL").first?.first?.text
-        // A mode that did not change is another connection's lock (it answers with the old
-        // mode), not damage: SQLITE_BUSY (5), tried again by open().
-        if mode != "wal" { throw SQLiteError(code: 5, message: "the database could not be switched to WAL (journal mode \(mode ?? "?")); another process holds it") }
-        // The log is written back into the database every 32 pages and then cut to 256 KiB: the
-        // database holds the pages, and a full disk needs little to write the log back (the
-        // reserve, see freeingSpace), where 1000 pages by default left it all in the log.
-        try database.execute("""
-            PRAGMA synchronous=FULL;
-            PRAGMA secure_delete=ON;
-            PRAGMA foreign_keys=ON;
-            PRAGMA wal_autocheckpoint=32;
-            PRAGMA journal_size_limit=262144;
-            CREATE TABLE IF NOT EXISTS entries(
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                selection TEXT NOT NULL,
-                display TEXT NOT NULL,
-                created REAL NOT NULL,
-                used REAL NOT NULL,
-                source TEXT,
-                pid INTEGER,
-                size INTEGER NOT NULL,
-                preview TEXT NOT NULL,
-                text TEXT,
-                advertised TEXT NOT NULL,
-                expires REAL,
-                local_only INTEGER NOT NULL DEFAULT 0,
-                complete INTEGER NOT NULL DEFAULT 1,
-                app TEXT,
-                pinned INTEGER NOT NULL DEFAULT 0);
-            CREATE TABLE IF NOT EXISTS targets(
-                entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
-                position INTEGER NOT NULL,
-                name TEXT NOT NULL,
-                type TEXT NOT NULL,
-                digest TEXT NOT NULL,
-                size INTEGER NOT NULL,
-                data BLOB,
-                PRIMARY KEY(entry, position));
-            CREATE INDEX IF NOT EXISTS targets_digest ON targets(digest);
-            """)
-        // What earlier versions lacked, added by one daemon at a time (those of other displays,
-        // started in the same instant, wait for the write lock, then find it done).
-        try database.execute("BEGIN IMMEDIATE")
-        do {
-            // Entries written before the owner's application was recorded.
-            let columns = try database.query("PRAGMA table_info(entries)").compactMap { $0[1].text }
-            if !columns.contains("app") { try database.execute("ALTER TABLE entries ADD COLUMN app TEXT") }
-            if !columns.contains("pinned") { try database.execute("ALTER TABLE entries ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0") }
-            try HistoryIndex.prepare(database, columns: Set(columns))
-            try database.execute("COMMIT")
-        } catch {
-            try? database.execute("ROLLBACK")
-            throw error
-        }
-        // A file the header check passed can still be damaged inside.
-        let check = try database.query("PRAGMA quick_check").first?.first?.text
-        if check != "ok" { throw SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")") }
-    }
-
     /// Runs `body`; when SQLite reports the database damaged, moves it aside, starts a new one,
     /// and runs `body` once more.
     @discardableResult
@@ -224,8 +126,8 @@ final class HistoryStore {
         do {
             return try body()
         } catch let error as SQLiteError where error.isCorrupt {
-            Self.moveAside(databasePath, because: error, logger: logger)
-            database = try Self.open(databasePath, logger: logger)
+            HistorySchema.moveAside(databasePath, because: error, logger: logger)
+            database = try HistorySchema.open(databasePath, logger: logger)
             return try body()
         }
     }
@@ -239,7 +141,7 @@ final class HistoryStore {
     func add(_ snapshot: Snapshot, display: String) throws -> Int64 {
         // New entries never take the space kept for deleting them.
         guard keepReserve() else {
-            throw POSIXFailure("keeping \(ByteCount.format(Self.reserveBytes)) free (\(reservePath)) so that entries can be deleted", ENOSPC)
+            throw POSIXFailure("keeping \(ByteCount.format(DiskReserve.bytes)) free (\(reserve.path)) so that entries can be deleted", ENOSPC)
         }
         return try recovering {
             let exact = snapshot.targets.map { "\($0.target):\($0.digest.hex)" }.joined(separator: " ")
@@ -276,10 +178,10 @@ final class HistoryStore {
             var made: [Digest] = []
             do {
                 for target in snapshot.targets where target.data.count > inlineLimit && written.insert(target.digest).inserted {
-                    if try writeBlob(target.data, digest: target.digest) { made.append(target.digest) }
+                    if try payloads.write(target.data, digest: target.digest) { made.append(target.digest) }
                 }
             } catch {
-                made.forEach { unlink(blobPath($0)) }
+                made.forEach { unlink(payloads.path($0)) }
                 throw error
             }
             let named = replaced.isEmpty ? [] : referencedFiles() ?? []
@@ -315,7 +217,7 @@ final class HistoryStore {
                 }
             } catch {
                 let names = referencedFiles() ?? []
-                for digest in made where !names.contains(digest.hex) { unlink(blobPath(digest)) }
+                for digest in made where !names.contains(digest.hex) { unlink(payloads.path(digest)) }
                 throw error
             }
             if !replaced.isEmpty { collectGarbage(named: named) }
@@ -344,34 +246,6 @@ final class HistoryStore {
         let hasUTF8 = targets.contains { $0.name == "UTF8_STRING" || $0.name == "text/plain;charset=utf-8" }
         let legacy: Set<String> = hasUTF8 ? ["STRING", "TEXT", "COMPOUND_TEXT"] : []
         return Set(targets.filter { $0.name != "XPB_MANIFEST" && !legacy.contains($0.name) }.map(\.digest)).sorted().joined(separator: " ")
-    }
-
-    /// Writes a payload file unless one with its digest exists: to a temporary name, synced,
-    /// then renamed, so that a file under a digest's name is always whole.
-    /// Returns whether it made the file (false: one with this digest was there).
-    @discardableResult
-    private func writeBlob(_ data: Data, digest: Digest) throws -> Bool {
-        let final = blobPath(digest)
-        if FileManager.default.fileExists(atPath: final) { return false }
-        let folder = URL(fileURLWithPath: final).deletingLastPathComponent().path
-        if mkdir(folder, 0o700) != 0, errno != EEXIST { throw POSIXFailure("creating \(folder)", errno) }
-        temporaryCounter += 1
-        let temporary = blobs.appendingPathComponent("tmp-\(getpid())-\(temporaryCounter)").path
-        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw POSIXFailure("creating \(temporary)", errno) }
-        var failure = data.withUnsafeBytes { writeAll(fd, $0) }.map { POSIXFailure("writing \(temporary)", $0) }
-        if failure == nil, fsync(fd) != 0 { failure = POSIXFailure("syncing \(temporary)", errno) }
-        close(fd)
-        if failure == nil, rename(temporary, final) != 0 { failure = POSIXFailure("renaming \(temporary)", errno) }
-        if let failure {
-            unlink(temporary)
-            throw failure
-        }
-        return true
-    }
-
-    private func blobPath(_ digest: Digest) -> String {
-        blobs.appendingPathComponent(String(digest.hex.prefix(2))).appendingPathComponent(digest.hex).path
     }
 
     /// Pins or unpins entry `index`; false when there is none.
@@ -443,40 +317,14 @@ final class HistoryStore {
     /// `named`: the payload files named before entries were deleted: those no longer named are
     /// ours to delete at once, whatever their age.
     func collectGarbage(named before: Set<String> = []) {
-        guard !isInMemory else { return }
-        guard let names = referencedFiles() else { return }
-        let files = FileManager.default
-        let now = Date().timeIntervalSince1970
-        let isOld = { (path: String) -> Bool in
-            guard let modified = Self.modificationTime(path) else { return false }
-            return now - modified > Self.garbageAge
-        }
-        for folder in (try? files.contentsOfDirectory(atPath: blobs.path)) ?? [] {
-            let path = blobs.appendingPathComponent(folder).path
-            if folder.hasPrefix("tmp-") {
-                if isOld(path) { unlink(path) }
-                continue
-            }
-            for file in (try? files.contentsOfDirectory(atPath: path)) ?? [] where !names.contains(file) && (before.contains(file) || isOld(path + "/" + file)) {
-                unlink(path + "/" + file)
-            }
-        }
+        guard !isInMemory, let names = referencedFiles() else { return }
+        payloads.collectGarbage(referenced: names, named: before)
     }
 
     /// The payload files rows name now; nil when the database cannot say.
     private func referencedFiles() -> Set<String>? {
         guard let rows = try? database.query("SELECT DISTINCT digest FROM targets WHERE data IS NULL") else { return nil }
         return Set(rows.compactMap { $0[0].text })
-    }
-
-    /// How old an unnamed payload file must be before it is deleted, in seconds.
-    static let garbageAge: Double = 60
-
-    /// A file's modification time (seconds since 1970), nil when it is gone.
-    private static func modificationTime(_ path: String) -> Double? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return Double(info.st_mtim.tv_sec)
     }
 
     func delete(index: Int) throws -> Bool {
@@ -516,7 +364,7 @@ final class HistoryStore {
             let stillNamed = referencedFiles() ?? named
             let kept = try keptDigests(among: digests)
             for digest in digests where !kept.contains(digest) {
-                if named.contains(digest), !stillNamed.contains(digest) { Self.overwrite(blobs.appendingPathComponent(String(digest.prefix(2))).appendingPathComponent(digest).path) }
+                if named.contains(digest), !stillNamed.contains(digest) { PayloadFiles.overwrite(payloads.path(hex: digest)) }
                 if let thumbnails {
                     unlink(thumbnails.path(for: digest))
                     unlink(thumbnails.failurePath(for: digest))
@@ -536,26 +384,6 @@ final class HistoryStore {
             keepReserve()
             return true
         }
-    }
-
-    /// Overwrites a file with zeros, synced, then removes it.
-    private static func overwrite(_ path: String) {
-        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd >= 0 {
-            var info = stat()
-            if fstat(fd, &info) == 0, info.st_size > 0 {
-                let zeros = [UInt8](repeating: 0, count: min(Int(info.st_size), 1 << 20))
-                var left = Int(info.st_size)
-                while left > 0 {
-                    let wrote = zeros.withUnsafeBytes { write(fd, $0.baseAddress, min(left, $0.count)) }
-                    guard wrote > 0 else { break }
-                    left -= wrote
-                }
-                fsync(fd)
-            }
-            close(fd)
-        }
-        unlink(path)
     }
 
     /// Forgets, as secrets are (``forgetSecret(entry:selection:time:display:)``: no byte stays),
@@ -617,33 +445,11 @@ final class HistoryStore {
 
     // MARK: A full disk
 
-    /// Bytes kept in a file of the store's own (`reserve`) while the disk has room, and given
-    /// back when it is full: deleting needs some (SQLite writes the change to its log before
-    /// the space of what it deletes is free), and a user who deletes entries to free space
-    /// must not be told that the disk is full.
-    static let reserveBytes = 256 << 10
-
-    private var reservePath: String { directory.appendingPathComponent("reserve").path }
-
-    /// Makes the reserve whole again if the disk has room (it was given back, or never made).
-    /// Returns false only when the disk is full; any other failure to make it (a file system
-    /// that will not) is no reason to stop keeping entries.
+    /// Makes the reserve whole again if the disk has room (``DiskReserve``); false only when
+    /// the disk is full.
     @discardableResult
     func keepReserve() -> Bool {
-        guard !isInMemory else { return true }
-        var info = stat()
-        if stat(reservePath, &info) == 0, Int(info.st_blocks) * 512 >= Self.reserveBytes { return true }
-        let isFull = { (code: Int32) in code == ENOSPC || code == EDQUOT }
-        let fd = Glibc.open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return !isFull(errno) }
-        defer { close(fd) }
-        // Blocks really allocated: a sparse file would free nothing.
-        let code = posix_fallocate(fd, 0, off_t(Self.reserveBytes))
-        guard code == 0 else {
-            _ = ftruncate(fd, 0)
-            return !isFull(code)
-        }
-        return true
+        isInMemory || reserve.keep()
     }
 
     /// Runs `body`, a change that frees space. When the disk is full, the reserve is given
@@ -655,8 +461,8 @@ final class HistoryStore {
             return try body()
         } catch let error as SQLiteError where error.isFull {
             guard !isInMemory else { throw error }
-            if unlink(reservePath) == 0 {
-                logger.warning("the disk is full: gave back the \(ByteCount.format(Self.reserveBytes)) reserve (\(reservePath)) to delete history entries")
+            if reserve.giveBack() {
+                logger.warning("the disk is full: gave back the \(ByteCount.format(DiskReserve.bytes)) reserve (\(reserve.path)) to delete history entries")
             }
             checkpoint()
             return try body()
@@ -848,7 +654,7 @@ final class HistoryStore {
                                        [.integer(Int64(count)), .integer(entry), .integer(Int64(position))]).first?[0].blob
         }
         guard let digest = Digest(hex: digest) else { return nil }
-        return try? FileContents(path: blobPath(digest)).read(offset: 0, length: count)
+        return try? FileContents(path: payloads.path(digest)).read(offset: 0, length: count)
     }
 
     /// An image's pixel size, from its header (the first 256 KiB: a JPEG's may follow its Exif),
@@ -868,7 +674,7 @@ final class HistoryStore {
                                        [.integer(entry), .integer(Int64(position))]).first?[0].blob
         }
         guard let digest = Digest(hex: digest) else { return nil }
-        return try? Data(contentsOf: URL(fileURLWithPath: blobPath(digest)), options: .alwaysMapped)
+        return try? Data(contentsOf: URL(fileURLWithPath: payloads.path(digest)), options: .alwaysMapped)
     }
 
     /// Entry `index` (0 = newest) with its payloads (files mapped, not read).
@@ -954,7 +760,7 @@ final class HistoryStore {
             guard let name = target[0].text, let type = target[1].text, let digest = target[2].text.flatMap(Digest.init(hex:)) else { continue }
             if let data = target[3].blob {
                 targets.append(KeptTarget(target: name, type: type, data: data, digest: digest))
-            } else if let data = try? Data(contentsOf: URL(fileURLWithPath: blobPath(digest)), options: .alwaysMapped) {
+            } else if let data = try? Data(contentsOf: URL(fileURLWithPath: payloads.path(digest)), options: .alwaysMapped) {
                 targets.append(KeptTarget(target: name, type: type, data: data, digest: digest))
             } else {
                 logger.warning("history entry \(id): the payload of \(name) (\(digest.hex)) is missing; served without it")
