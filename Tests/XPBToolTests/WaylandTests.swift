@@ -265,6 +265,27 @@ struct WaylandStandInTests {
 
 @Suite("Wayland: xpbd keeps a Wayland session's clipboard")
 struct WaylandDaemonTests {
+    @Test("an older copy's expiry leaves a newer copy xpbd serves alone: only the copy kept is given up")
+    func expiryLeavesNewerCopy() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        #expect(try xpb(["copy", "--expire", "3"], sway, home, input: Data("brief".utf8)).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD")
+        let later = try Peer("wl-copy", ["--foreground", "-t", "text/plain"], display: sway, input: Data("later".utf8))
+        try daemon.waitForLog("kept CLIPBOARD", count: 2)
+        later.signal(SIGKILL)
+        try daemon.waitForLog("serving its")
+        #expect(eventually(timeout: 10) { (try? run("wl-paste", ["-n"], display: sway).text) == "later" })
+        // The brief copy's expiry has come once the history forgot it.
+        #expect(eventually(timeout: 15) { (try? history(sway, home))?.contains { $0["preview"] as? String == "brief" } == false }, "\(daemon.log)")
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "later", "\(daemon.log)")
+        #expect(!daemon.log.contains("contents expired: dropped"), "\(daemon.log)")
+        // Never given up and offered again: the clipboard did not change under the user.
+        #expect(daemon.log.components(separatedBy: "serving its").count == 2, "\(daemon.log)")
+    }
+
     @Test("a killed wl-copy's copy is kept and offered again byte-exact; an image too; the history lists both, their app unknown")
     func keeps() throws {
         let sway = try Compositor()
