@@ -45,14 +45,12 @@ public enum SessionHost: Hashable, Sendable, CustomStringConvertible {
 /// 5. else this host's headless xpbd.
 ///
 /// Pure: the environment is read through a function; connecting is the caller's
-/// (``connect(_:fellBack:)``), as is what a host that cannot serve looks like (``isUnserved(_:)``).
+/// (``connect(_:)``), as is what a host that cannot serve looks like (``isUnserved(_:)``).
 public struct SessionPlan: Equatable, Sendable {
     /// The hosts to try, in order: the next one only when the one before cannot serve
     /// (``isUnserved(_:)``), or when the process links no backend for it (the library's default).
+    /// A host named (`--backend`, `XPB_BACKEND`, `--display`) is the only one.
     public let hosts: [SessionHost]
-    /// Whether a name chose the host (`--backend`, `XPB_BACKEND`, `--display`): then nothing
-    /// else is tried.
-    public let isNamed: Bool
 
     /// Why a plan cannot be made: a host named wrongly, or two choices that contradict.
     public struct Refusal: Error, Equatable, Sendable, CustomStringConvertible {
@@ -72,30 +70,24 @@ public struct SessionPlan: Equatable, Sendable {
         switch named {
         case .x11?:
             hosts = [.x11(display: display)]
-            isNamed = true
         case .wayland?:
             if display != nil { throw Refusal("--display names an X display: it cannot go with --backend wayland") }
             hosts = [.wayland]
-            isNamed = true
         case nil:
             if let display {
                 hosts = [.x11(display: display)]
-                isNamed = true
             } else if value("WAYLAND_DISPLAY") != nil {
                 hosts = value("DISPLAY") != nil ? [.wayland, .x11(display: nil)] : [.wayland]
-                isNamed = false
             } else {
                 hosts = [value("DISPLAY") != nil ? .x11(display: nil) : .daemon]
-                isNamed = false
             }
         }
     }
 
     /// A plan of these hosts, in this order (at least one).
-    public init(hosts: [SessionHost], isNamed: Bool = false) {
+    public init(hosts: [SessionHost]) {
         precondition(!hosts.isEmpty, "a session plan needs a host")
         self.hosts = hosts
-        self.isNamed = isNamed
     }
 
     /// The host tried first.
@@ -114,11 +106,10 @@ public struct SessionPlan: Equatable, Sendable {
         (error as? PasteboardError) == .unavailable(noDataControl)
     }
 
-    /// Connects to the first host that serves: `open` connects to one host; a host that cannot
-    /// serve (``isUnserved(_:)``) is passed to `fellBack` with the host taken instead, and the
-    /// next is tried. Every other error ends the plan.
-    public func connect<Connection>(_ open: (SessionHost) throws -> Connection,
-                                    fellBack: (_ from: SessionHost, _ to: SessionHost) -> Void = { _, _ in }) throws -> (SessionHost, Connection) {
+    /// Connects to the first host that serves: `open` connects to one host; after a host that
+    /// cannot serve (``isUnserved(_:)``) the next is tried. Every other error ends the plan.
+    /// Returns the host reached and its connection.
+    public func connect<Connection>(_ open: (SessionHost) throws -> Connection) throws -> (SessionHost, Connection) {
         var index = hosts.startIndex
         while true {
             let host = hosts[index]
@@ -126,7 +117,6 @@ public struct SessionPlan: Equatable, Sendable {
                 return (host, try open(host))
             } catch where Self.isUnserved(error) && index + 1 < hosts.endIndex {
                 index += 1
-                fellBack(host, hosts[index])
             }
         }
     }

@@ -30,7 +30,7 @@ final class Session: Sendable {
     /// The host reached, else the one tried first.
     var host: SessionHost { reached.withLock { $0 } ?? plan.first }
 
-    /// Connects through the plan (``SessionPlan/connect(_:fellBack:)``); the host reached is
+    /// Connects through the plan (``SessionPlan/connect(_:)``); the host reached is
     /// ``host`` from then on, and the only one a later connection tries. A host that cannot be
     /// used at all is a ``Failure`` with ``Status/noDisplay``.
     func connect<Connection>(_ open: (SessionHost) throws -> Connection) throws -> Connection {
@@ -48,6 +48,7 @@ final class Session: Sendable {
     /// a compositor is asked once whether it serves data-control. A compositor that cannot be
     /// reached at all leaves the first host (the daemon's own error then says what is wrong).
     func settled() -> SessionHost {
+        if let host = reached.withLock({ $0 }) { return host }
         guard plan.hosts.count > 1 else { return plan.first }
         return (try? connect { host -> SessionHost in
             if host == .wayland { _ = try Self.compositor(readsOnce: true).close(handOff: false) }
