@@ -34,8 +34,8 @@ final class HistoryStore {
     var maxBytes: Int
     /// Where thumbnails of image entries are made (none: entries list no thumbnail).
     var thumbnails: ThumbnailCache?
-    /// Pixel sizes of the images listed, by digest (``pixelSize(entry:position:digest:inline:)``).
-    private var pixelSizes: [String: (width: Int, height: Int)] = [:]
+    /// Reads kept targets' bytes for listings (heads, pixel sizes, thumbnails' sources).
+    private let targetBytes: TargetBytes
 
     /// Opens (or creates) the store in `directory` (made 0700).
     init(directory: URL, maxEntries: Int, maxBytes: Int, logger: Logger) throws {
@@ -46,6 +46,7 @@ final class HistoryStore {
         inlineLimit = Self.inlineLimit
         isInMemory = false
         payloads = PayloadFiles(directory: directory.appendingPathComponent("blobs"))
+        targetBytes = TargetBytes(payloads: payloads)
         reserve = DiskReserve(path: directory.appendingPathComponent("reserve").path)
         databasePath = directory.appendingPathComponent("history.sqlite").path
         for path in [directory.path, payloads.directory.path] {
@@ -69,6 +70,7 @@ final class HistoryStore {
         inlineLimit = .max
         isInMemory = true
         payloads = PayloadFiles(directory: directory.appendingPathComponent("blobs"))
+        targetBytes = TargetBytes(payloads: payloads)
         reserve = DiskReserve(path: directory.appendingPathComponent("reserve").path)
         databasePath = ":memory:"
         database = try SQLiteDatabase(path: ":memory:")
@@ -98,7 +100,7 @@ final class HistoryStore {
                     for id in ids {
                         let kept = targets[id] ?? []
                         let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
-                            self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
+                            self.targetBytes.head(in: self.database, entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
                         }
                         try database.query("UPDATE entries SET types = ?, content_size = ?, content_key = ? WHERE id = ?", [
                             .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)),
@@ -577,7 +579,7 @@ final class HistoryStore {
                 let description = row[12].text.map { types in
                     EntryDescription(types: types.isEmpty ? [] : types.components(separatedBy: "\n"), size: Int(row[13].integer ?? 0))
                 } ?? EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
-                    self.head(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
+                    self.targetBytes.head(in: self.database, entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
                 }
                 var preview = row[6].text ?? ""
                 let head = row[9].text
@@ -585,7 +587,7 @@ final class HistoryStore {
                 var picture: (width: Int, height: Int, thumbnail: String?)?
                 var toMake: (position: Int, digest: String, inline: Bool)?
                 if head == nil, let position = kept.firstIndex(where: { ImageFormat(mimeType: $0.name)?.isReadable ?? false }),
-                   let size = pixelSize(entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline) {
+                   let size = targetBytes.pixelSize(in: database, entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline) {
                     let target = kept[position]
                     sized.insert(target.digest)
                     var thumbnail: String?
@@ -606,7 +608,7 @@ final class HistoryStore {
                 } ?? (count: 0, rest: "")
                 bytes += 256 + preview.utf8.count + lines.rest.utf8.count + kept.reduce(0) { $0 + $1.name.utf8.count + 3 }
                 if let toMake, thumbnails != nil,
-                   let image = payload(entry: id, position: toMake.position, digest: toMake.digest, inline: toMake.inline) {
+                   let image = targetBytes.payload(in: database, entry: id, position: toMake.position, digest: toMake.digest, inline: toMake.inline) {
                     // Made after the lock; the payload is mapped (a file) or small (inline).
                     pending.append(.init(index: result.count, digest: toMake.digest, image: image))
                 }
@@ -624,9 +626,9 @@ final class HistoryStore {
                 // images no entry keeps any more (deleted, evicted) go. A page does not see every
                 // image, so it asks the database which of those it knows of are kept (by the
                 // digest's index: a history of 100,000 texts is not read for it).
-                let kept = paged ? try keptDigests(among: (thumbnails?.digests() ?? []).union(pixelSizes.keys)) : sized
+                let kept = paged ? try keptDigests(among: (thumbnails?.digests() ?? []).union(targetBytes.sizedImages)) : sized
                 thumbnails?.prune(keeping: kept)
-                pixelSizes = pixelSizes.filter { kept.contains($0.key) }
+                targetBytes.forgetSizes(except: kept)
             }
             return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails,
                                   total: searching || paged ? total : result.count)
@@ -645,36 +647,6 @@ final class HistoryStore {
             }
         }
         return kept
-    }
-
-    /// The first bytes of a kept target, from the database or its payload file.
-    private func head(entry: Int64, position: Int, digest: String, inline: Bool, count: Int = 64) -> Data? {
-        if inline {
-            return try? database.query("SELECT substr(data, 1, ?) FROM targets WHERE entry = ? AND position = ?",
-                                       [.integer(Int64(count)), .integer(entry), .integer(Int64(position))]).first?[0].blob
-        }
-        guard let digest = Digest(hex: digest) else { return nil }
-        return try? FileContents(path: payloads.path(digest)).read(offset: 0, length: count)
-    }
-
-    /// An image's pixel size, from its header (the first 256 KiB: a JPEG's may follow its Exif),
-    /// read once per image: listings ask again each time.
-    private func pixelSize(entry: Int64, position: Int, digest: String, inline: Bool) -> (width: Int, height: Int)? {
-        if let known = pixelSizes[digest] { return known }
-        guard let bytes = head(entry: entry, position: position, digest: digest, inline: inline, count: 256 << 10),
-              let size = try? ImageCodec.size(of: bytes) else { return nil }
-        pixelSizes[digest] = size
-        return size
-    }
-
-    /// A kept target's bytes, from the database or its payload file (mapped).
-    private func payload(entry: Int64, position: Int, digest: String, inline: Bool) -> Data? {
-        if inline {
-            return try? database.query("SELECT data FROM targets WHERE entry = ? AND position = ?",
-                                       [.integer(entry), .integer(Int64(position))]).first?[0].blob
-        }
-        guard let digest = Digest(hex: digest) else { return nil }
-        return try? Data(contentsOf: URL(fileURLWithPath: payloads.path(digest)), options: .alwaysMapped)
     }
 
     /// Entry `index` (0 = newest) with its payloads (files mapped, not read).
