@@ -55,6 +55,27 @@ struct ClientPackageTests {
         }
     }
 
+    @Test("with PasteboardWayland linked, Pasteboard.general on a Wayland session is the compositor's clipboard; on GNOME's, XWayland's")
+    func sessions() throws {
+        let client = try Self.build("debug")
+        let sway = try Compositor()
+        let writer = try Peer(client, ["write", "hi from the library on sway"], display: sway)
+        defer { writer.stop() }
+        try writer.waitForOutput("ready")
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "hi from the library on sway")
+        #expect(try run(client, ["read"], display: sway).text == "hi from the library on sway\n")
+
+        // No data-control: the same program goes through XWayland with no set-up.
+        let mutter = try Compositor(.mutter)
+        let gnome = try Peer(client, ["write", "hi from the library on GNOME"], display: mutter)
+        defer { gnome.stop() }
+        try gnome.waitForOutput("ready")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: mutter).text == "hi from the library on GNOME")
+        // Told to use the compositor, it says why it cannot.
+        let named = try run(client, ["read"], display: mutter, environment: ["XPB_BACKEND": "wayland"])
+        #expect(named.status == 1 && named.error.contains("data-control"), "\(named.error)")
+    }
+
     @Test("a package depending on xpb by git URL and version tag resolves and builds it (no unsafe flags) and reaches X")
     func gitDependency() throws {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-git-client-\(UUID().uuidString)")

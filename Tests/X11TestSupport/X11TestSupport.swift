@@ -149,6 +149,9 @@ public final class Xvfb: TestSession {
     public var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["DISPLAY"] = display
+        // Run from a Wayland session, the tests' X clients must not go to its compositor.
+        environment["WAYLAND_DISPLAY"] = nil
+        environment["XPB_BACKEND"] = nil
         return environment
     }
 

@@ -2,6 +2,7 @@
 // provider for the benchmark. Every mode prints what it saw; errors go to stderr, exit 1.
 import Foundation
 import PasteboardKit
+import PasteboardWayland
 import PasteboardX11
 
 
