@@ -35,6 +35,22 @@ struct GnomeTests {
         #expect(byEnvironment.status == 5, "\(byEnvironment.error)")
     }
 
+    @Test("the wl-copy and wl-paste stand-ins work on GNOME, where wl-clipboard's own need a focused window: through XWayland")
+    func standIns() throws {
+        let mutter = try Compositor(.mutter)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-gnome-standins-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for name in ["wl-copy", "wl-paste"] {
+            try FileManager.default.createSymbolicLink(atPath: directory.appendingPathComponent(name).path, withDestinationPath: try xpbPath())
+        }
+        let copy = try run(directory.appendingPathComponent("wl-copy").path, ["from the stand-in"], display: mutter)
+        #expect(copy.status == 0, "\(copy.error)")
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: mutter).text == "from the stand-in")
+        let paste = try run(directory.appendingPathComponent("wl-paste").path, ["-n"], display: mutter)
+        #expect(paste.status == 0 && paste.text == "from the stand-in", "\(paste.error)")
+    }
+
     @Test("xpbd keeps XWayland's clipboard with no flag, says why once at debug level; history, queue and status find it")
     func daemon() throws {
         let mutter = try Compositor(.mutter)
