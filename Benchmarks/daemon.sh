@@ -22,6 +22,8 @@ exec 9< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/n
 read -r _ xvfb_pid <&9
 read -r number <&9
 export DISPLAY=":$number" XDG_STATE_HOME="$work/state" XDG_RUNTIME_DIR="$work/run"
+# From a Wayland session too: xpb and the library go to this X display, not the compositor.
+unset WAYLAND_DISPLAY XPB_BACKEND
 mkdir -p "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"; chmod 700 "$XDG_RUNTIME_DIR"
 daemon_pid=""
 cleanup() {

@@ -26,6 +26,8 @@ exec 8< <(dbus-daemon --session --nofork --nopidfile --print-address=1 2>/dev/nu
 read -r _ bus_pid <&8
 read -r address <&8
 export DISPLAY=":$number" DBUS_SESSION_BUS_ADDRESS="$address"
+# From a Wayland session too: xpb and the library go to this X display, not the compositor.
+unset WAYLAND_DISPLAY XPB_BACKEND
 daemon=""
 trap 'kill $daemon $xvfb_pid $bus_pid 2>/dev/null || true; pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true; rm -rf "$work"' EXIT
 

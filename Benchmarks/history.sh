@@ -31,6 +31,8 @@ exec 9< <(Xvfb -displayfd 1 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
 read -r _ xvfb_pid <&9
 read -r number <&9
 export DISPLAY=":$number"
+# From a Wayland session too: xpb and the library go to this X display, not the compositor.
+unset WAYLAND_DISPLAY XPB_BACKEND
 daemon=""
 trap 'kill $xvfb_pid $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 

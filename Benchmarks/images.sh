@@ -33,6 +33,8 @@ exec 9< <(Xvfb -displayfd 1 -screen 0 3840x2160x24 -nolisten tcp -noreset 2>/dev
 read -r _ xvfb_pid <&9
 read -r number <&9
 export DISPLAY=":$number"
+# From a Wayland session too: xpb and the library go to this X display, not the compositor.
+unset WAYLAND_DISPLAY XPB_BACKEND
 # The daemon started below, by its pid; a cleanup that finds nothing to stop is no failure.
 xpbd_pid=""
 trap 'kill $xvfb_pid $xpbd_pid 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -43,6 +43,8 @@ exec 9< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/n
 read -r _ xvfb_pid <&9
 read -r number <&9
 export DISPLAY=":$number"
+# From a Wayland session too: xpb and the library go to this X display, not the compositor.
+unset WAYLAND_DISPLAY XPB_BACKEND
 cleanup() {
     pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true
     pkill -x xclip 2>/dev/null || true
