@@ -48,7 +48,7 @@ for _ in $(seq 200); do
 done
 [ -n "$socket" ] || { cat "$work/sway.log" >&2; echo "bench: sway did not start" >&2; exit 1; }
 export WAYLAND_DISPLAY="$socket" XDG_RUNTIME_DIR="$runtime"
-unset DISPLAY
+unset DISPLAY XPB_BACKEND
 echo "bench: sway at $socket, work in $work"
 
 printf 'hello, world\n' | head -c 13 > "$work/small"
