@@ -243,7 +243,16 @@ package final class ClipboardDaemon: Sendable {
     ///
     /// A copy its app may still take back (``TakenBackCopies``, a host that sees take-backs) is
     /// held in memory (``History``) and written once it can no longer be (``writeReleased(because:)``).
+    ///
+    /// The record's entrance, for every host and front door: a copy marked secret
+    /// (``SecretMarking``, by any of its types) goes no further, to no action, file or signal.
+    /// Hosts look before they fetch (a secret's bytes are never even read); this is the rule's
+    /// one place for what is kept.
     package func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
+        if SecretMarking.isSecret(snapshot.advertised + snapshot.targets.map(\.target)) {
+            logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(snapshot.app ?? snapshot.source ?? "an unknown app") is marked secret: not kept")
+            return
+        }
         actions.copied(snapshot)
         let window = takenBack.withLock { rule in
             rule.kept(snapshot.selection, app: snapshot.app, time: snapshot.time)

@@ -112,7 +112,7 @@ struct InProcessDaemonTests {
         }
     }
 
-    @Test("a copy marked secret, set through a front door, is served through the port and never kept")
+    @Test("a copy marked secret, set through a front door or handed in by a host, is served through the port and never kept")
     func secretThroughAFrontDoor() throws {
         let (daemon, host, directory) = try Self.daemon()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -124,6 +124,11 @@ struct InProcessDaemonTests {
             try daemon.serveAndKeep(snapshot, madeOverDBusBy: "SetContents")
         }
         #expect(host.served.withLock { $0.count } == SecretMarking.markers.count)
+        #expect(try Self.listed(daemon).isEmpty)
+        // The record's entrance refuses it whoever hands it in: a host too.
+        var marked = Self.copy("handed in by a host", by: "mousepad")
+        marked.advertised.append("org.nspasteboard.TransientType")
+        daemon.record(marked)
         #expect(try Self.listed(daemon).isEmpty)
         // The user's clear reaches the port, and forgets nothing.
         try daemon.setClipboardText("kept text")

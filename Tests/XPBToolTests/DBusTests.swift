@@ -163,9 +163,9 @@ struct DBusTests {
         }
         let secrets = ["kde-\(UUID().uuidString.prefix(8))", "concealed-\(UUID().uuidString.prefix(8))"]
         try set(secrets[0], marker: "x-kde-passwordManagerHint")
-        try daemon.waitForLog("is marked secret: served, not kept")
+        try daemon.waitForLog("is marked secret: not kept")
         try set(secrets[1], marker: "org.nspasteboard.ConcealedType")
-        try daemon.waitForLog("is marked secret: served, not kept", count: 2)
+        try daemon.waitForLog("is marked secret: not kept", count: 2)
         // An ordinary copy after them is kept and signalled: the checks below can fail.
         try set("plain words", marker: nil)
         try waitForEntries(1, x, home, daemon: daemon)

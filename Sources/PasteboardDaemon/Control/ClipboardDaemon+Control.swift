@@ -64,17 +64,14 @@ extension ClipboardDaemon {
 
     /// A copy a D-Bus caller made (Klipper's `setClipboardContents`, xpbd's `SetContents`):
     /// served as a history entry selected again is, and kept in the history, credited to the call.
-    /// A copy marked secret (``SecretMarking``, by any of its types) is served only:
-    /// the rule is the same whoever made the copy.
+    /// A copy marked secret (``SecretMarking``, by any of its types) is served only: the record's
+    /// entrance refuses it, whoever made the copy.
     func serveAndKeep(_ snapshot: Snapshot, madeOverDBusBy method: String) throws {
         var snapshot = snapshot
         snapshot.source = "D-Bus"
         snapshot.app = "D-Bus (\(method))"
         try host.serveSelected(snapshot)
-        if SecretMarking.isSecret(snapshot.advertised + snapshot.targets.map(\.target)) {
-            logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(snapshot.app ?? method) is marked secret: served, not kept")
-            return
-        }
+        // A copy marked secret is served, and goes no further (``record(_:written:)``).
         record(snapshot)
     }
 
