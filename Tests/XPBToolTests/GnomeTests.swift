@@ -27,6 +27,17 @@ struct GnomeTests {
         let types = try xpb(["types"], mutter)
         #expect(types.status == 0 && types.text.contains("text"), "\(types.error)\(types.text)")
 
+        // Past one INCR chunk, both ways, through mutter's XWayland.
+        let big = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) })
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-gnome-big-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try big.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect(try xpb(["copy", "-t", "application/octet-stream=\(file.path)"], mutter).status == 0)
+        #expect(try run("xclip", ["-o", "-selection", "clipboard", "-t", "application/octet-stream"], display: mutter).output == big)
+        let bigPeer = try Peer("xclip", ["-i", "-selection", "clipboard", "-t", "application/octet-stream", "-quiet", file.path], display: mutter)
+        defer { bigPeer.signal(SIGKILL) }
+        #expect(eventually(timeout: 10) { (try? xpb(["paste", "-t", "application/octet-stream"], mutter).output) == big })
+
         // Named, the compositor is what the user asked for: the error says how XWayland serves.
         let named = try xpb(["paste", "--backend", "wayland"], mutter)
         #expect(named.status == 5)
