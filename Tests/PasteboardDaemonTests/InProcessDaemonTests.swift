@@ -166,3 +166,25 @@ struct KeptCopiesTests {
         #expect(kept.drop(.find) == nil)
     }
 }
+
+@Suite("The headless pasteboards' watchers")
+struct HeadlessWatcherTests {
+    @Test("changes made on several threads at once reach a watcher in the order they were counted")
+    func inOrder() {
+        let clipboard = HeadlessClipboard()
+        guard let watcher = Watcher(selection: nil) else {
+            Issue.record("no pipe for the watcher")
+            return
+        }
+        _ = clipboard.watch(watcher)
+        var counts: [Int] = []
+        for _ in 0..<20 {
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                for _ in 0..<200 { clipboard.clearForClient("CLIPBOARD") }
+            }
+            counts += watcher.take().map(\.changeCount)
+        }
+        #expect(counts.count == 16_000)
+        #expect(counts == Array(1...16_000), "first out of order: \(zip(counts, counts.dropFirst()).first { $0.0 >= $0.1 }.map { "\($0)" } ?? "none")")
+    }
+}

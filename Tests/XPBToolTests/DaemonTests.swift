@@ -158,8 +158,15 @@ struct DaemonTests {
         #expect(qtOutcome.status == 0, "\(qtOutcome.error)")
         #expect(qtOutcome.text.contains("exiting"))
         try daemon.waitForLog("saved CLIPBOARD for")
-        // One text (of Qt's six text targets), the HTML and one image (of its image formats).
-        #expect(daemon.log.contains("fetched 3 targets with one MULTIPLE request"), "\(daemon.log)")
+        // One text (of Qt's six text targets), the HTML and one image (of its image formats):
+        // with one MULTIPLE request. On a busy machine Qt can take longer to exit than the
+        // keeper's debounce: the keeper has read the copy whole by then, and the save is answered
+        // from it (seen under load). Either way the copy is kept whole (below).
+        let log = daemon.log
+        let keptFirst = log.range(of: "kept CLIPBOARD from").map { kept in
+            log.range(of: "saved CLIPBOARD for").map { kept.lowerBound < $0.lowerBound } ?? false
+        } ?? false
+        #expect(keptFirst || log.contains("fetched 3 targets with one MULTIPLE request"), "\(log)")
         #expect(try xclipOut(x, ["-t", "text/plain"]).text == "plain Qt text")
         #expect(try xclipOut(x, ["-t", "UTF8_STRING"]).text == "plain Qt text")
         #expect(try xclipOut(x, ["-t", "text/html"]).text == "<b>Qt html</b>")

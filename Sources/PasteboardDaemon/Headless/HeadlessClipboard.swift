@@ -185,22 +185,24 @@ final class HeadlessClipboard: SyncSurface {
     }
 
     /// Makes a change under the lock (`body` returns the new owner and the event, nil for no
-    /// change), counts it and tells the hub in the same step, so that the hub sees the changes in
-    /// the order they were made (the hub's effects are all queued: it never calls back in here);
-    /// then the watchers.
+    /// change), counts it and tells the hub and the watchers in the same step, so that both see
+    /// the changes in the order they were made: a client's clear and the hub's compare-and-clear
+    /// on two threads reached a watcher as 4 then 3 when the watchers were told after the lock
+    /// (seen under load). Neither calls back in here: the hub's effects are all queued, and a
+    /// watcher's post takes only its own queue's lock and writes a byte to a non-blocking pipe.
     private func change(_ selection: String, _ body: (inout State) -> (UInt, SyncLedger.OwnerEvent)?) {
         let hook = self.hook.withLock { $0 }
-        let note = state.withLock { state -> (PasteboardChangeNote, [Watcher])? in
-            guard let (owner, event) = body(&state) else { return nil }
+        state.withLock { state in
+            guard let (owner, event) = body(&state) else { return }
             state.counts[selection, default: 0] += 1
             if let hook, let name = SelectionNames.pasteboard(forSelection: selection) { hook(name, owner, event) }
             let entry = state.entries[selection]
             let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
                                             targets: entry?.targets ?? [], origin: entry?.origin, ownerPID: entry?.writer?.pid)
-            return (note, state.watchers.values.filter { $0.selection == nil || $0.selection == selection })
+            for watcher in state.watchers.values where watcher.selection == nil || watcher.selection == selection {
+                watcher.post(note)
+            }
         }
-        guard let (change, watchers) = note else { return }
-        for watcher in watchers { watcher.post(change) }
     }
 
     // MARK: Watchers
