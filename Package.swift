@@ -108,7 +108,7 @@ let package = Package(
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon", "PasteboardWayland"]),
-        .testTarget(name: "PasteboardWaylandTests", dependencies: ["PasteboardWayland"]),
+        .testTarget(name: "PasteboardWaylandTests", dependencies: ["PasteboardWayland", "PasteboardKit", "X11TestSupport"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.

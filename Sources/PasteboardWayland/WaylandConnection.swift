@@ -140,6 +140,17 @@ package final class WaylandConnection: @unchecked Sendable {
         try? write(WaylandRequest.destroy(object, interface))
     }
 
+    /// Makes a new object of ours and sends the request that creates it, both under the writing
+    /// lock: the compositor takes a client's new ids only in the order made (an id past the next
+    /// free one ends the connection), so no other thread's new id may go out between the two.
+    package func sendNew(_ interface: WaylandInterface, _ request: (UInt32) -> WaylandMessage) throws -> UInt32 {
+        writing.lock()
+        defer { writing.unlock() }
+        let id = withState { $0.make(interface) }
+        try write(request(id))
+        return id
+    }
+
     /// Runs `body` with the writing lock held: requests it writes (``writeLocked(_:)``) go out
     /// together, none of another thread's between them.
     package func withWriting<T>(_ body: () throws -> T) rethrows -> T {
@@ -179,8 +190,7 @@ package final class WaylandConnection: @unchecked Sendable {
     /// Sends a sync and waits for its callback: every request sent before it has been handled,
     /// and every event it caused has been read.
     package func roundtrip(timeout: Double) throws {
-        let callback = withState { $0.make(.callback) }
-        try send(WaylandRequest.sync(callback: callback))
+        let callback = try sendNew(.callback) { WaylandRequest.sync(callback: $0) }
         let deadline = Date().addingTimeInterval(timeout)
         if isInline {
             while !withStateLocked({ _ in finishedCallbacks.contains(callback) }) {

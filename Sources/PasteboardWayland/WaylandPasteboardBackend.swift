@@ -115,26 +115,28 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     /// each step.
     private func bind() throws {
         let timeout = configuration.readTimeout
-        let registry = connection.withState { $0.make(.registry) }
-        try connection.send(WaylandRequest.getRegistry(registry))
+        let registry = try connection.sendNew(.registry) { WaylandRequest.getRegistry($0) }
         try connection.roundtrip(timeout: timeout)
         let (seatGlobal, control) = connection.withState { ($0.seatGlobal, $0.dataControlGlobal) }
         guard let (global, flavour) = control else { throw PasteboardError.unavailable(Self.noDataControl) }
         guard let seatGlobal else { throw PasteboardError.unavailable("the Wayland compositor has no seat: it has no clipboard") }
         let version = min(global.version, flavour.maxVersion)
-        let (seat, manager, device) = connection.withState { state -> (UInt32, UInt32, UInt32) in
-            let seat = state.make(.seat)
-            let manager = state.make(.manager(flavour))
-            let device = state.make(.device(flavour))
-            state.bound(seat: seat)
-            state.bound(manager: manager, flavour: flavour, version: version)
-            state.made(device: device)
-            return (seat, manager, device)
-        }
         state.withLock { $0.hasPrimary = flavour.hasPrimarySelection(version: version) }
-        try connection.send(WaylandRequest.bind(registry: registry, name: seatGlobal.name, interface: "wl_seat", version: 1, id: seat))
-        try connection.send(WaylandRequest.bind(registry: registry, name: global.name, interface: flavour.managerInterface, version: version, id: manager))
-        try connection.send(WaylandRequest.getDevice(manager: manager, id: device, seat: seat))
+        // The ids are made and sent under the writing lock, in order (see sendNew).
+        try connection.withWriting {
+            let (seat, manager, device) = connection.withState { state -> (UInt32, UInt32, UInt32) in
+                let seat = state.make(.seat)
+                let manager = state.make(.manager(flavour))
+                let device = state.make(.device(flavour))
+                state.bound(seat: seat)
+                state.bound(manager: manager, flavour: flavour, version: version)
+                state.made(device: device)
+                return (seat, manager, device)
+            }
+            try connection.writeLocked(WaylandRequest.bind(registry: registry, name: seatGlobal.name, interface: "wl_seat", version: 1, id: seat))
+            try connection.writeLocked(WaylandRequest.bind(registry: registry, name: global.name, interface: flavour.managerInterface, version: version, id: manager))
+            try connection.writeLocked(WaylandRequest.getDevice(manager: manager, id: device, seat: seat))
+        }
         // The device's first events are the selections as they are now.
         try connection.roundtrip(timeout: timeout)
         let types = try connection.withState { state -> [DataControlState.Selection: [PasteboardType]] in
