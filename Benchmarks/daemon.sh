@@ -68,6 +68,13 @@ text 1000000 > "$work/1mb.txt"
 text 52428800 > "$work/50mb.txt"
 head -c 52428800 /dev/urandom > "$work/50mb.png"
 
+# 0. xpbd's start (exec to "listening on": the manager selection owned, the clipboard read, the
+# socket up) and its stop (SIGTERM to exit, "history written"), 20 runs on one history.
+"$python3" "$here/startstop.py" 20 "listening on" "$xpbd" > "$work/startstop.json"
+startstop() { # ready_ms|stop_ms median|max
+    "$python3" -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]][sys.argv[3]])" "$work/startstop.json" "$1" "$2"
+}
+
 # 1. An app's exit with hand-off: gtk_clipboard_store's time, median of 5.
 handoff() { # file
     for _ in 1 2 3 4 5; do "$python3" "$here/handoff.py" "$1" 2>/dev/null; done | median
@@ -161,6 +168,8 @@ Written by \`bash Benchmarks/daemon.sh\` on $(date -u +%Y-%m-%d), one private Xv
 | \`xpb history\` on ${count} entries (median of 30) | ${history_ms} ms | ≤ 20 ms |
 | \`xpb history\` on ${count} entries, the first listing after a copy (median of 30) | ${history_fresh_ms} ms | ≤ 20 ms |
 | xpbd idle wake-ups over 10 s (context switches, all threads) | ${idle_wakeups} | 0 |
+| xpbd ready: exec to listening, owning the manager selection (20 runs) | median $(startstop ready_ms median) ms, slowest $(startstop ready_ms max) ms | ≤ 100 ms |
+| xpbd's stop: SIGTERM to exit, history written (20 runs) | median $(startstop stop_ms median) ms, slowest $(startstop stop_ms max) ms | ≤ 200 ms |
 REPORT
 if [ -n "$kept" ]; then printf '\n%s\n' "$kept" >> "$out"; fi
 cat "$out"

@@ -95,6 +95,23 @@ if [ -w /proc/sys/vm/drop_caches ]; then
     echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
 fi
 
+# A small copy, and a copy followed at once by a paste (what an editor's yank and a script do),
+# each tool against itself. Through sh, as scripts run them (xsel reads only its standard input);
+# hyperfine subtracts the shell's own start. Each copy leaves a background owner, which the next
+# copy replaces (and which then exits).
+echo "bench: 1c copy 13 bytes, and copy then paste"
+for round in 1 2 3 4 5; do
+    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copy13.$round.json" --style basic \
+        -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small" \
+        -n "xsel -i" "xsel -i -b < $work/small" >/dev/null
+    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copypaste13.$round.json" --style basic \
+        -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
+        -n "xclip -i, xclip -o" "xclip -i -selection clipboard $work/small && xclip -o -selection clipboard > /dev/null" \
+        -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" >/dev/null
+done
+pkill -x xclip 2>/dev/null || true
+pkill -x xsel 2>/dev/null || true
+
 # Instructions of one paste (callgrind counts them exactly, whatever else the machine does).
 # Without its DWARF (the symbols stay): valgrind 3.19's reader gives up on the debug information
 # of a binary built with -function-sections.

@@ -327,4 +327,69 @@ static inline void clinux_retain_transfer_memory(void) {
     mallopt(M_TOP_PAD, 4 << 20);
 }
 
+// How many threads this process has (/proc/self/stat's num_threads), -1 when it cannot be
+// read: a fork is safe only while it is 1.
+#include <stdio.h>
+static inline int clinux_thread_count(void) {
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buffer[1024];
+    ssize_t length = read(fd, buffer, sizeof buffer - 1);
+    close(fd);
+    if (length <= 0) return -1;
+    buffer[length] = 0;
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    char *field = strrchr(buffer, ')');
+    if (!field) return -1;
+    // After ") " come state (3), ppid (4) ... num_threads is field 20.
+    int index = 2;
+    for (char *p = field + 1; *p; p++) {
+        if (*p == ' ' && ++index == 20) return atoi(p + 1);
+    }
+    return -1;
+}
+
+// Forks a background child of this (single-threaded) process, as posix_spawn with
+// POSIX_SPAWN_SETSID, SETSIGDEF and SETSIGMASK would start a new program, without the new
+// program: in the child, a session of its own, `fds` as descriptors 3, 4, ..., standard input
+// and output on /dev/null, standard error on `error_fd` (or /dev/null when it is -1), every other
+// descriptor closed, every signal's action the default and none blocked, and the command name
+// `name`. Returns 0 in the child, the child's pid in the parent, -1 (errno) when it failed.
+#include <signal.h>
+#include <stdlib.h>
+static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd, const char *name) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    // The child: nothing here may fail in a way the parent must hear of but through the ready
+    // pipe (descriptor 3), which the program run next writes; a setup that fails exits 127.
+    if (setsid() < 0) _exit(127);
+    int highest = 2 + count;
+    int staged[64];
+    if (count > 64) _exit(127);
+    // Copied above every target first, so that a source that is itself a target is not lost.
+    for (int i = 0; i < count; i++) {
+        staged[i] = fcntl(fds[i], F_DUPFD, highest + 1);
+        if (staged[i] < 0) _exit(127);
+    }
+    int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd < 0) _exit(127);
+    if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(error_fd >= 0 ? error_fd : null_fd, 2) < 0) _exit(127);
+    for (int i = 0; i < count; i++) {
+        if (dup2(staged[i], 3 + i) < 0) _exit(127);
+    }
+    // Nothing else of the caller's: its pipes would keep a `$(xpb copy)` waiting.
+    if (syscall(SYS_close_range, (unsigned)(highest + 1), ~0U, 0) != 0) {
+        for (int fd = highest + 1; fd < 65536; fd++) close(fd);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int number = 1; number < NSIG; number++) {
+        if (number != SIGKILL && number != SIGSTOP) signal(number, SIG_DFL);
+    }
+    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+    return 0;
+}
+
 #endif

@@ -47,19 +47,37 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
     /// the script); nil when the chain ends first, or in the system's first process.
     public static func credit(_ chain: [ProcessFacts]) -> CopyCredit? {
         for process in chain {
-            guard process.pid > 1, !roots.contains(process.executable) else { return nil }
-            if wrappers.contains(process.executable) { continue }
-            if shells.contains(process.executable) {
-                // A script read from a descriptor (`bash <(…)`) has no name worth showing.
-                if let script = script(of: process.arguments), !script.hasPrefix("/dev/fd/"), !script.hasPrefix("/proc/") {
-                    let name = script.split(separator: "/").last.map(String.init) ?? script
-                    return CopyCredit(name: name, pid: process.pid)
-                }
-                continue
+            switch verdict(process) {
+            case let .credit(credit): return credit
+            case .none: return nil
+            case .passOver: continue
             }
-            return CopyCredit(name: process.executable, pid: process.pid)
         }
         return nil
+    }
+
+    /// What one process of the chain decides.
+    enum Verdict {
+        /// It made the copy.
+        case credit(CopyCredit)
+        /// The walk ends here with no credit (a root).
+        case none
+        /// A wrapper or a shell running a command: its parent decides.
+        case passOver
+    }
+
+    static func verdict(_ process: ProcessFacts) -> Verdict {
+        guard process.pid > 1, !roots.contains(process.executable) else { return .none }
+        if wrappers.contains(process.executable) { return .passOver }
+        if shells.contains(process.executable) {
+            // A script read from a descriptor (`bash <(…)`) has no name worth showing.
+            if let script = script(of: process.arguments), !script.hasPrefix("/dev/fd/"), !script.hasPrefix("/proc/") {
+                let name = script.split(separator: "/").last.map(String.init) ?? script
+                return .credit(CopyCredit(name: name, pid: process.pid))
+            }
+            return .passOver
+        }
+        return .credit(CopyCredit(name: process.executable, pid: process.pid))
     }
 
     /// The script a shell's arguments name: the first that is not an option, unless a command
@@ -84,14 +102,21 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
 
     /// The credit for this process's copy: its parent chain, as `/proc` shows it now (at most
     /// 64 steps up).
+    /// The chain is read one process at a time and only as far as the credit is decided (a
+    /// copy from a program reads its parent alone; every copy pays for what is read here).
     public static func current() -> CopyCredit? {
-        var chain: [ProcessFacts] = []
         var pid = Int(getppid())
-        while pid > 0, chain.count < 64, let facts = facts(of: pid) {
-            chain.append(facts.process)
+        var steps = 0
+        while pid > 0, steps < 64, let facts = facts(of: pid) {
+            switch verdict(facts.process) {
+            case let .credit(credit): return credit
+            case .none: return nil
+            case .passOver: break
+            }
             pid = facts.parent
+            steps += 1
         }
-        return credit(chain)
+        return nil
     }
 
     /// What `/proc` tells of a process, and its parent's pid; nil when it is gone.

@@ -1,3 +1,4 @@
+internal import CLinux
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -117,7 +118,7 @@ extension CopyCommand {
         // Who ran the copy is found here: the owner's parents are gone by the time it is asked.
         if copiedBy == nil, let credit = CopyCredit.current() { savedArguments.append("--copied-by=" + Self.argument(for: credit)) }
         arguments.insert(contentsOf: ["--ready-fd", "3"] + savedArguments, at: min(1, arguments.count))
-        let pid = try Detach.spawn(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log)
+        let pid = try Detach.startOwner(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log)
         Glibc.close(readyPipe[1])
         defer { extraFDs.forEach { _ = Glibc.close($0) } }
         let reply = readAll(readyPipe[0], timeout: 30)
@@ -248,6 +249,29 @@ final class HandOffOnSignal: Sendable {
 
 /// Starts a copy of this program in the background.
 enum Detach {
+    /// Starts `xpb copy`'s background owner, which runs `arguments` (xpb's grammar) with `fds` as
+    /// descriptors 3, 4, … in a session of its own: forked, while this process has one thread
+    /// (what `xpb copy` has before its owner starts), so a copy pays one program start, as
+    /// xclip's does; else spawned anew (``spawn(arguments:fds:log:program:)``). Either way the
+    /// owner is named xpb, holds none of the caller's descriptors, and is reaped by init once
+    /// this process exits.
+    static func startOwner(arguments: [String], fds: [Int32], log: String?) throws -> pid_t {
+        guard clinux_thread_count() == 1 else { return try spawn(arguments: arguments, fds: fds, log: log) }
+        var errorFD: Int32 = -1
+        if let log {
+            errorFD = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            guard errorFD >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
+        }
+        defer { if errorFD >= 0 { Glibc.close(errorFD) } }
+        let pid = fds.withUnsafeBufferPointer { clinux_fork_detached($0.baseAddress, Int32($0.count), errorFD, "xpb") }
+        if pid == 0 {
+            // The owner: what the spawned program would run, from here.
+            exit(XPB.run(arguments))
+        }
+        guard pid > 0 else { throw Failure("cannot start the background owner: \(String(cString: strerror(errno)))") }
+        return pid
+    }
+
     /// Runs this program's binary with `arguments` in a new session, standard streams on /dev/null,
     /// and `fds` as descriptors 3, 4, …
     static func spawn(arguments: [String], fds: [Int32], log: String? = nil, program: String = "xpb") throws -> pid_t {

@@ -57,6 +57,38 @@ struct CopyTests {
         #expect(eventually(timeout: 10) { !isAlive(ownerPID) })
     }
 
+    /// `xpb copy` forks its owner (one program start): it must still return only once the owner
+    /// holds CLIPBOARD, never before. A script's yank then paste, a thousand times, each read by
+    /// xpb or xclip in turn; the owners replaced along the way all leave.
+    @Test("copy then paste at once, 1,000 times in a row: every paste gets the copy just made; the replaced owners leave")
+    func copyThenPasteNeverMisses() throws {
+        let x = try Xvfb()
+        let script = """
+            i=0
+            while [ $i -lt 1000 ]; do
+                i=$((i + 1))
+                printf 'copy %d' "$i" | "$0" copy || { echo "copy $i failed"; exit 1; }
+                if [ $((i % 2)) -eq 0 ]; then got=$("$0" paste); else got=$(xclip -o -selection clipboard); fi
+                [ "$got" = "copy $i" ] || { echo "paste $i got [$got]"; exit 1; }
+            done
+            echo "all $i"
+            """
+        let outcome = try run("/bin/sh", ["-c", script, try xpbPath()], display: x, timeout: 600)
+        #expect(outcome.status == 0 && outcome.text == "all 1000\n", "\(outcome.text) \(outcome.error)")
+        // Only the last copy's owner stays (the others exit once replaced, transfers done).
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        let last = try #require(info?["ownerPID"] as? Int)
+        let owners = { () -> [Int] in
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            return entries.compactMap(Int.init).filter { pid in
+                guard isAlive(pid), let environ = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/environ")),
+                      (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) == "xpb\n" else { return false }
+                return environ.split(separator: 0).contains { String(decoding: $0, as: UTF8.self) == "DISPLAY=\(x.display)" }
+            }
+        }
+        #expect(eventually(timeout: 20) { owners() == [last] }, "\(owners())")
+    }
+
     @Test("text-like files (JSON, HTML, -t text/markdown) are offered as text to xclip and GTK")
     func textLikeAsText() throws {
         let x = try Xvfb()
