@@ -29,7 +29,7 @@ daemon_pid=""
 cleanup() {
     [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null || true
     pkill -x xclip 2>/dev/null || true
-    pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true
+    pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x xfsettingsd 2>/dev/null || true
     kill "$xvfb_pid" 2>/dev/null || true
     rm -rf "$work"

@@ -29,7 +29,7 @@ export DISPLAY=":$number" DBUS_SESSION_BUS_ADDRESS="$address"
 # From a Wayland session too: xpb and the library go to this X display, not the compositor.
 unset WAYLAND_DISPLAY XPB_BACKEND
 daemon=""
-trap 'kill $daemon $xvfb_pid $bus_pid 2>/dev/null || true; pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $daemon $xvfb_pid $bus_pid 2>/dev/null || true; pkill -f "$xpb copy" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 median_ms() { /usr/bin/python3 -c "import json, sys; print('%.2f' % (1000 * json.load(open(sys.argv[1]))['results'][0]['median']))" "$1"; }
 start_daemon() { # home, options…

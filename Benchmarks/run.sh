@@ -46,7 +46,7 @@ export DISPLAY=":$number"
 # From a Wayland session too: xpb and the library go to this X display, not the compositor.
 unset WAYLAND_DISPLAY XPB_BACKEND
 cleanup() {
-    pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true
+    pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x xclip 2>/dev/null || true
     kill "$xvfb_pid" 2>/dev/null || true
     rm -rf "$work"

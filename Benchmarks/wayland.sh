@@ -36,7 +36,7 @@ setpriv --reuid=65534 --regid=65534 --clear-groups env -i XDG_RUNTIME_DIR="$runt
     WLR_BACKENDS=headless WLR_LIBINPUT_NO_DEVICES=1 WLR_RENDERER=pixman sway -c "$work/sway.conf" > "$work/sway.log" 2>&1 &
 sway_pid=$!
 cleanup() {
-    pkill -f "xpb copy.*--ready-fd" 2>/dev/null || true
+    pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x wl-copy 2>/dev/null || true
     kill "$sway_pid" 2>/dev/null || true
     rm -rf "$work"
