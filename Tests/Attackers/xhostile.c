@@ -537,11 +537,38 @@ int main(int argc, char **argv) {
         if (argc > 4) sleep((unsigned)atol(argv[4]));
         return 0;
     }
-    if (!strcmp(mode, "read") || !strcmp(mode, "read-hold")) {
+    if (!strcmp(mode, "probe")) {
+        /* A client that stays connected (its slot, and so its window ids, stay its own) and, at
+           each SIGUSR1, asks the owner for TARGETS and prints "answered N" once it has the
+           answer: the owner has then handled every request that reached it before this one. */
+        Atom property = XInternAtom(dpy, "XHOSTILE_PROBE", False);
+        sigset_t usr1, old;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, &old);
+        printf("ready\n");
+        for (long n = 1;; n++) {
+            int number;
+            sigwait(&usr1, &number);
+            XConvertSelection(dpy, clipboard, targets_atom, property, win, CurrentTime);
+            XFlush(dpy);
+            XEvent ev;
+            do XNextEvent(dpy, &ev);
+            while (ev.type != SelectionNotify);
+            XDeleteProperty(dpy, win, property);
+            XSync(dpy, False);
+            printf("answered %ld\n", n);
+        }
+    }
+    if (!strcmp(mode, "read") || !strcmp(mode, "read-hold") || !strcmp(mode, "read-twice")) {
         /* A plain reader: asks, says so once the request reached the server, reads the reply (INCR
            too) and prints how many bytes it got. "read-hold" stops itself (SIGSTOP) once it has
-           taken the first INCR chunk, its transfer open, and reads on when continued. */
+           taken the first INCR chunk, its transfer open, and reads on when continued.
+           "read-twice" asks again, the same target into the same property, once it has taken the
+           INCR marker: as a new client with a departed one's window id does whose request reaches
+           the owner after the departed one's was answered; it reads on as before. */
         int hold = !strcmp(mode, "read-hold");
+        int twice = !strcmp(mode, "read-twice");
         owner_or_die();
         Atom target = XInternAtom(dpy, argc > 2 ? argv[2] : "UTF8_STRING", False);
         Atom property = XInternAtom(dpy, argc > 3 ? argv[3] : "XHOSTILE_READ", False);
@@ -562,6 +589,10 @@ int main(int argc, char **argv) {
         long total = (long)count;
         if (type == incr) {
             total = 0;
+            if (twice) {
+                XConvertSelection(dpy, clipboard, target, property, win, CurrentTime);
+                XSync(dpy, False);
+            }
             for (;;) {
                 do XNextEvent(dpy, &ev);
                 while (!(ev.type == PropertyNotify && ev.xproperty.atom == property && ev.xproperty.state == PropertyNewValue));

@@ -484,6 +484,23 @@ struct ReadTests {
         #expect((gtkInfo?["ownerClass"] as? String)?.lowercased().contains("gtk_clipboard") == true, "\(String(describing: gtkInfo))")
     }
 
+    /// A second request for the same target into the property an INCR send of ours fills is
+    /// answered by that send: opened anew, it wrote a second INCR marker into the property being
+    /// read, and the reader took a part for the whole.
+    @Test("the same target asked again into the property an INCR transfer fills: the transfer goes on, the reader gets the whole text")
+    func askedAgainIntoTheSameProperty() throws {
+        let x = try Xvfb()
+        let text = Data(String(repeating: "a line of text to paste, over and over\n", count: 200_000).utf8)
+        #expect(try xpb(["copy"], x, input: text).status == 0)
+        for round in 0 ..< 3 {
+            let outcome = try run(try attacker(), ["read-twice", "UTF8_STRING", "XHOSTILE_TWICE"], display: x, timeout: 20)
+            #expect(outcome.text == "asked\nread \(text.count)\n", "round \(round): \(outcome.text) \(outcome.error)")
+        }
+        // The owner serves on: a plain read after.
+        let whole = try run("xclip", ["-o", "-selection", "clipboard"], display: x).output == text
+        #expect(whole)
+    }
+
     @Test("readers gone while the owner was stopped: after SIGCONT the next reader, with a gone one's window id, gets the whole text")
     func readersGoneWhileOwnerStopped() throws {
         let x = try Xvfb()
@@ -493,6 +510,12 @@ struct ReadTests {
         let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
         let pid = pid_t(try #require(info?["ownerPID"] as? Int))
         defer { kill(pid, SIGKILL); kill(pid, SIGCONT) }
+        // Connected before the gone readers and for good: its round trips through the owner
+        // never take their client slot.
+        let probe = try Peer(try attacker(), ["probe"], display: x)
+        defer { probe.stop() }
+        try probe.waitForOutput("ready")
+        var probes = 0
         for round in 0 ..< 6 {
             kill(pid, SIGSTOP)
             // A reader asks and is gone (killed by a timeout, say): its request waits at the owner.
@@ -507,8 +530,14 @@ struct ReadTests {
                 let outcome = try reader.finish(timeout: 20)
                 #expect(outcome.text == "asked\nread \(text.count)\n", "round \(round): \(outcome.text)")
             } else {
-                // It starts as the owner goes on, racing with the owner's look at the gone window.
+                // It starts once the owner has gone on and answered the gone one (into a window
+                // that no longer is). Before that, X11 leaves no way to tell: a window made by
+                // the next client with the gone one's id would get the answer, and xclip, which
+                // reads its own property whatever the SelectionNotify names, would read nothing.
                 kill(pid, SIGCONT)
+                probes += 1
+                kill(probe.pid, SIGUSR1)
+                try probe.waitForOutput("answered \(probes)\n")
                 let outcome = try run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 20)
                 // Compared first, then expected: Swift Testing diffs two unequal Data values of
                 // 7.8 MB for its report, which took over 15 minutes at full CPU.

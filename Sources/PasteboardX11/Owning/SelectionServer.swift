@@ -350,6 +350,12 @@ final class SelectionServer {
               request.time.isCurrentTime || !request.time.isBefore(queued[request.selection]?.items.first?.timestamp ?? owned.timestamp) else {
             return notify(request, succeeded: false)
         }
+        // The same selection and target into a property a send of ours fills now: that send
+        // answers it (``OutgoingSends/answers(_:selection:target:)``).
+        if request.target != wire.known[.multiple],
+           sends.answers(TransferKey(requestor: request.requestor, property: request.replyProperty), selection: request.selection, target: request.target) {
+            return
+        }
         // (Requests naming our own or the root window never get here: see isForgedRequestor.)
         if let refused = refusedClient, wire.isSameClient(request.requestor, refused) {
             return notify(request, succeeded: false)
@@ -559,7 +565,8 @@ final class SelectionServer {
             }
         } else {
             // In chunks: a file is read piece by piece, never whole in memory.
-            succeeded = startOutgoing(content.source, type: content.type, to: requestor, property: property, yields: byManager)
+            succeeded = startOutgoing(content.source, type: content.type, to: requestor, property: property, yields: byManager,
+                                      answering: (selection, target))
         }
         if succeeded, reportsServed, let served = content.served, !byManager {
             session.delegate?.served(selection: selection, type: served)
@@ -599,9 +606,11 @@ final class SelectionServer {
 
     /// Announces an INCR transfer; chunks follow each time the requestor deletes the property.
     /// `yields`: the requestor is the clipboard manager's (its chunks give way to pastes).
-    private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom, yields: Bool) -> Bool {
+    private func startOutgoing(_ source: TransferSource, type: X11Atom, to requestor: X11Window, property: X11Atom, yields: Bool,
+                               answering: (selection: X11Atom, target: X11Atom)) -> Bool {
         var send = OutgoingSend(type: type, supply: .source(OutgoingTransfer(source: source, chunkSize: wire.chunkSize)))
         send.yields = yields
+        send.answering = answering
         return sends.open(TransferKey(requestor: requestor, property: property), send, announcing: source.count, watched: false) == .opened
     }
 
@@ -756,7 +765,9 @@ final class SelectionServer {
         }
         // The watch taken in serveRemote now belongs to the transfer (released by dropOutgoing).
         let key = TransferKey(requestor: request.requestor, property: request.replyProperty)
-        switch sends.open(key, OutgoingSend(type: type, supply: .stream(stream)), announcing: header.size ?? stream.sizeHint ?? now.buffered, watched: true) {
+        var send = OutgoingSend(type: type, supply: .stream(stream))
+        send.answering = (request.selection, request.target)
+        switch sends.open(key, send, announcing: header.size ?? stream.sizeHint ?? now.buffered, watched: true) {
         case .opened:
             notify(request, succeeded: true)
         case .refused:
