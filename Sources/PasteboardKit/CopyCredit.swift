@@ -101,9 +101,8 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
     }
 
     /// The credit for this process's copy: its parent chain, as `/proc` shows it now (at most
-    /// 64 steps up).
-    /// The chain is read one process at a time and only as far as the credit is decided (a
-    /// copy from a program reads its parent alone; every copy pays for what is read here).
+    /// 64 steps up), read one process at a time and only as far as the credit is decided (a
+    /// copy run by a program reads its parent alone; every copy pays for what is read here).
     public static func current() -> CopyCredit? {
         var pid = Int(getppid())
         var steps = 0
