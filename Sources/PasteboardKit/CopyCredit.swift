@@ -45,39 +45,21 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
     /// The credit a parent chain gives (the parent first, then its parent …): the first process
     /// that is neither a wrapper nor a shell running a command (a shell running a script names
     /// the script); nil when the chain ends first, or in the system's first process.
-    public static func credit(_ chain: [ProcessFacts]) -> CopyCredit? {
+    public static func credit(_ chain: some Sequence<ProcessFacts>) -> CopyCredit? {
         for process in chain {
-            switch verdict(process) {
-            case let .credit(credit): return credit
-            case .none: return nil
-            case .passOver: continue
+            guard process.pid > 1, !roots.contains(process.executable) else { return nil }
+            if wrappers.contains(process.executable) { continue }
+            if shells.contains(process.executable) {
+                // A script read from a descriptor (`bash <(…)`) has no name worth showing.
+                if let script = script(of: process.arguments), !script.hasPrefix("/dev/fd/"), !script.hasPrefix("/proc/") {
+                    let name = script.split(separator: "/").last.map(String.init) ?? script
+                    return CopyCredit(name: name, pid: process.pid)
+                }
+                continue
             }
+            return CopyCredit(name: process.executable, pid: process.pid)
         }
         return nil
-    }
-
-    /// What one process of the chain decides.
-    enum Verdict {
-        /// It made the copy.
-        case credit(CopyCredit)
-        /// The walk ends here with no credit (a root).
-        case none
-        /// A wrapper or a shell running a command: its parent decides.
-        case passOver
-    }
-
-    static func verdict(_ process: ProcessFacts) -> Verdict {
-        guard process.pid > 1, !roots.contains(process.executable) else { return .none }
-        if wrappers.contains(process.executable) { return .passOver }
-        if shells.contains(process.executable) {
-            // A script read from a descriptor (`bash <(…)`) has no name worth showing.
-            if let script = script(of: process.arguments), !script.hasPrefix("/dev/fd/"), !script.hasPrefix("/proc/") {
-                let name = script.split(separator: "/").last.map(String.init) ?? script
-                return .credit(CopyCredit(name: name, pid: process.pid))
-            }
-            return .passOver
-        }
-        return .credit(CopyCredit(name: process.executable, pid: process.pid))
     }
 
     /// The script a shell's arguments name: the first that is not an option, unless a command
@@ -104,18 +86,14 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
     /// 64 steps up), read one process at a time and only as far as the credit is decided (a
     /// copy run by a program reads its parent alone; every copy pays for what is read here).
     public static func current() -> CopyCredit? {
-        var pid = Int(getppid())
-        var steps = 0
-        while pid > 0, steps < 64, let facts = facts(of: pid) {
-            switch verdict(facts.process) {
-            case let .credit(credit): return credit
-            case .none: return nil
-            case .passOver: break
-            }
-            pid = facts.parent
-            steps += 1
+        // Lazy: ``credit(_:)`` stops reading where it decides.
+        let chain = sequence(state: (pid: Int(getppid()), steps: 0)) { walk -> ProcessFacts? in
+            guard walk.pid > 0, walk.steps < 64, let facts = facts(of: walk.pid) else { return nil }
+            walk.pid = facts.parent
+            walk.steps += 1
+            return facts.process
         }
-        return nil
+        return credit(chain)
     }
 
     /// What `/proc` tells of a process, and its parent's pid; nil when it is gone.
