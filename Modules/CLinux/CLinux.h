@@ -392,4 +392,41 @@ static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd
     return 0;
 }
 
+// Runs `body(context)` on a thread of its own and waits for it; the body ends the process
+// itself (exit). For a forked child's main thread: the Swift runtime caches each thread's id
+// for its locks (ulock_get_tid, _swift_stdlib_gettid: a `__thread` variable), and a fork copies
+// the parent's cached id into the child's main thread. A lock that thread holds while another
+// thread waits for it can then never be released (FUTEX_UNLOCK_PI names the wrong owner: EPERM)
+// and both spin. A thread born in the child has its own id; the main thread, every signal
+// blocked, only waits. The body's thread starts with the signal mask the caller had.
+#include <pthread.h>
+struct clinux_thread_start {
+    void (*body)(void *);
+    void *context;
+    sigset_t mask;
+};
+static void *clinux_thread_trampoline(void *argument) {
+    struct clinux_thread_start *start = (struct clinux_thread_start *)argument;
+    pthread_sigmask(SIG_SETMASK, &start->mask, NULL);
+    start->body(start->context);
+    return NULL;
+}
+static inline int clinux_run_on_thread(void (*body)(void *), void *context) {
+    static struct clinux_thread_start start;
+    start.body = body;
+    start.context = context;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &start.mask);
+    pthread_t thread;
+    int error = pthread_create(&thread, NULL, clinux_thread_trampoline, &start);
+    if (error != 0) {
+        pthread_sigmask(SIG_SETMASK, &start.mask, NULL);
+        errno = error;
+        return -1;
+    }
+    pthread_join(thread, NULL);
+    return 0;
+}
+
 #endif

@@ -39,7 +39,10 @@ extension CopyCommand {
 
     /// Owns the selection and serves it until another client takes it (or it expires, or, with
     /// --paste-once, after the first paste), then finishes running transfers.
-    func serve(signals: HandOffOnSignal? = nil) async throws {
+    ///
+    /// Everything up to the ready line runs on this thread, with no task or queue between it and
+    /// the X thread: that is the time a script waits for. The wait for the end runs as a task.
+    func serve(signals: HandOffOnSignal? = nil) throws {
         // Written and closed once: by the success line, else by the failure line.
         var ready = readyFD
         do {
@@ -51,11 +54,11 @@ extension CopyCommand {
             if append { items = try appended(to: items, on: backend) }
             if filter, readyFD == nil { try echo(items) }
             let board = selection.pasteboard(on: backend)
+            let name = selection.name
             let changes = board.changes
             let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
             let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
             if let loops {
-                let name = selection.name
                 let served = Mutex(0)
                 backend.onServed { _, _ in
                     let count = served.withLock { count in
@@ -65,20 +68,21 @@ extension CopyCommand {
                     if count == loops { try? backend.clear(name) }
                 }
             }
-            let written = items
-            try await board.perform { try $0.setItems(written, options: options) }
+            try board.setItems(items, options: options)
             // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
             if let fd = ready {
                 try? writeAll(Data(ReadyMessage.ready.line.utf8), to: fd)
                 close(fd)
                 ready = nil
             }
-            for await _ in changes where !backend.isOwner(of: selection.name) { break }
-            guard backend.isConnected else { throw Failure(selection.host.lostConnection) }
-            // Transfers under way go on after ownership ends; they end by themselves or time out.
-            while (try? backend.activeTransferCount()) ?? 0 > 0 {
-                try await Task.sleep(for: .milliseconds(20))
+            try blocking {
+                for await _ in changes where !backend.isOwner(of: name) { break }
+                // Transfers under way go on after ownership ends; they end by themselves or time out.
+                while backend.isConnected, (try? backend.activeTransferCount()) ?? 0 > 0 {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
             }
+            guard backend.isConnected else { throw Failure(selection.host.lostConnection) }
             backend.close(handOff: false)
         } catch {
             let failure = Failure(error)
@@ -96,6 +100,7 @@ extension CopyCommand {
         // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
         var extraFDs: [Int32] = []
         var savedArguments: [String] = []
+        var savedFDs: [String] = []
         var savedInputs: [String: Int32] = [:]
         for input in Set(inputs) where input == "-" || !isRegularFile(input) {
             if input == "-", StandardDescriptors.wasClosed(STDIN_FILENO) { throw Failure("standard input is closed: nothing to copy") }
@@ -105,7 +110,8 @@ extension CopyCommand {
             extraFDs.append(try Inputs.save(source, named: input == "-" ? "standard input" : input, limit: maxSize, secret: sensitive))
             savedInputs[input] = extraFDs[extraFDs.count - 1]
             // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
-            savedArguments.append("--saved-fd=\(input)=\(3 + extraFDs.count)")
+            savedFDs.append("\(input)=\(3 + extraFDs.count)")
+            savedArguments.append("--saved-fd=" + savedFDs[savedFDs.count - 1])
         }
         var readyPipe: [Int32] = [0, 0]
         guard pipe(&readyPipe) == 0 else { throw Failure("cannot create a pipe: \(String(cString: strerror(errno)))") }
@@ -116,9 +122,13 @@ extension CopyCommand {
         // taken for file names.
         var arguments = commandLine
         // Who ran the copy is found here: the owner's parents are gone by the time it is asked.
-        if copiedBy == nil, let credit = CopyCredit.current() { savedArguments.append("--copied-by=" + Self.argument(for: credit)) }
+        let credit = copiedBy ?? CopyCredit.current()
+        if copiedBy == nil, let credit { savedArguments.append("--copied-by=" + Self.argument(for: credit)) }
         arguments.insert(contentsOf: ["--ready-fd", "3"] + savedArguments, at: min(1, arguments.count))
-        let pid = try Detach.startOwner(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log)
+        let owner = forkedOwner(savedFDs: savedFDs, copiedBy: credit)
+        let pid = try Detach.startOwner(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log) {
+            XPB.status { try owner.runOwner() }
+        }
         Glibc.close(readyPipe[1])
         defer { extraFDs.forEach { _ = Glibc.close($0) } }
         let reply = readAll(readyPipe[0], timeout: 30)
@@ -200,34 +210,43 @@ extension CopyCommand {
 /// for it (at most the hand-off's timeout, 3 s).
 ///
 /// Made on the main thread before any other thread runs: the signals are blocked there, so in
-/// every thread made after (which inherit the mask), and read from a signalfd by the dispatch
-/// source; a thread that did not block them would take them first and die, or lose them.
+/// every thread made after (which inherit the mask), and taken by one thread of ours with
+/// `sigwait`; a thread that did not block them would take them first and die, or lose them.
 final class HandOffOnSignal: Sendable {
     static let signals = [SIGTERM, SIGINT, SIGHUP]
     private let backend = Mutex<(any OwningPasteboardBackend)?>(nil)
 
     private init() {}
 
-    /// Blocks the signals and starts their sources; keep the sources while the owner runs.
-    static func install() -> (HandOffOnSignal, sources: [any DispatchSourceSignal]) {
+    /// Blocks the signals and starts the thread that takes them.
+    static func install() -> HandOffOnSignal {
         let handOff = HandOffOnSignal()
+        var set = Self.set
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        do {
+            try DetachedThread.start(name: "xpb.signals") { handOff.takeSignals() }
+        } catch {
+            // No thread to take them: the signals end the process at once, as by default.
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        }
+        return handOff
+    }
+
+    private static var set: sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
-        for number in Self.signals { sigaddset(&set, number) }
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        let once = Mutex(false)
-        let sources = signals.map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                // The first signal hands off; the others wait for it to end the process.
-                guard once.withLock({ done in defer { done = true }; return !done }) else { return }
-                if let owner = handOff.backend.withLock({ $0 }) { _ = owner.close(handOff: true) }
-                die(of: number)
-            }
-            source.resume()
-            return source
-        }
-        return (handOff, sources)
+        for number in signals { sigaddset(&set, number) }
+        return set
+    }
+
+    /// Waits for the first signal, hands the clipboard off and dies of it. The others stay
+    /// blocked meanwhile: they wait for the hand-off to end the process.
+    private func takeSignals() {
+        var set = Self.set
+        var number: Int32 = 0
+        while sigwait(&set, &number) != 0 {}
+        if let owner = backend.withLock({ $0 }) { _ = owner.close(handOff: true) }
+        Self.die(of: number)
     }
 
     /// From now on, a signal hands `owner`'s clipboard off first.
@@ -247,15 +266,21 @@ final class HandOffOnSignal: Sendable {
     }
 }
 
+/// What a forked owner runs, carried to its thread.
+private final class ForkedOwner {
+    let run: () -> Int32
+    init(run: @escaping () -> Int32) { self.run = run }
+}
+
 /// Starts a copy of this program in the background.
 enum Detach {
-    /// Starts `xpb copy`'s background owner, which runs `arguments` (xpb's grammar) with `fds` as
-    /// descriptors 3, 4, … in a session of its own: forked, while this process has one thread
-    /// (what `xpb copy` has before its owner starts), so a copy pays one program start, as
-    /// xclip's does; else spawned anew (``spawn(arguments:fds:log:program:)``). Either way the
-    /// owner is named xpb, holds none of the caller's descriptors, and is reaped by init once
-    /// this process exits.
-    static func startOwner(arguments: [String], fds: [Int32], log: String?) throws -> pid_t {
+    /// Starts `xpb copy`'s background owner with `fds` as descriptors 3, 4, … in a session of its
+    /// own: forked, while this process has one thread (what `xpb copy` has before its owner
+    /// starts), running `forked` and exiting with its status, so a copy pays one program start
+    /// and one parse of its command line, as xclip's does; else spawned anew to run `arguments`
+    /// (xpb's grammar, ``spawn(arguments:fds:log:program:)``). Either way the owner is named
+    /// xpb, holds none of the caller's descriptors, and is reaped by init once this process exits.
+    static func startOwner(arguments: [String], fds: [Int32], log: String?, forked: @escaping () -> Int32) throws -> pid_t {
         guard clinux_thread_count() == 1 else { return try spawn(arguments: arguments, fds: fds, log: log) }
         var errorFD: Int32 = -1
         if let log {
@@ -265,8 +290,15 @@ enum Detach {
         defer { if errorFD >= 0 { Glibc.close(errorFD) } }
         let pid = fds.withUnsafeBufferPointer { clinux_fork_detached($0.baseAddress, Int32($0.count), errorFD, "xpb") }
         if pid == 0 {
-            // The owner: what the spawned program would run, from here.
-            exit(XPB.run(arguments))
+            // The owner: what the spawned program would run, from here, on a thread born in this
+            // process (``clinux_run_on_thread`` says why not on this one).
+            let body = Unmanaged.passRetained(ForkedOwner(run: forked)).toOpaque()
+            _ = clinux_run_on_thread({ context in
+                let owner = Unmanaged<ForkedOwner>.fromOpaque(context!).takeRetainedValue()
+                exit(owner.run())
+            }, body)
+            XPB.printError("xpb: cannot start the background owner's thread: \(String(cString: strerror(errno)))\n")
+            _exit(127)
         }
         guard pid > 0 else { throw Failure("cannot start the background owner: \(String(cString: strerror(errno)))") }
         return pid

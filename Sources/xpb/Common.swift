@@ -261,16 +261,18 @@ struct SelectionOptions: Sendable {
         try session.connect { host -> any OwningPasteboardBackend in
             if host == .wayland { return try Session.compositor() }
             guard case let .x11(display) = host else { throw Failure("no display to own a selection on", .noDisplay) }
-            return try connectToDisplay(display, copiedBy: copiedBy)
+            // No XFixes: the owner follows its own selection only, which SelectionClear tells of.
+            return try connectToDisplay(display, copiedBy: copiedBy, followsOwnerChanges: false)
         }
     }
 
-    /// Connects to a display.
+    /// Connects to a display. `followsOwnerChanges`: other clients' owner changes are followed
+    /// (XFixes, two round trips), for change streams and cached offers.
     func connectToDisplay(_ display: String?, readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil,
-                          copiedBy: CopyCredit? = nil, readsOnce: Bool = false) throws -> X11PasteboardBackend {
+                          copiedBy: CopyCredit? = nil, readsOnce: Bool = false, followsOwnerChanges: Bool = true) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configuration.copiedBy = copiedBy
-        configuration.watchesOwnerChanges = !readsOnce
+        configuration.watchesOwnerChanges = !readsOnce && followsOwnerChanges
         configuration.exitsAfterClose = readsOnce
         configuration.runsOnCallersThread = readsOnce
         if let readTimeout {

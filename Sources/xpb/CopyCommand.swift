@@ -102,12 +102,13 @@ struct CopyCommand: Command {
     /// The items go to xpbd's paste queue (`--queue`).
     let queue: Bool
     let maxSize: Int
-    let readyFD: Int32?
+    /// The background owner's ready pipe (set in a forked owner, else by `--ready-fd`).
+    private(set) var readyFD: Int32?
     /// Inputs the parent saved for the background owner, as `INPUT=FD`: standard input and
     /// anything that is not a regular file (a pipe like `<(cmd)` cannot be reopened by a child).
-    let savedFDs: [String]
+    private(set) var savedFDs: [String]
     /// Who ran the copy (``CopyCredit``), as the starting process found it; nil: look now.
-    let copiedBy: CopyCredit?
+    private(set) var copiedBy: CopyCredit?
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
@@ -223,18 +224,32 @@ struct CopyCommand: Command {
     func run() throws {
         if queue { return try copyToQueue() }
         if let readyFD {
+            // Spawned: the descriptors let through by accident go (a forked owner's went at the fork).
             closeInheritedDescriptors(keeping: [readyFD] + Array(saved.values))
         }
         if readyFD == nil, selection.host.keepsContents {
             try copyToKeepingHost()
         } else if foreground || readyFD != nil {
-            // Before the first thread but this one starts (``HandOffOnSignal``).
-            let (signals, sources) = HandOffOnSignal.install()
-            defer { withExtendedLifetime(sources) {} }
-            try blocking { try await self.serve(signals: signals) }
+            try runOwner()
         } else {
             try detach()
         }
+    }
+
+    /// Owns the selection and serves it (in the foreground, or as the background owner).
+    func runOwner() throws {
+        // Before the first thread but this one starts (``HandOffOnSignal``).
+        try serve(signals: HandOffOnSignal.install())
+    }
+
+    /// This command as the background owner forked from it runs it: the ready pipe and the
+    /// saved inputs at the descriptors the fork gives them, and who ran the copy as found here.
+    func forkedOwner(savedFDs: [String], copiedBy: CopyCredit?) -> CopyCommand {
+        var owner = self
+        owner.readyFD = 3
+        owner.savedFDs = savedFDs
+        owner.copiedBy = copiedBy
+        return owner
     }
 
     /// The background owner outlives whoever started it: it must not hold any descriptor it

@@ -98,8 +98,13 @@ enum XPB {
             printError("xpb \(name): \(error.message)\nUsage: \(HelpText.usage(command.spec))\n  See 'xpb \(name) --help' for more information.\n")
             return Status.usage.rawValue
         }
+        return status(program: program, silencing: silencing) { try instance.run() }
+    }
+
+    /// The exit status of a command's run: 0, or its failure's (said, unless in `silencing`).
+    static func status(program: String = "xpb", silencing: Set<Int32> = [], of run: () throws -> Void) -> Int32 {
         do {
-            try instance.run()
+            try run()
             return 0
         } catch let exit as Exit {
             return exit.status

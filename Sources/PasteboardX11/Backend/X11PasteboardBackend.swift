@@ -102,15 +102,17 @@ public final class X11PasteboardBackend: PasteboardBackend {
             if let handler = self?.state.withLock({ $0.stopHandler }) { DispatchQueue.global().async { handler(reason) } }
         }
         changeCenter.attach(self)
-        try connection.sync(timeout: configuration.readTimeout + 5) { [self] session, done in
+        // The X thread runs jobs in order: everything asked of it later finds this done. No
+        // wait for it here (a thread hop a start need not pay).
+        let submitted = connection.submit { [self] session in
             session.delegate = self
             for atom in [session.wire.known[.clipboard], session.wire.known[.primary]] { session.watch(atom) }
             self.state.withLock {
                 $0.selectionNames[session.wire.known[.clipboard]] = .general
                 $0.selectionNames[session.wire.known[.primary]] = .find
             }
-            done(.success(()))
         }
+        guard submitted else { throw connection.stopReason ?? X11BackendError.connectionLost }
     }
 
     /// Whether an X target name belongs to the selection protocol (``SelectionNames/isReservedTarget(_:)``).
@@ -374,19 +376,32 @@ public final class X11PasteboardBackend: PasteboardBackend {
             return
         }
         let registry = self.registry
-        let sharedBefore = sharedChangeCount(of: name)
-        let _: X11Timestamp = try connection.sync(timeout: timeout) { [self] session, done in
-            session.owner.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) {
-                done($0)
+        // The manager's count before our change, read in the same job as the change: asked once
+        // the change's timestamp is asked for, it shares that round trip (the change itself
+        // waits for the timestamp's event, which this job's end lets the loop take).
+        let countIndex = SelectionNames.sharedCountIndex(of: name)
+        let written: (change: PasteboardChange, slot: ChangeCenter.Slot, generation: Int, counts: [Int]?)
+        written = try connection.sync(timeout: timeout) { [self] session, done in
+            let counts = XThreadConfined(XThreadCell<[Int]?>(nil))
+            session.owner.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) { result in
+                // Recorded and counted on the X thread, as the selection is won: a SelectionClear
+                // that follows at once finds this ownership to end (recorded later, by the
+                // caller, it would outlive the clear, and the owner would never learn it lost).
+                done(result.map { _ in
+                    let (change, slot, generation) = self.state.withLock { state -> (PasteboardChange, ChangeCenter.Slot, Int) in
+                        state.generation += 1
+                        state.owned[name] = (items, options, state.generation)
+                        let (change, slot) = self.bump(&state, name, typesAfter: items.flatMap(\.types))
+                        return (change, slot, state.generation)
+                    }
+                    return (change, slot, generation, counts.value.value)
+                })
             }
+            if countIndex != nil { counts.value.value = session.manager.sharedChangeCounts() }
         }
+        let sharedBefore = countIndex.flatMap { index in written.counts.flatMap { $0.indices.contains(index) ? $0[index] : nil } }
         if let sharedBefore { waitForSharedCount(of: name, toPass: sharedBefore) }
-        let (change, slot, generation) = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot, Int) in
-            state.generation += 1
-            state.owned[name] = (items, options, state.generation)
-            let (change, slot) = bump(&state, name, typesAfter: items.flatMap(\.types))
-            return (change, slot, state.generation)
-        }
+        let (change, slot, generation) = (written.change, written.slot, written.generation)
         changeCenter.publish(change, in: slot)
         if let date = options.expirationDate { scheduleExpiry(name, at: date, generation: generation) }
     }
@@ -525,10 +540,15 @@ extension X11PasteboardBackend: X11SessionDelegate {
         publisher.async { handler(name, type) }
     }
 
-    func ownershipLost(selection: X11Atom) {
-        state.withLock { state in
-            if let name = state.selectionNames[selection] { state.owned.removeValue(forKey: name) }
+    func ownershipLost(selection: X11Atom, announced: Bool) {
+        let unannounced = state.withLock { state -> (PasteboardChange, ChangeCenter.Slot)? in
+            guard let name = state.selectionNames[selection] else { return nil }
+            state.owned.removeValue(forKey: name)
+            // Without XFixes (an owner that follows no other changes), the clear is counted here:
+            // who took the selection, and what it holds, this connection does not read.
+            return announced ? nil : bump(&state, name, typesAfter: [])
         }
+        if let (change, slot) = unannounced { publisher.async { [changeCenter] in changeCenter.publish(change, in: slot) } }
     }
 
     func clipboardManagerLost() {

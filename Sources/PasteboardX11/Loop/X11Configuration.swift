@@ -41,7 +41,9 @@ public struct X11Configuration: Sendable {
     public var abandonsReadsOnOwnerChange = false
     /// Whether the backend follows owner changes (XFixes): change counts, change streams, and
     /// offers kept while their owner stays. Off for a process that reads once and exits (`xpb
-    /// paste`): it spares two round trips at start, and every read asks the owner.
+    /// paste`): it spares two round trips at start, and every read asks the owner. Off too for
+    /// an owner that follows only its own selection (`xpb copy`): losing it (SelectionClear)
+    /// is then counted as the change.
     public var watchesOwnerChanges = true
     /// Whether the X loop runs on the thread that calls the backend, during its calls, instead of
     /// a thread of its own: no thread to start and no hand-off per call, for a process that reads

@@ -17,6 +17,12 @@ final class XThreadConfined<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
+/// A value a job on the X thread and its completions share (held in ``XThreadConfined``).
+final class XThreadCell<Value> {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
 /// A connection to an X server, owned by one thread.
 ///
 /// The thread holds the `Display*`, blocks in `poll()` on the X connection and a wake-up pipe, and

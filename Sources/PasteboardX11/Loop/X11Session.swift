@@ -10,8 +10,10 @@ protocol X11SessionDelegate: AnyObject, Sendable {
     /// XFixes reported a new owner (or none) for a selection; `isOurs` marks our own acquisitions.
     func selectionOwnerChanged(selection: X11Atom, owner: X11Window, timestamp: X11Timestamp, reason: OwnerChangeReason, isOurs: Bool,
                                session: X11Session)
-    /// Another client took a selection we owned.
-    func ownershipLost(selection: X11Atom)
+    /// Another client took a selection we owned. `announced`: XFixes tells of the change too
+    /// (``selectionOwnerChanged(selection:owner:timestamp:reason:isOurs:session:)``); else this
+    /// is the one word of it this connection gets.
+    func ownershipLost(selection: X11Atom, announced: Bool)
     /// We converted a selection we own to a data target for a client (an INCR transfer counts
     /// when it starts).
     func served(selection: X11Atom, type: PasteboardType)
@@ -132,6 +134,11 @@ final class X11Session {
                                    UInt(XFixesSetSelectionOwnerNotifyMask | XFixesSelectionWindowDestroyNotifyMask | XFixesSelectionClientCloseNotifyMask))
     }
 
+    /// Whether XFixes reports the owner changes of `selection` to this connection.
+    func isWatched(_ selection: X11Atom) -> Bool {
+        wire.fixesEventBase >= 0 && ownership.isWatched(selection)
+    }
+
     /// Records an ownership change of ours at `time`, so that its XFixes event is known as ours
     /// and not counted twice.
     func noteOurChange(_ selection: X11Atom, at time: X11Timestamp) {
@@ -191,6 +198,8 @@ struct OwnershipWatch {
 
     /// Adds `selection`; false when it was watched already.
     mutating func watch(_ selection: X11Atom) -> Bool { watched.insert(selection).inserted }
+
+    func isWatched(_ selection: X11Atom) -> Bool { watched.contains(selection) }
 
     mutating func note(_ selection: X11Atom, at time: X11Timestamp) { ours[selection, default: []].append(time) }
 

@@ -3,6 +3,7 @@ internal import CXEvents
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardSelections
 
 /// The wire to the X server: the display, our window, the atoms, and the Xlib call layer. Every
 /// call that takes or gives atoms, windows and timestamps goes through here, wrapping and
@@ -70,8 +71,9 @@ final class X11Wire {
         } else {
             fixesEventBase = -1
         }
-        // The well-known atoms (and our first conversion property and our guess's) in one round trip.
-        let names = WellKnown.allCases.map(\.rawValue) + [conversionPropertyPrefix + "1", conversionPropertyPrefix + "G"]
+        // The well-known atoms (and our first conversion property and our guess's, and what a
+        // copy of text names) in one round trip.
+        let names = WellKnown.allCases.map(\.rawValue) + [conversionPropertyPrefix + "1", conversionPropertyPrefix + "G"] + Self.prefetchedNames
         let interned = Self.internAtoms(display, names)
         atomsByName.reserveCapacity(64)
         namesByAtom.reserveCapacity(64)
@@ -123,6 +125,18 @@ final class X11Wire {
     }
 
     // MARK: Atoms
+
+    /// Names most connections use past the well-known ones, interned with them at no extra round
+    /// trip: the targets text is served under, the first item target of the manifest, and who
+    /// made the copy of each selection (``creditProperty(_:)``). An owner of one text item then
+    /// interns nothing when it takes a selection.
+    static let prefetchedNames: [String] = {
+        var names = TypeRegistry.standard.servedTargets(for: .utf8PlainText).map(\.name)
+        names += [Manifest.itemTarget(item: 0, index: 0)] + ["CLIPBOARD", "PRIMARY"].map { "_XPB_COPIED_BY_" + $0 }
+        let known = Set(WellKnown.allCases.map(\.rawValue))
+        var seen = Set<String>()
+        return names.filter { !known.contains($0) && seen.insert($0).inserted }
+    }()
 
     /// Interns several names in one round trip, through XCB (every request before the first
     /// reply; Xlib's `XInternAtoms` took 3,300 instructions a name, callgrind); a failed batch

@@ -331,7 +331,7 @@ final class SelectionServer {
         owned.removeValue(forKey: selection)
         dropQueue(selection)
         if selection == wire.known[.clipboardManager] { session.manager.managerSelectionLost() }
-        session.delegate?.ownershipLost(selection: selection)
+        session.delegate?.ownershipLost(selection: selection, announced: session.isWatched(selection))
     }
 
     /// The most pairs one `MULTIPLE` request may list; a longer list is refused whole.
