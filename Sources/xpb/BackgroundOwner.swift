@@ -209,9 +209,10 @@ extension CopyCommand {
 /// or before the owner is connected, it dies at once. A second signal during the hand-off waits
 /// for it (at most the hand-off's timeout, 3 s).
 ///
-/// Made on the main thread before any other thread runs: the signals are blocked there, so in
+/// Made on the owner's thread before it starts any other: the signals are blocked there, so in
 /// every thread made after (which inherit the mask), and taken by one thread of ours with
-/// `sigwait`; a thread that did not block them would take them first and die, or lose them.
+/// `sigwait`; a thread that did not block them would take them first and die, or lose them. (A
+/// forked owner's main thread, which only waits, blocks every signal.)
 final class HandOffOnSignal: Sendable {
     static let signals = [SIGTERM, SIGINT, SIGHUP]
     private let backend = Mutex<(any OwningPasteboardBackend)?>(nil)
