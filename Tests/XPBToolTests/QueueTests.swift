@@ -106,6 +106,8 @@ struct QueueTests {
             #expect(try xclipCopy(word, display: x).status == 0)
             try daemon.waitForLog("kept CLIPBOARD", count: count + 1)
         }
+        // Kept, then written on the storage queue: queued from the history once all three are in it.
+        #expect(eventually(timeout: 10) { (try? history(x, home).count) == 3 })
         let queuedFromHistory = try xpb(["history", "queue", "2", "0", "1"], x, home)
         #expect(queuedFromHistory.status == 0, "\(queuedFromHistory.error)")
         #expect(queuedFromHistory.text.split(separator: "\n").map { $0.split(separator: " ").last.map(String.init) } == ["alpha", "gamma", "beta"])
