@@ -132,7 +132,7 @@ final class X11Wire {
     /// interns nothing when it takes a selection.
     static let prefetchedNames: [String] = {
         var names = TypeRegistry.standard.servedTargets(for: .utf8PlainText).map(\.name)
-        names += [Manifest.itemTarget(item: 0, index: 0)] + ["CLIPBOARD", "PRIMARY"].map { "_XPB_COPIED_BY_" + $0 }
+        names += [Manifest.itemTarget(item: 0, index: 0)] + [WellKnown.clipboard, .primary].map { creditPropertyPrefix + $0.rawValue }
         let known = Set(WellKnown.allCases.map(\.rawValue))
         var seen = Set<String>()
         return names.filter { !known.contains($0) && seen.insert($0).inserted }
@@ -255,8 +255,11 @@ final class X11Wire {
     /// The window property that names who made the copy of `selection` we own
     /// (``CopyCredit``): `_XPB_COPIED_BY_<SELECTION>`.
     func creditProperty(_ selection: X11Atom) -> X11Atom? {
-        name(of: selection).map { atom("_XPB_COPIED_BY_" + $0) }
+        name(of: selection).map { atom(Self.creditPropertyPrefix + $0) }
     }
+
+    /// What ``creditProperty(_:)``'s names begin with; the selection's name follows.
+    static let creditPropertyPrefix = "_XPB_COPIED_BY_"
 
     // MARK: Errors
 
