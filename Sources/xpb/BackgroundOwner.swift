@@ -99,7 +99,6 @@ extension CopyCommand {
     func detach() throws {
         // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
         var extraFDs: [Int32] = []
-        var savedArguments: [String] = []
         var savedFDs: [String] = []
         var savedInputs: [String: Int32] = [:]
         for input in Set(inputs) where input == "-" || !isRegularFile(input) {
@@ -109,9 +108,7 @@ extension CopyCommand {
             defer { if source != 0 { Glibc.close(source) } }
             extraFDs.append(try Inputs.save(source, named: input == "-" ? "standard input" : input, limit: maxSize, secret: sensitive))
             savedInputs[input] = extraFDs[extraFDs.count - 1]
-            // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
             savedFDs.append("\(input)=\(3 + extraFDs.count)")
-            savedArguments.append("--saved-fd=" + savedFDs[savedFDs.count - 1])
         }
         var readyPipe: [Int32] = [0, 0]
         guard pipe(&readyPipe) == 0 else { throw Failure("cannot create a pipe: \(String(cString: strerror(errno)))") }
@@ -123,8 +120,10 @@ extension CopyCommand {
         var arguments = commandLine
         // Who ran the copy is found here: the owner's parents are gone by the time it is asked.
         let credit = copiedBy ?? CopyCredit.current()
-        if copiedBy == nil, let credit { savedArguments.append("--copied-by=" + Self.argument(for: credit)) }
-        arguments.insert(contentsOf: ["--ready-fd", "3"] + savedArguments, at: min(1, arguments.count))
+        // Attached (`--saved-fd=-=4`): a value starting with `-` would read as an option.
+        var ownerOptions = ["--ready-fd", "3"] + savedFDs.map { "--saved-fd=" + $0 }
+        if copiedBy == nil, let credit { ownerOptions.append("--copied-by=" + Self.argument(for: credit)) }
+        arguments.insert(contentsOf: ownerOptions, at: min(1, arguments.count))
         let owner = forkedOwner(savedFDs: savedFDs, copiedBy: credit)
         let pid = try Detach.startOwner(arguments: arguments, fds: [readyPipe[1]] + extraFDs, log: log) {
             XPB.status { try owner.runOwner() }
