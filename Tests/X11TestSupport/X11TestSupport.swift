@@ -155,12 +155,25 @@ public final class Xvfb: TestSession {
         return environment
     }
 
-    /// Kills the server at once (the watchdog shell then ends by itself).
-    public func kill() {
-        Glibc.kill(serverPID, SIGKILL)
+    /// A display number for a server a test starts (and may start again) on a number of its
+    /// own: from `base` up, one no server holds. Numbers chosen by `-displayfd` start at 0, so
+    /// in a parallel run the other tests' servers do not take it between a kill and a restart.
+    public static func privateNumber(base: Int) -> Int {
+        var number = base + Int(getpid() % 300)
+        while FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") { number += 1 }
+        return number
     }
 
-    deinit { kill() }
+    /// Kills the server and returns once it is gone: reaped by its watchdog shell, which the
+    /// display's next server needs (the lock file names the pid, and until the shell reaps it a
+    /// killed server still answers `kill(pid, 0)`: "Server is already active for display").
+    public func kill() {
+        Glibc.kill(serverPID, SIGKILL)
+        let deadline = Date().addingTimeInterval(10)
+        while Glibc.kill(serverPID, 0) == 0 && Date() < deadline { usleep(10_000) }
+    }
+
+    deinit { Glibc.kill(serverPID, SIGKILL) }
 }
 
 /// The outcome of a finished program.

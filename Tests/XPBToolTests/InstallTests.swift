@@ -168,8 +168,7 @@ struct StaticRuntimeTests {
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         let authority = directory.appendingPathComponent("authority").path
         // A display number of our own: the cookie must name it before the server starts.
-        var number = 300 + Int(getpid() % 300)
-        while FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") { number += 1 }
+        let number = Xvfb.privateNumber(base: 300)
         let cookie = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         let helper = try Xvfb()
         for name in [":\(number)", "127.0.0.1:\(number)", "localhost:\(number)"] {
