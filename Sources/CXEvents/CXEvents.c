@@ -96,13 +96,22 @@ static void decode(const xcb_generic_event_t *event, int fixes_event_base, cxeve
     }
 }
 
-int cxevents_next(void *opaque, int read, int fixes_event_base, cxevents_event *out) {
+int cxevents_next(void *opaque, int read, int fixes_event_base, uint32_t skip_requestor, int skip_limit,
+                  int *skipped, cxevents_event *out) {
     xcb_connection_t *connection = XGetXCBConnection((Display *)opaque);
-    xcb_generic_event_t *event = read ? xcb_poll_for_event(connection) : xcb_poll_for_queued_event(connection);
-    if (!event) return xcb_connection_has_error(connection) ? -1 : 0;
-    decode(event, fixes_event_base, out);
-    free(event);
-    return 1;
+    while (1) {
+        xcb_generic_event_t *event = read ? xcb_poll_for_event(connection) : xcb_poll_for_queued_event(connection);
+        if (!event) return xcb_connection_has_error(connection) ? -1 : 0;
+        if (skip_requestor != 0 && (event->response_type & 0x7f) == XCB_SELECTION_REQUEST
+            && ((xcb_selection_request_event_t *)event)->requestor == skip_requestor) {
+            free(event);
+            if (++*skipped >= skip_limit) return 0;
+            continue;
+        }
+        decode(event, fixes_event_base, out);
+        free(event);
+        return 1;
+    }
 }
 
 int cxevents_poll_error(void *opaque, unsigned long serial, cxevents_event *out) {

@@ -92,6 +92,48 @@ struct RequestSchedulerTests {
         }
     }
 
+    @Test("the flooder the event loop drops unseen is exactly one whose every request admit drops: seeded runs of requests, gone windows and time")
+    func droppedUnseenAgreesWithAdmit() {
+        var dropsSeen = 0
+        defer { #expect(dropsSeen > 1000, "the runs met flooders") }
+        for seed in UInt64(1)...40 {
+            var random = SeededRandom(seed: seed)
+            // Two schedulers fed the same events: one admits every request, the other lets the
+            // loop's rule drop the flooder's requests unseen.
+            var admitting = RequestScheduler()
+            var skipping = RequestScheduler()
+            var now: UInt64 = 0
+            for _ in 0..<3000 {
+                // Now and then a pause past the cool-down: a flooder that was quiet is served again.
+                let pause = Int.random(in: 0..<100, using: &random) == 0
+                now += pause ? RequestScheduler.floodCooldown + 1 : UInt64.random(in: 0...(Self.second / 50), using: &random)
+                let requestor = UInt.random(in: 10...13, using: &random)
+                switch Int.random(in: 0..<100, using: &random) {
+                case 0:
+                    admitting.requestorGone(Self.window(requestor), asOf: nil)
+                    skipping.requestorGone(Self.window(requestor), asOf: nil)
+                case 1...3:
+                    _ = admitting.next()
+                    _ = skipping.next()
+                default:
+                    let request = Self.request(requestor, property: UInt.random(in: 1...40, using: &random))
+                    let admitted = admitting.admit(request, now: now, isForged: false)
+                    if skipping.flooderToDrop(now: now) == request.requestor {
+                        #expect(admitted == .dropped, "seed \(seed)")
+                        skipping.droppedUnseen(from: request.requestor, now: now)
+                        dropsSeen += 1
+                    } else {
+                        let other = skipping.admit(request, now: now, isForged: false)
+                        #expect(other == admitted, "seed \(seed)")
+                    }
+                }
+                for window in 10...13 {
+                    #expect(admitting.isFlooding(Self.window(UInt(window)), now: now) == skipping.isFlooding(Self.window(UInt(window)), now: now))
+                }
+            }
+        }
+    }
+
     @Test("a request into a property that a waiting request names replaces it; one that keeps doing so is flooding")
     func supersede() {
         var scheduler = RequestScheduler()

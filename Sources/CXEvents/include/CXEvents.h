@@ -45,7 +45,12 @@ void cxevents_take_queue(void *display);
 /// Takes the next event into `out`: one XCB has already read, else (with `read` non-zero) one
 /// from a read of the connection. Returns 1 with an event, 0 without, -1 when the connection
 /// has failed. `fixes_event_base` (or -1) tells XFixes' selection event apart.
-int cxevents_next(void *display, int read, int fixes_event_base, cxevents_event *out);
+/// Conversion requests of `skip_requestor` (a flooder's window, or 0 for none) are freed on the
+/// way, unseen, and counted in `*skipped`; at `skip_limit` of them it returns 0. A flood's events
+/// then cost a pop and a free, well under what the server spends sending each: the owner reads a
+/// flood faster than it comes, whatever share of the processor it gets.
+int cxevents_next(void *display, int read, int fixes_event_base, uint32_t skip_requestor, int skip_limit,
+                  int *skipped, cxevents_event *out);
 
 /// Whether the request `serial` (sent by Xlib, which asks XCB to keep its errors) failed: 0 while
 /// XCB has not read that far, 1 when it succeeded (or its error was taken already, by Xlib for a

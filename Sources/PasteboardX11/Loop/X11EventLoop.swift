@@ -38,7 +38,10 @@ extension X11Session {
     /// connection, and poll() does not report what has been read already), or in the intake.
     func hasQueuedEvents() -> Bool {
         guard !isDead else { return false }
+        let now = configuration.clock()
+        beginFloodSkip(now: now)
         wire.absorbQueuedEvents()
+        endFloodSkip(now: now)
         return turnCutShort || !wire.intake.isEmpty || !wire.wireErrors.isEmpty || owner.hasQueuedRequests
     }
 
@@ -75,7 +78,16 @@ extension X11Session {
         var reads = Self.readsPerTurn
         turnClock = configuration.clock()
         turnCutShort = false
-        while let event = nextEvent() {
+        beginFloodSkip(now: turnClock)
+        defer { endFloodSkip(now: turnClock) }
+        while true {
+            let skippedBefore = wire.floodSkip.skipped
+            let next = nextEvent(skipLimit: reads)
+            reads -= wire.floodSkip.skipped - skippedBefore
+            guard let event = next else {
+                turnCutShort = reads <= 0
+                break
+            }
             let isRequest = Int32(event.kind) == SelectionRequest
             if !isRequest { budget -= 1 }
             reads -= 1
@@ -107,7 +119,7 @@ extension X11Session {
         XFlush(wire.display)
         wire.collectErrors()
         _ = checkDead()
-        return handled
+        return handled || wire.floodSkip.skipped > 0
     }
 
     /// How many requests may go out after the last one the server answered before a turn ends
@@ -116,9 +128,29 @@ extension X11Session {
     static let requestsBeforeSync: UInt = 4096
 
     /// The next event to handle: the oldest XCB read during a round trip, else one from XCB's
-    /// queue or a read of the connection.
-    private func nextEvent() -> WireEvent? {
-        wire.intake.popFirst() ?? wire.takeFromXCB(reading: true)
+    /// queue or a read of the connection (dropping up to `skipLimit` of a flooder's requests on
+    /// the way: ``X11Wire/FloodSkip``).
+    private func nextEvent(skipLimit: Int) -> WireEvent? {
+        wire.intake.popFirst() ?? wire.takeFromXCB(reading: true, skipLimit: skipLimit)
+    }
+
+    /// From here until ``endFloodSkip(now:)``, events taken from XCB leave out the requests of
+    /// the window whose every request the owner's scheduler drops at `now`: a flood then costs
+    /// this process a pop and a free per event, well under the server's cost to send it, so no
+    /// backlog builds up however little of the processor the owner gets.
+    private func beginFloodSkip(now: UInt64) {
+        wire.floodSkip = X11Wire.FloodSkip(window: owner.flooderToSkip(now: now))
+    }
+
+    /// Tells the scheduler what was dropped unseen since ``beginFloodSkip(now:)`` (as many
+    /// admissions would have: the cool-down starts again); whether anything was.
+    @discardableResult
+    private func endFloodSkip(now: UInt64) -> Bool {
+        let skip = wire.floodSkip
+        wire.floodSkip = X11Wire.FloodSkip()
+        guard skip.skipped > 0 else { return false }
+        owner.skippedFloodRequests(of: skip.window, now: now)
+        return true
     }
 
     private func checkDead() -> Bool {

@@ -329,17 +329,37 @@ final class X11Wire {
         while let event = takeFromXCB(reading: false) { intake.append(event) }
     }
 
+    /// A flooder whose conversion requests are dropped as they come out of XCB, unseen (no
+    /// decoding, no dispatch), and how many were. The event loop sets it for one turn to the
+    /// window the owner's scheduler drops every request of, and hands the count back to the
+    /// scheduler at the turn's end. It ends at that window's destruction: the window's id may
+    /// then be another client's.
+    struct FloodSkip {
+        var window: X11Window = .none
+        var skipped = 0
+    }
+
+    var floodSkip = FloodSkip()
+
     /// XCB's next event: one it has read already, else (`reading`) one from a read of the
     /// connection. Errors met on the way are filed for collectErrors; a failed connection is
-    /// marked dead.
-    func takeFromXCB(reading: Bool) -> WireEvent? {
+    /// marked dead. Conversion requests of ``floodSkip``'s window are dropped on the way, at most
+    /// `skipLimit` of them (then it returns nil).
+    func takeFromXCB(reading: Bool, skipLimit: Int = Int(Int32.max)) -> WireEvent? {
         var event = WireEvent()
+        var count: Int32 = 0
+        defer { floodSkip.skipped += Int(count) }
         while true {
-            switch cxevents_next(UnsafeMutableRawPointer(display), reading ? 1 : 0, fixesEventBase, &event) {
+            let requestor = UInt32(truncatingIfNeeded: floodSkip.window.rawValue)
+            switch cxevents_next(UnsafeMutableRawPointer(display), reading ? 1 : 0, fixesEventBase, requestor,
+                                 Int32(clamping: skipLimit), &count, &event) {
             case 1:
                 if event.kind == 0 {
                     fileWireError(event)
                     continue
+                }
+                if Int32(event.kind) == DestroyNotify, UInt(event.window) == floodSkip.window.rawValue, !floodSkip.window.isNone {
+                    floodSkip.window = .none
                 }
                 return event
             case 0:

@@ -65,6 +65,27 @@ struct RequestScheduler {
         return flooding[window].map { now < $0 } ?? false
     }
 
+    /// The flooder whose every request ``admit(_:now:isForged:)`` would drop at `now` with no
+    /// other effect than to restart its cool-down (the one compared first), or none. The event
+    /// loop drops that window's requests before they are decoded, then calls
+    /// ``droppedUnseen(now:)``: a flood's events then cost less than the server's work to send
+    /// them, and no backlog builds up on a loaded machine.
+    func flooderToDrop(now: UInt64) -> X11Window {
+        !recent.window.isNone && now < recent.until ? recent.window : .none
+    }
+
+    /// Requests of `window`, which ``flooderToDrop(now:)`` named, were dropped unseen at `now`:
+    /// as many admissions of them would have, its cool-down starts again (if it is still marked:
+    /// a window destroyed meanwhile is forgotten).
+    mutating func droppedUnseen(from window: X11Window, now: UInt64) {
+        guard !window.isNone else { return }
+        if window == recent.window {
+            if now < recent.until { recent.until = now + Self.floodCooldown }
+        } else if let until = flooding[window], now < until {
+            flooding[window] = now + Self.floodCooldown
+        }
+    }
+
     /// How many requests of `window` wait.
     func waiting(for window: X11Window) -> Int { queues[window]?.count ?? 0 }
 

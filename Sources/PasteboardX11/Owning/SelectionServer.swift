@@ -689,6 +689,17 @@ final class SelectionServer {
     static let requestsPerTurn = 16
 
     /// A request joins the scheduler's rotation, or is dropped or refused (``RequestScheduler``).
+    /// The requestor whose conversion requests the event loop may drop before they are decoded
+    /// (``RequestScheduler/flooderToDrop(now:)``), or none.
+    func flooderToSkip(now: UInt64) -> X11Window {
+        scheduler.flooderToDrop(now: now)
+    }
+
+    /// The loop dropped requests of ``flooderToSkip(now:)`` unseen.
+    func skippedFloodRequests(of window: X11Window, now: UInt64) {
+        scheduler.droppedUnseen(from: window, now: now)
+    }
+
     func queue(_ request: ConversionRequest, now: UInt64) {
         perform(scheduler.admit(request, now: now, isForged: isForgedRequestor(request)), for: request)
     }
