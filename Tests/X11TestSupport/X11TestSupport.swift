@@ -55,11 +55,16 @@ enum Spawner {
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }
+            // Every signal back to its default and none blocked, as from a login shell: the test
+            // process ignores SIGPIPE, and its threads block signals that a program's own threads
+            // take (a shell that inherited a blocked SIGCHLD never ended its 'wait').
             var defaults = sigset_t()
-            sigemptyset(&defaults)
-            sigaddset(&defaults, SIGPIPE)
+            sigfillset(&defaults)
             posix_spawnattr_setsigdefault(&attributes, &defaults)
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+            var mask = sigset_t()
+            sigemptyset(&mask)
+            posix_spawnattr_setsigmask(&attributes, &mask)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
             var pid: pid_t = 0
             let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
             guard status == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(status)))") }

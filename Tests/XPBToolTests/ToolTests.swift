@@ -837,3 +837,26 @@ struct ReadTests {
         #expect(try xpb(["--help"], x).text.contains("Exit status"))
     }
 }
+
+/// The harness itself: what a test starts runs as from a login shell.
+@Suite("The test harness's children")
+struct HarnessTests {
+    @Test("a shell a test starts reaps its background children: 'cmd & wait' ends (no signal blocked or ignored is inherited)")
+    func shellWaitEnds() throws {
+        let x = try Xvfb()
+        let outcome = try run("/bin/sh", ["-c", "sleep 0.1 & sleep 0.1 & wait; echo waited"], display: x, timeout: 20)
+        #expect(outcome.text == "waited\n")
+        let bash = try run("/bin/bash", ["-c", "sleep 0.1 & wait; trap - CHLD; echo waited"], display: x, timeout: 20)
+        #expect(bash.text == "waited\n")
+        // No signal blocked, none of the standard ones ignored (glibc keeps its two internal
+        // real-time signals, 32 and 33, as the parent has them).
+        let status = try run("/bin/sh", ["-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status"], display: x, timeout: 20).text
+        var sets: [String: UInt64] = [:]
+        for line in status.split(separator: "\n") {
+            let fields = line.split(separator: "\t")
+            if fields.count == 2, let value = UInt64(fields[1], radix: 16) { sets[String(fields[0])] = value }
+        }
+        #expect(sets["SigBlk:"] == 0, "\(status)")
+        #expect(sets["SigIgn:"].map { $0 & 0x7fff_ffff } == 0, "\(status)")
+    }
+}
