@@ -18,29 +18,56 @@ enum Inputs {
         return data
     }
 
+    /// Standard input and pipes up to this size are saved to a memory file; past it they move
+    /// to an unlinked temporary file (under `TMPDIR`), so a large stream does not sit in memory.
+    static let memorySaveBudget = 4 << 20
+
     /// Copies a stream into a descriptor the background owner reads from: a sealed memory file
-    /// for secrets (never on a disk), else an unlinked temporary file. Refuses more than `limit`
-    /// bytes: the clipboard then keeps what it had.
+    /// (a secret whatever its size: never on a disk; anything else within ``memorySaveBudget``,
+    /// which spares the common small copy a file made and unlinked), else an unlinked temporary
+    /// file. Refuses more than `limit` bytes: the clipboard then keeps what it had.
     static func save(_ source: Int32, named name: String, limit: Int, secret: Bool) throws -> Int32 {
-        let fd: Int32
-        if secret {
-            fd = clinux_memfd("xpb-secret")
-            guard fd >= 0 else { throw Failure("cannot keep \(name) in memory: \(String(cString: strerror(errno)))") }
-        } else {
-            var template = Array((FileManager.default.temporaryDirectory.path + "/xpb-copy-XXXXXX").utf8CString)
-            fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-            guard fd >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        }
+        var fd = clinux_memfd(secret ? "xpb-secret" : "xpb-copy")
+        guard fd >= 0 else { throw Failure("cannot keep \(name) in memory: \(String(cString: strerror(errno)))") }
+        var inMemory = true
+        var saved = 0
         do {
-            try pump(source, named: name, limit: limit) { chunk in try writeAll(chunk, to: fd) }
-            if secret { _ = clinux_seal(fd) }
+            try pump(source, named: name, limit: limit) { chunk in
+                if inMemory, !secret, saved + chunk.count > memorySaveBudget {
+                    fd = try spill(fd, size: saved, named: name)
+                    inMemory = false
+                }
+                try writeAll(chunk, to: fd)
+                saved += chunk.count
+            }
+            if inMemory { _ = clinux_seal(fd) }
         } catch {
             close(fd)
             throw error
         }
         return fd
+    }
+
+    /// Moves the `size` bytes of memory file `memory` to a new unlinked temporary file and
+    /// returns it (positioned at its end); the memory file is closed.
+    private static func spill(_ memory: Int32, size: Int, named name: String) throws -> Int32 {
+        defer { close(memory) }
+        var template = Array((FileManager.default.temporaryDirectory.path + "/xpb-copy-XXXXXX").utf8CString)
+        let file = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard file >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
+        _ = fcntl(file, F_SETFD, FD_CLOEXEC)
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var offset = off_t(0)
+        while Int(offset) < size {
+            let sent = sendfile(file, memory, &offset, size - Int(offset))
+            if sent < 0, errno == EINTR { continue }
+            guard sent > 0 else {
+                let reason = sent < 0 ? String(cString: strerror(errno)) : "it ended early"
+                close(file)
+                throw Failure("cannot save \(name) to a temporary file: \(reason)")
+            }
+        }
+        return file
     }
 
     /// Reads `fd` to its end in pieces, handing each to `body`.

@@ -442,6 +442,34 @@ struct HostileInputFileTests {
         #expect(try xpb(["paste"], x).output == secret)
     }
 
+    @Test("10b. standard input is saved in a memory file up to 4 MiB, past that in an unlinked file of TMPDIR; pasted byte-exact either side of the bound",
+          arguments: [0, 13, 4 << 20, (4 << 20) + 1, 12 << 20])
+    func savedInput(size: Int) throws {
+        let x = try Xvfb()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-tmp-\(getpid())-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let input = payload(size)
+        #expect(try xpb(["copy", "-t", "application/octet-stream"], x, input: input, environment: ["TMPDIR": directory]).status == 0)
+        let owner = try ownerPID(x)
+        let links = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(owner)/fd").compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(owner)/fd/\($0)")
+        }
+        if size <= Self.memorySaveBudget {
+            #expect(links.contains { $0.hasPrefix("/memfd:xpb-copy") }, "\(links)")
+            #expect(!links.contains { $0.hasPrefix(directory) }, "\(links)")
+        } else {
+            #expect(links.contains { $0.hasPrefix(directory + "/xpb-copy-") && $0.hasSuffix("(deleted)") }, "\(links)")
+            #expect(!links.contains { $0.hasPrefix("/memfd:xpb-copy") }, "\(links)")
+        }
+        // Nothing named is left in TMPDIR either way.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+        #expect(try xpb(["paste", "-t", "application/octet-stream"], x).output == input)
+    }
+
+    /// Inputs.memorySaveBudget, as the docs state it.
+    static let memorySaveBudget = 4 << 20
+
     @Test("11. a copied file that is cut short or edited: the copy is pasted, or refused, never a hang")
     func changedFile() throws {
         let x = try Xvfb()
