@@ -124,9 +124,11 @@ extension DisplayHost {
                 return
             }
             let elapsed = Int(Date().timeIntervalSince(started) * 1000)
-            logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
-            // PRIMARY captured for a bridge alone (no --primary) stays in memory.
+            // PRIMARY captured for a bridge alone (no --primary) stays in memory. Handed to the
+            // history's writes before it is said: a history request after the line lists it (the
+            // control socket's reads wait for the writes handed in before them).
             if configuration.keptSelections.contains(name) { record(snapshot) } else { scheduleExpiry(snapshot) }
+            logger.info("kept \(selection) from \(describe(owner)): \(snapshot.targets.count) targets, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some targets left out: caps, timeouts or refusals)")")
         }
     }
 

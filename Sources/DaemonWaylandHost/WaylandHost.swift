@@ -304,8 +304,10 @@ package final class WaylandHost: KeepingHost {
             // The bridge carries it to X: the compositor's copy of it back is an echo.
             bridgeMemory.withLock { $0 }?.carried(name, text: snapshot.text(limit: BridgeMemory.limit).map { Data($0.utf8) })
             let elapsed = Int(Date().timeIntervalSince(started) * 1000)
-            logger.info("kept \(selection) from a Wayland client: \(snapshot.targets.count) types, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some types left out: caps, timeouts or refusals)")")
+            // Handed to the history's writes before it is said: a history request after the
+            // line lists it (the control socket's reads wait for the writes handed in before them).
             record(snapshot)
+            logger.info("kept \(selection) from a Wayland client: \(snapshot.targets.count) types, \(ByteCount.format(snapshot.size)) in \(elapsed) ms\(snapshot.isComplete ? "" : " (some types left out: caps, timeouts or refusals)")")
         }
     }
 

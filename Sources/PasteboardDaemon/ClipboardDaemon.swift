@@ -21,8 +21,9 @@ package final class ClipboardDaemon: Sendable {
     package let host: any ClipboardHost
     /// The history: on disk, and in memory the copies their app may still take back.
     package let store: HistoryLock
-    /// History writes, in order, off the hosts' and the clients' threads.
-    let storage = DispatchQueue(label: "xpbd.storage")
+    /// History writes, in order, off the hosts' and the clients' threads (the history's own
+    /// queue: shared with the other side of a bridge).
+    var storage: DispatchQueue { store.writes }
     /// Room for copies queued on `storage` and not written yet: past ``maxQueuedCopies`` a copy
     /// waits for the disk (a flood of D-Bus copies is slowed to the disk's pace, not held in
     /// memory: two clients took xpbd to 1 GB).

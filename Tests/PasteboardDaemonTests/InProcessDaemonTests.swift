@@ -66,6 +66,39 @@ struct InProcessDaemonTests {
         return try daemon.history.page(offset: 0, limit: 100, thumbnails: false).entries.map(\.preview)
     }
 
+    @Test("a control request that reads the history waits for the copies handed in before it: a copy kept (and logged) is listed by the next xpb history")
+    func readsWaitForWrites() throws {
+        let (daemon, _, directory) = try Self.daemon()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The disk is slow: the writes wait until the test lets them go.
+        let disk = DispatchSemaphore(value: 0)
+        daemon.storage.async { disk.wait() }
+        daemon.record(Self.copy("kept just now", by: "mousepad"))
+        let answered = DispatchSemaphore(value: 0)
+        let count = Mutex<Int?>(nil)
+        Thread.detachNewThread {
+            var channel = FrameChannel(fd: -1)
+            if case let .success(.reply(.status(status))) = daemon.answer(.status, on: &channel) {
+                count.withLock { $0 = status.entryCount }
+            }
+            answered.signal()
+        }
+        // Not answered while the copy before it is unwritten (it would say 0 entries).
+        #expect(answered.wait(timeout: .now() + 0.3) == .timedOut)
+        disk.signal()
+        #expect(answered.wait(timeout: .now() + 20) == .success)
+        #expect(count.withLock { $0 } == 1)
+        // A request that does not read the history does not wait for the disk.
+        daemon.storage.async { disk.wait() }
+        defer { disk.signal() }
+        Thread.detachNewThread {
+            var channel = FrameChannel(fd: -1)
+            _ = daemon.answer(.offer(pasteboard: "CLIPBOARD"), on: &channel)
+            answered.signal()
+        }
+        #expect(answered.wait(timeout: .now() + 20) == .success)
+    }
+
     @Test("a copy the host reports is recorded and listed; selected again, the host is asked to serve it")
     func recordAndSelect() throws {
         let (daemon, host, directory) = try Self.daemon()

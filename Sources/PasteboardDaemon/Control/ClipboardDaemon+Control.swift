@@ -13,6 +13,7 @@ extension ClipboardDaemon {
     /// The answer to one request of a client: the status and the history here, the pasteboards
     /// themselves by the host.
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
+        if request.readsHistory { awaitWritesHandedIn() }
         switch request {
         case .status:
             return .success(.reply(.status(status())))
@@ -34,6 +35,15 @@ extension ClipboardDaemon {
         case let .queue(queueRequest):
             return host.answerQueue(queueRequest, on: &channel)
         }
+    }
+
+    /// Returns once the copies handed to the history's writes so far are written (or refused):
+    /// a client that saw a copy kept (the daemon's log, a watch, its own copy served) and then
+    /// asks for the history finds it there. Nothing else waits on the control socket's thread, so
+    /// a barrier on the storage queue cannot deadlock; it costs a hop when nothing is pending.
+    func awaitWritesHandedIn() {
+        dispatchPrecondition(condition: .notOnQueue(storage))
+        storage.sync {}
     }
 
     /// The history's verbs, for every front door (the control socket, both D-Bus interfaces).
@@ -133,5 +143,18 @@ extension ClipboardDaemon {
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
             database: database, socket: socketPath, startedAt: startedAt, changeCounts: host.changeCounts(),
             peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
+    }
+}
+
+extension ControlRequest {
+    /// Whether the answer reads the history (its entries, their count): such a request first
+    /// waits for the copies handed to the history's writes before it (``ClipboardDaemon/awaitWritesHandedIn()``).
+    var readsHistory: Bool {
+        switch self {
+        case .status, .history, .historyPage, .select, .delete, .clear, .clearAll, .pin, .queue(.history):
+            return true
+        case .offer, .read, .write, .clearPasteboard, .watch, .queue:
+            return false
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Logging
 import PasteboardKit
@@ -8,6 +9,10 @@ import Synchronization
 /// A history both sides of a bridge share (one listing, whichever side is asked).
 package final class HistoryLock: Sendable {
     private let history: Mutex<History>
+    /// The history's writes, in order, off the hosts' and the clients' threads: one queue per
+    /// history, so the two sides of a bridge, which share one, write in one order, and a reader
+    /// that waits for the writes handed in before it waits for both sides'.
+    let writes = DispatchQueue(label: "xpbd.storage")
 
     init(_ history: sending History) {
         self.history = Mutex(history)
