@@ -143,14 +143,11 @@ extension X11Session {
     }
 
     /// Tells the scheduler what was dropped unseen since ``beginFloodSkip(now:)`` (as many
-    /// admissions would have: the cool-down starts again); whether anything was.
-    @discardableResult
-    private func endFloodSkip(now: UInt64) -> Bool {
+    /// admissions would have: the cool-down starts again).
+    private func endFloodSkip(now: UInt64) {
         let skip = wire.floodSkip
         wire.floodSkip = X11Wire.FloodSkip()
-        guard skip.skipped > 0 else { return false }
-        owner.skippedFloodRequests(of: skip.window, now: now)
-        return true
+        if skip.skipped > 0 { owner.skippedFloodRequests(of: skip.window, now: now) }
     }
 
     private func checkDead() -> Bool {

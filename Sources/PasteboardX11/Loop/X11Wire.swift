@@ -358,7 +358,8 @@ final class X11Wire {
                     fileWireError(event)
                     continue
                 }
-                if Int32(event.kind) == DestroyNotify, UInt(event.window) == floodSkip.window.rawValue, !floodSkip.window.isNone {
+                if Int32(event.kind) == DestroyNotify, event.sent == 0, UInt(event.window) == floodSkip.window.rawValue,
+                   !floodSkip.window.isNone {
                     floodSkip.window = .none
                 }
                 return event
