@@ -24,11 +24,9 @@ package final class ClipboardDaemon: Sendable {
     /// History writes, in order, off the hosts' and the clients' threads (the history's own
     /// queue: shared with the other side of a bridge).
     var storage: DispatchQueue { store.writes }
-    /// Room for copies queued on `storage` and not written yet: past ``maxQueuedCopies`` a copy
-    /// waits for the disk (a flood of D-Bus copies is slowed to the disk's pace, not held in
-    /// memory: two clients took xpbd to 1 GB).
-    private let queuedCopies = DispatchSemaphore(value: ClipboardDaemon.maxQueuedCopies)
-    static let maxQueuedCopies = 32
+    /// Room for copies queued on `storage` and not written yet: past 32 copies or 64 MiB a copy
+    /// waits for the disk (a flood of copies is slowed to the disk's pace, not held in memory).
+    let backlog = WriteBacklog(maxCopies: 32, maxBytes: 64 << 20)
     /// `--on-copy`.
     let actions: CopyActions
     /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
@@ -250,48 +248,74 @@ package final class ClipboardDaemon: Sendable {
     /// Hosts look before they fetch (a secret's bytes are never even read); this is the rule's
     /// one place for what is kept.
     package func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
+        guard let window = entrance(snapshot) else { return }
+        let room = roomToWrite(snapshot.size)
+        storage.async { [self] in
+            defer { if room { backlog.leave(snapshot.size) } }
+            write(snapshot, window: window, written: written)
+        }
+    }
+
+    /// Room among the copies waiting to be written for one of `size` bytes (``WriteBacklog``):
+    /// waits for it (up to 30 s, then goes on uncounted); whether it was taken, to be left once
+    /// the copy is written. On the storage queue itself, which is what frees the room, it never
+    /// waits.
+    package func roomToWrite(_ size: Int) -> Bool {
+        if backlog.tryEnter(size) { return true }
+        guard !store.isOnWrites else { return false }
+        let load = backlog.load
+        logger.debug("\(load.copies) copies (\(ByteCount.format(load.bytes))) wait to be written: this one waits for room")
+        return backlog.enter(size, until: .now() + 30)
+    }
+
+    /// ``record(_:written:)`` on the storage queue itself, for a host whose copy already went
+    /// there (its room taken before: ``roomToWrite(_:)``).
+    package func recordOnStorage(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
+        dispatchPrecondition(condition: .onQueue(storage))
+        guard let window = entrance(snapshot) else { return }
+        write(snapshot, window: window, written: written)
+    }
+
+    /// The record's entrance: nil for a secret (said, and nothing else done); else the copy's
+    /// `--on-copy` actions start, the taken-back rule notes it, and its window is returned.
+    private func entrance(_ snapshot: Snapshot) -> TimeInterval? {
         if SecretMarking.isSecret(snapshot.advertised + snapshot.targets.map(\.target)) {
             logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(snapshot.app ?? snapshot.source ?? "an unknown app") is marked secret: not kept")
-            return
+            return nil
         }
         actions.copied(snapshot)
-        let window = takenBack.withLock { rule in
+        return takenBack.withLock { rule in
             rule.kept(snapshot.selection, app: snapshot.app, time: snapshot.time)
             return rule.window
         }
-        var room = queuedCopies.wait(timeout: .now()) == .success
-        if !room {
-            logger.debug("\(Self.maxQueuedCopies) copies wait to be written: this one waits for room")
-            room = queuedCopies.wait(timeout: .now() + 30) == .success
+    }
+
+    /// Writes a copy that passed the entrance, on the storage queue.
+    private func write(_ snapshot: Snapshot, window: TimeInterval, written: (@Sendable (Int64) -> Void)?) {
+        let selection = SelectionNames.selection(for: snapshot.selection)
+        guard !snapshot.isExpired() else {
+            logger.info("\(selection) from \(snapshot.app ?? snapshot.source ?? "?") expired before it was written: not kept")
+            return
         }
-        let hasRoom = room
-        storage.async { [self] in
-            defer { if hasRoom { queuedCopies.signal() } }
-            let selection = SelectionNames.selection(for: snapshot.selection)
-            guard !snapshot.isExpired() else {
-                logger.info("\(selection) from \(snapshot.app ?? snapshot.source ?? "?") expired before it was written: not kept")
-                return
-            }
-            do {
-                // The copy it replaced can no longer be taken back: written first, so that the
-                // caps count this one after it.
-                writeReleased(because: "a newer copy replaced it")
-                let holding = host.seesTakeBacks && window > 0
-                    && takenBack.withLock { $0.holding.contains(History.HeldKey(snapshot.selection, time: snapshot.time)) }
-                let id = try store.withLock { try $0.add(snapshot, display: host.nodeName, holding: holding) }
-                takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
-                if holding {
-                    storage.asyncAfter(deadline: .now() + window + 0.05) { [self] in
-                        takenBack.withLock { $0.expire(at: Date()) }
-                        writeReleased(because: "its app did not take it back within \(Self.duration(window))")
-                    }
+        do {
+            // The copy it replaced can no longer be taken back: written first, so that the
+            // caps count this one after it.
+            writeReleased(because: "a newer copy replaced it")
+            let holding = host.seesTakeBacks && window > 0
+                && takenBack.withLock { $0.holding.contains(History.HeldKey(snapshot.selection, time: snapshot.time)) }
+            let id = try store.withLock { try $0.add(snapshot, display: host.nodeName, holding: holding) }
+            takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
+            if holding {
+                storage.asyncAfter(deadline: .now() + window + 0.05) { [self] in
+                    takenBack.withLock { $0.expire(at: Date()) }
+                    writeReleased(because: "its app did not take it back within \(Self.duration(window))")
                 }
-                announceCopy(snapshot)
-                encodeListingSoon()
-                written?(id)
-            } catch {
-                logWriteFailure(error)
             }
+            announceCopy(snapshot)
+            encodeListingSoon()
+            written?(id)
+        } catch {
+            logWriteFailure(error)
         }
     }
 

@@ -156,7 +156,7 @@ package final class MemoryHost: ClipboardHost {
         let owner = clipboard.write(write.pasteboard, contents: held, size: write.size, origin: origin.isEmpty ? "xpb" : origin, expires: write.expires,
                                     isLocalOnly: write.isLocalOnly, writer: writer)
         logger.debug("headless: \(write.pasteboard) holds \(items.count) items (\(ByteCount.format(write.size)))")
-        record(held, in: write.pasteboard, owner: owner, writer: writer)
+        record(held, size: write.size, in: write.pasteboard, owner: owner, writer: writer)
         return .success(.reply(.done("\(write.pasteboard) holds \(ByteCount.format(write.size))")))
     }
 
@@ -173,16 +173,21 @@ package final class MemoryHost: ClipboardHost {
     /// the items offers), on the storage queue: the client has its answer already. Never a
     /// secret; a copy the content rules refuse is not kept, and if its text matches
     /// `--ignore-match` its announce is withdrawn.
-    private func record(_ held: HeldSelection, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
+    private func record(_ held: HeldSelection, size: Int, in selection: String, owner: UInt, writer: HeadlessClipboard.Writer?) {
         guard !SecretMarking.isSecret(held.targets), let name = SelectionNames.pasteboard(forSelection: selection), let daemon else { return }
+        // Room among the copies waiting to be written, taken before the client has its answer:
+        // while the disk is behind, writers wait (holding their --max-size reservation, so that
+        // others are refused) instead of copies piling up in memory behind the disk.
+        let room = daemon.roomToWrite(size)
         daemon.storage.async { [self] in
+            defer { if room { daemon.backlog.leave(size) } }
             guard var snapshot = Snapshot(name, of: held, cap: configuration.maxSnapshotBytes) else { return }
             snapshot.source = "xpb"
             snapshot.pid = writer?.credit.map { $0.pid } ?? writer?.pid
             snapshot.app = writer?.credit?.name ?? writer?.app
             guard daemon.admits(snapshot, from: snapshot.app ?? "xpb", owner: owner) else { return }
             let kept = "\(selection) from \(snapshot.app ?? "xpb") kept in the history (\(ByteCount.format(snapshot.size)))"
-            daemon.record(snapshot) { [logger] _ in logger.info("\(kept)") }
+            daemon.recordOnStorage(snapshot) { [logger] _ in logger.info("\(kept)") }
         }
     }
 

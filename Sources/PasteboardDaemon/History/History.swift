@@ -13,10 +13,15 @@ package final class HistoryLock: Sendable {
     /// history, so the two sides of a bridge, which share one, write in one order, and a reader
     /// that waits for the writes handed in before it waits for both sides'.
     let writes = DispatchQueue(label: "xpbd.storage")
+    private static let writesKey = DispatchSpecificKey<Bool>()
 
     init(_ history: sending History) {
         self.history = Mutex(history)
+        writes.setSpecific(key: Self.writesKey, value: true)
     }
+
+    /// Whether the caller runs on ``writes``.
+    var isOnWrites: Bool { DispatchQueue.getSpecific(key: Self.writesKey) == true }
 
     package func withLock<Result, Failure: Error>(_ body: (inout sending History) throws(Failure) -> sending Result) throws(Failure) -> sending Result {
         try history.withLock(body)
