@@ -98,14 +98,14 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
 
     /// What `/proc` tells of a process, and its parent's pid; nil when it is gone.
     static func facts(of pid: Int) -> (process: ProcessFacts, parent: Int)? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let statBytes = SystemCall.smallFile("/proc/\(pid)/stat"), case let stat = String(decoding: statBytes, as: UTF8.self),
               let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 1, let parent = Int(fields[1]) else { return nil }
         let comm = String(stat[stat.index(after: open)..<close])
         var executable = SystemCall.linkTarget("/proc/\(pid)/exe").flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm
         if executable.hasSuffix(" (deleted)") { executable = String(executable.dropLast(10)) }
-        let arguments = ((try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data())
+        let arguments = (SystemCall.smallFile("/proc/\(pid)/cmdline", limit: 1 << 20) ?? [])
             .split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         return (ProcessFacts(pid: pid, executable: executable, arguments: arguments), parent)
     }

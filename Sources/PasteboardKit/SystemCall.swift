@@ -50,6 +50,27 @@ package enum SystemCall {
         guard count > 0 else { return nil }
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    /// The bytes of a small file such as `/proc/PID/stat` (at most `limit`), read with plain
+    /// `read` calls; nil when it cannot be opened or read. Foundation's file reading asks for
+    /// the file's attributes and sizes its buffer from them (zero for /proc files), which costs
+    /// a copy's start more than the reads themselves.
+    package static func smallFile(_ path: String, limit: Int = 1 << 16) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: min(limit, 4096))
+        var count = 0
+        while count < limit {
+            if count == bytes.count { bytes += [UInt8](repeating: 0, count: min(bytes.count, limit - count)) }
+            let read = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+            if read < 0, errno == EINTR { continue }
+            guard read >= 0 else { return nil }
+            if read == 0 { break }
+            count += read
+        }
+        return Array(bytes.prefix(count))
+    }
 }
 
 /// A thread of its own for a blocking loop, without Foundation's `Thread` (which would link all
