@@ -4,8 +4,8 @@ import Synchronization
 /// The copies handed to the history's writes and not written yet: at most ``maxCopies`` of them
 /// and ``maxBytes`` of their bytes (a copy larger than that goes alone). Past either bound a copy
 /// waits for room, so a flood of copies is slowed to the disk's pace instead of being held in
-/// memory: two D-Bus clients took xpbd to 1 GB when only the count was bounded, and twelve
-/// headless writers of 32 MiB, whose accepted copies waited for a slow disk, to 261 MiB.
+/// memory. Two D-Bus clients took xpbd to 1 GB before there was any bound; with the count alone,
+/// twelve headless writers of 32 MiB took it to 261 MiB while their copies waited for a slow disk.
 final class WriteBacklog: Sendable {
     let maxCopies: Int
     let maxBytes: Int
