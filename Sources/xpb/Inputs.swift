@@ -49,9 +49,9 @@ enum Inputs {
     }
 
     /// Moves the `size` bytes of memory file `memory` to a new unlinked temporary file and
-    /// returns it (positioned at its end); the memory file is closed.
+    /// returns it (positioned at its end); the memory file is closed then. On failure the
+    /// memory file is left to the caller.
     private static func spill(_ memory: Int32, size: Int, named name: String) throws -> Int32 {
-        defer { close(memory) }
         var template = Array((FileManager.default.temporaryDirectory.path + "/xpb-copy-XXXXXX").utf8CString)
         let file = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard file >= 0 else { throw Failure("cannot create a temporary file: \(String(cString: strerror(errno)))") }
@@ -67,6 +67,7 @@ enum Inputs {
                 throw Failure("cannot save \(name) to a temporary file: \(reason)")
             }
         }
+        close(memory)
         return file
     }
 

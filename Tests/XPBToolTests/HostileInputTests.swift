@@ -467,6 +467,18 @@ struct HostileInputFileTests {
         #expect(try xpb(["paste", "-t", "application/octet-stream"], x).output == input)
     }
 
+    @Test("10c. a stream past 4 MiB with no TMPDIR to spill to is refused, saying why; the clipboard keeps what it had, a small one is still copied")
+    func savedInputWithoutTemporaryDirectory() throws {
+        let x = try Xvfb()
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-none-\(UUID().uuidString)").path
+        #expect(try xpb(["copy"], x, input: Data("before".utf8)).status == 0)
+        let large = try xpb(["copy", "-t", "application/octet-stream"], x, input: payload((4 << 20) + 1), environment: ["TMPDIR": missing])
+        #expect(large.status != 0 && large.error.contains("cannot create a temporary file"), "\(large.status) \(large.error)")
+        #expect(try xpb(["paste"], x).text == "before")
+        #expect(try xpb(["copy"], x, input: Data("small".utf8), environment: ["TMPDIR": missing]).status == 0)
+        #expect(try xpb(["paste"], x).text == "small")
+    }
+
     /// Inputs.memorySaveBudget, as the docs state it.
     static let memorySaveBudget = 4 << 20
 

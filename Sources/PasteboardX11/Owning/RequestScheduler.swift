@@ -68,7 +68,7 @@ struct RequestScheduler {
     /// The flooder whose every request ``admit(_:now:isForged:)`` would drop at `now` with no
     /// other effect than to restart its cool-down (the one compared first), or none. The event
     /// loop drops that window's requests before they are decoded, then calls
-    /// ``droppedUnseen(now:)``: a flood's events then cost less than the server's work to send
+    /// ``droppedUnseen(from:now:)``: a flood's events then cost less than the server's work to send
     /// them, and no backlog builds up on a loaded machine.
     func flooderToDrop(now: UInt64) -> X11Window {
         !recent.window.isNone && now < recent.until ? recent.window : .none

@@ -688,7 +688,6 @@ final class SelectionServer {
     /// The most requests answered per turn of the loop.
     static let requestsPerTurn = 16
 
-    /// A request joins the scheduler's rotation, or is dropped or refused (``RequestScheduler``).
     /// The requestor whose conversion requests the event loop may drop before they are decoded
     /// (``RequestScheduler/flooderToDrop(now:)``), or none.
     func flooderToSkip(now: UInt64) -> X11Window {
@@ -700,6 +699,7 @@ final class SelectionServer {
         scheduler.droppedUnseen(from: window, now: now)
     }
 
+    /// A request joins the scheduler's rotation, or is dropped or refused (``RequestScheduler``).
     func queue(_ request: ConversionRequest, now: UInt64) {
         perform(scheduler.admit(request, now: now, isForged: isForgedRequestor(request)), for: request)
     }
