@@ -12,7 +12,9 @@ struct ChangeCountTests {
         let early = try X11PasteboardBackend(display: x.display)
         defer { early.close(handOff: false) }
         let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("one".utf8))
-        #expect(eventually { early.changeCount(of: .general) == 1 })
+        // 20 s, not 5: at a loaded suite's start (two busy loops, every suite starting its
+        // processes at once) xclip took longer than 5 s to own the clipboard once.
+        #expect(eventually(timeout: 20) { early.changeCount(of: .general) == 1 })
         owner.stop()
         let late = try X11PasteboardBackend(display: x.display)
         defer { late.close(handOff: false) }
