@@ -104,9 +104,15 @@ extension X11Session {
                 break
             }
         }
-        // A flood since the intake was last empty: its peak goes back to the system.
+        // A flood since the intake was last empty: its peak goes back to the system. So does
+        // XCB's, for a flood dropped unseen, once a turn drops nothing.
         if wire.intake.holdsFloodPeak {
             wire.intake.release()
+            cxevents_trim()
+        } else if wire.floodSkip.skipped > 0 {
+            floodTrimDue = true
+        } else if floodTrimDue {
+            floodTrimDue = false
             cxevents_trim()
         }
         wire.collectErrors()

@@ -74,6 +74,9 @@ final class X11Session {
     var turnClock: UInt64 = 0
     /// Whether the last turn stopped at its budget, with events perhaps left to read.
     var turnCutShort = false
+    /// A flood was dropped unseen (``X11Wire/FloodSkip``): XCB's memory for it goes back to the
+    /// system at the first turn after it that drops nothing.
+    var floodTrimDue = false
     /// Hands a job to this session's own thread from any thread (set by the connection); false
     /// once the connection has stopped.
     var enqueue: (@Sendable (@escaping @Sendable (X11Session) -> Void) -> Bool)?
