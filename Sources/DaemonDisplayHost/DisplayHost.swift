@@ -195,6 +195,7 @@ package final class DisplayHost: KeepingHost {
             self?.daemon?.finish(failure: nil, reason: "another clipboard manager took CLIPBOARD_MANAGER: stopping")
         })
         backend.managerPort.publishChangeCounts([0, 0])
+        backend.managerPort.onPasted { [weak self] name, reader in self?.pasted(name, by: reader) }
         logger.info("clipboard manager of display \(nodeName) (window \(ourWindow)), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
         if let pid = configuration.compositorPID, let window = replaced ?? backend.managerPort.compositorClient(pid: pid) {
             compositorClient.withLock { $0 = window.rawValue & ~Self.clientResourceMask }
@@ -428,6 +429,14 @@ package final class DisplayHost: KeepingHost {
         }
         scheduleExpiry(served)
         return true
+    }
+
+    /// A paste of the copy this host serves of `name`: noted on its history entry.
+    private func pasted(_ name: Pasteboard.Name, by reader: PasteReader) {
+        guard let copy = state.withLock({ $0.current[name] }), copy.ownerWindow == ourWindow else { return }
+        let record = PasteRecord(time: Date(), app: reader.executableName, pid: reader.processID,
+                                 unknown: "the X server did not name the reading process (a client of another host?)")
+        recordPaste(record, of: name, madeAt: copy.time)
     }
 
     package func withKept<T>(_ body: (inout KeptCopies) -> T) -> T {

@@ -93,6 +93,7 @@ package final class WaylandHost: KeepingHost {
             throw ControlFailure("another xpbd keeps this Wayland session (it listens on \(daemon.socketPath))")
         }
         served.withLock { $0 = daemon }
+        backend.onPasted { [weak self] name, pid, executable in self?.pasted(name, pid: pid, executable: executable) }
         logger.info("clipboard manager of the Wayland compositor at \(backend.socketPath) (data-control), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
         for name in keptNames {
             if let owner = backend.currentOwner(of: name) {
@@ -335,6 +336,14 @@ package final class WaylandHost: KeepingHost {
         }
         scheduleExpiry(snapshot)
         return true
+    }
+
+    /// A paste of the copy this host serves of `name`: noted on its history entry.
+    private func pasted(_ name: Pasteboard.Name, pid: Int?, executable: String?) {
+        guard let copy = state.withLock({ $0.keptFrom[name] == WaylandPasteboardBackend.ourOwner ? $0.current[name] : nil }) else { return }
+        let record = PasteRecord(time: Date(), app: executable, pid: pid,
+                                 unknown: "Wayland's data-control names no reader, and no process of this user holds the pipe")
+        recordPaste(record, of: name, madeAt: copy.time)
     }
 
     package func withKept<T>(_ body: (inout KeptCopies) -> T) -> T {

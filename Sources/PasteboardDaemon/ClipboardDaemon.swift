@@ -331,6 +331,22 @@ package final class ClipboardDaemon: Sendable {
         }
     }
 
+    /// A paste of a copy the host serves (``KeepingHost/recordPaste(_:of:madeAt:)``): noted on the
+    /// entry `entry` names, on `storage`, so after the copy's own write (nothing when the copy
+    /// was not written, or was replaced).
+    package func pasted(_ record: PasteRecord, of name: Pasteboard.Name, entry: @escaping @Sendable () -> Int64?) {
+        storage.async { [self] in
+            guard let id = entry() else { return }
+            do {
+                try store.withLock { try $0.addPaste(record, to: id) }
+                logger.debug("\(SelectionNames.selection(for: name)) pasted by \(record.app ?? "?")\(record.pid.map { " (\($0))" } ?? "")")
+                encodeListingSoon()
+            } catch {
+                logger.warning("a paste of history entry \(id) not noted: \(error)")
+            }
+        }
+    }
+
     /// A copy expired on the host: the history forgets it too (on `storage`), then `done` runs.
     package func expired(then done: (@Sendable () -> Void)? = nil) {
         storage.async { [self] in

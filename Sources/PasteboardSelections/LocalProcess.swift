@@ -197,11 +197,19 @@ package enum LocalProcess {
     /// its copy of the descriptor it passed on: it is the reader only when nobody else holds the
     /// pipe (its own bridge reading for X). Nil when none is found: another user's process (its
     /// descriptors are not ours to see), or a reader that closed its end. When several hold it
-    /// (a reader's children inherit it), the first found.
+    /// (a reader's children inherit it), the first found. Looked for twice: a reader may hand its
+    /// end to a child made after the first look listed the processes, and close its own (wl-paste
+    /// runs cat to read).
     package static func readerOfPipe(_ fd: Int32, passedBy passer: Int? = nil) -> Int? {
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else { return nil }
         let link = "pipe:[\(info.st_ino)]"
+        return holder(of: link, passedBy: passer) ?? holder(of: link, passedBy: passer)
+    }
+
+    /// The process other than this one that holds `link` (a descriptor's link target), else the
+    /// passer if it alone does.
+    private static func holder(of link: String, passedBy passer: Int?) -> Int? {
         let me = Int(getpid())
         var passerHolds = false
         var reader: Int?

@@ -69,6 +69,11 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         /// The types at each selection's last change (for the next change's added and removed).
         var types: [DataControlState.Selection: [PasteboardType]] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
+        /// The manager's hook: each paste of kept contents, with its reader's pid and executable
+        /// where this host can follow the pipe (``WaylandPasteboardBackend/onPasted(_:)``).
+        var pastedHook: (@Sendable (Pasteboard.Name, Int?, String?) -> Void)?
+        /// Which receives of kept contents are pastes to look up and report.
+        var pasteReports = PasteReports()
         /// The manager's hook: every selection event, with the new ownership's number.
         var selectionHook: (@Sendable (Pasteboard.Name, UInt?) -> Void)?
         /// Called once when the connection ends, with why.
@@ -237,6 +242,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 contents = .kept(taken.contents)
                 turn = (kept, taken.receipt)
             }
+            // Who reads kept contents, found before the bytes go: a one-shot reader exits after.
+            let reader = turn == nil && target != Manifest.target ? pasteReader(of: held, on: selection, through: fd) : nil
             let delivered = Self.write(contents, target: target, to: fd, timeout: timeout)
             // The reader has every byte and its end before the paste is counted: a --paste-once
             // owner that gave the selection up first made wl-paste see the selection emptied
@@ -246,7 +253,23 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
             }
             turn.map { $0.queue.received($0.receipt, delivered: delivered) }
+            if delivered, let reader, let selection { reader.hook(Self.name(of: selection), reader.pid, reader.executable) }
         }
+    }
+
+    /// The reader of a receive of kept contents (a manager's) when it begins a paste to report
+    /// (``PasteReports``: bounded in rate, one reader's receives close together are one paste):
+    /// the process holding the pipe's other end, where this host can tell.
+    private func pasteReader(of held: SourceContents?, on selection: DataControlState.Selection?, through fd: Int32)
+        -> (hook: @Sendable (Pasteboard.Name, Int?, String?) -> Void, pid: Int?, executable: String?)? {
+        guard case .kept? = held, let selection else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard let hook = state.withLock({ $0.pastedHook != nil && $0.pasteReports.mayLookUp(now: now) ? $0.pastedHook : nil }) else { return nil }
+        let pid = LocalProcess.readerOfPipe(fd, passedBy: connection.peerPID)
+        let key = selection == .clipboard ? UInt(1) : 2
+        let reader = pid.map { PasteReports.Reader(selection: key, processID: $0) } ?? PasteReports.Reader(selection: key, client: 0)
+        guard state.withLock({ $0.pasteReports.isNewPaste(reader, now: now) }) else { return nil }
+        return (hook, pid, pid.flatMap { LocalProcess.executable(of: $0).name })
     }
 
     /// Writes a source's bytes of `target` to a reader's descriptor; false when there are none,

@@ -337,10 +337,14 @@ package struct HistoryEntrySummary: Codable, Sendable, Equatable {
 
     /// The entry's id: it names the entry whatever copies come (the index moves).
     package var id: Int64?
+    /// Who pasted the entry's copy while xpbd served it, newest first, at most
+    /// ``PasteRecord/maxPerEntry``.
+    package var pastes: [PasteRecord]?
 
     package init(index: Int, id: Int64? = nil, selection: String, time: Date, targets: [String], types: [String], size: Int, keptBytes: Int,
                 source: String?, pid: Int?, preview: String, moreLines: Int = 0, rest: String = "",
-                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil, pinned: Bool = false) {
+                pixelWidth: Int? = nil, pixelHeight: Int? = nil, thumbnail: String? = nil, app: String? = nil, pinned: Bool = false,
+                pastes: [PasteRecord]? = nil) {
         self.index = index
         self.id = id
         self.selection = selection
@@ -359,6 +363,29 @@ package struct HistoryEntrySummary: Codable, Sendable, Equatable {
         self.thumbnail = thumbnail
         self.app = app
         self.pinned = pinned ? true : nil
+        self.pastes = pastes
+    }
+}
+
+/// One paste of a copy xpbd served: who read it, and when. Several conversions by one reader in a
+/// moment (a toolkit asks for the types, then the text) are one paste.
+package struct PasteRecord: Codable, Sendable, Equatable {
+    /// How many pastes an entry keeps: the newest.
+    package static let maxPerEntry = 16
+
+    package var time: Date
+    /// The reading application: its executable's name (else its window class), as for who copied.
+    package var app: String?
+    package var pid: Int?
+    /// Why no app is named, when none is: the display did not say who read (a Wayland reader
+    /// whose pipe this host cannot follow, an X client the server names no process for).
+    package var unknown: String?
+
+    package init(time: Date, app: String?, pid: Int?, unknown: String? = nil) {
+        self.time = time
+        self.app = app
+        self.pid = pid
+        self.unknown = app == nil && pid == nil ? unknown ?? "the display did not say who read it" : nil
     }
 }
 

@@ -116,12 +116,20 @@ package final class History {
             snapshot.id = nil
             let id = try disk.add(snapshot, display: entry.display)
             if entry.used > entry.created { try disk.touch(id, at: entry.used) }
+            // Who pasted it while it was held goes with it, the oldest first.
+            for paste in try held.pastes(of: entry.id).reversed() { try disk.addPaste(paste, to: id) }
             _ = try held.delete(entry: entry.id)
             renamed.append((entry.id, id))
             if renamed.count > 512 { renamed.removeFirst(renamed.count - 256) }
             written.append(Written(selection: entry.selection, held: entry.id, disk: id))
         }
         return written
+    }
+
+    /// Notes a paste of entry `id` (a held id, or one written since under another: ``renamed``);
+    /// nothing when the entry is gone.
+    func addPaste(_ record: PasteRecord, to id: Int64) throws {
+        if isHeld(id) { try held.addPaste(record, to: id) } else { try disk.addPaste(record, to: onDisk(id)) }
     }
 
     /// The id entry `id` has on disk (a held id written since: the disk's id for it).

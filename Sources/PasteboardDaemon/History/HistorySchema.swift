@@ -88,6 +88,13 @@ enum HistorySchema {
                 data BLOB,
                 PRIMARY KEY(entry, position));
             CREATE INDEX IF NOT EXISTS targets_digest ON targets(digest);
+            CREATE TABLE IF NOT EXISTS pastes(
+                entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+                time REAL NOT NULL,
+                app TEXT,
+                pid INTEGER,
+                unknown TEXT);
+            CREATE INDEX IF NOT EXISTS pastes_entry ON pastes(entry, time);
             """)
         // What earlier versions lacked, added by one daemon at a time (those of other displays,
         // started in the same instant, wait for the write lock, then find it done).

@@ -272,6 +272,16 @@ final class HistoryStore {
         try database.query("INSERT INTO sqlite_sequence(name, seq) VALUES ('entries', ?)", [.integer(id)])
     }
 
+    /// Notes a paste of entry `id` (``EntryPastes``); nothing when it is gone.
+    func addPaste(_ record: PasteRecord, to id: Int64) throws {
+        try recovering { try EntryPastes.add(record, to: id, in: database) }
+    }
+
+    /// The pastes of entry `id`, newest first.
+    func pastes(of id: Int64) throws -> [PasteRecord] {
+        try recovering { try EntryPastes.of("id = ?", [.integer(id)], in: database)[id] ?? [] }
+    }
+
     /// Moves an entry to the top (it became the clipboard again), or marks it used at `time`
     /// (seconds since 1970).
     func touch(_ id: Int64, at time: Double? = nil) throws {
@@ -561,6 +571,7 @@ final class HistoryStore {
                 guard let entry = row[0].integer, let name = row[1].text else { continue }
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
+            let pastes = try EntryPastes.of(paged || page != nil ? "\(chosen) \(order)" : nil, paged || page != nil ? bindings : [], in: database)
             var total = matched?.total ?? 0
             if matched == nil, paged {
                 total = Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)]).first?[0].integer ?? 0)
@@ -618,7 +629,7 @@ final class HistoryStore {
                     size: description.size, keptBytes: Int(row[5].integer ?? 0), source: row[3].text, pid: row[4].integer.map { Int($0) },
                     preview: preview, moreLines: lines.count, rest: lines.rest,
                     pixelWidth: picture?.width, pixelHeight: picture?.height, thumbnail: picture?.thumbnail, app: row[10].text,
-                    pinned: row[11].integer == 1))
+                    pinned: row[11].integer == 1, pastes: pastes[id] ?? []))
                 if limit != nil, bytes >= Self.pageBytes { break }
             }
             if !searching, offset == 0 {

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Logging
 import PasteboardKit
 import PasteboardSelections
+import PasteboardWire
 
 /// The newest copy a host keeps of each selection: what it serves when the copy's owner goes,
 /// what a history entry's id is noted on once written, what expires. A value type that a host
@@ -30,6 +31,12 @@ package struct KeptCopies: Sendable {
     package mutating func drop(_ name: Pasteboard.Name, madeAt time: Date) -> Snapshot? {
         guard copies[name]?.time == time else { return nil }
         return copies.removeValue(forKey: name)
+    }
+
+    /// The history entry of the copy of `name` made at `time`, if it is still the one kept and was
+    /// written.
+    package func entry(of name: Pasteboard.Name, madeAt time: Date) -> Int64? {
+        copies[name]?.time == time ? copies[name]?.id : nil
     }
 
     /// The copy of `name` made at `time` was written to the history as entry `id`: noted, if it
@@ -62,6 +69,12 @@ extension KeepingHost {
         daemon?.record(snapshot) { [weak self] id in
             self?.withKept { $0.written(id, snapshot.selection, madeAt: snapshot.time) }
         }
+    }
+
+    /// A paste of the copy of `name` made at `time`, which this host serves: noted on its history
+    /// entry (once the copy is written; not if another copy replaced it meanwhile).
+    package func recordPaste(_ record: PasteRecord, of name: Pasteboard.Name, madeAt time: Date) {
+        daemon?.pasted(record, of: name) { [weak self] in self?.withKept { $0.entry(of: name, madeAt: time) } }
     }
 
     /// At a snapshot's expiration date: stop serving it, and forget it everywhere.

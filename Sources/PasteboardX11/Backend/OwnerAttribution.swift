@@ -67,6 +67,14 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 }
 
 
+/// Who pasted kept contents: the requestor's window, and its client's process and executable
+/// where the X server names it (looked up before the reader had its answer).
+package struct PasteReader: Sendable, Equatable {
+    package let window: X11Window
+    package let processID: Int?
+    package let executableName: String?
+}
+
 /// Who owns a selection, as far as the server and the kernel can tell: the owner window's
 /// properties, the X-Resource client id, a look through the top-level windows, and the process
 /// behind the connection.

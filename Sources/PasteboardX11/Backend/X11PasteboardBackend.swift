@@ -32,6 +32,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         /// The last offer read from a foreign owner, so that one paste asks for TARGETS once.
         var offers: [Pasteboard.Name: CachedOffer] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
+        var pastedHandler: (@Sendable (Pasteboard.Name, PasteReader) -> Void)?
         var fastPathReads = 0
         /// The clipboard manager's hooks (the daemon's): every ownership change, save requests,
         /// and the loss of `CLIPBOARD_MANAGER`.
@@ -538,6 +539,12 @@ extension X11PasteboardBackend: X11SessionDelegate {
         let (name, handler) = state.withLock { ($0.selectionNames[selection], $0.servedHandler) }
         guard let name, let handler else { return }
         publisher.async { handler(name, type) }
+    }
+
+    func pasted(selection: X11Atom, reader: PasteReader) {
+        let (name, handler) = state.withLock { ($0.selectionNames[selection], $0.pastedHandler) }
+        guard let name, let handler else { return }
+        publisher.async { handler(name, reader) }
     }
 
     func ownershipLost(selection: X11Atom, announced: Bool) {

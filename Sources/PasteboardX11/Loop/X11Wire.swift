@@ -100,6 +100,18 @@ final class X11Wire {
     /// Whether two windows belong to one client: the server gives every client its own range of
     /// ids, the bits outside its resource mask (a reader may ask from a window of each conversion,
     /// a toolkit from another of its windows than the one that owns a selection).
+    /// The resource id base of `window`'s client: the same for every window of one client.
+    func clientBase(of window: X11Window) -> UInt {
+        window.rawValue & ~UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
+    }
+
+    /// The process id of `window`'s client as the X-Resource extension gives it (a client of this
+    /// host's server), else nil. Two round trips.
+    func clientProcessID(of window: X11Window) -> Int? {
+        let pid = cx11_client_pid(display, window.rawValue)
+        return pid > 0 ? Int(pid) : nil
+    }
+
     func isSameClient(_ a: X11Window, _ b: X11Window) -> Bool {
         let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
         return a.rawValue & ~mask == b.rawValue & ~mask

@@ -24,6 +24,14 @@ enum ServedTarget: Sendable {
     /// Bytes that live elsewhere (a sync peer), streamed when a requestor converts the target
     /// (``SelectionServer/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
     case remote(RemoteTarget)
+
+    /// Whether the bytes are kept contents (a clipboard manager's, taken from another owner).
+    var isKept: Bool {
+        switch self {
+        case .captured, .capturedConversion: return true
+        default: return false
+        }
+    }
 }
 
 /// A selection we own: the items, when we got it, and the targets we serve, built from one table.

@@ -19,6 +19,9 @@ final class SelectionServer {
     /// Whether conversions are reported to the delegate (``X11SessionDelegate/served(selection:type:)``):
     /// only while the backend has a handler for them.
     var reportsServed = false
+    /// While a manager listens, which conversions of kept contents are reported to the delegate
+    /// as pastes (``X11SessionDelegate/pasted(selection:reader:)``); nil: none are.
+    var pasteReports: PasteReports?
     /// The requestor windows whose events we ask for while something of ours concerns them.
     let requestors: RequestorWatch
     /// The INCR sends under way.
@@ -571,7 +574,24 @@ final class SelectionServer {
         if succeeded, reportsServed, let served = content.served, !byManager {
             session.delegate?.served(selection: selection, type: served)
         }
+        if succeeded, !byManager, pasteReports != nil, state.served[target]?.isKept == true {
+            reportPaste(of: selection, to: requestor)
+        }
         return succeeded
+    }
+
+    /// Tells the delegate who pasted, where ``PasteReports`` says this conversion begins a paste.
+    /// The reader is looked up now, before it has its answer: a one-shot reader (`xclip -o`)
+    /// exits right after, and its process with it.
+    private func reportPaste(of selection: X11Atom, to requestor: X11Window) {
+        let now = session.configuration.clock()
+        guard pasteReports?.mayLookUp(now: now) == true else { return }
+        let pid = wire.clientProcessID(of: requestor).flatMap { LocalProcess.isRunning($0) ? $0 : nil }
+        let reader = pid.map { PasteReports.Reader(selection: UInt(selection.rawValue), processID: $0) }
+            ?? PasteReports.Reader(selection: UInt(selection.rawValue), client: wire.clientBase(of: requestor))
+        guard pasteReports?.isNewPaste(reader, now: now) == true else { return }
+        let executable = pid.flatMap { LocalProcess.executable(of: $0).name }
+        session.delegate?.pasted(selection: selection, reader: PasteReader(window: requestor, processID: pid, executableName: executable))
     }
 
     /// What a data target of an owned selection converts to: the bytes (or the file), the

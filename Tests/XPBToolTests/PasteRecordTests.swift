@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The pastes noted on the newest entry, as `xpb history --json` lists them.
+private func pastes(_ x: any TestSession, _ home: DaemonHome) throws -> [[String: Any]] {
+    try history(x, home).first?["pastes"] as? [[String: Any]] ?? []
+}
+
+@Suite("who pasted", .serialized)
+struct PasteRecordTests {
+    @Test("each paste of a copy xpbd serves is noted on its entry: xclip, xsel and xpb by name and pid, newest first, 16 at most, kept across a restart; none while the app serves its own copy")
+    func whoPasted() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        var daemon = try DaemonProcess(x, home: home)
+        let text = "who reads me"
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data(text.utf8))
+        try waitForEntries(1, x, home, daemon: daemon)
+        // The app serves its own copy: its pastes are its own, and nothing is noted.
+        #expect(try xclipOut(x).text == text)
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        #expect(try pastes(x, home).isEmpty)
+
+        // Each reader in turn (TARGETS first, as a toolkit asks, then the text): one paste each.
+        #expect(try xclipOut(x, ["-t", "TARGETS"]).status == 0)
+        #expect(try xclipOut(x).text == text)
+        #expect(try run("xsel", ["-b", "-o"], display: x).text == text)
+        #expect(try xpb(["paste"], x, home).text == text)
+        let readers = ["xpb", "xsel", "xclip"]
+        let noted = try eventually(timeout: 10) { try pastes(x, home).count >= 3 }
+        let three = try pastes(x, home)
+        #expect(noted, "\(three)\n\(daemon.log)")
+        #expect(three.compactMap { $0["app"] as? String } == readers, "\(three)")
+        #expect(three.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 && $0["unknown"] == nil }, "\(three)")
+        let times = three.compactMap { ($0["time"] as? String).flatMap(ISO8601DateFormatter().date) }
+        #expect(times.count == 3 && times == times.sorted(by: >), "\(three)")
+
+        // Kept across a restart (written with the entry), and more readers than an entry keeps:
+        // the newest 16.
+        try daemon.stop()
+        daemon = try DaemonProcess(x, home: home)
+        #expect(try pastes(x, home).compactMap { $0["app"] as? String } == readers)
+        try daemon.waitForLog("restored CLIPBOARD from the history")
+        for _ in 0..<24 { #expect(try xclipOut(x).text == text) }
+        let full = try eventually(timeout: 15) {
+            try pastes(x, home).count == 16 && pastes(x, home).first?["app"] as? String == "xclip"
+        }
+        let sixteen = try pastes(x, home)
+        #expect(full, "\(sixteen)\n\(daemon.log)")
+        // Still one entry: a paste is no copy.
+        #expect(try history(x, home).count == 1)
+        try daemon.stop()
+    }
+
+    @Test("on Wayland, each paste of a copy xpbd serves is noted, its reader found through the pipe it reads: xpb, and the cat wl-paste runs, by name and pid")
+    func waylandPastes() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        let text = "from wayland"
+        let source = try Peer("wl-copy", ["--foreground", "-t", "text/plain"], display: sway, input: Data(text.utf8))
+        try daemon.waitForLog("kept CLIPBOARD")
+        // The source serves its own copy: nothing is noted.
+        #expect(try run("wl-paste", ["-n"], display: sway).text == text)
+        source.signal(SIGKILL)
+        try daemon.waitForLog("serving its")
+        #expect(try pastes(sway, home).isEmpty)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == text)
+        #expect(try xpb(["paste"], sway, home).text == text)
+        let noted = try eventually(timeout: 10) { try pastes(sway, home).count >= 2 }
+        let two = try pastes(sway, home)
+        #expect(noted, "\(two)\n\(daemon.log)")
+        // The process that reads the pipe: wl-paste hands its end to the cat it runs.
+        #expect(two.compactMap { $0["app"] as? String } == ["xpb", "cat"], "\(two)")
+        #expect(two.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 }, "\(two)")
+    }
+}
