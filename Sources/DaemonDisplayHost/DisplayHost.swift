@@ -439,6 +439,10 @@ package final class DisplayHost: KeepingHost {
         recordPaste(record, of: name, madeAt: copy.time)
     }
 
+    package func servedEntry(of name: Pasteboard.Name) -> Int64? {
+        state.withLock { $0.owners[name] == ourWindow ? $0.current[name]?.id : nil }
+    }
+
     package func withKept<T>(_ body: (inout KeptCopies) -> T) -> T {
         state.withLock { body(&$0.current) }
     }

@@ -346,6 +346,11 @@ package final class WaylandHost: KeepingHost {
         recordPaste(record, of: name, madeAt: copy.time)
     }
 
+    package func servedEntry(of name: Pasteboard.Name) -> Int64? {
+        let ours = WaylandPasteboardBackend.ourOwner
+        return state.withLock { $0.owners[name] == ours && $0.keptFrom[name] == ours ? $0.current[name]?.id : nil }
+    }
+
     package func withKept<T>(_ body: (inout KeptCopies) -> T) -> T {
         state.withLock { body(&$0.current) }
     }

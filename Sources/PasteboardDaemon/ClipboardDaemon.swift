@@ -51,6 +51,8 @@ package final class ClipboardDaemon: Sendable {
     /// it lost its display (xpbd may connect again: ``ReconnectingDaemon``).
     private let stopped = Mutex<(done: Bool, failure: String?, lostDisplay: Bool)>((false, nil, false))
     private let stopSignal = DispatchSemaphore(value: 0)
+    /// The clients following pastes (`xpb watch --pastes`).
+    let pasteFollowers = Followers<PasteNote>()
     /// When the daemon last had a link, a client or a request (`--idle-exit`).
     private let lastBusy = Mutex(Date())
     /// Wakes the idle clock when the daemon stops.
@@ -328,22 +330,6 @@ package final class ClipboardDaemon: Sendable {
             logger.error("the disk is full: history entry not written (\(error)); still serving the clipboard from memory")
         default:
             logger.error("history entry not written: \(error); still serving the clipboard from memory")
-        }
-    }
-
-    /// A paste of a copy the host serves (``KeepingHost/recordPaste(_:of:madeAt:)``): noted on the
-    /// entry `entry` names, on `storage`, so after the copy's own write (nothing when the copy
-    /// was not written, or was replaced).
-    package func pasted(_ record: PasteRecord, of name: Pasteboard.Name, entry: @escaping @Sendable () -> Int64?) {
-        storage.async { [self] in
-            guard let id = entry() else { return }
-            do {
-                try store.withLock { try $0.addPaste(record, to: id) }
-                logger.debug("\(SelectionNames.selection(for: name)) pasted by \(record.app ?? "?")\(record.pid.map { " (\($0))" } ?? "")")
-                encodeListingSoon()
-            } catch {
-                logger.warning("a paste of history entry \(id) not noted: \(error)")
-            }
         }
     }
 

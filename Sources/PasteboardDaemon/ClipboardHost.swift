@@ -49,6 +49,9 @@ package protocol ClipboardHost: AnyObject, Sendable {
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure>
     /// The change count of each selection counted.
     func changeCounts() -> [String: Int]
+    /// The history entry of the copy the host serves of `name` itself now (its app gone, an
+    /// entry selected again), if it was written.
+    func servedEntry(of name: Pasteboard.Name) -> Int64?
     /// Takes what can change while running from a reread configuration.
     func reload(_ fresh: DaemonConfiguration)
     /// Stops taking new work (before the links, the socket and the history writes stop).
@@ -59,6 +62,9 @@ package protocol ClipboardHost: AnyObject, Sendable {
 
 extension ClipboardHost {
     package var seesTakeBacks: Bool { false }
+
+    /// Hosts that serve no kept copy.
+    package func servedEntry(of name: Pasteboard.Name) -> Int64? { nil }
 
     /// Hosts that keep no copy in memory apart from what they serve.
     package func forgetKept(_ name: Pasteboard.Name, time: Date) {}

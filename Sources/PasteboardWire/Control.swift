@@ -67,6 +67,10 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     case watch(pasteboard: String?)
     /// The paste queue of a display's daemon (`xpb queue`), answered ``ControlReply/queue(_:)``.
     case queue(QueueRequest)
+    /// Who pasted the copy the daemon keeps of the pasteboard (nil: of each), newest first:
+    /// ``ControlReply/pastes(_:)``. With `follow`, each paste noted from now on instead, one
+    /// ``ControlReply/pasted(_:)`` each, until the client closes the connection.
+    case pastes(pasteboard: String?, follow: Bool)
 }
 
 /// What `xpb queue` asks of the paste queue: each answer lists the queue as it is then (`clear`: as it was).
@@ -224,6 +228,25 @@ package enum ControlReply: Codable, Sendable, Equatable {
     case changed(PasteboardChangeNote)
     /// The paste queue, next item first.
     case queue([QueuedItem])
+    /// Pastes noted, newest first.
+    case pastes([PasteNote])
+    /// A paste noted just now (a followed ``ControlRequest/pastes(pasteboard:follow:)``).
+    case pasted(PasteNote)
+}
+
+/// A paste noted on a history entry: of which pasteboard, which entry, who and when.
+package struct PasteNote: Codable, Sendable, Equatable {
+    /// The pasteboard's X selection (`CLIPBOARD`, `PRIMARY` …).
+    package var pasteboard: String
+    /// The history entry (``HistoryEntrySummary/id``).
+    package var entry: Int64
+    package var paste: PasteRecord
+
+    package init(pasteboard: String, entry: Int64, paste: PasteRecord) {
+        self.pasteboard = pasteboard
+        self.entry = entry
+        self.paste = paste
+    }
 }
 
 /// What `xpb daemon status` shows.

@@ -3,6 +3,7 @@ import CommandLineTable
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardWire
 import PasteboardX11
 
 struct WatchCommand: Command {
@@ -11,7 +12,8 @@ struct WatchCommand: Command {
     enum Option {
         static let json = OptionSpec.flag(nil, "json", "Print one JSON object per change.")
         static let exec = OptionSpec.value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION, XPB_TYPES, XPB_OWNER_PID and XPB_OWNER_APP (who copied, where known) set.")
-        static let count = OptionSpec.value(nil, "count", "n", "Stop after this many changes.")
+        static let count = OptionSpec.value(nil, "count", "n", "Stop after this many changes (with --pastes, pastes).")
+        static let pastes = OptionSpec.flag(nil, "pastes", "Print one line per paste instead, as xpbd notes it: each paste of a copy it serves (see xpb history --json's pastes). Lines are tab-separated: time, selection, the reading app, its pid, the history entry's id. Needs xpbd.")
     }
 
     static let name = "watch"
@@ -23,19 +25,34 @@ struct WatchCommand: Command {
             Option.json,
             Option.exec,
             Option.count,
+            Option.pastes,
         ])
 
     let selection: SelectionOptions
     let asJSON: Bool
     let command: String?
     let count: Int?
+    let followsPastes: Bool
 
     init(_ arguments: ParsedArguments) throws(UsageError) {
         selection = try SelectionOptions(arguments)
         asJSON = arguments.flag(Option.json)
         command = arguments.value(Option.exec)
         count = try arguments.integer(Option.count)
+        followsPastes = arguments.flag(Option.pastes)
         if let count, count < 1 { throw UsageError("--count must be 1 or more") }
+        if followsPastes, command != nil { throw UsageError("--exec runs for changes, not for --pastes") }
+    }
+
+    /// One paste as `--pastes --json` prints it.
+    struct PasteLine: Encodable {
+        let time: String
+        let pasteboard: String
+        let selection: String
+        let entry: Int64
+        let app: String?
+        let pid: Int?
+        let unknown: String?
     }
 
     struct Line: Encodable {
@@ -52,7 +69,37 @@ struct WatchCommand: Command {
     }
 
     func run() throws {
+        if followsPastes { return try followPastes() }
         try blocking { try await self.watch() }
+    }
+
+    /// `--pastes`: each paste xpbd notes on the pasteboard, as it notes it.
+    private func followPastes() throws {
+        var client = try DaemonAccess.client(session: selection.session)
+        defer { client.close() }
+        do {
+            guard case .done = try client.send(.pastes(pasteboard: selection.selection, follow: true)) else {
+                throw Failure("xpbd answered out of turn")
+            }
+            client.waitIndefinitely()
+            var seen = 0
+            while true {
+                guard case let .pasted(note) = try client.nextReply() else { throw Failure("xpbd answered out of turn") }
+                let paste = note.paste
+                let line = PasteLine(time: Date.ISO8601FormatStyle().format(paste.time), pasteboard: selection.name.rawValue, selection: note.pasteboard,
+                                     entry: note.entry, app: paste.app, pid: paste.pid, unknown: paste.unknown)
+                if asJSON {
+                    writeJSONLine(json(line))
+                } else {
+                    // Names other clients chose (the executable's): escaped, as for a terminal.
+                    writeLine("\(line.time)\t\(line.selection)\t\(printable(line.app ?? "?"))\t\(line.pid.map(String.init) ?? "?")\t\(line.entry)")
+                }
+                seen += 1
+                if let count, seen >= count { return }
+            }
+        } catch let error as ControlClientError {
+            throw Failure(error)
+        }
     }
 
     /// What a hook is given of the first item: plain text, else an image, else its first type

@@ -205,7 +205,7 @@ struct HeadlessWatcherTests {
     @Test("changes made on several threads at once reach a watcher in the order they were counted")
     func inOrder() {
         let clipboard = HeadlessClipboard()
-        guard let watcher = Watcher(selection: nil) else {
+        guard let watcher = Watcher<PasteboardChangeNote>(selection: nil) else {
             Issue.record("no pipe for the watcher")
             return
         }

@@ -40,12 +40,28 @@ struct PasteRecordTests {
         #expect(three.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 && $0["unknown"] == nil }, "\(three)")
         let times = three.compactMap { ($0["time"] as? String).flatMap(ISO8601DateFormatter().date) }
         #expect(times.count == 3 && times == times.sorted(by: >), "\(three)")
+        // xpb info names the last reader of the copy xpbd serves.
+        let pid = try #require(three.first?["pid"] as? Int)
+        #expect(try xpb(["info"], x, home).text.contains("last pasted by: xpb (pid \(pid)) at "))
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x, home).output) as? [String: Any]
+        #expect((info?["lastPaste"] as? [String: Any])?["app"] as? String == "xpb", "\(String(describing: info))")
+
+        // xpb watch --pastes prints each paste as xpbd notes it.
+        let watch = try Peer(try xpbPath(), ["watch", "--pastes", "--count", "2"], display: x, environment: home.environment)
+        try daemon.waitForLog("a client follows the pastes of CLIPBOARD")
+        #expect(try run("xsel", ["-b", "-o"], display: x).text == text)
+        #expect(try xclipOut(x).text == text)
+        let watched = try watch.finish(timeout: 10)
+        let lines = watched.text.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        #expect(watched.status == 0 && lines.map { $0.count > 2 ? $0[1] + " " + $0[2] : "" } == ["CLIPBOARD xsel", "CLIPBOARD xclip"],
+                "\(watched.text)\(watched.error)")
+        #expect(try eventually(timeout: 10) { try pastes(x, home).count >= 5 })
 
         // Kept across a restart (written with the entry), and more readers than an entry keeps:
         // the newest 16.
         try daemon.stop()
         daemon = try DaemonProcess(x, home: home)
-        #expect(try pastes(x, home).compactMap { $0["app"] as? String } == readers)
+        #expect(try pastes(x, home).compactMap { $0["app"] as? String } == ["xclip", "xsel"] + readers)
         try daemon.waitForLog("restored CLIPBOARD from the history")
         for _ in 0..<24 { #expect(try xclipOut(x).text == text) }
         let full = try eventually(timeout: 15) {
@@ -58,7 +74,7 @@ struct PasteRecordTests {
         try daemon.stop()
     }
 
-    @Test("on Wayland, each paste of a copy xpbd serves is noted, its reader found through the pipe it reads: xpb, and the cat wl-paste runs, by name and pid")
+    @Test("on Wayland, each paste of a copy xpbd serves is noted, its reader found through the pipe it reads: xpb and wl-paste (or the cat it runs) by name and pid")
     func waylandPastes() throws {
         let sway = try Compositor()
         let home = try DaemonHome()
@@ -77,8 +93,10 @@ struct PasteRecordTests {
         let noted = try eventually(timeout: 10) { try pastes(sway, home).count >= 2 }
         let two = try pastes(sway, home)
         #expect(noted, "\(two)\n\(daemon.log)")
-        // The process that reads the pipe: wl-paste hands its end to the cat it runs.
-        #expect(two.compactMap { $0["app"] as? String } == ["xpb", "cat"], "\(two)")
+        // A process that holds the pipe's read end: wl-paste, or the cat it hands it to (once
+        // wl-paste closed its own, cat alone holds it).
+        let apps = two.compactMap { $0["app"] as? String }
+        #expect(apps.count == 2 && apps[0] == "xpb" && ["wl-paste", "cat"].contains(apps[1]), "\(two)")
         #expect(two.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 }, "\(two)")
     }
 }

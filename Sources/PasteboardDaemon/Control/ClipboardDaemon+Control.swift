@@ -34,6 +34,8 @@ extension ClipboardDaemon {
             return host.answer(request, on: &channel)
         case let .queue(queueRequest):
             return host.answerQueue(queueRequest, on: &channel)
+        case let .pastes(pasteboard, follow):
+            return answerPastes(of: pasteboard, follow: follow, on: &channel)
         }
     }
 
@@ -151,9 +153,9 @@ extension ControlRequest {
     /// waits for the copies handed to the history's writes before it (``ClipboardDaemon/awaitWritesHandedIn()``).
     var readsHistory: Bool {
         switch self {
-        case .status, .history, .historyPage, .select, .delete, .clear, .clearAll, .pin, .queue(.history):
+        case .status, .history, .historyPage, .select, .delete, .clear, .clearAll, .pin, .queue(.history), .pastes(_, false):
             return true
-        case .offer, .read, .write, .clearPasteboard, .watch, .queue:
+        case .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes:
             return false
         }
     }

@@ -58,7 +58,7 @@ final class HeadlessClipboard: SyncSurface {
         var entries: [String: Entry] = [:]
         var counts: [String: Int] = [:]
         var nextOwner: UInt = 2
-        var watchers: [UInt64: Watcher] = [:]
+        var watchers: [UInt64: Watcher<PasteboardChangeNote>] = [:]
         var nextWatcher: UInt64 = 0
         /// The bytes of the writes under way, by reservation (``reserve(_:size:budget:)``).
         var writing: [UInt64: Int] = [:]
@@ -199,7 +199,7 @@ final class HeadlessClipboard: SyncSurface {
             let entry = state.entries[selection]
             let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
                                             targets: entry?.targets ?? [], origin: entry?.origin, ownerPID: entry?.writer?.pid)
-            for watcher in state.watchers.values where watcher.selection == nil || watcher.selection == selection {
+            for watcher in state.watchers.values where watcher.follows(selection) {
                 watcher.post(note)
             }
         }
@@ -208,7 +208,7 @@ final class HeadlessClipboard: SyncSurface {
     // MARK: Watchers
 
     /// Registers a watcher of one pasteboard (nil: all); returns its id for ``unwatch(_:)``.
-    func watch(_ watcher: Watcher) -> UInt64 {
+    func watch(_ watcher: Watcher<PasteboardChangeNote>) -> UInt64 {
         state.withLock { state in
             state.nextWatcher += 1
             state.watchers[state.nextWatcher] = watcher
@@ -280,48 +280,5 @@ final class HeadlessClipboard: SyncSurface {
         try begin(type, data.count)
         try chunk(data)
         return .served
-    }
-}
-
-/// A `watch` client's feed: changes are queued here and the client's thread is woken through a
-/// pipe, which it polls together with the client's socket (a client that goes is seen at once).
-final class Watcher: Sendable {
-    let selection: String?
-    private let queued = Mutex<[PasteboardChangeNote]>([])
-    /// Read end (polled by the client's thread) and write end.
-    let wakeRead: Int32
-    private let wakeWrite: Int32
-
-    init?(selection: String?) {
-        var fds: [Int32] = [0, 0]
-        guard clinux_wake_pipe(&fds) == 0 else { return nil }
-        self.selection = selection
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
-    }
-
-    deinit {
-        close(wakeRead)
-        close(wakeWrite)
-    }
-
-    func post(_ change: PasteboardChangeNote) {
-        queued.withLock { queue in
-            // A client that reads nothing holds at most this many changes; the oldest go.
-            if queue.count >= 1024 { queue.removeFirst() }
-            queue.append(change)
-        }
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-    }
-
-    /// The changes queued since the last call.
-    func take() -> [PasteboardChangeNote] {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        while read(wakeRead, &buffer, buffer.count) > 0 {}
-        return queued.withLock { queue in
-            defer { queue.removeAll() }
-            return queue
-        }
     }
 }

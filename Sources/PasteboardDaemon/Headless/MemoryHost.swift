@@ -252,24 +252,9 @@ package final class MemoryHost: ClipboardHost {
 
     /// Sends each change as it comes until the client closes the connection.
     private func watch(_ selection: String?, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
-        guard let watcher = Watcher(selection: selection) else { return .failure(ControlFailure("cannot watch: no pipe")) }
+        guard let watcher = Watcher<PasteboardChangeNote>(selection: selection) else { return .failure(ControlFailure("cannot watch: no pipe")) }
         let id = clipboard.watch(watcher)
         defer { clipboard.unwatch(id) }
-        do {
-            try channel.send(.reply, ControlReply.done("watching"))
-            var descriptors = [pollfd(fd: channel.fd, events: Int16(POLLIN), revents: 0),
-                               pollfd(fd: watcher.wakeRead, events: Int16(POLLIN), revents: 0)]
-            while true {
-                let ready = poll(&descriptors, 2, -1)
-                if ready < 0, errno == EINTR { continue }
-                guard ready > 0 else { break }
-                // The client says nothing after its request: anything readable is its end.
-                if descriptors[0].revents != 0 { break }
-                for change in watcher.take() { try channel.send(.reply, ControlReply.changed(change)) }
-            }
-        } catch {
-            logger.debug("headless: a watcher left: \(error)")
-        }
-        return .success(.answered)
+        return watcher.relay(to: &channel, started: "watching", logger: logger) { .changed($0) }
     }
 }

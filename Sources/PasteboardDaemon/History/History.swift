@@ -132,6 +132,11 @@ package final class History {
         if isHeld(id) { try held.addPaste(record, to: id) } else { try disk.addPaste(record, to: onDisk(id)) }
     }
 
+    /// The pastes of entry `id` (as ``addPaste(_:to:)`` names it), newest first.
+    func pastes(of id: Int64) throws -> [PasteRecord] {
+        try isHeld(id) ? held.pastes(of: id) : disk.pastes(of: onDisk(id))
+    }
+
     /// The id entry `id` has on disk (a held id written since: the disk's id for it).
     private func onDisk(_ id: Int64) -> Int64 {
         renamed.last { $0.held == id }?.disk ?? id
