@@ -74,6 +74,32 @@ struct PasteRecordTests {
         try daemon.stop()
     }
 
+    @Test("a flood of reads of a copy xpbd serves: 2,000 reads by one client are one paste, the entry keeps 16 at most, and a reader after the flood is noted")
+    func flood() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("flooded".utf8))
+        try waitForEntries(1, x, home, daemon: daemon)
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        let flood = try Peer(try attacker(), ["string", "2000", "UTF8_STRING"], display: x)
+        try flood.waitForOutput("sent", timeout: 60)
+        // A reader after the flood is noted once a look-up is allowed again (4 a second).
+        let noted = try eventually(timeout: 10) {
+            _ = try xclipOut(x)
+            return try pastes(x, home).first?["app"] as? String == "xclip"
+        }
+        let after = try pastes(x, home)
+        #expect(noted, "\(after)\n\(daemon.log)")
+        let floods = after.filter { ($0["app"] as? String)?.hasPrefix("xhostile") == true }
+        // One paste per two seconds of the flood at most (its reads follow each other closely).
+        #expect((1...3).contains(floods.count), "\(after)")
+        #expect(after.count <= 16)
+        #expect(try history(x, home).count == 1)
+    }
+
     @Test("on Wayland, each paste of a copy xpbd serves is noted, its reader found through the pipe it reads: xpb and wl-paste (or the cat it runs) by name and pid")
     func waylandPastes() throws {
         let sway = try Compositor()
