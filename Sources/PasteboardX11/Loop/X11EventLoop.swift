@@ -109,9 +109,8 @@ extension X11Session {
         if wire.intake.holdsFloodPeak {
             wire.intake.release()
             cxevents_trim()
-        } else if wire.floodSkip.skipped > 0 {
-            floodTrimDue = true
-        } else if floodTrimDue {
+        } else if floodTrimDue, wire.floodSkip.skipped == 0 {
+            // (``endFloodSkip(now:)`` marks it due.)
             floodTrimDue = false
             cxevents_trim()
         }
@@ -149,11 +148,15 @@ extension X11Session {
     }
 
     /// Tells the scheduler what was dropped unseen since ``beginFloodSkip(now:)`` (as many
-    /// admissions would have: the cool-down starts again).
+    /// admissions would have: the cool-down starts again). XCB's memory for them goes back at the
+    /// next turn that drops nothing, whether a turn or the look before the loop sleeps dropped
+    /// them.
     private func endFloodSkip(now: UInt64) {
         let skip = wire.floodSkip
         wire.floodSkip = X11Wire.FloodSkip()
-        if skip.skipped > 0 { owner.skippedFloodRequests(of: skip.window, now: now) }
+        guard skip.skipped > 0 else { return }
+        owner.skippedFloodRequests(of: skip.window, now: now)
+        floodTrimDue = true
     }
 
     private func checkDead() -> Bool {
