@@ -209,7 +209,7 @@ struct HeadlessWatcherTests {
             Issue.record("no pipe for the watcher")
             return
         }
-        _ = clipboard.watch(watcher)
+        _ = clipboard.watchers.add(watcher)
         var counts: [Int] = []
         for _ in 0..<20 {
             DispatchQueue.concurrentPerform(iterations: 4) { _ in

@@ -95,7 +95,8 @@ final class Followers<Note: Sendable>: Sendable {
         _ = watchers.withLock { $0.all.removeValue(forKey: id) }
     }
 
-    /// Posts `note`, of `selection`, to those who follow it.
+    /// Posts `note`, of `selection`, to those who follow it. Takes only this registry's lock and
+    /// each watcher's queue's (a caller may hold its own: the headless pasteboards post under theirs).
     func post(_ note: Note, of selection: String) {
         for watcher in watchers.withLock({ Array($0.all.values) }) where watcher.follows(selection) { watcher.post(note) }
     }

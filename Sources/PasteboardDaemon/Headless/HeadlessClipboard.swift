@@ -58,8 +58,6 @@ final class HeadlessClipboard: SyncSurface {
         var entries: [String: Entry] = [:]
         var counts: [String: Int] = [:]
         var nextOwner: UInt = 2
-        var watchers: [UInt64: Watcher<PasteboardChangeNote>] = [:]
-        var nextWatcher: UInt64 = 0
         /// The bytes of the writes under way, by reservation (``reserve(_:size:budget:)``).
         var writing: [UInt64: Int] = [:]
         var nextWrite: UInt64 = 0
@@ -69,6 +67,8 @@ final class HeadlessClipboard: SyncSurface {
     typealias ChangeHook = @Sendable (Pasteboard.Name, UInt, SyncLedger.OwnerEvent) -> Void
 
     private let state = Mutex(State())
+    /// The `watch` clients, told of each change under the state's lock (``change(_:_:)``).
+    let watchers = Followers<PasteboardChangeNote>()
     private let hook = Mutex<ChangeHook?>(nil)
     private let expiries = DispatchQueue(label: "xpbd.headless.expiry")
     private let expiryHook = Mutex<(@Sendable () -> Void)?>(nil)
@@ -199,25 +199,8 @@ final class HeadlessClipboard: SyncSurface {
             let entry = state.entries[selection]
             let note = PasteboardChangeNote(pasteboard: selection, changeCount: state.counts[selection, default: 0],
                                             targets: entry?.targets ?? [], origin: entry?.origin, ownerPID: entry?.writer?.pid)
-            for watcher in state.watchers.values where watcher.follows(selection) {
-                watcher.post(note)
-            }
+            watchers.post(note, of: selection)
         }
-    }
-
-    // MARK: Watchers
-
-    /// Registers a watcher of one pasteboard (nil: all); returns its id for ``unwatch(_:)``.
-    func watch(_ watcher: Watcher<PasteboardChangeNote>) -> UInt64 {
-        state.withLock { state in
-            state.nextWatcher += 1
-            state.watchers[state.nextWatcher] = watcher
-            return state.nextWatcher
-        }
-    }
-
-    func unwatch(_ id: UInt64) {
-        _ = state.withLock { $0.watchers.removeValue(forKey: id) }
     }
 
     // MARK: SyncSurface

@@ -253,8 +253,8 @@ package final class MemoryHost: ClipboardHost {
     /// Sends each change as it comes until the client closes the connection.
     private func watch(_ selection: String?, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
         guard let watcher = Watcher<PasteboardChangeNote>(selection: selection) else { return .failure(ControlFailure("cannot watch: no pipe")) }
-        let id = clipboard.watch(watcher)
-        defer { clipboard.unwatch(id) }
+        let id = clipboard.watchers.add(watcher)
+        defer { clipboard.watchers.drop(id) }
         return watcher.relay(to: &channel, started: "watching", logger: logger) { .changed($0) }
     }
 }
