@@ -445,20 +445,31 @@ public func busAttacker(on session: any TestSession) throws -> String {
     return try compiledAttacker("dbushostile", flags: flags.text.split(whereSeparator: \.isWhitespace).map(String.init))
 }
 
-/// Tests/Attackers/`name`.c, compiled once per test process with the system's C compiler.
+/// Tests/Attackers/`name`.c, compiled with the system's C compiler into the temporary directory,
+/// named by a digest of its source and flags: every test process (and every run) of the same
+/// source uses the one binary, and none is left behind per process. Compiled under another name
+/// and renamed into place, so that processes compiling it at once never run half a file.
 private func compiledAttacker(_ name: String, flags: [String]) throws -> String {
     try attackerBuilds.withLock { paths in
         if let path = paths[name] { return path }
         let source = packageRoot.appendingPathComponent("Tests/Attackers/\(name).c").path
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(getpid())").path
+        guard let code = FileManager.default.contents(atPath: source) else { throw TestFailure("cannot read \(source)") }
+        let digest = sha256Hex(code + Data(flags.joined(separator: " ").utf8)).prefix(16)
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(digest)").path
+        if FileManager.default.isExecutableFile(atPath: output) {
+            paths[name] = output
+            return output
+        }
+        let building = output + ".\(getpid()).building"
         let compiler = try which("cc")
         let null = Spawner.devNull(O_RDWR)
         defer { close(null) }
-        let pid = try Spawner.spawn(compiler, ["-O1", "-o", output, source] + flags, environment: ProcessInfo.processInfo.environment,
+        let pid = try Spawner.spawn(compiler, ["-O1", "-o", building, source] + flags, environment: ProcessInfo.processInfo.environment,
                                     files: [0: null, 1: null, 2: null])
         var status: Int32 = 0
         waitpid(pid, &status, 0)
-        guard status == 0, FileManager.default.isExecutableFile(atPath: output) else {
+        guard status == 0, FileManager.default.isExecutableFile(atPath: building), rename(building, output) == 0 else {
+            unlink(building)
             throw TestFailure("cannot compile \(source) (cc \(source) \(flags.joined(separator: " ")))")
         }
         paths[name] = output
