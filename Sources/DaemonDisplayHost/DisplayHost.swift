@@ -195,7 +195,7 @@ package final class DisplayHost: KeepingHost {
             self?.daemon?.finish(failure: nil, reason: "another clipboard manager took CLIPBOARD_MANAGER: stopping")
         })
         backend.managerPort.publishChangeCounts([0, 0])
-        backend.managerPort.onPasted { [weak self] name, reader in self?.pasted(name, by: reader) }
+        backend.onPasted { [weak self] name, reading in self?.pasted(name, by: reading) }
         logger.info("clipboard manager of display \(nodeName) (window \(ourWindow)), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
         if let pid = configuration.compositorPID, let window = replaced ?? backend.managerPort.compositorClient(pid: pid) {
             compositorClient.withLock { $0 = window.rawValue & ~Self.clientResourceMask }
@@ -432,10 +432,16 @@ package final class DisplayHost: KeepingHost {
     }
 
     /// A paste of the copy this host serves of `name`: noted on its history entry.
-    private func pasted(_ name: Pasteboard.Name, by reader: PasteReader) {
+    private func pasted(_ name: Pasteboard.Name, by reading: PasteReading) {
         guard let copy = state.withLock({ $0.current[name] }), copy.ownerWindow == ourWindow else { return }
-        let record = PasteRecord(time: Date(), app: reader.executableName, pid: reader.processID,
+        let record = PasteRecord(time: reading.time, app: reading.appName, pid: reading.processID,
                                  unknown: "the X server did not name the reading process (a client of another host?)")
+        recordPaste(record, of: name, madeAt: copy.time)
+    }
+
+    package func ownerPasted(_ record: PasteRecord, of name: Pasteboard.Name, by owner: String) {
+        guard owner.hasPrefix("0x"), let raw = UInt(owner.dropFirst(2), radix: 16),
+              let copy = state.withLock({ $0.kept(name, from: X11Window(rawValue: raw)) }) else { return }
         recordPaste(record, of: name, madeAt: copy.time)
     }
 

@@ -93,7 +93,7 @@ package final class WaylandHost: KeepingHost {
             throw ControlFailure("another xpbd keeps this Wayland session (it listens on \(daemon.socketPath))")
         }
         served.withLock { $0 = daemon }
-        backend.onPasted { [weak self] name, pid, executable in self?.pasted(name, pid: pid, executable: executable) }
+        backend.onPasted { [weak self] name, reading in self?.pasted(name, by: reading) }
         logger.info("clipboard manager of the Wayland compositor at \(backend.socketPath) (data-control), keeping \(keeps.joined(separator: ", ")); history in \(configuration.stateDirectory.path)")
         for name in keptNames {
             if let owner = backend.currentOwner(of: name) {
@@ -339,9 +339,9 @@ package final class WaylandHost: KeepingHost {
     }
 
     /// A paste of the copy this host serves of `name`: noted on its history entry.
-    private func pasted(_ name: Pasteboard.Name, pid: Int?, executable: String?) {
+    private func pasted(_ name: Pasteboard.Name, by reading: PasteReading) {
         guard let copy = state.withLock({ $0.keptFrom[name] == WaylandPasteboardBackend.ourOwner ? $0.current[name] : nil }) else { return }
-        let record = PasteRecord(time: Date(), app: executable, pid: pid,
+        let record = PasteRecord(time: reading.time, app: reading.appName, pid: reading.processID,
                                  unknown: "Wayland's data-control names no reader, and no process of this user holds the pipe")
         recordPaste(record, of: name, madeAt: copy.time)
     }

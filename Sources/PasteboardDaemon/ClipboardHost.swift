@@ -49,6 +49,9 @@ package protocol ClipboardHost: AnyObject, Sendable {
     func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure>
     /// The change count of each selection counted.
     func changeCounts() -> [String: Int]
+    /// An owner's word of a paste of its copy (`owner`: as the host names owners): noted on the
+    /// entry of the copy the host kept from it, if it keeps it still.
+    func ownerPasted(_ record: PasteRecord, of name: Pasteboard.Name, by owner: String)
     /// The history entry of the copy the host serves of `name` itself now (its app gone, an
     /// entry selected again), if it was written.
     func servedEntry(of name: Pasteboard.Name) -> Int64?
@@ -62,6 +65,9 @@ package protocol ClipboardHost: AnyObject, Sendable {
 
 extension ClipboardHost {
     package var seesTakeBacks: Bool { false }
+
+    /// Hosts whose owners are not named apart (Wayland's, the memory's).
+    package func ownerPasted(_ record: PasteRecord, of name: Pasteboard.Name, by owner: String) {}
 
     /// Hosts that serve no kept copy.
     package func servedEntry(of name: Pasteboard.Name) -> Int64? { nil }

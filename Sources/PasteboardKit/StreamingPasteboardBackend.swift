@@ -91,10 +91,35 @@ public protocol OwningPasteboardBackend: StreamingPasteboardBackend {
     /// Called after each paste served (a requestor's conversion of a data target), with the
     /// pasteboard and the type; nil stops counting.
     func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?)
+    /// Called once per paste of what this process owns (one reader's reads close together), with
+    /// who read it as far as the host can tell (``PasteReading``), at a bounded rate: looking a
+    /// reader up costs the host a few round trips, and any client may read as often as it likes.
+    /// nil stops it.
+    func onPasted(_ handler: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?)
     /// Whether this process holds the pasteboard's selection now.
     func isOwner(of name: Pasteboard.Name) -> Bool
     /// How many transfers to readers are under way (they go on after the selection is lost).
     func activeTransferCount() throws -> Int
+}
+
+/// One paste of what this process owns: when, and who read it, as its host can tell (on X the
+/// reading client's process as the X server names it; on Wayland the process holding the pipe it
+/// reads).
+public struct PasteReading: Sendable, Equatable {
+    public let time: Date
+    public let processID: Int?
+    /// The reader's executable name.
+    public let appName: String?
+    /// This process's owner as the host names it (an X window id, as ``PasteboardOwner/id``), nil
+    /// where the host names none (Wayland).
+    public let ownerID: String?
+
+    public init(time: Date, processID: Int?, appName: String?, ownerID: String?) {
+        self.time = time
+        self.processID = processID
+        self.appName = appName
+        self.ownerID = ownerID
+    }
 }
 
 /// Who owns a pasteboard's contents, as its host can tell: on X the selection owner's window and

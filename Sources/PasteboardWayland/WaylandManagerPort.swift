@@ -18,14 +18,6 @@ extension WaylandPasteboardBackend {
         state.withLock { $0.selectionHook = handler }
     }
 
-    /// Calls `handler` (on a worker) when a client pastes kept contents this process serves
-    /// (``serve(_:on:if:)``), once its bytes are written: the reader's pid and executable name
-    /// where this host can follow the pipe to it (data-control names no reader), else nil. Once
-    /// per paste, at a bounded rate (``PasteReports``).
-    package func onPasted(_ handler: (@Sendable (Pasteboard.Name, Int?, String?) -> Void)?) {
-        state.withLock { $0.pastedHook = handler }
-    }
-
     /// Calls `handler` once when the connection to the compositor ends (with why); at once if it
     /// has already.
     package func onConnectionEnd(_ handler: @escaping @Sendable (String) -> Void) {

@@ -69,10 +69,10 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         /// The types at each selection's last change (for the next change's added and removed).
         var types: [DataControlState.Selection: [PasteboardType]] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
-        /// The manager's hook: each paste of kept contents, with its reader's pid and executable
-        /// where this host can follow the pipe (``WaylandPasteboardBackend/onPasted(_:)``).
-        var pastedHook: (@Sendable (Pasteboard.Name, Int?, String?) -> Void)?
-        /// Which receives of kept contents are pastes to look up and report.
+        /// Each paste of what we own, with its reader where this host can follow the pipe
+        /// (``WaylandPasteboardBackend/onPasted(_:)``).
+        var pastedHook: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?
+        /// Which receives are pastes to look up and report.
         var pasteReports = PasteReports()
         /// The manager's hook: every selection event, with the new ownership's number.
         var selectionHook: (@Sendable (Pasteboard.Name, UInt?) -> Void)?
@@ -253,23 +253,27 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
             }
             turn.map { $0.queue.received($0.receipt, delivered: delivered) }
-            if delivered, let reader, let selection { reader.hook(Self.name(of: selection), reader.pid, reader.executable) }
+            if delivered, let reader, let selection { reader.hook(Self.name(of: selection), reader.reading) }
         }
     }
 
-    /// The reader of a receive of kept contents (a manager's) when it begins a paste to report
-    /// (``PasteReports``: bounded in rate, one reader's receives close together are one paste):
-    /// the process holding the pipe's other end, where this host can tell.
+    /// The reader of a receive of what we own (not another node's bytes we pass on) when it begins
+    /// a paste to report (``PasteReports``: bounded in rate, one reader's receives close together
+    /// are one paste): the process holding the pipe's other end, where this host can tell.
     private func pasteReader(of held: SourceContents?, on selection: DataControlState.Selection?, through fd: Int32)
-        -> (hook: @Sendable (Pasteboard.Name, Int?, String?) -> Void, pid: Int?, executable: String?)? {
-        guard case .kept? = held, let selection else { return nil }
+        -> (hook: @Sendable (Pasteboard.Name, PasteReading) -> Void, reading: PasteReading)? {
+        switch held {
+        case .kept?, .items?: break
+        case .remote?, nil: return nil
+        }
+        guard let selection else { return nil }
         let now = DispatchTime.now().uptimeNanoseconds
         guard let hook = state.withLock({ $0.pastedHook != nil && $0.pasteReports.mayLookUp(now: now) ? $0.pastedHook : nil }) else { return nil }
         let pid = LocalProcess.readerOfPipe(fd, passedBy: connection.peerPID)
         let key = selection == .clipboard ? UInt(1) : 2
         let reader = pid.map { PasteReports.Reader(selection: key, processID: $0) } ?? PasteReports.Reader(selection: key, client: 0)
         guard state.withLock({ $0.pasteReports.isNewPaste(reader, now: now) }) else { return nil }
-        return (hook, pid, pid.flatMap { LocalProcess.executable(of: $0).name })
+        return (hook, PasteReading(time: Date(), processID: pid, appName: pid.flatMap { LocalProcess.executable(of: $0).name }, ownerID: nil))
     }
 
     /// Writes a source's bytes of `target` to a reader's descriptor; false when there are none,
@@ -580,6 +584,10 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     // MARK: Owning
+
+    public func onPasted(_ handler: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?) {
+        state.withLock { $0.pastedHook = handler }
+    }
 
     public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
         state.withLock { $0.servedHandler = handler }

@@ -71,6 +71,10 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     /// ``ControlReply/pastes(_:)``. With `follow`, each paste noted from now on instead, one
     /// ``ControlReply/pasted(_:)`` each, until the client closes the connection.
     case pastes(pasteboard: String?, follow: Bool)
+    /// An xpb owner tells the daemon of a paste of its copy, which the daemon keeps: the owner as
+    /// the host names it (an X window id, as ``PasteboardOffer``'s owners are named), and who read.
+    /// Answered ``ControlReply/done(_:)``, noted or not.
+    case pasted(pasteboard: String, owner: String, paste: PasteRecord)
 }
 
 /// What `xpb queue` asks of the paste queue: each answer lists the queue as it is then (`clear`: as it was).

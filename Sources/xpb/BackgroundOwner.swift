@@ -68,6 +68,8 @@ extension CopyCommand {
                     if count == loops { try? backend.clear(name) }
                 }
             }
+            // Who pastes it, for xpbd's history (a look for its socket, microseconds, where none runs).
+            PasteTeller.start(on: backend, session: selection.session)
             try board.setItems(items, options: options)
             // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
             if let fd = ready {

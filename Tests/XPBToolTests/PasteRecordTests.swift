@@ -74,6 +74,26 @@ struct PasteRecordTests {
         try daemon.stop()
     }
 
+    @Test("an xpb owner's pastes are noted on the entry of its copy xpbd keeps: by xclip and xsel, not xpbd's own capture; xpb info names no last paste of xpbd's while the owner serves")
+    func xpbOwnerPastes() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        #expect(try xpb(["copy"], x, home, input: Data("from xpb".utf8)).status == 0)
+        try waitForEntries(1, x, home, daemon: daemon)
+        // xpbd's keeping the copy is no paste.
+        #expect(try pastes(x, home).isEmpty)
+        #expect(try xclipOut(x).text == "from xpb")
+        #expect(try run("xsel", ["-b", "-o"], display: x).text == "from xpb")
+        let noted = try eventually(timeout: 10) { try pastes(x, home).count >= 2 }
+        let two = try pastes(x, home)
+        #expect(noted, "\(two)\n\(daemon.log)")
+        #expect(two.compactMap { $0["app"] as? String } == ["xsel", "xclip"], "\(two)")
+        // The owner still serves: xpbd serves nothing itself, so xpb info names no last paste.
+        #expect(try !xpb(["info"], x, home).text.contains("last pasted"))
+    }
+
     @Test("a flood of reads of a copy xpbd serves: 2,000 reads by one client are one paste, the entry keeps 16 at most, and a reader after the flood is noted")
     func flood() throws {
         let x = try Xvfb()
@@ -94,8 +114,10 @@ struct PasteRecordTests {
         let after = try pastes(x, home)
         #expect(noted, "\(after)\n\(daemon.log)")
         let floods = after.filter { ($0["app"] as? String)?.hasPrefix("xhostile") == true }
-        // One paste per two seconds of the flood at most (its reads follow each other closely).
-        #expect((1...3).contains(floods.count), "\(after)")
+        // One paste per two seconds of the flood at most (its reads follow each other closely);
+        // none when the flood rules dropped all its reads (a loaded machine reads its requests
+        // faster than it answers them, and a flooder's whole queue is dropped).
+        #expect(floods.count <= 3, "\(after)")
         #expect(after.count <= 16)
         #expect(try history(x, home).count == 1)
     }

@@ -36,6 +36,8 @@ extension ClipboardDaemon {
             return host.answerQueue(queueRequest, on: &channel)
         case let .pastes(pasteboard, follow):
             return answerPastes(of: pasteboard, follow: follow, on: &channel)
+        case let .pasted(pasteboard, owner, paste):
+            return notePaste(paste, of: pasteboard, by: owner)
         }
     }
 
@@ -155,7 +157,7 @@ extension ControlRequest {
         switch self {
         case .status, .history, .historyPage, .select, .delete, .clear, .clearAll, .pin, .queue(.history), .pastes(_, false):
             return true
-        case .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes:
+        case .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes, .pasted:
             return false
         }
     }

@@ -25,6 +25,21 @@ extension ClipboardDaemon {
         }
     }
 
+    /// `pasted`: an owner's word of a paste of its copy, noted on the entry of the copy the host
+    /// kept from that owner (``ClipboardHost/ownerPasted(_:of:by:)``); nothing when it kept none.
+    /// Any process of the user may say it, as it may write the history's file.
+    func notePaste(_ paste: PasteRecord, of pasteboard: String, by owner: String) -> Result<ControlAnswer, ControlFailure> {
+        guard let name = SelectionNames.pasteboard(forSelection: pasteboard) else {
+            return .failure(ControlFailure("'\(pasteboard)' is not a pasteboard (CLIPBOARD, PRIMARY, SECONDARY or XPB_PASTEBOARD:<name>)"))
+        }
+        // A name the owner's process chose: one printable line of a bounded length, a pid only if
+        // it could be one.
+        let app = paste.app.map { LogThrottle.printable(String($0.prefix(256))) }
+        let record = PasteRecord(time: min(paste.time, Date()), app: app, pid: paste.pid.flatMap { $0 > 0 ? $0 : nil }, unknown: paste.unknown.map { String($0.prefix(256)) })
+        host.ownerPasted(record, of: name, by: owner)
+        return .success(.reply(.done("noted")))
+    }
+
     /// `pastes`: who pasted the copies the host serves now (of `pasteboard`, else of each), newest first;
     /// with `follow`, each paste from now on until the client goes.
     func answerPastes(of pasteboard: String?, follow: Bool, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {

@@ -69,10 +69,12 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 
 /// Who pasted kept contents: the requestor's window, and its client's process and executable
 /// where the X server names it (looked up before the reader had its answer).
-package struct PasteReader: Sendable, Equatable {
-    package let window: X11Window
-    package let processID: Int?
-    package let executableName: String?
+struct PasteReader: Sendable, Equatable {
+    /// Our window that owns what was pasted.
+    let owner: X11Window
+    let window: X11Window
+    let processID: Int?
+    let executableName: String?
 }
 
 /// Who owns a selection, as far as the server and the kernel can tell: the owner window's

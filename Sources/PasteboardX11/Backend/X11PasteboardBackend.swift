@@ -32,7 +32,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
         /// The last offer read from a foreign owner, so that one paste asks for TARGETS once.
         var offers: [Pasteboard.Name: CachedOffer] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
-        var pastedHandler: (@Sendable (Pasteboard.Name, PasteReader) -> Void)?
+        var pastedHandler: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?
         var fastPathReads = 0
         /// The clipboard manager's hooks (the daemon's): every ownership change, save requests,
         /// and the loss of `CLIPBOARD_MANAGER`.
@@ -165,6 +165,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
         // manager?): the X thread makes it only while someone counts.
         let counts = handler != nil
         _ = connection.submit { session in session.owner.reportsServed = counts }
+    }
+
+    public func onPasted(_ handler: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?) {
+        state.withLock { $0.pastedHandler = handler }
+        let reports = handler != nil
+        _ = connection.submit { session in session.owner.pasteReports = reports ? PasteReports() : nil }
     }
 
     /// How many reads came over the same-host fast path (``X11Configuration/fastPath``) instead
@@ -544,7 +550,8 @@ extension X11PasteboardBackend: X11SessionDelegate {
     func pasted(selection: X11Atom, reader: PasteReader) {
         let (name, handler) = state.withLock { ($0.selectionNames[selection], $0.pastedHandler) }
         guard let name, let handler else { return }
-        publisher.async { handler(name, reader) }
+        let reading = PasteReading(time: Date(), processID: reader.processID, appName: reader.executableName, ownerID: reader.owner.description)
+        publisher.async { handler(name, reading) }
     }
 
     func ownershipLost(selection: X11Atom, announced: Bool) {

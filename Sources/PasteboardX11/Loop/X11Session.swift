@@ -17,8 +17,8 @@ protocol X11SessionDelegate: AnyObject, Sendable {
     /// We converted a selection we own to a data target for a client (an INCR transfer counts
     /// when it starts).
     func served(selection: X11Atom, type: PasteboardType)
-    /// We converted kept contents (``ServedTarget/isKept``) of a selection we own to a data target
-    /// for `reader`: a paste, while ``SelectionServer/pasteReports`` is set.
+    /// We converted a selection we own to a data target for `reader` (``ServedTarget/isPaste``):
+    /// a paste, while ``SelectionServer/pasteReports`` is set.
     func pasted(selection: X11Atom, reader: PasteReader)
     /// A client asked the clipboard manager (us) to save the clipboard: the targets it listed
     /// (empty when it listed none). ``ClipboardManagerRole/answerSave(saved:)`` replies.

@@ -23,15 +23,6 @@ package struct SelectionOwnerChange: Sendable, Equatable {
 package struct X11ManagerPort: Sendable {
     let backend: X11PasteboardBackend
 
-    /// Calls `handler` (on a serial queue) when a client pastes kept contents this process serves
-    /// (``keep(_:advertised:targets:timestamp:credit:if:)``), with who it is: once per paste (one
-    /// client's conversions close together), at a bounded rate (``PasteReports``).
-    package func onPasted(_ handler: (@Sendable (Pasteboard.Name, PasteReader) -> Void)?) {
-        backend.state.withLock { $0.pastedHandler = handler }
-        let reports = handler != nil
-        _ = backend.connection.submit { session in session.owner.pasteReports = reports ? PasteReports() : nil }
-    }
-
     /// Calls `handler` (on a serial queue) for every ownership change of the general, find and
     /// watched named pasteboards, this process's own included, with XFixes' reason.
     package func onOwnerChange(_ handler: (@Sendable (SelectionOwnerChange) -> Void)?) {

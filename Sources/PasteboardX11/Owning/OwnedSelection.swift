@@ -25,11 +25,12 @@ enum ServedTarget: Sendable {
     /// (``SelectionServer/serveRemote(_:_:)``). Not served in `MULTIPLE` or over the fast path.
     case remote(RemoteTarget)
 
-    /// Whether the bytes are kept contents (a clipboard manager's, taken from another owner).
-    var isKept: Bool {
+    /// Whether converting it is a paste of what we own: not the manifest (xpb's readers read it
+    /// within their paste) nor another node's bytes we only pass on (a sync peer's).
+    var isPaste: Bool {
         switch self {
-        case .captured, .capturedConversion: return true
-        default: return false
+        case .manifest, .remote: return false
+        default: return true
         }
     }
 }

@@ -19,8 +19,9 @@ final class SelectionServer {
     /// Whether conversions are reported to the delegate (``X11SessionDelegate/served(selection:type:)``):
     /// only while the backend has a handler for them.
     var reportsServed = false
-    /// While a manager listens, which conversions of kept contents are reported to the delegate
-    /// as pastes (``X11SessionDelegate/pasted(selection:reader:)``); nil: none are.
+    /// While the backend listens (``X11PasteboardBackend/onPasted(_:)``), which conversions of what
+    /// we own are reported to the delegate as pastes (``X11SessionDelegate/pasted(selection:reader:)``);
+    /// nil: none are.
     var pasteReports: PasteReports?
     /// The requestor windows whose events we ask for while something of ours concerns them.
     let requestors: RequestorWatch
@@ -574,7 +575,7 @@ final class SelectionServer {
         if succeeded, reportsServed, let served = content.served, !byManager {
             session.delegate?.served(selection: selection, type: served)
         }
-        if succeeded, !byManager, pasteReports != nil, state.served[target]?.isKept == true {
+        if succeeded, !byManager, pasteReports != nil, state.served[target]?.isPaste == true {
             reportPaste(of: selection, to: requestor)
         }
         return succeeded
@@ -586,12 +587,15 @@ final class SelectionServer {
     private func reportPaste(of selection: X11Atom, to requestor: X11Window) {
         let now = session.configuration.clock()
         guard pasteReports?.mayLookUp(now: now) == true else { return }
+        // The clipboard manager keeping a copy of ours is no paste (a manager's own requests,
+        // from its own windows, never get here).
+        if !session.manager.isClipboardManager, isClipboardManagersWindow(requestor) { return }
         let pid = wire.clientProcessID(of: requestor).flatMap { LocalProcess.isRunning($0) ? $0 : nil }
         let reader = pid.map { PasteReports.Reader(selection: UInt(selection.rawValue), processID: $0) }
             ?? PasteReports.Reader(selection: UInt(selection.rawValue), client: wire.clientBase(of: requestor))
         guard pasteReports?.isNewPaste(reader, now: now) == true else { return }
         let executable = pid.flatMap { LocalProcess.executable(of: $0).name }
-        session.delegate?.pasted(selection: selection, reader: PasteReader(window: requestor, processID: pid, executableName: executable))
+        session.delegate?.pasted(selection: selection, reader: PasteReader(owner: wire.window, window: requestor, processID: pid, executableName: executable))
     }
 
     /// What a data target of an owned selection converts to: the bytes (or the file), the
