@@ -74,7 +74,7 @@ struct PasteRecordTests {
         try daemon.stop()
     }
 
-    @Test("an xpb owner's pastes are noted on the entry of its copy xpbd keeps: by xclip and xsel, not xpbd's own capture; xpb info names no last paste of xpbd's while the owner serves")
+    @Test("an xpb owner's pastes are noted on the entry of its copy xpbd keeps: by xclip, xsel and xpb paste (over the fast path), not xpbd's own capture; xpb info names no last paste of xpbd's while the owner serves")
     func xpbOwnerPastes() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
@@ -86,10 +86,13 @@ struct PasteRecordTests {
         #expect(try pastes(x, home).isEmpty)
         #expect(try xclipOut(x).text == "from xpb")
         #expect(try run("xsel", ["-b", "-o"], display: x).text == "from xpb")
-        let noted = try eventually(timeout: 10) { try pastes(x, home).count >= 2 }
-        let two = try pastes(x, home)
-        #expect(noted, "\(two)\n\(daemon.log)")
-        #expect(two.compactMap { $0["app"] as? String } == ["xsel", "xclip"], "\(two)")
+        // xpb paste reads an xpb owner over the same-host fast path, not through the X server.
+        #expect(try xpb(["paste"], x, home).text == "from xpb")
+        let noted = try eventually(timeout: 10) { try pastes(x, home).count >= 3 }
+        let three = try pastes(x, home)
+        #expect(noted, "\(three)\n\(daemon.log)")
+        #expect(three.compactMap { $0["app"] as? String } == ["xpb", "xsel", "xclip"], "\(three)")
+        #expect(three.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 }, "\(three)")
         // The owner still serves: xpbd serves nothing itself, so xpb info names no last paste.
         #expect(try !xpb(["info"], x, home).text.contains("last pasted"))
     }

@@ -67,8 +67,9 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 }
 
 
-/// Who pasted kept contents: the requestor's window, and its client's process and executable
-/// where the X server names it (looked up before the reader had its answer).
+/// Who pasted what we own: the requestor's window (none over the fast path), and its process and
+/// executable where the X server (or the fast path's socket) names it, looked up before the reader
+/// had its answer.
 struct PasteReader: Sendable, Equatable {
     /// Our window that owns what was pasted.
     let owner: X11Window

@@ -206,8 +206,13 @@ final class FastPathServer {
         guard descriptor >= 0 else { return refuse("cannot make a descriptor: \(String(cString: strerror(errno)))") }
         defer { if isTemporary { Glibc.close(descriptor) } }
         let header = Array("ok\t\(content.source.count)\t\(wire.name(of: content.type) ?? "")\n".utf8)
+        // Who reads, found before it has the answer (it may exit right after), for a paste report.
+        var peer = clinux_ucred()
+        let paste = session.owner.pasteReports != nil && state.served[target]?.isPaste == true && clinux_peer_credentials(client, &peer) == 0
+            ? session.owner.fastPathPaste(of: selection, byProcess: Int(peer.pid)) : nil
         guard clinux_send_with_fd(client, header, header.count, descriptor) == header.count else { return }
         if let served = content.served { session.delegate?.served(selection: selection, type: served) }
+        paste?()
     }
 
     func dropClient(_ client: Int32) {

@@ -97,9 +97,6 @@ final class X11Wire {
     /// Whether the connection died (an I/O error: nothing more may be sent).
     var isDead: Bool { XErrorSink.isDead(display) }
 
-    /// Whether two windows belong to one client: the server gives every client its own range of
-    /// ids, the bits outside its resource mask (a reader may ask from a window of each conversion,
-    /// a toolkit from another of its windows than the one that owns a selection).
     /// The resource id base of `window`'s client: the same for every window of one client.
     func clientBase(of window: X11Window) -> UInt {
         window.rawValue & ~UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
@@ -112,6 +109,9 @@ final class X11Wire {
         return pid > 0 ? Int(pid) : nil
     }
 
+    /// Whether two windows belong to one client: the server gives every client its own range of
+    /// ids, the bits outside its resource mask (a reader may ask from a window of each conversion,
+    /// a toolkit from another of its windows than the one that owns a selection).
     func isSameClient(_ a: X11Window, _ b: X11Window) -> Bool {
         let mask = UInt(cxevents_resource_mask(UnsafeMutableRawPointer(display)))
         return a.rawValue & ~mask == b.rawValue & ~mask

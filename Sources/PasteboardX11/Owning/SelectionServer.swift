@@ -591,11 +591,25 @@ final class SelectionServer {
         // from its own windows, never get here).
         if !session.manager.isClipboardManager, isClipboardManagersWindow(requestor) { return }
         let pid = wire.clientProcessID(of: requestor).flatMap { LocalProcess.isRunning($0) ? $0 : nil }
+        notePaste(of: selection, by: pid, client: wire.clientBase(of: requestor), window: requestor, now: now)
+    }
+
+    /// A fast path read (``FastPathServer``) of what we own by process `pid` (its socket's peer),
+    /// looked up before the reader has its answer, where a look-up is allowed now: call the
+    /// returned closure once the answer went, to report the paste if it begins one.
+    func fastPathPaste(of selection: X11Atom, byProcess pid: Int) -> (() -> Void)? {
+        let now = session.configuration.clock()
+        guard pasteReports?.mayLookUp(now: now) == true, LocalProcess.isRunning(pid) else { return nil }
+        let executable = LocalProcess.executable(of: pid).name
+        return { [self] in notePaste(of: selection, by: pid, executable: executable, client: 0, window: .none, now: now) }
+    }
+
+    private func notePaste(of selection: X11Atom, by pid: Int?, executable: String? = nil, client: UInt, window: X11Window, now: UInt64) {
         let reader = pid.map { PasteReports.Reader(selection: UInt(selection.rawValue), processID: $0) }
-            ?? PasteReports.Reader(selection: UInt(selection.rawValue), client: wire.clientBase(of: requestor))
+            ?? PasteReports.Reader(selection: UInt(selection.rawValue), client: client)
         guard pasteReports?.isNewPaste(reader, now: now) == true else { return }
-        let executable = pid.flatMap { LocalProcess.executable(of: $0).name }
-        session.delegate?.pasted(selection: selection, reader: PasteReader(owner: wire.window, window: requestor, processID: pid, executableName: executable))
+        let name = executable ?? pid.flatMap { LocalProcess.executable(of: $0).name }
+        session.delegate?.pasted(selection: selection, reader: PasteReader(owner: wire.window, window: window, processID: pid, executableName: name))
     }
 
     /// What a data target of an owned selection converts to: the bytes (or the file), the
