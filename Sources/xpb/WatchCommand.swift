@@ -13,7 +13,7 @@ struct WatchCommand: Command {
         static let json = OptionSpec.flag(nil, "json", "Print one JSON object per change.")
         static let exec = OptionSpec.value(nil, "exec", "command", "Run this shell command for each change, with the new contents on its standard input (as xpb paste writes them; nothing for secret data or an empty pasteboard) and XPB_CHANGE_COUNT, XPB_SELECTION, XPB_TYPES, XPB_OWNER_PID and XPB_OWNER_APP (who copied, where known) set.")
         static let count = OptionSpec.value(nil, "count", "n", "Stop after this many changes (with --pastes, pastes).")
-        static let pastes = OptionSpec.flag(nil, "pastes", "Print one line per paste instead, as xpbd notes it: each paste of a copy it serves (see xpb history --json's pastes). Lines are tab-separated: time, selection, the reading app, its pid, the history entry's id. Needs xpbd.")
+        static let pastes = OptionSpec.flag(nil, "pastes", "Print one line per paste instead, as xpbd notes it: each paste of a copy it serves, and on X of an xpb owner's copy it keeps (see xpb history --json's pastes). Lines are tab-separated: time, selection, the reading app, its pid, the history entry's id. Needs xpbd.")
     }
 
     static let name = "watch"
