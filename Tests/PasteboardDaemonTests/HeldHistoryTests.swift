@@ -38,6 +38,38 @@ struct HeldHistoryTests {
         try History(disk: HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger), logger: logger)
     }
 
+    @Test("pastes noted on an entry: newest first, 16 kept, carried when a held copy is written, gone with the entry; none for an entry gone")
+    func pastes() throws {
+        let folder = try directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let history = try history(folder)
+        let now = Date()
+        let written = try history.add(copy("on disk", at: now.addingTimeInterval(-10)), display: ":1")
+        for reader in 0..<20 {
+            try history.addPaste(PasteRecord(time: now.addingTimeInterval(Double(reader)), app: "reader\(reader)", pid: 100 + reader), to: written)
+        }
+        let kept = try history.pastes(of: written)
+        #expect(kept.count == PasteRecord.maxPerEntry)
+        #expect(kept.compactMap(\.app) == (4..<20).reversed().map { "reader\($0)" })
+        #expect(try history.listing().entries.first { $0.id == written }?.pastes == kept)
+
+        // A held copy's pastes go with it to disk, under its new id.
+        let held = try history.add(copy("held", at: now, app: "app"), display: ":1", holding: true)
+        try history.addPaste(PasteRecord(time: now, app: nil, pid: nil, unknown: "no reader named"), to: held)
+        try history.addPaste(PasteRecord(time: now.addingTimeInterval(1), app: "xsel", pid: 9), to: held)
+        let moved = try #require(try history.writeHeld(except: []).first)
+        #expect(try history.pastes(of: moved.disk).map { $0.app ?? $0.unknown ?? "" } == ["xsel", "no reader named"])
+        // Named by its held id still (a host noted the id before the write).
+        try history.addPaste(PasteRecord(time: now.addingTimeInterval(2), app: "xclip", pid: 10), to: held)
+        #expect(try history.pastes(of: held).first?.app == "xclip")
+
+        // Gone with the entry; a paste of an entry gone is not noted.
+        #expect(try history.disk.delete(entry: written))
+        #expect(try history.disk.pastes(of: written).isEmpty)
+        try history.addPaste(PasteRecord(time: now, app: "late", pid: 11), to: written)
+        #expect(try history.disk.pastes(of: written).isEmpty)
+    }
+
     @Test("a held copy is listed, searched, read and counted in its place, touches no file, and is dropped or written as told")
     func heldInPlace() throws {
         let folder = try directory()
