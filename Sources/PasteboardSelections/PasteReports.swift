@@ -1,7 +1,7 @@
-/// Which reads of kept contents (a clipboard manager's) are reported as pastes: reads in, a yes or
-/// no out. A value with no I/O in it; an X owner looks each reader up (two round trips: the
-/// X-Resource extension's client pid), a Wayland source follows its pipe through `/proc`, only
-/// where ``mayLookUp(now:)`` lets it.
+/// Which reads of what a process owns (an xpb owner's items, a clipboard manager's kept copies)
+/// are reported as pastes: reads in, a yes or no out. A value with no I/O in it; an X owner looks
+/// each reader up (the X-Resource extension's client pid), a Wayland source follows its pipe
+/// through `/proc`, only where ``mayLookUp(now:)`` lets it.
 ///
 /// - Look-ups are bounded in rate: a bucket of ``burst`` refilled at ``perSecond``. A flood of
 ///   readers (any client may convert, as often as the flood rules let it) then costs at most that
@@ -21,7 +21,7 @@ package struct PasteReports: Sendable {
     package static let readersRemembered = 64
 
     /// A reader of a selection: its process id, or where the server names none, its client's
-    /// resource id base (``client(_:)``).
+    /// resource id base.
     package struct Reader: Hashable, Sendable {
         let selection: UInt
         let reader: UInt64

@@ -74,7 +74,7 @@ struct PasteRecordTests {
         try daemon.stop()
     }
 
-    @Test("an xpb owner's pastes are noted on the entry of its copy xpbd keeps: by xclip, xsel and xpb paste (over the fast path), not xpbd's own capture; xpb info names no last paste of xpbd's while the owner serves")
+    @Test("an xpb owner's pastes are noted on the entry of its copy xpbd keeps: by xclip, xsel and xpb paste (over the fast path), and by xclip of 3 MB (INCR), not xpbd's own capture; xpb info names no last paste of xpbd's while the owner serves")
     func xpbOwnerPastes() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
@@ -95,6 +95,15 @@ struct PasteRecordTests {
         #expect(three.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 }, "\(three)")
         // The owner still serves: xpbd serves nothing itself, so xpb info names no last paste.
         #expect(try !xpb(["info"], x, home).text.contains("last pasted"))
+
+        // Past one property's size: the reader takes it by INCR, and the paste is noted at its start.
+        let big = payload(3_000_000, seed: 5)
+        #expect(try xpb(["copy", "-t", "application/octet-stream"], x, home, input: big).status == 0)
+        try waitForEntries(2, x, home, daemon: daemon)
+        #expect(try xclipOut(x, ["-t", "application/octet-stream"]).output == big)
+        let incr = try eventually(timeout: 10) { try pastes(x, home).first?["app"] as? String == "xclip" }
+        let bigPastes = try pastes(x, home)
+        #expect(incr && bigPastes.count == 1, "\(bigPastes)\n\(daemon.log)")
     }
 
     @Test("a flood of reads of a copy xpbd serves: 2,000 reads by one client are one paste, the entry keeps 16 at most, and a reader after the flood is noted")
