@@ -401,7 +401,7 @@ package struct PasteRecord: Codable, Sendable, Equatable {
     package static let maxPerEntry = 16
 
     package var time: Date
-    /// The reading application: its executable's name (else its window class), as for who copied.
+    /// The reading application: its executable's name.
     package var app: String?
     package var pid: Int?
     /// Why no app is named, when none is: the display did not say who read (a Wayland reader

@@ -30,7 +30,7 @@ extension ClipboardDaemon {
     /// Any process of the user may say it, as it may write the history's file.
     func notePaste(_ paste: PasteRecord, of pasteboard: String, by owner: String) -> Result<ControlAnswer, ControlFailure> {
         guard let name = SelectionNames.pasteboard(forSelection: pasteboard) else {
-            return .failure(ControlFailure("'\(pasteboard)' is not a pasteboard (CLIPBOARD, PRIMARY, SECONDARY or XPB_PASTEBOARD:<name>)"))
+            return .failure(MemoryHost.unknown(pasteboard))
         }
         // A name the owner's process chose: one printable line of a bounded length, a pid only if
         // it could be one.
@@ -46,7 +46,7 @@ extension ClipboardDaemon {
         let names: [Pasteboard.Name]
         if let pasteboard {
             guard let name = SelectionNames.pasteboard(forSelection: pasteboard) else {
-                return .failure(ControlFailure("'\(pasteboard)' is not a pasteboard (CLIPBOARD, PRIMARY, SECONDARY or XPB_PASTEBOARD:<name>)"))
+                return .failure(MemoryHost.unknown(pasteboard))
             }
             names = [name]
         } else {

@@ -561,7 +561,9 @@ final class HistoryStore {
                 FROM entries WHERE \(chosen) \(order)
                 """, bindings)
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-            let targetRows = paged || page != nil
+            // A page or a search reads the targets and pastes of its entries alone.
+            let narrowed = paged || page != nil
+            let targetRows = narrowed
                 ? try database.query("""
                     SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (SELECT id FROM entries WHERE \(chosen) \(order))
                     ORDER BY entry, position
@@ -571,7 +573,7 @@ final class HistoryStore {
                 guard let entry = row[0].integer, let name = row[1].text else { continue }
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
-            let pastes = try EntryPastes.of(paged || page != nil ? "\(chosen) \(order)" : nil, paged || page != nil ? bindings : [], in: database)
+            let pastes = try EntryPastes.of(narrowed ? "\(chosen) \(order)" : nil, narrowed ? bindings : [], in: database)
             var total = matched?.total ?? 0
             if matched == nil, paged {
                 total = Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)]).first?[0].integer ?? 0)
