@@ -40,6 +40,7 @@ package enum XPBD {
         static let secretApp = OptionSpec.value(nil, "secret-app", "name", "Treat copies by this app as data marked secret: served while it runs, never kept, synced or brought back (repeatable; matched against the executable's name and WM_CLASS, ignoring case).")
         static let ignoreApp = OptionSpec.value(nil, "ignore-app", "name", "Neither keep nor sync copies by this app (repeatable; matched as --secret-app).")
         static let noSyncApp = OptionSpec.value(nil, "no-sync-app", "name", "Keep copies by this app, never sync them (repeatable; matched as --secret-app).")
+        static let refuseSecretTo = OptionSpec.value(nil, "refuse-secret-to", "name", "Refuse data marked secret to this app when it pastes, where xpb serves the secret (xpb copy --sensitive, the xclip stand-in's -sensitive, a headless xpbd), on X and Wayland; while any app is named, a reader that cannot be named is refused too (repeatable; matched against the names of the reader, its parent and its job (executable, command, script), ignoring case; each xpb copy of a secret asks xpbd when it starts).")
         static let noDefaultSecretApps = OptionSpec.flag(nil, "no-default-secret-apps", "Do not treat password managers (\(AppRules.defaultSecretApps.filter { $0 == $0.lowercased() }.joined(separator: ", "))) as secret unless named with --secret-app.")
         static let forgetClearedWithin = OptionSpec.value(nil, "forget-cleared-within", "seconds", "A copy that its app replaces with an empty copy, or that is cleared, within this many seconds was a secret (a password manager that marks nothing clears it itself): it is forgotten, from the history and peers. Until then a copy is held in memory, not written (default 120; 0: never; X displays only).")
         static let ignoreMatch = OptionSpec.value(nil, "ignore-match", "regex", "Neither keep nor sync a copy whose text matches this regular expression (Swift Regex syntax; repeatable; a copy announced before its text was read is withdrawn).")
@@ -104,6 +105,7 @@ package enum XPBD {
             Option.syncMaxTransfer,
             Option.syncMaxTotal,
             Option.secretApp,
+            Option.refuseSecretTo,
             Option.ignoreApp,
             Option.noSyncApp,
             Option.noDefaultSecretApps,
@@ -227,7 +229,7 @@ package enum XPBD {
             throw UsageError("--sync-max-total must be at least --sync-max-transfer")
         }
         for (option, keyPath) in [(Option.secretApp, \AppRules.secretApps), (Option.ignoreApp, \AppRules.ignoredApps),
-                                  (Option.noSyncApp, \AppRules.noSyncApps)] {
+                                  (Option.noSyncApp, \AppRules.noSyncApps), (Option.refuseSecretTo, \AppRules.refusedSecretReaders)] {
             let names = arguments.all(option)
             if let empty = names.first(where: { $0.allSatisfy(\.isWhitespace) }) {
                 throw UsageError("--\(option.long) takes an app name, not '\(empty)'")

@@ -26,3 +26,29 @@ public enum SecretMarking {
         isSecret(item.types)
     }
 }
+
+/// The apps a copy marked secret (``SecretMarking``) is refused to when they paste it (xpbd's
+/// `--refuse-secret-to`), applied where this process serves the secret: a name matches any name
+/// the reading process goes by (its executable's, its command's, a script's), or its parent or
+/// its job does (the command line it is part of), ignoring case, as the app rules match a copy's
+/// maker. While it names any app, a reader that cannot be named
+/// (another host's X client, a process hidden from us, or one past the look-ups a flood leaves)
+/// is refused too: a secret goes only where it may.
+public struct SecretRefusal: Sendable, Equatable {
+    /// The apps named, lowercased.
+    public let apps: Set<String>
+
+    public init(apps: some Sequence<String>) {
+        self.apps = Set(apps.map { $0.lowercased() }.filter { !$0.isEmpty })
+    }
+
+    /// Whether it names no app (every reader is served).
+    public var isEmpty: Bool { apps.isEmpty }
+
+    /// Whether a reader going by `names` is refused; nil names: a reader that could not be named.
+    public func refuses(readerNames names: [String]?) -> Bool {
+        guard !apps.isEmpty else { return false }
+        guard let names, !names.isEmpty else { return true }
+        return names.contains { apps.contains($0.lowercased()) }
+    }
+}

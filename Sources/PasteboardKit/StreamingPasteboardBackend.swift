@@ -96,6 +96,9 @@ public protocol OwningPasteboardBackend: StreamingPasteboardBackend {
     /// reader up costs the host a few round trips, and any client may read as often as it likes.
     /// nil stops it.
     func onPasted(_ handler: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?)
+    /// From now on, what this process serves marked secret (``SecretMarking``) is refused to the
+    /// readers `rule` refuses (each read of it looks its reader up); an empty rule serves every reader.
+    func refuseSecrets(_ rule: SecretRefusal)
     /// Whether this process holds the pasteboard's selection now.
     func isOwner(of name: Pasteboard.Name) -> Bool
     /// How many transfers to readers are under way (they go on after the selection is lost).

@@ -274,12 +274,21 @@ package enum LocalProcess {
     /// A process's state and process group, from `/proc/N/stat` (nil when it is gone). The
     /// fields after the command, which may hold spaces and parentheses itself, are read after
     /// its last `)`: state, parent, process group.
-    package static func status(of pid: Int) -> (isRunning: Bool, processGroup: Int)? {
+    package static func status(of pid: Int) -> (isRunning: Bool, processGroup: Int, parent: Int)? {
         guard pid > 0, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 2, let group = Int(fields[2]) else { return nil }
-        return (fields[0] != "Z" && fields[0] != "X", group)
+        guard fields.count > 2, let parent = Int(fields[1]), let group = Int(fields[2]) else { return nil }
+        return (fields[0] != "Z" && fields[0] != "X", group, parent)
+    }
+
+    /// The names a reader goes by (``names(of:)``): its own, its parent's (`wl-paste` hands the
+    /// pipe it reads to the `cat` it runs; a script runs `xclip -o`) and its job's
+    /// (``jobNames(of:)``), each once.
+    package static func readerNames(of pid: Int) -> [String] {
+        var processes = job(of: pid)
+        if let parent = status(of: pid)?.parent, parent > 1, !processes.contains(parent) { processes.insert(parent, at: min(1, processes.count)) }
+        return names(ofAll: processes)
     }
 
     /// The display number of a local display name (`:0`, `:1.0`, `unix:2`); nil for a display
@@ -297,5 +306,14 @@ package enum LocalProcess {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension SecretRefusal {
+    /// Whether the reading process `pid` is refused a secret (nil: a reader that could not be
+    /// named), by every name it goes by (``LocalProcess/readerNames(of:)``).
+    package func refuses(process pid: Int?) -> Bool {
+        guard !isEmpty else { return false }
+        return refuses(readerNames: pid.map(LocalProcess.readerNames(of:)))
     }
 }

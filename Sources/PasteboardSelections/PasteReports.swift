@@ -40,20 +40,13 @@ package struct PasteReports: Sendable {
 
     /// Each reader's last conversion (nanoseconds).
     private var last: [Reader: UInt64] = [:]
-    private var tokens = Double(Self.burst)
-    private var refilled: UInt64?
+    private var budget = LookUpBudget(burst: Self.burst, perSecond: Self.perSecond)
 
     package init() {}
 
     /// Whether a conversion at `now` may look its reader up (a token is taken).
     package mutating func mayLookUp(now: UInt64) -> Bool {
-        if let refilled, now > refilled {
-            tokens = min(Double(Self.burst), tokens + Double(now - refilled) / 1e9 * Double(Self.perSecond))
-        }
-        refilled = max(refilled ?? now, now)
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
+        budget.take(now: now)
     }
 
     /// A conversion by `reader` at `now`, looked up: whether it begins a paste to report.
@@ -72,5 +65,32 @@ package struct PasteReports: Sendable {
     private mutating func forgetOldest() {
         let kept = last.sorted { $0.value > $1.value }.prefix(Self.readersRemembered * 3 / 4)
         last = Dictionary(uniqueKeysWithValues: kept.map { ($0.key, $0.value) })
+    }
+}
+
+/// How often readers may be looked up: a bucket of `burst` tokens refilled at `perSecond`, so
+/// that a flood of readers costs at most that many look-ups (each is a few round trips to the X
+/// server or a walk through `/proc`).
+package struct LookUpBudget: Sendable {
+    let burst: Int
+    let perSecond: Int
+    private var tokens: Double
+    private var refilled: UInt64?
+
+    package init(burst: Int, perSecond: Int) {
+        self.burst = burst
+        self.perSecond = perSecond
+        tokens = Double(burst)
+    }
+
+    /// Whether a look-up at `now` (nanoseconds) may go ahead (a token is taken).
+    package mutating func take(now: UInt64) -> Bool {
+        if let refilled, now > refilled {
+            tokens = min(Double(burst), tokens + Double(now - refilled) / 1e9 * Double(perSecond))
+        }
+        refilled = max(refilled ?? now, now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
     }
 }

@@ -74,6 +74,11 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         var pastedHook: (@Sendable (Pasteboard.Name, PasteReading) -> Void)?
         /// Which receives are pastes to look up and report.
         var pasteReports = PasteReports()
+        /// The readers refused what we serve marked secret (``WaylandPasteboardBackend/refuseSecrets(_:)``).
+        var secretRefusal = SecretRefusal(apps: [])
+        /// How often a secret's readers are looked up while the rule names an app: past it, a
+        /// reader goes unnamed, and is refused.
+        var secretLookUps = LookUpBudget(burst: 32, perSecond: 8)
         /// The manager's hook: every selection event, with the new ownership's number.
         var selectionHook: (@Sendable (Pasteboard.Name, UInt?) -> Void)?
         /// Called once when the connection ends, with why.
@@ -232,6 +237,11 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             defer { state.withLock { $0.activeSends -= 1 } }
             let target = String(decoding: type, as: UTF8.self)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            // A secret the rule refuses to this reader: its pipe closes empty.
+            if target != Manifest.target, refusesSecret(held, through: fd) {
+                Glibc.close(fd)
+                return
+            }
             // A paste queue's receive takes its turn, by its reader's process: one reader's
             // receives within a paste (Chromium makes two; xpb reads the manifest first) are one
             // paste.
@@ -255,6 +265,20 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             turn.map { $0.queue.received($0.receipt, delivered: delivered) }
             if delivered, let reader, let selection { reader.hook(Self.name(of: selection), reader.reading) }
         }
+    }
+
+    /// Whether a receive of `held` through `fd` is refused by the secret rule: only what we
+    /// serve marked secret, only while the rule names an app, and the reader (the process holding
+    /// the pipe's other end) is looked up only then, within ``State/secretLookUps``; a reader
+    /// that cannot be named is refused.
+    private func refusesSecret(_ held: SourceContents?, through fd: Int32) -> Bool {
+        guard case let .items(items)? = held, SecretMarking.isSecret(items.targets) else { return false }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let (rule, mayLookUp) = state.withLock { state in
+            (state.secretRefusal, !state.secretRefusal.isEmpty && state.secretLookUps.take(now: now))
+        }
+        guard !rule.isEmpty else { return false }
+        return rule.refuses(process: mayLookUp ? LocalProcess.readerOfPipe(fd, passedBy: connection.peerPID) : nil)
     }
 
     /// The reader of a receive of what we own (not another node's bytes we pass on) when it begins
@@ -591,6 +615,10 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     public func onServed(_ handler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) {
         state.withLock { $0.servedHandler = handler }
+    }
+
+    public func refuseSecrets(_ rule: SecretRefusal) {
+        state.withLock { $0.secretRefusal = rule }
     }
 
     public func isOwner(of name: Pasteboard.Name) -> Bool {

@@ -75,6 +75,9 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     /// the host names it (an X window id, as ``PasteboardOffer``'s owners are named), and who read.
     /// Answered ``ControlReply/done(_:)``, noted or not.
     case pasted(pasteboard: String, owner: String, paste: PasteRecord)
+    /// The apps a copy marked secret is refused to (`--refuse-secret-to`), which an xpb owner of
+    /// a secret asks for when it starts: ``ControlReply/secretRule(refusedTo:)``.
+    case secretRule
 }
 
 /// What `xpb queue` asks of the paste queue: each answer lists the queue as it is then (`clear`: as it was).
@@ -236,6 +239,8 @@ package enum ControlReply: Codable, Sendable, Equatable {
     case pastes([PasteNote])
     /// A paste noted just now (a followed ``ControlRequest/pastes(pasteboard:follow:)``).
     case pasted(PasteNote)
+    /// The apps a copy marked secret is refused to (none: every reader is served).
+    case secretRule(refusedTo: [String])
 }
 
 /// A paste noted on a history entry: of which pasteboard, which entry, who and when.

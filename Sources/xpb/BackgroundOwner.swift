@@ -53,6 +53,9 @@ extension CopyCommand {
             var items = try makeItems()
             if append { items = try appended(to: items, on: backend) }
             if filter, readyFD == nil { try echo(items) }
+            // A secret is served only to the readers xpbd's rule lets have it (a round trip to
+            // xpbd, for secrets alone).
+            if items.contains(where: SecretMarking.isSecret) { backend.refuseSecrets(try SecretRule.asked(session: selection.session)) }
             let board = selection.pasteboard(on: backend)
             let name = selection.name
             let changes = board.changes

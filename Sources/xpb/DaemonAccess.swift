@@ -12,26 +12,41 @@ enum DaemonAccess {
     /// 5 where there is no display either).
     static func client(session: Session, timeout: Double = 10) throws -> ControlClient {
         do {
-            switch session.settled() {
-            case let .x11(display):
-                return try ControlClient(display: display, timeout: timeout)
-            case .wayland:
-                // The session's xpbd listens on a socket named after the compositor's.
-                let socket = getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
-                let name = socket.split(separator: "/").last.map(String.init) ?? socket
-                let path = ControlEndpoint.socketPath(display: name, environment: ProcessInfo.processInfo.environment, uid: getuid())
-                return try ControlClient(path: path, display: name, timeout: timeout,
-                                         notRunning: "xpbd is not running for the Wayland session \(name) (nothing listens on \(path)); start it with 'xpbd &'")
-            case .daemon:
-                do {
-                    return try ControlClient(path: DaemonPasteboardBackend.socketPath, display: "headless", timeout: timeout,
-                                             notRunning: DaemonPasteboardBackend.notRunning)
-                } catch let error as ControlClientError where error.kind == .notRunning {
-                    throw Failure(error.message, .noDisplay)
-                }
-            }
+            return try open(session: session, timeout: timeout)
+        } catch let error as ControlClientError where error.kind == .notRunning && session.settled() == .daemon {
+            throw Failure(error.message, .noDisplay)
         } catch let error as ControlClientError {
             throw Failure(error)
+        }
+    }
+
+    /// A control connection to the display's or the Wayland session's xpbd; nil where none
+    /// listens (and on a host with no display, whose copies the headless xpbd holds itself).
+    static func clientIfRunning(session: Session, timeout: Double) throws -> ControlClient? {
+        guard session.settled() != .daemon else { return nil }
+        do {
+            return try open(session: session, timeout: timeout)
+        } catch let error as ControlClientError where error.kind == .notRunning {
+            return nil
+        } catch let error as ControlClientError {
+            throw Failure(error)
+        }
+    }
+
+    private static func open(session: Session, timeout: Double) throws -> ControlClient {
+        switch session.settled() {
+        case let .x11(display):
+            return try ControlClient(display: display, timeout: timeout)
+        case .wayland:
+            // The session's xpbd listens on a socket named after the compositor's.
+            let socket = getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
+            let name = socket.split(separator: "/").last.map(String.init) ?? socket
+            let path = ControlEndpoint.socketPath(display: name, environment: ProcessInfo.processInfo.environment, uid: getuid())
+            return try ControlClient(path: path, display: name, timeout: timeout,
+                                     notRunning: "xpbd is not running for the Wayland session \(name) (nothing listens on \(path)); start it with 'xpbd &'")
+        case .daemon:
+            return try ControlClient(path: DaemonPasteboardBackend.socketPath, display: "headless", timeout: timeout,
+                                     notRunning: DaemonPasteboardBackend.notRunning)
         }
     }
 }

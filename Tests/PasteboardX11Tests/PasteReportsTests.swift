@@ -1,6 +1,8 @@
+import Foundation
+import PasteboardKit
+import PasteboardSelections
 import Testing
 import X11TestSupport
-import PasteboardSelections
 
 /// Which conversions of kept contents are reported as pastes, as a value: conversions in,
 /// decisions out.
@@ -65,5 +67,68 @@ struct PasteReportsTests {
         #expect(reported <= lookUps)
         // After a quiet second, a real reader is noted.
         #expect(Self.convert(&reports, pid: 999_999, at: now + Self.second))
+    }
+}
+
+/// `--refuse-secret-to` as values: which readers a secret is refused to, and how often they may
+/// be looked up.
+@Suite("Secret refusal")
+struct SecretRefusalRuleTests {
+    @Test("a rule refuses the apps it names, in any case, by any name the reader goes by; while it names any, a reader that cannot be named; an empty rule refuses nobody")
+    func matching() {
+        let rule = SecretRefusal(apps: ["FireFox", "", "wl-paste"])
+        #expect(rule.apps == ["firefox", "wl-paste"])
+        #expect(rule.refuses(readerNames: ["firefox-esr", "firefox"]))
+        #expect(rule.refuses(readerNames: ["cat", "WL-PASTE"]))
+        #expect(!rule.refuses(readerNames: ["xsel", "bash"]))
+        // Unknown: nil (not looked up, or gone) and no names at all alike.
+        #expect(rule.refuses(readerNames: nil))
+        #expect(rule.refuses(readerNames: []))
+        let none = SecretRefusal(apps: [String]())
+        #expect(none.isEmpty && !none.refuses(readerNames: nil) && !none.refuses(readerNames: ["firefox"]))
+    }
+
+    @Test("look-ups: a burst, then as many a second as the rate gives back; never more")
+    func budget() {
+        var budget = LookUpBudget(burst: 4, perSecond: 2)
+        let second: UInt64 = 1_000_000_000
+        var burst = 0
+        for _ in 0..<4 where budget.take(now: 0) { burst += 1 }
+        #expect(burst == 4)
+        let took1 = budget.take(now: 0)
+        #expect(!took1)
+        // Half a second gives one back; a clock that steps back gives none.
+        let took2 = budget.take(now: second / 2)
+        #expect(took2)
+        let took3 = budget.take(now: second / 4)
+        #expect(!took3)
+        let took4 = budget.take(now: second / 2)
+        #expect(!took4)
+        // A long pause fills the bucket to its burst, no further.
+        var refilled = 0
+        for _ in 0..<4 where budget.take(now: 100 * second) { refilled += 1 }
+        #expect(refilled == 4)
+        let took5 = budget.take(now: 100 * second)
+        #expect(!took5)
+        // A flood of a thousand look-ups over ten seconds gets the burst and the rate's worth.
+        var flooded = LookUpBudget(burst: 32, perSecond: 8)
+        var taken = 0
+        for step in 0..<1000 where flooded.take(now: UInt64(step) * second / 100) { taken += 1 }
+        #expect(taken >= 32 + 79 && taken <= 32 + 80, "\(taken)")
+    }
+
+    @Test("a reader goes by its own names, its parent's (wl-paste runs cat) and its job's; the rule matches any of them")
+    func readerNames() throws {
+        // This test's own process as the reader: its parent (the test runner) has names of its own.
+        let me = Int(getpid())
+        let names = LocalProcess.readerNames(of: me)
+        let own = LocalProcess.names(of: me)
+        let parents = LocalProcess.names(of: Int(getppid()))
+        #expect(!own.isEmpty && Array(names.prefix(own.count)) == own, "\(names)")
+        #expect(!parents.isEmpty && parents.allSatisfy(names.contains), "\(names) \(parents)")
+        let parent = try #require(parents.first { !own.contains($0) })
+        #expect(SecretRefusal(apps: [parent.uppercased()]).refuses(process: me))
+        #expect(!SecretRefusal(apps: ["no-such-app"]).refuses(process: me))
+        #expect(SecretRefusal(apps: ["no-such-app"]).refuses(process: nil))
     }
 }

@@ -38,6 +38,8 @@ extension ClipboardDaemon {
             return answerPastes(of: pasteboard, follow: follow, on: &channel)
         case let .pasted(pasteboard, owner, paste):
             return notePaste(paste, of: pasteboard, by: owner)
+        case .secretRule:
+            return .success(.reply(.secretRule(refusedTo: refusedSecretReaders.withLock { $0 })))
         }
     }
 
@@ -157,7 +159,7 @@ extension ControlRequest {
         switch self {
         case .status, .history, .historyPage, .select, .delete, .clear, .clearAll, .pin, .queue(.history), .pastes(_, false):
             return true
-        case .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes, .pasted:
+        case .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes, .pasted, .secretRule:
             return false
         }
     }

@@ -191,6 +191,16 @@ package final class MemoryHost: ClipboardHost {
         }
     }
 
+    /// Whether a read of `held` by the process at the other end of `fd` is refused by
+    /// `--refuse-secret-to`: only data marked secret, and only while the rule names an app.
+    private func refusesSecret(_ held: any HeldTargets, toPeerOf fd: Int32) -> Bool {
+        guard SecretMarking.isSecret(held.targets), let daemon else { return false }
+        let rule = SecretRefusal(apps: daemon.refusedSecretReaders.withLock { $0 })
+        guard !rule.isEmpty else { return false }
+        var pid: pid_t = 0
+        return rule.refuses(process: clinux_peer_pid(fd, &pid) == 0 && pid > 0 ? Int(pid) : nil)
+    }
+
     /// Streams a target's bytes: from memory for a copy made here, else fetched from the node
     /// that holds it as the client takes them (the peer is granted credit as they go).
     private func read(_ selection: String, target: String, limit: Int, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
@@ -201,6 +211,9 @@ package final class MemoryHost: ClipboardHost {
         do {
             switch entry.contents {
             case let .local(held):
+                if refusesSecret(held, toPeerOf: channel.fd) {
+                    return .failure(ControlFailure("\(selection) holds data marked secret, which xpbd's --refuse-secret-to refuses to this app"))
+                }
                 guard let (type, data) = try held.bytes(for: target) else { return .success(.reply(.refused("\(target) is not served"))) }
                 guard data.count <= limit else { return .failure(tooLarge(data.count)) }
                 try channel.send(.reply, ControlReply.transfer(type: type, size: data.count))

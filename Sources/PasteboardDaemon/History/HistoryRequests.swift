@@ -31,7 +31,7 @@ enum HistoryRequests {
             case let .pin(index, pinned):
                 try history.pin(.index(index), pinned)
                 return .success(.done("\(pinned ? "pinned" : "unpinned") entry \(index)"))
-            case .status, .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes, .pasted:
+            case .status, .offer, .read, .write, .clearPasteboard, .watch, .queue, .pastes, .pasted, .secretRule:
                 return nil
             }
         } catch let refusal as HistoryService.Refusal {

@@ -36,6 +36,10 @@ package struct AppRules: Sendable, Equatable {
     /// Processes whose copies are another bridge's (a Wayland compositor's XWayland window
     /// manager, which owns an X selection for every Wayland copy): neither kept nor synced.
     package var bridgeProcesses: Set<Int> = []
+    /// The apps a copy marked secret is refused to when they paste it (`--refuse-secret-to`): the
+    /// xpb owner that serves a secret asks the daemon for them when it starts
+    /// (``PasteboardKit/SecretRefusal``).
+    package var refusedSecretReaders: [String] = []
 
     /// Password managers, secret without any marker on their data: KeePassXC, KeePass (2, and
     /// KeeWeb), Bitwarden, 1Password, QtPass and gopass's UI, Enpass, and the password-fill

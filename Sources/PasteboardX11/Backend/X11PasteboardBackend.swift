@@ -173,6 +173,10 @@ public final class X11PasteboardBackend: PasteboardBackend {
         _ = connection.submit { session in session.owner.pasteReports = reports ? PasteReports() : nil }
     }
 
+    public func refuseSecrets(_ rule: SecretRefusal) {
+        _ = connection.submit { session in session.owner.secretRefusal = rule }
+    }
+
     /// How many reads came over the same-host fast path (``X11Configuration/fastPath``) instead
     /// of through the X server: for diagnostics and tests.
     package var fastPathReadCount: Int { state.withLock { $0.fastPathReads } }

@@ -194,6 +194,13 @@ final class FastPathServer {
             return refuse("the provider failed")
         }
         guard let content else { return refuse("no such target") }
+        // Who reads, found before it has the answer (it may exit right after): for the secret
+        // rule and a paste report.
+        var peer = clinux_ucred()
+        let hasPeer = clinux_peer_credentials(client, &peer) == 0
+        if state.served[target]?.isPaste == true, session.owner.refusesSecret(in: state, toProcess: { hasPeer ? Int(peer.pid) : nil }) {
+            return refuse("refused: a secret, which this reader may not have")
+        }
         let descriptor: Int32
         var isTemporary = false
         switch content.source {
@@ -206,9 +213,7 @@ final class FastPathServer {
         guard descriptor >= 0 else { return refuse("cannot make a descriptor: \(String(cString: strerror(errno)))") }
         defer { if isTemporary { Glibc.close(descriptor) } }
         let header = Array("ok\t\(content.source.count)\t\(wire.name(of: content.type) ?? "")\n".utf8)
-        // Who reads, found before it has the answer (it may exit right after), for a paste report.
-        var peer = clinux_ucred()
-        let paste = session.owner.pasteReports != nil && state.served[target]?.isPaste == true && clinux_peer_credentials(client, &peer) == 0
+        let paste = session.owner.pasteReports != nil && state.served[target]?.isPaste == true && hasPeer
             ? session.owner.fastPathPaste(of: selection, byProcess: Int(peer.pid)) : nil
         guard clinux_send_with_fd(client, header, header.count, descriptor) == header.count else { return }
         if let served = content.served { session.delegate?.served(selection: selection, type: served) }

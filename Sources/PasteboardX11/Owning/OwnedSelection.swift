@@ -55,6 +55,9 @@ struct OwnedSelection: Sendable {
     /// Who made the copy, published beside the selection while we own it (``CopyCredit``).
     var credit: CopyCredit? = nil
 
+    /// Whether its items are marked secret (``SecretMarking``).
+    var isSecret: Bool { items.contains(where: SecretMarking.isSecret) }
+
     /// What converting `target` makes, the key its bytes are kept under; nil for a target served
     /// as it is.
     func conversionKey(_ target: X11Atom) -> ConversionKey? {

@@ -23,6 +23,11 @@ final class SelectionServer {
     /// we own are reported to the delegate as pastes (``X11SessionDelegate/pasted(selection:reader:)``);
     /// nil: none are.
     var pasteReports: PasteReports?
+    /// The readers refused what we serve marked secret (``X11PasteboardBackend/refuseSecrets(_:)``).
+    var secretRefusal = SecretRefusal(apps: [])
+    /// How often a secret's readers are looked up while a refusal rule names any app: a reader
+    /// past it goes unnamed, and is refused (a flood of readers costs a few look-ups a second).
+    private var secretLookUps = LookUpBudget(burst: 32, perSecond: 8)
     /// The requestor windows whose events we ask for while something of ours concerns them.
     let requestors: RequestorWatch
     /// The INCR sends under way.
@@ -370,6 +375,11 @@ final class SelectionServer {
         if request.target != wire.known[.targets], wire.isGuessProperty(request.property) {
             return notify(request, succeeded: false)
         }
+        // A secret is refused, before any work, to the readers the rule refuses.
+        if !secretRefusal.isEmpty, request.target == wire.known[.multiple] || owned.served[request.target]?.isPaste == true,
+           refusesSecret(in: owned, toProcess: { self.wire.clientProcessID(of: request.requestor) }) {
+            return notify(request, succeeded: false)
+        }
         // A paste queue's request takes its turn first: it is served the item the turn names.
         let queuedData = queued[request.selection] != nil && takeQueueTurn(request)
         guard let state = self.owned[request.selection] else { return notify(request, succeeded: false) }
@@ -579,6 +589,15 @@ final class SelectionServer {
             reportPaste(of: selection, to: requestor)
         }
         return succeeded
+    }
+
+    /// Whether a read of `state` (a data target) is refused by ``secretRefusal``: only a secret,
+    /// and only while the rule names an app. `reader` names the reading process (asked only then,
+    /// within ``secretLookUps``; past them, nobody is named, and the read is refused).
+    func refusesSecret(in state: OwnedSelection, toProcess reader: () -> Int?) -> Bool {
+        guard !secretRefusal.isEmpty, state.isSecret else { return false }
+        guard secretLookUps.take(now: session.configuration.clock()) else { return true }
+        return secretRefusal.refuses(process: reader())
     }
 
     /// Tells the delegate who pasted, where ``PasteReports`` says this conversion begins a paste.
