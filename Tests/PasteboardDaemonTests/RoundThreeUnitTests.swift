@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Synchronization
 import Testing
@@ -29,14 +30,20 @@ struct AttributionUnitTests {
     func pipeReader() throws {
         // A reader as wl-paste is one: it holds the read end of the pipe we write to (`cat`,
         // whose standard input it is), and has closed the write end.
-        let pipe = Pipe()
+        // Both ends close on exec: a process another test starts meanwhile must not inherit
+        // them and hold the pipe too (Foundation's Pipe makes inheritable descriptors; one such
+        // holder made this test name a stranger under a full run).
+        var ends: [Int32] = [-1, -1]
+        try #require(clinux_pipe_cloexec(&ends) == 0)
+        let readEnd = FileHandle(fileDescriptor: ends[0], closeOnDealloc: false)
+        let writeEnd = FileHandle(fileDescriptor: ends[1], closeOnDealloc: false)
         let reader = Process()
         reader.executableURL = URL(fileURLWithPath: "/bin/cat")
-        reader.standardInput = pipe.fileHandleForReading
+        reader.standardInput = readEnd
         reader.standardOutput = FileHandle.nullDevice
         try reader.run()
-        try pipe.fileHandleForReading.close()
-        let write = pipe.fileHandleForWriting.fileDescriptor
+        try readEnd.close()
+        let write = writeEnd.fileDescriptor
         #expect(LocalProcess.readerOfPipe(write) == Int(reader.processIdentifier))
         // The compositor that passed the descriptor on may hold a copy a moment: it is the
         // reader only when nobody else holds the pipe.
@@ -45,7 +52,7 @@ struct AttributionUnitTests {
         #expect(LocalProcess.readerOfPipe(-1) == nil)
         #expect(LocalProcess.readerOfPipe(FileHandle.nullDevice.fileDescriptor) == nil, "not a pipe")
         #expect(!LocalProcess.waitForExit(of: Int(reader.processIdentifier), timeout: 0.1), "it reads on")
-        try pipe.fileHandleForWriting.close()
+        try writeEnd.close()
         #expect(LocalProcess.waitForExit(of: Int(reader.processIdentifier), timeout: 10), "the end of its input ends it")
         reader.waitUntilExit()
     }
