@@ -272,12 +272,9 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     /// the pipe's other end) is looked up only then, within ``State/secretLookUps``; a reader
     /// that cannot be named is refused.
     private func refusesSecret(_ held: SourceContents?, through fd: Int32) -> Bool {
-        guard case let .items(items)? = held, SecretMarking.isSecret(items.targets) else { return false }
+        guard case let .items(items)? = held, !state.withLock({ $0.secretRefusal.isEmpty }), SecretMarking.isSecret(items.targets) else { return false }
         let now = DispatchTime.now().uptimeNanoseconds
-        let (rule, mayLookUp) = state.withLock { state in
-            (state.secretRefusal, !state.secretRefusal.isEmpty && state.secretLookUps.take(now: now))
-        }
-        guard !rule.isEmpty else { return false }
+        let (rule, mayLookUp) = state.withLock { state in (state.secretRefusal, state.secretLookUps.take(now: now)) }
         return rule.refuses(process: mayLookUp ? LocalProcess.readerOfPipe(fd, passedBy: connection.peerPID) : nil)
     }
 
