@@ -80,6 +80,10 @@ extension CopyCommand {
                 close(fd)
                 ready = nil
             }
+            // Keep a secret's pages out of swap where the memory-lock limit allows: after the
+            // caller has its answer, for locking faults in every page mapped (17 ms of a 20 ms
+            // copy with the static build), and the secret is in memory only a moment before.
+            if sensitive { _ = mlockall(MCL_CURRENT) }
             try blocking {
                 for await _ in changes where !backend.isOwner(of: name) { break }
                 // Transfers under way go on after ownership ends; they end by themselves or time out.

@@ -367,8 +367,6 @@ struct CopyCommand: Command {
         }
         if sensitive {
             for index in items.indices { items[index].setData(Data("secret".utf8), for: .passwordManagerHint) }
-            // Keep the secret's pages out of swap where the memory-lock limit allows.
-            _ = mlockall(MCL_CURRENT)
         }
         return items
     }

@@ -283,7 +283,7 @@ struct CopyTests {
         #expect(Date().timeIntervalSince(start) < 3)
     }
 
-    @Test("-n trims one trailing newline (as wl-copy -n); -t sets the type; --local-only and --sensitive reach the manifest")
+    @Test("-n trims one trailing newline (as wl-copy -n); -t sets the type; --local-only and --sensitive reach the manifest; a secret's owner locks its pages in memory")
     func options() throws {
         let x = try Xvfb()
         #expect(try xpb(["copy", "-n"], x, input: Data("line\n".utf8)).status == 0)
@@ -301,6 +301,20 @@ struct CopyTests {
         #expect(try xclipOut(x, ["-t", "x-kde-passwordManagerHint"]).text == "secret")
         let manifest = try xclipOut(x, ["-t", "XPB_MANIFEST"]).text
         #expect(manifest.contains("local-only=1") && !manifest.contains("expires=-"))
+        // Out of swap: the owner locks its pages once the copy is made, where the memory-lock
+        // limit allows all of them (root, or no limit).
+        let limits = (try? String(contentsOfFile: "/proc/self/limits", encoding: .utf8)) ?? ""
+        let unlimited = limits.split(separator: "\n").contains { $0.hasPrefix("Max locked memory") && $0.contains("unlimited") }
+        if getuid() == 0 || unlimited {
+            let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+            let pid = try #require(info?["ownerPID"] as? Int, "\(String(describing: info))")
+            let locked = eventually {
+                let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+                let line = status.split(separator: "\n").first { $0.hasPrefix("VmLck:") } ?? ""
+                return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) > 0
+            }
+            #expect(locked)
+        }
     }
 
     @Test("--foreground stays attached until another client takes the selection")
