@@ -129,21 +129,27 @@ package final class ClipboardDaemon: Sendable {
         stopSignal.wait()
         host.stopping()
         // In order: the sync links, then the control socket and its clients, then the history
-        // writes under way; the history is checkpointed.
+        // writes under way; the history is checkpointed. Each step says so at debug level: a
+        // stop that hangs shows where.
+        logger.debug("stopping: the sync links")
         hub.stop()
+        logger.debug("stopping: the session bus")
         dbus.withLock { service in
             service?.stop()
             service = nil
         }
+        logger.debug("stopping: the control socket")
         control.withLock { server in
             server?.stop()
             server = nil
         }
+        logger.debug("stopping: the history writes under way")
         storage.sync {}
         // The copies their app could still have taken back are kept after all.
         takenBack.withLock { $0.expire(at: .distantFuture) }
         storage.sync { writeReleased(because: "xpbd stops") }
         store.withLock { _ = $0.checkpoint() }
+        logger.debug("stopping: the host")
         host.close()
         logger.info("stopped; history written")
         return stopped.withLock { $0.failure }

@@ -86,6 +86,11 @@ public final class DaemonProcess: Sendable {
     @discardableResult
     public func stop() throws -> Outcome {
         peer.signal(SIGTERM)
-        return try peer.finish(timeout: 15)
+        do {
+            return try peer.finish(timeout: 15)
+        } catch {
+            // Where it stood: the end of its log says which step of the stop it did not finish.
+            throw TestFailure("\(error); the end of xpbd's log:\n\(log.suffix(3000))")
+        }
     }
 }
