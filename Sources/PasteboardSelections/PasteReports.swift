@@ -83,6 +83,10 @@ package struct LookUpBudget: Sendable {
         tokens = Double(burst)
     }
 
+    /// The look-ups of a secret's readers while a refusal rule names an app (``PasteboardKit/SecretRefusal``),
+    /// per owner: past them a reader goes unnamed, and is refused.
+    package static var secretReaders: LookUpBudget { LookUpBudget(burst: 32, perSecond: 8) }
+
     /// Whether a look-up at `now` (nanoseconds) may go ahead (a token is taken).
     package mutating func take(now: UInt64) -> Bool {
         if let refilled, now > refilled {

@@ -78,7 +78,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         var secretRefusal = SecretRefusal(apps: [])
         /// How often a secret's readers are looked up while the rule names an app: past it, a
         /// reader goes unnamed, and is refused.
-        var secretLookUps = LookUpBudget(burst: 32, perSecond: 8)
+        var secretLookUps = LookUpBudget.secretReaders
         /// The manager's hook: every selection event, with the new ownership's number.
         var selectionHook: (@Sendable (Pasteboard.Name, UInt?) -> Void)?
         /// Called once when the connection ends, with why.

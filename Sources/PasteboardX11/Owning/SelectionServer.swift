@@ -27,7 +27,7 @@ final class SelectionServer {
     var secretRefusal = SecretRefusal(apps: [])
     /// How often a secret's readers are looked up while a refusal rule names any app: a reader
     /// past it goes unnamed, and is refused (a flood of readers costs a few look-ups a second).
-    private var secretLookUps = LookUpBudget(burst: 32, perSecond: 8)
+    private var secretLookUps = LookUpBudget.secretReaders
     /// The requestor windows whose events we ask for while something of ours concerns them.
     let requestors: RequestorWatch
     /// The INCR sends under way.
