@@ -31,8 +31,9 @@ package final class ClipboardDaemon: Sendable {
     let actions: CopyActions
     /// `--ignore-match`, `--min-size` (replaced on SIGHUP).
     let contentRules: Mutex<ContentRules>
-    /// `--refuse-secret-to` (replaced on SIGHUP): what xpb owners of a secret ask for.
-    let refusedSecretReaders: Mutex<[String]>
+    /// `--refuse-secret-to` (replaced on SIGHUP): what xpb owners of a secret ask for, and what
+    /// the headless host applies to the secrets it holds.
+    let secretRefusal: Mutex<SecretRefusal>
     /// The copies their app may still take back (`--forget-cleared-within`).
     let takenBack: Mutex<TakenBackCopies>
     /// Sync with other displays and machines (links dialed by us or by them).
@@ -71,7 +72,7 @@ package final class ClipboardDaemon: Sendable {
         socketPath = configuration.socketPath ?? host.defaultSocketPath
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
-        refusedSecretReaders = Mutex(configuration.appRules.refusedSecretReaders)
+        secretRefusal = Mutex(SecretRefusal(apps: configuration.appRules.refusedSecretReaders))
         takenBack = Mutex(TakenBackCopies(window: configuration.forgetClearedWithin))
         hub = SyncHub(configuration: configuration.sync, surface: host.surface, displayName: host.nodeName, logger: logger)
     }
@@ -166,7 +167,7 @@ package final class ClipboardDaemon: Sendable {
     package func reload(_ fresh: DaemonConfiguration) {
         host.reload(fresh)
         contentRules.withLock { $0 = fresh.contentRules }
-        refusedSecretReaders.withLock { $0 = fresh.appRules.refusedSecretReaders }
+        secretRefusal.withLock { $0 = SecretRefusal(apps: fresh.appRules.refusedSecretReaders) }
         takenBack.withLock { $0.window = fresh.forgetClearedWithin }
         store.withLock { store in
             store.maxEntries = fresh.maxEntries

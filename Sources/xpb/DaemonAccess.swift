@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
 import PasteboardX11
@@ -11,9 +12,10 @@ enum DaemonAccess {
     /// A control connection; a ``Failure`` when no daemon answers (status 1 for a display's,
     /// 5 where there is no display either).
     static func client(session: Session, timeout: Double = 10) throws -> ControlClient {
+        let host = session.settled()
         do {
-            return try open(session: session, timeout: timeout)
-        } catch let error as ControlClientError where error.kind == .notRunning && session.settled() == .daemon {
+            return try open(host, timeout: timeout)
+        } catch let error as ControlClientError where error.kind == .notRunning && host == .daemon {
             throw Failure(error.message, .noDisplay)
         } catch let error as ControlClientError {
             throw Failure(error)
@@ -23,9 +25,10 @@ enum DaemonAccess {
     /// A control connection to the display's or the Wayland session's xpbd; nil where none
     /// listens (and on a host with no display, whose copies the headless xpbd holds itself).
     static func clientIfRunning(session: Session, timeout: Double) throws -> ControlClient? {
-        guard session.settled() != .daemon else { return nil }
+        let host = session.settled()
+        guard host != .daemon else { return nil }
         do {
-            return try open(session: session, timeout: timeout)
+            return try open(host, timeout: timeout)
         } catch let error as ControlClientError where error.kind == .notRunning {
             return nil
         } catch let error as ControlClientError {
@@ -33,8 +36,10 @@ enum DaemonAccess {
         }
     }
 
-    private static func open(session: Session, timeout: Double) throws -> ControlClient {
-        switch session.settled() {
+    /// A control connection to the xpbd of `host`, as the session settled on it (once: settling
+    /// may connect to the compositor).
+    private static func open(_ host: SessionHost, timeout: Double) throws -> ControlClient {
+        switch host {
         case let .x11(display):
             return try ControlClient(display: display, timeout: timeout)
         case .wayland:

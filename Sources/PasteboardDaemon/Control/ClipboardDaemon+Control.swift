@@ -39,7 +39,7 @@ extension ClipboardDaemon {
         case let .pasted(pasteboard, owner, paste):
             return notePaste(paste, of: pasteboard, by: owner)
         case .secretRule:
-            return .success(.reply(.secretRule(refusedTo: refusedSecretReaders.withLock { $0 })))
+            return .success(.reply(.secretRule(refusedTo: secretRefusal.withLock { $0.apps.sorted() })))
         }
     }
 

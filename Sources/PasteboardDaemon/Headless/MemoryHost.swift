@@ -195,7 +195,7 @@ package final class MemoryHost: ClipboardHost {
     /// `--refuse-secret-to`: only data marked secret, and only while the rule names an app.
     private func refusesSecret(_ held: any HeldTargets, toPeerOf fd: Int32) -> Bool {
         guard SecretMarking.isSecret(held.targets), let daemon else { return false }
-        let rule = SecretRefusal(apps: daemon.refusedSecretReaders.withLock { $0 })
+        let rule = daemon.secretRefusal.withLock { $0 }
         guard !rule.isEmpty else { return false }
         var pid: pid_t = 0
         return rule.refuses(process: clinux_peer_pid(fd, &pid) == 0 && pid > 0 ? Int(pid) : nil)
