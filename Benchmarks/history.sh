@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The history at scale: `xpb history` (the newest 1,000), `xpb history search WORD` and
-# `xpb history menu` with 1,000, 10,000 and 100,000 entries, timed by hyperfine against the
+# `xpb history menu` with 1,000, 10,000, 100,000 and 1,000,000 entries (XPB_HISTORY_SIZES, a list of
+# counts, chooses others), timed by hyperfine against the
 # README's static build. Each history is the database xpbd makes, filled in one transaction with
 # copies shaped like a desktop's (a line to a page of words, every fifth with its HTML; the
 # apps that copied them), then opened by xpbd, which describes and indexes what it did not write.
 # Replaces the "History at scale" section of Benchmarks/DAEMON.md.
-# Usage: bash Benchmarks/history.sh   (needs Xvfb, hyperfine, Debian's python3; installs what is missing)
+# Usage: [XPB_HISTORY_SIZES="1000 100000"] bash Benchmarks/history.sh   (needs Xvfb, hyperfine, Debian's python3; installs what is missing)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-history.XXXXXX)
 runs=${XPB_BENCH_RUNS:-20}
+sizes=${XPB_HISTORY_SIZES:-1000 10000 100000 1000000}
 
 need=()
 for tool in Xvfb:xvfb hyperfine:hyperfine /usr/bin/python3:python3 sqlite3:sqlite3; do
@@ -44,56 +46,77 @@ rng = random.Random(7)
 words = ("alpha beta gamma delta clipboard window kernel paste copy shell script rust swift python table "
          "cell image link note todo meeting invoice").split()
 apps = ["firefox", "chromium", "xterm", "nvim", "tmux", "mousepad", "soffice.bin"]
-with db:
-    for n in range(count):
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA synchronous=OFF")
+first = (db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]) + 1
+for start in range(0, count, 10000):
+    entries, targets = [], []
+    for n in range(start, min(count, start + 10000)):
         text = " ".join(rng.choice(words) for _ in range(rng.choice([3, 8, 20, 60, 200]))) + " #%d" % n
         if n % 1000 == 7:
             text += " needle"
         data = text.encode()
         html = n % 5 == 0
-        cursor = db.execute(
-            "INSERT INTO entries(selection, display, created, used, source, pid, size, preview, text, advertised, app) "
-            "VALUES ('general', ':0', ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
-            (1e9 + n, 1e9 + n, 1000 + n, len(data), text[:100], text,
-             "TARGETS\ntext/html\nUTF8_STRING" if html else "TARGETS\nUTF8_STRING", rng.choice(apps)))
+        entry = first + n
+        entries.append((entry, 1e9 + n, 1e9 + n, 1000 + n, len(data), text[:100], text,
+                        "TARGETS\ntext/html\nUTF8_STRING" if html else "TARGETS\nUTF8_STRING", rng.choice(apps)))
         position = 0
         if html:
             markup = ("<p>%s</p>" % text).encode()
-            db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, 'text/html', 'text/html', ?, ?, ?)",
-                       (cursor.lastrowid, position, hashlib.sha256(markup).hexdigest(), len(markup), markup))
+            targets.append((entry, position, "text/html", "text/html", hashlib.sha256(markup).hexdigest(), len(markup), markup))
             position += 1
-        db.execute("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, 'UTF8_STRING', 'UTF8_STRING', ?, ?, ?)",
-                   (cursor.lastrowid, position, hashlib.sha256(data).hexdigest(), len(data), data))
+        targets.append((entry, position, "UTF8_STRING", "UTF8_STRING", hashlib.sha256(data).hexdigest(), len(data), data))
+    with db:
+        db.executemany(
+            "INSERT INTO entries(id, selection, display, created, used, source, pid, size, preview, text, advertised, app) "
+            "VALUES (?, 'general', ':0', ?, ?, NULL, ?, ?, ?, ?, ?, ?)", entries)
+        db.executemany("INSERT INTO targets(entry, position, name, type, digest, size, data) VALUES (?, ?, ?, ?, ?, ?, ?)", targets)
 EOF
 
 median_ms() { python3 -c "import json, sys; print('%.1f' % (1000 * json.load(open(sys.argv[1]))['results'][0]['median']))" "$1"; }
 
+now_ms() { date +%s%3N; }
+# Starts xpbd on the history and waits for it to answer: $took is the milliseconds that took.
+start_daemon() {
+    local began; began=$(now_ms)
+    "$xpbd" --max-entries 2000000 --max-size 64G > "$1" 2>&1 &
+    daemon=$!
+    for _ in $(seq 3000); do "$xpb" daemon status > /dev/null 2>&1 && break; sleep 0.02; done
+    took=$(($(now_ms) - began))
+}
+stop_daemon() { kill "$daemon" && wait "$daemon" 2>/dev/null || true; daemon=""; }
+rss_mib() { awk -v key="$2:" '$1 == key { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
 rows=()
-for count in 1000 10000 100000; do
+for count in $sizes; do
     home="$work/home-$count"
     export XDG_STATE_HOME="$home/state" XDG_RUNTIME_DIR="$home/runtime" XDG_CACHE_HOME="$home/cache" XDG_CONFIG_HOME="$home/config"
     mkdir -p "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
     # The database as xpbd makes it, then filled.
-    "$xpbd" --max-entries 200000 > "$home/first.log" 2>&1 &
-    for _ in $(seq 100); do "$xpb" daemon status > /dev/null 2>&1 && break; sleep 0.1; done
-    kill $! && wait $! 2>/dev/null || true
+    start_daemon "$home/first.log"
+    stop_daemon
     database="$XDG_STATE_HOME/xpb/history.sqlite"
+    echo "bench: filling $count entries" >&2
     /usr/bin/python3 "$work/fill.py" "$database" "$count"
-    "$xpbd" --max-entries 200000 > "$home/xpbd.log" 2>&1 &
-    daemon=$!
-    for _ in $(seq 600); do "$xpb" daemon status > /dev/null 2>&1 && break; sleep 0.1; done
-    opened=$(sed -n 's/.*described \([0-9]*\) history entries in \([0-9]*\) ms.*/\2/p' "$home/xpbd.log")
+    # The first open describes and indexes what xpbd did not write; the second is a restart.
+    start_daemon "$home/described.log"; first=$took
+    described=$(sed -n 's/.*described \([0-9]*\) history entries in \([0-9]*\) ms.*/\2/p' "$home/described.log")
+    indexed=$(sed -n 's/.*indexed \([0-9]*\) history entries for search in \([0-9]*\) ms.*/\2/p' "$home/described.log")
+    stop_daemon
+    start_daemon "$home/xpbd.log"; opened=$took
     hyperfine -N -w 3 -r "$runs" --export-json "$home/list.json" "$xpb history" > /dev/null 2>&1
     hyperfine -N -w 3 -r "$runs" -i --export-json "$home/few.json" "$xpb history search needle" > /dev/null 2>&1
     hyperfine -N -w 3 -r "$runs" --export-json "$home/many.json" "$xpb history search gamma" > /dev/null 2>&1
     hyperfine -N -w 3 -r "$runs" -i --export-json "$home/none.json" "$xpb history search 'no such words'" > /dev/null 2>&1
     hyperfine -N -w 3 -r "$runs" --export-json "$home/menu.json" "$xpb history menu --menu 'head -n 1'" > /dev/null 2>&1
     matched=$("$xpb" history search gamma --all --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
-    kill "$daemon" && wait "$daemon" 2>/dev/null || true
-    bytes=$(stat -c %s "$database")
-    index=$(sqlite3 "$database" "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'entries_search%'" 2>/dev/null || echo "?")
-    rows+=("| $count | $(median_ms "$home/list.json") ms | $(median_ms "$home/few.json") ms | $(median_ms "$home/many.json") ms (${matched:-?} found) | $(median_ms "$home/none.json") ms | $(median_ms "$home/menu.json") ms | ${opened:-0} ms | $((bytes / 1048576)) MiB, index $((index / 1048576)) MiB |")
+    rss=$(rss_mib "$daemon" VmRSS); peak=$(rss_mib "$daemon" VmHWM)
+    stop_daemon
+    bytes=$(du -sb "$XDG_STATE_HOME/xpb" | cut -f1)
+    index=$(sqlite3 "$database" "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'entries_search%'" 2>/dev/null || echo 0)
+    rows+=("| $count | $(median_ms "$home/list.json") ms | $(median_ms "$home/few.json") ms | $(median_ms "$home/many.json") ms (${matched:-?} found) | $(median_ms "$home/none.json") ms | $(median_ms "$home/menu.json") ms | $opened ms (first ${first} ms: described in ${described:-0} ms, indexed in ${indexed:-0} ms) | $rss MiB (peak $peak) | $((bytes / 1048576)) MiB, index $((index / 1048576)) MiB; $((bytes / count)) B an entry |")
     echo "bench: $count entries measured" >&2
+    rm -rf "$home"
 done
 
 section=$(
@@ -105,8 +128,8 @@ section=$(
     echo "\`search needle\` finds one entry in 1,000; \`search gamma\` about six in ten (the newest 1,000 shown); \`menu\` lists the newest 1,000"
     echo "through \`head -n 1\` and selects the first. The index is SQLite's FTS5 (trigram) over each text's first 4,096 characters, its preview, app and types."
     echo
-    echo "| entries | \`xpb history\` (newest 1000) | \`search needle\` | \`search gamma\` | search, no match (exit 1) | \`history menu\` | describing at open | database |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| entries | \`xpb history\` (newest 1000) | \`search needle\` | \`search gamma\` | search, no match (exit 1) | \`history menu\` | xpbd's start to its first answer | xpbd's RSS | state directory |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "Targets: a listing of the newest 1,000 in ≤ 20 ms at any size; a search of 100,000 entries in ≤ 50 ms."

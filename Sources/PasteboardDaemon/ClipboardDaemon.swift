@@ -122,6 +122,7 @@ package final class ClipboardDaemon: Sendable {
         host.connect(self)
         hub.start()
         startIdleClock()
+        beginHistoryUpkeep()
     }
 
     /// Blocks until the daemon stops (``stop()``, a replacing manager, a lost X server, the idle
@@ -162,7 +163,7 @@ package final class ClipboardDaemon: Sendable {
     }
 
     /// Takes what can change while running from a reread configuration (SIGHUP): the app
-    /// rules, the content rules and the history caps (applied at the next entry kept). The rest
+    /// rules, the content rules and the history caps (applied at once, in turns). The rest
     /// (display, sync links, state directory …) takes effect at the next start.
     package func reload(_ fresh: DaemonConfiguration) {
         host.reload(fresh)
@@ -173,6 +174,8 @@ package final class ClipboardDaemon: Sendable {
             store.maxEntries = fresh.maxEntries
             store.maxBytes = fresh.maxBytes
         }
+        // Caps lowered by many entries are met in turns.
+        upkeepTurn()
     }
 
     /// Whether the daemon was asked to stop (or failed).
@@ -347,7 +350,7 @@ package final class ClipboardDaemon: Sendable {
     /// A copy expired on the host: the history forgets it too (on `storage`), then `done` runs.
     package func expired(then done: (@Sendable () -> Void)? = nil) {
         storage.async { [self] in
-            _ = try? store.withLock { try $0.prune() }
+            if (try? store.withLock { try $0.prune() }) == true { upkeepTurn() }
             done?()
         }
     }

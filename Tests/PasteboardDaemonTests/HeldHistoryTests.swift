@@ -98,7 +98,7 @@ struct HeldHistoryTests {
         #expect(try history.listing(search: "note 2").entries.map(\.index) == [2])
         #expect(try history.snapshot(at: 0)?.text() == secret && history.snapshot(at: 1)?.text() == "note 3")
         #expect(try history.index(ofEntry: heldID) == 0 && history.snapshot(entry: heldID)?.text() == secret)
-        #expect(try history.texts(limit: 100) == [secret, "note 3", "note 2", "note 1"])
+        #expect(try history.texts(limit: 100, budget: .max) == [secret, "note 3", "note 2", "note 1"])
         #expect(try history.latest(selection: .general, display: ":1")?.text() == secret)
 
         // A disk entry used again stands before it.

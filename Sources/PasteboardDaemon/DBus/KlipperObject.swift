@@ -44,6 +44,9 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
 
     func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure> {
         guard let daemon else { return .failure(.failed("xpbd is stopping")) }
+        // As on the control socket: a copy handed to the history's writes before the call is
+        // there for it (an upkeep turn may stand before it: a call waits for one turn at most).
+        daemon.awaitWritesHandedIn()
         let history = daemon.history
         do {
             switch member {
@@ -71,8 +74,9 @@ final class KlipperObject: DBusObject, @unchecked Sendable {
                 history.checkpoint()
                 return .success([])
             case "getClipboardHistoryMenu":
-                // Each entry's text in one pass over the store (a long text cut at 4 KiB, as a menu shows it).
-                let texts = try history.texts(limit: 4096)
+                // The newest entries' texts (a long text cut at 4 KiB, as a menu shows it), as many
+                // as the reply could hold, never the whole of a history of a million.
+                let texts = try history.texts(limit: 4096, budget: Self.maxMenu)
                 // The newest that fit in a reply (17,000 entries of 4 KiB would not).
                 var budget = Self.maxMenu
                 let shown = texts.prefix { text in

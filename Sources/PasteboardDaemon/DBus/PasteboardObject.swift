@@ -34,6 +34,9 @@ final class PasteboardObject: DBusObject, @unchecked Sendable {
 
     func call(_ member: String, _ arguments: [DBusValue], caller: DBusCaller) -> Result<[DBusValue], DBusFailure> {
         guard let daemon else { return .failure(.failed("xpbd is stopping")) }
+        // As on the control socket: a copy handed to the history's writes before the call is
+        // there for it (an upkeep turn may stand before it: a call waits for one turn at most).
+        daemon.awaitWritesHandedIn()
         // The arguments are those of `signatures[member]` (DBusService checked them).
         func string(_ index: Int) -> String { if case let .string(value) = arguments[index] { return value } else { return "" } }
         func id(_ index: Int) -> Int64 { if case let .int64(value) = arguments[index] { return value } else { return -1 } }

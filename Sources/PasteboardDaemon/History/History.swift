@@ -15,9 +15,21 @@ package final class HistoryLock: Sendable {
     let writes = DispatchQueue(label: "xpbd.storage")
     private static let writesKey = DispatchSpecificKey<Bool>()
 
+    /// Whether the file's check after the open (``ClipboardDaemon/beginHistoryUpkeep()``) has
+    /// begun: the two sides of a bridge share the history, and one check is enough.
+    private let checked = Mutex(false)
+
     init(_ history: sending History) {
         self.history = Mutex(history)
         writes.setSpecific(key: Self.writesKey, value: true)
+    }
+
+    /// True the first time it is asked, false after: the caller checks the file.
+    func beginCheck() -> Bool {
+        checked.withLock { begun in
+            defer { begun = true }
+            return !begun
+        }
     }
 
     /// Whether the caller runs on ``writes``.
@@ -252,10 +264,11 @@ package final class History {
         return try disk.index(ofEntry: onDisk(id)).map { Self.merged($0, places) }
     }
 
-    /// The entries' texts, newest first, each cut at `limit` bytes.
-    func texts(limit: Int) throws -> [String] {
-        let heldTexts = try held.texts(limit: limit)
-        let diskTexts = try disk.texts(limit: limit)
+    /// The entries' texts, newest first, each cut at `limit` bytes, as many as fit in `budget`
+    /// bytes (``HistoryStore/texts(limit:budget:)``).
+    func texts(limit: Int, budget: Int) throws -> [String] {
+        let heldTexts = try held.texts(limit: limit, budget: budget)
+        let diskTexts = try disk.texts(limit: limit, budget: budget)
         guard !heldTexts.isEmpty else { return diskTexts.map(\.text) }
         return (heldTexts + diskTexts).enumerated().sorted { ($0.element.used, -$0.offset) > ($1.element.used, -$1.offset) }.map(\.element.text)
     }
@@ -319,9 +332,11 @@ package final class History {
         return try disk.forgetSecret(entry: entry.map(onDisk), selection: selection, time: time, display: display)
     }
 
-    func prune() throws {
-        try disk.prune()
+    /// One turn of pruning (``HistoryStore/prune(reserving:bytes:)``); whether more is to go.
+    @discardableResult
+    func prune() throws -> Bool {
         try held.prune()
+        return try disk.prune()
     }
 
     @discardableResult

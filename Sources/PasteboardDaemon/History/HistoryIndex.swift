@@ -10,8 +10,8 @@ import FoundationEssentials
 /// triggers: every row deleted is taken out of it first if it is in it (``delete(_:_:in:)``),
 /// clearing the history empties it in one step (a full disk has room for that, not for a
 /// tombstone a row), and rows another writer added (an earlier xpbd, a test filling the
-/// database) are indexed at the next open and searched by a look at each meanwhile (their
-/// `indexed` is 0; a partial index finds them).
+/// database) are indexed after the next open, in turns (``HistoryStore/maintain()``), and
+/// searched by a look at each meanwhile (their `indexed` is 0; a partial index finds them).
 enum HistoryIndex {
     /// The version of ``EntryDescription``'s rules the stored descriptions follow: a history
     /// described by earlier rules is described again when opened.
@@ -32,10 +32,12 @@ enum HistoryIndex {
     /// Adds the description columns, the content key's index, the expiry's index (a listing
     /// asks for the next expiry each time), the listing order's index (newest first, and
     /// whether expired, without reading a row: a match's place in the whole history is counted
-    /// along it), the full-text index and the partial indexes of the
-    /// rows a search looks at whole to a history that lacks them (`columns`: the entries table's
-    /// columns now). Descriptions of earlier rules are cleared, to be made again
-    /// (``HistoryStore``'s `describeUndescribed`, which indexes the rows not indexed yet too).
+    /// along it), the index of each selection's entries by display and age (the newest copy of
+    /// a display, restored at start, is one look), the full-text index and the partial indexes of the
+    /// rows a search looks at whole and of those the upkeep is to describe or index, to a
+    /// history that lacks them (`columns`: the entries table's columns now). Descriptions of
+    /// earlier rules are cleared, to be made again (``HistoryStore/maintain()``, which indexes
+    /// the rows not indexed yet too).
     static func prepare(_ database: SQLiteDatabase, columns: Set<String>) throws(SQLiteError) {
         for (column, type) in [("types", "TEXT"), ("content_size", "INTEGER"), ("content_key", "TEXT"), ("indexed", "INTEGER NOT NULL DEFAULT 0")]
         where !columns.contains(column) {
@@ -46,7 +48,9 @@ enum HistoryIndex {
             CREATE INDEX IF NOT EXISTS entries_expires ON entries(expires);
             DROP INDEX IF EXISTS entries_used;
             CREATE INDEX IF NOT EXISTS entries_order ON entries(used, id, expires);
+            CREATE INDEX IF NOT EXISTS entries_latest ON entries(selection, display, used, id);
             CREATE INDEX IF NOT EXISTS entries_unindexed ON entries(id) WHERE indexed = 0;
+            CREATE INDEX IF NOT EXISTS entries_undescribed ON entries(id) WHERE types IS NULL OR content_key IS NULL;
             CREATE INDEX IF NOT EXISTS entries_long ON entries(id) WHERE length(text) > \(indexedCharacters);
             CREATE VIRTUAL TABLE IF NOT EXISTS entries_search USING fts5(text, preview, app, types, content='', tokenize='trigram');
             """)
@@ -105,9 +109,12 @@ enum HistoryIndex {
     /// the start of each text, with the rest of a long text and the rows not indexed yet looked
     /// at (each found by its partial index); shorter ones, which no trigram holds, by a look at
     /// every entry. Then one walk along the listing order's index (ids alone, no row read)
-    /// counts them and places the page's: no sort of 60,000 matches, no temporary table.
-    static func search(_ search: String, offset: Int, limit: Int?, in database: SQLiteDatabase,
-                       now: Double) throws(SQLiteError) -> (page: [(id: Int64, place: Int)], total: Int) {
+    /// places the page's, stopping at its end: no sort of 600,000 matches, no temporary table. A
+    /// few matches (``sparseMatches`` or fewer: one in a thousand of a million) are placed
+    /// without the walk, which would go to the last of them (``placeFew``).
+    /// `sparse`: the most matches placed by their own rows (a test chooses each way).
+    static func search(_ search: String, offset: Int, limit: Int?, in database: SQLiteDatabase, now: Double,
+                       sparse: Int = sparseMatches) throws(SQLiteError) -> (page: [(id: Int64, place: Int)], total: Int) {
         let wanted = search.lowercased()
         // A look at a row: LIKE (ASCII letters in either case, as SQLite's lower() knows them),
         // the search's own % and _ escaped.
@@ -131,21 +138,72 @@ enum HistoryIndex {
         } else {
             try database.forEachInteger("SELECT id FROM entries WHERE \(inRow)", [.text(pattern)], add)
         }
+        // The matches that expired and are not pruned yet are left out (by the expiry's index: few).
+        var expired: [(used: Double, id: Int64)] = []
+        for row in try database.query("SELECT used, id FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(now)]) {
+            guard let id = row[1].integer else { continue }
+            expired.append((row[0].real ?? 0, id))
+            found.remove(id)
+        }
+        let total = found.count
+        let end = limit.map { min(total, max(0, offset) + $0) } ?? total
+        guard end > offset else { return ([], total) }
+        if total <= sparse {
+            return (try placeFew(found, from: offset, to: end, expired: expired, in: database), total)
+        }
+        // Many matches: one walk along the listing order's index (ids alone, no row read), from
+        // the newest, until the page's last match is placed.
         var page: [(id: Int64, place: Int)] = []
-        var total = 0
+        var seen = 0
         var place = 0
-        if !found.isEmpty {
-            try database.forEachInteger("""
-                SELECT id FROM entries INDEXED BY entries_order WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
-                """, [.real(now)]) { id in
-                if found.contains(id) {
-                    if total >= offset, limit.map({ page.count < $0 }) ?? true { page.append((id, place)) }
-                    total += 1
-                }
-                place += 1
-                return true
+        try database.forEachInteger("""
+            SELECT id FROM entries INDEXED BY entries_order WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
+            """, [.real(now)]) { id in
+            if found.contains(id) {
+                if seen >= offset { page.append((id, place)) }
+                seen += 1
             }
+            place += 1
+            return seen < end
         }
         return (page, total)
+    }
+
+    /// Up to this many matches are placed by their own rows (``placeFew``), more by a walk.
+    static let sparseMatches = 4096
+
+    /// The places in the whole history of matches `from` to `to` (newest first) of `found`, a
+    /// few ids of entries not expired: each match's order read by its id, sorted, and the places
+    /// counted along the listing order's index (SQLite counts a range of it without a row:
+    /// 18 ms for a million), from one match to the next, the `expired` entries not pruned yet
+    /// left out.
+    private static func placeFew(_ found: Set<Int64>, from offset: Int, to end: Int, expired: [(used: Double, id: Int64)],
+                                 in database: SQLiteDatabase) throws(SQLiteError) -> [(id: Int64, place: Int)] {
+        var keys: [(used: Double, id: Int64)] = []
+        let ids = Array(found)
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let chunk = ids[start..<min(ids.count, start + 500)].map(String.init).joined(separator: ",")
+            for row in try database.query("SELECT used, id FROM entries WHERE id IN (\(chunk))") {
+                if let id = row[1].integer { keys.append((row[0].real ?? 0, id)) }
+            }
+        }
+        keys.sort { ($0.used, $0.id) > ($1.used, $1.id) }
+        let chosen = Array(keys[min(offset, keys.count)..<min(end, keys.count)])
+        // The entries used later than each match and not later than the one before it (all
+        // those used later, for the first), and those used at the same time with a greater id.
+        var ranges: [[SQLiteValue]] = []
+        for (position, key) in chosen.enumerated() {
+            ranges.append([.real(key.used), .real(position == 0 ? .infinity : chosen[position - 1].used)])
+        }
+        let between = try database.integers("SELECT count(*) FROM entries INDEXED BY entries_order WHERE used > ?1 AND used <= ?2", each: ranges)
+        let tied = try database.integers("SELECT count(*) FROM entries WHERE used = ? AND id > ?", each: chosen.map { [.real($0.used), .integer($0.id)] })
+        var page: [(id: Int64, place: Int)] = []
+        var newer = 0
+        for (position, key) in chosen.enumerated() {
+            newer += Int(between[position] ?? 0)
+            let gone = expired.count { ($0.used, $0.id) > key }
+            page.append((key.id, newer + Int(tied[position] ?? 0) - gone))
+        }
+        return page
     }
 }

@@ -70,9 +70,10 @@ struct HistoryService: Sendable {
         return listing.finished()
     }
 
-    /// Each entry's text, newest first, a long one cut at `limit` bytes.
-    func texts(limit: Int) throws -> [String] {
-        try store.withLock { try $0.texts(limit: limit) }
+    /// Each entry's text, newest first, a long one cut at `limit` bytes, as many as fit in
+    /// `budget` bytes.
+    func texts(limit: Int, budget: Int) throws -> [String] {
+        try store.withLock { try $0.texts(limit: limit, budget: budget) }
     }
 
     // MARK: Verbs

@@ -54,7 +54,8 @@ final class HistoryStore {
             chmod(path, 0o700)
         }
         database = try HistorySchema.open(databasePath, logger: logger)
-        describeUndescribed()
+        // The open reads no row per entry (a million took 40 s): what is left to describe,
+        // index, prune or check is done after, in turns (``maintain()``, ``HistorySchema/damage(at:)``).
         collectGarbage()
         _ = try? prune()
         keepReserve()
@@ -77,47 +78,108 @@ final class HistoryStore {
         try HistorySchema.prepare(database, inMemory: true)
     }
 
-    /// Describes the entries written without a description (by an earlier xpbd, or before the
-    /// description's rules changed, ``HistoryIndex/descriptionVersion``): their types, content
-    /// size and content key, which listings, searches and the look for a copy kept before read;
-    /// and indexes those not in the search index.
-    private func describeUndescribed() {
+    // MARK: Upkeep in turns
+
+    /// The most entries one turn of upkeep (``maintain()``, ``prune(reserving:bytes:)``)
+    /// describes, indexes or deletes: each turn is one transaction of a few tens of
+    /// milliseconds, and the history's lock is free between turns, so a copy, a paste or a
+    /// listing waits for one turn at most, never for a million rows.
+    static let turnSize = 1_000
+
+    /// What the upkeep has done since it began, said once it is done.
+    private var upkeep: (began: Date, described: Int, indexed: Int, pruned: Int)?
+
+    /// One turn of the history's upkeep, the first of these with work left: delete the entries
+    /// beyond the caps, the oldest first (before any work is spent on them); describe entries
+    /// written without a description (by an earlier xpbd, by another writer, or before the
+    /// description's rules changed, ``HistoryIndex/descriptionVersion``), the newest first; add
+    /// those not in the search index to it.
+    /// Returns whether work is left (the caller runs another turn, after whatever waits for the
+    /// lock). Meanwhile a listing describes what it shows itself, and a search looks at the rows
+    /// not indexed yet one by one.
+    func maintain() -> Bool {
+        var done = upkeep ?? (Date(), 0, 0, 0)
+        defer { upkeep = done }
         do {
-            let undescribed = "SELECT id FROM entries WHERE types IS NULL OR content_key IS NULL"
-            let ids = try database.query(undescribed).compactMap { $0[0].integer }
-            if !ids.isEmpty {
-                let start = Date()
-                var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-                for row in try database.query("""
-                    SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (\(undescribed)) ORDER BY entry, position
-                    """) {
-                    guard let entry = row[0].integer, let name = row[1].text else { continue }
-                    targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
-                }
-                try database.transaction {
-                    // Out of the search index while their types change; indexed again below.
-                    try HistoryIndex.unindex("types IS NULL OR content_key IS NULL", [], in: database)
-                    for id in ids {
-                        let kept = targets[id] ?? []
-                        let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
-                            self.targetBytes.head(in: self.database, entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
-                        }
-                        try database.query("UPDATE entries SET types = ?, content_size = ?, content_key = ? WHERE id = ?", [
-                            .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)),
-                            .text(Self.contentKey(kept.map { ($0.name, $0.digest) })), .integer(id),
-                        ])
-                    }
-                }
-                logger.info("described \(ids.count) history entries in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
-            }
-            let unindexed = try database.query("SELECT count(*) FROM entries WHERE indexed = 0").first?[0].integer ?? 0
-            if unindexed > 0 {
-                let start = Date()
-                try database.transaction { try HistoryIndex.index("indexed = 0", [], in: database) }
-                logger.info("indexed \(unindexed) history entries for search in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
-            }
+            let before = totals().count
+            let more = try prune()
+            done.pruned += max(0, before - totals().count)
+            if more { return true }
+            let described = try recovering { try describeUndescribed(atMost: Self.turnSize) }
+            done.described += described
+            if described > 0 { return true }
+            let indexed = try recovering { try indexUnindexed(atMost: Self.turnSize) }
+            done.indexed += indexed
+            if indexed > 0 { return true }
         } catch {
-            logger.warning("could not describe the history's entries: \(error)")
+            logger.warning("could not describe, index or prune the history's entries: \(error)")
+        }
+        if done.described + done.indexed + done.pruned > 0 {
+            logger.info("""
+                history upkeep: described \(done.described), indexed \(done.indexed) for search and pruned \(done.pruned) entries \
+                in \(Int(Date().timeIntervalSince(done.began) * 1000)) ms, in turns of \(Self.turnSize)
+                """)
+        }
+        done = (Date(), 0, 0, 0)
+        return false
+    }
+
+    /// Describes up to `limit` of the entries written without a description, the newest first:
+    /// their types, content size and content key, which listings, searches and the look for a
+    /// copy kept before read. They leave the search index while their types change (indexed
+    /// again by ``indexUnindexed(atMost:)``). Returns how many.
+    private func describeUndescribed(atMost limit: Int) throws -> Int {
+        // By the partial index of the rows without one: no row read to find them.
+        let ids = try database.query("SELECT id FROM entries WHERE types IS NULL OR content_key IS NULL ORDER BY id DESC LIMIT ?",
+                                     [.integer(Int64(limit))]).compactMap { $0[0].integer }
+        guard !ids.isEmpty else { return 0 }
+        let list = ids.map(String.init).joined(separator: ",")
+        var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
+        for row in try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (\(list)) ORDER BY entry, position") {
+            guard let entry = row[0].integer, let name = row[1].text else { continue }
+            targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
+        }
+        try database.transaction {
+            try HistoryIndex.unindex("id IN (\(list))", [], in: database)
+            for id in ids {
+                let kept = targets[id] ?? []
+                let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
+                    self.targetBytes.head(in: self.database, entry: id, position: position, digest: kept[position].digest, inline: kept[position].inline)
+                }
+                try database.query("UPDATE entries SET types = ?, content_size = ?, content_key = ? WHERE id = ?", [
+                    .text(description.types.joined(separator: "\n")), .integer(Int64(description.size)),
+                    .text(Self.contentKey(kept.map { ($0.name, $0.digest) })), .integer(id),
+                ])
+            }
+        }
+        return ids.count
+    }
+
+    /// Adds up to `limit` of the entries not in the search index to it, the newest first;
+    /// returns how many.
+    private func indexUnindexed(atMost limit: Int) throws -> Int {
+        let ids = try database.query("SELECT id FROM entries WHERE indexed = 0 ORDER BY id DESC LIMIT ?", [.integer(Int64(limit))])
+            .compactMap { $0[0].integer }
+        guard !ids.isEmpty else { return 0 }
+        try database.transaction { try HistoryIndex.index("id IN (\(ids.map(String.init).joined(separator: ",")))", [], in: database) }
+        return ids.count
+    }
+
+    /// Counts the files this store has opened at ``databasePath``: one moved aside for damage
+    /// is followed by a new one.
+    private(set) var generation = 1
+
+    /// The damage a check of the whole file found (``HistorySchema/damage(at:)``, run off the
+    /// lock, on the file of `generation`) handled: the file is moved aside and a new one made, as
+    /// when a query finds it damaged. Nothing when the store has since made a new file itself.
+    func replaceDamaged(_ damage: SQLiteError, generation checked: Int) {
+        guard !isInMemory, checked == generation else { return }
+        do {
+            HistorySchema.moveAside(databasePath, because: damage, logger: logger)
+            generation += 1
+            database = try HistorySchema.open(databasePath, logger: logger)
+        } catch {
+            logger.error("the history could not be made again after its damage: \(error)")
         }
     }
 
@@ -129,6 +191,7 @@ final class HistoryStore {
             return try body()
         } catch let error as SQLiteError where error.isCorrupt {
             HistorySchema.moveAside(databasePath, because: error, logger: logger)
+            generation += 1
             database = try HistorySchema.open(databasePath, logger: logger)
             return try body()
         }
@@ -290,34 +353,41 @@ final class HistoryStore {
 
     /// Removes expired entries, then the oldest beyond the entry and size caps (the newest is
     /// always kept; pinned entries are never removed, nor counted), then payload files no
-    /// entry names.
-    func prune(reserving entries: Int = 0, bytes: Int = 0) throws {
+    /// entry names. At most ``turnSize`` entries go in one call, in one transaction: returns
+    /// whether more are to go (caps lowered by 100,000: ``maintain()`` goes on in turns).
+    @discardableResult
+    func prune(reserving entries: Int = 0, bytes: Int = 0) throws -> Bool {
         let maxEntries = max(1, maxEntries - entries)
         let maxBytes = max(0, maxBytes - bytes)
-        try recovering {
-            // Within the caps and nothing expired (each copy asks): two counts, no row read into
-            // memory, no look at every payload's name (at 100,000 entries that was 30 ms a copy).
+        return try recovering {
+            // Within the caps and nothing expired (each copy asks): two rows read, by an index
+            // and from the totals the triggers keep (``EntryTotals``), never a row an entry.
             let now = Date().timeIntervalSince1970
-            let expired = try database.query("SELECT count(*) FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(now)])
-                .first?[0].integer ?? 0
-            if expired == 0, let caps = try database.query("SELECT count(*), coalesce(sum(size), 0) FROM entries WHERE pinned = 0").first,
-               Int(caps[0].integer ?? 0) <= max(1, maxEntries), Int(caps[1].integer ?? 0) <= maxBytes || caps[0].integer ?? 0 <= 1 {
-                return
-            }
+            let expired = try database.query("SELECT id FROM entries WHERE expires IS NOT NULL AND expires <= ? LIMIT ?",
+                                              [.real(now), .integer(Int64(Self.turnSize))]).compactMap { $0[0].integer }
+            let caps = try EntryTotals.of(pinned: false, in: database)
+            let over = { (count: Int, bytes: Int) in count > 1 && (count > maxEntries || bytes > maxBytes) }
+            guard !expired.isEmpty || over(caps.count, caps.bytes) else { return false }
             let named = referencedFiles() ?? []
-            let removed = try database.transaction { () throws -> Bool in
-                try HistoryIndex.delete("expires IS NOT NULL AND expires <= ?", [.real(Date().timeIntervalSince1970)], in: database)
-                let rows = try database.query("SELECT id, size FROM entries WHERE pinned = 0 ORDER BY used DESC, id DESC")
-                var total = 0
+            let more = try database.transaction { () throws -> Bool in
+                if !expired.isEmpty { try HistoryIndex.delete("id IN (\(expired.map(String.init).joined(separator: ",")))", [], in: database) }
+                var (count, bytes) = try EntryTotals.of(pinned: false, in: database)
+                let room = Self.turnSize - expired.count
+                guard room > 0, over(count, bytes) else { return over(count, bytes) }
+                // The oldest first, along the listing order's index: the newest `maxEntries`
+                // (whose bytes fit) stay, as when counted from the newest.
                 var doomed: [Int64] = []
-                for (position, row) in rows.enumerated() {
-                    total += Int(row[1].integer ?? 0)
-                    if position > 0, position >= maxEntries || total > maxBytes { doomed.append(row[0].integer ?? 0) }
+                for row in try database.query("SELECT id, size FROM entries WHERE pinned = 0 ORDER BY used, id LIMIT ?", [.integer(Int64(room))]) {
+                    guard over(count, bytes), let id = row[0].integer else { break }
+                    doomed.append(id)
+                    count -= 1
+                    bytes -= Int(row[1].integer ?? 0)
                 }
-                for id in doomed { try HistoryIndex.delete("id = ?", [.integer(id)], in: database) }
-                return !doomed.isEmpty
+                if !doomed.isEmpty { try HistoryIndex.delete("id IN (\(doomed.map(String.init).joined(separator: ",")))", [], in: database) }
+                return over(count, bytes)
             }
-            if removed { collectGarbage(named: named) }
+            collectGarbage(named: named)
+            return more
         }
     }
 
@@ -499,8 +569,7 @@ final class HistoryStore {
 
     /// The number of entries and their bytes.
     func totals() -> (count: Int, bytes: Int) {
-        guard let row = try? database.query("SELECT count(*), coalesce(sum(size), 0) FROM entries").first else { return (0, 0) }
-        return (Int(row[0].integer ?? 0), Int(row[1].integer ?? 0))
+        (try? EntryTotals.all(in: database)) ?? (0, 0)
     }
 
     /// What a full listing depends on: the connection, its own count of changed rows, SQLite's
@@ -551,7 +620,9 @@ final class HistoryStore {
             let page = matched.map { $0.page.map(\.id) }
             let paged = limit != nil || offset > 0
             let window = paged ? " LIMIT \(limit ?? -1) OFFSET \(max(0, offset))" : ""
-            let chosen = page.map { "id IN (\($0.map(String.init).joined(separator: ",")))" } ?? "expires IS NULL OR expires > ?"
+            // Not expired, said so that SQLite walks the listing order's index (newest first) and
+            // stops at the page's end: by the expiry's index it sorted a million rows for a page of one.
+            let chosen = page.map { "id IN (\($0.map(String.init).joined(separator: ",")))" } ?? "+expires IS NULL OR +expires > ?"
             let order = "ORDER BY used DESC, id DESC\(page == nil ? window : "")"
             let bindings: [SQLiteValue] = page == nil ? [.real(now)] : []
             let rows = try database.query("""
@@ -576,7 +647,9 @@ final class HistoryStore {
             let pastes = try EntryPastes.of(narrowed ? "\(chosen) \(order)" : nil, narrowed ? bindings : [], in: database)
             var total = matched?.total ?? 0
             if matched == nil, paged {
-                total = Int(try database.query("SELECT count(*) FROM entries WHERE expires IS NULL OR expires > ?", [.real(now)]).first?[0].integer ?? 0)
+                // The totals the triggers keep, less the expired entries not pruned yet (by the expiry's index).
+                let expired = try database.query("SELECT count(*) FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(now)])
+                total = try EntryTotals.all(in: database).count - Int(expired.first?[0].integer ?? 0)
             }
             // A match's index is its place in the whole history (what `select N` takes).
             let indexes = Dictionary(matched?.page.map { ($0.id, $0.place) } ?? [], uniquingKeysWith: { first, _ in first })
@@ -686,12 +759,31 @@ final class HistoryStore {
     }
 
     /// The entries' texts, newest first (those without text left out), each cut at `limit` bytes,
-    /// with when each was last used.
-    func texts(limit: Int) throws -> [(text: String, used: Double)] {
+    /// with when each was last used: as many as fit in `budget` bytes (the first always), read a
+    /// thousand at a time along the listing order's index, so that a million entries are never
+    /// all read for a menu that shows a few thousand.
+    func texts(limit: Int, budget: Int) throws -> [(text: String, used: Double)] {
         try recovering {
-            try database.query("""
-                SELECT substr(text, 1, ?), used FROM entries WHERE text IS NOT NULL AND (expires IS NULL OR expires > ?) ORDER BY used DESC, id DESC
-                """, [.integer(Int64(limit)), .real(Date().timeIntervalSince1970)]).compactMap { row in row[0].text.map { ($0, row[1].real ?? 0) } }
+            var texts: [(text: String, used: Double)] = []
+            var bytes = 0
+            var last: (used: Double, id: Int64)?
+            let now = Date().timeIntervalSince1970
+            repeat {
+                let after = last.map { _ in " AND (used < ? OR (used = ? AND id < ?))" } ?? ""
+                let rows = try database.query("""
+                    SELECT substr(text, 1, ?), used, id FROM entries WHERE text IS NOT NULL AND (+expires IS NULL OR +expires > ?)\(after)
+                    ORDER BY used DESC, id DESC LIMIT 1000
+                    """, [.integer(Int64(limit)), .real(now)] + (last.map { [.real($0.used), .real($0.used), .integer($0.id)] } ?? []))
+                for row in rows {
+                    guard bytes < budget || texts.isEmpty else { break }
+                    let text = row[0].text ?? ""
+                    texts.append((text, row[1].real ?? 0))
+                    bytes += text.utf8.count
+                }
+                guard rows.count == 1000, let end = rows.last else { break }
+                last = (end[1].real ?? 0, end[2].integer ?? 0)
+            } while bytes < budget
+            return texts
         }
     }
 
@@ -726,13 +818,30 @@ final class HistoryStore {
     }
 
     /// The newest entry of a selection, preferring one taken on `display`; expired ones never.
+    /// By the index of each selection's entries by display, newest last: the display's newest
+    /// is one look, and the newest of any display one look for each display (a loose scan of the
+    /// index, never a sort of a million rows).
     func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
         try recovering {
-            let rows = try database.query("""
-                SELECT id FROM entries WHERE selection = ? AND (expires IS NULL OR expires > ?)
-                ORDER BY (display = ?) DESC, used DESC, id DESC LIMIT 1
-                """, [.text(selection.rawValue), .real(Date().timeIntervalSince1970), .text(display)])
-            return try rows.first?[0].integer.flatMap { try snapshot(id: $0) }
+            let now = Date().timeIntervalSince1970
+            func newest(on display: String) throws -> (id: Int64, used: Double)? {
+                try database.query("""
+                    SELECT id, used FROM entries INDEXED BY entries_latest WHERE selection = ? AND display = ? AND (expires IS NULL OR expires > ?)
+                    ORDER BY used DESC, id DESC LIMIT 1
+                    """, [.text(selection.rawValue), .text(display), .real(now)]).first.flatMap { row in
+                    row[0].integer.map { ($0, row[1].real ?? 0) }
+                }
+            }
+            if let mine = try newest(on: display) { return try snapshot(id: mine.id) }
+            var best: (id: Int64, used: Double)?
+            var after: String?
+            while let next = try database.query("""
+                SELECT display FROM entries INDEXED BY entries_latest WHERE selection = ?\(after == nil ? "" : " AND display > ?") ORDER BY display LIMIT 1
+                """, [.text(selection.rawValue)] + (after.map { [.text($0)] } ?? [])).first?[0].text {
+                after = next
+                if let candidate = try newest(on: next), best.map({ (candidate.used, candidate.id) > ($0.used, $0.id) }) ?? true { best = candidate }
+            }
+            return try best.flatMap { try snapshot(id: $0.id) }
         }
     }
 

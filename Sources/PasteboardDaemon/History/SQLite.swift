@@ -19,9 +19,11 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
 final class SQLiteDatabase {
     private let handle: OpaquePointer
 
-    init(path: String) throws(SQLiteError) {
+    /// Opens (or creates) the database at `path`; `readOnly` opens an existing one to read alone.
+    init(path: String, readOnly: Bool = false) throws(SQLiteError) {
         var db: OpaquePointer?
-        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        let flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        let code = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard code == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(db)
@@ -93,6 +95,30 @@ final class SQLiteDatabase {
             guard code == SQLITE_ROW else { throw error(code) }
             guard body(sqlite3_column_int64(statement, 0)) else { return }
         }
+    }
+
+    /// Runs `sql`, a statement whose first column of its first row is an integer, once for each
+    /// of `bindings`, prepared once: many small counts cost a step each, not a compilation each
+    /// (40 µs, more than a count of a thousand index entries). The integers, nil for no row.
+    func integers(_ sql: String, each bindings: [[SQLiteValue]]) throws(SQLiteError) -> [Int64?] {
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw error(code) }
+        defer { sqlite3_finalize(statement) }
+        var results: [Int64?] = []
+        results.reserveCapacity(bindings.count)
+        for values in bindings {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+            try bind(values, to: statement)
+            let step = sqlite3_step(statement)
+            switch step {
+            case SQLITE_ROW: results.append(sqlite3_column_int64(statement, 0))
+            case SQLITE_DONE: results.append(nil)
+            default: throw error(step)
+            }
+        }
+        return results
     }
 
     private func bind(_ bindings: [SQLiteValue], to statement: OpaquePointer) throws(SQLiteError) {

@@ -1,0 +1,36 @@
+import Dispatch
+
+extension ClipboardDaemon {
+    /// Begins the history's upkeep once the daemon answers, so that a history of any size opens
+    /// at once (a million entries: 40 s of describing and indexing, and 1.7 s of checking, when
+    /// all was done at the open):
+    /// - the whole file is checked on a connection of its own, off the history's lock; damage
+    ///   found moves it aside, as a query that meets damage does;
+    /// - what the history lacks (descriptions, the search index) is made, and entries beyond the
+    ///   caps deleted, in turns (``HistoryStore/maintain()``) on `storage`, where copies wait
+    ///   for one turn at most.
+    ///
+    /// The two sides of a bridge share one history: the first to start checks it.
+    func beginHistoryUpkeep() {
+        let (path, generation, inMemory) = store.withLock { ($0.disk.databasePath, $0.disk.generation, $0.disk.isInMemory) }
+        if !inMemory, store.beginCheck() {
+            DispatchQueue.global(qos: .utility).async { [self] in
+                guard let damage = HistorySchema.damage(at: path), !isStopping else { return }
+                storage.async { [self] in
+                    store.withLock { $0.disk.replaceDamaged(damage, generation: generation) }
+                    encodeListingSoon()
+                }
+            }
+        }
+        upkeepTurn()
+    }
+
+    /// Runs one turn of the upkeep on `storage`, and queues the next while work is left: a copy
+    /// queued meanwhile is written between two turns.
+    func upkeepTurn() {
+        storage.async { [self] in
+            guard !isStopping, store.withLock({ $0.disk.maintain() }) else { return }
+            upkeepTurn()
+        }
+    }
+}
