@@ -166,9 +166,9 @@ struct HistoryScaleTests {
         var turns = 0
         while store.maintain() {
             turns += 1
-            if turns == 2 { try check("in the middle of the upkeep") }
+            if turns == 3 { try check("in the middle of the upkeep") }
         }
-        #expect(turns == 6, "three turns of describing, three of indexing")
+        #expect(turns >= 6, "at most \(TurnPacing.most) entries a turn: three turns of describing or more, as many of indexing")
         #expect(try counted(directory, "types IS NULL OR content_key IS NULL").count == 0)
         #expect(try counted(directory, "indexed = 0").count == 0)
         try check("after the upkeep")
@@ -269,5 +269,21 @@ struct HistoryScaleTests {
         #expect(store?.totals().count == 0)
         try store?.add(snapshot("after the damage"), display: ":1")
         #expect(try store?.summaries().map(\.preview) == ["after the damage"])
+    }
+
+    @Test("a turn of upkeep takes what the last turn's pace fits in 25 ms: at most twice the last, between 8 and 1,000")
+    func pacing() {
+        var pacing = TurnPacing()
+        #expect(pacing.size == 64)
+        pacing.took(0.000_02 * 64, for: 64)
+        #expect(pacing.size == 128, "fast: twice as many, no more")
+        for _ in 0..<10 { pacing.took(0.000_02 * Double(pacing.size), for: pacing.size) }
+        #expect(pacing.size == 1_000)
+        pacing.took(0.001 * 1_000, for: 1_000)
+        #expect(pacing.size == 25, "1 ms an entry (pruning): 25 fit")
+        pacing.took(0.5, for: 25)
+        #expect(pacing.size == TurnPacing.fewest)
+        pacing.took(0.2, for: 0)
+        #expect(pacing.size == TurnPacing.fewest, "a turn with nothing done says nothing of the pace")
     }
 }

@@ -80,14 +80,15 @@ final class HistoryStore {
 
     // MARK: Upkeep in turns
 
-    /// The most entries one turn of upkeep (``maintain()``, ``prune(reserving:bytes:)``)
-    /// describes, indexes or deletes: each turn is one transaction of a few tens of
-    /// milliseconds, and the history's lock is free between turns, so a copy, a paste or a
-    /// listing waits for one turn at most, never for a million rows.
-    static let turnSize = 1_000
+    /// The most entries one call of ``prune(reserving:bytes:)`` deletes, in one transaction:
+    /// caps lowered by 100,000 are met over many calls (``maintain()``, whose turns are paced
+    /// by ``pacing``), with the history's lock free between them.
+    static let turnSize = TurnPacing.most
 
     /// What the upkeep has done since it began, said once it is done.
     private var upkeep: (began: Date, described: Int, indexed: Int, pruned: Int)?
+    /// How many entries the next turn of upkeep takes.
+    private var pacing = TurnPacing()
 
     /// One turn of the history's upkeep, the first of these with work left: delete the entries
     /// beyond the caps, the oldest first (before any work is spent on them); describe entries
@@ -100,15 +101,25 @@ final class HistoryStore {
     func maintain() -> Bool {
         var done = upkeep ?? (Date(), 0, 0, 0)
         defer { upkeep = done }
+        // One step's entries and time set the next turn's size.
+        func paced(_ step: () throws -> Int) rethrows -> Int {
+            let began = Date()
+            let count = try step()
+            pacing.took(Date().timeIntervalSince(began), for: count)
+            return count
+        }
         do {
-            let before = totals().count
-            let more = try prune()
-            done.pruned += max(0, before - totals().count)
+            var more = false
+            done.pruned += try paced {
+                let before = totals().count
+                more = try prune(atMost: pacing.size)
+                return max(0, before - totals().count)
+            }
             if more { return true }
-            let described = try recovering { try describeUndescribed(atMost: Self.turnSize) }
+            let described = try paced { try recovering { try describeUndescribed(atMost: pacing.size) } }
             done.described += described
             if described > 0 { return true }
-            let indexed = try recovering { try indexUnindexed(atMost: Self.turnSize) }
+            let indexed = try paced { try recovering { try indexUnindexed(atMost: pacing.size) } }
             done.indexed += indexed
             if indexed > 0 { return true }
         } catch {
@@ -117,7 +128,7 @@ final class HistoryStore {
         if done.described + done.indexed + done.pruned > 0 {
             logger.info("""
                 history upkeep: described \(done.described), indexed \(done.indexed) for search and pruned \(done.pruned) entries \
-                in \(Int(Date().timeIntervalSince(done.began) * 1000)) ms, in turns of \(Self.turnSize)
+                in \(Int(Date().timeIntervalSince(done.began) * 1000)) ms, in turns of about \(Int(TurnPacing.target * 1000)) ms
                 """)
         }
         done = (Date(), 0, 0, 0)
@@ -353,10 +364,10 @@ final class HistoryStore {
 
     /// Removes expired entries, then the oldest beyond the entry and size caps (the newest is
     /// always kept; pinned entries are never removed, nor counted), then payload files no
-    /// entry names. At most ``turnSize`` entries go in one call, in one transaction: returns
-    /// whether more are to go (caps lowered by 100,000: ``maintain()`` goes on in turns).
+    /// entry names. At most `turn` entries go in one call, in one transaction: returns whether
+    /// more are to go (caps lowered by 100,000: ``maintain()`` goes on in turns).
     @discardableResult
-    func prune(reserving entries: Int = 0, bytes: Int = 0) throws -> Bool {
+    func prune(reserving entries: Int = 0, bytes: Int = 0, atMost turn: Int = turnSize) throws -> Bool {
         let maxEntries = max(1, maxEntries - entries)
         let maxBytes = max(0, maxBytes - bytes)
         return try recovering {
@@ -364,7 +375,7 @@ final class HistoryStore {
             // and from the totals the triggers keep (``EntryTotals``), never a row an entry.
             let now = Date().timeIntervalSince1970
             let expired = try database.query("SELECT id FROM entries WHERE expires IS NOT NULL AND expires <= ? LIMIT ?",
-                                              [.real(now), .integer(Int64(Self.turnSize))]).compactMap { $0[0].integer }
+                                              [.real(now), .integer(Int64(turn))]).compactMap { $0[0].integer }
             let caps = try EntryTotals.of(pinned: false, in: database)
             let over = { (count: Int, bytes: Int) in count > 1 && (count > maxEntries || bytes > maxBytes) }
             guard !expired.isEmpty || over(caps.count, caps.bytes) else { return false }
@@ -372,7 +383,7 @@ final class HistoryStore {
             let more = try database.transaction { () throws -> Bool in
                 if !expired.isEmpty { try HistoryIndex.delete("id IN (\(expired.map(String.init).joined(separator: ",")))", [], in: database) }
                 var (count, bytes) = try EntryTotals.of(pinned: false, in: database)
-                let room = Self.turnSize - expired.count
+                let room = turn - expired.count
                 guard room > 0, over(count, bytes) else { return over(count, bytes) }
                 // The oldest first, along the listing order's index: the newest `maxEntries`
                 // (whose bytes fit) stay, as when counted from the newest.
