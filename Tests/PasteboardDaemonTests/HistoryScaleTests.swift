@@ -286,4 +286,45 @@ struct HistoryScaleTests {
         pacing.took(0.2, for: 0)
         #expect(pacing.size == TurnPacing.fewest, "a turn with nothing done says nothing of the pace")
     }
+
+    @Test("a history from the version before (no totals, no index by display, no partial indexes) or from a newer one (a column and a table it does not know) opens whole")
+    func otherVersions() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("history.sqlite").path
+        do {
+            let store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
+            try store.add(snapshot("written by xpbd"), display: ":1")
+        }
+        try fill(directory, (0..<50).map { Row(text: "older row \($0)", used: Double($0), display: $0 % 2 == 0 ? ":1" : ":2", pinned: $0 == 3) })
+        // The version before this one: what it did not have, gone.
+        do {
+            let database = try SQLiteDatabase(path: path)
+            try database.execute("""
+                DROP TRIGGER entries_counted; DROP TRIGGER entries_uncounted; DROP TRIGGER entries_recounted; DROP TABLE entry_totals;
+                DROP INDEX entries_latest; DROP INDEX entries_undescribed; DROP INDEX targets_files;
+                """)
+            // Written by it after: no trigger counts these.
+            try database.query("DELETE FROM entries WHERE text = 'older row 0'")
+        }
+        try fill(directory, [Row(text: "after the old version", used: 100)])
+        var store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
+        #expect(store.totals() == (try counted(directory)), "counted once at the open: \(store.totals())")
+        #expect(try counted(directory, "pinned = 1").count == 1)
+        #expect(try store.latest(selection: .general, display: ":2")?.text() == "older row 49")
+        #expect(try store.listing(offset: 0, limit: 1).entries.first?.preview == "written by xpbd")
+        // A newer version's additions are left alone, and its rows are read.
+        do {
+            let database = try SQLiteDatabase(path: path)
+            try database.execute("ALTER TABLE entries ADD COLUMN sealed BLOB; CREATE TABLE future(x); PRAGMA user_version = 99")
+        }
+        try fill(directory, [Row(text: "by a newer version", used: 200)])
+        store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
+        while store.maintain() {}
+        #expect(try store.listing(search: "newer version", offset: 0, limit: 5).entries.map(\.preview) == ["by a newer version"])
+        #expect(store.totals() == (try counted(directory)))
+        let database = try SQLiteDatabase(path: path)
+        #expect(try database.query("SELECT count(*) FROM future").first?[0].integer == 0)
+        #expect(try database.query("PRAGMA user_version").first?[0].integer == 99)
+    }
 }
