@@ -103,6 +103,9 @@ package final class ClipboardDaemon: Sendable {
     ///   `replace`, another headless daemon of this user), or the socket cannot be made.
     package func start() throws {
         try host.start(self)
+        // Queued before the control socket answers: a reader's wait for the writes handed in
+        // waits for the first turn (caps a little over are met by it).
+        beginHistoryUpkeep()
         let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, channel in
             guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
             self.touch()
@@ -122,7 +125,6 @@ package final class ClipboardDaemon: Sendable {
         host.connect(self)
         hub.start()
         startIdleClock()
-        beginHistoryUpkeep()
     }
 
     /// Blocks until the daemon stops (``stop()``, a replacing manager, a lost X server, the idle

@@ -54,10 +54,10 @@ final class HistoryStore {
             chmod(path, 0o700)
         }
         database = try HistorySchema.open(databasePath, logger: logger)
-        // The open reads no row per entry (a million took 40 s): what is left to describe,
-        // index, prune or check is done after, in turns (``maintain()``, ``HistorySchema/damage(at:)``).
+        // The open reads no row per entry (a million took 40 s): what is left to prune,
+        // describe, index or check is done after, in turns (``maintain()``, ``HistorySchema/damage(at:)``;
+        // a pruned entry costs up to 3.5 ms, so not even one turn of them is pruned here).
         collectGarbage()
-        _ = try? prune()
         keepReserve()
     }
 
