@@ -67,13 +67,26 @@ extension DisplayHost {
                 }
             }
             guard !targets.isEmpty else { return }
+            // Only if the copy is still the newest: its owner still owns the source.
+            guard isCurrent() else { return }
+            // Said before the destination is taken: a paste of it may come the moment it is ours
+            // (a syncer reacts at once), and must find this copy's owner, and its read must count
+            // towards an echo. Set after, a read in between failed ("changed since") and the
+            // syncer copied nothing over the user's copy, or its read was forgotten and its copy
+            // carried back.
+            let earlier = bridged.withLock { carried in
+                defer { carried[destination] = change.owner }
+                return carried[destination]
+            }
+            echoes.withLock { $0.carried(destination) }
             do {
-                // Only if the copy is still the newest: its owner still owns the source.
-                guard isCurrent(), try backend.managerPort.proxy(destination, targets: targets, if: { _ in true }) else { return }
-                bridged.withLock { $0[destination] = change.owner }
-                echoes.withLock { $0.carried(destination) }
+                guard try backend.managerPort.proxy(destination, targets: targets, if: { _ in true }) else {
+                    bridged.withLock { $0[destination] = earlier }
+                    return
+                }
                 logger.info("\(from) also serves \(to) (\(targets.count) targets; bytes move when someone pastes)")
             } catch {
+                bridged.withLock { $0[destination] = earlier }
                 logger.warning("\(from) not carried to \(to): \(error)")
             }
         }
