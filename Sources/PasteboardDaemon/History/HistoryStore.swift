@@ -80,10 +80,11 @@ final class HistoryStore {
 
     // MARK: Upkeep in turns
 
-    /// The most entries one call of ``prune(reserving:bytes:)`` deletes, in one transaction:
-    /// caps lowered by 100,000 are met over many calls (``maintain()``, whose turns are paced
-    /// by ``pacing``), with the history's lock free between them.
-    static let turnSize = TurnPacing.most
+    /// The most entries a call of ``prune(reserving:bytes:atMost:)`` deletes unless told: a copy
+    /// over the caps prunes a few itself (it added one), and caps lowered by 100,000 are met by
+    /// ``maintain()``'s paced turns, with the history's lock free between them (1,000 pruned at
+    /// a copy held it 3.5 s at a million entries).
+    static let copyTurn = TurnPacing.fewest
 
     /// What the upkeep has done since it began, said once it is done.
     private var upkeep: (began: Date, described: Int, indexed: Int, pruned: Int)?
@@ -367,7 +368,7 @@ final class HistoryStore {
     /// entry names. At most `turn` entries go in one call, in one transaction: returns whether
     /// more are to go (caps lowered by 100,000: ``maintain()`` goes on in turns).
     @discardableResult
-    func prune(reserving entries: Int = 0, bytes: Int = 0, atMost turn: Int = turnSize) throws -> Bool {
+    func prune(reserving entries: Int = 0, bytes: Int = 0, atMost turn: Int = copyTurn) throws -> Bool {
         let maxEntries = max(1, maxEntries - entries)
         let maxBytes = max(0, maxBytes - bytes)
         return try recovering {
