@@ -332,7 +332,7 @@ package final class History {
         return try disk.forgetSecret(entry: entry.map(onDisk), selection: selection, time: time, display: display)
     }
 
-    /// One turn of pruning (``HistoryStore/prune(reserving:bytes:)``); whether more is to go.
+    /// A few entries pruned, as at a copy (``HistoryStore/prune(reserving:bytes:atMost:)``); whether more are to go.
     @discardableResult
     func prune() throws -> Bool {
         try held.prune()
