@@ -171,7 +171,7 @@ section=$(
     echo "its HTML, seven apps), as another writer leaves it (no description, not in the search index). \`search needle\` finds one"
     echo "entry in 1,000; \`search gamma\` about six in ten (the newest 1,000 shown); \`menu\` lists the newest 1,000 through \`head -n 1\`"
     echo "and selects the first. The index is SQLite's FTS5 (trigram) over each text's first 4,096 characters, its preview, app and types."
-    echo "The first open answers at once; the upkeep (describing, indexing) follows in turns of 1,000 entries, while a paste of the"
+    echo "The first open answers at once; the upkeep (describing, indexing) follows in turns of about 25 ms, while a paste of the"
     echo "copy xpbd serves (\`xclip -o\`) and a listing run one after the other until it ends. A restart is what every login costs."
     echo
     echo "| entries | \`xpb history\` (newest 1000) | \`search needle\` | \`search gamma\` | search, no match (exit 1) | \`history menu\` | restart to the first answer | xpbd's RSS | first open to the first answer; upkeep; meanwhile |"
