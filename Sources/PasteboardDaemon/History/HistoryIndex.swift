@@ -169,6 +169,12 @@ enum HistoryIndex {
         return (page, total)
     }
 
+    /// The condition that `column` is one of `ids` (integers, written into the statement: a
+    /// list of a thousand needs no thousand bindings).
+    static func among(_ ids: some Sequence<Int64>, column: String = "id") -> String {
+        "\(column) IN (\(ids.map(String.init).joined(separator: ",")))"
+    }
+
     /// Up to this many matches are placed by their own rows (``placeFew``), more by a walk.
     static let sparseMatches = 4096
 
@@ -182,8 +188,7 @@ enum HistoryIndex {
         var keys: [(used: Double, id: Int64)] = []
         let ids = Array(found)
         for start in stride(from: 0, to: ids.count, by: 500) {
-            let chunk = ids[start..<min(ids.count, start + 500)].map(String.init).joined(separator: ",")
-            for row in try database.query("SELECT used, id FROM entries WHERE id IN (\(chunk))") {
+            for row in try database.query("SELECT used, id FROM entries WHERE \(among(ids[start..<min(ids.count, start + 500)]))") {
                 if let id = row[1].integer { keys.append((row[0].real ?? 0, id)) }
             }
         }

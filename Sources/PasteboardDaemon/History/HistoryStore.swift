@@ -145,14 +145,13 @@ final class HistoryStore {
         let ids = try database.query("SELECT id FROM entries WHERE types IS NULL OR content_key IS NULL ORDER BY id DESC LIMIT ?",
                                      [.integer(Int64(limit))]).compactMap { $0[0].integer }
         guard !ids.isEmpty else { return 0 }
-        let list = ids.map(String.init).joined(separator: ",")
         var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-        for row in try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (\(list)) ORDER BY entry, position") {
+        for row in try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE \(HistoryIndex.among(ids, column: "entry")) ORDER BY entry, position") {
             guard let entry = row[0].integer, let name = row[1].text else { continue }
             targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
         }
         try database.transaction {
-            try HistoryIndex.unindex("id IN (\(list))", [], in: database)
+            try HistoryIndex.unindex(HistoryIndex.among(ids), [], in: database)
             for id in ids {
                 let kept = targets[id] ?? []
                 let description = EntryDescription.describe(kept.map { EntryDescription.Target(name: $0.name, size: $0.size) }) { position in
@@ -173,7 +172,7 @@ final class HistoryStore {
         let ids = try database.query("SELECT id FROM entries WHERE indexed = 0 ORDER BY id DESC LIMIT ?", [.integer(Int64(limit))])
             .compactMap { $0[0].integer }
         guard !ids.isEmpty else { return 0 }
-        try database.transaction { try HistoryIndex.index("id IN (\(ids.map(String.init).joined(separator: ",")))", [], in: database) }
+        try database.transaction { try HistoryIndex.index(HistoryIndex.among(ids), [], in: database) }
         return ids.count
     }
 
@@ -382,7 +381,7 @@ final class HistoryStore {
             guard !expired.isEmpty || over(caps.count, caps.bytes) else { return false }
             let named = referencedFiles() ?? []
             let more = try database.transaction { () throws -> Bool in
-                if !expired.isEmpty { try HistoryIndex.delete("id IN (\(expired.map(String.init).joined(separator: ",")))", [], in: database) }
+                if !expired.isEmpty { try HistoryIndex.delete(HistoryIndex.among(expired), [], in: database) }
                 var (count, bytes) = try EntryTotals.of(pinned: false, in: database)
                 let room = turn - expired.count
                 guard room > 0, over(count, bytes) else { return over(count, bytes) }
@@ -395,7 +394,7 @@ final class HistoryStore {
                     count -= 1
                     bytes -= Int(row[1].integer ?? 0)
                 }
-                if !doomed.isEmpty { try HistoryIndex.delete("id IN (\(doomed.map(String.init).joined(separator: ",")))", [], in: database) }
+                if !doomed.isEmpty { try HistoryIndex.delete(HistoryIndex.among(doomed), [], in: database) }
                 return over(count, bytes)
             }
             collectGarbage(named: named)
@@ -634,7 +633,7 @@ final class HistoryStore {
             let window = paged ? " LIMIT \(limit ?? -1) OFFSET \(max(0, offset))" : ""
             // Not expired, said so that SQLite walks the listing order's index (newest first) and
             // stops at the page's end: by the expiry's index it sorted a million rows for a page of one.
-            let chosen = page.map { "id IN (\($0.map(String.init).joined(separator: ",")))" } ?? "+expires IS NULL OR +expires > ?"
+            let chosen = page.map { HistoryIndex.among($0) } ?? "+expires IS NULL OR +expires > ?"
             let order = "ORDER BY used DESC, id DESC\(page == nil ? window : "")"
             let bindings: [SQLiteValue] = page == nil ? [.real(now)] : []
             let rows = try database.query("""
