@@ -32,6 +32,10 @@ let package = Package(
         // bus service; CDBusGlue gives its static archive the two libsystemd calls it names.
         .systemLibrary(name: "CDBus", path: "Modules/CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .target(name: "CDBusGlue"),
+        // The history sealed at rest: an SQLite VFS sealing every page of the database, its log
+        // and journals, and sealed payload files; ChaCha20-Poly1305 from nettle (Debian:
+        // nettle-dev), 4 KB in the static binary.
+        .target(name: "CHistorySeal", dependencies: ["CSQLite"], linkerSettings: [.linkedLibrary("nettle")]),
         // SHA-256 from libcrypto (Debian's libssl-dev), for the daemon's content-addressed files.
         .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
         // The event queue, owned by XCB and read one decoded event at a time (Xlib internals and
@@ -80,7 +84,7 @@ let package = Package(
         // PasteboardWayland: the compiler keeps the hosts out (docs/ARCHITECTURE.md).
         .target(name: "PasteboardDaemon", dependencies: [
             "PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
-            "CDBus", "CDBusGlue",
+            "CDBus", "CDBusGlue", "CHistorySeal",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The X display's host port: the ICCCM clipboard manager, SAVE_TARGETS, PRIMARY and

@@ -29,6 +29,7 @@ package enum XPBD {
         static let maxSize = OptionSpec.value(nil, "max-size", "size", "History bytes kept in all (default \(SizeText.suffixed(defaults.maxBytes)); K, M, G suffixes).")
         static let maxTargetSize = OptionSpec.value(nil, "max-target-size", "size", "The most bytes kept of one target (default \(SizeText.suffixed(defaults.maxTargetBytes))).")
         static let stateDir = OptionSpec.value(nil, "state-dir", "dir", "Where the history lives (default $XDG_STATE_HOME/xpb).")
+        static let plainHistory = OptionSpec.flag(nil, "plain-history", "Do not seal a new history at rest. By default everything the history keeps (the database, its log, payload files) is sealed with ChaCha20-Poly1305 under a key kept in the user's keyring (Secret Service), else in $XDG_CONFIG_HOME/xpb/history.key (mode 600), and thumbnails are made under $XDG_RUNTIME_DIR only; a plain history is sealed at the first start. A history sealed already stays sealed.")
         static let noRestore = OptionSpec.flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard.")
         static let syncDisplay = OptionSpec.value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable).", completion: .displays)
         static let peer = OptionSpec.value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable).")
@@ -97,6 +98,7 @@ package enum XPBD {
             Option.maxTargetSize,
             Option.stateDir,
             Option.noRestore,
+            Option.plainHistory,
             Option.syncDisplay,
             Option.peer,
             Option.syncPrimary,
@@ -208,6 +210,7 @@ package enum XPBD {
             configuration.maxSnapshotBytes = max(configuration.maxSnapshotBytes, size)
         }
         configuration.restoresAtStart = !arguments.flag(Option.noRestore)
+        configuration.sealsHistory = !arguments.flag(Option.plainHistory)
         do {
             configuration.sync.links = try arguments.all(Option.syncDisplay).map { try SyncLinkSpec.parse($0, ssh: false) }
                 + arguments.all(Option.peer).map { try SyncLinkSpec.parse($0, ssh: true) }

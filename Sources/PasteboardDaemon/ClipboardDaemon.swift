@@ -80,17 +80,44 @@ package final class ClipboardDaemon: Sendable {
     /// The history in the state directory; when that cannot be used (read-only, not a
     /// directory, no permission), one warning naming it, and a history in memory: the daemon
     /// keeps the clipboard all the same, as with a full disk.
+    ///
+    /// Sealed at rest (the default), the key comes from the keyring or the key file
+    /// (``HistoryKeyring``); a keyring that is locked, or a history sealed with another key, keeps
+    /// the history in memory for this run, the file left as it is.
     static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> HistoryStore {
         let store: HistoryStore
+        let inMemory = { () throws -> HistoryStore in
+            try HistoryStore(inMemoryFor: configuration.stateDirectory, maxEntries: configuration.maxEntries,
+                             maxBytes: configuration.maxBytes, logger: logger)
+        }
+        let databasePath = configuration.stateDirectory.appendingPathComponent("history.sqlite").path
+        var seals: [HistorySeal] = []
+        if configuration.sealsHistory || HistorySeal.isSealedDatabase(databasePath) {
+            if !configuration.sealsHistory {
+                logger.notice("--plain-history: the history in \(databasePath) is sealed already and stays sealed (a new history would be plain)")
+            }
+            switch HistoryKeyring.obtain(keyFile: configuration.historyKeyFile, logger: logger) {
+            case let .keys(found):
+                seals = found
+            case let .locked(why), let .unavailable(why):
+                logger.warning("\(why): the history in \(databasePath) is left as it is, and this run keeps its history in memory until xpbd stops (unlock the keyring, then restart xpbd)")
+                store = try inMemory()
+                store.thumbnails = ThumbnailCache.forUser(sealed: true)
+                return store
+            }
+        }
         do {
             store = try HistoryStore(directory: configuration.stateDirectory, maxEntries: configuration.maxEntries,
-                                     maxBytes: configuration.maxBytes, logger: logger)
+                                     maxBytes: configuration.maxBytes, seals: seals, logger: logger)
+        } catch let error as HistorySealError {
+            logger.error("\(error): this run keeps its history in memory until xpbd stops")
+            store = try inMemory()
         } catch {
             logger.warning("the history cannot be kept in \(configuration.stateDirectory.path) (\(error)): keeping it in memory until xpbd stops")
-            store = try HistoryStore(inMemoryFor: configuration.stateDirectory, maxEntries: configuration.maxEntries,
-                                     maxBytes: configuration.maxBytes, logger: logger)
+            store = try inMemory()
         }
-        store.thumbnails = ThumbnailCache.forUser()
+        let sealed = store.isInMemory ? configuration.sealsHistory : store.seal != nil
+        store.thumbnails = ThumbnailCache.forUser(sealed: sealed)
         return store
     }
 

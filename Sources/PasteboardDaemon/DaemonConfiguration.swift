@@ -36,6 +36,15 @@ package struct DaemonConfiguration: Sendable {
     package var saveBudget = 3.0
     /// Where the history lives (`$XDG_STATE_HOME/xpb`).
     package var stateDirectory: URL
+    /// Seal the history at rest (``HistorySeal``): its key from the keyring, else ``keyFile``.
+    /// Off (`--plain-history`), a new history is plain; one sealed already stays sealed.
+    package var sealsHistory = true
+    /// The history's key where no keyring answers (nil: `$XDG_CONFIG_HOME/xpb/history.key`).
+    package var keyFile: String?
+    /// ``keyFile`` or its default.
+    package var historyKeyFile: String {
+        keyFile ?? Self.xdgDirectory("XDG_CONFIG_HOME", else: ".config").appendingPathComponent("xpb/history.key").path
+    }
     /// The control socket (nil: the display's, under `$XDG_RUNTIME_DIR/xpb`).
     package var socketPath: String?
     /// At start, when nobody owns a kept selection, serve its last history entry.

@@ -20,6 +20,10 @@ enum DBusValue {
     case dictionary(key: String, value: String, [(DBusValue, DBusValue)])
     /// `(…)`.
     case structure([DBusValue])
+    /// `o` (read back as a string).
+    case objectPath(String)
+    /// `v`, holding one value.
+    indirect case variant(DBusValue)
 
     /// Its type signature.
     var signature: String {
@@ -35,6 +39,8 @@ enum DBusValue {
         case let .array(element, _): "a" + element
         case let .dictionary(key, value, _): "a{\(key)\(value)}"
         case let .structure(fields): "(" + fields.map(\.signature).joined() + ")"
+        case .objectPath: "o"
+        case .variant: "v"
         }
     }
 
@@ -49,6 +55,8 @@ enum DBusValue {
         case let .array(_, elements): 8 + elements.reduce(0) { $0 + $1.wireSize }
         case let .dictionary(_, _, pairs): 8 + pairs.reduce(0) { $0 + 8 + $1.0.wireSize + $1.1.wireSize }
         case let .structure(fields): 8 + fields.reduce(0) { $0 + $1.wireSize }
+        case let .objectPath(path): 8 + path.utf8.count + 1
+        case let .variant(value): 8 + value.signature.utf8.count + value.wireSize
         }
     }
 
@@ -105,6 +113,16 @@ enum DBusValue {
             _ = dbus_message_iter_open_container(&iterator, Self.code("r"), nil, &structure)
             for field in fields { field.append(to: &structure) }
             _ = dbus_message_iter_close_container(&iterator, &structure)
+        case let .objectPath(path):
+            path.withCString { pointer in
+                var pointer: UnsafePointer<CChar>? = pointer
+                _ = dbus_message_iter_append_basic(&iterator, Self.code("o"), &pointer)
+            }
+        case let .variant(value):
+            var inner = DBusMessageIter()
+            _ = value.signature.withCString { dbus_message_iter_open_container(&iterator, Self.code("v"), $0, &inner) }
+            value.append(to: &inner)
+            _ = dbus_message_iter_close_container(&iterator, &inner)
         }
     }
 
@@ -206,6 +224,10 @@ enum DBusValue {
                 dbus_message_iter_next(&inner)
             }
             return .structure(fields)
+        case code("v"):
+            var inner = DBusMessageIter()
+            dbus_message_iter_recurse(&iterator, &inner)
+            return read(&inner, budget: &budget, bytes: &bytes).map { .variant($0) }
         default:
             return nil
         }

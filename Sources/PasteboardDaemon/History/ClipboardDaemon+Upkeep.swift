@@ -12,10 +12,10 @@ extension ClipboardDaemon {
     ///
     /// The two sides of a bridge share one history: the first to start checks it.
     func beginHistoryUpkeep() {
-        let (path, generation, inMemory) = store.withLock { ($0.disk.databasePath, $0.disk.generation, $0.disk.isInMemory) }
+        let (path, seal, generation, inMemory) = store.withLock { ($0.disk.databasePath, $0.disk.seal, $0.disk.generation, $0.disk.isInMemory) }
         if !inMemory, store.beginCheck() {
             DispatchQueue.global(qos: .utility).async { [self] in
-                guard let damage = HistorySchema.damage(at: path), !isStopping else { return }
+                guard let damage = HistorySchema.damage(at: path, seal: seal), !isStopping else { return }
                 storage.async { [self] in
                     store.withLock { $0.disk.replaceDamaged(damage, generation: generation) }
                     encodeListingSoon()

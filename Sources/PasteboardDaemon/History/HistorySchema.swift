@@ -13,11 +13,12 @@ enum HistorySchema {
     /// Opens the database and checks it; a damaged one is moved aside (with a warning) and a
     /// new one created. While another daemon holds it (creating it, switching it to WAL), the
     /// whole preparation is tried again, for up to ``openPatience`` seconds.
-    static func open(_ path: String, logger: Logger) throws -> SQLiteDatabase {
+    /// With `seal`, the database is opened through the sealing VFS (it is sealed already, or new).
+    static func open(_ path: String, seal: HistorySeal? = nil, logger: Logger) throws -> SQLiteDatabase {
         let deadline = Date().addingTimeInterval(openPatience)
         while true {
             do {
-                let database = try SQLiteDatabase(path: path)
+                let database = try SQLiteDatabase(path: path, seal: seal)
                 try prepare(database)
                 return database
             } catch {
@@ -26,14 +27,14 @@ enum HistorySchema {
                     continue
                 }
                 guard error.isCorrupt else { throw error }
-                return try openAfterMovingAside(path, because: error, logger: logger)
+                return try openAfterMovingAside(path, seal: seal, because: error, logger: logger)
             }
         }
     }
 
-    private static func openAfterMovingAside(_ path: String, because error: SQLiteError, logger: Logger) throws -> SQLiteDatabase {
+    private static func openAfterMovingAside(_ path: String, seal: HistorySeal?, because error: SQLiteError, logger: Logger) throws -> SQLiteDatabase {
         moveAside(path, because: error, logger: logger)
-        let database = try SQLiteDatabase(path: path)
+        let database = try SQLiteDatabase(path: path, seal: seal)
         try prepare(database)
         return database
     }
@@ -119,9 +120,9 @@ enum HistorySchema {
     /// inside. Every page is read, 1.7 s at a million entries, so this runs after the open, off
     /// the history's lock (``HistoryStore/checkIntegrity()``). Returns the damage found, nil when
     /// the file is whole or could not be read to tell.
-    static func damage(at path: String) -> SQLiteError? {
+    static func damage(at path: String, seal: HistorySeal? = nil) -> SQLiteError? {
         do {
-            let database = try SQLiteDatabase(path: path, readOnly: true)
+            let database = try SQLiteDatabase(path: path, readOnly: true, seal: seal)
             let check = try database.query("PRAGMA quick_check").first?.first?.text
             return check == "ok" ? nil : SQLiteError(code: 11, message: "integrity check: \(check ?? "no answer")")
         } catch {

@@ -37,8 +37,12 @@ final class HistoryStore {
     /// Reads kept targets' bytes for listings (heads, pixel sizes, thumbnails' sources).
     private let targetBytes: TargetBytes
 
-    /// Opens (or creates) the store in `directory` (made 0700).
-    init(directory: URL, maxEntries: Int, maxBytes: Int, logger: Logger) throws {
+    /// The key the history is sealed with at rest; nil: plain.
+    private(set) var seal: HistorySeal?
+
+    /// Opens (or creates) the store in `directory` (made 0700). With `seals`, sealed at rest with
+    /// the first key of them that opens it (``HistorySealing``): a plain history is sealed first.
+    init(directory: URL, maxEntries: Int, maxBytes: Int, seals: [HistorySeal] = [], logger: Logger) throws {
         self.directory = directory
         self.maxEntries = maxEntries
         self.maxBytes = maxBytes
@@ -53,7 +57,23 @@ final class HistoryStore {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             chmod(path, 0o700)
         }
-        database = try HistorySchema.open(databasePath, logger: logger)
+        if seals.isEmpty {
+            database = try HistorySchema.open(databasePath, logger: logger)
+        } else {
+            let opened = try HistorySealing.open(databasePath, seals: seals, logger: logger)
+            database = opened.database
+            seal = opened.seal
+            payloads.seal = opened.seal
+            // Plain payload files are sealed once the database is: a marker carries the work over
+            // a crash.
+            let marker = payloads.directory.appendingPathComponent(".sealing").path
+            if opened.seal != nil, opened.converted || FileManager.default.fileExists(atPath: marker) {
+                _ = FileManager.default.createFile(atPath: marker, contents: nil)
+                let count = payloads.sealPlainFiles()
+                unlink(marker)
+                if count > 0 { logger.notice("sealed \(count) payload files of the history; their plain bytes were overwritten") }
+            }
+        }
         // The open reads no row per entry (a million took 40 s): what is left to prune,
         // describe, index or check is done after, in turns (``maintain()``, ``HistorySchema/damage(at:)``;
         // a pruned entry costs up to 3.5 ms, so not even one turn of them is pruned here).
@@ -188,7 +208,7 @@ final class HistoryStore {
         do {
             HistorySchema.moveAside(databasePath, because: damage, logger: logger)
             generation += 1
-            database = try HistorySchema.open(databasePath, logger: logger)
+            database = try HistorySchema.open(databasePath, seal: seal, logger: logger)
         } catch {
             logger.error("the history could not be made again after its damage: \(error)")
         }
@@ -203,7 +223,7 @@ final class HistoryStore {
         } catch let error as SQLiteError where error.isCorrupt {
             HistorySchema.moveAside(databasePath, because: error, logger: logger)
             generation += 1
-            database = try HistorySchema.open(databasePath, logger: logger)
+            database = try HistorySchema.open(databasePath, seal: seal, logger: logger)
             return try body()
         }
     }
@@ -865,7 +885,7 @@ final class HistoryStore {
             guard let name = target[0].text, let type = target[1].text, let digest = target[2].text.flatMap(Digest.init(hex:)) else { continue }
             if let data = target[3].blob {
                 targets.append(KeptTarget(target: name, type: type, data: data, digest: digest))
-            } else if let data = try? Data(contentsOf: URL(fileURLWithPath: payloads.path(digest)), options: .alwaysMapped) {
+            } else if let data = payloads.contents(digest) {
                 targets.append(KeptTarget(target: name, type: type, data: data, digest: digest))
             } else {
                 logger.warning("history entry \(id): the payload of \(name) (\(digest.hex)) is missing; served without it")

@@ -1,3 +1,4 @@
+import CHistorySeal
 import CSQLite
 import FoundationEssentials
 
@@ -7,7 +8,8 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
     package let message: String
 
     /// The file is not a database or is damaged.
-    package var isCorrupt: Bool { code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB }
+    /// A sealed page that does not open (SQLITE_IOERR_DATA) is damage too.
+    package var isCorrupt: Bool { code & 0xFF == SQLITE_CORRUPT || code & 0xFF == SQLITE_NOTADB || code == SQLITE_IOERR | (32 << 8) }
     /// The disk (or quota) is full.
     package var isFull: Bool { code & 0xFF == SQLITE_FULL }
     /// Another connection holds the lock (another xpbd starting at the same moment).
@@ -20,10 +22,19 @@ final class SQLiteDatabase {
     private let handle: OpaquePointer
 
     /// Opens (or creates) the database at `path`; `readOnly` opens an existing one to read alone.
-    init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+    /// With `seal`, through the sealing VFS: every page on disk sealed with its key (a new
+    /// database reserves each page's nonce and tag), temporary tables and indexes in memory.
+    init(path: String, readOnly: Bool = false, seal: HistorySeal? = nil) throws(SQLiteError) {
         var db: OpaquePointer?
-        let flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
-        let code = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
+        // URIs: a `VACUUM INTO` names the sealed file it writes by one (a path never begins `file:`).
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_URI
+        var name = path
+        if let seal {
+            let registered = xpbseal_register()
+            guard registered == SQLITE_OK else { throw SQLiteError(code: registered, message: "the sealing VFS cannot be registered") }
+            name = seal.uri(for: path)
+        }
+        let code = sqlite3_open_v2(name, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard code == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(db)
@@ -32,6 +43,17 @@ final class SQLiteDatabase {
         handle = db
         sqlite3_busy_timeout(db, 2000)
         sqlite3_extended_result_codes(db, 1)
+        if seal != nil {
+            reserveSealBytes()
+            try execute("PRAGMA temp_store=MEMORY")
+        }
+    }
+
+    /// Asks for each page's nonce and tag to be reserved (taken by a new database, or by one
+    /// this connection writes out whole, `VACUUM INTO`).
+    func reserveSealBytes() {
+        var reserve = Int32(XPBSEAL_RESERVE)
+        sqlite3_file_control(handle, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
     }
 
     deinit { sqlite3_close_v2(handle) }

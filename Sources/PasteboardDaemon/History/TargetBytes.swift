@@ -21,7 +21,7 @@ final class TargetBytes {
                                        [.integer(Int64(count)), .integer(entry), .integer(Int64(position))]).first?[0].blob
         }
         guard let digest = Digest(hex: digest) else { return nil }
-        return try? FileContents(path: payloads.path(digest)).read(offset: 0, length: count)
+        return payloads.head(digest, count: count)
     }
 
     /// An image's pixel size, from its header (the first 256 KiB: a JPEG's may follow its Exif).
@@ -33,14 +33,14 @@ final class TargetBytes {
         return size
     }
 
-    /// A kept target's bytes (a payload file mapped, not read).
+    /// A kept target's bytes (a plain payload file mapped, not read).
     func payload(in database: SQLiteDatabase, entry: Int64, position: Int, digest: String, inline: Bool) -> Data? {
         if inline {
             return try? database.query("SELECT data FROM targets WHERE entry = ? AND position = ?",
                                        [.integer(entry), .integer(Int64(position))]).first?[0].blob
         }
         guard let digest = Digest(hex: digest) else { return nil }
-        return try? Data(contentsOf: URL(fileURLWithPath: payloads.path(digest)), options: .alwaysMapped)
+        return payloads.contents(digest)
     }
 
     /// The digests of the images whose pixel size is remembered.

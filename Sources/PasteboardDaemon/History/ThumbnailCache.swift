@@ -7,9 +7,11 @@ import Synchronization
 /// `xpb history --json`'s `thumbnail`): named by the digest of the image they show, so that one
 /// picture kept by several entries has one thumbnail, made once. Private like the history: the
 /// folder is the user's alone, and thumbnails of forgotten entries are removed
-/// (``prune(keeping:)``).
+/// (``prune(keeping:)``). A sealed history's thumbnails are made in memory's file system,
+/// `$XDG_RUNTIME_DIR/xpb/thumbnails`, never on disk: a picture shows what was copied.
 struct ThumbnailCache {
-    /// `$XDG_CACHE_HOME/xpb/thumbnails` (default `~/.cache/xpb/thumbnails`).
+    /// `$XDG_CACHE_HOME/xpb/thumbnails` (default `~/.cache/xpb/thumbnails`), or
+    /// `$XDG_RUNTIME_DIR/xpb/thumbnails` for a sealed history.
     let directory: URL
     /// The longest side of a thumbnail.
     static let maxSide = 256
@@ -18,11 +20,21 @@ struct ThumbnailCache {
         self.directory = directory
     }
 
-    /// The cache of the user's environment; nil without `$XDG_CACHE_HOME` or `$HOME`.
-    static func forUser(environment: [String: String] = ProcessInfo.processInfo.environment) -> ThumbnailCache? {
-        guard environment["XDG_CACHE_HOME"]?.hasPrefix("/") == true || environment["HOME"]?.hasPrefix("/") == true else { return nil }
-        return ThumbnailCache(directory: DaemonConfiguration.xdgDirectory("XDG_CACHE_HOME", else: ".cache", environment: environment)
-            .appendingPathComponent("xpb/thumbnails"))
+    /// The cache of the user's environment; nil without `$XDG_CACHE_HOME` or `$HOME`. `sealed`:
+    /// under `$XDG_RUNTIME_DIR` (nil without it), and what the disk's cache holds of earlier,
+    /// plain thumbnails is overwritten and removed.
+    static func forUser(sealed: Bool = false, environment: [String: String] = ProcessInfo.processInfo.environment) -> ThumbnailCache? {
+        let onDisk: ThumbnailCache? =
+            environment["XDG_CACHE_HOME"]?.hasPrefix("/") == true || environment["HOME"]?.hasPrefix("/") == true
+                ? ThumbnailCache(directory: DaemonConfiguration.xdgDirectory("XDG_CACHE_HOME", else: ".cache", environment: environment)
+                    .appendingPathComponent("xpb/thumbnails"))
+                : nil
+        guard sealed else { return onDisk }
+        if let onDisk, let names = try? FileManager.default.contentsOfDirectory(atPath: onDisk.directory.path) {
+            for name in names { PayloadFiles.overwrite(onDisk.directory.appendingPathComponent(name).path) }
+        }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+        return ThumbnailCache(directory: URL(fileURLWithPath: runtime).appendingPathComponent("xpb/thumbnails"))
     }
 
     func path(for digest: String) -> String { directory.appendingPathComponent("\(digest).png").path }
