@@ -121,7 +121,7 @@ let package = Package(
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),
         // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.
-        .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "PasteboardWire", "PasteboardX11", "PasteboardSelections", "PasteboardKit", "X11TestSupport"]),
+        .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "CHistorySeal", "PasteboardWire", "PasteboardX11", "PasteboardSelections", "PasteboardKit", "X11TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

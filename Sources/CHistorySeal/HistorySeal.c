@@ -105,12 +105,16 @@ static int x_close(sqlite3_file *file) {
     return rc;
 }
 
-// Reads one sealed page at `offset` into `out`: zeros past the end of the file.
-static int read_page(SealedFile *sealed, uint8_t *out, sqlite3_int64 offset) {
+// Reads one sealed page at `offset` into `out`: zeros past the end of the file. A page that does
+// not open is damage (SQLITE_IOERR_DATA), except where SQLite checks what it reads itself
+// (`lenient`: a log's frames as it recovers them, a journal's records as it plays them back): a
+// page torn by a crash there becomes zeros, whose checksum fails, so that SQLite ends the log or
+// the journal at it as it would without sealing.
+static int read_page(SealedFile *sealed, uint8_t *out, sqlite3_int64 offset, int lenient) {
     int rc = sealed->real->pMethods->xRead(sealed->real, out, PAGE, offset);
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return rc;
     if (is_zero(out, PAGE)) return rc;
-    if (open_page(sealed->key, out) != 0) return SQLITE_IOERR_DATA;
+    if (open_page(sealed->key, out) != 0) return lenient ? rc : SQLITE_IOERR_DATA;
     return rc;
 }
 
@@ -123,7 +127,7 @@ static int x_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int64 of
         if (offset % PAGE == 0 && amount % PAGE == 0) {
             int result = SQLITE_OK;
             for (int done = 0; done < amount; done += PAGE) {
-                int rc = read_page(sealed, out + done, offset + done);
+                int rc = read_page(sealed, out + done, offset + done, 0);
                 if (rc == SQLITE_IOERR_SHORT_READ) result = rc;
                 else if (rc != SQLITE_OK) return rc;
             }
@@ -133,7 +137,7 @@ static int x_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int64 of
         int result = SQLITE_OK;
         while (amount > 0) {
             sqlite3_int64 start = offset - offset % PAGE;
-            int rc = read_page(sealed, sealed->scratch, start);
+            int rc = read_page(sealed, sealed->scratch, start, 0);
             if (rc == SQLITE_IOERR_SHORT_READ) result = rc;
             else if (rc != SQLITE_OK) return rc;
             int within = (int)(offset - start);
@@ -148,19 +152,19 @@ static int x_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int64 of
     }
     case WAL:
         if (amount == PAGE && offset >= WAL_HEADER + FRAME_HEADER && (offset - WAL_HEADER - FRAME_HEADER) % FRAME == 0)
-            return read_page(sealed, out, offset);
+            return read_page(sealed, out, offset, 0);
         if (amount == FRAME && offset >= WAL_HEADER && (offset - WAL_HEADER) % FRAME == 0) {
             int rc = real->pMethods->xRead(real, out, FRAME_HEADER, offset);
             if (rc != SQLITE_OK) {
                 if (rc == SQLITE_IOERR_SHORT_READ) memset(out, 0, FRAME);
                 return rc;
             }
-            return read_page(sealed, out + FRAME_HEADER, offset + FRAME_HEADER);
+            return read_page(sealed, out + FRAME_HEADER, offset + FRAME_HEADER, 1);
         }
         if (amount <= WAL_HEADER) return real->pMethods->xRead(real, buffer, amount, offset);
         return SQLITE_IOERR_READ;
     case JOURNAL:
-        if (amount == PAGE) return read_page(sealed, out, offset);
+        if (amount == PAGE) return read_page(sealed, out, offset, 1);
         if (amount < PAGE) return real->pMethods->xRead(real, buffer, amount, offset);
         return SQLITE_IOERR_READ;
     case PASS:

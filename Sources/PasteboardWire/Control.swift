@@ -279,10 +279,13 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
     package var peers: [PeerStatus]?
     /// Per synced selection, the value sync holds and why it won (absent from older daemons).
     package var syncValues: [SyncValueStatus]?
+    /// Where the key of the history sealed at rest comes from ("the keyring (Secret Service)",
+    /// "the key file PATH"); nil: the history is plain, or in memory (absent from older daemons).
+    package var sealedWith: String?
 
     package init(pid: Int, version: String, display: String, keeps: [String], entryCount: Int, bytes: Int, maxEntries: Int,
                 maxBytes: Int, stateDirectory: String, database: String, socket: String, startedAt: Date, changeCounts: [String: Int],
-                peers: [PeerStatus]? = nil, syncValues: [SyncValueStatus]? = nil) {
+                peers: [PeerStatus]? = nil, syncValues: [SyncValueStatus]? = nil, sealedWith: String? = nil) {
         self.pid = pid
         self.version = version
         self.display = display
@@ -298,6 +301,7 @@ package struct DaemonStatus: Codable, Sendable, Equatable {
         self.changeCounts = changeCounts
         self.peers = peers
         self.syncValues = syncValues
+        self.sealedWith = sealedWith
     }
 }
 
@@ -359,7 +363,7 @@ package struct HistoryEntrySummary: Codable, Sendable, Equatable {
     package var pixelWidth: Int?
     package var pixelHeight: Int?
     /// An image entry's thumbnail: a PNG at most 256 px on its long side, under
-    /// `$XDG_CACHE_HOME/xpb/thumbnails`.
+    /// `$XDG_RUNTIME_DIR/xpb/thumbnails` (a plain history's: `$XDG_CACHE_HOME/xpb/thumbnails`).
     package var thumbnail: String?
     /// The application that copied: its executable's name (else its window class), where the
     /// daemon could tell.

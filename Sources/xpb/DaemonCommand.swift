@@ -13,7 +13,7 @@ struct DaemonCommand: Command {
     static let spec = CommandSpec(
         name: name,
         abstract: "Show whether the clipboard manager (xpbd) runs for the display, and what it keeps and syncs.",
-        discussion: "'xpb daemon status': running or not (without a display: this host's headless xpbd), pid, display, the selections kept, history entries and bytes, the state directory, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user, and with none it starts 'xpbd --headless --sync-primary' (log: $XDG_RUNTIME_DIR/xpb/xpbd-headless.log), so that a desktop's 'xpbd --peer HOST' reaches a server without a display. Exit status 0 when the link ends, 1 when no daemon can be reached.",
+        discussion: "'xpb daemon status': running or not (without a display: this host's headless xpbd), pid, display, the selections kept, history entries and bytes, the state directory, whether the history is sealed at rest and where its key is, and each sync peer (state, round-trip time, last announce, bytes moved). Exit status 0 when it runs, 1 when it does not.\n'xpb daemon link': joins standard input and output to the daemon's socket, byte for byte: the remote command of 'xpbd --peer' (run by ssh on the peer). Without --display and $DISPLAY it picks the only xpbd running for this user, and with none it starts 'xpbd --headless --sync-primary' (log: $XDG_RUNTIME_DIR/xpb/xpbd-headless.log), so that a desktop's 'xpbd --peer HOST' reaches a server without a display. Exit status 0 when the link ends, 1 when no daemon can be reached.",
         options: [CommonOptions.json, Option.display, Session.backendOption],
         positional: PositionalSpec(valueName: "action", help: "status (the default) or link.", completion: .words(["status", "link"])))
 
@@ -84,6 +84,9 @@ struct DaemonCommand: Command {
         writeLine("  history:      \(status.entryCount) entries, \(ByteCount.format(status.bytes)) (caps: \(status.maxEntries) entries, \(ByteCount.format(status.maxBytes)))")
         writeLine("  state:        \(status.stateDirectory)")
         writeLine("  database:     \(status.database)")
+        if status.database != ":memory:" {
+            writeLine("  sealed:       \(status.sealedWith.map { "yes, the key from \($0)" } ?? "no (plain)")")
+        }
         writeLine("  socket:       \(status.socket)")
         writeLine("  change count: CLIPBOARD \(status.changeCounts["CLIPBOARD"] ?? 0), PRIMARY \(status.changeCounts["PRIMARY"] ?? 0)")
         let peers = status.peers ?? []

@@ -30,7 +30,7 @@ struct HistoryCommand: Command {
             'queue N …': the entries, in the order given, join the paste queue (see xpb queue); 'menu': pipe the \
             entries through a menu program (--menu, $XPB_MENU, else rofi, dmenu or fzf, the first found; rofi gets \
             each image's thumbnail as its row's icon; pinned entries first) and select the chosen one. With --json, an image entry has its \
-            pixel size and a thumbnail (a PNG under $XDG_CACHE_HOME/xpb/thumbnails). Index 0 is the newest entry. \
+            pixel size and a thumbnail (a PNG under $XDG_RUNTIME_DIR/xpb/thumbnails; a plain history's under $XDG_CACHE_HOME/xpb/thumbnails). Index 0 is the newest entry. \
             Needs xpbd running for the display; without a display (no --display, no $DISPLAY), this host's headless \
             xpbd (xpbd --headless), whose history holds the copies made on this host and serves an entry selected \
             again from memory.

@@ -1,14 +1,30 @@
 import Foundation
 import Glibc
 
-/// A private D-Bus session bus for one test (`dbus-daemon --session`): never the user's. Its
-/// address goes to clients in ``environment``; the daemon ends with the test.
+/// A private D-Bus session bus for one test: never the user's. Its address goes to clients in
+/// ``environment``; the daemon ends with the test. A session bus's rules, but no service is
+/// started on demand: an activated service (gnome-keyring-daemon's Secret Service, say) would run
+/// in the machine's own home, and the tests start every peer they want themselves.
 public final class SessionBus: Sendable {
     public let address: String
     private let peer: Peer
+    private let directory: URL
 
-    public init(on session: any TestSession) throws {
-        peer = try Peer(try which("dbus-daemon"), ["--session", "--nofork", "--nopidfile", "--print-address=1"], display: session)
+    /// `path`: the bus's socket (a bus started again at the same address); else one of its own.
+    public init(on session: any TestSession, path: String? = nil) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-bus-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let configuration = directory.appendingPathComponent("bus.conf")
+        try Data("""
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>\(path.map { "unix:path=\($0)" } ?? "unix:dir=\(directory.path)")</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+            </busconfig>
+            """.utf8).write(to: configuration)
+        peer = try Peer(try which("dbus-daemon"), ["--config-file=\(configuration.path)", "--nofork", "--nopidfile", "--print-address=1"], display: session)
         let deadline = Date().addingTimeInterval(20)
         while !peer.outputSoFar.contains("\n") {
             guard peer.isRunning, Date() < deadline else { throw TestFailure("dbus-daemon did not start: \(peer.errorSoFar)") }
@@ -23,5 +39,11 @@ public final class SessionBus: Sendable {
     /// What a client of this bus needs.
     public var environment: [String: String] { ["DBUS_SESSION_BUS_ADDRESS": address] }
 
-    deinit { peer.stop() }
+    /// Stops the bus daemon (as a session's bus going away).
+    public func stop() { peer.stop() }
+
+    deinit {
+        peer.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
 }

@@ -21,7 +21,8 @@ func history(_ x: any TestSession, _ home: DaemonHome) throws -> [[String: Any]]
     return list
 }
 
-/// Fills the history database at `path` (made by an xpbd, which is stopped) as `count` copies of
+/// Fills the history database at `path` (made plain by an xpbd with `--plain-history`, which is
+/// stopped: sealed, no other writer opens it; the next xpbd seals it) as `count` copies of
 /// CLIPBOARD by xclip would, in one transaction: entry n's text is `text(n)` (a Python
 /// expression of `n`), each used a second after the one before.
 func fillHistory(_ path: String, count: Int, text: String, on x: any TestSession) throws {
@@ -340,7 +341,8 @@ struct DaemonTests {
         let image = try #require(entries.first { ($0["types"] as? [String])?.first == "image/png" })
         #expect(image["pixelWidth"] as? Int == 64 && image["pixelHeight"] as? Int == 48)
         let thumbnail = try #require(image["thumbnail"] as? String)
-        #expect(thumbnail.hasPrefix(home.cacheDirectory.appendingPathComponent("xpb/").path), "\(thumbnail)")
+        // A sealed history's thumbnails live in memory's file system, never on disk.
+        #expect(thumbnail.hasPrefix(home.runtimeDirectory.appendingPathComponent("xpb/thumbnails/").path), "\(thumbnail)")
         #expect(try pixelDiff(thumbnail, testImage, x).maxDiff == 0, "a small image is its own thumbnail")
         #expect(entries.first { ($0["types"] as? [String])?.first != "image/png" }?["thumbnail"] == nil)
 

@@ -180,7 +180,7 @@ struct HostileRoundFourTests {
         let home = try DaemonHome()
         let environment = home.environment.merging(bus.environment) { $1 }
         // A history of 17,000 entries of 4 KiB, as 17,000 copies would leave it.
-        try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000"]).stop()
+        try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000", "--plain-history"]).stop()
         let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
         try fillHistory(database, count: 17000, text: "(\"%05d\" % n) * 819", on: x)
         let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "20000"], environment: bus.environment)
@@ -250,11 +250,7 @@ struct HostileRoundFourTests {
         let home = try DaemonHome()
         let socket = home.root.appendingPathComponent("bus").path
         let address = "unix:path=\(socket)"
-        func startBus() throws -> Peer {
-            let bus = try Peer(try which("dbus-daemon"), ["--session", "--nofork", "--nopidfile", "--address=\(address)", "--print-address=1"], display: x)
-            guard eventually(timeout: 20, { bus.outputSoFar.contains("\n") }) else { throw TestFailure("dbus-daemon did not start: \(bus.errorSoFar)") }
-            return bus
-        }
+        func startBus() throws -> SessionBus { try SessionBus(on: x, path: socket) }
         var bus = try startBus()
         defer { bus.stop() }
         let environment = ["DBUS_SESSION_BUS_ADDRESS": address]

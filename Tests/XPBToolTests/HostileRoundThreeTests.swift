@@ -189,7 +189,7 @@ struct HostileRoundThreeTests {
         // Written to the history (thumbnails are made of entries there) once its owner is gone.
         owner.stop()
         try daemon.waitForLog("its owner went away")
-        let thumbnails = home.cacheDirectory.appendingPathComponent("xpb/thumbnails")
+        let thumbnails = home.runtimeDirectory.appendingPathComponent("xpb/thumbnails")
         for round in 1...2 {
             let listed = try history(x, home)
             let entry = try #require(listed.first)
@@ -209,7 +209,7 @@ struct HostileRoundThreeTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         // The database made by xpbd, then filled as 100,000 copies would fill it (one transaction).
-        try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000"]).stop()
+        try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000", "--plain-history"]).stop()
         let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
         try fillHistory(database, count: 100_000, text: "\"entry %d%s\" % (n, \" needle\" if n % 1000 == 7 else \"\")", on: x)
         let daemon = try DaemonProcess(x, home: home, arguments: ["--max-entries", "200000"])

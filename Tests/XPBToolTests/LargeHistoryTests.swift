@@ -19,7 +19,7 @@ struct LargeHistoryTests {
         let x = try Xvfb()
         let home = try DaemonHome()
         try home.writeConfig("--max-entries 40000\n")
-        try DaemonProcess(x, home: home).stop()
+        try DaemonProcess(x, home: home, arguments: ["--plain-history"]).stop()
         let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
         try fillHistory(database, count: 30_000, text: "\"entry %d\" % n", on: x)
 

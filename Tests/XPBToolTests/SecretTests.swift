@@ -39,7 +39,8 @@ struct SecretTests {
     func emptyCopyTakesBack() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
-        let daemon = try DaemonProcess(x, home: home)
+        // Plain at rest: what reaches a file is then seen in it (sealed, nothing would be).
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
         defer { _ = try? daemon.stop() }
         let manager = try renamedXclip("buttercup", in: home.root.appendingPathComponent("bin"))
 
@@ -105,7 +106,7 @@ struct SecretTests {
     func writtenAfterWindow() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
-        let daemon = try DaemonProcess(x, home: home, arguments: ["--forget-cleared-within", "2"])
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--forget-cleared-within", "2", "--plain-history"])
         defer { _ = try? daemon.stop() }
         let note = "a note \(UUID().uuidString)"
         let owner = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(note.utf8))
@@ -121,7 +122,7 @@ struct SecretTests {
         owner.stop()
 
         // The default window (120 s): the owner's exit ends it.
-        let later = try DaemonProcess(x, home: home)
+        let later = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
         defer { _ = try? later.stop() }
         let other = "another \(UUID().uuidString)"
         let second = try Peer("xclip", ["-selection", "clipboard", "-quiet"], display: x, input: Data(other.utf8))
@@ -138,7 +139,7 @@ struct SecretTests {
     func clearTakesBack() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
-        let daemon = try DaemonProcess(x, home: home)
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
         defer { _ = try? daemon.stop() }
         let secret = "gtk-generated-\(UUID().uuidString)"
         let manager = try toolkitPeer("gtk_clipboard.py", ["set-text-and-clear", secret, "2000"], display: x)

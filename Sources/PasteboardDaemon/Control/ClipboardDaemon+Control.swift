@@ -142,13 +142,13 @@ extension ClipboardDaemon {
     }
 
     func status() -> DaemonStatus {
-        let (totals, database, maxEntries, maxBytes) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes) }
+        let (totals, database, maxEntries, maxBytes, seal) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes, $0.disk.seal) }
         let peers = hub.peerStatuses()
         return DaemonStatus(
             pid: Int(getpid()), version: Self.version, display: host.nodeName, keeps: host.keeps, entryCount: totals.count,
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
             database: database, socket: socketPath, startedAt: startedAt, changeCounts: host.changeCounts(),
-            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses())
+            peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses(), sealedWith: seal?.source.description)
     }
 }
 

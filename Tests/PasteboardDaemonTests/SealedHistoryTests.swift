@@ -1,0 +1,247 @@
+import CHistorySeal
+import Foundation
+import Logging
+import PasteboardKit
+import Testing
+@testable import PasteboardDaemon
+
+/// The history sealed at rest: the sealing VFS and the sealed payload files on real SQLite files.
+@Suite("History sealed at rest (real SQLite files)")
+struct SealedHistoryTests {
+    private let logger = Logger(label: "test")
+
+    private func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-sealed-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    private func seal(_ byte: UInt8) -> HistorySeal {
+        HistorySeal(key: (0 ..< 32).map { UInt8($0) &+ byte }, source: .keyFile("/dev/null"))!
+    }
+
+    private func snapshot(_ text: String, payload: Data? = nil) -> Snapshot {
+        var targets = [KeptTarget(target: "UTF8_STRING", type: "UTF8_STRING", data: Data(text.utf8))]
+        if let payload { targets.append(KeptTarget(target: "text/html", type: "text/html", data: payload)) }
+        return Snapshot(selection: .general, advertised: ["TARGETS"] + targets.map(\.target), targets: targets, time: Date(), source: "test", pid: 42)
+    }
+
+    /// Every file under `directory` whose bytes hold `needle`.
+    private func files(under directory: URL, holding needle: String) -> [String] {
+        let bytes = Data(needle.utf8)
+        var found: [String] = []
+        let enumerator = FileManager.default.enumerator(atPath: directory.path)
+        while let name = enumerator?.nextObject() as? String {
+            let path = directory.appendingPathComponent(name).path
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                  let contents = FileManager.default.contents(atPath: path) else { continue }
+            if contents.range(of: bytes) != nil { found.append(name) }
+        }
+        return found
+    }
+
+    /// A payload larger than the database keeps inline (a file), the canary inside it.
+    private func largePayload(_ canary: String) -> Data {
+        Data((String(repeating: "<p>filler text of a web page</p>\n", count: 1200) + canary).utf8)
+    }
+
+    @Test("nothing a sealed history keeps is readable in its files (database, log, payloads, their names); search and the entries still find it")
+    func nothingReadable() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = seal(1)
+        let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
+        #expect(store.seal == key)
+        let payload = largePayload("zebracanary in a file")
+        for index in 0 ..< 40 { try store.add(snapshot("entry \(index) zebracanary inline", payload: index == 0 ? payload : nil), display: ":1") }
+        #expect(try store.summaries(search: "zebracanary").count == 40)
+        #expect(try store.snapshot(at: 39)?.targets.last?.data == payload)
+        #expect(files(under: directory, holding: "zebracanary").isEmpty)
+        #expect(files(under: directory, holding: "filler text").isEmpty)
+        // Payload files are named by a keyed digest, not by the contents' SHA-256.
+        let blobs = FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? []
+        let names = blobs.map { ($0 as NSString).lastPathComponent }.filter { $0.count == 64 }
+        #expect(names.count == 1 && names[0] != Digest(of: payload).hex, "\(names)")
+        // A page is a page: the same offsets, each reserving its nonce and tag.
+        #expect(key.probe(store.databasePath) == .opens)
+        #expect(seal(2).probe(store.databasePath) == .wrongKey)
+    }
+
+    @Test("a plain history is sealed in place at its open: every entry kept, no plain page or file left, the payload files sealed")
+    func plainSealedInPlace() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let payload = largePayload("plaincanary in a file")
+        do {
+            let plain = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger)
+            for index in 0 ..< 30 { try plain.add(snapshot("plain \(index) plaincanary", payload: index == 3 ? payload : nil), display: ":1") }
+            #expect(!files(under: directory, holding: "plaincanary").isEmpty, "the plain history is plain")
+        }
+        let key = seal(3)
+        let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
+        #expect(store.seal == key)
+        #expect(try store.summaries().count == 30)
+        #expect(try store.summaries(search: "plaincanary").count == 30)
+        #expect(try store.snapshot(at: 26)?.targets.last?.data == payload)
+        #expect(files(under: directory, holding: "plaincanary").isEmpty)
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!left.contains { $0.hasSuffix(".plain-old") || $0.contains(".sealing") }, "\(left)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("blobs/.sealing").path))
+        // Written to after, and opened again.
+        try store.add(snapshot("after plaincanary"), display: ":1")
+        let again = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
+        #expect(try again.summaries(search: "plaincanary").count == 31)
+    }
+
+    @Test("a history sealed with another key is left as it is, byte for byte; the key that opens it among several is used")
+    func otherKey() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = seal(4)
+        do {
+            let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [first], logger: logger)
+            try store.add(snapshot("sealed with the first key"), display: ":1")
+            #expect(store.checkpoint())
+        }
+        let path = directory.appendingPathComponent("history.sqlite").path
+        let before = try #require(FileManager.default.contents(atPath: path))
+        #expect(throws: HistorySealError.self) {
+            _ = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [seal(5)], logger: logger)
+        }
+        #expect(FileManager.default.contents(atPath: path) == before)
+        #expect(HistorySeal.isSealedDatabase(path))
+        let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [seal(5), first], logger: logger)
+        #expect(store.seal == first)
+        #expect(try store.summaries().map(\.preview) == ["sealed with the first key"])
+    }
+
+    @Test("a sealed page changed on disk is damage: the check finds it, and the file is moved aside for a new one")
+    func changedPage() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = seal(6)
+        let path = directory.appendingPathComponent("history.sqlite").path
+        do {
+            let store = try HistoryStore(directory: directory, maxEntries: 1000, maxBytes: 1 << 30, seals: [key], logger: logger)
+            for index in 0 ..< 300 { try store.add(snapshot("entry \(index) " + String(repeating: "x", count: 400)), display: ":1") }
+            #expect(store.checkpoint())
+        }
+        #expect(HistorySchema.damage(at: path, seal: key) == nil)
+        // One byte of a middle page flipped: its tag no longer matches.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        let size = try handle.seekToEnd()
+        let offset = (size / 4096 / 2) * 4096 + 100
+        try handle.seek(toOffset: offset)
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: Data([byte ^ 0x40]))
+        try handle.close()
+        let damage = try #require(HistorySchema.damage(at: path, seal: key))
+        #expect(damage.isCorrupt, "\(damage)")
+        let store = try HistoryStore(directory: directory, maxEntries: 1000, maxBytes: 1 << 30, seals: [key], logger: logger)
+        store.replaceDamaged(damage, generation: store.generation)
+        try store.add(snapshot("after the damage"), display: ":1")
+        #expect(try store.summaries().map(\.preview) == ["after the damage"])
+        let aside = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".corrupt-") }
+        #expect(!aside.isEmpty)
+    }
+
+    @Test("a sealing cut short by a crash: a second name of the history itself is only unlinked; one of the plain file left behind is overwritten")
+    func conversionCutShort() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("history.sqlite").path
+        do {
+            let plain = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger)
+            try plain.add(snapshot("the plain history"), display: ":1")
+            #expect(plain.checkpoint())
+        }
+        // Cut before the sealed copy took the name: the second name is the history itself.
+        #expect(link(path, HistorySealing.plainPath(path)) == 0)
+        _ = FileManager.default.createFile(atPath: HistorySealing.sealingPath(path), contents: Data("half a copy".utf8))
+        HistorySealing.finishConversion(path, logger: logger)
+        #expect(!FileManager.default.fileExists(atPath: HistorySealing.plainPath(path)))
+        #expect(!FileManager.default.fileExists(atPath: HistorySealing.sealingPath(path)))
+        #expect(files(under: directory, holding: "the plain history").contains("history.sqlite"), "the history is whole")
+        // Cut after: the plain file's second name is another file, overwritten and removed.
+        let key = seal(7)
+        let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
+        #expect(try store.summaries().map(\.preview) == ["the plain history"])
+        let stale = HistorySealing.plainPath(path)
+        _ = FileManager.default.createFile(atPath: stale, contents: Data("a plain page: the plain history".utf8))
+        let holder = open(stale, O_RDONLY)
+        defer { close(holder) }
+        HistorySealing.finishConversion(path, logger: logger)
+        #expect(!FileManager.default.fileExists(atPath: stale))
+        var bytes = [UInt8](repeating: 1, count: 31)
+        #expect(pread(holder, &bytes, 31, 0) == 31 && bytes.allSatisfy { $0 == 0 }, "overwritten before it went")
+    }
+
+    @Test("sealed payload files open whole and in part across chunk edges; a changed, cut or other-key file does not open")
+    func payloadFiles() throws {
+        let key = seal(8)
+        for size in [0, 1, 65_535, 65_536, 65_537, 200_000] {
+            let plain = Data((0 ..< size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) })
+            let sealed = try #require(key.seal(plain))
+            #expect(sealed.count == Int(xpbseal_sealed_size(UInt64(size))))
+            #expect(HistorySeal.isSealed(sealed))
+            #expect(key.open(sealed) == plain, "\(size)")
+            for (offset, count) in [(0, 64), (65_530, 20), (size / 2, 70_000), (size, 10)] {
+                let start = min(offset, size)
+                #expect(key.open(sealed, offset: offset, count: count) == plain.subdata(in: start ..< min(size, start + count)), "\(size) \(offset) \(count)")
+            }
+            if size > 0 {
+                var changed = sealed
+                changed[changed.count - 20] ^= 1
+                #expect(key.open(changed) == nil)
+                #expect(key.open(sealed.dropLast(1)) == nil)
+                #expect(seal(9).open(sealed) == nil)
+                #expect(sealed.range(of: plain.prefix(32)) == nil || size < 32)
+            }
+        }
+    }
+
+    @Test("the sealing VFS under a rollback journal: a rolled-back transaction and a checked reopen, no plain byte in any file")
+    func rollbackJournal() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = seal(10)
+        let path = directory.appendingPathComponent("journal.sqlite").path
+        do {
+            let database = try SQLiteDatabase(path: path, seal: key)
+            try database.execute("PRAGMA journal_mode=DELETE; PRAGMA cache_size=4; CREATE TABLE t(x)")
+            try database.execute("BEGIN; " + (0 ..< 200).map { "INSERT INTO t VALUES('kept row \($0) journalcanary " + String(repeating: "k", count: 300) + "');" }.joined() + " COMMIT")
+            try database.execute("BEGIN; UPDATE t SET x = 'changed journalcanary'; DELETE FROM t WHERE rowid % 3 = 0;")
+            #expect(files(under: directory, holding: "journalcanary").isEmpty, "the journal's pages are sealed")
+            try database.execute("ROLLBACK")
+        }
+        let database = try SQLiteDatabase(path: path, seal: key)
+        #expect(try database.query("PRAGMA integrity_check").first?.first?.text == "ok")
+        #expect(try database.query("SELECT count(*) FROM t WHERE x LIKE 'kept row %'").first?.first?.integer == 200)
+        #expect(files(under: directory, holding: "journalcanary").isEmpty)
+    }
+
+    @Test("a log's last frame torn by a crash ends the log there, as without sealing: the transactions before it are read, and nothing counts as damage")
+    func tornLogFrame() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = seal(11)
+        let path = directory.appendingPathComponent("crashed.sqlite").path
+        let copy = directory.appendingPathComponent("copy.sqlite").path
+        let database = try SQLiteDatabase(path: path, seal: key)
+        try database.execute("PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x)")
+        for word in ["one", "two", "three"] { try database.execute("INSERT INTO t VALUES('\(word)')") }
+        // The files as a crash leaves them (the connection still open), the last frame torn.
+        for suffix in ["", "-wal"] { try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix) }
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: copy + "-wal"))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size - 2000)
+        try handle.write(contentsOf: Data(repeating: 0x55, count: 16))
+        try handle.close()
+        let crashed = try SQLiteDatabase(path: copy, seal: key)
+        #expect(try crashed.query("SELECT x FROM t ORDER BY rowid").map { $0[0].text } == ["one", "two"])
+        #expect(try crashed.query("PRAGMA integrity_check").first?.first?.text == "ok")
+        #expect(try database.query("SELECT count(*) FROM t").first?.first?.integer == 3)
+    }
+}
