@@ -6,7 +6,8 @@ import PasteboardX11
 
 // The fuzz target of xpb's parsers of untrusted bytes: what other X clients send
 // (``UntrustedInput``), what sync peers and control clients send (``UntrustedPeerInput``), and
-// what a Wayland compositor sends (``UntrustedCompositorInput``).
+// what a Wayland compositor sends (``UntrustedCompositorInput``), and the history's sealed
+// payload files (``UntrustedHistoryFiles``).
 // Built for libFuzzer
 // (see docs/library.md, "Fuzzing"):
 //
@@ -33,6 +34,7 @@ enum Fuzz {
             UntrustedInput.exercise(data)
             UntrustedPeerInput.exercise(data)
             UntrustedCompositorInput.exercise(data)
+            UntrustedHistoryFiles.exercise(data)
             return 0
         })
     }
@@ -54,6 +56,7 @@ enum Replay {
             UntrustedInput.exercise(data)
             UntrustedPeerInput.exercise(data)
             UntrustedCompositorInput.exercise(data)
+            UntrustedHistoryFiles.exercise(data)
         }
         print("replayed \(paths.count) input\(paths.count == 1 ? "" : "s")")
     }

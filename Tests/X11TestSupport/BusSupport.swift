@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 
 /// A private D-Bus session bus for one test: never the user's. Its address goes to clients in
-/// ``environment``; the daemon ends with the test. A session bus's rules, but no service is
-/// started on demand: an activated service (gnome-keyring-daemon's Secret Service, say) would run
+/// ``environment``; the daemon ends with the test. A session bus's rules and limits (Debian's
+/// session.conf), but no service is started on demand: an activated service (gnome-keyring-daemon's Secret Service, say) would run
 /// in the machine's own home, and the tests start every peer they want themselves.
 public final class SessionBus: Sendable {
     public let address: String
@@ -22,6 +22,16 @@ public final class SessionBus: Sendable {
               <listen>\(path.map { "unix:path=\($0)" } ?? "unix:dir=\(directory.path)")</listen>
               <auth>EXTERNAL</auth>
               <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+              <limit name="max_incoming_bytes">1000000000</limit>
+              <limit name="max_outgoing_bytes">1000000000</limit>
+              <limit name="max_message_size">1000000000</limit>
+              <limit name="auth_timeout">240000</limit>
+              <limit name="max_completed_connections">100000</limit>
+              <limit name="max_incomplete_connections">10000</limit>
+              <limit name="max_connections_per_user">100000</limit>
+              <limit name="max_names_per_connection">50000</limit>
+              <limit name="max_match_rules_per_connection">50000</limit>
+              <limit name="max_replies_per_connection">50000</limit>
             </busconfig>
             """.utf8).write(to: configuration)
         peer = try Peer(try which("dbus-daemon"), ["--config-file=\(configuration.path)", "--nofork", "--nopidfile", "--print-address=1"], display: session)

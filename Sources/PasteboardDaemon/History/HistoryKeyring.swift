@@ -29,9 +29,12 @@ package enum HistoryKeyring {
             return makeKeyFile(keyFile, logger: logger)
         }
         switch keyring.lookUp() {
-        case let .found(key):
-            guard let seal = HistorySeal(key: key, source: .keyring) else { return .unavailable("the keyring's history key is not 32 bytes") }
-            return .keys([seal] + (fromFile.map { [$0] } ?? []))
+        case let .found(keys):
+            // Every item's key: two xpbd starting at once (two displays) may each have stored one;
+            // the history opens with the one it was sealed with.
+            let seals = keys.compactMap { HistorySeal(key: $0, source: .keyring) }
+            guard !seals.isEmpty else { return .unavailable("the keyring's history key is not 32 bytes") }
+            return .keys(seals + (fromFile.map { [$0] } ?? []))
         case let .locked(why):
             if let fromFile { return .keys([fromFile]) }
             return .locked(why)
@@ -155,7 +158,8 @@ final class SecretService {
     }
 
     enum LookUp {
-        case found([UInt8])
+        /// The keys of the history's items (one, but for a race of two xpbd storing at once).
+        case found([[UInt8]])
         case missing
         case locked(String)
         case failed(String)
@@ -188,15 +192,16 @@ final class SecretService {
             }
             if items.isEmpty { return .locked("the keyring holding the history's key is locked") }
         }
-        guard let item = items.first else { return .missing }
-        let request = [DBusValue.array("o", [.objectPath(item)]), .objectPath(session)]
+        guard !items.isEmpty else { return .missing }
+        let request = [DBusValue.array("o", items.prefix(8).map { .objectPath($0) }), .objectPath(session)]
         switch service("GetSecrets", request) {
         case let .success(answer):
-            guard case let .dictionary(_, _, pairs)? = answer.first, let secret = pairs.first?.1,
-                  case let .structure(fields) = secret, fields.count == 4, case let .bytes(value) = fields[2] else {
-                return .failed("GetSecrets gave no secret")
+            guard case let .dictionary(_, _, pairs)? = answer.first else { return .failed("GetSecrets gave no secret") }
+            let keys = pairs.compactMap { pair -> [UInt8]? in
+                guard case let .structure(fields) = pair.1, fields.count == 4, case let .bytes(value) = fields[2] else { return nil }
+                return Array(value)
             }
-            return .found(Array(value))
+            return keys.isEmpty ? .failed("GetSecrets gave no secret") : .found(keys)
         case let .failure(failure):
             return failure.name.hasSuffix("IsLocked") ? .locked(failure.message) : .failed(failure.message)
         }

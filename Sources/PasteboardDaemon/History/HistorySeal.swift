@@ -138,3 +138,19 @@ package struct HistorySeal: Sendable, Equatable {
         bytes.withUnsafeBytes { xpbseal_is_sealed($0.baseAddress, UInt64($0.count)) != 0 }
     }
 }
+
+/// What the fuzz target feeds the sealed payload files' reader (their bytes are anyone's who can
+/// write the state directory): a header and chunks, opened whole and in parts; and the input
+/// sealed, which must open back to itself.
+package enum UntrustedHistoryFiles {
+    package static func exercise(_ data: Data) {
+        guard let seal = HistorySeal(key: [UInt8](repeating: 7, count: 32), source: .keyring) else { return }
+        _ = HistorySeal.isSealed(data)
+        _ = seal.open(data)
+        _ = seal.open(data, offset: 65_530, count: 100)
+        _ = seal.open(data, offset: Int.max, count: 1)
+        if data.count <= 1 << 20, let sealed = seal.seal(data) {
+            precondition(seal.open(sealed) == data, "a sealed payload did not open back to itself")
+        }
+    }
+}

@@ -64,6 +64,7 @@ final class HistoryStore {
             database = opened.database
             seal = opened.seal
             payloads.seal = opened.seal
+            if let sealed = opened.seal { logger.info("the history is sealed at rest with the key from \(sealed.source)") }
             // Plain payload files are sealed once the database is: a marker carries the work over
             // a crash.
             let marker = payloads.directory.appendingPathComponent(".sealing").path
