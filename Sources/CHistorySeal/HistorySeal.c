@@ -13,7 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <nettle/chacha-poly1305.h>
+#include <nettle/gcm.h>
 #include <nettle/memops.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -24,8 +24,8 @@
 
 #define PAGE XPBSEAL_PAGE
 #define DATA (XPBSEAL_PAGE - XPBSEAL_RESERVE)
-#define NONCE CHACHA_POLY1305_NONCE_SIZE
-#define TAG CHACHA_POLY1305_DIGEST_SIZE
+#define NONCE GCM_IV_SIZE
+#define TAG GCM_DIGEST_SIZE
 #define WAL_HEADER 32
 #define FRAME_HEADER 24
 #define FRAME (FRAME_HEADER + PAGE)
@@ -47,27 +47,23 @@ static int random_bytes(uint8_t *out, size_t count) {
 
 int xpbseal_random(uint8_t *out, size_t count) { return random_bytes(out, count); }
 
-// A page: DATA bytes sealed in place into `out`, then the nonce and the tag.
-static int seal_page(const uint8_t *key, const uint8_t *page, uint8_t *out) {
-    struct chacha_poly1305_ctx context;
+// A page: DATA bytes sealed into `out`, then the nonce and the tag. `context` holds the key.
+static int seal_page(struct gcm_aes256_ctx *context, const uint8_t *page, uint8_t *out) {
     uint8_t *nonce = out + DATA;
     if (random_bytes(nonce, NONCE) != 0) return -1;
-    chacha_poly1305_set_key(&context, key);
-    chacha_poly1305_set_nonce(&context, nonce);
-    chacha_poly1305_encrypt(&context, DATA, out, page);
-    chacha_poly1305_digest(&context, TAG, out + DATA + NONCE);
+    gcm_aes256_set_iv(context, NONCE, nonce);
+    gcm_aes256_encrypt(context, DATA, out, page);
+    gcm_aes256_digest(context, TAG, out + DATA + NONCE);
     return 0;
 }
 
 // Opens a sealed page in place; its reserved bytes become zeros, as SQLite left them. -1 (and a
 // page of zeros) when the tag does not match.
-static int open_page(const uint8_t *key, uint8_t *page) {
-    struct chacha_poly1305_ctx context;
+static int open_page(struct gcm_aes256_ctx *context, uint8_t *page) {
     uint8_t tag[TAG];
-    chacha_poly1305_set_key(&context, key);
-    chacha_poly1305_set_nonce(&context, page + DATA);
-    chacha_poly1305_decrypt(&context, DATA, page, page);
-    chacha_poly1305_digest(&context, TAG, tag);
+    gcm_aes256_set_iv(context, NONCE, page + DATA);
+    gcm_aes256_decrypt(context, DATA, page, page);
+    gcm_aes256_digest(context, TAG, tag);
     int matches = memeql_sec(tag, page + DATA + NONCE, TAG);
     memset(page + DATA, 0, XPBSEAL_RESERVE);
     if (!matches) {
@@ -88,6 +84,8 @@ typedef struct SealedFile {
     sqlite3_file base;
     enum kind kind;
     uint8_t key[XPBSEAL_KEY];
+    // The key set once (AES's schedule, GHASH's table), for every page of the file.
+    struct gcm_aes256_ctx context;
     uint8_t scratch[PAGE];
     sqlite3_file *real;
 } SealedFile;
@@ -101,6 +99,7 @@ static int x_close(sqlite3_file *file) {
     SealedFile *sealed = (SealedFile *)file;
     int rc = sealed->real->pMethods ? sealed->real->pMethods->xClose(sealed->real) : SQLITE_OK;
     memset(sealed->key, 0, sizeof sealed->key);
+    memset(&sealed->context, 0, sizeof sealed->context);
     memset(sealed->scratch, 0, sizeof sealed->scratch);
     return rc;
 }
@@ -114,7 +113,7 @@ static int read_page(SealedFile *sealed, uint8_t *out, sqlite3_int64 offset, int
     int rc = sealed->real->pMethods->xRead(sealed->real, out, PAGE, offset);
     if (rc != SQLITE_OK && rc != SQLITE_IOERR_SHORT_READ) return rc;
     if (is_zero(out, PAGE)) return rc;
-    if (open_page(sealed->key, out) != 0) return lenient ? rc : SQLITE_IOERR_DATA;
+    if (open_page(&sealed->context, out) != 0) return lenient ? rc : SQLITE_IOERR_DATA;
     return rc;
 }
 
@@ -174,7 +173,7 @@ static int x_read(sqlite3_file *file, void *buffer, int amount, sqlite3_int64 of
 }
 
 static int write_page(SealedFile *sealed, const uint8_t *page, sqlite3_int64 offset) {
-    if (seal_page(sealed->key, page, sealed->scratch) != 0) return SQLITE_IOERR_WRITE;
+    if (seal_page(&sealed->context, page, sealed->scratch) != 0) return SQLITE_IOERR_WRITE;
     int rc = sealed->real->pMethods->xWrite(sealed->real, sealed->scratch, PAGE, offset);
     memset(sealed->scratch, 0, PAGE);
     return rc;
@@ -293,6 +292,7 @@ static int x_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, i
     } else {
         return SQLITE_CANTOPEN;
     }
+    if (sealed->kind != PASS) gcm_aes256_set_key(&sealed->context, sealed->key);
     int rc = lower->xOpen(lower, name, sealed->real, flags, out_flags);
     if (sealed->real->pMethods) sealed->base.pMethods = &sealed_methods;
     return rc;
@@ -366,8 +366,10 @@ int xpbseal_probe(const char *path, const uint8_t key[XPBSEAL_KEY]) {
     close(fd);
     if (got < 0) return XPBSEAL_UNREADABLE;
     if (got >= 16 && memcmp(page, plain, 16) == 0) return XPBSEAL_PLAIN;
+    struct gcm_aes256_ctx context;
+    gcm_aes256_set_key(&context, key);
     if (got == PAGE) {
-        result = open_page(key, page) == 0 && memcmp(page, plain, 16) == 0 ? XPBSEAL_OPENS : XPBSEAL_WRONG_KEY;
+        result = open_page(&context, page) == 0 && memcmp(page, plain, 16) == 0 ? XPBSEAL_OPENS : XPBSEAL_WRONG_KEY;
     } else if (got == 0) {
         // No page in the file yet: the log's first frame, if any, tells.
         char *log = malloc(strlen(path) + 5);
@@ -381,11 +383,12 @@ int xpbseal_probe(const char *path, const uint8_t key[XPBSEAL_KEY]) {
         close(fd);
         if (got < 0) result = XPBSEAL_UNREADABLE;
         else if (got < PAGE) result = XPBSEAL_EMPTY;
-        else result = open_page(key, page) == 0 ? XPBSEAL_OPENS : XPBSEAL_WRONG_KEY;
+        else result = open_page(&context, page) == 0 ? XPBSEAL_OPENS : XPBSEAL_WRONG_KEY;
     } else {
         result = XPBSEAL_WRONG_KEY;
     }
     memset(page, 0, sizeof page);
+    memset(&context, 0, sizeof context);
     return result;
 }
 
@@ -412,19 +415,20 @@ int xpbseal_seal(const uint8_t key[XPBSEAL_KEY], const void *plain, uint64_t cou
     for (int i = 0; i < 8; i++) header[16 + i] = (uint8_t)(count >> (8 * i));
     const uint8_t *in = plain;
     uint8_t *next = header + XPBSEAL_FILE_HEADER;
-    struct chacha_poly1305_ctx context;
-    chacha_poly1305_set_key(&context, key);
+    struct gcm_aes256_ctx context;
+    gcm_aes256_set_key(&context, key);
     for (uint64_t chunk = 0, done = 0; done < count; chunk++) {
         uint64_t size = count - done < XPBSEAL_CHUNK ? count - done : XPBSEAL_CHUNK;
         uint8_t nonce[NONCE];
         chunk_nonce(header, chunk, nonce);
-        chacha_poly1305_set_nonce(&context, nonce);
-        chacha_poly1305_update(&context, XPBSEAL_FILE_HEADER, header);
-        chacha_poly1305_encrypt(&context, size, next, in + done);
-        chacha_poly1305_digest(&context, TAG, next + size);
+        gcm_aes256_set_iv(&context, NONCE, nonce);
+        gcm_aes256_update(&context, XPBSEAL_FILE_HEADER, header);
+        gcm_aes256_encrypt(&context, size, next, in + done);
+        gcm_aes256_digest(&context, TAG, next + size);
         next += size + TAG;
         done += size;
     }
+    memset(&context, 0, sizeof context);
     return 0;
 }
 
@@ -450,8 +454,8 @@ int64_t xpbseal_open(const uint8_t key[XPBSEAL_KEY], const void *sealed, uint64_
     const uint8_t *header = sealed;
     uint8_t *chunk_plain = malloc(XPBSEAL_CHUNK);
     if (!chunk_plain) return -1;
-    struct chacha_poly1305_ctx context;
-    chacha_poly1305_set_key(&context, key);
+    struct gcm_aes256_ctx context;
+    gcm_aes256_set_key(&context, key);
     uint8_t *to = out;
     uint64_t given = 0;
     int64_t result = 0;
@@ -461,10 +465,10 @@ int64_t xpbseal_open(const uint8_t key[XPBSEAL_KEY], const void *sealed, uint64_
         const uint8_t *at = header + XPBSEAL_FILE_HEADER + chunk * (XPBSEAL_CHUNK + TAG);
         uint8_t nonce[NONCE], tag[TAG];
         chunk_nonce(header, chunk, nonce);
-        chacha_poly1305_set_nonce(&context, nonce);
-        chacha_poly1305_update(&context, XPBSEAL_FILE_HEADER, header);
-        chacha_poly1305_decrypt(&context, plain_size, chunk_plain, at);
-        chacha_poly1305_digest(&context, TAG, tag);
+        gcm_aes256_set_iv(&context, NONCE, nonce);
+        gcm_aes256_update(&context, XPBSEAL_FILE_HEADER, header);
+        gcm_aes256_decrypt(&context, plain_size, chunk_plain, at);
+        gcm_aes256_digest(&context, TAG, tag);
         if (!memeql_sec(tag, at + plain_size, TAG)) {
             result = -1;
             break;
@@ -476,6 +480,7 @@ int64_t xpbseal_open(const uint8_t key[XPBSEAL_KEY], const void *sealed, uint64_
         result = (int64_t)given;
     }
     memset(chunk_plain, 0, XPBSEAL_CHUNK);
+    memset(&context, 0, sizeof context);
     free(chunk_plain);
     if (result < 0) memset(out, 0, count);
     return result;

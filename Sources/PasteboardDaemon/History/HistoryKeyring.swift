@@ -127,7 +127,7 @@ package enum HistoryKeyring {
 /// the session bus is the user's alone.
 final class SecretService {
     private let connection: OpaquePointer
-    static let timeout: Int32 = 5000
+    static let timeout: Int32 = 3000
     static let name = "org.freedesktop.secrets"
 
     /// Nil without a session bus (never autolaunched) or without a Secret Service on it.

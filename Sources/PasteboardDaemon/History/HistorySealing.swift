@@ -26,8 +26,18 @@ enum HistorySealing {
     /// history is sealed with none of the keys.
     static func open(_ path: String, seals: [HistorySeal], logger: Logger) throws -> (database: SQLiteDatabase, seal: HistorySeal?, converted: Bool) {
         guard let first = seals.first else { throw HistorySealError(description: "no key") }
+        var probe = first.probe(path)
+        // One sealing at a time: the daemons of one user's displays start together and share
+        // the history; the one that waited finds it sealed.
+        var lock: Int32 = -1
+        if probe == .plain {
+            lock = Glibc.open(path + ".seal-lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            if lock >= 0 { while flock(lock, LOCK_EX) != 0, errno == EINTR {} }
+            probe = first.probe(path)
+        }
+        defer { if lock >= 0 { close(lock) } }
         finishConversion(path, logger: logger)
-        switch first.probe(path) {
+        switch probe {
         case .plain:
             do {
                 try convert(path, to: first, logger: logger)

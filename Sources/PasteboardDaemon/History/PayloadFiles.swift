@@ -94,7 +94,9 @@ final class PayloadFiles {
         let before = Set(before.map(fileName))
         for folder in (try? files.contentsOfDirectory(atPath: directory.path)) ?? [] {
             let path = directory.appendingPathComponent(folder).path
-            if folder.hasPrefix("tmp-") || folder.hasPrefix(".") {
+            // The marker of a sealing under way (``HistoryStore``) is not a payload.
+            if folder.hasPrefix(".") { continue }
+            if folder.hasPrefix("tmp-") {
                 if isOld(path) { unlink(path) }
                 continue
             }
