@@ -1,6 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The daemon's modules are built for size in release builds: none of them is on the path of a
+// one-shot copy or paste, and the static binary (xpb, xpbd a link to it) has a size limit.
+let daemonSize: [SwiftSetting] = [.unsafeFlags(["-Osize"], .when(configuration: .release))]
+
 let package = Package(
     name: "xpb",
     products: [
@@ -86,26 +90,26 @@ let package = Package(
             "PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
             "CDBus", "CDBusGlue", "CHistorySeal",
             .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: daemonSize),
         // The X display's host port: the ICCCM clipboard manager, SAVE_TARGETS, PRIMARY and
         // CLIPBOARD carried to each other, the X sync surface.
         .target(name: "DaemonDisplayHost", dependencies: [
             "PasteboardDaemon", "PasteboardKit", "PasteboardSelections", "PasteboardWire", "PasteboardX11",
             .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: daemonSize),
         // The Wayland session's host port: data-control, the paste queue's sources, the Wayland
         // sync surface.
         .target(name: "DaemonWaylandHost", dependencies: [
             "PasteboardDaemon", "PasteboardKit", "PasteboardSelections", "PasteboardWire", "PasteboardWayland",
             .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: daemonSize),
         // xpbd's command line (options, configuration file, logging, signals), thin over
         // PasteboardDaemon, and the one place that wires hosts to it (DaemonSession; the bridge
         // of the two); a library, so that the xpb binary can run it when called as xpbd.
         .target(name: "DaemonTool", dependencies: [
             "PasteboardDaemon", "DaemonDisplayHost", "DaemonWaylandHost", "PasteboardKit", "PasteboardWire", "PasteboardX11",
             "PasteboardWayland", "CommandLineTable", .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: daemonSize),
         // The daemon as an executable of its own, for development builds and the tests; make
         // installs xpbd as a link to xpb instead (one binary).
         .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),
