@@ -40,7 +40,7 @@ package struct HistorySeal: Sendable, Equatable {
 
     /// The URI that opens the database at `path` through the sealing VFS with this key.
     func uri(for path: String) -> String {
-        let hex = Self.hex(key)
+        let hex = Digest.hex(key)
         return "file:" + Self.uriPath(path) + "?vfs=\(XPBSEAL_VFS)&xpbkey=" + hex
     }
 
@@ -49,7 +49,7 @@ package struct HistorySeal: Sendable, Equatable {
         var out = ""
         for byte in path.utf8 {
             switch byte {
-            case UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "%"), 0..<0x21, 0x7F...: out += "%" + Self.hex([byte]).uppercased()
+            case UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "%"), 0..<0x21, 0x7F...: out += "%" + Digest.hex([byte]).uppercased()
             default: out.append(Character(Unicode.Scalar(byte)))
             }
         }
@@ -79,7 +79,7 @@ package struct HistorySeal: Sendable, Equatable {
         input += Array(digest.utf8)
         var out = [UInt8](repeating: 0, count: 32)
         _ = input.withUnsafeBytes { bytes in ccrypto_sha256(bytes.baseAddress, bytes.count, &out) }
-        return Self.hex(out)
+        return Digest.hex(out)
     }
 
     /// `data` sealed as a payload file.
@@ -112,18 +112,6 @@ package struct HistorySeal: Sendable, Equatable {
             guard given == wanted else { return nil }
             return out
         }
-    }
-
-    /// Bytes in lowercase hexadecimal.
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text = [UInt8]()
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// Whether the database at `path` is sealed (with whatever key): it has pages, and they are

@@ -10,14 +10,19 @@ package struct Digest: Hashable, Sendable, CustomStringConvertible {
         data.withUnsafeBytes { bytes in
             _ = ccrypto_sha256(bytes.baseAddress, bytes.count, &digest)
         }
+        hex = Self.hex(digest)
+    }
+
+    /// Bytes in lowercase hexadecimal.
+    static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
-        text.reserveCapacity(digest.count * 2)
-        for byte in digest {
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
             text.append(digits[Int(byte >> 4)])
             text.append(digits[Int(byte & 0xF)])
         }
-        hex = String(decoding: text, as: UTF8.self)
+        return String(decoding: text, as: UTF8.self)
     }
 
     package init?(hex: String) {
