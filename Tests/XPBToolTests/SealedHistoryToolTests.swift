@@ -131,6 +131,8 @@ struct SealedHistoryToolTests {
     func plainHistoryConverted() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
+        // Caps above the history's size: the upkeep prunes nothing while the test looks.
+        try home.writeConfig("--max-entries 5000\n")
         do {
             let plain = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
             try plain.stop()
@@ -142,6 +144,10 @@ struct SealedHistoryToolTests {
         defer { _ = try? daemon.stop() }
         try daemon.waitForLog("is sealed now")
         #expect(try history(x, home).count == 1000, "the newest 1,000 of 3,000 listed")
+        let status = try xpb(["daemon", "status", "--json"], x, home)
+        let entries = ((try JSONSerialization.jsonObject(with: status.output) as? [String: Any])?["status"] as? [String: Any])?["entryCount"] as? Int
+        #expect(entries == 3000, "\(status.text)")
+        #expect(status.text.contains("the key file"), "\(status.text)")
         #expect(try search("plain entry 2999 oldcanary", x, home).first == "plain entry 2999 oldcanary")
         #expect(files(under: [home.stateDirectory, home.cacheDirectory], holding: "oldcanary").isEmpty)
         let left = try FileManager.default.contentsOfDirectory(atPath: home.historyDirectory.path)
@@ -219,6 +225,7 @@ struct SealedHistoryToolTests {
     func fullDiskDuringSealing() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
+        try home.writeConfig("--max-entries 5000\n")
         do {
             let plain = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
             try plain.stop()
