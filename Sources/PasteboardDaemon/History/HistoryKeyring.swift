@@ -3,6 +3,7 @@ import CDBusGlue
 import FoundationEssentials
 import Glibc
 import Logging
+import PasteboardWire
 
 /// Where the history's key is found: the user's keyring, through the Secret Service
 /// (`org.freedesktop.secrets` on the session bus: GNOME Keyring, KeePassXC, KWallet 6), else a
@@ -94,32 +95,20 @@ package enum HistoryKeyring {
         let temporary = path + ".new-\(getpid())"
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { return .unavailable("the key file \(path) cannot be made: \(String(cString: strerror(errno)))") }
-        let failure = seal.key.withUnsafeBytes { writeAll(fd, $0) }
-        let synced = fsync(fd) == 0
+        let written = seal.key.withUnsafeBytes { writeAll(fd, $0) } == nil && fsync(fd) == 0
         close(fd)
         // Never over a key another xpbd made a moment ago: link fails where the name is taken.
-        guard failure == nil, synced, link(temporary, path) == 0 else {
-            let taken = errno == EEXIST
-            unlink(temporary)
-            if taken, let theirs = readKeyFile(path, logger: logger) { return .keys([theirs]) }
+        let linked = written ? link(temporary, path) : -1
+        let taken = linked != 0 && errno == EEXIST
+        unlink(temporary)
+        guard linked == 0 else {
+            if written, taken, let theirs = readKeyFile(path, logger: logger) { return .keys([theirs]) }
             return .unavailable("the key file \(path) cannot be written")
         }
-        unlink(temporary)
         logger.notice("no keyring (Secret Service) on the session bus: the history is sealed with the key in \(path) (mode 600)")
         return .keys([seal])
     }
 
-    /// Writes all of `bytes` to `fd`; the errno of a failure.
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-        var done = 0
-        while done < bytes.count {
-            let wrote = write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if wrote < 0, errno == EINTR { continue }
-            guard wrote > 0 else { return errno }
-            done += wrote
-        }
-        return nil
-    }
 }
 
 /// The Secret Service's few calls the history's key needs, over a private session-bus connection
