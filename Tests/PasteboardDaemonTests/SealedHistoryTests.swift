@@ -244,4 +244,32 @@ struct SealedHistoryTests {
         #expect(try crashed.query("PRAGMA integrity_check").first?.first?.text == "ok")
         #expect(try database.query("SELECT count(*) FROM t").first?.first?.integer == 3)
     }
+
+    @Test("a plain history's log as a crash left it: its frames reach the sealed copy, and its plain pages are overwritten before the file goes")
+    func plainLogOverwritten() throws {
+        let running = try temporaryDirectory()
+        let crashed = try temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: running)
+            try? FileManager.default.removeItem(at: crashed)
+        }
+        let plain = try HistoryStore(directory: running, maxEntries: 100, maxBytes: 1 << 30, logger: logger)
+        for index in 0 ..< 5 { try plain.add(snapshot("entry \(index) logcanary"), display: ":1") }
+        try FileManager.default.createDirectory(at: crashed.appendingPathComponent("blobs"), withIntermediateDirectories: true)
+        for suffix in ["", "-wal"] {
+            try FileManager.default.copyItem(atPath: running.appendingPathComponent("history.sqlite").path + suffix,
+                                             toPath: crashed.appendingPathComponent("history.sqlite").path + suffix)
+        }
+        let log = crashed.appendingPathComponent("history.sqlite-wal").path
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: log)[.size] as? Int)
+        #expect(size > 0 && !files(under: crashed, holding: "logcanary").isEmpty, "the log holds plain pages")
+        let holder = open(log, O_RDONLY)
+        defer { close(holder) }
+        let store = try HistoryStore(directory: crashed, maxEntries: 100, maxBytes: 1 << 30, seals: [seal(12)], logger: logger)
+        #expect(try store.summaries(search: "logcanary").count == 5, "the log's frames were read")
+        #expect(files(under: crashed, holding: "logcanary").isEmpty)
+        var bytes = [UInt8](repeating: 1, count: size)
+        #expect(pread(holder, &bytes, size, 0) == size && bytes.allSatisfy { $0 == 0 }, "the plain log was overwritten")
+        withExtendedLifetime(plain) {}
+    }
 }

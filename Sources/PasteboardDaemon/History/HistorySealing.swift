@@ -69,16 +69,19 @@ enum HistorySealing {
             let registered = xpbseal_register()
             guard registered == SQLITE_OK else { throw SQLiteError(code: registered, message: "the sealing VFS cannot be registered") }
             let plain = try SQLiteDatabase(path: path)
-            let pageSize = try plain.query("PRAGMA page_size").first?.first?.integer ?? 0
-            guard pageSize == Int64(XPBSEAL_PAGE) else {
-                throw HistorySealError(description: "its pages are of \(pageSize) bytes, not \(XPBSEAL_PAGE)")
+            try withExtendedLifetime(plain) {
+                let pageSize = try plain.query("PRAGMA page_size").first?.first?.integer ?? 0
+                guard pageSize == Int64(XPBSEAL_PAGE) else {
+                    throw HistorySealError(description: "its pages are of \(pageSize) bytes, not \(XPBSEAL_PAGE)")
+                }
+                // The log's plain pages: SQLite deletes the file as the connection closes (after
+                // this block); held open from here, it is overwritten below.
+                log = Glibc.open(path + "-wal", O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+                plain.reserveSealBytes()
+                try plain.execute("VACUUM INTO '\(seal.uri(for: sealing).replacing("'", with: "''"))'")
             }
-            plain.reserveSealBytes()
-            try plain.execute("VACUUM INTO '\(seal.uri(for: sealing).replacing("'", with: "''"))'")
-            // The log's plain pages: SQLite deletes the file as the connection closes; held open
-            // here, it is overwritten below.
-            log = Glibc.open(path + "-wal", O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         } catch {
+            if log >= 0 { close(log) }
             for suffix in ["", "-journal"] { unlink(sealing + suffix) }
             throw error
         }
