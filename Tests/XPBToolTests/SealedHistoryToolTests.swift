@@ -30,6 +30,17 @@ struct SealedHistoryToolTests {
         return found
     }
 
+    /// A plain history of `count` rows another writer left (made by xpbd --plain-history, then
+    /// filled), under caps above its size: the upkeep prunes nothing while a test looks. Its path.
+    @discardableResult
+    private func plainHistory(_ x: Xvfb, _ home: DaemonHome, count: Int, text: String) throws -> String {
+        try home.writeConfig("--max-entries 5000\n")
+        try DaemonProcess(x, home: home, arguments: ["--plain-history"]).stop()
+        let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
+        try fillHistory(database, count: count, text: text, on: x)
+        return database
+    }
+
     private func search(_ text: String, _ x: Xvfb, _ home: DaemonHome) throws -> [String] {
         let outcome = try xpb(["history", "search", text, "--json"], x, home)
         guard let list = try JSONSerialization.jsonObject(with: outcome.output) as? [[String: Any]] else { return [] }
@@ -131,14 +142,7 @@ struct SealedHistoryToolTests {
     func plainHistoryConverted() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
-        // Caps above the history's size: the upkeep prunes nothing while the test looks.
-        try home.writeConfig("--max-entries 5000\n")
-        do {
-            let plain = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
-            try plain.stop()
-        }
-        try fillHistory(home.historyDirectory.appendingPathComponent("history.sqlite").path, count: 3000,
-                        text: "f'plain entry {n} oldcanary'", on: x)
+        try plainHistory(x, home, count: 3000, text: "f'plain entry {n} oldcanary'")
         #expect(!files(under: [home.stateDirectory], holding: "oldcanary").isEmpty, "the history is plain before")
         let daemon = try DaemonProcess(x, home: home)
         defer { _ = try? daemon.stop() }
@@ -225,13 +229,7 @@ struct SealedHistoryToolTests {
     func fullDiskDuringSealing() throws {
         let x = try Xvfb()
         let home = try DaemonHome()
-        try home.writeConfig("--max-entries 5000\n")
-        do {
-            let plain = try DaemonProcess(x, home: home, arguments: ["--plain-history"])
-            try plain.stop()
-        }
-        let database = home.historyDirectory.appendingPathComponent("history.sqlite").path
-        try fillHistory(database, count: 4000, text: "f'plain entry {n} ' + 'y' * 400", on: x)
+        let database = try plainHistory(x, home, count: 4000, text: "f'plain entry {n} ' + 'y' * 400")
         var info = stat()
         #expect(stat(database, &info) == 0)
         let size = Int(info.st_size)
