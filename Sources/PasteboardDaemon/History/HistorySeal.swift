@@ -1,4 +1,3 @@
-import CCrypto
 import CHistorySeal
 import FoundationEssentials
 import Glibc
@@ -74,12 +73,7 @@ package struct HistorySeal: Sendable, Equatable {
     /// The name a payload file of `digest` (hex) has under this key: a keyed digest, so that the
     /// names tell nothing of the contents (a digest names a known text to anyone who hashes it).
     func fileName(forDigest digest: String) -> String {
-        var input = key
-        input += Array("xpb payload file name\0".utf8)
-        input += Array(digest.utf8)
-        var out = [UInt8](repeating: 0, count: 32)
-        _ = input.withUnsafeBytes { bytes in ccrypto_sha256(bytes.baseAddress, bytes.count, &out) }
-        return Digest.hex(out)
+        Digest(of: Data(key + Array("xpb payload file name\0".utf8) + Array(digest.utf8))).hex
     }
 
     /// `data` sealed as a payload file.
