@@ -37,8 +37,8 @@ final class HistoryStore {
     /// Reads kept targets' bytes for listings (heads, pixel sizes, thumbnails' sources).
     private let targetBytes: TargetBytes
 
-    /// The key the history is sealed with at rest; nil: plain.
-    private(set) var seal: HistorySeal?
+    /// The key the history is sealed with at rest (its payload files' too); nil: plain.
+    var seal: HistorySeal? { payloads.seal }
 
     /// Opens (or creates) the store in `directory` (made 0700). With `seals`, sealed at rest with
     /// the first key of them that opens it (``HistorySealing``): a plain history is sealed first.
@@ -62,7 +62,6 @@ final class HistoryStore {
         } else {
             let opened = try HistorySealing.open(databasePath, seals: seals, logger: logger)
             database = opened.database
-            seal = opened.seal
             payloads.seal = opened.seal
             if let sealed = opened.seal { logger.info("the history is sealed at rest with the key from \(sealed.source)") }
             // Plain payload files are sealed once the database is: a marker carries the work over
