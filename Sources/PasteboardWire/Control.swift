@@ -219,8 +219,10 @@ package enum ControlReply: Codable, Sendable, Equatable {
     case status(DaemonStatus)
     case history([HistoryEntrySummary])
     /// A page of the history, and how many entries the whole listing (or search) has: the next
-    /// page begins at the offset asked plus the entries given.
-    case historyPage(entries: [HistoryEntrySummary], total: Int)
+    /// page begins at the offset asked plus the entries given. `partial` (a search of many
+    /// matches): `total` counts those up to the page's end, and more may follow; the next page
+    /// says more (an xpbd from before it always counted them all).
+    case historyPage(entries: [HistoryEntrySummary], total: Int, partial: Bool? = nil)
     /// The command was carried out; the text says what happened.
     case done(String)
     /// A headless pasteboard's offer; nil when it is empty.

@@ -139,7 +139,7 @@ struct HistoryCommand: Command {
             try QueueCommand.show(items, asJSON: asJSON)
         case .menu:
             let page = ControlRequest.historyPage(search: nil, offset: 0, limit: ControlRequest.historyPageSize)
-            guard case let .historyPage(entries, _) = try client.send(page) else { throw Failure("xpbd answered out of turn") }
+            guard case let .historyPage(entries, _, _) = try client.send(page) else { throw Failure("xpbd answered out of turn") }
             guard !entries.isEmpty else { throw Failure("the history is empty", .empty) }
             guard let chosen = try choose(from: entries) else { throw Exit(status: Status.empty.rawValue) }
             try report(client.send(.select(index: chosen)))
@@ -153,14 +153,16 @@ struct HistoryCommand: Command {
     private func list(search: String?, client: inout ControlClient) throws -> Int {
         var offset = 0
         var total = 0
+        var partial = false
         let now = Date()
         if asJSON { writeText("[", to: STDOUT_FILENO) }
         while count.map({ offset < $0 }) ?? true {
             let limit = min(ControlRequest.historyPageSize, count.map { $0 - offset } ?? .max)
-            guard case let .historyPage(entries, all) = try client.send(.historyPage(search: search, offset: offset, limit: limit)) else {
+            guard case let .historyPage(entries, all, more) = try client.send(.historyPage(search: search, offset: offset, limit: limit)) else {
                 throw Failure("xpbd answered out of turn")
             }
             total = all
+            partial = more == true
             if asJSON {
                 let array = String(decoding: try ControlCoding.encode(entries), as: UTF8.self)
                 let inner = array.dropFirst().dropLast()
@@ -176,11 +178,13 @@ struct HistoryCommand: Command {
                 writeText(text, to: STDOUT_FILENO)
             }
             offset += entries.count
-            if entries.isEmpty || offset >= all { break }
+            if entries.isEmpty || (offset >= all && !partial) { break }
         }
         if asJSON { writeText("]\n", to: STDOUT_FILENO) }
-        if let count, total > offset, offset >= count, !asJSON {
-            XPB.printError("xpb: the newest \(offset) of \(total) entries\(search == nil ? "" : " found"); --count N shows more, --all every one\n")
+        if let count, total > offset || partial, offset >= count, !asJSON {
+            // A search of many matches counts them only as far as it lists them.
+            let of = partial && total <= offset ? "" : " of \(total)"
+            XPB.printError("xpb: the newest \(offset)\(of) entries\(search == nil ? "" : " found")\(of.isEmpty ? ", and more" : ""); --count N shows more, --all every one\n")
         }
         return total
     }

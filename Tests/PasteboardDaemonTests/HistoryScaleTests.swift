@@ -205,12 +205,33 @@ struct HistoryScaleTests {
                 let matches = listed.enumerated().filter { $0.element.1.text.contains(word) }.map { (id: $0.element.0, place: $0.offset) }
                 for (offset, limit) in [(0, 1_000), (0, 7), (5, 10), (matches.count - 2, 50), (matches.count + 3, 10), (0, Int?.none)] as [(Int, Int?)] {
                     let wanted = Array(matches.dropFirst(max(0, offset)).prefix(limit ?? .max))
-                    for sparse in [0, Int.max] {
+                    for sparse in [0, 5, Int.max] {
                         let found = try HistoryIndex.search(word.uppercased(), offset: max(0, offset), limit: limit, in: database, now: now, sparse: sparse)
-                        #expect(found.total == matches.count, "seed \(seed) \(word) sparse \(sparse)")
+                        if found.partial {
+                            // The walk stopped at the page's end: it counted the matches up to it.
+                            let end = max(0, offset) + (limit ?? 0)
+                            #expect(limit != nil && found.total == end && matches.count >= end, "seed \(seed) \(word) sparse \(sparse)")
+                        } else {
+                            #expect(found.total == matches.count, "seed \(seed) \(word) sparse \(sparse)")
+                        }
                         #expect(found.page.map(\.id) == wanted.map(\.id) && found.page.map(\.place) == wanted.map(\.place),
                                 "seed \(seed) \(word) offset \(offset) limit \(String(describing: limit)) sparse \(sparse)")
                     }
+                }
+                // Every match a page at a time, each page resuming the last one's walk: as one listing.
+                for query in [word, String(word.prefix(2))] {
+                    let all = listed.enumerated().filter { $0.element.1.text.contains(query) }.map { (id: $0.element.0, place: $0.offset) }
+                    var paged: [(id: Int64, place: Int)] = []
+                    var cursor: HistoryIndex.SearchCursor?
+                    var pages = 0
+                    repeat {
+                        let found = try HistoryIndex.search(query, offset: paged.count, limit: 40, in: database, now: now, resume: cursor, sparse: 0)
+                        paged += found.page
+                        cursor = found.cursor
+                        #expect(found.partial == (cursor != nil), "a cursor where more may follow")
+                        pages += 1
+                    } while cursor != nil && pages < 1_000
+                    #expect(paged.map(\.id) == all.map(\.id) && paged.map(\.place) == all.map(\.place), "seed \(seed) \(query) paged")
                 }
             }
         }

@@ -41,6 +41,17 @@ struct LargeHistoryTests {
         let found = try rows(["search", "entry 2999"], x, home)
         #expect(found.map { $0["preview"] as? String } == (0...9).reversed().map { "entry 2999\($0)" } + ["entry 2999"], "\(found.map { $0["preview"] ?? "" })")
         #expect(found.map { $0["index"] as? Int } == (1...10).map { $0 } + [1 + 30_000 - 1 - 2999], "each match's place in the whole history")
+        // A search of many matches (11,111: "entry 1…"), past the few the index is asked for
+        // whole: the page, its places, and "more" instead of a count it did not make.
+        let many = try xpb(["history", "search", "ENTRY 1", "--count", "5"], x, home)
+        #expect(many.text.split(separator: "\n").map { $0.prefix(5).trimmingCharacters(in: .whitespaces) } == (10_001...10_005).map(String.init),
+                "entry 19999 is at 10,001, below the copy and entries 20000-29999: \(many.text)")
+        #expect(many.error.contains("the newest 5 entries found, and more; --count N shows more"), "\(many.error)")
+        // Every match, a page at a time, each page resuming the last one's walk.
+        let every = try rows(["search", "entry 1", "--all"], x, home)
+        #expect(every.count == 11_111, "1, 10-19, 100-199, 1000-1999, 10000-19999")
+        #expect(every.map { $0["index"] as? Int ?? -1 } == every.map { 30_000 - Int(($0["preview"] as? String ?? "").dropFirst(6))! },
+                "each match's place in the whole history")
 
         // Caps lowered by 29,000 on SIGHUP: met in turns, the newest kept, a paste served throughout.
         try home.writeConfig("--max-entries 1000\n")

@@ -231,7 +231,7 @@ package final class History {
             if let item = entry.pending { pending.append(.init(index: position, digest: item.digest, image: item.image)) }
         }
         return HistoryListing(entries: entries.map(\.summary), pending: pending, thumbnails: diskListing.thumbnails,
-                              total: diskListing.total + heldListing.entries.count)
+                              total: diskListing.total + heldListing.entries.count, partial: diskListing.partial)
     }
 
     /// The listings' version: the disk's and the held entries'.

@@ -101,74 +101,6 @@ enum HistoryIndex {
         try database.execute("INSERT INTO entries_search(entries_search) VALUES ('delete-all')")
     }
 
-    /// The entries (not expired at `now`) whose text, preview, app or types contain `search`
-    /// (ignoring case), newest first: how many there are, and those from match `offset` on (at
-    /// most `limit`), each with its place in the whole history (what `select N` takes).
-    ///
-    /// The matches are gathered first: three characters or more through the index, which holds
-    /// the start of each text, with the rest of a long text and the rows not indexed yet looked
-    /// at (each found by its partial index); shorter ones, which no trigram holds, by a look at
-    /// every entry. Then one walk along the listing order's index (ids alone, no row read)
-    /// places the page's, stopping at its end: no sort of 600,000 matches, no temporary table. A
-    /// few matches (``sparseMatches`` or fewer: one in a thousand of a million) are placed
-    /// without the walk, which would go to the last of them (``placeFew``).
-    /// `sparse`: the most matches placed by their own rows (a test chooses each way).
-    static func search(_ search: String, offset: Int, limit: Int?, in database: SQLiteDatabase, now: Double,
-                       sparse: Int = sparseMatches) throws(SQLiteError) -> (page: [(id: Int64, place: Int)], total: Int) {
-        let wanted = search.lowercased()
-        // A look at a row: LIKE (ASCII letters in either case, as SQLite's lower() knows them),
-        // the search's own % and _ escaped.
-        let pattern = "%" + wanted.replacing("\\", with: "\\\\").replacing("%", with: "\\%").replacing("_", with: "\\_") + "%"
-        let inRow = """
-            text LIKE ?1 ESCAPE '\\' OR preview LIKE ?1 ESCAPE '\\' OR app LIKE ?1 ESCAPE '\\' OR types LIKE ?1 ESCAPE '\\'
-            """
-        var found = Set<Int64>()
-        let add: (Int64) -> Bool = { id in
-            found.insert(id)
-            return true
-        }
-        if wanted.count >= 3 {
-            // One phrase: the trigrams of the whole string, in order (a substring).
-            let phrase = "\"" + wanted.replacing("\"", with: "\"\"") + "\""
-            try database.forEachInteger("SELECT rowid FROM entries_search WHERE entries_search MATCH ?", [.text(phrase)], add)
-            try database.forEachInteger("SELECT id FROM entries WHERE indexed = 0 AND (\(inRow))", [.text(pattern)], add)
-            try database.forEachInteger("""
-                SELECT id FROM entries WHERE length(text) > \(indexedCharacters) AND text LIKE ? ESCAPE '\\'
-                """, [.text(pattern)], add)
-        } else {
-            try database.forEachInteger("SELECT id FROM entries WHERE \(inRow)", [.text(pattern)], add)
-        }
-        // The matches that expired and are not pruned yet are left out (by the expiry's index: few).
-        var expired: [(used: Double, id: Int64)] = []
-        for row in try database.query("SELECT used, id FROM entries WHERE expires IS NOT NULL AND expires <= ?", [.real(now)]) {
-            guard let id = row[1].integer else { continue }
-            expired.append((row[0].real ?? 0, id))
-            found.remove(id)
-        }
-        let total = found.count
-        let end = limit.map { min(total, max(0, offset) + $0) } ?? total
-        guard end > offset else { return ([], total) }
-        if total <= sparse {
-            return (try placeFew(found, from: offset, to: end, expired: expired, in: database), total)
-        }
-        // Many matches: one walk along the listing order's index (ids alone, no row read), from
-        // the newest, until the page's last match is placed.
-        var page: [(id: Int64, place: Int)] = []
-        var seen = 0
-        var place = 0
-        try database.forEachInteger("""
-            SELECT id FROM entries INDEXED BY entries_order WHERE expires IS NULL OR expires > ? ORDER BY used DESC, id DESC
-            """, [.real(now)]) { id in
-            if found.contains(id) {
-                if seen >= offset { page.append((id, place)) }
-                seen += 1
-            }
-            place += 1
-            return seen < end
-        }
-        return (page, total)
-    }
-
     /// The condition that `column` is one of `ids` (integers, written into the statement: a
     /// list of a thousand needs no thousand bindings).
     static func among(_ ids: some Sequence<Int64>, column: String = "id") -> String {
@@ -183,7 +115,7 @@ enum HistoryIndex {
     /// counted along the listing order's index (SQLite counts a range of it without reading a
     /// row: about 50 ms for a million, one statement stepped once a match), from one match to
     /// the next, the `expired` entries not pruned yet left out.
-    private static func placeFew(_ found: Set<Int64>, from offset: Int, to end: Int, expired: [(used: Double, id: Int64)],
+    static func placeFew(_ found: Set<Int64>, from offset: Int, to end: Int, expired: [(used: Double, id: Int64)],
                                  in database: SQLiteDatabase) throws(SQLiteError) -> [(id: Int64, place: Int)] {
         var keys: [(used: Double, id: Int64)] = []
         let ids = Array(found)

@@ -13,7 +13,7 @@ enum HistoryRequests {
             case let .historyPage(search, offset, limit):
                 guard offset >= 0, limit > 0 else { return .failure(ControlFailure("a history page needs an offset of 0 or more and a limit over 0")) }
                 let page = try history.page(search: search, offset: offset, limit: limit)
-                return .success(.historyPage(entries: page.entries, total: page.total))
+                return .success(.historyPage(entries: page.entries, total: page.total, partial: page.partial ? true : nil))
             case let .history(search):
                 return .success(.history(try history.listing(search: search)))
             case let .select(index):

@@ -57,11 +57,13 @@ struct HistoryService: Sendable {
         }
     }
 
-    /// A page of the listing, and how many entries match in all. With `thumbnails`, those still
-    /// to make are made after the history's lock (a slow image holds up nobody else).
-    func page(search: String? = nil, offset: Int, limit: Int, thumbnails: Bool = true) throws -> (entries: [HistoryEntrySummary], total: Int) {
+    /// A page of the listing, and how many entries match in all (`partial`: those up to the
+    /// page's end, more may follow). With `thumbnails`, those still to make are made after the
+    /// history's lock (a slow image holds up nobody else).
+    func page(search: String? = nil, offset: Int, limit: Int,
+              thumbnails: Bool = true) throws -> (entries: [HistoryEntrySummary], total: Int, partial: Bool) {
         var listing = try store.withLock { try $0.listing(search: search, offset: offset, limit: limit) }
-        return (thumbnails ? listing.finished() : listing.entries, listing.total)
+        return (thumbnails ? listing.finished() : listing.entries, listing.total, listing.partial)
     }
 
     /// The whole listing, thumbnails made.

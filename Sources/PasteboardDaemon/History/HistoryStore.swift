@@ -110,6 +110,9 @@ final class HistoryStore {
     private var upkeep: (began: Date, described: Int, indexed: Int, pruned: Int)?
     /// How many entries the next turn of upkeep takes.
     private var pacing = TurnPacing()
+    /// Where the last search's walk stopped, and the history's version then: the next page of
+    /// the same search of the same history resumes it (``HistoryIndex/SearchCursor``).
+    private var searchCursor: (cursor: HistoryIndex.SearchCursor, version: ListingVersion)?
 
     /// One turn of the history's upkeep, the first of these with work left: delete the entries
     /// beyond the caps, the oldest first (before any work is spent on them); describe entries
@@ -647,7 +650,7 @@ final class HistoryStore {
             let now = Date().timeIntervalSince1970
             // A search asks the index for its matches (``HistoryIndex``), then lists the page's
             // alone; without one, a page is asked of SQLite: 1,000 of 100,000 entries cost 1,000.
-            let matched = searching ? try HistoryIndex.search(search ?? "", offset: max(0, offset), limit: limit, in: database, now: now) : nil
+            let matched = searching ? try searchPage(search ?? "", offset: max(0, offset), limit: limit, now: now) : nil
             let page = matched.map { $0.page.map(\.id) }
             let paged = limit != nil || offset > 0
             let window = paged ? " LIMIT \(limit ?? -1) OFFSET \(max(0, offset))" : ""
@@ -748,8 +751,18 @@ final class HistoryStore {
                 targetBytes.forgetSizes(except: kept)
             }
             return HistoryListing(entries: result, pending: pending, thumbnails: thumbnails,
-                                  total: searching || paged ? total : result.count)
+                                  total: searching || paged ? total : result.count, partial: matched?.partial ?? false)
         }
+    }
+
+    /// A page of a search's matches (``HistoryIndex/search(_:offset:limit:in:now:resume:sparse:)``),
+    /// resuming the last page's walk where it is this one's start in the same history.
+    private func searchPage(_ search: String, offset: Int, limit: Int?, now: Double) throws(SQLiteError) -> HistoryIndex.SearchPage {
+        let version = listingVersion(now: now)
+        let resume = searchCursor.flatMap { $0.version == version ? $0.cursor : nil }
+        let found = try HistoryIndex.search(search, offset: offset, limit: limit, in: database, now: now, resume: resume)
+        if let cursor = found.cursor, let version { searchCursor = (cursor, version) } else { searchCursor = nil }
+        return found
     }
 
     /// Those of `digests` that a kept target has.
@@ -928,8 +941,10 @@ struct HistoryListing {
     var entries: [HistoryEntrySummary]
     var pending: [Pending]
     let thumbnails: ThumbnailCache?
-    /// How many entries the whole listing (or search) has, the page's and the others.
+    /// How many entries the whole listing (or search) has, the page's and the others; with
+    /// ``partial``, the matches up to the page's end: more may follow.
     var total = 0
+    var partial = false
 
     /// The entries, with the thumbnails still to make made (or found failed, and remembered so).
     mutating func finished() -> [HistoryEntrySummary] {

@@ -119,6 +119,22 @@ final class SQLiteDatabase {
         }
     }
 
+    /// Runs one statement whose first column is an integer and second a number (an id and its
+    /// time), giving each row's to `body` as it is stepped; `body` returns false to stop.
+    func forEachKey(_ sql: String, _ bindings: [SQLiteValue] = [], _ body: (Int64, Double) -> Bool) throws(SQLiteError) {
+        var statement: OpaquePointer?
+        var code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw error(code) }
+        defer { sqlite3_finalize(statement) }
+        try bind(bindings, to: statement)
+        while true {
+            code = sqlite3_step(statement)
+            if code == SQLITE_DONE { return }
+            guard code == SQLITE_ROW else { throw error(code) }
+            guard body(sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)) else { return }
+        }
+    }
+
     /// Runs `sql`, a statement whose first column of its first row is an integer, once for each
     /// of `bindings`, prepared once: many small counts cost a step each, not a compilation each
     /// (40 µs, more than a count of a thousand index entries). The integers, nil for no row.
