@@ -35,8 +35,9 @@ package enum ControlRequest: Codable, Sendable, Equatable {
     /// asks (this xpb asks for pages; one reply holds at most 16 MiB).
     case history(search: String?)
     /// A page of them: at most `limit` from entry `offset` on (of the search's matches with
-    /// `search`), fewer when they are large (``ControlReply/historyPage(entries:total:)``).
-    case historyPage(search: String?, offset: Int, limit: Int)
+    /// `search`), fewer when they are large (``ControlReply/historyPage(entries:total:partial:)``);
+    /// with `compact`, answered by a ``FrameKind/page`` frame (``HistoryPageCoding``).
+    case historyPage(search: String?, offset: Int, limit: Int, compact: Bool? = nil)
     /// Entry `index` (0 = newest) becomes the selection it came from, served by the daemon.
     case select(index: Int)
     /// Forgets entry `index`.

@@ -99,6 +99,13 @@ package struct ControlClient {
             do { return try ControlCoding.decode(ControlReply.self, from: frame.payload) } catch {
                 throw ControlClientError("xpbd's answer could not be read: \(error)")
             }
+        case .page:
+            do {
+                let page = try HistoryPageCoding.decode(frame.payload)
+                return .historyPage(entries: page.entries, total: page.total, partial: page.partial ? true : nil)
+            } catch {
+                throw ControlClientError("xpbd's history page could not be read: \(error)")
+            }
         case .error:
             throw ControlClientError("xpbd: \(Self.message(frame))")
         default:

@@ -15,6 +15,9 @@ package enum FrameKind: UInt8, Sendable {
     case reply = 3
     /// A refusal or failure: a JSON object with a `message`.
     case error = 4
+    /// A page of the history in its compact form (``HistoryPageCoding``): the answer to a
+    /// ``ControlRequest/historyPage(search:offset:limit:compact:)`` that asks for it.
+    case page = 5
     /// A sync link's message (``SyncMessage``).
     case sync = 16
     /// A sync link's transfer bytes (``SyncData``).

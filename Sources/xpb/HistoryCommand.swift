@@ -138,7 +138,7 @@ struct HistoryCommand: Command {
             guard case let .queue(items) = try client.send(.queue(.history(indexes))) else { throw Failure("xpbd answered out of turn") }
             try QueueCommand.show(items, asJSON: asJSON)
         case .menu:
-            let page = ControlRequest.historyPage(search: nil, offset: 0, limit: ControlRequest.historyPageSize)
+            let page = ControlRequest.historyPage(search: nil, offset: 0, limit: ControlRequest.historyPageSize, compact: true)
             guard case let .historyPage(entries, _, _) = try client.send(page) else { throw Failure("xpbd answered out of turn") }
             guard !entries.isEmpty else { throw Failure("the history is empty", .empty) }
             guard let chosen = try choose(from: entries) else { throw Exit(status: Status.empty.rawValue) }
@@ -158,7 +158,7 @@ struct HistoryCommand: Command {
         if asJSON { writeText("[", to: STDOUT_FILENO) }
         while count.map({ offset < $0 }) ?? true {
             let limit = min(ControlRequest.historyPageSize, count.map { $0 - offset } ?? .max)
-            guard case let .historyPage(entries, all, more) = try client.send(.historyPage(search: search, offset: offset, limit: limit)) else {
+            guard case let .historyPage(entries, all, more) = try client.send(.historyPage(search: search, offset: offset, limit: limit, compact: true)) else {
                 throw Failure("xpbd answered out of turn")
             }
             total = all

@@ -68,6 +68,34 @@ struct SealedHistoryTests {
         #expect(seal(2).probe(store.databasePath) == .wrongKey)
     }
 
+    @Test("a second connection reads a sealed history beside the first (a search's places counted on two cores), as a plain one; none for one in memory")
+    func twinConnections() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for key in [seal(3), nil] as [HistorySeal?] {
+            let path = directory.appendingPathComponent("twin-\(key == nil ? "plain" : "sealed").sqlite").path
+            let database = try SQLiteDatabase(path: path, seal: key)
+            try database.execute("PRAGMA journal_mode=WAL; CREATE TABLE numbers(n INTEGER); CREATE INDEX numbers_n ON numbers(n)")
+            try database.execute("WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n < 9999) INSERT INTO numbers SELECT n FROM c")
+            let twin = try #require(try database.twin(), "a database on disk has a twin")
+            #expect(try twin.query("SELECT count(*) FROM numbers").first?[0].integer == 10_000, "the twin reads what the first wrote (\(key == nil ? "plain" : "sealed"))")
+            // Many ranges, half counted by each connection: the same counts as one connection's.
+            var ranges: [[SQLiteValue]] = []
+            var wanted: [Int64?] = []
+            for range in 0..<200 {
+                let first = Int64(range * 50)
+                let last = first + 49 - Int64(range % 7)
+                ranges.append([.integer(first), .integer(last)])
+                wanted.append(last - first + 1)
+            }
+            let sql = "SELECT count(*) FROM numbers WHERE n >= ?1 AND n <= ?2"
+            let counted: [Int64?] = try database.integersOnTwo(sql, each: ranges)
+            #expect(counted == wanted)
+        }
+        let memory = try SQLiteDatabase(path: ":memory:")
+        #expect(try memory.twin() == nil, "no other connection sees a database in memory")
+    }
+
     @Test("a plain history is sealed in place at its open: every entry kept, no plain page or file left, the payload files sealed")
     func plainSealedInPlace() throws {
         let directory = try temporaryDirectory()

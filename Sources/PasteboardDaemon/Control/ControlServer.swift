@@ -9,7 +9,8 @@ import Synchronization
 /// A reply to a request, or a reply's payload encoded before (see ``ClipboardDaemon/listing``).
 package enum ControlAnswer {
     case reply(ControlReply)
-    case encoded(Data)
+    /// A page of the history, already in its compact form (``HistoryPageCoding``).
+    case page(Data)
     /// The handler answered on the connection itself (a streamed read or write, a watch).
     case answered
 }
@@ -215,7 +216,7 @@ final class ControlServer: Sendable {
                 }
                 switch handler(request, &channel) {
                 case let .success(.reply(reply)): try channel.send(.reply, reply)
-                case let .success(.encoded(payload)): try channel.send(Frame(kind: .reply, payload: payload))
+                case let .success(.page(payload)): try channel.send(Frame(kind: .page, payload: payload))
                 case .success(.answered): break
                 case let .failure(failure): try channel.send(.error, failure)
                 }

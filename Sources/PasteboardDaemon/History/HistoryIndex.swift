@@ -113,7 +113,8 @@ enum HistoryIndex {
     /// The places in the whole history of matches `from` to `to` (newest first) of `found`, a
     /// few ids of entries not expired: each match's order read by its id, sorted, and the places
     /// counted along the listing order's index (SQLite counts a range of it without reading a
-    /// row: about 50 ms for a million, one statement stepped once a match), from one match to
+    /// row: about 50 ms for a million, one statement stepped once a match; half of the ranges on
+    /// a second connection at the same time), from one match to
     /// the next, the `expired` entries not pruned yet left out.
     static func placeFew(_ found: Set<Int64>, from offset: Int, to end: Int, expired: [(used: Double, id: Int64)],
                                  in database: SQLiteDatabase) throws(SQLiteError) -> [(id: Int64, place: Int)] {
@@ -132,7 +133,7 @@ enum HistoryIndex {
         for (position, key) in chosen.enumerated() {
             ranges.append([.real(key.used), .real(position == 0 ? .infinity : chosen[position - 1].used)])
         }
-        let between = try database.integers("SELECT count(*) FROM entries INDEXED BY entries_order WHERE used > ?1 AND used <= ?2", each: ranges)
+        let between = try database.integersOnTwo("SELECT count(*) FROM entries INDEXED BY entries_order WHERE used > ?1 AND used <= ?2", each: ranges)
         let tied = try database.integers("SELECT count(*) FROM entries WHERE used = ? AND id > ?", each: chosen.map { [.real($0.used), .integer($0.id)] })
         var page: [(id: Int64, place: Int)] = []
         var newer = 0

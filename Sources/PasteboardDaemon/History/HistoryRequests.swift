@@ -10,7 +10,7 @@ enum HistoryRequests {
     static func answer(_ request: ControlRequest, history: HistoryService) throws -> Result<ControlReply, ControlFailure>? {
         do {
             switch request {
-            case let .historyPage(search, offset, limit):
+            case let .historyPage(search, offset, limit, _):
                 guard offset >= 0, limit > 0 else { return .failure(ControlFailure("a history page needs an offset of 0 or more and a limit over 0")) }
                 let page = try history.page(search: search, offset: offset, limit: limit)
                 return .success(.historyPage(entries: page.entries, total: page.total, partial: page.partial ? true : nil))

@@ -41,6 +41,8 @@ package enum UntrustedPeerInput {
                 _ = try? ControlCoding.decode(ControlRequest.self, from: frame.payload)
             case .reply:
                 _ = try? ControlCoding.decode(ControlReply.self, from: frame.payload)
+            case .page:
+                HistoryPageCoding.exercise(frame.payload)
             case .error:
                 _ = try? ControlCoding.decode(ControlFailure.self, from: frame.payload)
             case .data:
