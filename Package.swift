@@ -76,7 +76,7 @@ let package = Package(
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool", "PasteboardDaemon"]),
         // The table-driven command line parser and help of xpb and xpbd.
         .target(name: "CommandLineTable"),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O

@@ -346,6 +346,20 @@ package final class WaylandHost: KeepingHost {
         recordPaste(record, of: name, madeAt: copy.time)
     }
 
+    /// An owner's word of a paste of its copy: data-control names no owner, so an `xpb` owner
+    /// names its copy by its content (``OwnerName/content(_:)``). Noted on the copy kept of
+    /// `name` when it is another client's and has a target of those bytes (a copy made since,
+    /// of other bytes, is not noted on).
+    package func ownerPasted(_ record: PasteRecord, of name: Pasteboard.Name, by owner: String) {
+        guard let digest = OwnerName.contentDigest(owner) else { return }
+        let copy = state.withLock { state -> Snapshot? in
+            guard state.keptFrom[name] != WaylandPasteboardBackend.ourOwner, let copy = state.current[name],
+                  copy.targets.contains(where: { $0.digest == digest }) else { return nil }
+            return copy
+        }
+        if let copy { recordPaste(record, of: name, madeAt: copy.time) }
+    }
+
     package func servedEntry(of name: Pasteboard.Name) -> Int64? {
         let ours = WaylandPasteboardBackend.ourOwner
         return state.withLock { $0.owners[name] == ours && $0.keptFrom[name] == ours ? $0.current[name]?.id : nil }

@@ -72,7 +72,7 @@ extension CopyCommand {
                 }
             }
             // Who pastes it, for xpbd's history (a look for its socket, microseconds, where none runs).
-            PasteTeller.start(on: backend, session: selection.session)
+            PasteTeller.start(on: backend, session: selection.session, items: items)
             try board.setItems(items, options: options)
             // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
             if let fd = ready {

@@ -43,15 +43,19 @@ enum DaemonAccess {
         case let .x11(display):
             return try ControlClient(display: display, timeout: timeout)
         case .wayland:
-            // The session's xpbd listens on a socket named after the compositor's.
-            let socket = getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
-            let name = socket.split(separator: "/").last.map(String.init) ?? socket
-            let path = ControlEndpoint.socketPath(display: name, environment: ProcessInfo.processInfo.environment, uid: getuid())
+            let (path, name) = waylandSocket()
             return try ControlClient(path: path, display: name, timeout: timeout,
                                      notRunning: "xpbd is not running for the Wayland session \(name) (nothing listens on \(path)); start it with 'xpbd &'")
         case .daemon:
             return try ControlClient(path: DaemonPasteboardBackend.socketPath, display: "headless", timeout: timeout,
                                      notRunning: DaemonPasteboardBackend.notRunning)
         }
+    }
+
+    /// The socket of the Wayland session's xpbd, named after the compositor's, and that name.
+    static func waylandSocket() -> (path: String, name: String) {
+        let socket = getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
+        let name = socket.split(separator: "/").last.map(String.init) ?? socket
+        return (ControlEndpoint.socketPath(display: name, environment: ProcessInfo.processInfo.environment, uid: getuid()), name)
     }
 }

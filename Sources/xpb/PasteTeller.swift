@@ -1,22 +1,42 @@
 import FoundationEssentials
 import Glibc
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
 
-/// Tells the display's xpbd of each paste of an xpb owner's copy (``ControlRequest/pasted(pasteboard:owner:paste:)``),
+/// Tells the session's xpbd of each paste of an xpb owner's copy (``ControlRequest/pasted(pasteboard:owner:paste:)``),
 /// so that the history entry of the copy it keeps says who read it while xpb served it (xpbd is
-/// not asked for those pastes: the owner is). Only on X, whose owners xpbd tells apart by window,
-/// and only where xpbd listens when the owner starts: else readers are not looked up at all.
+/// not asked for those pastes: the owner is). Only where xpbd listens when the owner starts:
+/// else readers are not looked up at all.
+///
+/// The owner names its copy as xpbd can find it: on X by its window; on Wayland, whose
+/// data-control names no owner, by its first representation's bytes (``OwnerName``), where
+/// that is bytes in memory (a copied file's pages are not read again for it).
 enum PasteTeller {
-    static func start(on backend: any OwningPasteboardBackend, session: Session) {
-        guard case let .x11(display) = session.settled(), let path = try? ControlClient.socketPath(display: display).path,
-              access(path, F_OK) == 0 else { return }
-        backend.onPasted { name, reading in
-            guard let owner = reading.ownerID, var client = try? ControlClient(display: display, timeout: 2) else { return }
+    static func start(on backend: any OwningPasteboardBackend, session: Session, items: [PasteboardItem]) {
+        let socket: (path: String, display: String)
+        var contentName: String?
+        switch session.settled() {
+        case let .x11(display):
+            guard let path = try? ControlClient.socketPath(display: display) else { return }
+            socket = path
+        case .wayland:
+            guard case let .data(bytes)? = items.first?.representations.first?.representation else { return }
+            let (path, name) = DaemonAccess.waylandSocket()
+            socket = (path, name)
+            contentName = OwnerName.content(bytes)
+        case .daemon:
+            return
+        }
+        guard access(socket.path, F_OK) == 0 else { return }
+        backend.onPasted { [contentName] name, reading in
+            guard let owner = reading.ownerID ?? contentName,
+                  var client = try? ControlClient(path: socket.path, display: socket.display, timeout: 2, notRunning: "") else { return }
             defer { client.close() }
-            let paste = PasteRecord(time: reading.time, app: reading.appName, pid: reading.processID,
-                                    unknown: "the X server did not name the reading process (a client of another host?)")
+            let unknown = contentName == nil ? "the X server did not name the reading process (a client of another host?)"
+                : "Wayland's data-control names no reader, and no process of this user holds the pipe"
+            let paste = PasteRecord(time: reading.time, app: reading.appName, pid: reading.processID, unknown: unknown)
             _ = try? client.send(.pasted(pasteboard: SelectionNames.selection(for: name), owner: owner, paste: paste))
         }
     }

@@ -43,7 +43,7 @@ func fillHistory(_ path: String, count: Int, text: String, on x: any TestSession
 }
 
 /// Waits until the history has `count` entries; a failure shows `daemon`'s log.
-func waitForEntries(_ count: Int, _ x: Xvfb, _ home: DaemonHome, daemon: DaemonProcess? = nil, timeout: Double = 10) throws {
+func waitForEntries(_ count: Int, _ x: any TestSession, _ home: DaemonHome, daemon: DaemonProcess? = nil, timeout: Double = 10) throws {
     guard try eventually(timeout: timeout, { try history(x, home).count >= count }) else {
         throw TestFailure("the history did not reach \(count) entries: \(try history(x, home))\(daemon.map { "\nxpbd's log:\n\($0.log)" } ?? "")")
     }

@@ -159,4 +159,35 @@ struct PasteRecordTests {
         #expect(apps.count == 2 && apps[0] == "xpb" && ["wl-paste", "cat"].contains(apps[1]), "\(two)")
         #expect(two.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 }, "\(two)")
     }
+
+    @Test("on Wayland, an xpb owner's pastes are noted on the entry of its copy xpbd keeps (its copy named by its bytes, data-control naming no owner): by wl-paste and xpb paste, not xpbd's capture; a copy since, of other bytes, is not noted on")
+    func waylandOwnerPastes() throws {
+        let sway = try Compositor()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(sway, home: home)
+        defer { _ = try? daemon.stop() }
+        #expect(try xpb(["copy"], sway, home, input: Data("from an xpb owner".utf8)).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD")
+        try waitForEntries(1, sway, home, daemon: daemon)
+        #expect(try pastes(sway, home).isEmpty, "xpbd's keeping the copy is no paste")
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "from an xpb owner")
+        #expect(try xpb(["paste"], sway, home).text == "from an xpb owner")
+        let noted = try eventually(timeout: 10) { try pastes(sway, home).count >= 2 }
+        let two = try pastes(sway, home)
+        #expect(noted, "\(two)\n\(daemon.log)")
+        let apps = two.compactMap { $0["app"] as? String }
+        #expect(apps.count == 2 && apps[0] == "xpb" && ["wl-paste", "cat"].contains(apps[1]), "\(two)")
+        #expect(two.allSatisfy { ($0["pid"] as? Int ?? 0) > 0 }, "\(two)")
+
+        // Another copy, by wl-copy: its pastes are not the xpb owner's, and the first entry keeps its two.
+        let other = try Peer("wl-copy", ["--foreground", "-t", "text/plain"], display: sway, input: Data("from wl-copy".utf8))
+        defer { other.stop() }
+        try waitForEntries(2, sway, home, daemon: daemon)
+        #expect(try run("wl-paste", ["-n"], display: sway).text == "from wl-copy")
+        let entries = try history(sway, home)
+        let newest = entries.first?["pastes"] as? [[String: Any]]
+        let older = entries.dropFirst().first?["pastes"] as? [[String: Any]]
+        #expect(newest == nil || newest?.isEmpty == true, "the source serves its own copy: \(entries.first ?? [:])")
+        #expect(older?.count == 2, "\(entries.dropFirst().first ?? [:])")
+    }
 }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import Logging
 import PasteboardKit
 import PasteboardSelections
@@ -32,6 +33,9 @@ extension ClipboardDaemon {
         guard let name = SelectionNames.pasteboard(forSelection: pasteboard) else {
             return .failure(MemoryHost.unknown(pasteboard))
         }
+        // This daemon's own read (its keeping of the copy, on Wayland, where the owner cannot
+        // tell the clipboard manager's reads from others') is no paste.
+        if paste.pid == Int(getpid()) { return .success(.reply(.done("not a paste: xpbd's own read"))) }
         // A name the owner's process chose: one printable line of a bounded length, a pid only if
         // it could be one.
         let app = paste.app.map { LogThrottle.printable(String($0.prefix(256))) }

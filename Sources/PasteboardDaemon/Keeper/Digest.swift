@@ -32,3 +32,17 @@ package struct Digest: Hashable, Sendable, CustomStringConvertible {
 
     package var description: String { hex }
 }
+
+/// How an owner that tells xpbd of its pastes (`xpb`'s) names its copy
+/// (``ControlRequest/pasted(pasteboard:owner:paste:)``): on X by its window (`0x…`), where
+/// Wayland names no owner by the SHA-256 of its first representation's bytes (`sha256:…`), which
+/// the keeper that kept the copy has among its targets' digests.
+package enum OwnerName {
+    package static func content(_ data: Data) -> String { "sha256:" + Digest(of: data).hex }
+
+    /// The digest a content name carries; nil for any other name.
+    package static func contentDigest(_ name: String) -> Digest? {
+        guard name.hasPrefix("sha256:") else { return nil }
+        return Digest(hex: String(name.dropFirst("sha256:".count)))
+    }
+}
