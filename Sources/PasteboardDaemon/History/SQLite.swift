@@ -112,22 +112,17 @@ final class SQLiteDatabase {
     /// is stepped, without making a row (100,000 ids cost no allocation each); `body` returns
     /// false to stop.
     func forEachInteger(_ sql: String, _ bindings: [SQLiteValue] = [], _ body: (Int64) -> Bool) throws(SQLiteError) {
-        var statement: OpaquePointer?
-        var code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
-        guard code == SQLITE_OK, let statement else { throw error(code) }
-        defer { sqlite3_finalize(statement) }
-        try bind(bindings, to: statement)
-        while true {
-            code = sqlite3_step(statement)
-            if code == SQLITE_DONE { return }
-            guard code == SQLITE_ROW else { throw error(code) }
-            guard body(sqlite3_column_int64(statement, 0)) else { return }
-        }
+        try step(sql, bindings) { body(sqlite3_column_int64($0, 0)) }
     }
 
     /// Runs one statement whose first column is an integer and second a number (an id and its
     /// time), giving each row's to `body` as it is stepped; `body` returns false to stop.
     func forEachKey(_ sql: String, _ bindings: [SQLiteValue] = [], _ body: (Int64, Double) -> Bool) throws(SQLiteError) {
+        try step(sql, bindings) { body(sqlite3_column_int64($0, 0), sqlite3_column_double($0, 1)) }
+    }
+
+    /// Steps one statement, handing each row (the statement) to `body` until it returns false.
+    private func step(_ sql: String, _ bindings: [SQLiteValue], _ body: (OpaquePointer) -> Bool) throws(SQLiteError) {
         var statement: OpaquePointer?
         var code = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
         guard code == SQLITE_OK, let statement else { throw error(code) }
@@ -137,7 +132,7 @@ final class SQLiteDatabase {
             code = sqlite3_step(statement)
             if code == SQLITE_DONE { return }
             guard code == SQLITE_ROW else { throw error(code) }
-            guard body(sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)) else { return }
+            guard body(statement) else { return }
         }
     }
 
