@@ -1031,6 +1031,39 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("history pages asked with numbers at Int's ends, searched or not, compact or JSON: each gets an answer, and xpbd stays up")
+    func extremePages() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try controlSocket(of: daemon)
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("one entry".utf8))
+        defer { owner.stop() }
+        try waitForEntries(1, x, home, daemon: daemon)
+        let script = fakeSyncPeer + """
+            big = 9223372036854775807
+            answers = []
+            for search in [None, "entry", "en"]:
+                for offset, limit in [(big, big), (0, big), (big, 1), (1, big), (-big - 1, 5), (0, -1)]:
+                    for compact in [None, True]:
+                        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                        s.sendall(frame(1, json.dumps({"protocol": "xpb-control", "version": 1}).encode()))
+                        next_frame(s)
+                        page = {"search": search, "offset": offset, "limit": limit}
+                        if compact: page["compact"] = True
+                        s.sendall(frame(2, json.dumps({"historyPage": page}).encode()))
+                        kind, _ = next_frame(s)
+                        answers.append(kind)
+                        s.close()
+            print("answered", sorted(set(answers)), len(answers), flush=True)
+            """
+        let asked = try run("/usr/bin/python3", ["-c", script, socket], display: x)
+        #expect(asked.text.hasPrefix("answered") && asked.text.contains(" 36"), "\(asked.text)\(asked.error)\n\(daemon.log.suffix(2000))")
+        #expect(!asked.text.contains("None"), "every request was answered: \(asked.text)")
+        #expect(try history(x, home).first?["preview"] as? String == "one entry", "\(daemon.log.suffix(2000))")
+        #expect(try daemon.stop().status == 0)
+    }
+
     @Test("incoming sync links are capped: 60 hellos on the control socket, 32 links, the rest refused; the CLI still answers")
     func incomingLinkCap() throws {
         let x = try Xvfb()

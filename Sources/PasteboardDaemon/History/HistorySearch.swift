@@ -42,7 +42,8 @@ extension HistoryIndex {
     static func search(_ search: String, offset: Int, limit: Int?, in database: SQLiteDatabase, now: Double,
                        resume: SearchCursor? = nil, sparse: Int = sparseMatches) throws(SQLiteError) -> SearchPage {
         let query = SearchQuery(search)
-        let end = limit.map { max(0, offset) + max(0, $0) } ?? .max
+        // A client's numbers: an end past Int.max is the end of everything, never a trap.
+        let end = limit.map { max(0, offset).addingReportingOverflow(max(0, $0)).overflow ? .max : max(0, offset) + max(0, $0) } ?? .max
         // The rows the index does not hold whole: not indexed yet, or longer than it holds.
         var others = Set<Int64>()
         if let phrase = query.phrase {
