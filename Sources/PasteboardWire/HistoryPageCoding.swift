@@ -8,7 +8,7 @@ import FoundationEssentials
 ///
 /// The form: `XPBPAGE1`, the total (a varint), whether it is partial (a byte), the number of
 /// entries, then each entry's fields in a fixed order: a varint of flags saying which optional
-/// fields follow, integers as zigzag varints, strings and lists as a varint count then their
+/// fields follow, integers and counts as zigzag varints, strings and lists as a count then their
 /// UTF-8 bytes or items, dates as the bits of their seconds since 1970 (8 bytes, little end
 /// first). A page that does not parse whole (short, long, a count past what is left, text that
 /// is not UTF-8) is refused, never half read.
@@ -27,6 +27,7 @@ package enum HistoryPageCoding {
         static let pinned = Present(rawValue: 1 << 6)
         static let id = Present(rawValue: 1 << 7)
         static let pastes = Present(rawValue: 1 << 8)
+        static let known: Present = [.source, .pid, .pixelWidth, .pixelHeight, .thumbnail, .app, .pinned, .id, .pastes]
     }
 
     /// What a page's bytes said that is not a page.
@@ -96,6 +97,7 @@ package enum HistoryPageCoding {
         entries.reserveCapacity(count)
         for _ in 0..<count {
             let present = Present(rawValue: try reader.varint())
+            guard present.isSubset(of: .known) else { throw Malformed(description: "fields this version does not know (\(present.rawValue))") }
             let index = try reader.int()
             let selection = try reader.string()
             let time = try reader.date()
