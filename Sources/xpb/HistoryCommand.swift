@@ -182,9 +182,9 @@ struct HistoryCommand: Command {
         }
         if asJSON { writeText("]\n", to: STDOUT_FILENO) }
         if let count, total > offset || partial, offset >= count, !asJSON {
-            // A search of many matches counts them only as far as it lists them.
-            let of = partial && total <= offset ? "" : " of \(total)"
-            XPB.printError("xpb: the newest \(offset)\(of) entries\(search == nil ? "" : " found")\(of.isEmpty ? ", and more" : ""); --count N shows more, --all every one\n")
+            // A search of many matches counts them only as far as it lists them: more may match.
+            let counted = partial && total <= offset
+            XPB.printError("xpb: the newest \(offset)\(counted ? "" : " of \(total)") entries\(search == nil ? "" : " found")\(counted ? " (more may match)" : ""); --count N shows more, --all every one\n")
         }
         return total
     }

@@ -42,11 +42,11 @@ struct LargeHistoryTests {
         #expect(found.map { $0["preview"] as? String } == (0...9).reversed().map { "entry 2999\($0)" } + ["entry 2999"], "\(found.map { $0["preview"] ?? "" })")
         #expect(found.map { $0["index"] as? Int } == (1...10).map { $0 } + [1 + 30_000 - 1 - 2999], "each match's place in the whole history")
         // A search of many matches (11,111: "entry 1…"), past the few the index is asked for
-        // whole: the page, its places, and "more" instead of a count it did not make.
+        // whole: the page, its places, and "more may match" instead of a count it did not make.
         let many = try xpb(["history", "search", "ENTRY 1", "--count", "5"], x, home)
         #expect(many.text.split(separator: "\n").map { $0.prefix(5).trimmingCharacters(in: .whitespaces) } == (10_001...10_005).map(String.init),
                 "entry 19999 is at 10,001, below the copy and entries 20000-29999: \(many.text)")
-        #expect(many.error.contains("the newest 5 entries found, and more; --count N shows more"), "\(many.error)")
+        #expect(many.error.contains("the newest 5 entries found (more may match); --count N shows more"), "\(many.error)")
         // Every match, a page at a time, each page resuming the last one's walk.
         let every = try rows(["search", "entry 1", "--all"], x, home)
         #expect(every.count == 11_111, "1, 10-19, 100-199, 1000-1999, 10000-19999")
