@@ -78,10 +78,10 @@ let package = Package(
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.
         .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool", "PasteboardDaemon"]),
         // The table-driven command line parser and help of xpb and xpbd.
-        .target(name: "CommandLineTable"),
+        .target(name: "CommandLineTable", swiftSettings: daemonSize),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
         // dependency, so that xpb's blocking client stays fast to start.
-        .target(name: "PasteboardWire"),
+        .target(name: "PasteboardWire", swiftSettings: daemonSize),
         // The daemon's core, knowing no display: the daemon over a host port (ClipboardHost), the
         // history, the rules (secret, app, content, taken back), sync, the control socket, D-Bus,
         // and the host without a display (memory). It depends on neither PasteboardX11 nor
