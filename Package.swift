@@ -1,8 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The daemon's modules are built for size in release builds: none of them is on the path of a
-// one-shot copy or paste, and the static binary (xpb, xpbd a link to it) has a size limit.
+// The daemon's modules, the control protocol's and the command line table's are built for size in
+// release builds: none of them does a one-shot copy's or paste's work (the table parses a command
+// line once; a copy and a paste measured the same either way), and the static binary (xpb, xpbd a
+// link to it) has a size limit.
 let daemonSize: [SwiftSetting] = [.unsafeFlags(["-Osize"], .when(configuration: .release))]
 
 let package = Package(
