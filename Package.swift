@@ -1,10 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The daemon's modules, the control protocol's and the command line table's are built for size in
-// release builds: none of them does a one-shot copy's or paste's work (the table parses a command
-// line once; a copy and a paste measured the same either way), and the static binary (xpb, xpbd a
-// link to it) has a size limit.
+// The daemon's modules, the command line table and the xpb command's own module are built for size
+// in release builds: the static binary (xpb, xpbd a link to it) has a size limit, and a one-shot
+// copy or paste measured the same either way (its time is the process start and the X round trips).
+// Never a module of the library's products: a package depending on xpb may not build unsafe flags.
 let daemonSize: [SwiftSetting] = [.unsafeFlags(["-Osize"], .when(configuration: .release))]
 
 let package = Package(
@@ -78,12 +78,12 @@ let package = Package(
         // The command line tool: parses (its own table-driven parser: start-up cost matters), calls
         // the library, prints.
         // Also xpbd: run under that name (the installed xpbd is a link to xpb), it is the daemon.
-        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool", "PasteboardDaemon"]),
+        .executableTarget(name: "xpb", dependencies: ["PasteboardKit", "ImageCodecs", "PasteboardSelections", "PasteboardX11", "PasteboardWayland", "PasteboardWire", "CommandLineTable", "CLinux", "DaemonTool", "PasteboardDaemon"], swiftSettings: daemonSize),
         // The table-driven command line parser and help of xpb and xpbd.
         .target(name: "CommandLineTable", swiftSettings: daemonSize),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
         // dependency, so that xpb's blocking client stays fast to start.
-        .target(name: "PasteboardWire", swiftSettings: daemonSize),
+        .target(name: "PasteboardWire"),
         // The daemon's core, knowing no display: the daemon over a host port (ClipboardHost), the
         // history, the rules (secret, app, content, taken back), sync, the control socket, D-Bus,
         // and the host without a display (memory). It depends on neither PasteboardX11 nor
