@@ -23,18 +23,14 @@ extension ClipboardDaemon {
             } catch {
                 return .failure(ControlFailure("\(error)"))
             }
-        case let .historyPage(search, offset, limit, true):
-            guard offset >= 0, limit > 0 else { return .failure(ControlFailure("a history page needs an offset of 0 or more and a limit over 0")) }
-            do {
-                let page = try history.page(search: search, offset: offset, limit: limit)
-                return .success(.page(HistoryPageCoding.encode(entries: page.entries, total: page.total, partial: page.partial)))
-            } catch {
-                return .failure(ControlFailure("\(error)"))
-            }
         case .history, .historyPage, .select, .delete, .clear, .clearAll, .pin:
             do {
                 let answer = try HistoryRequests.answer(request, history: history)
-                return answer.map { $0.map { .reply($0) } } ?? .failure(ControlFailure("not a history request"))
+                return answer.map { $0.map { reply in
+                    // A page asked for in the compact form goes in it (``HistoryPageCoding``).
+                    guard case .historyPage(_, _, _, true) = request, case let .historyPage(entries, total, partial) = reply else { return .reply(reply) }
+                    return .page(HistoryPageCoding.encode(entries: entries, total: total, partial: partial == true))
+                } } ?? .failure(ControlFailure("not a history request"))
             } catch {
                 return .failure(ControlFailure("\(error)"))
             }

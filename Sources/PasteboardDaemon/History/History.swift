@@ -200,8 +200,7 @@ package final class History {
             heldShown = Array(heldListing.entries.dropFirst(offset).prefix(limit ?? .max))
             diskOffset = max(0, offset - heldListing.entries.count)
         } else {
-            // A client's numbers: an end past Int.max is the end of everything, never a trap.
-            let end = limit.map { offset.addingReportingOverflow($0).overflow ? .max : offset + $0 } ?? .max
+            let end = limit.map { offset.clampedSum($0) } ?? .max
             heldShown = heldListing.entries.filter { entry in
                 let place = entry.id.flatMap { placeOf[$0] } ?? 0
                 return place >= offset && place < end

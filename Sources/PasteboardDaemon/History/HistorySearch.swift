@@ -42,33 +42,24 @@ extension HistoryIndex {
     static func search(_ search: String, offset: Int, limit: Int?, in database: SQLiteDatabase, now: Double,
                        resume: SearchCursor? = nil, sparse: Int = sparseMatches) throws(SQLiteError) -> SearchPage {
         let query = SearchQuery(search)
-        // A client's numbers: an end past Int.max is the end of everything, never a trap.
-        let end = limit.map { max(0, offset).addingReportingOverflow(max(0, $0)).overflow ? .max : max(0, offset) + max(0, $0) } ?? .max
+        let end = limit.map { max(0, offset).clampedSum(max(0, $0)) } ?? .max
+        let resumed = resume.flatMap { $0.search == search && $0.seen == offset ? $0 : nil }
+        // Shorter than a trigram: the index holds nothing of it; each row is looked at as the walk passes.
+        guard let phrase = query.phrase else { return try walk(query, others: [], offset: offset, end: end, from: resumed, in: database, now: now) }
         // The rows the index does not hold whole: not indexed yet, or longer than it holds.
         var others = Set<Int64>()
-        if let phrase = query.phrase {
-            if let cursor = resume, cursor.search == search, cursor.seen == offset {
-                try gatherOthers(query, into: &others, in: database)
-                return try walk(query, others: others, offset: offset, end: end, from: cursor, in: database, now: now)
-            }
-            // The index's newest matches, one more than a sparse search has: fewer say it is one.
-            var found = Set<Int64>()
-            try database.forEachInteger("""
-                SELECT rowid FROM entries_search WHERE entries_search MATCH ? ORDER BY rowid DESC LIMIT ?
-                """, [.text(phrase), .integer(sparse >= Int(Int32.max) ? -1 : Int64(sparse) + 1)]) { id in
-                found.insert(id)
-                return true
-            }
-            try gatherOthers(query, into: &others, in: database)
-            guard found.count <= sparse else {
-                return try walk(query, others: others, offset: offset, end: end, from: nil, in: database, now: now)
-            }
-            found.formUnion(others)
-            return try placeAll(found, offset: offset, end: end, sparse: sparse, in: database, now: now)
+        try gatherOthers(query, into: &others, in: database)
+        if let resumed { return try walk(query, others: others, offset: offset, end: end, from: resumed, in: database, now: now) }
+        // The index's newest matches, one more than a sparse search has: fewer say it is one.
+        var found = Set<Int64>()
+        try database.forEachInteger("""
+            SELECT rowid FROM entries_search WHERE entries_search MATCH ? ORDER BY rowid DESC LIMIT ?
+            """, [.text(phrase), .integer(sparse >= Int(Int32.max) ? -1 : Int64(sparse) + 1)]) { id in
+            found.insert(id)
+            return true
         }
-        // Shorter than a trigram: the index holds nothing of it; each row is looked at as the walk passes.
-        return try walk(query, others: [], offset: offset, end: end, from: resume?.search == search && resume?.seen == offset ? resume : nil,
-                        in: database, now: now)
+        guard found.count <= sparse else { return try walk(query, others: others, offset: offset, end: end, from: nil, in: database, now: now) }
+        return try placeAll(found.union(others), offset: offset, end: end, sparse: sparse, in: database, now: now)
     }
 
     /// What a search looks for, as the index and as a look at a row ask it.
@@ -232,5 +223,13 @@ extension HistoryIndex {
             }
         }
         return matching
+    }
+}
+
+extension Int {
+    /// The sum, or Int.max past it: a client's offset and limit make a page's end, never a trap.
+    func clampedSum(_ other: Int) -> Int {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other < 0 ? .min : .max) : sum
     }
 }
