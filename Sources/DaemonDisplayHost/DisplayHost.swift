@@ -109,7 +109,7 @@ package final class DisplayHost: KeepingHost {
         pasteQueue = PasteQueueService(maxBytes: configuration.maxSnapshotBytes, logger: logger)
         // What the kept copies' conversions (other image formats, other text encodings) may hold:
         // one of them at most --max-target-size, all of them at most a snapshot's cap.
-        ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
+        ConversionBudget.process.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
         var x11 = X11Configuration()
         x11.readTimeout = configuration.targetTimeout
         x11.transferDeadline = configuration.targetDeadline

@@ -52,7 +52,7 @@ package final class WaylandHost: KeepingHost {
         self.configuration = configuration
         self.logger = logger
         pasteQueue = PasteQueueService(maxBytes: configuration.maxSnapshotBytes, logger: logger)
-        ConversionBudget.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
+        ConversionBudget.process.limits = .init(perConversion: configuration.maxTargetBytes, total: configuration.maxSnapshotBytes)
         var wayland = WaylandPasteboardBackend.Configuration()
         wayland.readTimeout = configuration.targetTimeout
         wayland.maxReadSize = configuration.maxTargetBytes

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+internal import CX11
 @testable import PasteboardKit
 @testable import PasteboardX11
 
@@ -120,6 +121,29 @@ struct FaultTests {
         #expect(eventually(timeout: 180) { (try? backend.activeTransferCount()) == 0 })
         let again = try run("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x, timeout: 60)
         #expect(again.output == data)
+    }
+
+    @Test("an error Xlib took at a round trip before it was routed still reaches its route (a dead requestor's watch is how its send ends)")
+    func errorTakenByXlibIsRouted() throws {
+        let x = try Xvfb()
+        let backend = try x.backend()
+        defer { backend.close(handOff: false) }
+        let codes: [UInt8] = try backend.connection.sync(timeout: 30) { session, done in
+            let wire = session.wire
+            let display = wire.display
+            // A window made and destroyed: a watch of it fails as a killed requestor's does.
+            let window = XCreateSimpleWindow(display, wire.root.rawValue, 0, 0, 1, 1, 0, 0, 0)
+            XDestroyWindow(display, window)
+            var codes: [UInt8] = []
+            wire.routeErrors({ XSelectInput(display, window, PropertyChangeMask | StructureNotifyMask) },
+                             onError: { codes.append($0.errorCode) })
+            // A round trip of Xlib's own (as any synchronous call makes) takes the error first.
+            XSync(display, 0)
+            wire.collectErrors()
+            wire.collectErrors()
+            done(.success(codes))
+        }
+        #expect(codes == [UInt8(BadWindow)])
     }
 
     @Test("a manager's read ends as soon as its selection changes owner; 70 reads ended mid-INCR leave the reader able to read")

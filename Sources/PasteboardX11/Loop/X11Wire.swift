@@ -291,22 +291,41 @@ final class X11Wire {
     /// is done once each of its requests is); those Xlib handed its error handler (a request with
     /// a reply fails as it is read, others at Xlib's next round trip); and those read with the
     /// events. Asking XCB may read the connection, so the events read go to the intake last.
+    ///
+    /// A route is retired only after the errors filed elsewhere were matched against it: Xlib's
+    /// round trips take the errors of every request sent before them (`_XReply` waits for each
+    /// in turn), so XCB then reports the route's requests complete with no error, and the error
+    /// is in Xlib's handler's records. Retired first, the route would have lost it: a requestor
+    /// killed before the server took our watch of its window then sent no DestroyNotify and no
+    /// error we saw, and its INCR send waited out the serve timeout (a loaded run's test, 180 s).
     func collectErrors() {
         // A handler may route more requests and collect again: the outer call goes on with them.
-        if !collectingErrors {
-            collectingErrors = true
-            defer { collectingErrors = false }
-            pollRoutedErrors()
-        }
-        absorbQueuedEvents()
-        var records = XErrorSink.take(display)
-        if !wireErrors.isEmpty {
-            records += wireErrors
-            wireErrors.removeAll()
-        }
-        for record in records {
-            if let route = errorRoutes.last(where: { $0.first <= record.serial && record.serial <= $0.last }) {
-                route.handler(record)
+        guard !collectingErrors else { return routeFiledErrors() }
+        collectingErrors = true
+        defer { collectingErrors = false }
+        pollRoutedErrors()
+        routeFiledErrors()
+        var done = 0
+        while done < errorRoutes.count, errorRoutes[done].next > errorRoutes[done].last { done += 1 }
+        if done > 0 { errorRoutes.removeFirst(done) }
+    }
+
+    /// The errors Xlib's handler filed and those read with the events, each to its route (the
+    /// routes whose requests are all complete included), until no more come in (a handler's own
+    /// requests may make Xlib read more).
+    private func routeFiledErrors() {
+        while true {
+            absorbQueuedEvents()
+            var records = XErrorSink.take(display)
+            if !wireErrors.isEmpty {
+                records += wireErrors
+                wireErrors.removeAll()
+            }
+            guard !records.isEmpty else { return }
+            for record in records {
+                if let route = errorRoutes.last(where: { $0.first <= record.serial && record.serial <= $0.last }) {
+                    route.handler(record)
+                }
             }
         }
     }
@@ -328,9 +347,6 @@ final class X11Wire {
             }
             index += 1
         }
-        var done = 0
-        while done < errorRoutes.count, errorRoutes[done].next > errorRoutes[done].last { done += 1 }
-        if done > 0 { errorRoutes.removeFirst(done) }
     }
 
     // MARK: Events read on the way

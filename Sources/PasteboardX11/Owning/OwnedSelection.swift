@@ -112,13 +112,13 @@ struct OwnedSelection: Sendable {
         switch served[target] {
         case let .representation(item, type, codec, _)? where codec != .identity:
             guard let source = try items[item].data(for: type) else { return nil }
-            guard let converted = try? ConversionBudget.convert(isHeavy: codec.isHeavy, { try codec.encode(source) }) else {
+            guard let converted = try? conversions.budget.convert(isHeavy: codec.isHeavy, { try codec.encode(source) }) else {
                 conversions[key] = .failed
                 return nil
             }
             bytes = converted
         case let .capturedConversion(source, conversion, _)?:
-            guard let converted = try? ConversionBudget.convert(isHeavy: conversion.isHeavy, { try conversion.encode(source) }) else {
+            guard let converted = try? conversions.budget.convert(isHeavy: conversion.isHeavy, { try conversion.encode(source) }) else {
                 conversions[key] = .failed
                 return nil
             }
@@ -203,7 +203,7 @@ enum ConversionKey: Hashable, Sendable {
 /// Conversions of an owned selection's representations (Latin-1 text, URL lists, images), by
 /// what they make (``ConversionKey``), computed once and shared by every requestor; computed on a
 /// worker thread when large (images always). A failed conversion is kept as failed. What is kept
-/// counts against the process's ``ConversionBudget`` until the selection goes.
+/// counts against its ``ConversionBudget`` (the process's) until the selection goes.
 final class ConversionCache: Sendable {
     enum Conversion: Sendable {
         case done(Data)
@@ -216,6 +216,12 @@ final class ConversionCache: Sendable {
     }
 
     private let storage = Mutex<(conversions: [ConversionKey: Conversion], bytes: Int)>(([:], 0))
+    /// What the kept bytes count against.
+    let budget: ConversionBudget
+
+    init(budget: ConversionBudget = .process) {
+        self.budget = budget
+    }
 
     subscript(_ key: ConversionKey) -> Conversion? {
         get { storage.withLock { $0.conversions[key] } }
@@ -228,7 +234,7 @@ final class ConversionCache: Sendable {
     func keep(_ bytes: Data, for key: ConversionKey) -> Conversion {
         storage.withLock { state in
             if let existing = state.conversions[key] { return existing }
-            let kept: Conversion = ConversionBudget.reserve(bytes.count) ? .done(bytes) : .failed
+            let kept: Conversion = budget.reserve(bytes.count) ? .done(bytes) : .failed
             if case .done = kept { state.bytes += bytes.count }
             state.conversions[key] = kept
             return kept
@@ -236,7 +242,7 @@ final class ConversionCache: Sendable {
     }
 
     deinit {
-        ConversionBudget.release(storage.withLock { $0.bytes })
+        budget.release(storage.withLock { $0.bytes })
     }
 }
 
