@@ -118,7 +118,10 @@ struct FaultTests {
         #expect(eventually { (try? backend.activeTransferCount()) ?? 0 > 0 })
         reader.signal(SIGSTOP)
         reader.signal(SIGKILL)
-        #expect(eventually(timeout: 180) { (try? backend.activeTransferCount()) == 0 })
+        let dropped = eventually(timeout: 180) { (try? backend.activeTransferCount()) == 0 }
+        // Not dropped: what the owner holds says which way the requestor's end was lost.
+        let left: [String] = dropped ? [] : try backend.connection.sync(timeout: 30) { session, done in done(.success(session.owner.sends.describe())) }
+        #expect(dropped, "the send was not dropped: \(left.joined(separator: "; "))")
         let again = try run("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x, timeout: 60)
         #expect(again.output == data)
     }

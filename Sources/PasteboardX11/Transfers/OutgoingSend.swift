@@ -274,6 +274,19 @@ final class OutgoingSends {
     /// Whether a send to `key` is under way.
     func isOpen(_ key: TransferKey) -> Bool { sends[key] != nil }
 
+    /// The sends under way, a line each (for a test's failure message): the requestor, whether
+    /// the server still has its window, whether we watch it, and where the send stands. One
+    /// round trip a send.
+    func describe() -> [String] {
+        let now = session.configuration.clock()
+        return sends.map { key, send in
+            "requestor 0x\(String(key.requestor.rawValue, radix: 16)) property \(key.property.rawValue): "
+                + "window \(wire.windowExists(key.requestor) ? "exists" : "gone"), watched \(requestors.count(key.requestor)) times, "
+                + "\(send.awaiting ? "its requestor waits for a chunk" : "a chunk waits for its requestor"), "
+                + "\((now &- send.lastProgress) / 1_000_000) ms since it last moved, timer \(send.timer == nil ? "none" : "armed")"
+        }
+    }
+
     /// The requestor's window is gone: its sends end (its watch is dropped whole by the caller).
     func drop(of requestor: X11Window) {
         let keys = sends.keys.filter { $0.requestor == requestor }
