@@ -116,12 +116,14 @@ struct FaultTests {
         try Pasteboard.general(of: backend).setData(data, forPasteboardType: .blob)
         let reader = try Peer("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x)
         #expect(eventually { (try? backend.activeTransferCount()) ?? 0 > 0 })
-        reader.signal(SIGSTOP)
-        reader.signal(SIGKILL)
+        // Straight to the pid (not reaped before its end is seen), each answer kept for the failure message.
+        let stopped = Glibc.kill(reader.pid, SIGSTOP) == 0 ? "sent" : String(cString: strerror(errno))
+        let killed = Glibc.kill(reader.pid, SIGKILL) == 0 ? "sent" : String(cString: strerror(errno))
         let dropped = eventually(timeout: 180) { (try? backend.activeTransferCount()) == 0 }
         // Not dropped: what the owner holds says which way the requestor's end was lost.
         let left: [String] = dropped ? [] : try backend.connection.sync(timeout: 30) { session, done in done(.success(session.owner.sends.describe())) }
-        #expect(dropped, "the send was not dropped: \(left.joined(separator: "; "))")
+        let state = (try? String(contentsOfFile: "/proc/\(reader.pid)/stat", encoding: .utf8))?.split(separator: ")").last?.split(separator: " ").first
+        #expect(dropped, "the send was not dropped: \(left.joined(separator: "; ")); the reader, pid \(reader.pid), is \(state.map { "in state \($0)" } ?? "gone") (SIGSTOP \(stopped), SIGKILL \(killed))")
         let again = try run("xclip", ["-o", "-selection", "clipboard", "-t", "com.example.blob"], display: x, timeout: 60)
         #expect(again.output == data)
     }

@@ -275,13 +275,13 @@ final class OutgoingSends {
     func isOpen(_ key: TransferKey) -> Bool { sends[key] != nil }
 
     /// The sends under way, a line each (for a test's failure message): the requestor, whether
-    /// the server still has its window, whether we watch it, and where the send stands. One
-    /// round trip a send.
+    /// the server still has its window and whose it is (its client's pid, by X-Resource), whether
+    /// we watch it, and where the send stands. A few round trips a send.
     func describe() -> [String] {
         let now = session.configuration.clock()
         return sends.map { key, send in
             "requestor 0x\(String(key.requestor.rawValue, radix: 16)) property \(key.property.rawValue): "
-                + "window \(wire.windowExists(key.requestor) ? "exists" : "gone"), watched \(requestors.count(key.requestor)) times, "
+                + "window \(wire.windowExists(key.requestor) ? "exists, its client's pid \(cx11_client_pid(wire.display, key.requestor.rawValue))" : "gone"), watched \(requestors.count(key.requestor)) times, "
                 + "\(send.awaiting ? "its requestor waits for a chunk" : "a chunk waits for its requestor"), "
                 + "\((now &- send.lastProgress) / 1_000_000) ms since it last moved, timer \(send.timer == nil ? "none" : "armed")"
         }
