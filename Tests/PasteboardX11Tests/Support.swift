@@ -1,14 +1,24 @@
+internal import CX11
 import Foundation
 import PasteboardKit
 @testable import PasteboardX11
 @_exported import X11TestSupport
 
 extension Xvfb {
-    /// A backend on this display.
+    /// A backend on this display, its XFixes watches in place at the server: the backend's start
+    /// does not wait for them (a paste need not pay the round trip), so an owner a test starts
+    /// at once could take a selection before the server had them, and its change would go
+    /// uncounted (a loaded run's "the find pasteboard counts PRIMARY only").
     func backend(_ configure: (inout X11Configuration) -> Void = { _ in }) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configure(&configuration)
-        return try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(), configuration: configuration)
+        let backend = try X11PasteboardBackend(display: display, changeCenter: ChangeCenter(), configuration: configuration)
+        try backend.connection.sync(timeout: 30) { session, done in
+            XSync(session.wire.display, 0)
+            session.wire.collectErrors()
+            done(.success(()))
+        }
+        return backend
     }
 }
 

@@ -101,10 +101,53 @@ public final class Xvfb: TestSession {
     public let serverPID: Int32
 
     /// - Parameters:
-    ///   - number: the display number (default: the first free one, which Xvfb picks).
+    ///   - number: the display number (default: one this test process has not used before,
+    ///     ``freshNumber()``).
     ///   - serverArguments: the server's access options (default: no TCP listener; e.g.
     ///     `-listen tcp -auth FILE` for a server reached over TCP with a cookie).
     public init(number: Int? = nil, serverArguments: [String] = ["-nolisten", "tcp"]) throws {
+        guard number == nil else {
+            (display, serverPID) = try Self.start(number: number!, serverArguments: serverArguments)
+            return
+        }
+        // Another process may take the number between the look and the start: the next one.
+        var attempt = 0
+        while true {
+            do {
+                (display, serverPID) = try Self.start(number: Self.freshNumber(), serverArguments: serverArguments)
+                return
+            } catch is TestFailure where attempt < 4 {
+                attempt += 1
+            }
+        }
+    }
+
+    /// The next display number of this process's own run of them, never one it used before (up
+    /// to a thousand servers), and not one a server holds now. Xvfb's `-displayfd` gives the
+    /// lowest free number, so a test's number went to the next test's server as soon as the
+    /// first was gone; a client of the first that outlived it (an xpbd connecting again to its
+    /// display, a reader) then reached the other test's server: an xpbd that had lost its
+    /// display became the clipboard manager of another test's server, read its 50 MB copy as
+    /// the manager it was, and that test found a transfer it never made.
+    public static func freshNumber() -> Int {
+        nextNumber.withLock { next in
+            while true {
+                let number = next
+                next = next + 1 >= blockStart + blockSize ? blockStart : next + 1
+                let taken = ["/tmp/.X\(number)-lock", "/tmp/.X11-unix/X\(number)"].contains { FileManager.default.fileExists(atPath: $0) }
+                if !taken { return number }
+            }
+        }
+    }
+
+    /// Each test process's numbers: a block of a thousand of its own by its pid, above the
+    /// numbers a person's displays and ``privateNumber(base:)`` use, below 59536 (6000 + n
+    /// stays a TCP port).
+    private static let blockSize = 1000
+    private static let blockStart = 1000 + Int(getpid() % 58) * blockSize
+    private static let nextNumber = Mutex(blockStart)
+
+    private static func start(number: Int, serverArguments: [String]) throws -> (display: String, pid: Int32) {
         let path = try which("Xvfb")
         // Xvfb writes the display number it picked to fd 3, here our pipe; the shell reports the
         // server's pid and then watches both the test process and the server.
@@ -120,7 +163,7 @@ public final class Xvfb: TestSession {
         defer { close(null) }
         let shell = try Spawner.spawn("/bin/sh", ["-c", script, path, String(getpid())],
                                       environment: ProcessInfo.processInfo.environment.merging(
-                                          ["XVFB_DISPLAY": number.map { ":\($0)" } ?? "", "XVFB_ACCESS": serverArguments.joined(separator: " ")]) { $1 },
+                                          ["XVFB_DISPLAY": ":\(number)", "XVFB_ACCESS": serverArguments.joined(separator: " ")]) { $1 },
                                       files: [0: null, 1: output.write, 2: null])
         close(output.write)
         defer { close(output.read) }
@@ -147,8 +190,7 @@ public final class Xvfb: TestSession {
         }
         // The watchdog shell is reaped whenever it ends.
         Thread.detachNewThread { var status: Int32 = 0; waitpid(shell, &status, 0) }
-        self.display = display!
-        self.serverPID = pid!
+        return (display!, pid!)
     }
 
     public var environment: [String: String] {

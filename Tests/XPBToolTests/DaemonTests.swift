@@ -731,9 +731,9 @@ struct DaemonTests {
             let again = try DaemonProcess(x, home: home)
             try again.waitForLog("restored CLIPBOARD from the history")
             #expect(try xclipOut(x).text == text)
-            // The X server goes away: the daemon says so. (Whether it then connects again or
-            // gives up depends on whether a server takes the display's number within 10 s: in a
-            // parallel run another test's Xvfb may. ReconnectPolicyTests hold the rule.)
+            // The X server goes away: the daemon says so. (No other test's server takes the
+            // display's number in this run (``Xvfb/freshNumber()``), so it gives up after its
+            // wait; ReconnectPolicyTests hold the rule.)
             x.kill()
             try again.waitForLog("lost the connection to the X server", timeout: 20)
             _ = try? again.stop()

@@ -274,6 +274,9 @@ final class OutgoingSends {
     /// Whether a send to `key` is under way.
     func isOpen(_ key: TransferKey) -> Bool { sends[key] != nil }
 
+    /// The requestor windows of the sends under way.
+    var requestorWindows: [X11Window] { Array(Set(sends.keys.map(\.requestor))) }
+
     /// The sends under way, a line each (for a test's failure message): the requestor, whether
     /// the server still has its window and whose it is (its client's pid, by X-Resource), whether
     /// we watch it, and where the send stands. A few round trips a send.
