@@ -125,10 +125,9 @@ public final class Xvfb: TestSession {
     /// The next display number of this process's own run of them, never one it used before (up
     /// to a thousand servers), and not one a server holds now. Xvfb's `-displayfd` gives the
     /// lowest free number, so a test's number went to the next test's server as soon as the
-    /// first was gone; a client of the first that outlived it (an xpbd connecting again to its
-    /// display, a reader) then reached the other test's server: an xpbd that had lost its
-    /// display became the clipboard manager of another test's server, read its 50 MB copy as
-    /// the manager it was, and that test found a transfer it never made.
+    /// first was gone, and a client of the first that outlived it reached the other test's
+    /// server: an xpbd connecting again to its display (DaemonTests' restart test lets one look
+    /// for ten seconds) would have become that server's clipboard manager and read its copies.
     public static func freshNumber() -> Int {
         nextNumber.withLock { next in
             while true {

@@ -296,8 +296,8 @@ final class X11Wire {
     /// round trips take the errors of every request sent before them (`_XReply` waits for each
     /// in turn), so XCB then reports the route's requests complete with no error, and the error
     /// is in Xlib's handler's records. Retired first, the route would have lost it: a requestor
-    /// killed before the server took our watch of its window then sent no DestroyNotify and no
-    /// error we saw, and its INCR send waited out the serve timeout (a loaded run's test, 180 s).
+    /// window gone before the server took our watch of it would have been reported by no error we
+    /// saw, and its INCR send would have waited out the serve timeout.
     func collectErrors() {
         // A handler may route more requests and collect again: the outer call goes on with them.
         guard !collectingErrors else { return routeFiledErrors() }
