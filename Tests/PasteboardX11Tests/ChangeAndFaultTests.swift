@@ -129,11 +129,8 @@ struct FaultTests {
             let left: [String] = try backend.connection.sync(timeout: 30) { session, done in done(.success(session.owner.sends.describe())) }
             let state = (try? String(contentsOfFile: "/proc/\(reader.pid)/stat", encoding: .utf8))?.split(separator: ")").last?.split(separator: " ").first
             print("requestorKilled: after 30 s the server still held the dead reader's window (\(left.joined(separator: "; ")); the reader, pid \(reader.pid), is \(state.map { "in state \($0)" } ?? "gone"); SIGSTOP \(stopped), SIGKILL \(killed)): killing its client at the server")
-            let requestors: [UInt] = try backend.connection.sync(timeout: 30) { session, done in
-                done(.success(session.owner.sends.requestorWindows.map(\.rawValue)))
-            }
             try backend.connection.sync(timeout: 30) { session, done in
-                for window in requestors { XKillClient(session.wire.display, window) }
+                for window in session.owner.sends.requestorWindows { XKillClient(session.wire.display, window.rawValue) }
                 XSync(session.wire.display, 0)
                 session.wire.collectErrors()
                 done(.success(()))
