@@ -123,7 +123,7 @@ public final class Xvfb: TestSession {
     }
 
     /// The next display number of this process's own run of them, never one it used before (up
-    /// to a thousand servers), and not one a server holds now. Xvfb's `-displayfd` gives the
+    /// to a thousand servers), and not one a server holds now (10000–58999). Xvfb's `-displayfd` gives the
     /// lowest free number, so a test's number went to the next test's server as soon as the
     /// first was gone, and a client of the first that outlived it reached the other test's
     /// server: an xpbd connecting again to its display (DaemonTests' restart test lets one look
@@ -139,11 +139,11 @@ public final class Xvfb: TestSession {
         }
     }
 
-    /// Each test process's numbers: a block of a thousand of its own by its pid, above the
-    /// numbers a person's displays and ``privateNumber(base:)`` use, below 59536 (6000 + n
-    /// stays a TCP port).
+    /// Each test process's numbers: a block of a thousand of its own by its pid, from 10000 up:
+    /// above a person's displays, ``privateNumber(base:)``'s and the numbers tests name as having
+    /// no server (`:4093`), below 59536 (6000 + n stays a TCP port).
     private static let blockSize = 1000
-    private static let blockStart = 1000 + Int(getpid() % 58) * blockSize
+    private static let blockStart = 10_000 + Int(getpid() % 49) * blockSize
     private static let nextNumber = Mutex(blockStart)
 
     private static func start(number: Int, serverArguments: [String]) throws -> (display: String, pid: Int32) {
