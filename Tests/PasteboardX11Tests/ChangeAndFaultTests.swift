@@ -120,7 +120,7 @@ struct FaultTests {
         let stopped = Glibc.kill(reader.pid, SIGSTOP) == 0 ? "sent" : String(cString: strerror(errno))
         let killed = Glibc.kill(reader.pid, SIGKILL) == 0 ? "sent" : String(cString: strerror(errno))
         if !eventually(timeout: 30, { (try? backend.activeTransferCount()) == 0 }) {
-            // Seen in loaded full runs, about one in five: the reader is a zombie, yet the server
+            // Seen in 4 of 10 runs of many tests at once: the reader is a zombie, yet the server
             // still has its window, and X-Resource names no process for its client: the server
             // has not let go of the dead client's window, so no DestroyNotify can come, and the
             // owner rightly goes on waiting for a reader it cannot know is gone. What the owner
@@ -157,7 +157,6 @@ struct FaultTests {
                              onError: { codes.append($0.errorCode) })
             // A round trip of Xlib's own (as any synchronous call makes) takes the error first.
             XSync(display, 0)
-            wire.collectErrors()
             wire.collectErrors()
             done(.success(codes))
         }
