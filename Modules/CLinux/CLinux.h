@@ -357,6 +357,26 @@ static inline int clinux_thread_count(void) {
 // `name`. Returns 0 in the child, the child's pid in the parent, -1 (errno) when it failed.
 #include <signal.h>
 #include <stdlib.h>
+// A detached child's standard streams: input and output on /dev/null, errors on `error_fd`
+// (or /dev/null when it is -1). Exits 127 when they cannot be set.
+static inline void clinux_detached_streams(int error_fd) {
+    int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd < 0) _exit(127);
+    if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(error_fd >= 0 ? error_fd : null_fd, 2) < 0) _exit(127);
+    if (null_fd > 2) close(null_fd);
+}
+
+// A detached child's signals: every action the default, none blocked; and its command name.
+static inline void clinux_detached_signals(const char *name) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int number = 1; number < NSIG; number++) {
+        if (number != SIGKILL && number != SIGSTOP) signal(number, SIG_DFL);
+    }
+    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+
 static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd, const char *name) {
     fflush(NULL);
     pid_t pid = fork();
@@ -372,9 +392,7 @@ static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd
         staged[i] = fcntl(fds[i], F_DUPFD, highest + 1);
         if (staged[i] < 0) _exit(127);
     }
-    int null_fd = open("/dev/null", O_RDWR);
-    if (null_fd < 0) _exit(127);
-    if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(error_fd >= 0 ? error_fd : null_fd, 2) < 0) _exit(127);
+    clinux_detached_streams(error_fd);
     for (int i = 0; i < count; i++) {
         if (dup2(staged[i], 3 + i) < 0) _exit(127);
     }
@@ -382,13 +400,27 @@ static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd
     if (syscall(SYS_close_range, (unsigned)(highest + 1), ~0U, 0) != 0) {
         for (int fd = highest + 1; fd < 65536; fd++) close(fd);
     }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int number = 1; number < NSIG; number++) {
-        if (number != SIGKILL && number != SIGSTOP) signal(number, SIG_DFL);
+    clinux_detached_signals(name);
+    return 0;
+}
+
+// Forks a background child of this (single-threaded) process that goes on with what the parent
+// holds (`xpb copy` after it owns the selection: its X connection stays open in the child): a
+// session of its own, standard input and output on /dev/null, standard error on `error_fd` (or
+// /dev/null when it is -1), the descriptors in `closing` (the caller's, inherited at the start)
+// closed, every signal's action the default and none blocked, and the command name `name`.
+// Returns 0 in the child, the child's pid in the parent, -1 (errno) when it failed.
+static inline pid_t clinux_fork_keeping(const int *closing, int count, int error_fd, const char *name) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    if (setsid() < 0) _exit(127);
+    clinux_detached_streams(error_fd);
+    if (error_fd > 2) close(error_fd);
+    for (int i = 0; i < count; i++) {
+        if (closing[i] > 2) close(closing[i]);
     }
-    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+    clinux_detached_signals(name);
     return 0;
 }
 

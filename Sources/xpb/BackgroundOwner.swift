@@ -50,51 +50,14 @@ extension CopyCommand {
             let backend = try selection.connectOwner(copiedBy: copiedBy ?? (readyFD == nil ? CopyCredit.current() : nil))
             // Killed, the owner hands its copy to the clipboard manager first, as GTK and Qt apps do.
             signals?.arm(backend)
-            var items = try makeItems()
-            if append { items = try appended(to: items, on: backend) }
-            if filter, readyFD == nil { try echo(items) }
-            // A secret is served only to the readers xpbd's rule lets have it (a round trip to
-            // xpbd, for secrets alone).
-            if items.contains(where: SecretMarking.isSecret) { backend.refuseSecrets(try SecretRule.asked(session: selection.session)) }
-            let board = selection.pasteboard(on: backend)
-            let name = selection.name
-            let changes = board.changes
-            let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
-            let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
-            if let loops {
-                let served = Mutex(0)
-                backend.onServed { _, _ in
-                    let count = served.withLock { count in
-                        count += 1
-                        return count
-                    }
-                    if count == loops { try? backend.clear(name) }
-                }
-            }
-            // Who pastes it, for xpbd's history (a look for its socket, microseconds, where none runs).
-            PasteTeller.start(on: backend, session: selection.session, items: items)
-            try board.setItems(items, options: options)
+            let owned = try own(on: backend, echoes: filter && readyFD == nil)
             // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
             if let fd = ready {
                 try? writeAll(Data(ReadyMessage.ready.line.utf8), to: fd)
                 close(fd)
                 ready = nil
             }
-            // Keep a secret's pages out of swap where the memory-lock limit allows: the pages in
-            // memory now, and the rest of what is mapped as it is touched (MCL_ONFAULT: locking
-            // every mapped page at once faulted in 250 MB of thread stacks and heap, 15 ms of an
-            // 18 ms copy). After the caller has its answer: the secret was in memory a moment
-            // before, no longer.
-            if sensitive { _ = mlockall(MCL_CURRENT | MCL_ONFAULT) }
-            try blocking {
-                for await _ in changes where !backend.isOwner(of: name) { break }
-                // Transfers under way go on after ownership ends; they end by themselves or time out.
-                while backend.isConnected, (try? backend.activeTransferCount()) ?? 0 > 0 {
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-            }
-            guard backend.isConnected else { throw Failure(selection.host.lostConnection) }
-            backend.close(handOff: false)
+            try keepServing(owned, on: backend)
         } catch {
             let failure = Failure(error)
             if let ready {
@@ -106,21 +69,71 @@ extension CopyCommand {
         }
     }
 
+    /// What an owner follows once it owns the selection: its changes (made before the selection
+    /// was taken, so that the loss is never missed).
+    struct Owned {
+        let changes: AsyncStream<PasteboardChange>
+    }
+
+    /// Makes the items and takes the selection with them: the copy is made when this returns.
+    /// `echoes`: the items' bytes go to standard output first (`--filter` in the foreground).
+    func own(on backend: any OwningPasteboardBackend, echoes: Bool) throws -> Owned {
+        var items = try makeItems()
+        if append { items = try appended(to: items, on: backend) }
+        if echoes { try echo(items) }
+        // A secret is served only to the readers xpbd's rule lets have it (a round trip to
+        // xpbd, for secrets alone).
+        if items.contains(where: SecretMarking.isSecret) { backend.refuseSecrets(try SecretRule.asked(session: selection.session)) }
+        let board = selection.pasteboard(on: backend)
+        let name = selection.name
+        let changes = board.changes
+        let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
+        let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
+        if let loops {
+            let served = Mutex(0)
+            backend.onServed { _, _ in
+                let count = served.withLock { count in
+                    count += 1
+                    return count
+                }
+                if count == loops { try? backend.clear(name) }
+            }
+        }
+        // Who pastes it, for xpbd's history (a look for its socket, microseconds, where none runs).
+        PasteTeller.start(on: backend, session: selection.session, items: items)
+        try board.setItems(items, options: options)
+        return Owned(changes: changes)
+    }
+
+    /// Serves what `own` took until another client takes the selection (or it expires, or, with
+    /// --paste-once, after the first paste), then finishes running transfers and closes.
+    func keepServing(_ owned: Owned, on backend: any OwningPasteboardBackend) throws {
+        let name = selection.name
+        let changes = owned.changes
+        // Keep a secret's pages out of swap where the memory-lock limit allows: the pages in
+        // memory now, and the rest of what is mapped as it is touched (MCL_ONFAULT: locking
+        // every mapped page at once faulted in 250 MB of thread stacks and heap, 15 ms of an
+        // 18 ms copy). After the caller has its answer: the secret was in memory a moment
+        // before, no longer.
+        if sensitive { _ = mlockall(MCL_CURRENT | MCL_ONFAULT) }
+        try blocking {
+            for await _ in changes where !backend.isOwner(of: name) { break }
+            // Transfers under way go on after ownership ends; they end by themselves or time out.
+            while backend.isConnected, (try? backend.activeTransferCount()) ?? 0 > 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        guard backend.isConnected else { throw Failure(selection.host.lostConnection) }
+        backend.close(handOff: false)
+    }
+
     /// Starts a background owner and returns once it owns the selection (or reports why not).
     func detach() throws {
+        if try ownThenFork() { return }
         // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
-        var extraFDs: [Int32] = []
-        var savedFDs: [String] = []
-        var savedInputs: [String: Int32] = [:]
-        for input in Set(inputs) where input == "-" || !isRegularFile(input) {
-            if input == "-", StandardDescriptors.wasClosed(STDIN_FILENO) { throw Failure("standard input is closed: nothing to copy") }
-            let source = input == "-" ? 0 : open(input, O_RDONLY | O_CLOEXEC)
-            guard source >= 0 else { throw Failure("cannot read \(input): \(String(cString: strerror(errno)))") }
-            defer { if source != 0 { Glibc.close(source) } }
-            extraFDs.append(try Inputs.save(source, named: input == "-" ? "standard input" : input, limit: maxSize, secret: sensitive))
-            savedInputs[input] = extraFDs[extraFDs.count - 1]
-            savedFDs.append("\(input)=\(3 + extraFDs.count)")
-        }
+        let saved = try saveInputs()
+        let extraFDs = saved.map(\.fd)
+        let savedFDs = saved.enumerated().map { "\($0.element.input)=\(4 + $0.offset)" }
         var readyPipe: [Int32] = [0, 0]
         guard pipe(&readyPipe) == 0 else { throw Failure("cannot create a pipe: \(String(cString: strerror(errno)))") }
         // Only the copies made for the child (3, 4, …) may survive exec: the child must not hold the
@@ -146,7 +159,7 @@ extension CopyCommand {
         switch ReadyMessage(line: reply.split(separator: "\n").first.map(String.init) ?? "") {
         case .ready?:
             // --filter: what the owner serves, from the same saved inputs it read.
-            if filter { try inputs.forEach { try echoInput($0, savedFD: savedInputs[$0]) } }
+            if filter { try echoInputs(saved) }
             return
         case let .failed(status, message)?:
             XPB.printError("xpb: \(message)\n")
@@ -156,6 +169,113 @@ extension CopyCommand {
         }
         kill(pid, SIGKILL)
         throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
+    }
+
+    /// The common copy on an X display, in xclip's order: this process connects, takes the
+    /// selection on its one thread (the X loop inline), forks, and exits; the child keeps the
+    /// connection and serves. One program start, one connection, and nothing between owning
+    /// the selection and returning but the fork. The child is the same background owner as
+    /// ``detach()``'s: in a session of its own, none of the caller's descriptors, standard
+    /// streams on /dev/null (or the --log file), named xpb, reaped by init.
+    ///
+    /// - Returns: false when the copy must take ``detach()``'s way, with nothing done: not an X
+    ///   display, another thread in this process already, or options whose work would start one
+    ///   before the fork (--append reads the selection; --expire and --sensitive set a timer).
+    ///   Also false, after the selection was given up again, when a thread appeared meanwhile.
+    private func ownThenFork() throws -> Bool {
+        guard case .x11 = selection.host, !append, expire == nil, !sensitive, clinux_thread_count() == 1 else { return false }
+        // The caller's descriptors (its pipes would keep a `$(xpb copy)` waiting): listed before
+        // this process opens any of its own, and closed in the child.
+        let inherited = Self.openDescriptors().filter { $0 > 2 }
+        let saved = try saveInputs()
+        let owner = forkedOwner(savedFDs: saved.map { "\($0.input)=\($0.fd)" }, copiedBy: copiedBy ?? CopyCredit.current(), readyFD: nil)
+        guard let backend = try selection.session.connect({ host -> X11PasteboardBackend? in
+            guard case let .x11(display) = host else { return nil }
+            return try selection.connectToDisplay(display, copiedBy: owner.copiedBy, followsOwnerChanges: false, ownsBeforeThread: true)
+        }) else {
+            saved.forEach { Glibc.close($0.fd) }
+            return false
+        }
+        let owned = try owner.own(on: backend, echoes: false)
+        guard clinux_thread_count() == 1 else {
+            // Something started a thread: a fork now could leave a lock held forever in the child.
+            backend.close(handOff: false)
+            saved.forEach { Glibc.close($0.fd) }
+            return false
+        }
+        var errorFD: Int32 = -1
+        if let log {
+            errorFD = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            guard errorFD >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
+        }
+        let pid = inherited.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb") }
+        if pid == 0 {
+            // The owner, on a thread born here (``clinux_run_on_thread`` says why not this one).
+            let body = Unmanaged.passRetained(ForkedOwner {
+                XPB.status { try owner.serveForked(owned, on: backend) }
+            }).toOpaque()
+            _ = clinux_run_on_thread({ context in
+                let owner = Unmanaged<ForkedOwner>.fromOpaque(context!).takeRetainedValue()
+                exit(owner.run())
+            }, body)
+            XPB.printError("xpb: cannot start the background owner's thread: \(String(cString: strerror(errno)))\n")
+            _exit(127)
+        }
+        guard pid > 0 else {
+            let reason = String(cString: strerror(errno))
+            backend.close(handOff: false)
+            throw Failure("cannot start the background owner: \(reason)")
+        }
+        // --filter: what the owner serves, from the same saved inputs it read.
+        if filter { try echoInputs(saved) }
+        // The connection is the child's now: this process must not touch it, not even to close
+        // it (Xlib's closing round trip would interleave with the child's requests).
+        fflush(nil)
+        _exit(0)
+    }
+
+    /// The forked owner of ``ownThenFork()``: the signal hand-off, the X thread, then serving.
+    private func serveForked(_ owned: Owned, on backend: X11PasteboardBackend) throws {
+        HandOffOnSignal.install().arm(backend)
+        try backend.startThread()
+        try keepServing(owned, on: backend)
+    }
+
+    /// Standard input and pipes cannot be reopened by the owner: each is saved to an unlinked
+    /// file (or memory), read through its descriptor.
+    private func saveInputs() throws -> [(input: String, fd: Int32)] {
+        var saved: [(input: String, fd: Int32)] = []
+        do {
+            for input in Set(inputs) where input == "-" || !isRegularFile(input) {
+                if input == "-", StandardDescriptors.wasClosed(STDIN_FILENO) { throw Failure("standard input is closed: nothing to copy") }
+                let source = input == "-" ? 0 : open(input, O_RDONLY | O_CLOEXEC)
+                guard source >= 0 else { throw Failure("cannot read \(input): \(String(cString: strerror(errno)))") }
+                defer { if source != 0 { Glibc.close(source) } }
+                saved.append((input, try Inputs.save(source, named: input == "-" ? "standard input" : input, limit: maxSize, secret: sensitive)))
+            }
+        } catch {
+            saved.forEach { Glibc.close($0.fd) }
+            throw error
+        }
+        return saved
+    }
+
+    /// --filter from `xpb copy`'s own process: every input's bytes, in order.
+    private func echoInputs(_ saved: [(input: String, fd: Int32)]) throws {
+        try inputs.forEach { input in try echoInput(input, savedFD: saved.first { $0.input == input }?.fd) }
+    }
+
+    /// The descriptors open in this process.
+    static func openDescriptors() -> [Int32] {
+        guard let directory = opendir("/proc/self/fd") else { return [] }
+        var listed: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if let fd = Int32(name) { listed.append(fd) }
+        }
+        closedir(directory)
+        // The listing's own descriptor is closed now.
+        return listed.filter { fcntl($0, F_GETFD) != -1 }
     }
 
     /// `--filter` in the foreground: the items' bytes, in order, to standard output.

@@ -267,14 +267,17 @@ struct SelectionOptions: Sendable {
     }
 
     /// Connects to a display. `followsOwnerChanges`: other clients' owner changes are followed
-    /// (XFixes, two round trips), for change streams and cached offers.
+    /// (XFixes, two round trips), for change streams and cached offers. `ownsBeforeThread`: the X loop
+    /// runs on this thread until `startThread()` (`xpb copy` owns, then forks).
     func connectToDisplay(_ display: String?, readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil,
-                          copiedBy: CopyCredit? = nil, readsOnce: Bool = false, followsOwnerChanges: Bool = true) throws -> X11PasteboardBackend {
+                          copiedBy: CopyCredit? = nil, readsOnce: Bool = false, followsOwnerChanges: Bool = true,
+                          ownsBeforeThread: Bool = false) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configuration.copiedBy = copiedBy
         configuration.watchesOwnerChanges = !readsOnce && followsOwnerChanges
         configuration.exitsAfterClose = readsOnce
-        configuration.runsOnCallersThread = readsOnce
+        // Owning first: the loop runs inline until X11PasteboardBackend.startThread().
+        configuration.runsOnCallersThread = readsOnce || ownsBeforeThread
         if let readTimeout {
             configuration.readTimeout = readTimeout
             // Each answer of a read that has no data phase (TARGETS, the manifest) is bounded by

@@ -242,11 +242,12 @@ struct CopyCommand: Command {
         try serve(signals: HandOffOnSignal.install())
     }
 
-    /// This command as the background owner forked from it runs it: the ready pipe and the
-    /// saved inputs at the descriptors the fork gives them, and who ran the copy as found here.
-    func forkedOwner(savedFDs: [String], copiedBy: CopyCredit?) -> CopyCommand {
+    /// This command as the background owner forked from it runs it: the ready pipe (none when
+    /// the owner is this process until it forks) and the saved inputs at the descriptors the
+    /// fork gives them, and who ran the copy as found here.
+    func forkedOwner(savedFDs: [String], copiedBy: CopyCredit?, readyFD: Int32? = 3) -> CopyCommand {
         var owner = self
-        owner.readyFD = 3
+        owner.readyFD = readyFD
         owner.savedFDs = savedFDs
         owner.copiedBy = copiedBy
         return owner

@@ -143,6 +143,14 @@ public final class X11PasteboardBackend: PasteboardBackend {
         return saved.withLock { $0 }
     }
 
+    /// A backend made with ``X11Configuration/runsOnCallersThread`` gets an X thread of its own
+    /// from now on, and serves what it owns between calls: `xpb copy` owns the selection on its
+    /// one thread, forks, and its child calls this (xclip's order: one process start, one
+    /// connection, and the copy returns as soon as the selection is owned).
+    package func startThread() throws {
+        try connection.startThread()
+    }
+
     /// Hands the clipboard to a clipboard manager and closes the connection (``close(handOff:)``).
     public func flushToClipboardManager() throws -> Bool {
         if let reason = connection.stopReason { throw reason }

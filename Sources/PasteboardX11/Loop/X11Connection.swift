@@ -61,9 +61,11 @@ final class X11Connection: Sendable {
     private let stopHandler = Mutex<(@Sendable (X11BackendError) -> Void)?>(nil)
     /// The display name connected to.
     let displayName: String
-    /// With ``X11Configuration/runsOnCallersThread``: the session, driven by the calling thread
-    /// while it waits (``turnInline()``); nil when the X thread drives it.
-    private let inlineSession: XThreadConfined<X11Session>?
+    /// The session: driven by the X thread, or inline by the calling thread while it waits.
+    private let session: XThreadConfined<X11Session>
+    /// With ``X11Configuration/runsOnCallersThread``: the calling thread drives the session while
+    /// it waits (``turnInline()``), until ``startThread()`` hands it to an X thread.
+    private let runsInline: Atomic<Bool>
     /// Whether the calling thread is in a turn of the inline loop (a job may not wait on it).
     private let driving = Mutex(false)
 
@@ -103,7 +105,8 @@ final class X11Connection: Sendable {
         wakeRead = fds[0]
         wakeWrite = fds[1]
         let session = XThreadConfined(X11Session(display: display, configuration: configuration))
-        inlineSession = configuration.runsOnCallersThread ? session : nil
+        self.session = session
+        runsInline = Atomic(configuration.runsOnCallersThread)
         session.value.enqueue = { [weak self] job in self?.submit(job) ?? false }
         if configuration.runsOnCallersThread {
             threadID.withLock { $0 = pthread_self() }
@@ -111,16 +114,42 @@ final class X11Connection: Sendable {
             return
         }
         do {
-            try DetachedThread.start(name: "xpb-x11") { [self] in
-                self.threadID.withLock { $0 = pthread_self() }
-                session.value.wire.thread = pthread_self()
-                self.run(session.value)
-            }
+            try startLoop()
         } catch {
             Glibc.close(wakeRead)
             Glibc.close(wakeWrite)
             XCloseDisplay(display)
+            throw error
+        }
+    }
+
+    /// Starts the X thread and hands it the session.
+    private func startLoop() throws {
+        do {
+            try DetachedThread.start(name: "xpb-x11") { [self] in
+                self.threadID.withLock { $0 = pthread_self() }
+                self.session.value.wire.thread = pthread_self()
+                self.run(self.session.value)
+            }
+        } catch {
             throw PasteboardError.backendFailure("cannot start the X thread: \(error)")
+        }
+    }
+
+    /// Inline (``X11Configuration/runsOnCallersThread``): from now on an X thread of its own
+    /// drives the session, and the backend serves between calls. For a process that owns a
+    /// selection first on its one thread, then forks, and serves from the child (`xpb copy`:
+    /// xclip's order). Called from outside any call into the backend; nothing when the loop has
+    /// a thread already.
+    func startThread() throws {
+        guard runsInline.load(ordering: .acquiring), !driving.withLock({ $0 }) else { return }
+        if let reason = stopReason { throw reason }
+        runsInline.store(false, ordering: .releasing)
+        do {
+            try startLoop()
+        } catch {
+            runsInline.store(true, ordering: .releasing)
+            throw error
         }
     }
 
@@ -132,13 +161,13 @@ final class X11Connection: Sendable {
     /// Inline: runs one turn of the loop on the calling thread, for a wait (nil when the X thread
     /// runs the loop). Waits hand it to ``Rendezvous`` and ``StreamSink``.
     var pump: (@Sendable () -> Void)? {
-        guard inlineSession != nil else { return nil }
+        guard runsInline.load(ordering: .acquiring) else { return nil }
         return { @Sendable [weak self] in self?.turnInline() }
     }
 
     /// Whether a caller on this thread would wait on itself: on the X thread, or inline in a job.
     private var waitsOnItself: Bool {
-        isOnXThread && (inlineSession == nil || driving.withLock { $0 })
+        isOnXThread && (!runsInline.load(ordering: .acquiring) || driving.withLock { $0 })
     }
 
     /// Hands a job to the X thread; false if the connection has stopped.
@@ -202,7 +231,7 @@ final class X11Connection: Sendable {
         if asleep { wake() }
         // On the X thread itself (a backend released from a callback) waiting would only stall.
         guard !waitsOnItself else { return }
-        if inlineSession != nil {
+        if runsInline.load(ordering: .acquiring) {
             let end = DispatchTime.now() + min(max(0, timeout), 1e9)
             while stopReason == nil, DispatchTime.now() < end { turnInline() }
             return
@@ -242,7 +271,7 @@ final class X11Connection: Sendable {
         if session.isDead || session.lifecycle == .stopRequested { return true }
         if session.hasQueuedEvents() { return false }
         // Inline, the waiter looks at what the jobs and events did before the loop sleeps.
-        if inlineSession != nil, handled || !jobs.isEmpty { return false }
+        if runsInline.load(ordering: .relaxed), handled || !jobs.isEmpty { return false }
         let asleep = queue.withLock { queue -> Bool in
             queue.asleep = queue.jobs.isEmpty
             return queue.asleep
@@ -265,7 +294,8 @@ final class X11Connection: Sendable {
     /// Inline: one turn on the calling thread (nothing when it is in a turn already, or the loop
     /// has stopped). A turn waits at most 250 ms, so that a waiter checks its own deadline.
     private func turnInline() {
-        guard let session = inlineSession?.value, stopReason == nil else { return }
+        guard runsInline.load(ordering: .acquiring), stopReason == nil else { return }
+        let session = session.value
         let entered = driving.withLock { driving -> Bool in
             guard !driving else { return false }
             driving = true
