@@ -205,3 +205,36 @@ struct OwnerTests {
         #expect(eventually { (try? backend.activeTransferCount()) == 0 })
     }
 }
+
+/// `xpb copy` owns the selection with the X loop inline (no thread), forks, and the child hands
+/// the loop to an X thread of its own: the backend must then serve with no call of its own.
+@Suite("Owner: an inline loop handed to an X thread")
+struct InlineOwnerTests {
+    @Test("an owner whose loop ran inline serves after startThread() with no call of its own, a reader that asked before included; then replaces its copy and gives it up")
+    func inlineThenThread() throws {
+        let x = try Xvfb()
+        let backend = try X11PasteboardBackend(display: x.display, configuration: {
+            var configuration = X11Configuration()
+            configuration.runsOnCallersThread = true
+            return configuration
+        }())
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        try board.setItems([[PasteboardType.utf8PlainText: "inline ✓"]])
+        #expect(backend.isOwner(of: .general))
+        // Nobody drives the loop now: a reader that asks meanwhile is answered once it has a thread.
+        let reader = try Peer(try xclipPath(), ["-o", "-selection", "clipboard"], display: x)
+        try backend.startThread()
+        let answered = try reader.finish(timeout: 30)
+        #expect(answered.status == 0 && answered.text == "inline ✓", "\(answered.error)")
+        // Calls wait on the X thread now, as a backend made with one does.
+        try board.setItems([[PasteboardType.utf8PlainText: "second"]])
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "second")
+        #expect(try backend.activeTransferCount() == 0)
+        try board.removeAllItems()
+        #expect(eventually(timeout: 10) { try! run("xclip", ["-o", "-selection", "clipboard"], display: x).status != 0 })
+        // A second start changes nothing.
+        try backend.startThread()
+        #expect(backend.isConnected)
+    }
+}
