@@ -67,6 +67,40 @@ struct CopyTests {
         #expect(eventually(timeout: 10) { !isAlive(ownerPID) })
     }
 
+    /// Both ways a background owner starts: forked after it owns the selection (a plain copy,
+    /// xclip's order), and forked first (--expire: a timer's thread must not exist at a fork).
+    /// Each holds none of the caller's descriptors, runs in a session of its own, and writes its
+    /// errors to --log: here, the X server's death.
+    @Test("the background owner, forked after owning or before: no caller descriptor held, its own session, its errors in --log", arguments: [[], ["--expire", "600"]])
+    func backgroundOwnerLogs(_ extra: [String]) throws {
+        let x = try Xvfb()
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-owner-\(getpid())-\(extra.count).log").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        // Descriptor 7 is the caller's pipe (the test reads it): the owner must not keep it, or
+        // a reader of it would wait forever.
+        let script = "exec 7>&1; readlink /proc/$$/fd/7; \"$0\" copy --log \"$@\"; echo rc=$?"
+        let copied = try run("/bin/sh", ["-c", script, try xpbPath(), log] + extra, display: x, input: Data("logged".utf8), timeout: 30)
+        let lines = copied.text.split(separator: "\n").map(String.init)
+        #expect(copied.status == 0 && lines.count == 2 && lines[1] == "rc=0", "\(copied.text) \(copied.error)")
+        let callerPipe = try #require(lines.first)
+        #expect(callerPipe.hasPrefix("pipe:"))
+        #expect(try xpb(["paste"], x).text == "logged")
+        let owner = try #require(xpbProcesses(on: x).first)
+        let held = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(owner)/fd").compactMap { fd -> String? in
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(owner)/fd/\(fd)")
+        }
+        #expect(!held.contains(callerPipe), "the owner holds the caller's pipe: \(held)")
+        #expect(held.filter { $0 == "/dev/null" }.count == 2, "standard input and output on /dev/null: \(held)")
+        #expect(held.contains(log), "standard error is the log: \(held)")
+        let stat = try String(contentsOfFile: "/proc/\(owner)/stat", encoding: .utf8)
+        let fields = stat[stat.range(of: ") ")!.upperBound...].split(separator: " ")
+        #expect(fields[3] == "\(owner)", "the owner leads a session of its own: \(stat)")
+        x.kill()
+        #expect(eventually(timeout: 20) { !isAlive(owner) })
+        let written = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(written.contains("xpb: "), "the log holds [\(written)]")
+    }
+
     /// `xpb copy` forks its owner (one program start): it must still return only once the owner
     /// holds CLIPBOARD, never before. A script's yank then paste, a thousand times, each read by
     /// xpb or xclip in turn; the owners replaced along the way all leave.
