@@ -80,6 +80,22 @@ package final class WaylandConnection: @unchecked Sendable {
         try DetachedThread.start(name: "xpb.wayland") { [self] in readEvents() }
     }
 
+    /// Inline: from now on a thread of its own reads the events, and what this process owns is
+    /// served between calls (`xpb copy` sets the selection on its one thread, forks, and the
+    /// child calls this). Called from the only thread that uses the connection; nothing when a
+    /// thread reads already.
+    package func startThread() throws {
+        guard isInline else { return }
+        if let reason = endReason { throw WaylandError(reason) }
+        isInline = false
+        do {
+            try DetachedThread.start(name: "xpb.wayland") { [self] in readEvents() }
+        } catch {
+            isInline = true
+            throw error
+        }
+    }
+
     /// Ends the connection: the reading thread stops, waiters wake.
     package func close() {
         condition.lock()

@@ -31,7 +31,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         /// The longest a reader may leave our bytes unread before its transfer is dropped.
         public var sendTimeout: Double = 30
         /// No reading thread: events are read while this process waits for the compositor. For
-        /// a process that reads once and exits (it follows no change and serves nothing).
+        /// a process that reads once and exits (it follows no change and serves nothing), or one
+        /// that owns first and then starts the thread (`startThread()`).
         public var runsOnCallersThread = false
         public init() {}
     }
@@ -119,6 +120,17 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
 
     deinit {
         connection.close()
+    }
+
+    /// A backend made with ``Configuration/runsOnCallersThread`` gets a thread of its own that
+    /// reads the compositor's events from now on, and serves what it owns between calls: `xpb
+    /// copy` sets the selection on its one thread, forks, and its child calls this.
+    package func startThread() throws {
+        do {
+            try connection.startThread()
+        } catch {
+            throw PasteboardError.backendFailure("cannot start the Wayland thread: \(error)")
+        }
     }
 
     /// The registry's globals, then the seat, the manager and the device; a round trip after

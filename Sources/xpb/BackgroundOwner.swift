@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import PasteboardKit
+import PasteboardWayland
 import PasteboardX11
 import Synchronization
 
@@ -171,27 +172,34 @@ extension CopyCommand {
         throw Failure("the background owner (pid \(pid)) did not start; try --foreground to see why")
     }
 
-    /// The common copy on an X display, in xclip's order: this process connects, takes the
-    /// selection on its one thread (the X loop inline), forks, and exits; the child keeps the
-    /// connection and serves. One program start, one connection, and nothing between owning
-    /// the selection and returning but the fork. The child is the same background owner as
-    /// ``detach()``'s: in a session of its own, none of the caller's descriptors, standard
-    /// streams on /dev/null (or the --log file), named xpb, reaped by init.
+    /// The common copy, in xclip's order: this process connects, takes the selection on its one
+    /// thread (the backend's loop inline), forks, and exits; the child keeps the connection and
+    /// serves. One program start, one connection, and nothing between owning the selection and
+    /// returning but the fork. The child is the same background owner as ``detach()``'s: in a
+    /// session of its own, none of the caller's descriptors, standard streams on /dev/null (or
+    /// the --log file), named xpb, reaped by init.
     ///
-    /// - Returns: false when the copy must take ``detach()``'s way, with nothing done: not an X
-    ///   display, another thread in this process already, or options whose work would start one
-    ///   before the fork (--append reads the selection; --expire and --sensitive set a timer).
-    ///   Also false, after the selection was given up again, when a thread appeared meanwhile.
+    /// - Returns: false when the copy must take ``detach()``'s way, with nothing done: not a
+    ///   display or a compositor, another thread in this process already, or options whose
+    ///   work would start one before the fork (--append reads the selection; --expire and
+    ///   --sensitive set a timer). Also false, after the selection was given up again, when a
+    ///   thread appeared meanwhile.
     private func ownThenFork() throws -> Bool {
-        guard case .x11 = selection.host, !append, expire == nil, !sensitive, clinux_thread_count() == 1 else { return false }
+        guard selection.host != .daemon, !append, expire == nil, !sensitive, clinux_thread_count() == 1 else { return false }
         // The caller's descriptors (its pipes would keep a `$(xpb copy)` waiting): listed before
         // this process opens any of its own, and closed in the child.
         let inherited = Self.openDescriptors().filter { $0 > 2 }
         let saved = try saveInputs()
         let owner = forkedOwner(savedFDs: saved.map { "\($0.input)=\($0.fd)" }, copiedBy: copiedBy ?? CopyCredit.current(), readyFD: nil)
-        guard let backend = try selection.session.connect({ host -> X11PasteboardBackend? in
-            guard case let .x11(display) = host else { return nil }
-            return try selection.connectToDisplay(display, copiedBy: owner.copiedBy, followsOwnerChanges: false, ownsBeforeThread: true)
+        guard let backend = try selection.session.connect({ host -> (any InlineOwningBackend)? in
+            switch host {
+            case let .x11(display):
+                return try selection.connectToDisplay(display, copiedBy: owner.copiedBy, followsOwnerChanges: false, ownsBeforeThread: true)
+            case .wayland:
+                return try Session.compositor(ownsBeforeThread: true)
+            case .daemon:
+                return nil
+            }
         }) else {
             saved.forEach { Glibc.close($0.fd) }
             return false
@@ -234,8 +242,9 @@ extension CopyCommand {
         _exit(0)
     }
 
-    /// The forked owner of ``ownThenFork()``: the signal hand-off, the X thread, then serving.
-    private func serveForked(_ owned: Owned, on backend: X11PasteboardBackend) throws {
+    /// The forked owner of ``ownThenFork()``: the signal hand-off, the backend's thread, then
+    /// serving.
+    private func serveForked(_ owned: Owned, on backend: any InlineOwningBackend) throws {
         HandOffOnSignal.install().arm(backend)
         try backend.startThread()
         try keepServing(owned, on: backend)
@@ -332,6 +341,15 @@ extension CopyCommand {
         return String(decoding: collected, as: UTF8.self)
     }
 }
+
+/// A backend whose loop runs on the calling thread until it owns, then on a thread of its own
+/// (``CopyCommand/ownThenFork()``).
+protocol InlineOwningBackend: OwningPasteboardBackend {
+    func startThread() throws
+}
+
+extension X11PasteboardBackend: InlineOwningBackend {}
+extension WaylandPasteboardBackend: InlineOwningBackend {}
 
 /// SIGTERM, SIGINT and SIGHUP make an owner hand `CLIPBOARD` to the clipboard manager
 /// (`SAVE_TARGETS`: what a GTK or Qt app does as it exits) before it dies of the signal, so a

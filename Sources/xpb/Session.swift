@@ -57,9 +57,12 @@ final class Session: Sendable {
     }
 
     /// A connection to the Wayland compositor.
-    static func compositor(readTimeout: Double? = nil, maxSize: Int? = nil, readsOnce: Bool = false) throws -> WaylandPasteboardBackend {
+    /// `ownsBeforeThread`: events are read on this thread until `startThread()` (`xpb copy`
+    /// sets the selection, then forks).
+    static func compositor(readTimeout: Double? = nil, maxSize: Int? = nil, readsOnce: Bool = false,
+                           ownsBeforeThread: Bool = false) throws -> WaylandPasteboardBackend {
         var configuration = WaylandPasteboardBackend.Configuration()
-        configuration.runsOnCallersThread = readsOnce
+        configuration.runsOnCallersThread = readsOnce || ownsBeforeThread
         if let readTimeout { configuration.readTimeout = readTimeout }
         if let maxSize { configuration.maxReadSize = maxSize }
         return try WaylandPasteboardBackend(configuration: configuration)
