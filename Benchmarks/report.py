@@ -84,11 +84,19 @@ r = a["median"] / b["median"]
 rows.append(("copy 13 bytes, whole process (it returns once its background owner holds CLIPBOARD)",
              f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
              f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
+if "xpb copy (before)" in copy:
+    old = copy["xpb copy (before)"]
+    rows.append(("the same copy, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {stats(old)}",
+                 f"{old['median'] / b['median']:.2f} × xclip; now {a['median'] / old['median']:.2f} × before", "", ""))
 pair = hyperfine("copypaste13")
 a, b, c = pair["xpb copy, xpb paste"], pair["xclip -i, xclip -o"], pair["xsel -i, xsel -o"]
 r = a["median"] / b["median"]
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
              f"{r:.2f} × xclip's pair, {a['median'] / c['median']:.2f} × xsel's", "≤ 1.0 × xclip's pair", verdict(r, 1.0)))
+if "xpb copy, xpb paste (before)" in pair:
+    old = pair["xpb copy, xpb paste (before)"]
+    rows.append(("the same pair, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {stats(old)}",
+                 f"{old['median'] / b['median']:.2f} × xclip's pair; now {a['median'] / old['median']:.2f} × before", "", ""))
 
 size = int(open(os.path.join(results, "size.txt")).read())
 rows.append(("`xpb` as `make install` installs it (stripped; xpbd is a link to it)", f"{size / 1048576:.2f} MiB ({size} bytes)",

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # xpb against xclip and xsel on one private Xvfb, in one run; writes Benchmarks/RESULTS.md.
 # Usage: bash Benchmarks/run.sh   (needs hyperfine, GNU time, cc, Xvfb, xclip, xsel, valgrind; installs what is missing)
+# XPB_BENCH_BEFORE=BINARY: an earlier build of xpb (stripped, static) also runs the small copy
+# rows, in the same rounds: the before and after of a change, measured together.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -100,15 +102,23 @@ fi
 # hyperfine subtracts the shell's own start. Each copy leaves a background owner, which the next
 # copy replaces (and which then exits).
 echo "bench: 1c copy 13 bytes, and copy then paste"
+before_copy=() before_pair=()
+if [ -n "${XPB_BENCH_BEFORE:-}" ]; then
+    cp "$XPB_BENCH_BEFORE" "$work/xpb-before"
+    before="$work/xpb-before"
+    before_copy=(-n "xpb copy (before)" "$before copy $work/small")
+    before_pair=(-n "xpb copy, xpb paste (before)" "$before copy $work/small && $before paste > /dev/null")
+fi
 for round in 1 2 3 4 5; do
     hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copy13.$round.json" --style basic \
         -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small" \
-        -n "xsel -i" "xsel -i -b < $work/small" >/dev/null
+        -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}" >/dev/null
     hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copypaste13.$round.json" --style basic \
         -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
         -n "xclip -i, xclip -o" "xclip -i -selection clipboard $work/small && xclip -o -selection clipboard > /dev/null" \
-        -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" >/dev/null
+        -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" "${before_pair[@]}" >/dev/null
 done
+[ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 pkill -x xclip 2>/dev/null || true
 pkill -x xsel 2>/dev/null || true
 # The paste below reads an xclip owner again, as in 1 (the rounds above left none).

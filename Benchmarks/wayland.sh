@@ -2,7 +2,8 @@
 # xpb against wl-paste (wl-clipboard) on one private headless sway, in one run; writes
 # Benchmarks/WAYLAND.md. Usage: bash Benchmarks/wayland.sh   (needs hyperfine, GNU time, sway,
 # wl-clipboard; installs what is missing). sway refuses root: it runs as nobody, with a runtime
-# directory of its own; the clients (root) reach its socket by path.
+# directory of its own; the clients (root) reach its socket by path. XPB_BENCH_BEFORE=BINARY: an
+# earlier build of xpb also runs the small copy rows, in the same rounds (a change's before and after).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -68,13 +69,21 @@ done
 # itself, through sh as scripts run them (hyperfine subtracts the shell's start). wl-copy names its
 # type: without -t it runs xdg-mime to guess one (about 50 ms).
 echo "bench: 1b copy 13 bytes, and copy then paste"
+before_copy=() before_pair=()
+if [ -n "${XPB_BENCH_BEFORE:-}" ]; then
+    cp "$XPB_BENCH_BEFORE" "$work/xpb-before"
+    before="$work/xpb-before"
+    before_copy=(-n "xpb copy (before)" "$before copy $work/small")
+    before_pair=(-n "xpb copy, xpb paste (before)" "$before copy $work/small && $before paste > /dev/null")
+fi
 for round in 1 2 3; do
     hyperfine --warmup 5 --runs "$runs" --export-json "$results/copy13.$round.json" --style basic \
-        -n "xpb copy" "$xpb copy $work/small" -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" >/dev/null
+        -n "xpb copy" "$xpb copy $work/small" -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" "${before_copy[@]}" >/dev/null
     hyperfine --warmup 5 --runs "$runs" --export-json "$results/copypaste13.$round.json" --style basic \
         -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
-        -n "wl-copy, wl-paste" "wl-copy -t text/plain < $work/small && wl-paste -n > /dev/null" >/dev/null
+        -n "wl-copy, wl-paste" "wl-copy -t text/plain < $work/small && wl-paste -n > /dev/null" "${before_pair[@]}" >/dev/null
 done
+[ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 
 # xpbd's start (exec to "listening on": the compositor bound, the clipboard read, the socket up)
 # and its stop (SIGTERM to exit, the history written), 20 runs on one history.
@@ -137,10 +146,18 @@ x, w = median(copy["xpb copy"]), median(copy["wl-copy -t text/plain"])
 rows.append(("copy 13 bytes, whole process (it returns once the compositor has its source)",
              f"xpb {ms(x)}; wl-copy -t text/plain {ms(w)} ({len(copy['xpb copy'])} runs each)",
              f"{x / w:.2f} ×", "≤ 1.0 ×", "met" if x / w <= 1.0 else "**not met**"))
+if "xpb copy (before)" in copy:
+    b = median(copy["xpb copy (before)"])
+    rows.append(("the same copy, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
+                 f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
 pair = merged("copypaste13")
 x, w = median(pair["xpb copy, xpb paste"]), median(pair["wl-copy, wl-paste"])
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {ms(x)}; wl-copy then wl-paste -n {ms(w)}",
              f"{x / w:.2f} ×", "≤ 1.0 ×", "met" if x / w <= 1.0 else "**not met**"))
+if "xpb copy, xpb paste (before)" in pair:
+    b = median(pair["xpb copy, xpb paste (before)"])
+    rows.append(("the same pair, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
+                 f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
 timing = json.load(open(os.path.join(results, "startstop.json")))
 ready, stop = timing["ready_ms"], timing["stop_ms"]
 rows.append((f"xpbd ready: exec to listening, the compositor's clipboard read ({timing['runs']} runs)",

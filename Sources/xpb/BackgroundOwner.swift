@@ -189,7 +189,19 @@ extension CopyCommand {
         // The caller's descriptors (its pipes would keep a `$(xpb copy)` waiting): listed before
         // this process opens any of its own, and closed in the child.
         let inherited = Self.openDescriptors().filter { $0 > 2 }
+        // The owner's standard error, opened before anything is owned: a log that cannot be
+        // written fails the copy with nothing changed.
+        let errorFD: Int32 = try log.map { log throws -> Int32 in
+            let fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
+            return fd
+        } ?? -1
         let saved = try saveInputs()
+        // Back to detach()'s way: what was opened for this one is closed.
+        let release = {
+            saved.forEach { Glibc.close($0.fd) }
+            if errorFD >= 0 { Glibc.close(errorFD) }
+        }
         let owner = forkedOwner(savedFDs: saved.map { "\($0.input)=\($0.fd)" }, copiedBy: copiedBy ?? CopyCredit.current(), readyFD: nil)
         guard let backend = try selection.session.connect({ host -> (any InlineOwningBackend)? in
             switch host {
@@ -201,20 +213,15 @@ extension CopyCommand {
                 return nil
             }
         }) else {
-            saved.forEach { Glibc.close($0.fd) }
+            release()
             return false
         }
         let owned = try owner.own(on: backend, echoes: false)
         guard clinux_thread_count() == 1 else {
             // Something started a thread: a fork now could leave a lock held forever in the child.
             backend.close(handOff: false)
-            saved.forEach { Glibc.close($0.fd) }
+            release()
             return false
-        }
-        var errorFD: Int32 = -1
-        if let log {
-            errorFD = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            guard errorFD >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
         }
         let pid = inherited.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb") }
         if pid == 0 {
@@ -234,12 +241,20 @@ extension CopyCommand {
             backend.close(handOff: false)
             throw Failure("cannot start the background owner: \(reason)")
         }
-        // --filter: what the owner serves, from the same saved inputs it read.
-        if filter { try echoInputs(saved) }
         // The connection is the child's now: this process must not touch it, not even to close
-        // it (Xlib's closing round trip would interleave with the child's requests).
+        // it (Xlib's closing round trip would interleave with the child's requests), so it ends
+        // here, whatever happens next, with no deinitializer run.
+        var status: Int32 = 0
+        do {
+            // --filter: what the owner serves, from the same saved inputs it read.
+            if filter { try echoInputs(saved) }
+        } catch {
+            let failure = Failure(error)
+            XPB.printError("xpb: \(failure.message)\n")
+            status = failure.status.rawValue
+        }
         fflush(nil)
-        _exit(0)
+        _exit(status)
     }
 
     /// The forked owner of ``ownThenFork()``: the signal hand-off, the backend's thread, then
