@@ -112,7 +112,7 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
 
     /// The property's bytes: `PID<TAB>NAME` (the pid empty when unknown).
     public var encoded: Data {
-        Data("\(pid.map(String.init) ?? "")\t\(name)".utf8)
+        Data(utf8Of: "\(pid.map(String.init) ?? "")\t\(name)")
     }
 
     /// A property's credit; nil for anything else (no tab, an empty or overlong name, a bad pid).

@@ -168,11 +168,11 @@ extension Pasteboard {
     public func readColor() throws -> PasteboardColor? { try readEach(accepting: [.color], firstItemOnly: true, Self.decodeColor).first }
 
     /// Replaces the contents with one text item per string (an empty array clears).
-    public func setStrings(_ strings: [String]) throws { try writeEach(strings) { (.utf8PlainText, Data($0.utf8)) } }
+    public func setStrings(_ strings: [String]) throws { try writeEach(strings) { (.utf8PlainText, Data(utf8Of: $0)) } }
     /// Replaces the contents with one text item (nil clears).
     public func setString(_ string: String?) throws { try setStrings(string.map { [$0] } ?? []) }
     /// Replaces the contents with one item per URL, each `public.file-url` or `public.url`.
-    public func setURLs(_ urls: [URL]) throws { try writeEach(urls) { ($0.isFileURL ? .fileURL : .url, Data($0.absoluteString.utf8)) } }
+    public func setURLs(_ urls: [URL]) throws { try writeEach(urls) { ($0.isFileURL ? .fileURL : .url, Data(utf8Of: $0.absoluteString)) } }
     /// Replaces the contents with one URL item (nil clears).
     public func setURL(_ url: URL?) throws { try setURLs(url.map { [$0] } ?? []) }
     /// Replaces the contents with one item per image.

@@ -156,7 +156,7 @@ extension PropertyListValue: Codable {
 /// data is stored as is, and every other value becomes a binary property list, which reads back as
 /// the same value.
 public enum ValueCoding {
-    static let binaryPlistMagic = Data("bplist00".utf8)
+    static let binaryPlistMagic = Data(utf8Of: "bplist00")
 
     /// The bytes stored for `value` under `type`.
     public static func encode(_ value: PropertyListValue, as type: PasteboardType, registry: TypeRegistry = .standard) throws -> Data {
@@ -166,9 +166,9 @@ public enum ValueCoding {
         case let .string(text) where registry.conforms(type, to: .text):
             return encodeText(text, as: type)
         case let .string(text) where registry.conforms(type, to: .url):
-            return Data(text.utf8)
+            return Data(utf8Of: text)
         case let .url(url) where registry.conforms(type, to: .url) || registry.conforms(type, to: .text):
-            return Data(url.absoluteString.utf8)
+            return Data(utf8Of: url.absoluteString)
         default:
             do {
                 return try value.binaryPropertyList()
@@ -197,7 +197,7 @@ public enum ValueCoding {
     /// Text in the encoding a text type implies: UTF-16LE for `public.utf16-plain-text`, UTF-8 for
     /// the rest.
     public static func encodeText(_ text: String, as type: PasteboardType) -> Data {
-        type == .utf16PlainText ? UTF16LE.encode(text) : Data(text.utf8)
+        type == .utf16PlainText ? UTF16LE.encode(text) : Data(utf8Of: text)
     }
 
     /// Text stored under a text type, or nil when the bytes are not valid in its encoding.

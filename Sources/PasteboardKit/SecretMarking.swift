@@ -38,8 +38,16 @@ public struct SecretRefusal: Sendable, Equatable {
     /// The apps named, lowercased.
     public let apps: Set<String>
 
-    public init(apps: some Sequence<String>) {
-        self.apps = Set(apps.map { $0.lowercased() }.filter { !$0.isEmpty })
+    public init(apps: [String]) {
+        // An array, not any sequence, and a loop, not map and filter: every owner makes an empty
+        // one at start, and a generic sequence's first use costs a run-time conformance look-up
+        // (a scan of every conformance record of the binary, about 100 µs).
+        var names = Set<String>()
+        for app in apps {
+            let name = app.lowercased()
+            if !name.isEmpty { names.insert(name) }
+        }
+        self.apps = names
     }
 
     /// Whether it names no app (every reader is served).

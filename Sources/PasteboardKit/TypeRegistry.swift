@@ -37,8 +37,8 @@ public enum TargetCodec: Sendable, Hashable {
     /// `cut`: the files are to be moved (GNOME's list says `cut` instead of `copy`).
     public func encodeList(_ urls: [String], cut: Bool = false) -> Data {
         switch self {
-        case .gnomeCopiedFiles: return Data(((cut ? "cut\n" : "copy\n") + urls.joined(separator: "\n")).utf8)
-        default: return Data(urls.map { $0 + "\r\n" }.joined().utf8)
+        case .gnomeCopiedFiles: return Data(utf8Of: (cut ? "cut\n" : "copy\n") + urls.joined(separator: "\n"))
+        default: return Data(utf8Of: urls.map { $0 + "\r\n" }.joined())
         }
     }
 
@@ -101,16 +101,16 @@ public enum TargetCodec: Sendable, Hashable {
             if data.contains(where: { $0 >= 0x80 }), String(validating: data, as: UTF8.self) != nil { return data }
             var text = String.UnicodeScalarView()
             for byte in data { text.append(Unicode.Scalar(byte)) }
-            return Data(String(text).utf8)
+            return Data(utf8Of: String(text))
         case .uriList:
             // Every URL, one per line: Qt's setUrls and file managers put several in one list.
-            return Data(TargetCodec.uriListEntries(data).joined(separator: "\n").utf8)
+            return Data(utf8Of: TargetCodec.uriListEntries(data).joined(separator: "\n"))
         case .gnomeCopiedFiles:
-            return Data(Self.gnomeCopiedFiles(data).urls.joined(separator: "\n").utf8)
+            return Data(utf8Of: Self.gnomeCopiedFiles(data).urls.joined(separator: "\n"))
         case .mozURL:
             let text = String(decoding: UTF16LE.units(data), as: UTF16.self)
             let firstLine = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            return Data(firstLine.utf8)
+            return Data(utf8Of: String(firstLine))
         }
     }
 

@@ -36,7 +36,7 @@ public final class DaemonPasteboardBackend: StreamingPasteboardBackend {
 
     /// The socket of this user's headless daemon.
     public static var socketPath: String {
-        ControlEndpoint.headlessSocketPath(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        ControlEndpoint.headlessSocketPath(environment: ControlEndpoint.environment, uid: getuid())
     }
 
     /// What to do when there is neither a display nor a headless daemon.

@@ -21,7 +21,7 @@ package enum FileListFlavours {
             if byName[uriList] == nil, !urls.isEmpty {
                 added.append(CapturedTarget(target: uriList, type: uriList, data: TargetCodec.uriList.encodeList(urls)))
             }
-            if byName[kde] == nil, isCut { added.append(CapturedTarget(target: kde, type: kde, data: Data("1".utf8))) }
+            if byName[kde] == nil, isCut { added.append(CapturedTarget(target: kde, type: kde, data: Data(utf8Of: "1"))) }
         } else if let list = byName[uriList] {
             let urls = TargetCodec.uriListEntries(list.data)
             let isCut = byName[kde]?.data.first == UInt8(ascii: "1")

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 
 /// The first frame each way.
 package struct ControlHello: Codable, Sendable, Equatable {
@@ -520,6 +521,17 @@ package enum ControlEndpoint {
     /// The socket of this user's headless daemon (``HeadlessProtocol/socketKey``).
     package static func headlessSocketPath(environment: [String: String], uid: UInt32) -> String {
         directory(environment: environment, uid: uid) + "/xpbd-" + HeadlessProtocol.socketKey + ".socket"
+    }
+
+    /// What of this process's environment the socket paths read (DISPLAY, XDG_RUNTIME_DIR),
+    /// by getenv: ProcessInfo's environment copies the whole environment into a dictionary,
+    /// and its first use costs a short command about 100 µs (every copy asks for xpbd's socket).
+    package static var environment: [String: String] {
+        var found: [String: String] = [:]
+        for name in ["DISPLAY", "XDG_RUNTIME_DIR"] {
+            if let value = getenv(name) { found[name] = String(cString: value) }
+        }
+        return found
     }
 
     /// The directory of the sockets (0700).

@@ -31,7 +31,7 @@ package struct ControlClient {
 
     /// The socket of `display`'s daemon (nil: `$DISPLAY`).
     package static func socketPath(display: String?) throws -> (path: String, display: String) {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = ControlEndpoint.environment
         guard let display = display ?? environment["DISPLAY"], !display.isEmpty else {
             throw ControlClientError("no display: set DISPLAY or pass --display", .noDisplay)
         }

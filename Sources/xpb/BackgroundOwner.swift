@@ -54,7 +54,7 @@ extension CopyCommand {
             let owned = try own(on: backend, echoes: filter && readyFD == nil)
             // Our own writes: a parent gone (EPIPE) is an error to ignore, never a trap.
             if let fd = ready {
-                try? writeAll(Data(ReadyMessage.ready.line.utf8), to: fd)
+                try? writeAll(Data(utf8Of: ReadyMessage.ready.line), to: fd)
                 close(fd)
                 ready = nil
             }
@@ -62,7 +62,7 @@ extension CopyCommand {
         } catch {
             let failure = Failure(error)
             if let ready {
-                try? writeAll(Data(ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line.utf8), to: ready)
+                try? writeAll(Data(utf8Of: ReadyMessage.failed(status: failure.status.rawValue, message: failure.message).line), to: ready)
                 close(ready)
                 throw Exit(status: failure.status.rawValue)
             }

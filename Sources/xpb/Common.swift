@@ -335,7 +335,7 @@ func jsonSafe(_ json: String) -> String {
 func json<T: Encodable>(_ value: T) -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self)
+    return String(decoding: (try? encoder.encode(value)) ?? Data(utf8Of: "null"), as: UTF8.self)
 }
 
 

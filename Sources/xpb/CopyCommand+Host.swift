@@ -110,9 +110,9 @@ enum OSC52 {
         let osc = "\(escape)]52;\(selection);\(text.base64EncodedString())\u{07}"
         switch multiplexer {
         case .none:
-            return Data(osc.utf8)
+            return Data(utf8Of: osc)
         case .tmux:
-            return Data(("\(escape)Ptmux;" + osc.split(separator: "\u{1B}", omittingEmptySubsequences: false).joined(separator: escape + escape) + "\(escape)\\").utf8)
+            return Data(utf8Of: "\(escape)Ptmux;" + osc.split(separator: "\u{1B}", omittingEmptySubsequences: false).joined(separator: escape + escape) + "\(escape)\\")
         case .screen:
             var out = ""
             var rest = Substring(osc)
@@ -120,7 +120,7 @@ enum OSC52 {
                 out += "\(escape)P" + rest.prefix(76) + "\(escape)\\"
                 rest = rest.dropFirst(76)
             }
-            return Data(out.utf8)
+            return Data(utf8Of: out)
         }
     }
 }

@@ -56,6 +56,6 @@ enum DaemonAccess {
     static func waylandSocket() -> (path: String, name: String) {
         let socket = getenv("WAYLAND_DISPLAY").map { String(cString: $0) } ?? "wayland-0"
         let name = socket.split(separator: "/").last.map(String.init) ?? socket
-        return (ControlEndpoint.socketPath(display: name, environment: ProcessInfo.processInfo.environment, uid: getuid()), name)
+        return (ControlEndpoint.socketPath(display: name, environment: ControlEndpoint.environment, uid: getuid()), name)
     }
 }

@@ -38,7 +38,7 @@ struct DaemonLink {
     /// until it answers; returns its socket.
     static func startHeadless() throws -> String {
         let path = DaemonPasteboardBackend.socketPath
-        let directory = ControlEndpoint.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        let directory = ControlEndpoint.directory(environment: ControlEndpoint.environment, uid: getuid())
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let log = directory + "/xpbd-headless.log"
         let pid = try Detach.spawn(arguments: ["--headless", "--sync-primary"], fds: [], log: log, program: "xpbd")

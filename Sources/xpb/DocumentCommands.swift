@@ -24,7 +24,7 @@ struct CompletionsCommand: Command {
     }
 
     func run() throws {
-        try writeAll(Data(script.utf8), to: STDOUT_FILENO)
+        try writeAll(Data(utf8Of: script), to: STDOUT_FILENO)
     }
 }
 
@@ -47,6 +47,6 @@ struct ManualCommand: Command {
 
     func run() throws {
         let text = isMarkdown ? MarkdownReference.render(XPB.program) : ManualPage.render(XPB.program, date: XPB.releaseDate)
-        try writeAll(Data(text.utf8), to: STDOUT_FILENO)
+        try writeAll(Data(utf8Of: text), to: STDOUT_FILENO)
     }
 }

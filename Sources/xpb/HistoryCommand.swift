@@ -266,7 +266,7 @@ struct HistoryCommand: Command {
         }
         // A menu that exits without reading its input (cancelled) must not kill us with SIGPIPE.
         signal(SIGPIPE, SIG_IGN)
-        try? writeAll(Data((lines.joined(separator: "\n") + "\n").utf8), to: input.write)
+        try? writeAll(Data(utf8Of: lines.joined(separator: "\n") + "\n"), to: input.write)
         close(input.write)
         let chosen = (try? Inputs.read(output.read, named: "the menu's output", limit: 1 << 20)) ?? Data()
         close(output.read)

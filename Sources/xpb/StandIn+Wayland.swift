@@ -94,7 +94,7 @@ extension StandIn {
         }
         // Text given as arguments is copied as it is, joined by spaces (no newline).
         if !operands.isEmpty {
-            return [.commandWithInput(words, input: Data(operands.joined(separator: " ").utf8))]
+            return [.commandWithInput(words, input: Data(utf8Of: operands.joined(separator: " ")))]
         }
         return [.command(words, silent: [])]
     }
