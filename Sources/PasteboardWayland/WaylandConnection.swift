@@ -25,6 +25,8 @@ package final class WaylandConnection: @unchecked Sendable {
     private var decoder = WaylandDecoder()
     /// Why the connection ended, nil while it lives.
     private var ended: String?
+    /// The socket went to a forked child (``leaveToChild()``): this process closed its descriptor.
+    private var handedOff = false
     private var finishedCallbacks: Set<UInt32> = []
     /// Serializes writes: each message goes out whole, with its descriptor.
     private let writing = Condition()
@@ -61,7 +63,7 @@ package final class WaylandConnection: @unchecked Sendable {
 
     deinit {
         decoder.closeDescriptors()
-        Glibc.close(fd)
+        if !handedOff { Glibc.close(fd) }
         receiveBuffer.deallocate()
         receiveFDs.deallocate()
     }
@@ -96,13 +98,27 @@ package final class WaylandConnection: @unchecked Sendable {
         }
     }
 
+    /// Inline, after a fork that gave the connection to the child (``startThread()`` there):
+    /// this process lets go of it, nothing sent. The connection ends here, and this process's
+    /// descriptor of the socket is closed; the child's stays open (a shutdown would end it for
+    /// both). The connection must never be used here again.
+    package func leaveToChild() {
+        guard isInline else { return }
+        condition.lock()
+        if ended == nil { ended = "the connection was handed to the background owner" }
+        handedOff = true
+        condition.unlock()
+        Glibc.close(fd)
+    }
+
     /// Ends the connection: the reading thread stops, waiters wake.
     package func close() {
         condition.lock()
         if ended == nil { ended = "the connection was closed" }
         condition.broadcast()
+        let handedOff = handedOff
         condition.unlock()
-        shutdown(fd, Int32(SHUT_RDWR))
+        if !handedOff { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     /// Why the connection ended, nil while it lives.

@@ -133,6 +133,12 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
     }
 
+    /// In the parent, after a fork whose child took the connection over (``startThread()``):
+    /// this process's socket is closed with nothing sent, and the backend may not be used again.
+    package func leaveToChild() {
+        connection.leaveToChild()
+    }
+
     /// The registry's globals, then the seat, the manager and the device; a round trip after
     /// each step.
     private func bind() throws {

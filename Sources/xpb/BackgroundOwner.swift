@@ -130,9 +130,13 @@ extension CopyCommand {
 
     /// Starts a background owner and returns once it owns the selection (or reports why not).
     func detach() throws {
-        if try ownThenFork() { return }
-        // Standard input and pipes cannot be reopened by the child: save them to unlinked files.
+        // The caller's descriptors (its pipes would keep a `$(xpb copy)` waiting): listed before
+        // this process opens any of its own; the owner holds none of them.
+        let inherited = Self.openDescriptors().filter { $0.fd > 2 }
+        // Standard input and pipes cannot be reopened by the owner: saved to unlinked files,
+        // once, whichever way the owner starts.
         let saved = try saveInputs()
+        if try ownThenFork(saved: saved, inherited: inherited) { return }
         let extraFDs = saved.map(\.fd)
         let savedFDs = saved.enumerated().map { "\($0.element.input)=\(4 + $0.offset)" }
         var readyPipe: [Int32] = [0, 0]
@@ -184,11 +188,8 @@ extension CopyCommand {
     ///   work would start one before the fork (--append reads the selection; --expire and
     ///   --sensitive set a timer). Also false, after the selection was given up again, when a
     ///   thread appeared meanwhile.
-    private func ownThenFork() throws -> Bool {
+    private func ownThenFork(saved: [(input: String, fd: Int32)], inherited: [OpenDescriptor]) throws -> Bool {
         guard selection.host != .daemon, !append, expire == nil, !sensitive, clinux_thread_count() == 1 else { return false }
-        // The caller's descriptors (its pipes would keep a `$(xpb copy)` waiting): listed before
-        // this process opens any of its own, and closed in the child.
-        let inherited = Self.openDescriptors().filter { $0 > 2 }
         // The owner's standard error, opened before anything is owned: a log that cannot be
         // written fails the copy with nothing changed.
         let errorFD: Int32 = try log.map { log throws -> Int32 in
@@ -196,10 +197,9 @@ extension CopyCommand {
             guard fd >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
             return fd
         } ?? -1
-        let saved = try saveInputs()
-        // Back to detach()'s way: what was opened for this one is closed.
+        // Back to detach()'s way: what was opened for this one is closed (the saved inputs are
+        // detach()'s, read once).
         let release = {
-            saved.forEach { Glibc.close($0.fd) }
             if errorFD >= 0 { Glibc.close(errorFD) }
         }
         let owner = forkedOwner(savedFDs: saved.map { "\($0.input)=\($0.fd)" }, copiedBy: copiedBy ?? CopyCredit.current(), readyFD: nil)
@@ -223,7 +223,10 @@ extension CopyCommand {
             release()
             return false
         }
-        let pid = inherited.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb") }
+        // Those of the caller's descriptors still open on the same files: one that another thread
+        // closed since (there is none now) may have been given to this copy's connection.
+        let closing = inherited.filter(\.isStillOpen).map(\.fd)
+        let pid = closing.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb") }
         if pid == 0 {
             // The owner, on a thread born here (``clinux_run_on_thread`` says why not this one).
             let body = Unmanaged.passRetained(ForkedOwner {
@@ -241,20 +244,16 @@ extension CopyCommand {
             backend.close(handOff: false)
             throw Failure("cannot start the background owner: \(reason)")
         }
-        // The connection is the child's now: this process must not touch it, not even to close
-        // it (Xlib's closing round trip would interleave with the child's requests), so it ends
-        // here, whatever happens next, with no deinitializer run.
-        var status: Int32 = 0
-        do {
-            // --filter: what the owner serves, from the same saved inputs it read.
-            if filter { try echoInputs(saved) }
-        } catch {
-            let failure = Failure(error)
-            XPB.printError("xpb: \(failure.message)\n")
-            status = failure.status.rawValue
-        }
-        fflush(nil)
-        _exit(status)
+        // The connection is the child's now: this process lets go of its descriptors with nothing
+        // sent, and keeps the backend to its end (a close would send a request on the child's
+        // connection). It may go on: a stand-in runs more steps after a copy (xsel -x copies twice).
+        backend.leaveToChild()
+        _ = Unmanaged.passRetained(backend as AnyObject)
+        if errorFD >= 0 { Glibc.close(errorFD) }
+        defer { saved.forEach { Glibc.close($0.fd) } }
+        // --filter: what the owner serves, from the same saved inputs it read.
+        if filter { try echoInputs(saved) }
+        return true
     }
 
     /// The forked owner of ``ownThenFork()``: the signal hand-off, the backend's thread, then
@@ -289,8 +288,28 @@ extension CopyCommand {
         try inputs.forEach { input in try echoInput(input, savedFD: saved.first { $0.input == input }?.fd) }
     }
 
+    /// A descriptor and the file it is open on: a number closed and given again to another
+    /// file (a stand-in's writer thread closes its pipe while the copy connects) is told apart.
+    struct OpenDescriptor: Equatable {
+        let fd: Int32
+        let device: UInt
+        let inode: UInt
+
+        /// `fd` as it is now; nil when it is closed.
+        init?(_ fd: Int32) {
+            var status = stat()
+            guard fstat(fd, &status) == 0 else { return nil }
+            self.fd = fd
+            device = UInt(status.st_dev)
+            inode = UInt(status.st_ino)
+        }
+
+        /// Whether the number still holds the same file.
+        var isStillOpen: Bool { OpenDescriptor(fd) == self }
+    }
+
     /// The descriptors open in this process.
-    static func openDescriptors() -> [Int32] {
+    static func openDescriptors() -> [OpenDescriptor] {
         guard let directory = opendir("/proc/self/fd") else { return [] }
         var listed: [Int32] = []
         while let entry = readdir(directory) {
@@ -299,7 +318,7 @@ extension CopyCommand {
         }
         closedir(directory)
         // The listing's own descriptor is closed now.
-        return listed.filter { fcntl($0, F_GETFD) != -1 }
+        return listed.compactMap(OpenDescriptor.init)
     }
 
     /// `--filter` in the foreground: the items' bytes, in order, to standard output.
@@ -361,6 +380,7 @@ extension CopyCommand {
 /// (``CopyCommand/ownThenFork()``).
 protocol InlineOwningBackend: OwningPasteboardBackend {
     func startThread() throws
+    func leaveToChild()
 }
 
 extension X11PasteboardBackend: InlineOwningBackend {}

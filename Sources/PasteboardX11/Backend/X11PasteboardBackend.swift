@@ -149,6 +149,19 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// connection, and the copy returns as soon as the selection is owned).
     package func startThread() throws {
         try connection.startThread()
+        // The window names the process that made it (_NET_WM_PID, what owner look-ups use where
+        // the server cannot say): after a fork, this one.
+        _ = connection.submit { session in
+            session.wire.writeLongs(session.wire.window, session.wire.known[.netWMPID], type: .cardinal, [UInt(getpid())], onError: { _ in })
+        }
+    }
+
+    /// In the parent, after a fork whose child took the connection over (``startThread()``):
+    /// this process's descriptors of it are closed with nothing sent, and the backend may not
+    /// be used again. The caller must keep the backend alive to the end of the process (its
+    /// deinit would close the connection, which is the child's).
+    package func leaveToChild() {
+        connection.leaveToChild()
     }
 
     /// Hands the clipboard to a clipboard manager and closes the connection (``close(handOff:)``).

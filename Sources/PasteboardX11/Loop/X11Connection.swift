@@ -153,6 +153,22 @@ final class X11Connection: Sendable {
         }
     }
 
+    /// Inline, after a fork that gave the connection to the child (``startThread()`` there):
+    /// this process lets go of it without a word to the server. Nothing is sent, no job is taken
+    /// from now on, and this process's descriptors of it (the socket, the wake-up pipe) are
+    /// closed: the child's stay open. The connection must never be used here again, nor closed
+    /// (its owner keeps it: XCloseDisplay would send a request on the child's connection).
+    func leaveToChild() {
+        guard runsInline.load(ordering: .acquiring) else { return }
+        queue.withLock { queue in
+            queue.lifecycle = .stopped(.connectionLost)
+            queue.jobs.removeAll()
+        }
+        Glibc.close(XConnectionNumber(session.value.wire.display))
+        Glibc.close(wakeRead)
+        Glibc.close(wakeWrite)
+    }
+
     /// Whether the calling thread is the X thread.
     var isOnXThread: Bool {
         threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
