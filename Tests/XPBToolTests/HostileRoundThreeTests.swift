@@ -150,6 +150,9 @@ struct HostileRoundThreeTests {
         try daemon.waitForLog("kept CLIPBOARD")
         owner.stop()
         try daemon.waitForLog("went away; serving its")
+        // The copy is written to the history once its owner is gone (its sealed payload's
+        // buffers): measured from after that, or a loaded run counts the write as conversions'.
+        try daemon.waitForLog("written to the history")
         let before = try #require(residentMemory(daemon.peer.pid))
         var sizes: [Int] = []
         for name in spellings {
