@@ -102,13 +102,8 @@ fi
 # hyperfine subtracts the shell's own start. Each copy leaves a background owner, which the next
 # copy replaces (and which then exits).
 echo "bench: 1c copy 13 bytes, and copy then paste"
-before_copy=() before_pair=()
-if [ -n "${XPB_BENCH_BEFORE:-}" ]; then
-    cp "$XPB_BENCH_BEFORE" "$work/xpb-before"
-    before="$work/xpb-before"
-    before_copy=(-n "xpb copy (before)" "$before copy $work/small")
-    before_pair=(-n "xpb copy, xpb paste (before)" "$before copy $work/small && $before paste > /dev/null")
-fi
+. "$here/before.sh"
+before_rows "$work" "$work/small"
 for round in 1 2 3 4 5; do
     hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copy13.$round.json" --style basic \
         -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small" \

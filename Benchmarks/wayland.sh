@@ -69,13 +69,8 @@ done
 # itself, through sh as scripts run them (hyperfine subtracts the shell's start). wl-copy names its
 # type: without -t it runs xdg-mime to guess one (about 50 ms).
 echo "bench: 1b copy 13 bytes, and copy then paste"
-before_copy=() before_pair=()
-if [ -n "${XPB_BENCH_BEFORE:-}" ]; then
-    cp "$XPB_BENCH_BEFORE" "$work/xpb-before"
-    before="$work/xpb-before"
-    before_copy=(-n "xpb copy (before)" "$before copy $work/small")
-    before_pair=(-n "xpb copy, xpb paste (before)" "$before copy $work/small && $before paste > /dev/null")
-fi
+. "$here/before.sh"
+before_rows "$work" "$work/small"
 for round in 1 2 3; do
     hyperfine --warmup 5 --runs "$runs" --export-json "$results/copy13.$round.json" --style basic \
         -n "xpb copy" "$xpb copy $work/small" -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" "${before_copy[@]}" >/dev/null

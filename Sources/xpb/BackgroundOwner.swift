@@ -192,11 +192,7 @@ extension CopyCommand {
         guard selection.host != .daemon, !append, expire == nil, !sensitive, clinux_thread_count() == 1 else { return false }
         // The owner's standard error, opened before anything is owned: a log that cannot be
         // written fails the copy with nothing changed.
-        let errorFD: Int32 = try log.map { log throws -> Int32 in
-            let fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
-            return fd
-        } ?? -1
+        let errorFD = try Detach.openLog(log)
         // Back to detach()'s way: what was opened for this one is closed (the saved inputs are
         // detach()'s, read once).
         let release = {
@@ -227,18 +223,7 @@ extension CopyCommand {
         // closed since (there is none now) may have been given to this copy's connection.
         let closing = inherited.filter(\.isStillOpen).map(\.fd)
         let pid = closing.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb") }
-        if pid == 0 {
-            // The owner, on a thread born here (``clinux_run_on_thread`` says why not this one).
-            let body = Unmanaged.passRetained(ForkedOwner {
-                XPB.status { try owner.serveForked(owned, on: backend) }
-            }).toOpaque()
-            _ = clinux_run_on_thread({ context in
-                let owner = Unmanaged<ForkedOwner>.fromOpaque(context!).takeRetainedValue()
-                exit(owner.run())
-            }, body)
-            XPB.printError("xpb: cannot start the background owner's thread: \(String(cString: strerror(errno)))\n")
-            _exit(127)
-        }
+        if pid == 0 { Detach.continueForked { XPB.status { try owner.serveForked(owned, on: backend) } } }
         guard pid > 0 else {
             let reason = String(cString: strerror(errno))
             backend.close(handOff: false)
@@ -466,26 +451,34 @@ enum Detach {
     /// xpb, holds none of the caller's descriptors, and is reaped by init once this process exits.
     static func startOwner(arguments: [String], fds: [Int32], log: String?, forked: @escaping () -> Int32) throws -> pid_t {
         guard clinux_thread_count() == 1 else { return try spawn(arguments: arguments, fds: fds, log: log) }
-        var errorFD: Int32 = -1
-        if let log {
-            errorFD = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            guard errorFD >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
-        }
+        let errorFD = try openLog(log)
         defer { if errorFD >= 0 { Glibc.close(errorFD) } }
         let pid = fds.withUnsafeBufferPointer { clinux_fork_detached($0.baseAddress, Int32($0.count), errorFD, "xpb") }
-        if pid == 0 {
-            // The owner: what the spawned program would run, from here, on a thread born in this
-            // process (``clinux_run_on_thread`` says why not on this one).
-            let body = Unmanaged.passRetained(ForkedOwner(run: forked)).toOpaque()
-            _ = clinux_run_on_thread({ context in
-                let owner = Unmanaged<ForkedOwner>.fromOpaque(context!).takeRetainedValue()
-                exit(owner.run())
-            }, body)
-            XPB.printError("xpb: cannot start the background owner's thread: \(String(cString: strerror(errno)))\n")
-            _exit(127)
-        }
+        // The owner: what the spawned program would run, from here.
+        if pid == 0 { continueForked(forked) }
         guard pid > 0 else { throw Failure("cannot start the background owner: \(String(cString: strerror(errno)))") }
         return pid
+    }
+
+    /// In a forked child: runs `run` on a thread born in this process (``clinux_run_on_thread``
+    /// says why not on this one) and exits with its status.
+    static func continueForked(_ run: @escaping () -> Int32) -> Never {
+        let body = Unmanaged.passRetained(ForkedOwner(run: run)).toOpaque()
+        _ = clinux_run_on_thread({ context in
+            let owner = Unmanaged<ForkedOwner>.fromOpaque(context!).takeRetainedValue()
+            exit(owner.run())
+        }, body)
+        XPB.printError("xpb: cannot start the background owner's thread: \(String(cString: strerror(errno)))\n")
+        _exit(127)
+    }
+
+    /// The background owner's standard error: `log` opened for appending (mode 600), or -1
+    /// without one.
+    static func openLog(_ log: String?) throws -> Int32 {
+        guard let log else { return -1 }
+        let fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure("cannot open the log \(log): \(String(cString: strerror(errno)))") }
+        return fd
     }
 
     /// Runs this program's binary with `arguments` in a new session, standard streams on /dev/null,
