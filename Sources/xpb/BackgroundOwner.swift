@@ -177,9 +177,9 @@ extension CopyCommand {
     }
 
     /// The common copy, in xclip's order: this process connects, takes the selection on its one
-    /// thread (the backend's loop inline), forks, and exits; the child keeps the connection and
-    /// serves. One program start, one connection, and nothing between owning the selection and
-    /// returning but the fork. The child is the same background owner as ``detach()``'s: in a
+    /// thread (the backend's loop inline), forks, lets go of the connection and returns; the
+    /// child keeps the connection and serves. One program start, one connection, and nothing
+    /// between owning the selection and returning but the fork. The child is the same background owner as ``detach()``'s: in a
     /// session of its own, none of the caller's descriptors, standard streams on /dev/null (or
     /// the --log file), named xpb, reaped by init.
     ///
@@ -241,8 +241,8 @@ extension CopyCommand {
         return true
     }
 
-    /// The forked owner of ``ownThenFork()``: the signal hand-off, the backend's thread, then
-    /// serving.
+    /// The forked owner of ``ownThenFork(saved:inherited:)``: the signal hand-off, the
+    /// backend's thread, then serving.
     private func serveForked(_ owned: Owned, on backend: any InlineOwningBackend) throws {
         HandOffOnSignal.install().arm(backend)
         try backend.startThread()
