@@ -366,11 +366,12 @@ static inline void clinux_detached_streams(int error_fd) {
     if (null_fd > 2) close(null_fd);
 }
 
-// A detached child's signals: every action the default, none blocked; and its command name.
-static inline void clinux_detached_signals(const char *name) {
+// A detached child's signals: every action the default, those in `blocked` blocked (none when
+// it is NULL); and its command name.
+static inline void clinux_detached_signals(const char *name, const sigset_t *blocked) {
     sigset_t none;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    sigprocmask(SIG_SETMASK, blocked ? blocked : &none, NULL);
     for (int number = 1; number < NSIG; number++) {
         if (number != SIGKILL && number != SIGSTOP) signal(number, SIG_DFL);
     }
@@ -400,7 +401,7 @@ static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd
     if (syscall(SYS_close_range, (unsigned)(highest + 1), ~0U, 0) != 0) {
         for (int fd = highest + 1; fd < 65536; fd++) close(fd);
     }
-    clinux_detached_signals(name);
+    clinux_detached_signals(name, NULL);
     return 0;
 }
 
@@ -408,9 +409,10 @@ static inline pid_t clinux_fork_detached(const int *fds, int count, int error_fd
 // holds (`xpb copy` after it owns the selection: its X connection stays open in the child): a
 // session of its own, standard input and output on /dev/null, standard error on `error_fd` (or
 // /dev/null when it is -1), the descriptors in `closing` (the caller's, inherited at the start)
-// closed, every signal's action the default and none blocked, and the command name `name`.
+// closed, every signal's action the default and those in `blocked` blocked (a signal sent before
+// the child takes them waits for it), and the command name `name`.
 // Returns 0 in the child, the child's pid in the parent, -1 (errno) when it failed.
-static inline pid_t clinux_fork_keeping(const int *closing, int count, int error_fd, const char *name) {
+static inline pid_t clinux_fork_keeping(const int *closing, int count, int error_fd, const char *name, const sigset_t *blocked) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid != 0) return pid;
@@ -420,7 +422,7 @@ static inline pid_t clinux_fork_keeping(const int *closing, int count, int error
     for (int i = 0; i < count; i++) {
         if (closing[i] > 2) close(closing[i]);
     }
-    clinux_detached_signals(name);
+    clinux_detached_signals(name, blocked);
     return 0;
 }
 

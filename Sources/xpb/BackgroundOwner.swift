@@ -222,8 +222,16 @@ extension CopyCommand {
         // Those of the caller's descriptors still open on the same files: one that another thread
         // closed since (there is none now) may have been given to this copy's connection.
         let closing = inherited.filter(\.isStillOpen).map(\.fd)
-        let pid = closing.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb") }
+        // The owner holds a copy the moment this process returns: a SIGTERM sent right after (a
+        // script's `kill`, a session's end) must hand it off, not kill it before the owner takes
+        // its signals. They are blocked from before the fork; the child's signal thread takes any
+        // that came meanwhile. This process's mask is restored after the fork.
+        var handedOff = HandOffOnSignal.set
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &handedOff, &previous)
+        let pid = closing.withUnsafeBufferPointer { clinux_fork_keeping($0.baseAddress, Int32($0.count), errorFD, "xpb", &handedOff) }
         if pid == 0 { Detach.continueForked { XPB.status { try owner.serveForked(owned, on: backend) } } }
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
         guard pid > 0 else {
             let reason = String(cString: strerror(errno))
             backend.close(handOff: false)
@@ -244,8 +252,11 @@ extension CopyCommand {
     /// The forked owner of ``ownThenFork(saved:inherited:)``: the signal hand-off, the
     /// backend's thread, then serving.
     private func serveForked(_ owned: Owned, on backend: any InlineOwningBackend) throws {
-        HandOffOnSignal.install().arm(backend)
+        // The hand-off signals are blocked since the fork (every thread made here inherits it):
+        // one sent meanwhile waits for the signal thread, which starts armed, once the backend
+        // serves from a thread of its own (a hand-off needs it).
         try backend.startThread()
+        HandOffOnSignal.install(arming: backend)
         try keepServing(owned, on: backend)
     }
 
@@ -388,8 +399,11 @@ final class HandOffOnSignal: Sendable {
     private init() {}
 
     /// Blocks the signals and starts the thread that takes them.
-    static func install() -> HandOffOnSignal {
+    /// `arming`: the owner a signal hands off, set before the thread that takes them starts.
+    @discardableResult
+    static func install(arming owner: (any OwningPasteboardBackend)? = nil) -> HandOffOnSignal {
         let handOff = HandOffOnSignal()
+        if let owner { handOff.arm(owner) }
         var set = Self.set
         pthread_sigmask(SIG_BLOCK, &set, nil)
         do {
@@ -401,7 +415,8 @@ final class HandOffOnSignal: Sendable {
         return handOff
     }
 
-    private static var set: sigset_t {
+    /// The signals handed off, as a set.
+    static var set: sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
         for number in signals { sigaddset(&set, number) }
