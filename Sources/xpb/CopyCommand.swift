@@ -256,8 +256,7 @@ struct CopyCommand: Command {
     /// The background owner outlives whoever started it: it must not hold any descriptor it
     /// inherited by accident (a pipe of the caller's caller would keep `$(…)` waiting forever).
     private func closeInheritedDescriptors(keeping kept: [Int32]) {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
-        for fd in entries.compactMap({ Int32($0) }) where fd > 2 && !kept.contains(fd) {
+        for fd in Self.openDescriptors().map(\.fd) where fd > 2 && !kept.contains(fd) {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var status = stat()
             // Pipes and sockets only: leave the runtime's own files (if any) alone.
