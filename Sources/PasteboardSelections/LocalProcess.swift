@@ -194,22 +194,38 @@ package enum LocalProcess {
     /// The process that reads the pipe we write to through `fd`: the other process that holds
     /// it (its read end has the same inode). A Wayland reader makes the pipe and hands its write
     /// end over, through the compositor, to the source. The compositor (`passer`) may still hold
-    /// its copy of the descriptor it passed on: it is the reader only when nobody else holds the
-    /// pipe (its own bridge reading for X). Nil when none is found: another user's process (its
-    /// descriptors are not ours to see), or a reader that closed its end. When several hold it
-    /// (a reader's children inherit it), the first found. Looked for twice: a reader may hand its
-    /// end to a child made after the first look listed the processes, and close its own (wl-paste
-    /// runs cat to read).
+    /// its copy of the descriptor it passed on (it closes it after the send, later when it is
+    /// descheduled in between): it is the reader only when it still holds the pipe, and nobody
+    /// else does, after it has had time to let go (its own bridge reading for X). A reader may
+    /// also be missed by one look: it hands its end to a child made after the look listed the
+    /// processes, and closes its own (wl-paste runs cat to read). So a look that finds no reader
+    /// is taken again, at once, then after 1, 2, 4 and 8 ms. Nil when none is found: another
+    /// user's process (its descriptors are not ours to see), or a reader that closed its end.
+    /// When several hold it (a reader's children inherit it), the first found.
     package static func readerOfPipe(_ fd: Int32, passedBy passer: Int? = nil) -> Int? {
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else { return nil }
         let link = "pipe:[\(info.st_ino)]"
-        return holder(of: link, passedBy: passer) ?? holder(of: link, passedBy: passer)
+        var passerHolds = false
+        for look in 0..<6 {
+            if look > 1 { usleep(1000 << UInt32(look - 2)) }
+            switch holder(of: link, passedBy: passer) {
+            case let .reader(pid): return pid
+            case .passerOnly: passerHolds = true
+            case .nobody: passerHolds = false
+            }
+        }
+        return passerHolds ? passer : nil
     }
 
-    /// The process other than this one that holds `link` (a descriptor's link target), else the
-    /// passer if it alone does.
-    private static func holder(of link: String, passedBy passer: Int?) -> Int? {
+    /// Who holds a pipe in one look at every process's descriptors.
+    private enum Holder {
+        case reader(Int), passerOnly, nobody
+    }
+
+    /// The process other than this one and the passer that holds `link` (a descriptor's link
+    /// target), else whether the passer does.
+    private static func holder(of link: String, passedBy passer: Int?) -> Holder {
         let me = Int(getpid())
         var passerHolds = false
         var reader: Int?
@@ -222,7 +238,8 @@ package enum LocalProcess {
             reader = process
             return .stop
         }
-        return reader ?? (passerHolds ? passer : nil)
+        if let reader { return .reader(reader) }
+        return passerHolds ? .passerOnly : .nobody
     }
 
     /// What a look at a descriptor says next.
