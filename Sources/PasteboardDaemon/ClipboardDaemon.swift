@@ -68,7 +68,12 @@ package final class ClipboardDaemon: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.host = host
-        store = try history ?? HistoryLock(History(disk: Self.openHistory(configuration, logger: logger), logger: logger))
+        if let history {
+            store = history
+        } else {
+            let opened = try Self.openHistory(configuration, logger: logger)
+            store = try HistoryLock(History(disk: opened.store, logger: logger), awaitsKeyring: opened.awaitsKeyring)
+        }
         socketPath = configuration.socketPath ?? host.defaultSocketPath
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
@@ -83,8 +88,9 @@ package final class ClipboardDaemon: Sendable {
     ///
     /// Sealed at rest (the default), the key comes from the keyring or the key file
     /// (``HistoryKeyring``); a keyring that is locked, or a history sealed with another key, keeps
-    /// the history in memory for this run, the file left as it is.
-    static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> HistoryStore {
+    /// the history in memory, the file left as it is: for this run, or, where the keyring is
+    /// locked (`awaitsKeyring`), until it unlocks (``awaitKeyring()``).
+    static func openHistory(_ configuration: DaemonConfiguration, logger: Logger) throws -> (store: HistoryStore, awaitsKeyring: Bool) {
         let store: HistoryStore
         let inMemory = { () throws -> HistoryStore in
             try HistoryStore(inMemoryFor: configuration.stateDirectory, maxEntries: configuration.maxEntries,
@@ -99,11 +105,16 @@ package final class ClipboardDaemon: Sendable {
             switch HistoryKeyring.obtain(keyFile: configuration.historyKeyFile, logger: logger) {
             case let .keys(found):
                 seals = found
-            case let .locked(why), let .unavailable(why):
-                logger.warning("\(why): the history in \(databasePath) is left as it is, and this run keeps its history in memory until xpbd stops (unlock the keyring, then restart xpbd)")
+            case let .locked(why):
+                logger.warning("\(why): the history in \(databasePath) is left as it is, and copies are kept in memory until the keyring is unlocked; they are written to it then")
                 store = try inMemory()
                 store.thumbnails = ThumbnailCache.forUser(sealed: true)
-                return store
+                return (store, true)
+            case let .unavailable(why):
+                logger.warning("\(why): the history in \(databasePath) is left as it is, and this run keeps its history in memory until xpbd stops")
+                store = try inMemory()
+                store.thumbnails = ThumbnailCache.forUser(sealed: true)
+                return (store, false)
             }
         }
         do {
@@ -118,7 +129,7 @@ package final class ClipboardDaemon: Sendable {
         }
         let sealed = store.isInMemory ? configuration.sealsHistory : store.seal != nil
         store.thumbnails = ThumbnailCache.forUser(sealed: sealed)
-        return store
+        return (store, false)
     }
 
     // MARK: Lifecycle
@@ -133,6 +144,7 @@ package final class ClipboardDaemon: Sendable {
         // Queued before the control socket answers: a reader's wait for the writes handed in
         // waits for the first turn (caps a little over are met by it).
         beginHistoryUpkeep()
+        if store.beginKeyringWait() { awaitKeyring() }
         let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, channel in
             guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
             self.touch()

@@ -88,6 +88,12 @@ struct SealedHistoryToolTests {
                          ["['/org/freedesktop/secrets/collection/login']"])
         }
 
+        /// Unlocks the login keyring with its password, as a login does (no prompt).
+        func unlock(_ x: Xvfb) throws {
+            let outcome = try toolkitPeer("keyring_unlock.py", ["a test password"], display: x, environment: environment).finish(timeout: 20)
+            guard outcome.status == 0 else { throw TestFailure("keyring_unlock.py: \(outcome.error)") }
+        }
+
         deinit { daemon.stop() }
     }
 
@@ -201,6 +207,43 @@ struct SealedHistoryToolTests {
             try daemon.stop()
         }
         #expect(FileManager.default.contents(atPath: path) == sealed)
+    }
+
+    @Test("a keyring locked at xpbd's start is waited for: once it unlocks, the copies kept in memory meanwhile are written to the history, later copies go to it too, and a restart lists them all")
+    func lockedKeyringWaitedFor() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let keyring = try Keyring(x, home)
+        let previews = { try history(x, home).compactMap { $0["preview"] as? String } }
+        do {
+            let daemon = try DaemonProcess(x, home: home, arguments: ["--no-dbus-klipper"], environment: keyring.environment)
+            #expect(try xpb(["copy"], x, home, input: Data("before the lock".utf8)).status == 0)
+            try waitForEntries(1, x, home, daemon: daemon)
+            try daemon.stop()
+        }
+        try keyring.lock(x)
+        do {
+            let daemon = try DaemonProcess(x, home: home, arguments: ["--no-dbus-klipper"], environment: keyring.environment)
+            defer { _ = try? daemon.stop() }
+            #expect(daemon.log.contains("the keyring holding the history's key is locked"), "\(daemon.log)")
+            // Two copies: the first is in the history kept in memory once the second replaces
+            // it; the second is still held where its app could take it back.
+            #expect(try xpb(["copy"], x, home, input: Data("while locked 1".utf8)).status == 0)
+            try waitForEntries(1, x, home, daemon: daemon)
+            #expect(try xpb(["copy"], x, home, input: Data("while locked 2".utf8)).status == 0)
+            try waitForEntries(2, x, home, daemon: daemon)
+            #expect(try previews() == ["while locked 2", "while locked 1"], "the history on disk is not open yet")
+            try keyring.unlock(x)
+            try daemon.waitForLog("the keyring is unlocked: the history in", timeout: 20)
+            #expect(daemon.log.contains("copies kept in memory meanwhile, now written to it: 1"), "\(daemon.log)")
+            #expect(try previews() == ["while locked 2", "while locked 1", "before the lock"], "\(daemon.log)")
+            #expect(try xpb(["copy"], x, home, input: Data("after the unlock".utf8)).status == 0)
+            try waitForEntries(4, x, home, daemon: daemon)
+            try daemon.stop()
+        }
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--no-dbus-klipper"], environment: keyring.environment)
+        defer { _ = try? daemon.stop() }
+        #expect(try previews() == ["after the unlock", "while locked 2", "while locked 1", "before the lock"], "\(daemon.log)")
     }
 
     @Test("a key file from a session without a keyring moves into the keyring once one answers; the history opens with it")

@@ -18,10 +18,22 @@ package final class HistoryLock: Sendable {
     /// Whether the file's check after the open (``ClipboardDaemon/beginHistoryUpkeep()``) has
     /// begun: the two sides of a bridge share the history, and one check is enough.
     private let checked = Mutex(false)
+    /// Whether the history is kept in memory until the keyring holding its key unlocks, and no
+    /// daemon waits for that yet (the two sides of a bridge share the history: one waits).
+    private let keyringWait: Mutex<Bool>
 
-    init(_ history: sending History) {
+    init(_ history: sending History, awaitsKeyring: Bool = false) {
         self.history = Mutex(history)
+        keyringWait = Mutex(awaitsKeyring)
         writes.setSpecific(key: Self.writesKey, value: true)
+    }
+
+    /// True once where the history awaits the keyring: the caller waits for it.
+    func beginKeyringWait() -> Bool {
+        keyringWait.withLock { waits in
+            defer { waits = false }
+            return waits
+        }
     }
 
     /// True the first time it is asked, false after: the caller checks the file.
@@ -53,7 +65,8 @@ package final class HistoryLock: Sendable {
 /// (``renamed``). Indexes are places in the merged listing: each held entry stands after the
 /// disk's entries used later than it.
 package final class History {
-    let disk: HistoryStore
+    /// The history on disk, or in memory where the disk cannot be used (until ``adopt(_:)``).
+    private(set) var disk: HistoryStore
     private let held: HistoryStore
     /// Held ids and the disk ids they were written as, the newest last (a few hundred kept).
     private var renamed: [(held: Int64, disk: Int64)] = []
@@ -74,6 +87,16 @@ package final class History {
     var maxBytes: Int {
         get { disk.maxBytes }
         set { disk.maxBytes = newValue }
+    }
+
+    /// Takes `opened` as the history on disk in place of the one kept in memory (the keyring
+    /// holding its key was locked at start, and is open now): the entries kept meanwhile are
+    /// written into it first, as they were (``HistoryStore/moveEntries(into:)``). Returns how many.
+    func adopt(_ opened: HistoryStore) throws -> Int {
+        let moved = try disk.moveEntries(into: opened)
+        opened.thumbnails = opened.thumbnails ?? disk.thumbnails
+        disk = opened
+        return moved
     }
 
     // MARK: Writing

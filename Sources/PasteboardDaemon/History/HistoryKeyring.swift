@@ -1,5 +1,6 @@
 import CDBus
 import CDBusGlue
+import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
@@ -63,6 +64,48 @@ package enum HistoryKeyring {
             if let fromFile { return .keys([fromFile]) }
             return makeKeyFile(keyFile, logger: logger)
         }
+    }
+
+    /// How long a wait for the keyring sleeps between two looks when no signal comes (a
+    /// Secret Service that says nothing when it unlocks is still looked at, once a minute).
+    static let unlockLook: Int32 = 60_000
+
+    /// Waits, blocking, for the keyring that holds the history's key to unlock: woken by the
+    /// Secret Service's signals (a collection changed: gnome-keyring says so when it unlocks),
+    /// and looking once a minute besides. Returns the keys (as ``obtain(keyFile:logger:)`` gives
+    /// them), or nil when the wait ends with none: `stopping` says so, the keyring went away, or
+    /// no key can be had from it.
+    package static func waitForUnlock(keyFile: String, logger: Logger, stopping: () -> Bool) -> [HistorySeal]? {
+        guard let keyring = SecretService(), keyring.watchChanges() else {
+            logger.notice("the keyring (Secret Service) cannot be watched: this run keeps its history in memory until xpbd stops")
+            return nil
+        }
+        while !stopping() {
+            // Signals before this look are spent: a change after it stays queued for the wait.
+            keyring.dropSignals()
+            switch keyring.lookUp() {
+            case .locked:
+                break
+            case .found, .missing:
+                switch obtain(keyFile: keyFile, logger: logger) {
+                case let .keys(seals): return seals
+                case .locked: break
+                case let .unavailable(why):
+                    logger.warning("the keyring is unlocked, but \(why): this run keeps its history in memory until xpbd stops")
+                    return nil
+                }
+            case let .failed(why):
+                guard keyring.isServed else {
+                    logger.notice("the keyring (Secret Service) went away (\(why)): this run keeps its history in memory until xpbd stops")
+                    return nil
+                }
+            }
+            guard keyring.waitForSignal(milliseconds: unlockLook) else {
+                logger.notice("the session bus went away: this run keeps its history in memory until xpbd stops")
+                return nil
+            }
+        }
+        return nil
     }
 
     /// The key in `path`, nil when there is none (or it is unusable, said in a warning).
@@ -137,6 +180,46 @@ final class SecretService {
     deinit {
         dbus_connection_close(connection)
         dbus_connection_unref(connection)
+    }
+
+    /// Whether the Secret Service's name has an owner.
+    var isServed: Bool { dbus_bus_name_has_owner(connection, Self.name, nil) != 0 }
+
+    /// Asks the bus for the Secret Service's signals (a collection made, changed, removed) and
+    /// for its name's changes of owner, for ``waitForSignal(milliseconds:)``; false when the bus
+    /// refuses.
+    func watchChanges() -> Bool {
+        var error = DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        for rule in ["type='signal',interface='org.freedesktop.Secret.Service'",
+                     "type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.name)'"] {
+            dbus_bus_add_match(connection, rule, &error)
+            if dbus_error_is_set(&error) != 0 { return false }
+        }
+        return true
+    }
+
+    /// Drops what the connection received and nobody asked for (signals).
+    func dropSignals() {
+        _ = dbus_connection_read_write(connection, 0)
+        while let message = dbus_connection_pop_message(connection) { dbus_message_unref(message) }
+    }
+
+    /// Waits at most `milliseconds` for a signal; false when the connection to the bus is lost.
+    func waitForSignal(milliseconds: Int32) -> Bool {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
+        while true {
+            if let message = dbus_connection_pop_message(connection) {
+                let isSignal = dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_SIGNAL
+                dbus_message_unref(message)
+                if isSignal { return true }
+                continue
+            }
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return true }
+            guard dbus_connection_read_write(connection, Int32(min(UInt64(Int32.max), (deadline - now) / 1_000_000 + 1))) != 0 else { return false }
+        }
     }
 
     private func activatable() -> Bool {

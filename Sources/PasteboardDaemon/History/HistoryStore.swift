@@ -374,6 +374,26 @@ final class HistoryStore {
         try recovering { try EntryPastes.add(record, to: id, in: database) }
     }
 
+    /// Writes this history's entries, the oldest first, into `other`, each as it was: when it was
+    /// last used, whether it is pinned, its pastes (a history kept in memory while the keyring
+    /// was locked, moved into the disk's once it opens). The expired ones are left. Returns how
+    /// many were written.
+    func moveEntries(into other: HistoryStore) throws -> Int {
+        var moved = 0
+        let rows = try recovering { try database.query("SELECT id, display, used, pinned FROM entries ORDER BY used, id") }
+        for row in rows {
+            guard let id = row[0].integer, let snapshot = try snapshot(entry: id) else { continue }
+            let written = try other.add(snapshot, display: row[1].text ?? "")
+            try other.recovering {
+                try other.database.query("UPDATE entries SET used = max(used, ?), pinned = max(pinned, ?) WHERE id = ?",
+                                         [.real(row[2].real ?? 0), .integer(row[3].integer ?? 0), .integer(written)])
+            }
+            for paste in try pastes(of: id).reversed() { try other.addPaste(paste, to: written) }
+            moved += 1
+        }
+        return moved
+    }
+
     /// The pastes of entry `id`, newest first.
     func pastes(of id: Int64) throws -> [PasteRecord] {
         try recovering { try EntryPastes.of("id = ?", [.integer(id)], in: database)[id] ?? [] }
