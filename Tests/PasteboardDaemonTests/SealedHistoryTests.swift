@@ -2,6 +2,7 @@ import CHistorySeal
 import Foundation
 import Logging
 import PasteboardKit
+import PasteboardWire
 import Testing
 @testable import PasteboardDaemon
 
@@ -300,4 +301,38 @@ struct SealedHistoryTests {
         #expect(pread(holder, &bytes, size, 0) == size && bytes.allSatisfy { $0 == 0 }, "the plain log was overwritten")
         withExtendedLifetime(plain) {}
     }
+
+    @Test("the copies kept in memory while the keyring was locked move into the sealed history once it opens: oldest first, with their times, pins, pastes and large payloads; an expired one stays out; the same content already on disk is not repeated")
+    func memoryEntriesMoveIn() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let disk = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [seal(3)], logger: logger)
+        try disk.add(snapshot("on disk before"), display: ":1")
+        try disk.add(snapshot("copied again"), display: ":1")
+        let memory = try HistoryStore(inMemoryFor: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger)
+        let page = largePayload("movecanary")
+        let first = try memory.add(snapshot("kept meanwhile 1", payload: page), display: ":1")
+        try memory.touch(first, at: 1_000)
+        let second = try memory.add(snapshot("kept meanwhile 2"), display: ":1")
+        try memory.touch(second, at: 2_000)
+        #expect(try memory.pin(index: 0, true))
+        let pasted = PasteRecord(time: Date(timeIntervalSince1970: 1_500), app: "firefox", pid: 9)
+        try memory.addPaste(pasted, to: first)
+        var expiring = snapshot("expired meanwhile")
+        expiring.expires = Date(timeIntervalSinceNow: -1)
+        try memory.add(expiring, display: ":1")
+        let again = try memory.add(snapshot("copied again"), display: ":1")
+        try memory.touch(again, at: 3_000)
+
+        #expect(try memory.moveEntries(into: disk) == 3)
+        let listed = try disk.summaries()
+        #expect(listed.map(\.preview) == ["on disk before", "copied again", "kept meanwhile 2", "kept meanwhile 1"])
+        let moved2 = try #require(listed.first { $0.preview == "kept meanwhile 2" })
+        #expect(moved2.pinned == true && moved2.time == Date(timeIntervalSince1970: 2_000))
+        let moved1 = try #require(listed.first { $0.preview == "kept meanwhile 1" })
+        #expect(moved1.pastes == [pasted] && moved1.pinned != true)
+        #expect(try disk.snapshot(at: 3)?.targets.last?.data == page)
+        #expect(files(under: directory, holding: "movecanary").isEmpty, "the moved payload is sealed too")
+    }
+
 }
