@@ -17,11 +17,11 @@ enum EntryPastes {
             """, [.integer(entry), .integer(Int64(PasteRecord.maxPerEntry))])
     }
 
-    /// The pastes of the entries `chosen` selects (an SQL condition on `entries`, with its
-    /// bindings; nil: every entry), newest first per entry.
+    /// The pastes of the entries `chosen` selects (an SQL condition on the pastes' `entry`, with
+    /// its bindings; nil: every entry), newest first per entry.
     static func of(_ chosen: String?, _ bindings: [SQLiteValue] = [], in database: SQLiteDatabase) throws(SQLiteError) -> [Int64: [PasteRecord]] {
         let rows = try database.query("""
-            SELECT entry, time, app, pid, unknown FROM pastes\(chosen.map { " WHERE entry IN (SELECT id FROM entries WHERE \($0))" } ?? "")
+            SELECT entry, time, app, pid, unknown FROM pastes\(chosen.map { " WHERE \($0)" } ?? "")
             ORDER BY entry, time DESC, rowid DESC
             """, bindings)
         var pastes: [Int64: [PasteRecord]] = [:]

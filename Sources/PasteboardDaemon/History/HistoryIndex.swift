@@ -134,13 +134,25 @@ enum HistoryIndex {
             ranges.append([.real(key.used), .real(position == 0 ? .infinity : chosen[position - 1].used)])
         }
         let between = try database.integersOnTwo("SELECT count(*) FROM entries INDEXED BY entries_order WHERE used > ?1 AND used <= ?2", each: ranges)
-        let tied = try database.integers("SELECT count(*) FROM entries WHERE used = ? AND id > ?", each: chosen.map { [.real($0.used), .integer($0.id)] })
+        // The entries used at the same time as a match, with a greater id, stand before it: the
+        // ids used at each match's time, asked in one statement a chunk (a statement a match
+        // cost 8 ms of a thousand matches' 40).
+        var atTime: [Double: [Int64]] = [:]
+        let times = Array(Set(chosen.map(\.used)))
+        for start in stride(from: 0, to: times.count, by: 500) {
+            let chunk = times[start..<min(times.count, start + 500)]
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            for row in try database.query("SELECT used, id FROM entries INDEXED BY entries_order WHERE used IN (\(marks))", chunk.map { .real($0) }) {
+                if let used = row[0].real, let id = row[1].integer { atTime[used, default: []].append(id) }
+            }
+        }
         var page: [(id: Int64, place: Int)] = []
         var newer = 0
         for (position, key) in chosen.enumerated() {
             newer += Int(between[position] ?? 0)
             let gone = expired.count { ($0.used, $0.id) > key }
-            page.append((key.id, newer + Int(tied[position] ?? 0) - gone))
+            let tied = atTime[key.used]?.count { $0 > key.id } ?? 0
+            page.append((key.id, newer + tied - gone))
         }
         return page
     }

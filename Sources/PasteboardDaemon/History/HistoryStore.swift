@@ -396,7 +396,7 @@ final class HistoryStore {
 
     /// The pastes of entry `id`, newest first.
     func pastes(of id: Int64) throws -> [PasteRecord] {
-        try recovering { try EntryPastes.of("id = ?", [.integer(id)], in: database)[id] ?? [] }
+        try recovering { try EntryPastes.of("entry = ?", [.integer(id)], in: database)[id] ?? [] }
     }
 
     /// Moves an entry to the top (it became the clipboard again), or marks it used at `time`
@@ -686,19 +686,19 @@ final class HistoryStore {
                 FROM entries WHERE \(chosen) \(order)
                 """, bindings)
             var targets: [Int64: [(name: String, size: Int, digest: String, inline: Bool)]] = [:]
-            // A page or a search reads the targets and pastes of its entries alone.
+            // A page or a search reads the targets and pastes of its entries alone: a search's
+            // by their ids (its page's entries read again to be ordered cost a third of a page of
+            // a million-entry history's matches), a page's as the page's query chooses them.
             let narrowed = paged || page != nil
+            let listed = page.map { HistoryIndex.among($0, column: "entry") } ?? "entry IN (SELECT id FROM entries WHERE \(chosen) \(order))"
             let targetRows = narrowed
-                ? try database.query("""
-                    SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE entry IN (SELECT id FROM entries WHERE \(chosen) \(order))
-                    ORDER BY entry, position
-                    """, bindings)
+                ? try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets WHERE \(listed) ORDER BY entry, position", bindings)
                 : try database.query("SELECT entry, name, size, digest, data IS NOT NULL FROM targets ORDER BY entry, position")
             for row in targetRows {
                 guard let entry = row[0].integer, let name = row[1].text else { continue }
                 targets[entry, default: []].append((name, Int(row[2].integer ?? 0), row[3].text ?? "", row[4].integer == 1))
             }
-            let pastes = try EntryPastes.of(narrowed ? "\(chosen) \(order)" : nil, narrowed ? bindings : [], in: database)
+            let pastes = try EntryPastes.of(narrowed ? listed : nil, narrowed ? bindings : [], in: database)
             var total = matched?.total ?? 0
             if matched == nil, paged {
                 // The totals the triggers keep, less the expired entries not pruned yet (by the expiry's index).
