@@ -41,7 +41,7 @@ extension DisplayHost {
     func capture(_ name: Pasteboard.Name, generation: Int) {
         let selection = SelectionNames.selection(for: name)
         if name == .find, !backend.managerPort.waitForPointerRelease(while: { self.isCurrent(name, generation) }) { return }
-        let owner = try? backend.owner(of: name)
+        let owner = try? backend.accountedOwner(of: name)
         let recorded = state.withLock { $0.owners[name] }
         guard let owner, owner.window != ourWindow, recorded == owner.window else {
             logger.debug("\(selection): its owner changed before the capture began (now \(owner?.window ?? .none), last change \(recorded ?? .none))")

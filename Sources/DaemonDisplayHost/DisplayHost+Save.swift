@@ -12,7 +12,7 @@ extension DisplayHost {
     /// what it offers), take CLIPBOARD with its request's timestamp, then reply.
     func save(listed: [String], time: UInt) {
         let started = Date()
-        guard let owner = try? backend.owner(of: .general), owner.window != ourWindow else {
+        guard let owner = try? backend.accountedOwner(of: .general), owner.window != ourWindow else {
             // Nothing to save, or we hold it already: nothing is lost either way.
             backend.managerPort.answerSave(saved: true)
             return

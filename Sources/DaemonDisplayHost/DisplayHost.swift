@@ -205,12 +205,12 @@ package final class DisplayHost: KeepingHost {
             }
         }
         for name in configuration.capturedSelections {
-            let owner = try? backend.owner(of: name)
-            if let owner, isCompositor(owner.window) {
-                state.withLock { $0.owners[name] = owner.window }
-                compositorTook(name, window: owner.window)
+            let owner = (try? backend.ownerWindow(of: name)).flatMap { $0.isNone ? nil : $0 }
+            if let owner, isCompositor(owner) {
+                state.withLock { $0.owners[name] = owner }
+                compositorTook(name, window: owner)
             } else if let owner {
-                state.withLock { $0.owners[name] = owner.window }
+                state.withLock { $0.owners[name] = owner }
                 schedule(name)
             } else if configuration.restoresAtStart, configuration.keptSelections.contains(name) {
                 captures(name).async { self.restoreLast(name) }
@@ -461,7 +461,7 @@ package final class DisplayHost: KeepingHost {
     /// Serves the newest history entry of a selection nobody owns (at start).
     private func restoreLast(_ name: Pasteboard.Name) {
         let epoch = state.withLock { $0.epochs[name, default: 0] }
-        restoreLast(name, isEmpty: { (try? backend.owner(of: name)) == nil }, serve: { try serve($0, ifUnowned: true, since: epoch) })
+        restoreLast(name, isEmpty: { (try? backend.ownerWindow(of: name))?.isNone ?? true }, serve: { try serve($0, ifUnowned: true, since: epoch) })
     }
 
     // MARK: The compositor's own bridge

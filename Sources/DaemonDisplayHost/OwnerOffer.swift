@@ -52,15 +52,10 @@ struct OwnerOffer: Sendable {
         } catch {
             return unreadable("\(error)")
         }
-        var owner = owner
-        if !owner.candidates.isEmpty {
-            // Several processes hold connections handed down from gone ones, one of them the
-            // owner's: the one that runs to answer a request of ours (asked of the owner itself,
-            // not of what the backend read of it before) is the owner.
-            let before = owner.candidates.map { (pid: $0, timeslices: LocalProcess.timeslices(of: $0)) }
-            _ = try? turn { try backend.managerPort.capture(name, target: "TARGETS", limit: 1 << 16) }
-            if let pid = LocalProcess.ranSince(before) { owner = owner.served(by: pid) }
-        }
+        // Several processes may hold connections handed down from gone ones, one of them the
+        // owner's: the library's rule tells which, with a request of ours in the owner's turn
+        // (asked of the owner itself, not of what the backend read of it before).
+        let owner = owner.resolved { _ = try? turn { try backend.managerPort.capture(name, target: "TARGETS", limit: 1 << 16) } }
         let rule = rules.rule(for: CopyOwner(owner))
         if SecretMarking.isSecret(advertised) || rule == .secret {
             return OwnerOffer(owner: owner, advertised: advertised, sizes: [:], manifest: nil, expires: nil, verdict: .secret)
@@ -179,7 +174,7 @@ final class OwnerOffers: @unchecked Sendable {
 
         // The owner read must be the one asked about (the selection may have moved on).
         var offer: OwnerOffer?
-        if let info = try? backend.owner(of: name), info.window == owner {
+        if let info = try? backend.accountedOwner(of: name), info.window == owner {
             offer = OwnerOffer.read(name, owner: info, backend: backend, gate: gate, turnDeadline: turnDeadline, rules: rules)
         }
         condition.lock()

@@ -37,7 +37,7 @@ final class X11SyncSurface: SyncSurface {
     var ourOwner: UInt { ourWindow.rawValue }
 
     func currentOwner(of name: Pasteboard.Name) -> UInt? {
-        (try? backend.owner(of: name))?.window.rawValue
+        (try? backend.ownerWindow(of: name)).flatMap { $0.isNone ? nil : $0.rawValue }
     }
 
     func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {

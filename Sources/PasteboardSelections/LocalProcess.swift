@@ -103,6 +103,48 @@ package enum LocalProcess {
         return ran.count == 1 ? ran[0].pid : nil
     }
 
+    /// Of `candidates` (the processes that hold connections handed down from gone ones, one of
+    /// them an owner's), the one that serves the owner, or nil when that cannot be told (never a
+    /// guess). `ask` makes a request of the owner itself: the one candidate that ran to answer it
+    /// (``ranSince(_:)``) is the owner's. An owner that lost its selection runs too, as it exits:
+    /// then the candidates get `exitWait` seconds to go, and the one left, if one is, is named.
+    package static func serving(_ candidates: [Int], exitWait: Double, ask: () -> Void) -> Int? {
+        let before = candidates.map { (pid: $0, timeslices: timeslices(of: $0)) }
+        ask()
+        if let pid = ranSince(before) { return pid }
+        let living = waitForExits(candidates.filter(isRunning), leaving: 1, timeout: exitWait)
+        return living.count == 1 ? living[0] : nil
+    }
+
+    /// Waits, at most `timeout` seconds, until no more than `count` of `pids` still run; the ones
+    /// that do. Each process is watched through a pidfd (readable once it has exited), all in one
+    /// `poll`; one that cannot be (a kernel without pidfds) is looked at every 5 ms.
+    package static func waitForExits(_ pids: [Int], leaving count: Int, timeout: Double) -> [Int] {
+        var running = pids.filter(isRunning)
+        guard running.count > count else { return running }
+        var descriptors: [Int: Int32] = [:]
+        for pid in running {
+            let descriptor = clinux_pidfd_open(Int32(pid))
+            if descriptor >= 0 { descriptors[pid] = descriptor }
+        }
+        defer { for descriptor in descriptors.values { close(descriptor) } }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeout * 1e9)
+        while running.count > count {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { break }
+            var watches = running.compactMap { descriptors[$0] }.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            let unwatched = watches.count < running.count
+            let wait = Int32((deadline - now) / 1_000_000) + 1
+            if poll(&watches, nfds_t(watches.count), unwatched ? min(wait, 5) : wait) < 0, errno != EINTR { break }
+            let exited = Set(watches.filter { $0.revents != 0 }.map(\.fd))
+            running = running.filter { pid in
+                if let descriptor = descriptors[pid] { return !exited.contains(descriptor) }
+                return isRunning(pid)
+            }
+        }
+        return running
+    }
+
     /// The processes that hold a connection the server accounts to no process holding it
     /// (``successor(of:display:clientPIDs:)``): `held` is each process's client-side sockets
     /// to the display, `clientPIDs` the server's pid of each client. A process that holds no more

@@ -118,6 +118,46 @@ struct AttributionUnitTests {
         #expect(PasswordTool(calling: Int(getpid()), secretApps: AppRules().secretAppNames) == nil)
     }
 
+    @Test("of several holders, the exiting ones are waited for in one wait; the one left serves, two left tell nothing")
+    func servingHolder() throws {
+        let sleepers = try (0..<2).map { _ in try Process.run(URL(fileURLWithPath: "/bin/sleep"), arguments: ["30"]) }
+        defer { sleepers.forEach { $0.terminate() } }
+        let (a, b) = (Int(sleepers[0].processIdentifier), Int(sleepers[1].processIdentifier))
+        #expect(eventually { [a, b].allSatisfy { (try? String(contentsOfFile: "/proc/\($0)/stat", encoding: .utf8))?.split(separator: " ")[2] == "S" } })
+        // Neither goes: both are left when the wait ends, and nobody is named.
+        #expect(LocalProcess.waitForExits([a, b], leaving: 1, timeout: 0.05).sorted() == [a, b].sorted())
+        #expect(LocalProcess.serving([a, b], exitWait: 0.05, ask: {}) == nil)
+        // One left already: no wait.
+        #expect(LocalProcess.waitForExits([a, 0], leaving: 1, timeout: 30) == [a])
+
+        // A holder that exits during the wait (its input ends): the wait ends then, with the other.
+        func exiting() throws -> (Process, Pipe) {
+            let input = Pipe()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/cat")
+            process.standardInput = input
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            return (process, input)
+        }
+        let (cat, input) = try exiting()
+        let catPID = Int(cat.processIdentifier)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { try? input.fileHandleForWriting.close() }
+        #expect(LocalProcess.waitForExits([a, catPID], leaving: 1, timeout: 30) == [a])
+        cat.waitUntilExit()
+
+        // The owner asked, the one that ran is named; or, none having run, the one left after
+        // the others exit.
+        let me = Int(getpid())
+        #expect(LocalProcess.serving([me, a], exitWait: 0.05, ask: { usleep(20_000) }) == me)
+        let (other, otherInput) = try exiting()
+        #expect(LocalProcess.serving([b, Int(other.processIdentifier)], exitWait: 30, ask: {
+            // It runs to its end, and is gone before the look: only the one left can serve.
+            try? otherInput.fileHandleForWriting.close()
+            other.waitUntilExit()
+        }) == b)
+    }
+
     @Test("a zombie is not a running process; this process is")
     func zombies() {
         #expect(LocalProcess.isRunning(Int(getpid())))

@@ -53,6 +53,18 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
                                   windowInstance: windowInstance, windowClass: windowClass, copiedBy: copiedBy)
     }
 
+    /// The same owner with the process that serves it told apart from the other ``candidates``
+    /// where the rule of ``LocalProcess/serving(_:exitWait:ask:)`` can (`ask` requests something
+    /// of the owner); as it is otherwise.
+    package func resolved(exitWait: Double = candidatesExit, asking ask: () -> Void) -> SelectionOwnerInfo {
+        guard !candidates.isEmpty else { return self }
+        return LocalProcess.serving(candidates, exitWait: exitWait, ask: ask).map(served(by:)) ?? self
+    }
+
+    /// How long the candidates that are exiting get to go, when a request does not tell which
+    /// serves the owner (seconds).
+    package static let candidatesExit = 0.25
+
     /// A name for the application: the executable's, else the window class, else the window's name.
     public var appName: String? { executableName ?? windowClass ?? name }
 

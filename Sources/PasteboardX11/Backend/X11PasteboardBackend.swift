@@ -220,29 +220,20 @@ public final class X11PasteboardBackend: PasteboardBackend {
     ///
     /// Where several processes hold connections handed down from gone ones (an xclip that forked
     /// after it connected, an `xpb copy` owner forked after it took its selection and still
-    /// exiting after it lost it), one of them the owner's: the owner is asked for its targets,
-    /// and the one candidate that ran to answer (``LocalProcess/ranSince(_:)``) is named. An
-    /// owner that lost its selection runs too, as it exits: the candidates are then given
-    /// ``candidatesExit`` to go, and the one left, if one is, is named. More than one: no process
-    /// is named, never a guess.
+    /// exiting after it lost it), one of them the owner's, the owner is asked for its targets to
+    /// tell which (``SelectionOwnerInfo/resolved(exitWait:asking:)``). No process is named
+    /// where that cannot be told: never a guess.
     public func owner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
-        if let reason = connection.stopReason { throw reason }
-        guard let info = try attribution.ownerInfo(ofSelection: Self.selectionName(for: name)) else { return nil }
-        guard !info.candidates.isEmpty else { return info }
-        let before = info.candidates.map { (pid: $0, timeslices: LocalProcess.timeslices(of: $0)) }
-        _ = try? targets(of: name)
-        if let pid = LocalProcess.ranSince(before) { return info.served(by: pid) }
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(Self.candidatesExit * 1e9)
-        var living = info.candidates.filter(LocalProcess.isRunning)
-        while living.count > 1, DispatchTime.now().uptimeNanoseconds < deadline {
-            usleep(5_000)
-            living = living.filter(LocalProcess.isRunning)
-        }
-        return living.count == 1 ? info.served(by: living[0]) : info
+        try accountedOwner(of: name)?.resolved { _ = try? targets(of: name) }
     }
 
-    /// How long ``owner(of:)`` waits for the candidates that are exiting to go (seconds).
-    static let candidatesExit = 0.25
+    /// Who owns a pasteboard's selection as the server and this host account for it, without
+    /// the request ``owner(of:)`` makes of the owner where several processes may serve it
+    /// (their ``SelectionOwnerInfo/candidates``): for a caller that asks the owner in its own turn.
+    package func accountedOwner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
+        if let reason = connection.stopReason { throw reason }
+        return try attribution.ownerInfo(ofSelection: Self.selectionName(for: name))
+    }
 
     /// The window that owns a pasteboard's selection (`.none` when nobody does): one round trip,
     /// without the look at who the owner is that ``owner(of:)`` takes.
