@@ -96,18 +96,40 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
         return credit(chain)
     }
 
-    /// What `/proc` tells of a process, and its parent's pid; nil when it is gone.
+    /// What `/proc` tells of a process, and its parent's pid; nil when it is gone. Read as bytes
+    /// (every copy pays for it: Character-wise String scans cost a copy's parent half its
+    /// instructions).
     static func facts(of pid: Int) -> (process: ProcessFacts, parent: Int)? {
-        guard let statBytes = SystemCall.smallFile("/proc/\(pid)/stat"), case let stat = String(decoding: statBytes, as: UTF8.self),
-              let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 1, let parent = Int(fields[1]) else { return nil }
-        let comm = String(stat[stat.index(after: open)..<close])
-        var executable = SystemCall.linkTarget("/proc/\(pid)/exe").flatMap { $0.split(separator: "/").last.map(String.init) } ?? comm
-        if executable.hasSuffix(" (deleted)") { executable = String(executable.dropLast(10)) }
+        guard let stat = SystemCall.smallFile("/proc/\(pid)/stat"), let process = ProcessStat(stat) else { return nil }
+        var executable = SystemCall.linkTarget("/proc/\(pid)/exe").map { Array($0.utf8) }.map(fileName) ?? process.command
+        let deleted = Array(" (deleted)".utf8)
+        if executable.count > deleted.count, executable.suffix(deleted.count).elementsEqual(deleted) { executable.removeLast(deleted.count) }
         let arguments = (SystemCall.smallFile("/proc/\(pid)/cmdline", limit: 1 << 20) ?? [])
             .split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-        return (ProcessFacts(pid: pid, executable: executable, arguments: arguments), parent)
+        return (ProcessFacts(pid: pid, executable: String(decoding: executable, as: UTF8.self), arguments: arguments), process.parent)
+    }
+
+    /// What follows a path's last `/`.
+    private static func fileName(_ path: [UInt8]) -> [UInt8] {
+        Array(path[(path.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0)...])
+    }
+
+    /// `/proc/N/stat`'s command (between the first `(` and the last `)`: it may hold both) and
+    /// parent (the second field after it).
+    struct ProcessStat: Equatable {
+        let command: [UInt8]
+        let parent: Int
+
+        init?(_ stat: [UInt8]) {
+            guard let open = stat.firstIndex(of: UInt8(ascii: "(")), let close = stat.lastIndex(of: UInt8(ascii: ")")), open < close else {
+                return nil
+            }
+            let fields = stat[(close + 1)...].split(maxSplits: 2) { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\n") }
+            guard fields.count > 1, !fields[1].isEmpty, fields[1].count < 19,
+                  fields[1].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+            parent = fields[1].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            command = Array(stat[(open + 1)..<close])
+        }
     }
 
     /// The property's bytes: `PID<TAB>NAME` (the pid empty when unknown).

@@ -1,5 +1,5 @@
 import Foundation
-import PasteboardKit
+@testable import PasteboardKit
 import Testing
 
 /// A process of a made-up parent chain.
@@ -54,6 +54,23 @@ struct CopyCreditTests {
         let credit = try #require(CopyCredit.current())
         #expect(!CopyCredit.shells.contains(credit.name) && !CopyCredit.wrappers.contains(credit.name))
         #expect(credit.pid.map { $0 > 1 } == true)
+    }
+
+    @Test("/proc/N/stat read as bytes: a command holding spaces and parentheses, the parent after it; junk is nothing")
+    func stat() throws {
+        func parsed(_ text: String) -> CopyCredit.ProcessStat? { CopyCredit.ProcessStat(Array(text.utf8)) }
+        #expect(parsed("4242 (nvim) S 4100 4242 4100 34817")?.parent == 4100)
+        #expect(parsed("4242 (nvim) S 4100 4242 4100 34817")?.command == Array("nvim".utf8))
+        let odd = try #require(parsed("77 (a) b (c) ) R 1 77 77 0"))
+        #expect(odd.command == Array("a) b (c) ".utf8))
+        #expect(odd.parent == 1)
+        #expect(parsed("77 (été) S 12\n")?.command == Array("été".utf8))
+        for junk in ["", "77 nvim S 1", "77 )x( S 1", "77 (x) S", "77 (x) S -1", "77 (x) S 1a", "77 (x) S 99999999999999999999"] {
+            #expect(parsed(junk) == nil, "\(junk.debugDescription)")
+        }
+        // This process's own, as /proc shows it.
+        let mine = try #require(SystemCall.smallFile("/proc/self/stat").flatMap(CopyCredit.ProcessStat.init))
+        #expect(mine.parent == Int(getppid()))
     }
 
     @Test("the window property: PID<TAB>NAME both ways; anything else is no credit")

@@ -55,7 +55,7 @@ struct RoundTripTests {
         let (type, bytes) = kind.modelBytes(size)
         try Pasteboard.general(of: backend).setData(bytes, forPasteboardType: type)
         let out = try run("xclip", ["-o", "-selection", "clipboard", "-t", kind.target], display: x, timeout: 120)
-        #expect(out.status == 0, "\(out.error)")
+        #expect(out.status == 0, "\(out.error); \(ownerSends(backend))")
         #expect(out.output.count == size)
         #expect(out.output == kind.wireBytes(size))
     }
@@ -83,7 +83,7 @@ struct RoundTripTests {
         let text = utf8Text(size)
         try Pasteboard.general(of: backend).setData(text, forPasteboardType: .utf8PlainText)
         let out = try run("xsel", ["-o", "-b"], display: x, timeout: 120)
-        #expect(out.status == 0, "\(out.error)")
+        #expect(out.status == 0, "\(out.error); \(ownerSends(backend))")
         #expect(out.output == text)
     }
 
@@ -105,4 +105,12 @@ struct RoundTripTests {
         #expect(eventually(timeout: 20) { board.hasStrings })
         #expect(try board.data(forPasteboardType: .utf8PlainText) == text)
     }
+}
+
+/// For a failed read's message: the owner's INCR sends still open, where each stands (none: the
+/// owner ended its send, whole or given up, and the reader waited for nothing).
+func ownerSends(_ backend: X11PasteboardBackend) -> String {
+    let sends = try? backend.connection.sync(timeout: 10) { session, done in done(.success(session.owner.sends.describe())) }
+    guard let sends else { return "the owner's sends could not be asked for" }
+    return sends.isEmpty ? "the owner has no send open" : "the owner's sends: " + sends.joined(separator: "; ")
 }
