@@ -98,7 +98,7 @@ extension DisplayHost {
         let stream = ByteStream()
         let owner = bridged.withLock { $0[destination] }
         echoes.withLock { $0.read(destination, at: Date().timeIntervalSince1970) }
-        DispatchQueue.global().async { [self] in
+        Background.run("xpbd.bridge.read") { [self] in
             guard let owner, (try? backend.ownerWindow(of: source)) == owner else {
                 return stream.fail("\(SelectionNames.selection(for: source)) changed since")
             }

@@ -94,7 +94,7 @@ package final class ClipboardBridge: RunningDaemon {
         let done = DispatchSemaphore(value: 0)
         let x = self.x
         let wayland = self.wayland
-        DispatchQueue.global().async {
+        Background.run("xpbd.bridge.x11") {
             let failure = x.run()
             xFailure.withLock { $0 = failure }
             wayland.stop()

@@ -394,7 +394,8 @@ package enum XPBD {
     static func signalSources(_ numbers: [Int32], _ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
         numbers.map { number in
             signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            // A serial queue: its work runs on libdispatch's overcommit threads (``Background``).
+            let source = DispatchSource.makeSignalSource(signal: number, queue: DispatchQueue(label: "xpbd.signal.\(number)"))
             source.setEventHandler(handler: handler)
             source.resume()
             return source

@@ -161,12 +161,12 @@ final class WaylandPasteQueue: Sendable {
         // browser stays). A reader whose other receive is still being written is not gone for
         // it yet: that receive's end says whether the item was pasted (xpb's manifest receive
         // saw it exit before its data receive's writer had told its end: the item was lost).
-        DispatchQueue.global().async {
+        Background.run("xpbd.queue.reader") {
             if LocalProcess.waitForExit(of: reader, timeout: PasteTurns.grace + 0.05) {
                 self.settle(unlessReading: entry.requestor) { $0.requestorGone(entry.requestor, at: Self.now) }
             }
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + PasteTurns.grace + 0.05) {
+        Background.run("xpbd.queue.silence", after: PasteTurns.grace + 0.05) {
             self.settle { $0.tick(at: Self.now) }
         }
     }

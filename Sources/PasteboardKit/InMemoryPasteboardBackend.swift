@@ -140,8 +140,7 @@ public final class InMemoryPasteboardBackend: PasteboardBackend {
     }
 
     private func scheduleExpiry(of name: Pasteboard.Name, at date: Date, generation: Int) {
-        let delay = min(max(0, date.timeIntervalSince(now())), 1e9)
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+        Background.run("xpb.memory.expiry", after: date.timeIntervalSince(now())) { [weak self] in
             guard let self else { return }
             self.expireIfDue(name, generation: generation)
             // The timer's clock and the wall clock may disagree by a little: try again if the

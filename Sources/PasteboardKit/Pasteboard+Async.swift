@@ -15,7 +15,7 @@ extension Pasteboard {
     /// throws what it throws), without blocking the caller's thread meanwhile.
     public func perform<T: Sendable>(_ body: @escaping @Sendable (Pasteboard) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
+            Background.run("xpb.perform", qos: .userInitiated) {
                 continuation.resume(with: Result { try body(self) })
             }
         }

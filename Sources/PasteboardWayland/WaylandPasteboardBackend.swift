@@ -251,7 +251,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
         let selection = state.withLock { state in state.ours.first { $0.value == source }?.key }
         let timeout = configuration.sendTimeout
-        DispatchQueue.global().async { [self] in
+        Background.run("xpb.wayland.send") { [self] in
             defer { state.withLock { $0.activeSends -= 1 } }
             let target = String(decoding: type, as: UTF8.self)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)

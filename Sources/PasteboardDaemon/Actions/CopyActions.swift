@@ -76,7 +76,7 @@ final class CopyActions: Sendable {
             logger.warning("on-copy: \(CopyActionConfiguration.maxRunning) actions still run; none for this copy")
             return
         }
-        DispatchQueue.global().async { [self] in
+        Background.run("xpbd.on-copy") { [self] in
             defer { running.withLock { $0 -= 1 } }
             run(command, for: snapshot)
         }

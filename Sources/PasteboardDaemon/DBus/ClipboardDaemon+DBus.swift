@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import PasteboardKit
 import PasteboardSelections
 
 /// xpbd on the session bus: Klipper's interface and its own (``KlipperObject``, ``PasteboardObject``).
@@ -29,7 +30,7 @@ extension ClipboardDaemon {
     }
 
     private func reconnectDBus(after delay: Double) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+        Background.run("xpbd.dbus.reconnect", after: delay) { [weak self] in
             guard let self, !isStopping else { return }
             guard let service = connectDBus(retrying: true) else {
                 reconnectDBus(after: min(delay * 2, 30))

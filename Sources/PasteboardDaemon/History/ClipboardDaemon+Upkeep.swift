@@ -1,4 +1,5 @@
 import Dispatch
+import PasteboardKit
 
 extension ClipboardDaemon {
     /// Begins the history's upkeep once the daemon answers, so that a history of any size opens
@@ -14,7 +15,7 @@ extension ClipboardDaemon {
     func beginHistoryUpkeep() {
         let (path, seal, generation, inMemory) = store.withLock { ($0.disk.databasePath, $0.disk.seal, $0.disk.generation, $0.disk.isInMemory) }
         if !inMemory, store.beginCheck() {
-            DispatchQueue.global(qos: .utility).async { [self] in
+            Background.run("xpbd.history.check", qos: .utility) { [self] in
                 guard let damage = HistorySchema.damage(at: path, seal: seal), !isStopping else { return }
                 storage.async { [self] in
                     store.withLock { $0.disk.replaceDamaged(damage, generation: generation) }

@@ -2,6 +2,7 @@ import CHistorySeal
 import CSQLite
 import Dispatch
 import FoundationEssentials
+import PasteboardKit
 import Synchronization
 
 /// A failed SQLite call: the result code and SQLite's message.
@@ -158,7 +159,7 @@ final class SQLiteDatabase {
         }
         let counted = Counted()
         let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global(qos: .userInitiated).async {
+        Background.run("xpbd.history.count", qos: .userInitiated) {
             defer { done.signal() }
             guard let twin = try? Self.reader(at: location), let values = try? twin.integers(sql, each: second) else { return }
             counted.values.withLock { $0 = values }

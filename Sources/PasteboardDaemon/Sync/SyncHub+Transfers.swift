@@ -180,7 +180,7 @@ extension SyncHub {
         case let .relay(effects):
             perform(effects)
         case let .local(task, stamp, owner, name):
-            workers.async { [self] in
+            Background.run("xpbd.sync.serve") { [self] in
                 serveLocal(id: id, name: name, target: target, stamp: stamp, owner: owner, limit: limit,
                            window: TransferTable.clampWindow(window), task: task, to: link)
                 state.withLock { state in

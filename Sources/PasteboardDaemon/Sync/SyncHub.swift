@@ -70,7 +70,6 @@ package final class SyncHub: Sendable {
     /// Reading what this display's new owners offer: an owner slow to answer delays only its own
     /// announce, not what comes from elsewhere.
     let localQueue = DispatchQueue(label: "xpbd.sync.local")
-    let workers = DispatchQueue(label: "xpbd.sync.serve", attributes: .concurrent)
     let dialers = Mutex<[PeerDialer]>([])
     /// Signalled when a link registers or the hub stops: the resting heartbeat goes on.
     let heartbeatWake = DispatchSemaphore(value: 0)

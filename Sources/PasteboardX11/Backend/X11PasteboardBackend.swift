@@ -100,7 +100,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
             } ?? []
             held.forEach { $0.deliver() }
             publisher.sync { changeCenter.finish() }
-            if let handler = self?.state.withLock({ $0.stopHandler }) { DispatchQueue.global().async { handler(reason) } }
+            if let handler = self?.state.withLock({ $0.stopHandler }) { Background.run("xpb.x11.stopped") { handler(reason) } }
         }
         changeCenter.attach(self)
         // The X thread runs jobs in order: everything asked of it later finds this done. No
@@ -489,9 +489,7 @@ public final class X11PasteboardBackend: PasteboardBackend {
     }
 
     private func scheduleExpiry(_ name: Pasteboard.Name, at date: Date, generation: Int) {
-        // Clamped: a date like .distantFuture would overflow DispatchTime.
-        let delay = min(max(0, date.timeIntervalSinceNow), 1e9)
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+        Background.run("xpb.x11.expiry", after: date.timeIntervalSinceNow) { [weak self] in
             guard let self, self.state.withLock({ $0.owned[name]?.generation == generation }) else { return }
             try? self.relinquish(name)
         }
@@ -610,7 +608,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
 
     func saveRequested(targets: [String], time: X11Timestamp) {
         guard let handler = state.withLock({ $0.saveHandler }) else { return }
-        DispatchQueue.global().async { handler(targets, time.rawValue) }
+        Background.run("xpb.x11.save") { handler(targets, time.rawValue) }
     }
 }
 

@@ -212,7 +212,7 @@ final class SelectionServer {
             if whole {
                 guard let pasted = queue.turns.delivered(requestor.rawValue, at: queueNow) else { continue }
                 let onPaste = queue.onPaste
-                DispatchQueue.global(qos: .userInitiated).async { onPaste(pasted) }
+                Background.run("xpb.x11.pasted", qos: .userInitiated) { onPaste(pasted) }
             } else if !queue.turns.undelivered(requestor.rawValue, at: queueNow) {
                 continue
             }
@@ -483,7 +483,7 @@ final class SelectionServer {
                 self?.finishPreparation(key, ready: false)
             }
             preparations[key] = (waiters: [id], timer: timer)
-            DispatchQueue.global(qos: .userInitiated).async {
+            Background.run("xpb.x11.prepare", qos: .userInitiated) {
                 state.prepare(target)
                 _ = enqueue { session in session.owner.finishPreparation(key, ready: true) }
             }
