@@ -212,18 +212,29 @@ kill "$watcher" 2>/dev/null || true
 wait "$watcher" 2>/dev/null || true
 
 echo "bench: 10 idle wake-ups over 10 s"
-switches() { awk '/ctxt_switches/ { total += $2 } END { print total }' "/proc/$1/status"; }
+# Every thread's (/proc/PID/status counts the first thread's alone), after a day's use: the
+# watcher has seen a copy, the owner has served pastes, one of them converted (STRING). A thread
+# that ends meanwhile (a worker let go after its idle time) counts its switches and its end.
+snapshot() { for task in /proc/"$1"/task/*; do echo "${task##*/} $(awk '/ctxt_switches/ { t += $2 } END { print t }' "$task/status" 2>/dev/null)"; done; }
+switches_between() { python3 -c '
+import sys
+before, after = (dict(line.split() for line in open(name) if len(line.split()) == 2) for name in sys.argv[1:3])
+print(sum(int(after[t]) - int(before.get(t, 0)) for t in after) + sum(1 for t in before if t not in after))' "$1" "$2"; }
 "$xpb" copy "$work/small"
-owner=$(owner_pid)
 "$xpb" watch > /dev/null &
 watcher=$!
+sleep 0.5
+"$xpb" copy "$work/small"
+owner=$(owner_pid)
+xclip -o -selection clipboard > /dev/null
+xclip -o -selection clipboard -t STRING > /dev/null
 sleep 1
-o0=$(switches "$owner"); w0=$(switches "$watcher")
+snapshot "$owner" > "$work/owner0"; snapshot "$watcher" > "$work/watcher0"
 sleep 10
-o1=$(switches "$owner"); w1=$(switches "$watcher")
+snapshot "$owner" > "$work/owner1"; snapshot "$watcher" > "$work/watcher1"
 kill "$watcher"
-echo "owner $((o1 - o0))" >> "$results/idle.txt"
-echo "watcher $((w1 - w0))" >> "$results/idle.txt"
+echo "owner $(switches_between "$work/owner0" "$work/owner1")" >> "$results/idle.txt"
+echo "watcher $(switches_between "$work/watcher0" "$work/watcher1")" >> "$results/idle.txt"
 
 echo "bench: 11 an unrelated conversion while a 2 s provider runs (library owner)"
 for round in 1 2 3 4 5; do

@@ -142,6 +142,9 @@ public final class Pasteboard: Sendable {
     /// This pasteboard's changes from now on.
     public var changes: AsyncStream<PasteboardChange> { backend.changeCenter.stream(for: name) }
 
+    /// The same changes for a thread that waits for them, with no async code (``ChangeQueue``).
+    package var changeQueue: ChangeQueue { backend.changeCenter.queue(for: name) }
+
     // MARK: Items
 
     /// The types of every item, without moving data.

@@ -113,7 +113,8 @@ public struct PasteboardChange: Sendable, Equatable {
 public final class ChangeCenter: Sendable {
     private struct Subscriber {
         let name: Pasteboard.Name?
-        let continuation: AsyncStream<PasteboardChange>.Continuation
+        let yield: @Sendable (PasteboardChange) -> Void
+        let finish: @Sendable () -> Void
     }
 
     /// What waits in the order: a change, or the end of every stream.
@@ -163,21 +164,43 @@ public final class ChangeCenter: Sendable {
 
     /// The changes of one pasteboard (or of all, for nil) from now on, each delivered in order.
     public func stream(for name: Pasteboard.Name?) -> AsyncStream<PasteboardChange> {
-        let (stream, continuation) = AsyncStream<PasteboardChange>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        let id = state.withLock { state -> UInt64? in
-            guard !state.isFinished else { return nil }
-            state.nextID += 1
-            state.subscribers[state.nextID] = Subscriber(name: name, continuation: continuation)
-            return state.nextID
-        }
-        guard let id else {
+        let (stream, continuation) = AsyncStream<PasteboardChange>.makeStream(bufferingPolicy: .bufferingNewest(Self.buffered))
+        guard let id = subscribe(Subscriber(name: name, yield: { continuation.yield($0) }, finish: { continuation.finish() })) else {
             continuation.finish()
             return stream
         }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         return stream
+    }
+
+    /// The changes of one pasteboard (or of all, for nil) from now on, for a thread that waits
+    /// for them (``ChangeQueue/next()``) rather than async code: a long-lived process that
+    /// follows changes this way starts none of the concurrency runtime's threads, whose pool
+    /// libdispatch watches with a timer that wakes the process once a second for good.
+    package func queue(for name: Pasteboard.Name?) -> ChangeQueue {
+        let queue = ChangeQueue(capacity: Self.buffered)
+        if let id = subscribe(Subscriber(name: name, yield: { queue.append($0) }, finish: { queue.finish() })) {
+            queue.onClose = { [weak self] in self?.unsubscribe(id) }
+        } else {
+            queue.finish()
+        }
+        return queue
+    }
+
+    /// How many undelivered changes a subscriber holds at most (the newest).
+    static let buffered = 1024
+
+    private func subscribe(_ subscriber: Subscriber) -> UInt64? {
+        state.withLock { state -> UInt64? in
+            guard !state.isFinished else { return nil }
+            state.nextID += 1
+            state.subscribers[state.nextID] = subscriber
+            return state.nextID
+        }
+    }
+
+    private func unsubscribe(_ id: UInt64) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
     }
 
     /// Tells the center which backend's pasteboards it reports on, so that the observer
@@ -279,9 +302,9 @@ public final class ChangeCenter: Sendable {
             guard let (entry, targets, backend) = next else { return }
             switch entry {
             case .finish:
-                for subscriber in targets { subscriber.continuation.finish() }
+                for subscriber in targets { subscriber.finish() }
             case let .change(change):
-                for subscriber in targets { subscriber.continuation.yield(change) }
+                for subscriber in targets { subscriber.yield(change) }
                 post(change, backend: backend)
             case .withdrawn:
                 break
@@ -292,5 +315,70 @@ public final class ChangeCenter: Sendable {
     private func post(_ change: PasteboardChange, backend: (any PasteboardBackend)?) {
         guard let observer else { return }
         observer(change, backend.map { handle(for: change.name, backend: $0) })
+    }
+}
+
+/// Changes a thread waits for (``ChangeCenter/queue(for:)``): each in order, the newest
+/// ``ChangeCenter/buffered`` kept while nobody takes them. Closed (its subscription ended) when
+/// it is released or ``close()`` is called.
+package final class ChangeQueue: @unchecked Sendable {
+    private let condition = Condition()
+    // Guarded by `condition`.
+    private var changes: [PasteboardChange] = []
+    private var head = 0
+    private var isFinished = false
+    private let capacity: Int
+    /// Ends the subscription (set once, before the queue is handed out).
+    fileprivate var onClose: (@Sendable () -> Void)?
+
+    fileprivate init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    deinit { onClose?() }
+
+    /// The next change, once there is one; nil once the changes have ended (the backend's source
+    /// of changes is gone) and every change before was taken.
+    package func next() -> PasteboardChange? {
+        condition.lock()
+        defer { condition.unlock() }
+        while head == changes.count, !isFinished { condition.wait() }
+        guard head < changes.count else { return nil }
+        defer {
+            head += 1
+            if head == changes.count {
+                changes.removeAll(keepingCapacity: true)
+                head = 0
+            }
+        }
+        return changes[head]
+    }
+
+    /// Stops taking changes: ``next()`` gives the ones it holds, then nil.
+    package func close() {
+        onClose?()
+        finish()
+    }
+
+    fileprivate func append(_ change: PasteboardChange) {
+        condition.lock()
+        if !isFinished {
+            // The oldest untaken change gives way; what was given way is let go in batches.
+            if changes.count - head >= capacity { head += 1 }
+            if head >= capacity {
+                changes.removeFirst(head)
+                head = 0
+            }
+            changes.append(change)
+        }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    fileprivate func finish() {
+        condition.lock()
+        isFinished = true
+        condition.broadcast()
+        condition.unlock()
     }
 }

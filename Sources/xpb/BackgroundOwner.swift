@@ -73,7 +73,7 @@ extension CopyCommand {
     /// What an owner follows once it owns the selection: its changes (made before the selection
     /// was taken, so that the loss is never missed).
     struct Owned {
-        let changes: AsyncStream<PasteboardChange>
+        let changes: ChangeQueue
     }
 
     /// Makes the items and takes the selection with them: the copy is made when this returns.
@@ -87,7 +87,7 @@ extension CopyCommand {
         if items.contains(where: SecretMarking.isSecret) { backend.refuseSecrets(try SecretRule.asked(session: selection.session)) }
         let board = selection.pasteboard(on: backend)
         let name = selection.name
-        let changes = board.changes
+        let changes = board.changeQueue
         let lifetime = expire ?? (sensitive ? Self.sensitiveExpiry : nil)
         let options = PasteboardOptions(localOnly: localOnly || sensitive, expirationDate: lifetime.map { Date().addingTimeInterval($0) })
         if let loops {
@@ -117,12 +117,11 @@ extension CopyCommand {
         // 18 ms copy). After the caller has its answer: the secret was in memory a moment
         // before, no longer.
         if sensitive { _ = mlockall(MCL_CURRENT | MCL_ONFAULT) }
-        try blocking {
-            for await _ in changes where !backend.isOwner(of: name) { break }
-            // Transfers under way go on after ownership ends; they end by themselves or time out.
-            while backend.isConnected, (try? backend.activeTransferCount()) ?? 0 > 0 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+        while changes.next() != nil, backend.isOwner(of: name) {}
+        changes.close()
+        // Transfers under way go on after ownership ends; they end by themselves or time out.
+        while backend.isConnected, (try? backend.activeTransferCount()) ?? 0 > 0 {
+            usleep(20_000)
         }
         guard backend.isConnected else { throw Failure(selection.host.lostConnection) }
         backend.close(handOff: false)

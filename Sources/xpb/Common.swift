@@ -79,22 +79,6 @@ protocol Command: Sendable {
     func run() throws
 }
 
-/// Runs asynchronous work (the change streams) from a synchronous command and waits for it.
-/// Only `watch` and the owner need this: the others never start the concurrency runtime's threads.
-func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
-    final class Outcome: Sendable {
-        let result = Mutex<Result<Void, any Error>>(.success(()))
-    }
-    let done = DispatchSemaphore(value: 0)
-    let outcome = Outcome()
-    Task {
-        do { try await body() } catch { outcome.result.withLock { $0 = .failure(error) } }
-        done.signal()
-    }
-    done.wait()
-    try outcome.result.withLock { $0 }.get()
-}
-
 /// Options several commands take.
 enum CommonOptions {
     /// The defaults, which the help texts quote.

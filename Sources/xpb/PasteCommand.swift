@@ -91,7 +91,7 @@ struct PasteCommand: Command {
         // Asked for with the owner's offer: the first of --type, else UTF-8 text (what a paste
         // without --type reads from most owners).
         let likely = wanted?.first ?? .utf8PlainText
-        if follow { return try blocking { try await self.followChanges(backend, choose) } }
+        if follow { return try followChanges(backend, choose) }
         // The destination is opened when the first bytes (or the owner's file) are there: a
         // refused or failed read leaves an existing file as it was.
         var destination: Int32? = output == nil ? STDOUT_FILENO : nil
@@ -249,8 +249,8 @@ struct PasteCommand: Command {
     /// --follow: the contents, then what each change adds to them. A change that does not extend
     /// what was written (a new copy) is written whole; an empty pasteboard writes nothing and
     /// waits for the next change.
-    private func followChanges(_ backend: any StreamingPasteboardBackend, _ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) async throws {
-        let changes = selection.pasteboard(on: backend).changes
+    private func followChanges(_ backend: any StreamingPasteboardBackend, _ choose: @escaping @Sendable ([[PasteboardType]]?) throws -> PasteboardType) throws {
+        let changes = selection.pasteboard(on: backend).changeQueue
         var output = FollowOutput()
         let readNow = { () throws -> Data? in
             var data = Data()
@@ -263,7 +263,7 @@ struct PasteCommand: Command {
         } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {
             // Nothing to write yet: the next change may bring it.
         }
-        for await _ in changes {
+        while changes.next() != nil {
             do {
                 if let data = try readNow() { try output.show(data) }
             } catch let failure as Failure where failure.status == .empty || failure.status == .typeUnavailable {

@@ -70,7 +70,7 @@ struct WatchCommand: Command {
 
     func run() throws {
         if followsPastes { return try followPastes() }
-        try blocking { try await self.watch() }
+        try watch()
     }
 
     /// `--pastes`: each paste xpbd notes on the pasteboard, as it notes it.
@@ -126,12 +126,13 @@ struct WatchCommand: Command {
         return fd
     }
 
-    private func watch() async throws {
+    private func watch() throws {
         let backend = try selection.connect(observesChanges: true)
         defer { backend.close(handOff: false) }
         let board = selection.pasteboard(on: backend)
         var seen = 0
-        for await change in board.changes {
+        let changes = board.changeQueue
+        while let change = changes.next() {
             // The types as the owner lists them, in the order `xpb types` prints them; who copied,
             // for --json and --exec (a few round trips each change).
             let owner = (asJSON || command != nil) && !change.types.isEmpty ? try? backend.contentsOwner(of: selection.name) : nil

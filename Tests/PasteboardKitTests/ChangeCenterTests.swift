@@ -88,4 +88,46 @@ struct ChangeCenterTests {
         notes.string = "observed"
         #expect(objects.withLock { $0 } == ["notes"])
     }
+
+    @Test("a queue a thread waits on: every change in order across threads, the held ones after the end, then nil; only its pasteboard's")
+    func queueInOrder() {
+        let center = ChangeCenter()
+        let queue = center.queue(for: .general)
+        let counter = Mutex(0)
+        let taken = Mutex<[Int]>([])
+        let reader = Thread { while let change = queue.next() { taken.withLock { $0.append(change.changeCount) } } }
+        reader.start()
+        DispatchQueue.concurrentPerform(iterations: 300) { index in
+            let (count, slot) = counter.withLock { count -> (Int, ChangeCenter.Slot) in
+                count += 1
+                return (count, center.reserve())
+            }
+            center.publish(Self.change(count), in: slot)
+            if index % 50 == 0 { center.publish(Self.change(0, .find)) }
+        }
+        center.finish()
+        // The reader ends once it has taken everything: nil came after the last change.
+        var waited = 0
+        while !reader.isFinished, waited < 2_000 {
+            usleep(5_000)
+            waited += 1
+        }
+        #expect(reader.isFinished)
+        let seen = taken.withLock { $0 }
+        #expect(seen == Array(1...300))
+        #expect(queue.next() == nil, "and nil again")
+        #expect(center.queue(for: nil).next() == nil, "a queue made after the end ends at once")
+    }
+
+    @Test("a queue nobody takes from keeps the newest changes, and a closed one takes no more")
+    func queueBounded() {
+        let center = ChangeCenter()
+        let queue = center.queue(for: nil)
+        for count in 1...(ChangeCenter.buffered + 500) { center.publish(Self.change(count)) }
+        var seen: [Int] = []
+        queue.close()
+        center.publish(Self.change(99_999))
+        while let change = queue.next() { seen.append(change.changeCount) }
+        #expect(seen == Array(501...(ChangeCenter.buffered + 500)))
+    }
 }
