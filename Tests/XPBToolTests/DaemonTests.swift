@@ -1278,6 +1278,62 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    @Test("a sync peer asking for 40 transfers at once, granting no credit: the 8 past 32 are refused with a clear message; xpbd answers meanwhile")
+    func fetchFlood() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home)
+        let socket = try controlSocket(of: daemon)
+        #expect(try xpb(["copy"], x, home, input: Data(repeating: 0x61, count: 1 << 20)).status == 0)
+        try daemon.waitForLog("kept CLIPBOARD from 'xpb'")
+        // A receiving peer: takes the announce, asks for the copy 40 times with 64 KiB windows
+        // (a MiB each: every transfer waits for credit that never comes), counts the transfers
+        // that sent data and the refusals, then holds the link until told to end.
+        let script = fakeSyncPeer + """
+            s, joined = join(sys.argv[1], "attacker-flood", False, True)
+            if not joined: print("refused", flush=True); sys.exit(1)
+            stamp = None
+            while stamp is None:
+                kind, payload = next_frame(s)
+                if kind is None: print("closed before the announce", flush=True); sys.exit(1)
+                if kind == 16:
+                    message = json.loads(payload)
+                    if message.get("kind") == "announce": stamp = message["stamp"]
+            for number in range(1, 41):
+                fetch = {"kind": "fetch", "id": number, "selection": "CLIPBOARD", "stamp": stamp, "target": "UTF8_STRING", "window": 65536, "limit": 1 << 30}
+                s.sendall(frame(16, json.dumps(fetch).encode()))
+            # Fetches are answered in turn: the refusal of one for a target never announced comes
+            # after every refusal of the 40.
+            fetch = {"kind": "fetch", "id": 99, "selection": "CLIPBOARD", "stamp": stamp, "target": "NOT_ANNOUNCED", "window": 65536, "limit": 1 << 30}
+            s.sendall(frame(16, json.dumps(fetch).encode()))
+            refused, message = [], "-"
+            s.settimeout(30)
+            while True:
+                kind, payload = next_frame(s)
+                if kind is None: print("closed", flush=True); sys.exit(1)
+                if kind != 16: continue
+                failed = json.loads(payload)
+                if failed.get("kind") != "failed": continue
+                if failed.get("id") == 99: break
+                if "under way" in failed.get("message", ""):
+                    refused.append(failed["id"])
+                    message = failed["message"]
+            print("%s %s" % (",".join(map(str, refused)), message), flush=True)
+            time.sleep(120)
+            """
+        let peer = try Peer("/usr/bin/python3", ["-c", script, socket], display: x)
+        defer { peer.stop() }
+        try peer.waitForOutput("\n", timeout: 40)
+        let line = peer.outputSoFar
+        #expect(line.hasPrefix("33,34,35,36,37,38,39,40 "), "the fetches past 32 refused: \(line) \(peer.errorSoFar) \(daemon.log.suffix(1500))")
+        #expect(line.contains("32 transfers from this node are under way; ask again once one ends"), "\(line)")
+        // The served transfers hold their threads; xpbd still answers, and a paste still works.
+        #expect(try xpb(["daemon", "status"], x, home).status == 0)
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 20).output.count == 1 << 20)
+        #expect(daemon.peer.isRunning)
+        try daemon.stop()
+    }
+
     @Test("a truncated database is moved aside with a warning; SIGKILL during writes leaves one that opens")
     func survivesDamage() throws {
         let x = try Xvfb()

@@ -139,6 +139,9 @@ extension SyncHub {
         case relay([TransferTable.Effect])
     }
 
+    /// The most transfers this node serves from its own selections at once.
+    static let maxServing = 32
+
     /// Another node wants bytes of contents this node announced (or forwarded).
     func serveFetch(id: UInt64, selection: String, stamp: SyncStamp, target: String, window: Int, limit: Int, for link: SyncLink) {
         let limit = min(max(0, limit), configuration.maxTransferBytes)
@@ -166,6 +169,11 @@ extension SyncHub {
             }
             guard let local = state.ledger.slots[selection]?.local, local.stamp == stamp else {
                 return .refuse("\(selection) changed since that announce")
+            }
+            // Each transfer served from here holds a thread of its own while it runs: a peer that
+            // asks for many at once is refused past a bound, not given a thread each.
+            guard state.senders.count < Self.maxServing else {
+                return .refuse("\(Self.maxServing) transfers from this node are under way; ask again once one ends")
             }
             guard let key = state.transfers.serveLocal(id, on: link.id, window: window) else {
                 return .refuse("transfer \(id) is already under way")
