@@ -112,7 +112,7 @@ package enum LocalProcess {
         let before = candidates.map { (pid: $0, timeslices: timeslices(of: $0)) }
         ask()
         if let pid = ranSince(before) { return pid }
-        let living = waitForExits(candidates.filter(isRunning), leaving: 1, timeout: exitWait)
+        let living = waitForExits(candidates, leaving: 1, timeout: exitWait)
         return living.count == 1 ? living[0] : nil
     }
 
