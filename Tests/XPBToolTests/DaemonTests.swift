@@ -83,6 +83,13 @@ private let fakeSyncPeer = """
         s.sendall(frame(1, json.dumps(hello).encode()))
         kind, _ = next_frame(s)
         return s, kind == 1
+    def announced_stamp(s):
+        while True:
+            kind, payload = next_frame(s)
+            if kind is None: print("closed before the announce", flush=True); sys.exit(1)
+            if kind == 16:
+                message = json.loads(payload)
+                if message.get("kind") == "announce": return message["stamp"]
 
     """
 
@@ -1246,13 +1253,7 @@ struct DaemonTests {
         let script = fakeSyncPeer + """
             s, joined = join(sys.argv[1], "attacker-%s" % sys.argv[2], False, True)
             if not joined: print("refused", flush=True); sys.exit(1)
-            stamp = None
-            while stamp is None:
-                kind, payload = next_frame(s)
-                if kind is None: print("closed before the announce", flush=True); sys.exit(1)
-                if kind == 16:
-                    message = json.loads(payload)
-                    if message.get("kind") == "announce": stamp = message["stamp"]
+            stamp = announced_stamp(s)
             fetch = {"kind": "fetch", "id": 1, "selection": "CLIPBOARD", "stamp": stamp, "target": "UTF8_STRING", "window": 65536, "limit": 1 << 30}
             s.sendall(frame(16, json.dumps(fetch).encode()))
             got = 0
@@ -1292,13 +1293,7 @@ struct DaemonTests {
         let script = fakeSyncPeer + """
             s, joined = join(sys.argv[1], "attacker-flood", False, True)
             if not joined: print("refused", flush=True); sys.exit(1)
-            stamp = None
-            while stamp is None:
-                kind, payload = next_frame(s)
-                if kind is None: print("closed before the announce", flush=True); sys.exit(1)
-                if kind == 16:
-                    message = json.loads(payload)
-                    if message.get("kind") == "announce": stamp = message["stamp"]
+            stamp = announced_stamp(s)
             for number in range(1, 41):
                 fetch = {"kind": "fetch", "id": number, "selection": "CLIPBOARD", "stamp": stamp, "target": "UTF8_STRING", "window": 65536, "limit": 1 << 30}
                 s.sendall(frame(16, json.dumps(fetch).encode()))
