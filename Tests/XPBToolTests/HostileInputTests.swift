@@ -78,7 +78,7 @@ struct HostileRequestorTests {
         #expect(grown < 64 << 20, "the X server grew by \(grown >> 20) MiB for one MULTIPLE request")
     }
 
-    @Test("1b. A flood of MULTIPLE and STRING requests: readers are served during it and at once after it; the owner's memory comes back")
+    @Test("1b. A flood of MULTIPLE and STRING requests: readers are served during it and after it, the backlog costing the owner little; its memory comes back")
     func flood() throws {
         let x = try Xvfb()
         // The README's build, as users run it: a debug build's owner handles events several
@@ -96,10 +96,21 @@ struct HostileRequestorTests {
         #expect(during.text == "small")
         #expect(during.seconds < 10, "the owner was frozen for \(during.seconds) s")
         try flood.waitForOutput("sent", timeout: 30)
-        // The flooder is gone: its window's id may now be the next reader's.
+        // The flooder is gone: its window's id may now be the next reader's. What the server
+        // queued for the owner and has not yet written to it comes first: on a loaded machine
+        // the owner falls behind the flood (its share of the processor is too small), and the
+        // server writes such a backlog at a cost that grows with its square (Xorg's FlushClient
+        // moves what is left of its buffer to the front after every partial write: a 2.9 M-event
+        // backlog took Xvfb 1.8 s of processor, 98 % in memmove, and the owner 0.38 s). So the
+        // owner is held to its own work: once it is given the backlog, the dropped requests
+        // cost it little and the reader is served; the wait is bounded like the one above.
+        let ownerBefore = try #require(cpuSeconds(owner)), serverBefore = try #require(cpuSeconds(x.serverPID))
         let after = try timedXclip(x)
+        let ownerWork = try #require(cpuSeconds(owner)) - ownerBefore
+        let serverWork = try #require(cpuSeconds(x.serverPID)) - serverBefore
         #expect(after.text == "small")
-        #expect(after.seconds < 2, "the owner was still busy with the flood \(after.seconds) s after it ended")
+        #expect(ownerWork < 1, "the owner worked \(ownerWork) s of processor through the flood's backlog after it ended (the server \(serverWork) s; the reader waited \(after.seconds) s)")
+        #expect(after.seconds < 10, "the reader waited \(after.seconds) s after the flood ended (the owner worked \(ownerWork) s of processor, the server \(serverWork) s)")
         // Millions of requests were read; once handled, their memory goes back.
         #expect(eventually(timeout: 5) { (residentMemory(owner) ?? .max) < 64 << 20 },
                 "the owner keeps \((residentMemory(owner) ?? 0) >> 20) MiB after the flood")
