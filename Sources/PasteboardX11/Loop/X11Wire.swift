@@ -77,7 +77,7 @@ final class X11Wire {
         let interned = Self.internAtoms(display, names)
         atomsByName.reserveCapacity(64)
         namesByAtom.reserveCapacity(64)
-        known = WellKnownAtoms(Dictionary(uniqueKeysWithValues: zip(WellKnown.allCases, interned)))
+        known = WellKnownAtoms(Array(interned.prefix(WellKnown.allCases.count)))
         for (name, atom) in zip(names, interned) where !atom.isNone { remember(atom, name) }
         // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
         XStoreName(display, window.rawValue, configuration.windowName)
@@ -203,7 +203,9 @@ final class X11Wire {
 
     /// The name of an atom, or nil for an atom the server does not know.
     func name(of atom: X11Atom) -> String? {
-        names(of: [atom]).first ?? nil
+        // Asked per conversion served (``isGuessProperty(_:)``): a cached name costs one look-up.
+        if let cached = namesByAtom[atom] { return cached }
+        return names(of: [atom]).first ?? nil
     }
 
     /// The names of several atoms, in one round trip when all exist; nil for atoms the server
