@@ -121,7 +121,7 @@ extension X11Session {
         if XNextRequest(wire.display) &- XLastKnownRequestProcessed(wire.display) > Self.requestsBeforeSync {
             XSync(wire.display, 0)
         }
-        XFlush(wire.display)
+        wire.flush()
         wire.collectErrors()
         _ = checkDead()
         return handled || wire.floodSkip.skipped > 0

@@ -165,7 +165,7 @@ final class X11Session {
         var nothing: UInt8 = 0
         XChangeProperty(wire.display, wire.window.rawValue, wire.known[.timestampProperty].rawValue, X11Atom.integer.rawValue, 8,
                         PropModeAppend, &nothing, 0)
-        XFlush(wire.display)
+        wire.flush()
         let deadline = configuration.readTimeout
         after(deadline) { [weak self] in
             // This call's own waiter, if still unanswered: never another's (a timer of an answered

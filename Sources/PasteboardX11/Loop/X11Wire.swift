@@ -36,6 +36,11 @@ final class X11Wire {
     private var errorRoutes: [ErrorRoute] = []
     /// Whether collectErrors is under way (a route's handler may call it again).
     private var collectingErrors = false
+    /// The last request ``flush()`` handed to the server. A routed request after it (and after
+    /// the last round trip) is still in Xlib's buffer: it cannot have failed yet, and asking XCB
+    /// for its error would only read the connection in vain (a conversion answered made two such
+    /// reads before its answer went out).
+    private var flushedThrough: UInt = 0
     /// Errors of requests without a reply, which come with the events: collectErrors routes them.
     private(set) var wireErrors: [XErrorRecord] = []
     /// Events XCB read while a round trip waited, not handled yet.
@@ -82,7 +87,7 @@ final class X11Wire {
         // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
         XStoreName(display, window.rawValue, configuration.windowName)
         writeLongs(window, known[.netWMPID], type: .cardinal, [UInt(getpid())], onError: { _ in })
-        XFlush(display)
+        flush()
     }
 
     deinit {
@@ -333,10 +338,13 @@ final class X11Wire {
     }
 
     private func pollRoutedErrors() {
+        // Routes are in the order of their requests: the first one not sent ends the polling.
+        let sent = max(flushedThrough, XLastKnownRequestProcessed(display))
         var index = 0
         polling: while index < errorRoutes.count {
             while errorRoutes[index].next <= errorRoutes[index].last {
                 let serial = errorRoutes[index].next
+                if serial > sent { break polling }
                 var event = WireEvent()
                 let answer = cxevents_poll_error(UnsafeMutableRawPointer(display), serial, &event)
                 // Not read yet, nor anything after it.
@@ -349,6 +357,13 @@ final class X11Wire {
             }
             index += 1
         }
+    }
+
+    /// Hands Xlib's buffered requests to the server. Every flush of the X thread goes through it,
+    /// so that ``collectErrors()`` knows which routed requests can have failed.
+    func flush() {
+        XFlush(display)
+        flushedThrough = XNextRequest(display) &- 1
     }
 
     // MARK: Events read on the way
@@ -440,7 +455,7 @@ final class X11Wire {
         XGrabServer(display)
         defer {
             XUngrabServer(display)
-            XFlush(display)
+            flush()
         }
         return body()
     }

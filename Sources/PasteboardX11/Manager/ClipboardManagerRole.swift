@@ -93,7 +93,7 @@ final class ClipboardManagerRole {
                 var message = cx11_manager_message(self.wire.display, self.wire.root.rawValue, self.wire.known[.manager].rawValue, time.rawValue,
                                                    manager.rawValue, self.wire.window.rawValue)
                 _ = XSendEvent(self.wire.display, self.wire.root.rawValue, 0, StructureNotifyMask, &message)
-                XFlush(self.wire.display)
+                self.wire.flush()
                 guard !previous.isNone, self.wire.windowExists(previous) else { return completion(.success(())) }
                 var finished = false
                 let finish = {
@@ -146,13 +146,13 @@ final class ClipboardManagerRole {
             wire.writeLongs(save.request.requestor, save.request.replyProperty, type: wire.known[.null], [], onError: { _ in })
         }
         session.owner.notify(save.request, succeeded: saved)
-        XFlush(wire.display)
+        wire.flush()
     }
 
     /// Publishes the display's change counts on our window, where every library process reads them.
     func publishChangeCounts(_ counts: [Int]) {
         wire.writeLongs(wire.window, wire.known[.changeCounts], type: .cardinal, counts.map { UInt(truncatingIfNeeded: $0) }, onError: { _ in })
-        XFlush(wire.display)
+        wire.flush()
     }
 
     /// The change counts a running clipboard manager publishes (CLIPBOARD, PRIMARY), nil without one.

@@ -734,7 +734,7 @@ final class SelectionServer {
             guard let self else { return }
             completion(result.map { time in
                 self.wire.setSelectionOwner(selection, .none, at: time)
-                XFlush(self.wire.display)
+                self.wire.flush()
             })
         }
     }

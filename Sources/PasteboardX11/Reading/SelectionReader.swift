@@ -299,7 +299,7 @@ final class SelectionReader {
             wire.writeAtoms(requestor, slot.property, type: parameterType, parameters, onError: { _ in })
         }
         wire.requestConversion(selection, to: target, property: legacyNoProperty ? .none : slot.property, requestor: requestor, at: .currentTime)
-        XFlush(wire.display)
+        wire.flush()
         // A window the caller made is the caller's to end.
         let ownsWindow = window == nil
         var conversion = PendingConversion(id: id, selection: selection, target: target, slot: slot, timer: nil,
@@ -687,7 +687,7 @@ final class SelectionReader {
         wire.writeAtoms(wire.window, property, state.advertised.filter { !skipped.contains($0) }, onError: { _ in })
         let target = wire.known[.saveTargets]
         wire.requestConversion(manager, to: target, property: property, at: state.timestamp)
-        XFlush(wire.display)
+        wire.flush()
         let id = session.makeOperationID()
         var finished = false
         let timer = session.after(timeout) { [weak self] in
