@@ -243,7 +243,8 @@ package enum LocalProcess {
     /// processes, and closes its own (wl-paste runs cat to read). So a look that finds no reader
     /// is taken again, at once, then after 1, 2, 4 and 8 ms. Nil when none is found: another
     /// user's process (its descriptors are not ours to see), or a reader that closed its end.
-    /// When several hold it (a reader's children inherit it), the first found.
+    /// When several hold it (a reader's children inherit it), the first found; a child of ours
+    /// between its fork and its exec never is.
     package static func readerOfPipe(_ fd: Int32, passedBy passer: Int? = nil) -> Int? {
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO else { return nil }
@@ -273,6 +274,9 @@ package enum LocalProcess {
         var reader: Int?
         forEachDescriptor { process, target in
             guard process != me, target == link else { return .next }
+            // Our child between its fork and its exec holds a copy of each of our descriptors
+            // for that moment (a `posix_spawn` from another thread): it reads nothing of ours.
+            guard !isUnexecutedChild(process, of: me) else { return .nextProcess }
             guard process != passer else {
                 passerHolds = true
                 return .nextProcess
@@ -282,6 +286,16 @@ package enum LocalProcess {
         }
         if let reader { return .reader(reader) }
         return passerHolds ? .passerOnly : .nobody
+    }
+
+    /// Whether `process` is a child of `me` that still runs our executable: a fork that has
+    /// not exec'd yet (xpb's background owner is a fork that never execs, but it never reads a
+    /// pipe its parent writes to).
+    private static func isUnexecutedChild(_ process: Int, of me: Int) -> Bool {
+        guard status(of: process)?.parent == me else { return false }
+        var ours = stat(), its = stat()
+        return stat("/proc/self/exe", &ours) == 0 && stat("/proc/\(process)/exe", &its) == 0
+            && ours.st_dev == its.st_dev && ours.st_ino == its.st_ino
     }
 
     /// What a look at a descriptor says next.

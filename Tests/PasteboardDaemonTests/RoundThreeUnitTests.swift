@@ -57,6 +57,35 @@ struct AttributionUnitTests {
         reader.waitUntilExit()
     }
 
+    @Test("a child of ours between its fork and its exec, holding the pipe by accident, is not its reader")
+    func unexecutedChild() throws {
+        // Under a full run, another test's spawn made such a child just as the pipe was looked
+        // at: it held both ends (its exec would close them) and was named the reader.
+        var ends: [Int32] = [-1, -1]
+        try #require(clinux_pipe_cloexec(&ends) == 0)
+        let readEnd = FileHandle(fileDescriptor: ends[0], closeOnDealloc: false)
+        let writeEnd = FileHandle(fileDescriptor: ends[1], closeOnDealloc: false)
+        let reader = Process()
+        reader.executableURL = URL(fileURLWithPath: "/bin/cat")
+        reader.standardInput = readEnd
+        reader.standardOutput = FileHandle.nullDevice
+        try reader.run()
+        // A fork that never execs: it holds every descriptor of ours until it is killed.
+        let child = fork()
+        if child == 0 { while true { pause() } }
+        try #require(child > 0)
+        try readEnd.close()
+        let cat = Int(reader.processIdentifier)
+        #expect(LocalProcess.readerOfPipe(writeEnd.fileDescriptor) == cat)
+        // The passer aside, the fork is the only other holder: nobody reads but the passer.
+        #expect(LocalProcess.readerOfPipe(writeEnd.fileDescriptor, passedBy: cat) == cat)
+        kill(child, SIGKILL)
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        try writeEnd.close()
+        reader.waitUntilExit()
+    }
+
     @Test("of several holders, the one that ran since is told; a sleeping one never is, and two that ran tell nothing")
     func ranSince() throws {
         // A process asleep for the test's length, as dbus-launch's child waits on its socket.
