@@ -30,18 +30,7 @@ struct AttributionUnitTests {
     func pipeReader() throws {
         // A reader as wl-paste is one: it holds the read end of the pipe we write to (`cat`,
         // whose standard input it is), and has closed the write end.
-        // Both ends close on exec: a process another test starts meanwhile must not inherit
-        // them and hold the pipe too (Foundation's Pipe makes inheritable descriptors; one such
-        // holder made this test name a stranger under a full run).
-        var ends: [Int32] = [-1, -1]
-        try #require(clinux_pipe_cloexec(&ends) == 0)
-        let readEnd = FileHandle(fileDescriptor: ends[0], closeOnDealloc: false)
-        let writeEnd = FileHandle(fileDescriptor: ends[1], closeOnDealloc: false)
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: "/bin/cat")
-        reader.standardInput = readEnd
-        reader.standardOutput = FileHandle.nullDevice
-        try reader.run()
+        let (reader, readEnd, writeEnd) = try catReadingPipe()
         try readEnd.close()
         let write = writeEnd.fileDescriptor
         #expect(LocalProcess.readerOfPipe(write) == Int(reader.processIdentifier))
@@ -57,10 +46,11 @@ struct AttributionUnitTests {
         reader.waitUntilExit()
     }
 
-    @Test("a child of ours between its fork and its exec, holding the pipe by accident, is not its reader")
-    func unexecutedChild() throws {
-        // Under a full run, another test's spawn made such a child just as the pipe was looked
-        // at: it held both ends (its exec would close them) and was named the reader.
+    /// `cat` started with a new pipe's read end as its standard input; both ends are still
+    /// open here. Both close on exec: a process another test starts meanwhile must not inherit
+    /// them and hold the pipe too (Foundation's Pipe makes inheritable descriptors; one such
+    /// holder made the pipe-reader test name a stranger under a full run).
+    private func catReadingPipe() throws -> (reader: Process, readEnd: FileHandle, writeEnd: FileHandle) {
         var ends: [Int32] = [-1, -1]
         try #require(clinux_pipe_cloexec(&ends) == 0)
         let readEnd = FileHandle(fileDescriptor: ends[0], closeOnDealloc: false)
@@ -70,6 +60,14 @@ struct AttributionUnitTests {
         reader.standardInput = readEnd
         reader.standardOutput = FileHandle.nullDevice
         try reader.run()
+        return (reader, readEnd, writeEnd)
+    }
+
+    @Test("a child of ours between its fork and its exec, holding the pipe by accident, is not its reader")
+    func unexecutedChild() throws {
+        // Under a full run, another test's spawn made such a child just as the pipe was looked
+        // at: it held both ends (its exec would close them) and was named the reader.
+        let (reader, readEnd, writeEnd) = try catReadingPipe()
         // A fork that never execs: it holds every descriptor of ours until it is killed.
         let child = fork()
         if child == 0 { while true { pause() } }
