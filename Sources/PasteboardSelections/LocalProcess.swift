@@ -96,25 +96,49 @@ package enum LocalProcess {
     /// did: the owner of a selection must run to answer a request, the other holders of handed-
     /// down connections need not (dbus-launch's child sleeps). Nil when none or several ran.
     package static func ranSince(_ before: [(pid: Int, timeslices: UInt64?)]) -> Int? {
-        let ran = before.filter { candidate in
+        let ran = ran(before)
+        return ran.count == 1 ? ran[0] : nil
+    }
+
+    /// Of `before` (processes with their timeslices then), those given the processor since
+    /// (a process gone, or whose counts are unknown, did not).
+    package static func ran(_ before: [(pid: Int, timeslices: UInt64?)]) -> [Int] {
+        before.filter { candidate in
             guard let then = candidate.timeslices, let now = timeslices(of: candidate.pid) else { return false }
             return now > then
-        }
-        return ran.count == 1 ? ran[0].pid : nil
+        }.map(\.pid)
     }
 
     /// Of `candidates` (the processes that hold connections handed down from gone ones, one of
     /// them an owner's), the one that serves the owner, or nil when that cannot be told (never a
     /// guess). `ask` makes a request of the owner itself: the one candidate that ran to answer it
     /// (``ranSince(_:)``) is the owner's. An owner that lost its selection runs too, as it exits:
-    /// then the candidates get `exitWait` seconds to go, and the one left, if one is, is named.
+    /// while several ran, the owner is among them, and they are asked again (the owner runs for
+    /// every request; one exiting is soon gone or still), with a short wait for exits between,
+    /// until one is left or `exitWait` seconds have gone. Where none ran (a kernel without
+    /// scheduler statistics), the one left after the others exit is named.
     package static func serving(_ candidates: [Int], exitWait: Double, ask: () -> Void) -> Int? {
-        let before = candidates.map { (pid: $0, timeslices: timeslices(of: $0)) }
-        ask()
-        if let pid = ranSince(before) { return pid }
-        let living = waitForExits(candidates, leaving: 1, timeout: exitWait)
-        return living.count == 1 ? living[0] : nil
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(exitWait, 0) * 1e9)
+        var running = candidates
+        while true {
+            let before = running.map { (pid: $0, timeslices: timeslices(of: $0)) }
+            ask()
+            let ran = ran(before)
+            if ran.count == 1 { return ran[0] }
+            if !ran.isEmpty { running = ran }
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return nil }
+            let left = Double(deadline - now) / 1e9
+            // Several ran: a short wait, and they are asked again. None ran: the whole wait.
+            running = waitForExits(running, leaving: 1, timeout: ran.isEmpty ? left : min(left, serveAgainAfter))
+            if running.count <= 1 { return running.first }
+            if ran.isEmpty { return nil }
+        }
     }
+
+    /// How long candidates that all ran to a request get to exit before they are asked again
+    /// (seconds).
+    static let serveAgainAfter = 0.02
 
     /// Waits, at most `timeout` seconds, until no more than `count` of `pids` still run; the ones
     /// that do. Each process is watched through a pidfd (readable once it has exited), all in one

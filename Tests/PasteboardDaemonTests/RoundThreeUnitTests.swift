@@ -88,7 +88,7 @@ struct AttributionUnitTests {
     func ranSince() throws {
         // A process asleep for the test's length, as dbus-launch's child waits on its socket.
         let sleeper = try Process.run(URL(fileURLWithPath: "/bin/sleep"), arguments: ["30"])
-        defer { sleeper.terminate() }
+        defer { kill(sleeper.processIdentifier, SIGKILL) }
         let asleep = Int(sleeper.processIdentifier)
         // It has run (to exec), then sleeps: wait until it is asleep in its nanosleep.
         #expect(eventually { (try? String(contentsOfFile: "/proc/\(asleep)/stat", encoding: .utf8))?.split(separator: " ")[2] == "S" })
@@ -148,7 +148,9 @@ struct AttributionUnitTests {
     @Test("of several holders, the exiting ones are waited for in one wait; the one left serves, two left tell nothing")
     func servingHolder() throws {
         let sleepers = try (0..<2).map { _ in try Process.run(URL(fileURLWithPath: "/bin/sleep"), arguments: ["30"]) }
-        defer { sleepers.forEach { $0.terminate() } }
+        // SIGKILL: a child started through Foundation inherits the signals this process's
+        // threads block (SIGTERM among them), and would sleep its 30 s out.
+        defer { sleepers.forEach { kill($0.processIdentifier, SIGKILL) } }
         let (a, b) = (Int(sleepers[0].processIdentifier), Int(sleepers[1].processIdentifier))
         #expect(eventually { [a, b].allSatisfy { (try? String(contentsOfFile: "/proc/\($0)/stat", encoding: .utf8))?.split(separator: " ")[2] == "S" } })
         // Neither goes: both are left when the wait ends, and nobody is named.
@@ -158,18 +160,16 @@ struct AttributionUnitTests {
         #expect(LocalProcess.waitForExits([a, 0], leaving: 1, timeout: 30) == [a])
 
         // A holder that exits during the wait (its input ends): the wait ends then, with the other.
-        func exiting() throws -> (Process, Pipe) {
-            let input = Pipe()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/cat")
-            process.standardInput = input
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            return (process, input)
+        // (Its pipe is close-on-exec here, as catReadingPipe's: a process another test starts
+        // meanwhile must not hold the write end, or cat never sees its input end.)
+        func exiting() throws -> (Process, FileHandle) {
+            let (process, readEnd, writeEnd) = try catReadingPipe()
+            try readEnd.close()
+            return (process, writeEnd)
         }
         let (cat, input) = try exiting()
         let catPID = Int(cat.processIdentifier)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { try? input.fileHandleForWriting.close() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { try? input.close() }
         #expect(LocalProcess.waitForExits([a, catPID], leaving: 1, timeout: 30) == [a])
         cat.waitUntilExit()
 
@@ -180,9 +180,31 @@ struct AttributionUnitTests {
         let (other, otherInput) = try exiting()
         #expect(LocalProcess.serving([b, Int(other.processIdentifier)], exitWait: 30, ask: {
             // It runs to its end, and is gone before the look: only the one left can serve.
-            try? otherInput.fileHandleForWriting.close()
+            try? otherInput.close()
             other.waitUntilExit()
         }) == b)
+    }
+
+    @Test("of several holders that all ran to a request, the owner is among them: they are asked again until one is left running; one that keeps running tells nothing")
+    func servingAskedAgain() throws {
+        // A holder that wakes every millisecond, as an owner that lost its selection runs while
+        // it exits.
+        let ticker = try Process.run(URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", "while :; do sleep 0.001; done"])
+        defer { kill(ticker.processIdentifier, SIGKILL); kill(ticker.processIdentifier, SIGCONT) }
+        let (me, ticking) = (Int(getpid()), Int(ticker.processIdentifier))
+        // Both run to every request, for as long as it is asked: nobody is named.
+        var asks = 0
+        #expect(LocalProcess.serving([me, ticking], exitWait: 0.2, ask: { asks += 1; usleep(20_000) }) == nil)
+        #expect(asks > 1, "asked again while both ran")
+        // It goes still after the first request (as an exiting owner is soon done): the second
+        // tells the one that still runs to answer.
+        asks = 0
+        #expect(LocalProcess.serving([me, ticking], exitWait: 30, ask: {
+            asks += 1
+            usleep(20_000)
+            if asks == 1 { kill(ticker.processIdentifier, SIGSTOP) }
+        }) == me)
+        #expect(asks >= 2)
     }
 
     @Test("a zombie is not a running process; this process is")

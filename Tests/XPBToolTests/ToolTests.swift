@@ -558,6 +558,68 @@ struct ReadTests {
         #expect((gtkInfo?["ownerClass"] as? String)?.lowercased().contains("gtk_clipboard") == true, "\(String(describing: gtkInfo))")
     }
 
+    @Test("who copied, beside a process on an X connection handed down to it: xclip is named by watch (which has read the owner's targets already) and info while that process sleeps; while it keeps running, it is never named")
+    func ownerAttributionBesideAHolder() throws {
+        let x = try Xvfb()
+        let watch = try Peer(try xpbPath(), ["watch", "--json"], display: x)
+        defer { watch.stop() }
+        for _ in 0..<20 where watch.outputSoFar.isEmpty {
+            #expect(try xpb(["copy"], x, input: Data("probe".utf8)).status == 0)
+            _ = eventually(timeout: 1) { !watch.outputSoFar.isEmpty }
+        }
+        // A client that connects and forks; its parent exits, and the child wakes every
+        // millisecond on the connection it was handed (as an owner that lost its selection runs
+        // while it exits, but for as long as the test wants), or sleeps when stopped (as
+        // dbus-launch's child waits).
+        let script = """
+        import ctypes, os, sys, time
+        x = ctypes.CDLL("libX11.so.6"); x.XOpenDisplay.restype = ctypes.c_void_p
+        if not x.XOpenDisplay(None): sys.exit(1)
+        if os.fork() == 0:
+            print(os.getpid(), flush=True)
+            while True: time.sleep(0.001)
+        os._exit(0)
+        """
+        let forker = try Peer("python3", ["-c", script], display: x)
+        defer { forker.stop() }
+        #expect(eventually(timeout: 10) { forker.outputSoFar.hasSuffix("\n") })
+        let holder = try #require(Int(forker.outputSoFar.trimmingCharacters(in: .whitespacesAndNewlines)))
+        defer { kill(pid_t(holder), SIGKILL); kill(pid_t(holder), SIGCONT) }
+        #expect(eventually(timeout: 10) { !forker.isRunning })
+        func watchedAfter(_ count: Int) throws -> [[String: Any]] {
+            #expect(eventually(timeout: 20) { watch.outputSoFar.split(separator: "\n").count > count }, "\(watch.outputSoFar)")
+            return try watch.outputSoFar.split(separator: "\n").dropFirst(count).map {
+                try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+            }
+        }
+
+        // Asleep: the owner is asked itself, and the one that runs to answer is xclip's child.
+        kill(pid_t(holder), SIGSTOP)
+        var lines = watch.outputSoFar.split(separator: "\n").count
+        #expect(try xclipCopy("hi", display: x).status == 0)
+        let first = try #require(try watchedAfter(lines).last)
+        #expect(first["ownerApp"] as? String == "xclip", "\(first)")
+        let firstPID = try #require(first["ownerPID"] as? Int)
+        #expect(try String(contentsOfFile: "/proc/\(firstPID)/comm", encoding: .utf8) == "xclip\n")
+
+        // Running through every request: it and xclip both run to each, so nobody is named by
+        // either, never the holder.
+        kill(pid_t(holder), SIGCONT)
+        lines = watch.outputSoFar.split(separator: "\n").count
+        #expect(try xclipCopy("hi again", display: x).status == 0)
+        for change in try watchedAfter(lines) {
+            #expect(change["ownerPID"] as? Int != holder && change["ownerApp"] as? String != "python3", "\(change)")
+        }
+        let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        #expect(info?["ownerPID"] as? Int != holder && info?["ownerApp"] as? String != "python3", "\(String(describing: info))")
+        // Stopped again: info names xclip.
+        kill(pid_t(holder), SIGSTOP)
+        let named = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
+        #expect(named?["ownerApp"] as? String == "xclip", "\(String(describing: named))")
+        let pid = try #require(named?["ownerPID"] as? Int)
+        #expect(try String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) == "xclip\n")
+    }
+
     /// A second request for the same target into the property an INCR send of ours fills is
     /// answered by that send: opened anew, it wrote a second INCR marker into the property being
     /// read, and the reader took a part for the whole.

@@ -63,7 +63,7 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
 
     /// How long the candidates that are exiting get to go, when a request does not tell which
     /// serves the owner (seconds).
-    package static let candidatesExit = 0.25
+    package static let candidatesExit = 0.5
 
     /// A name for the application: the executable's, else the window class, else the window's name.
     public var appName: String? { executableName ?? windowClass ?? name }

@@ -221,10 +221,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
     /// Where several processes hold connections handed down from gone ones (an xclip that forked
     /// after it connected, an `xpb copy` owner forked after it took its selection and still
     /// exiting after it lost it), one of them the owner's, the owner is asked for its targets to
-    /// tell which (``SelectionOwnerInfo/resolved(exitWait:asking:)``). No process is named
-    /// where that cannot be told: never a guess.
+    /// tell which (``SelectionOwnerInfo/resolved(exitWait:asking:)``). The owner itself is
+    /// asked, never the offer cached since it took the selection (which a reader of its types,
+    /// `xpb watch`, has just filled): an answer from the cache runs no candidate but the one
+    /// exiting. No process is named where that cannot be told: never a guess.
     public func owner(of name: Pasteboard.Name) throws -> SelectionOwnerInfo? {
-        try accountedOwner(of: name)?.resolved { _ = try? targets(of: name) }
+        try accountedOwner(of: name)?.resolved { _ = try? foreignOffer(name, fresh: true) }
     }
 
     /// Who owns a pasteboard's selection as the server and this host account for it, without

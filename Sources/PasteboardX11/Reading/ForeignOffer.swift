@@ -34,8 +34,9 @@ extension X11PasteboardBackend {
     /// same window) has moved the epoch by the time the cache is consulted.
     ///
     /// With `speculation`, its target is asked for right after `TARGETS` when the owner is asked
-    /// at all; otherwise it is skipped.
-    func foreignOffer(_ name: Pasteboard.Name, speculation: SpeculativeRead? = nil) throws -> ForeignOffer? {
+    /// at all; otherwise it is skipped. With `fresh`, the owner is asked whatever is cached (a
+    /// caller that must see the owner run to answer: ``owner(of:)``).
+    func foreignOffer(_ name: Pasteboard.Name, speculation: SpeculativeRead? = nil, fresh: Bool = false) throws -> ForeignOffer? {
         try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
             let owner = session.currentOwnerAfterQueuedChanges(selection)
@@ -49,7 +50,7 @@ extension X11PasteboardBackend {
             }
             let (epoch, cached) = self.state.withLock { ($0.ownershipEpochs[name] ?? 0, $0.offers[name]) }
             // Without XFixes no event moves the epoch: then every read asks the owner.
-            if session.wire.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
+            if !fresh, session.wire.fixesEventBase >= 0, let cached, cached.epoch == epoch, cached.owner == owner {
                 speculation?.skip()
                 return done(.success(cached.offer))
             }
