@@ -187,24 +187,44 @@ struct AttributionUnitTests {
 
     @Test("of several holders that all ran to a request, the owner is among them: they are asked again until one is left running; one that keeps running tells nothing")
     func servingAskedAgain() throws {
-        // A holder that wakes every millisecond, as an owner that lost its selection runs while
-        // it exits.
-        let ticker = try Process.run(URL(fileURLWithPath: "/bin/sh"), arguments: ["-c", "while :; do sleep 0.001; done"])
-        defer { kill(ticker.processIdentifier, SIGKILL); kill(ticker.processIdentifier, SIGCONT) }
-        let (me, ticking) = (Int(getpid()), Int(ticker.processIdentifier))
-        // Both run to every request, for as long as it is asked: nobody is named.
+        // A holder made to run by a request when the test wants it (as an owner that lost its
+        // selection runs while it exits): cat, poked through a pipe, its echo read back.
+        var input: [Int32] = [-1, -1]
+        var output: [Int32] = [-1, -1]
+        try #require(clinux_pipe_cloexec(&input) == 0 && clinux_pipe_cloexec(&output) == 0)
+        let cat = Process()
+        cat.executableURL = URL(fileURLWithPath: "/bin/cat")
+        cat.standardInput = FileHandle(fileDescriptor: input[0], closeOnDealloc: false)
+        cat.standardOutput = FileHandle(fileDescriptor: output[1], closeOnDealloc: false)
+        try cat.run()
+        close(input[0])
+        close(output[1])
+        defer {
+            close(input[1])
+            close(output[0])
+            kill(cat.processIdentifier, SIGKILL)
+            cat.waitUntilExit()
+        }
+        func poke() {
+            var byte: UInt8 = 1
+            _ = write(input[1], &byte, 1)
+            _ = read(output[0], &byte, 1)
+        }
+        let (me, holder) = (Int(getpid()), Int(cat.processIdentifier))
+        // Both run to every request (this process sleeps in it), for as long as it is asked:
+        // nobody is named.
         var asks = 0
-        #expect(LocalProcess.serving([me, ticking], exitWait: 0.2, ask: { asks += 1; usleep(20_000) }) == nil)
+        #expect(LocalProcess.serving([me, holder], exitWait: 0.2, ask: { asks += 1; poke(); usleep(1_000) }) == nil)
         #expect(asks > 1, "asked again while both ran")
-        // It goes still after the first request (as an exiting owner is soon done): the second
-        // tells the one that still runs to answer.
+        // It runs to the first request only (as an exiting owner is soon done): the second tells
+        // the one that still runs to answer.
         asks = 0
-        #expect(LocalProcess.serving([me, ticking], exitWait: 30, ask: {
+        #expect(LocalProcess.serving([me, holder], exitWait: 30, ask: {
             asks += 1
-            usleep(20_000)
-            if asks == 1 { kill(ticker.processIdentifier, SIGSTOP) }
+            if asks == 1 { poke() }
+            usleep(1_000)
         }) == me)
-        #expect(asks >= 2)
+        #expect(asks == 2)
     }
 
     @Test("a zombie is not a running process; this process is")
