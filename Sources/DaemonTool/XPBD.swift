@@ -352,6 +352,7 @@ package enum XPBD {
         // Everything the daemon writes (history, sockets) is the user's alone.
         umask(0o077)
         signal(SIGPIPE, SIG_IGN)
+        Self.blockHandledSignals()
         let daemon: any RunningDaemon
         do {
             // Made again on a fresh connection when the display's ends (the compositor dropped
@@ -388,6 +389,23 @@ package enum XPBD {
         reload.resume()
         sources.append(reload)
         return runToEnd(start: daemon.start, run: daemon.run, sources: sources, logger: logger)
+    }
+
+    /// The signals xpbd handles through its signal sources (SIGTERM, SIGINT: stop; SIGHUP:
+    /// reload), blocked in this thread before any other is made, so that every thread inherits
+    /// the mask: a signal then waits, pending for the whole process, until the source's
+    /// descriptor takes it (libdispatch reads a signalfd, which any thread can read a process's
+    /// pending signal from). A thread that did not block one would take it itself: libdispatch's
+    /// stand-in handler then passes it to the one thread that registered the first source, and a
+    /// drain of the descriptor on another thread may never see it. Without this block the main,
+    /// X, control socket and sync hub threads had them unblocked, and one loaded test run saw a
+    /// SIGTERM leave xpbd running, not a line logged. Children get every signal unblocked again
+    /// (``ChildProcess``).
+    static func blockHandledSignals() {
+        var handled = sigset_t()
+        sigemptyset(&handled)
+        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, number) }
+        pthread_sigmask(SIG_BLOCK, &handled, nil)
     }
 
     /// Signal sources for `numbers` (their default action ignored) that call `handler`.

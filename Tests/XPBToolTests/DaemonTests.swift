@@ -722,6 +722,41 @@ struct DaemonTests {
         #expect(daemon.log.contains("the copy was a secret, forgotten"))
     }
 
+    @Test("SIGTERM, SIGINT and SIGHUP are blocked in every thread of xpbd (its signal sources take them, whichever thread would have); SIGTERM as soon as it listens stops it, 10 of 10")
+    func signalsBlockedInEveryThread() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let handled: UInt64 = (1 << (UInt64(SIGTERM) - 1)) | (1 << (UInt64(SIGINT) - 1)) | (1 << (UInt64(SIGHUP) - 1))
+        for round in 0..<10 {
+            let daemon = try DaemonProcess(x, home: home)
+            let pid = daemon.peer.pid
+            if round == 0 {
+                // Running: the X thread, the control socket's, the sync hub's (the last made
+                // at the start), libdispatch's.
+                let names = { () -> [String: String] in
+                    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+                    return Dictionary(uniqueKeysWithValues: threads.map { thread in
+                        (thread, ((try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .newlines))
+                    })
+                }
+                #expect(eventually { names().values.contains("xpbd.sync.tick") }, "\(names())")
+                let threads = names().keys
+                #expect(threads.count > 2, "\(names())")
+                for thread in threads {
+                    let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/status", encoding: .utf8)) ?? ""
+                    let name = names()[thread] ?? "?"
+                    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") }),
+                          let blocked = UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16) else { continue }
+                    #expect(blocked & handled == handled, "thread \(name) blocks \(line)")
+                }
+            }
+            // At once: a signal that found a thread of its own would be lost, and the stop wait.
+            let stopped = try daemon.stop()
+            #expect(stopped.status == 0, "round \(round): \(stopped.error)")
+            #expect(stopped.error.contains("stopped; history written"), "round \(round): \(stopped.error)")
+        }
+    }
+
     @Test("restarting the daemon and restarting the X server both restore the last clipboard")
     func restoresAfterRestarts() throws {
         let home = try DaemonHome()
