@@ -508,19 +508,26 @@ struct ReadTests {
         #expect(try xpb(["paste", "-t", "text", "--trim-newline"], x).text == text)
     }
 
-    @Test("who copied: xclip's live pid and executable (it sets no window property and forks), a renamed copy's own name, a GTK app's WM_CLASS; info and watch --json")
-    func ownerAttribution() throws {
-        let x = try Xvfb()
+    /// `xpb watch --json` on `x`, once it has printed a line: copies by xpb are made until it
+    /// prints one (nothing else shows that it has started).
+    private func watchingJSON(_ x: Xvfb) throws -> Peer {
         let watch = try Peer(try xpbPath(), ["watch", "--json"], display: x)
-        defer { watch.stop() }
-        // Copies by xpb until the watcher (whose start nothing shows) prints one; then one xclip
-        // copy, whose line the watcher prints later. (Retried xclip copies would leave earlier xclips exiting while
-        // the last one's change is reported: two xclips holding connections handed down by
-        // their gone parents name the executable alone, never a guessed pid.)
         for _ in 0..<20 where watch.outputSoFar.isEmpty {
             #expect(try xpb(["copy"], x, input: Data("probe".utf8)).status == 0)
             _ = eventually(timeout: 1) { !watch.outputSoFar.isEmpty }
         }
+        return watch
+    }
+
+    @Test("who copied: xclip's live pid and executable (it sets no window property and forks), a renamed copy's own name, a GTK app's WM_CLASS; info and watch --json")
+    func ownerAttribution() throws {
+        let x = try Xvfb()
+        let watch = try watchingJSON(x)
+        defer { watch.stop() }
+        // Then one xclip copy, whose line the watcher prints later. (Retried xclip copies would
+        // leave earlier xclips exiting while the last one's change is reported: two xclips
+        // holding connections handed down by their gone parents name the executable alone,
+        // never a guessed pid.)
         #expect(try xclipCopy("hi", display: x).status == 0)
         #expect(eventually(timeout: 10) { (try? xpb(["types", "--targets"], x).text.contains("UTF8_STRING")) == true && (try? xpb(["info"], x).text.contains("owner app: xclip")) == true })
         let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
@@ -561,12 +568,8 @@ struct ReadTests {
     @Test("who copied, beside a process on an X connection handed down to it: xclip is named by watch (which has read the owner's targets already) and info while that process sleeps; while it keeps running, it is never named")
     func ownerAttributionBesideAHolder() throws {
         let x = try Xvfb()
-        let watch = try Peer(try xpbPath(), ["watch", "--json"], display: x)
+        let watch = try watchingJSON(x)
         defer { watch.stop() }
-        for _ in 0..<20 where watch.outputSoFar.isEmpty {
-            #expect(try xpb(["copy"], x, input: Data("probe".utf8)).status == 0)
-            _ = eventually(timeout: 1) { !watch.outputSoFar.isEmpty }
-        }
         // A client that connects and forks; its parent exits, and the child wakes every
         // millisecond on the connection it was handed (as an owner that lost its selection runs
         // while it exits, but for as long as the test wants), or sleeps when stopped (as

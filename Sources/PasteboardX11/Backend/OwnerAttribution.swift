@@ -61,8 +61,8 @@ public struct SelectionOwnerInfo: Sendable, Equatable {
         return LocalProcess.serving(candidates, exitWait: exitWait, ask: ask).map(served(by:)) ?? self
     }
 
-    /// How long the candidates that are exiting get to go, when a request does not tell which
-    /// serves the owner (seconds).
+    /// How long the candidates are asked again, and those exiting get to go, when a request does
+    /// not tell which serves the owner (seconds).
     package static let candidatesExit = 0.5
 
     /// A name for the application: the executable's, else the window class, else the window's name.
