@@ -44,7 +44,7 @@ package enum LocalProcess {
     /// one holder names the process; several that run one executable name the executable alone;
     /// several others are candidates (a desktop has other such holders: dbus-launch's child keeps
     /// the X connection its parent made), one of which the owner's answer to a request tells
-    /// (``ranSince(_:)``); none is unknown.
+    /// (``ran(_:)``); none is unknown.
     package enum Successor: Equatable, Sendable {
         case process(Int)
         case executable(name: String, path: String?)
@@ -92,16 +92,10 @@ package enum LocalProcess {
         return counted ? total : nil
     }
 
-    /// Of `candidates` (with their timeslices before), the one that ran since, if exactly one
-    /// did: the owner of a selection must run to answer a request, the other holders of handed-
-    /// down connections need not (dbus-launch's child sleeps). Nil when none or several ran.
-    package static func ranSince(_ before: [(pid: Int, timeslices: UInt64?)]) -> Int? {
-        let ran = ran(before)
-        return ran.count == 1 ? ran[0] : nil
-    }
-
-    /// Of `before` (processes with their timeslices then), those given the processor since
-    /// (a process gone, or whose counts are unknown, did not).
+    /// Of `before` (processes with their timeslices then), those given the processor since (a
+    /// process gone, or whose counts are unknown, did not): the owner of a selection must run to
+    /// answer a request, the other holders of handed-down connections need not (dbus-launch's
+    /// child sleeps).
     package static func ran(_ before: [(pid: Int, timeslices: UInt64?)]) -> [Int] {
         before.filter { candidate in
             guard let then = candidate.timeslices, let now = timeslices(of: candidate.pid) else { return false }
@@ -112,7 +106,7 @@ package enum LocalProcess {
     /// Of `candidates` (the processes that hold connections handed down from gone ones, one of
     /// them an owner's), the one that serves the owner, or nil when that cannot be told (never a
     /// guess). `ask` makes a request of the owner itself: the one candidate that ran to answer it
-    /// (``ranSince(_:)``) is the owner's. An owner that lost its selection runs too, as it exits:
+    /// (``ran(_:)``) is the owner's. An owner that lost its selection runs too, as it exits:
     /// while several ran, the owner is among them, and they are asked again (the owner runs for
     /// every request; one exiting is soon gone or still), with a short wait for exits between,
     /// until one is left or `exitWait` seconds have gone. Where none ran (a kernel without

@@ -84,7 +84,7 @@ struct AttributionUnitTests {
         reader.waitUntilExit()
     }
 
-    @Test("of several holders, the one that ran since is told; a sleeping one never is, and two that ran tell nothing")
+    @Test("of several holders, the one that ran since is told; a sleeping one never is; two that ran are both told")
     func ranSince() throws {
         // A process asleep for the test's length, as dbus-launch's child waits on its socket.
         let sleeper = try Process.run(URL(fileURLWithPath: "/bin/sleep"), arguments: ["30"])
@@ -98,11 +98,11 @@ struct AttributionUnitTests {
         let before = [me, asleep].map { (pid: $0, timeslices: LocalProcess.timeslices(of: $0)) }
         // This process runs again (a sleep gives the processor up, and back).
         usleep(20_000)
-        #expect(LocalProcess.ranSince(before) == me)
-        // Both ran: nothing is told.
-        #expect(LocalProcess.ranSince(before.map { (pid: $0.pid, timeslices: $0.timeslices.map { $0 - 1 }) }) == nil)
+        #expect(LocalProcess.ran(before) == [me])
+        // Both ran: both are told (the owner is one of them).
+        #expect(LocalProcess.ran(before.map { (pid: $0.pid, timeslices: $0.timeslices.map { $0 - 1 }) }) == [me, asleep])
         // None ran (a gone process's counts are unknown).
-        #expect(LocalProcess.ranSince([(pid: asleep, timeslices: LocalProcess.timeslices(of: asleep))]) == nil)
+        #expect(LocalProcess.ran([(pid: asleep, timeslices: LocalProcess.timeslices(of: asleep))]).isEmpty)
     }
 
     @Test("a job's names: a script is named by its script, not its shell; every live process of the process group counts; a password manager's job is told from its caller")
