@@ -105,6 +105,10 @@ let package = Package(
             "PasteboardDaemon", "PasteboardKit", "PasteboardSelections", "PasteboardWire", "PasteboardWayland",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: daemonSize),
+        // KDE Connect's LAN protocol as pure values, no sockets: its packets, their framing and
+        // the checks an untrusted device's bytes meet, the link's handshake, pairing, and the
+        // clipboard's rule across the link. Host-free, like the daemon's core.
+        .target(name: "KDEConnect", swiftSettings: daemonSize),
         // xpbd's command line (options, configuration file, logging, signals), thin over
         // PasteboardDaemon, and the one place that wires hosts to it (DaemonSession; the bridge
         // of the two); a library, so that the xpb binary can run it when called as xpbd.
@@ -117,7 +121,7 @@ let package = Package(
         .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
-        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon", "PasteboardWayland"]),
+        .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon", "PasteboardWayland", "KDEConnect"]),
         .testTarget(name: "PasteboardWaylandTests", dependencies: ["PasteboardWayland", "PasteboardKit", "X11TestSupport"]),
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
@@ -126,6 +130,8 @@ let package = Package(
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardWire", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),
+        // KDE Connect's packets, handshake, pairing and clipboard rule, as pure values.
+        .testTarget(name: "KDEConnectTests", dependencies: ["KDEConnect"]),
         // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.
         .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "CHistorySeal", "PasteboardWire", "PasteboardX11", "PasteboardSelections", "PasteboardKit", "X11TestSupport"]),
     ],

@@ -1,13 +1,15 @@
 import FoundationEssentials
 import Glibc
+import KDEConnect
 import PasteboardDaemon
 import PasteboardWayland
 import PasteboardX11
 
 // The fuzz target of xpb's parsers of untrusted bytes: what other X clients send
 // (``UntrustedInput``), what sync peers and control clients send (``UntrustedPeerInput``), and
-// what a Wayland compositor sends (``UntrustedCompositorInput``), and the history's sealed
-// payload files (``UntrustedHistoryFiles``).
+// what a Wayland compositor sends (``UntrustedCompositorInput``), the history's sealed
+// payload files (``UntrustedHistoryFiles``), and what a KDE Connect device sends
+// (``UntrustedDeviceInput``).
 // Built for libFuzzer
 // (see docs/library.md, "Fuzzing"):
 //
@@ -35,6 +37,7 @@ enum Fuzz {
             UntrustedPeerInput.exercise(data)
             UntrustedCompositorInput.exercise(data)
             UntrustedHistoryFiles.exercise(data)
+            UntrustedDeviceInput.exercise(data)
             return 0
         })
     }
@@ -57,6 +60,7 @@ enum Replay {
             UntrustedPeerInput.exercise(data)
             UntrustedCompositorInput.exercise(data)
             UntrustedHistoryFiles.exercise(data)
+            UntrustedDeviceInput.exercise(data)
         }
         print("replayed \(paths.count) input\(paths.count == 1 ? "" : "s")")
     }
