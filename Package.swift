@@ -109,6 +109,12 @@ let package = Package(
         // the checks an untrusted device's bytes meet, the link's handshake, pairing, and the
         // clipboard's rule across the link. Host-free, like the daemon's core.
         .target(name: "KDEConnect", swiftSettings: daemonSize),
+        // TLS, keys and certificates from OpenSSL (libssl), for KDE Connect's link.
+        .systemLibrary(name: "CTLS", path: "Modules/CTLS", providers: [.apt(["libssl-dev"])]),
+        // KDE Connect's link to a device: the device's certificate and key, TLS over a socket
+        // in the handshake's role, the device's certificate checked against the pinned one.
+        // Not linked into xpb: TLS with X.509 draws about 4 MB of OpenSSL into a static binary.
+        .target(name: "KDEConnectLink", dependencies: ["KDEConnect", "CTLS", "PasteboardKit", "CLinux"]),
         // xpbd's command line (options, configuration file, logging, signals), thin over
         // PasteboardDaemon, and the one place that wires hosts to it (DaemonSession; the bridge
         // of the two); a library, so that the xpb binary can run it when called as xpbd.
@@ -131,7 +137,7 @@ let package = Package(
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),
         // KDE Connect's packets, handshake, pairing and clipboard rule, as pure values.
-        .testTarget(name: "KDEConnectTests", dependencies: ["KDEConnect"]),
+        .testTarget(name: "KDEConnectTests", dependencies: ["KDEConnect", "KDEConnectLink", "CLinux", "X11TestSupport"]),
         // The daemon's store, policy and wire format, and the daemon running against a private Xvfb.
         .testTarget(name: "PasteboardDaemonTests", dependencies: ["PasteboardDaemon", "CHistorySeal", "PasteboardWire", "PasteboardX11", "PasteboardSelections", "PasteboardKit", "X11TestSupport"]),
     ],

@@ -308,6 +308,19 @@ static inline int clinux_pipe_cloexec(int fds[2]) {
     return syscall(SYS_pipe2, fds, O_CLOEXEC);
 }
 
+// A connection taken from a listening socket, close-on-exec from the start. accept4 is declared
+// only under _GNU_SOURCE.
+static inline int clinux_accept_cloexec(int fd) {
+    return (int)syscall(SYS_accept4, fd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+// Moves the calling thread into the network namespace `fd` refers to (a file under /run/netns):
+// the threads it makes after this, and the sockets they open, are in it too. setns is declared
+// only under _GNU_SOURCE.
+static inline int clinux_enter_network_namespace(int fd) {
+    return (int)syscall(SYS_setns, fd, 0x40000000 /* CLONE_NEWNET */);
+}
+
 // A pipe that wakes a thread from its poll: close-on-exec from the start, as above, and
 // non-blocking at both ends (a wake never blocks the waker, and the woken thread drains it
 // without blocking).

@@ -32,6 +32,7 @@ package struct Pairing: Equatable, Sendable {
     /// Why a person's request cannot be done now.
     package struct Refusal: Error, Equatable, Sendable, CustomStringConvertible {
         package var description: String
+        package init(description: String) { self.description = description }
     }
 
     /// How long a request waits for its answer.
@@ -47,6 +48,11 @@ package struct Pairing: Equatable, Sendable {
     }
 
     package var isPaired: Bool { state == .paired }
+
+    /// Whether we asked and wait for the device's answer.
+    package var isRequested: Bool {
+        if case .requested = state { true } else { false }
+    }
 
     /// When ``tick(now:)`` must run next: the end of a request's wait.
     package var deadline: Date? {
@@ -98,18 +104,37 @@ package struct Pairing: Equatable, Sendable {
         }
     }
 
-    /// A `kdeconnect.pair` packet from the device.
-    package mutating func received(pair wants: Bool, now: Date) -> [Action] {
+    /// How far a protocol 8 request's time may be from this machine's (kdeconnect-kde's
+    /// `ALLOWED_TIMESTAMP_TIME_DIFFERENCE_SECONDS`).
+    package static let allowedClockDifference: TimeInterval = 1800
+
+    /// A `kdeconnect.pair` packet from the device, which speaks protocol `version` on this link.
+    ///
+    /// As kdeconnect-kde 8 does: a request from a device already paired unpairs it and waits for
+    /// the person like any request (the two cannot be told from an acceptance in 7, and answering
+    /// it would let two devices accept each other for ever); a second request while one waits is
+    /// ignored; in protocol 8 a request must carry a time within half an hour of ours.
+    package mutating func received(pair wants: Bool, timestamp: Int64?, version: Int, now: Date) -> [Action] {
         switch (state, wants) {
         case (.requested, true):
             state = .paired
             return [.trust, .tell("paired with “\(name)”: it accepted")]
-        case (.paired, true):
-            // It thinks it is not paired (it forgot us): it is told it is.
-            return [.send(.pair(true, timestamp: nil))]
-        case (.unpaired, true), (.requestedByPeer, true):
+        case (.requestedByPeer, true):
+            return []
+        case (.unpaired, true), (.paired, true):
+            var actions: [Action] = []
+            if state == .paired {
+                state = .unpaired
+                actions = [.forget, .tell("“\(name)” asks to pair although it is paired: unpaired until the person accepts again")]
+            }
+            if version >= 8 {
+                guard let timestamp, abs(TimeInterval(timestamp) - now.timeIntervalSince1970) <= Self.allowedClockDifference else {
+                    return actions + [.send(.pair(false, timestamp: nil)),
+                                      .tell("refused “\(name)”’s request to pair: \(timestamp == nil ? "it carries no time" : "its clock and ours differ by more than half an hour")")]
+                }
+            }
             state = .requestedByPeer(until: now.addingTimeInterval(Self.timeout))
-            return [.tell("“\(name)” asks to pair: xpb devices accept, within \(Int(Self.timeout)) s")]
+            return actions + [.tell("“\(name)” asks to pair: xpb devices accept, within \(Int(Self.timeout)) s")]
         case (.requested, false):
             state = .unpaired
             return [.tell("“\(name)” refused to pair")]

@@ -40,8 +40,8 @@ package enum UntrustedDeviceInput {
             }
             framer.limit = 1 << 20
             switch packet {
-            case .pair(let wants, _):
-                _ = pairing.received(pair: wants, now: Date(timeIntervalSince1970: 2_000_000_000))
+            case .pair(let wants, let timestamp):
+                _ = pairing.received(pair: wants, timestamp: timestamp, version: 8, now: Date(timeIntervalSince1970: 2_000_000_000))
                 _ = pairing.tick(now: Date(timeIntervalSince1970: 2_000_000_040))
             case .clipboard, .clipboardConnect:
                 _ = rule.received(packet, now: 2_000_000_000_000)

@@ -1,6 +1,7 @@
 import FoundationEssentials
 @testable import KDEConnect
 import Testing
+import X11TestSupport
 
 private let xpbd = DeviceIdentity(deviceId: "0123456789abcdef0123456789abcdef", deviceName: "xpbd", deviceType: .desktop, protocolVersion: 8,
                                   incomingCapabilities: [Packet.clipboardType, Packet.clipboardConnectType],
@@ -90,22 +91,22 @@ struct PairingTests {
         #expect(asked.first == .send(.pair(true, timestamp: 1_764_000_000)))
         #expect(pairing.deadline == now.addingTimeInterval(30))
         #expect(throws: Pairing.Refusal.self) { try pairing.request(now: now) }
-        #expect(pairing.received(pair: true, now: now).first == .trust)
+        #expect(pairing.received(pair: true, timestamp: nil, version: 7, now: now).first == .trust)
         #expect(pairing.isPaired && pairing.deadline == nil)
         #expect(throws: Pairing.Refusal(description: "“kde-box” is paired already")) { try pairing.request(now: now) }
     }
 
-    @Test("the device asks: it waits for the person, however often it asks, and lapses after 30 s unanswered")
+    @Test("the device asks: it waits for the person, however often it asks (a repeat does not extend it), and lapses after 30 s unanswered")
     func deviceAsks() throws {
         var pairing = Pairing(name: "kde-box", paired: false)
         for second in 0..<5 {
-            let actions = pairing.received(pair: true, now: now.addingTimeInterval(Double(second)))
+            let actions = pairing.received(pair: true, timestamp: nil, version: 7, now: now.addingTimeInterval(Double(second)))
             #expect(!actions.contains(.trust) && !actions.contains { if case .send = $0 { true } else { false } },
                     "a request is never answered by itself")
         }
         #expect(!pairing.isPaired)
-        #expect(pairing.tick(now: now.addingTimeInterval(33.9)) == [])
-        let lapsed = pairing.tick(now: now.addingTimeInterval(34))
+        #expect(pairing.tick(now: now.addingTimeInterval(29.9)) == [])
+        let lapsed = pairing.tick(now: now.addingTimeInterval(30))
         #expect(lapsed.first == .send(.pair(false, timestamp: nil)))
         #expect(pairing.state == .unpaired)
         #expect(throws: Pairing.Refusal.self) { try pairing.accept() }
@@ -114,40 +115,57 @@ struct PairingTests {
     @Test("the person accepts the device's request, or asks while it asks (which accepts it)")
     func accepted() throws {
         var pairing = Pairing(name: "kde-box", paired: false)
-        _ = pairing.received(pair: true, now: now)
+        _ = pairing.received(pair: true, timestamp: nil, version: 7, now: now)
         #expect(try pairing.accept() == [.send(.pair(true, timestamp: nil)), .trust, .tell("paired with “kde-box”")])
         var crossing = Pairing(name: "kde-box", paired: false)
-        _ = crossing.received(pair: true, now: now)
+        _ = crossing.received(pair: true, timestamp: nil, version: 7, now: now)
         #expect(try crossing.request(now: now).contains(.trust))
         #expect(crossing.isPaired)
     }
 
-    @Test("unpairing from either side forgets the certificate; a paired device that asks again is told it is paired")
+    @Test("unpairing from either side forgets the certificate; a paired device that asks again is unpaired, and its request waits like any other")
     func unpairing() throws {
         var ours = Pairing(name: "kde-box", paired: true)
         #expect(ours.unpair().prefix(2) == [.send(.pair(false, timestamp: nil)), .forget])
         #expect(ours.unpair() == [], "unpairing twice sends nothing")
         var theirs = Pairing(name: "kde-box", paired: true)
-        #expect(theirs.received(pair: true, now: now) == [.send(.pair(true, timestamp: nil))])
-        #expect(theirs.isPaired)
-        #expect(theirs.received(pair: false, now: now).first == .forget)
+        #expect(theirs.received(pair: false, timestamp: nil, version: 7, now: now).first == .forget)
         #expect(!theirs.isPaired)
+        var again = Pairing(name: "kde-box", paired: true)
+        let actions = again.received(pair: true, timestamp: nil, version: 7, now: now)
+        #expect(actions.first == .forget && !actions.contains { if case .send = $0 { true } else { false } },
+                "no answer: two devices answering each other's requests would never stop")
+        #expect(again.state == .requestedByPeer(until: now.addingTimeInterval(30)))
         var refused = Pairing(name: "kde-box", paired: false)
         _ = try refused.request(now: now)
-        #expect(refused.received(pair: false, now: now) == [.tell("“kde-box” refused to pair")])
+        #expect(refused.received(pair: false, timestamp: nil, version: 7, now: now) == [.tell("“kde-box” refused to pair")])
         #expect(refused.state == .unpaired)
+    }
+
+    @Test("in protocol 8 a request must carry a time within half an hour of ours; in 7 none is sent")
+    func requestTime() {
+        for (timestamp, waits) in [(Int64?.none, false), (1_764_000_000 - 1801, false), (1_764_000_000 + 1801, false), (1_764_000_000 - 1800, true), (1_764_000_000, true)] {
+            var pairing = Pairing(name: "phone", paired: false)
+            let actions = pairing.received(pair: true, timestamp: timestamp, version: 8, now: now)
+            #expect((pairing.deadline != nil) == waits, "\(String(describing: timestamp))")
+            #expect(actions.contains(.send(.pair(false, timestamp: nil))) == !waits)
+        }
+        var old = Pairing(name: "kde-box", paired: false)
+        _ = old.received(pair: true, timestamp: nil, version: 7, now: now)
+        #expect(old.deadline != nil)
     }
 
     @Test("whatever a device sends, in any order, only the person's accept or our own request ever pins its certificate")
     func neverByItself() throws {
-        var generator = SeededGenerator(seed: 1716)
+        var generator = SeededRandom(seed: 1716)
         for _ in 0..<200 {
             var pairing = Pairing(name: "x", paired: false)
             var time = now
             for _ in 0..<50 {
                 time = time.addingTimeInterval(Double.random(in: 0...20, using: &generator))
                 let actions = Bool.random(using: &generator)
-                    ? pairing.received(pair: Bool.random(using: &generator), now: time) : pairing.tick(now: time)
+                    ? pairing.received(pair: Bool.random(using: &generator), timestamp: Int64(time.timeIntervalSince1970), version: Int.random(in: 7...8, using: &generator), now: time)
+                    : pairing.tick(now: time)
                 #expect(!actions.contains(.trust))
                 #expect(!pairing.isPaired)
             }

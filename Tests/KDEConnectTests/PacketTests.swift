@@ -1,6 +1,7 @@
 import FoundationEssentials
 @testable import KDEConnect
 import Testing
+import X11TestSupport
 
 /// Lines as kdeconnect-kde writes them. 22.12 (protocol 7, Debian's) writes `id` as a string and
 /// its device id is a UUID in braces with every other character made `_` (`core/networkpacket.cpp`,
@@ -159,7 +160,7 @@ struct PacketTests {
 struct LineFramerTests {
     @Test("lines come out whole however the bytes are cut, \\r\\n ends too, and the framer keeps no more than the line it reads")
     func anyCut() throws {
-        var generator = SeededGenerator(seed: 61)
+        var generator = SeededRandom(seed: 61)
         let lines = (0..<200).map { index in String(repeating: "x", count: Int.random(in: 0...300, using: &generator)) + "\(index)" }
         let stream = Array(lines.enumerated().map { $0.offset % 7 == 0 ? $0.element + "\r\n" : $0.element + "\n" }.joined().utf8)
         for _ in 0..<20 {
@@ -188,18 +189,5 @@ struct LineFramerTests {
         long.append(Array("0123456789A\nok\n".utf8))
         #expect(throws: PacketError.lineTooLong(limit: 10)) { try long.next() }
         #expect(PacketError.lineTooLong(limit: 8192).description == "a packet longer than 8 KiB")
-    }
-}
-
-/// A small deterministic generator (splitmix64), so a failing cut can be run again.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
