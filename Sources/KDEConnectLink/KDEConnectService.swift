@@ -63,6 +63,8 @@ package final class KDEConnectService: @unchecked Sendable {
         var current: ClipboardRule.Copy?
         var dialing: Set<String> = []
         var stopped = false
+        /// When a link's end last made this device announce itself.
+        var lastHeal = Date.distantPast
     }
 
     package let configuration: Configuration
@@ -229,9 +231,17 @@ package final class KDEConnectService: @unchecked Sendable {
     func linkReady(_ link: DeviceLink, identity: DeviceIdentity) -> Bool {
         let id = identity.deviceId
         var replaced: DeviceLink?
+        let shown = link.certificate.withLock { $0 }
+        var refusal: String?
         let connect = state.withLock { state -> Packet?? in
             guard !state.stopped else { return .none }
             replaced = state.links[id]
+            // A device's new link must show the certificate its link up showed: otherwise anyone
+            // who says its id could take over an unpaired device's link (kdeconnect-kde checks the same).
+            if let replaced, replaced.certificate.withLock({ $0 }) != shown {
+                refusal = "a second link claiming to be “\(identity.deviceName)” (\(id)) showed another certificate than its link up: refused"
+                return .none
+            }
             state.links[id] = link
             state.names[id] = identity.deviceName
             var pairing = state.pairings[id] ?? Pairing(name: identity.deviceName, paired: state.pinned[id] != nil)
@@ -246,7 +256,10 @@ package final class KDEConnectService: @unchecked Sendable {
             state.rules[id] = rule
             return .some(packet)
         }
-        guard case .some(let packet) = connect else { return false }
+        guard case .some(let packet) = connect else {
+            if let refusal { onEvent(.told(refusal)) }
+            return false
+        }
         replaced?.close("replaced by a newer link to “\(identity.deviceName)”")
         onEvent(.told("linked to “\(identity.deviceName)” (\(id)), protocol \(identity.protocolVersion), \(pinned(id) == nil ? "not paired" : "paired")"))
         if let packet { link.send(packet) }
@@ -254,13 +267,20 @@ package final class KDEConnectService: @unchecked Sendable {
     }
 
     func linkEnded(_ link: DeviceLink, why: String) {
-        let name = state.withLock { state -> String? in
+        let (name, heal) = state.withLock { state -> (String?, Bool) in
             state.linkCount -= 1
-            guard let device = link.device.withLock({ $0 }), state.links[device.deviceId] === link else { return nil }
+            guard let device = link.device.withLock({ $0 }), state.links[device.deviceId] === link else { return (nil, false) }
             state.links[device.deviceId] = nil
-            return device.deviceName
+            // Two links made at once can leave each end keeping the one the other closed: a
+            // device's only link that ends is followed by this device's identity, once a second
+            // at most, so that the device dials again if it is still there.
+            let now = Date()
+            let heal = !state.stopped && now.timeIntervalSince(state.lastHeal) >= 1
+            if heal { state.lastHeal = now }
+            return (device.deviceName, heal)
         }
         onEvent(.told(name.map { "link to “\($0)” ended: \(why)" } ?? why))
+        if heal { announce() }
     }
 
     /// A packet from a linked device; returns why the link must close, if it must.

@@ -361,3 +361,51 @@ struct KDEConnectHostileTests {
         #expect(service.devices.isEmpty, "none of them is a device")
     }
 }
+
+@Suite("two of our KDE Connect devices: protocol 8 end to end")
+struct KDEConnectVersion8Tests {
+    @Test("they find each other, say who they are again inside TLS, pair (with 8's request time) and carry copies both ways; neither echoes the other's copy back")
+    func twoDevices() throws {
+        let network = try PrivateNetwork()
+        var made: [(KDEConnectService, ServiceEvents, URL)] = []
+        for (index, namespace) in [network.names.0, network.names.1].enumerated() {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-8-\(index)-\(getpid())-\(UUID().uuidString.prefix(8))")
+            var settings = KDEConnectService.Configuration(name: "xpbd \(index)", directory: directory.path)
+            settings.broadcastAddresses = ["10.61.0.255"]
+            let configuration = settings
+            let events = ServiceEvents()
+            let service = try PrivateNetwork.inside(namespace) {
+                let service = try KDEConnectService(configuration: configuration) { events.append($0) }
+                try service.start()
+                return service
+            }
+            made.append((service, events, directory))
+        }
+        defer {
+            for (service, _, directory) in made {
+                service.stop()
+                try? FileManager.default.removeItem(at: directory)
+            }
+        }
+        let (a, aEvents, _) = made[0]
+        let (b, bEvents, _) = made[1]
+        // The first heard the second's broadcast when it started, and dials it.
+        #expect(eventually(timeout: 10) { a.devices.first?.reachable == true && b.devices.first?.reachable == true }, "\(aEvents.lines)\n\(bEvents.lines)")
+        #expect(aEvents.lines.contains("protocol 8") && bEvents.lines.contains("protocol 8"))
+
+        try a.pair(b.deviceId)
+        #expect(eventually(timeout: 10) { bEvents.lines.contains("asks to pair") }, "\(bEvents.lines)")
+        #expect(a.devices.first?.paired == false && b.devices.first?.paired == false, "a request waits for the person")
+        try b.accept(a.deviceId)
+        #expect(eventually(timeout: 10) { a.devices.first?.paired == true && b.devices.first?.paired == true }, "\(aEvents.lines)\n\(bEvents.lines)")
+
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        a.copied(.init(text: "from a", time: now))
+        #expect(eventually(timeout: 10) { bEvents.copies == ["from a"] }, "\(bEvents.lines)")
+        // b makes what it took a copy of its own (as xpbd would), marked as the device's: not sent back.
+        b.copied(.init(text: "from a", time: now, device: a.deviceId))
+        b.copied(.init(text: "from b", time: now + 5))
+        #expect(eventually(timeout: 10) { aEvents.copies == ["from b"] }, "\(aEvents.lines)")
+        #expect(bEvents.copies == ["from a"])
+    }
+}
