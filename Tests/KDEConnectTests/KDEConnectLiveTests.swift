@@ -137,12 +137,24 @@ final class ServiceEvents: Sendable {
     var lines: String { all.compactMap { if case .told(let line) = $0 { line } else { nil } }.joined(separator: "\n") }
 }
 
+/// Our service, started inside `namespace` (its sockets and threads live there), with what it
+/// says collected.
+func startService(in namespace: String, _ configuration: KDEConnectService.Configuration) throws -> (KDEConnectService, ServiceEvents) {
+    let events = ServiceEvents()
+    let service = try PrivateNetwork.inside(namespace) {
+        let service = try KDEConnectService(configuration: configuration) { events.append($0) }
+        try service.start()
+        return service
+    }
+    return (service, events)
+}
+
 /// kdeconnectd and our service, linked across a private network.
 final class LinkedDevices {
     let network: PrivateNetwork
     let kde: KDEConnectDaemon
     let service: KDEConnectService
-    let events = ServiceEvents()
+    let events: ServiceEvents
     let directory: URL
     let kdeId: String
 
@@ -152,16 +164,11 @@ final class LinkedDevices {
         self.network = network
         self.kde = kde
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-ours-\(getpid())-\(UUID().uuidString.prefix(8))")
-        var settings = KDEConnectService.Configuration(name: "xpbd test", directory: directory.path)
-        settings.broadcastAddresses = ["10.61.0.255"]
-        let configuration = settings
-        let events = self.events
-        let service = try PrivateNetwork.inside(network.names.1) {
-            let service = try KDEConnectService(configuration: configuration) { events.append($0) }
-            try service.start()
-            return service
-        }
+        var configuration = KDEConnectService.Configuration(name: "xpbd test", directory: directory.path)
+        configuration.broadcastAddresses = ["10.61.0.255"]
+        let (service, events) = try startService(in: network.names.1, configuration)
         self.service = service
+        self.events = events
         var found: String?
         _ = eventually(timeout: 20) {
             found = try? kde.ownId()
@@ -259,20 +266,24 @@ struct KDEConnectLiveTests {
     }
 }
 
+/// 127.0.0.1:`port`, as the socket calls take it.
+private func loopback(_ port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(port.bigEndian)
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+}
+
 /// A hostile client of the service's TCP port, inside the service's namespace: sends `bytes`,
 /// then reads until the service closes the link; whether it closed within `seconds`.
 private func closedAfterSending(_ bytes: [UInt8], to port: UInt16, in namespace: String, within seconds: Int = 10) throws -> Bool {
     try PrivateNetwork.inside(namespace) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(port.bigEndian)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else { throw TestFailure("cannot connect to the service: \(String(cString: strerror(errno)))") }
+        guard loopback(port, { connect(fd, $0, $1) }) == 0 else { throw TestFailure("cannot connect to the service: \(String(cString: strerror(errno)))") }
         var limit = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var offset = 0
@@ -301,12 +312,7 @@ struct KDEConnectHostileTests {
         settings.broadcastAddresses = []
         settings.handshakeSeconds = 1
         let configuration = settings
-        let events = ServiceEvents()
-        let service = try PrivateNetwork.inside(network.names.1) {
-            let service = try KDEConnectService(configuration: configuration) { events.append($0) }
-            try service.start()
-            return service
-        }
+        let (service, events) = try startService(in: network.names.1, configuration)
         defer { service.stop() }
         let port = service.tcpPort
         let namespace = network.names.1
@@ -329,13 +335,7 @@ struct KDEConnectHostileTests {
         let flood = try PrivateNetwork.inside(namespace) { () -> [Int32] in
             (0..<(configuration.maxLinks + 8)).map { _ in
                 let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                address.sin_port = in_port_t(port.bigEndian)
-                address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-                _ = withUnsafePointer(to: &address) { pointer in
-                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
+                _ = loopback(port) { connect(fd, $0, $1) }
                 return fd
             }
         }
@@ -344,16 +344,8 @@ struct KDEConnectHostileTests {
         try PrivateNetwork.inside(namespace) {
             let udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             defer { close(udp) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(configuration.udpPort.bigEndian)
-            address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
             for datagram in [Array("garbage".utf8), Array(repeating: UInt8(ascii: "x"), count: 60_000), Packet.pair(true, timestamp: nil).encoded(id: 1)] {
-                _ = withUnsafePointer(to: &address) { pointer in
-                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(udp, datagram, datagram.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
+                _ = loopback(configuration.udpPort) { Int32(sendto(udp, datagram, datagram.count, 0, $0, $1)) }
             }
         }
         #expect(eventually(timeout: 10) { (try? closedAfterSending(Array("not a packet\n".utf8), to: port, in: namespace)) == true },
@@ -370,15 +362,9 @@ struct KDEConnectVersion8Tests {
         var made: [(KDEConnectService, ServiceEvents, URL)] = []
         for (index, namespace) in [network.names.0, network.names.1].enumerated() {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-8-\(index)-\(getpid())-\(UUID().uuidString.prefix(8))")
-            var settings = KDEConnectService.Configuration(name: "xpbd \(index)", directory: directory.path)
-            settings.broadcastAddresses = ["10.61.0.255"]
-            let configuration = settings
-            let events = ServiceEvents()
-            let service = try PrivateNetwork.inside(namespace) {
-                let service = try KDEConnectService(configuration: configuration) { events.append($0) }
-                try service.start()
-                return service
-            }
+            var configuration = KDEConnectService.Configuration(name: "xpbd \(index)", directory: directory.path)
+            configuration.broadcastAddresses = ["10.61.0.255"]
+            let (service, events) = try startService(in: namespace, configuration)
             made.append((service, events, directory))
         }
         defer {
