@@ -75,8 +75,10 @@ final class DeviceLink: @unchecked Sendable {
             if let channel { channel.close() } else if !socketClosed { Glibc.close(fd) }
             service.linkEnded(self, why: why)
         }
-        // The handshake: blocking, each step within the link's time limit.
+        // The handshake: blocking, each read and write within the link's time limit, and the
+        // identity in clear within it in all (a device that sends it a byte at a time is let go).
         let seconds = service.configuration.handshakeSeconds
+        let started = Date()
         var limit = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
@@ -85,7 +87,8 @@ final class DeviceLink: @unchecked Sendable {
                 // The next packet: before TLS from the socket itself, exactly one line (what follows
                 // it is TLS's), and inside TLS through it.
                 do {
-                    let line = try channel.map { try Self.readLine(from: $0, framer: &framer) } ?? Self.readClearLine(fd, limit: framer.limit)
+                    let line = try channel.map { try Self.readLine(from: $0, framer: &framer) }
+                        ?? Self.readClearLine(fd, limit: framer.limit, until: started.addingTimeInterval(Double(seconds)))
                     pending = handshake.received(try Packet.decode(line))
                 } catch {
                     why = "\(error)"
@@ -128,8 +131,8 @@ final class DeviceLink: @unchecked Sendable {
         }
         guard let channel, let identity = device.withLock({ $0 }) else { return }
         framer.limit = service.configuration.maxPacketBytes
-        guard service.linkReady(self, identity: identity) else {
-            why = "xpbd stopped"
+        if let refusal = service.linkReady(self, identity: identity) {
+            why = refusal
             return
         }
         channel.stopWaiting()
@@ -139,6 +142,8 @@ final class DeviceLink: @unchecked Sendable {
     /// Packets both ways until the link ends; returns why it ended.
     private func loop(_ channel: TLSChannel, framer: inout LineFramer, identity: DeviceIdentity, service: KDEConnectService) -> String {
         var unsent: [UInt8]?
+        // TLS asked to write while reading (a key update's answer, with the socket full).
+        var readWantsWrite = false
         while true {
             let (queued, closing) = outbox.withLock { box -> ([[UInt8]], String?) in
                 defer { box.packets.removeAll() }
@@ -147,7 +152,8 @@ final class DeviceLink: @unchecked Sendable {
             if let closing { return closing }
             var toWrite = (unsent.map { [$0] } ?? []) + queued
             unsent = nil
-            var wantsWrite = false
+            var wantsWrite = readWantsWrite
+            readWantsWrite = false
             do {
                 while let next = toWrite.first {
                     guard try channel.writeNow(next) else {
@@ -175,7 +181,7 @@ final class DeviceLink: @unchecked Sendable {
                     while Glibc.read(wake.read, &drained, drained.count) > 0 {}
                 }
                 service.tick()
-                if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) == 0 { continue }
+                if fds[0].revents & Int16(POLLIN | POLLOUT | POLLHUP | POLLERR) == 0 { continue }
             }
             // Everything that has come, then back to the outbox.
             while true {
@@ -188,8 +194,8 @@ final class DeviceLink: @unchecked Sendable {
                 switch arrival {
                 case .end:
                     return "“\(identity.deviceName)” closed the link"
-                case .wait:
-                    break
+                case .wait(let forWrite):
+                    readWantsWrite = forWrite
                 case .bytes(let bytes):
                     framer.append(bytes)
                     do {
@@ -210,10 +216,11 @@ final class DeviceLink: @unchecked Sendable {
     /// One line from the socket before TLS, and not a byte more (what follows it is TLS's): what
     /// has come is looked at first (`MSG_PEEK`); bytes before any newline are all the line's and
     /// are taken, then the rest is waited for (within the socket's time limit).
-    private static func readClearLine(_ fd: Int32, limit: Int) throws -> [UInt8] {
+    private static func readClearLine(_ fd: Int32, limit: Int, until deadline: Date) throws -> [UInt8] {
         var line: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
+            guard Date() < deadline else { throw TLSFailure("the device sent no identity in time") }
             let seen = recv(fd, &buffer, buffer.count, Int32(MSG_PEEK))
             if seen == 0 { throw TLSFailure("the device closed the link before its identity") }
             if seen < 0 {

@@ -225,16 +225,19 @@ package final class KDEConnectService: @unchecked Sendable {
 
     func pinned(_ id: String) -> [UInt8]? { state.withLock { $0.pinned[id] } }
 
-    /// A link finished its handshake; false when the service stopped. A device's newest link
+    /// A link finished its handshake; returns why it is refused, if it is. A device's newest link
     /// replaces the one it had, as kdeconnect-kde replaces its own (`LanLinkProvider::addLink`
     /// resets the device's link to the newest socket): both ends then write to the same one.
-    func linkReady(_ link: DeviceLink, identity: DeviceIdentity) -> Bool {
+    func linkReady(_ link: DeviceLink, identity: DeviceIdentity) -> String? {
         let id = identity.deviceId
         var replaced: DeviceLink?
         let shown = link.certificate.withLock { $0 }
         var refusal: String?
         let connect = state.withLock { state -> Packet?? in
-            guard !state.stopped else { return .none }
+            guard !state.stopped else {
+                refusal = "xpbd stopped"
+                return .none
+            }
             replaced = state.links[id]
             // A device's new link must show the certificate its link up showed: otherwise anyone
             // who says its id could take over an unpaired device's link (kdeconnect-kde checks the same).
@@ -256,14 +259,11 @@ package final class KDEConnectService: @unchecked Sendable {
             state.rules[id] = rule
             return .some(packet)
         }
-        guard case .some(let packet) = connect else {
-            if let refusal { onEvent(.told(refusal)) }
-            return false
-        }
+        guard case .some(let packet) = connect else { return refusal ?? "refused" }
         replaced?.close("replaced by a newer link to “\(identity.deviceName)”")
         onEvent(.told("linked to “\(identity.deviceName)” (\(id)), protocol \(identity.protocolVersion), \(pinned(id) == nil ? "not paired" : "paired")"))
         if let packet { link.send(packet) }
-        return true
+        return nil
     }
 
     func linkEnded(_ link: DeviceLink, why: String) {
@@ -402,9 +402,14 @@ package final class KDEConnectService: @unchecked Sendable {
             let count = withUnsafeMutablePointer(to: &from) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(udp, &buffer, buffer.count, 0, $0, &length) }
             }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0, !state.withLock({ $0.stopped }) else { return }
-            guard count <= Packet.maxIdentityBytes else { continue }
+            if state.withLock({ $0.stopped }) { return }
+            if count < 0 {
+                // Closed by stop (EBADF); anything else is one datagram's trouble.
+                if errno == EBADF || errno == EINVAL { return }
+                continue
+            }
+            // An empty datagram, or one too large for an identity: not a device.
+            guard count > 0, count <= Packet.maxIdentityBytes else { continue }
             var line = buffer[..<count]
             if line.last == 0x0A { line = line.dropLast() }
             guard case .identity(let heard) = try? Packet.decode(line), heard.deviceId != deviceId, let port = heard.tcpPort else { continue }
@@ -442,8 +447,11 @@ package final class KDEConnectService: @unchecked Sendable {
         while true {
             let fd = clinux_accept_cloexec(tcp)
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return
+                if state.withLock({ $0.stopped }) || errno == EBADF || errno == EINVAL { return }
+                // Out of descriptors or memory, or a connection gone before it was taken: the
+                // port stays open; a moment's pause lets descriptors come back.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM { usleep(100_000) }
+                continue
             }
             let admitted = state.withLock { state -> Bool in
                 guard !state.stopped, state.linkCount < configuration.maxLinks else { return false }

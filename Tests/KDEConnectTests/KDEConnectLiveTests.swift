@@ -303,7 +303,7 @@ private func closedAfterSending(_ bytes: [UInt8], to port: UInt16, in namespace:
 
 @Suite("a KDE Connect device that sends anything: a clear log line, a closed link, and the service keeps working")
 struct KDEConnectHostileTests {
-    @Test("a line with no end, a line that is not a packet, a packet before the identity, a device that sends nothing, garbage instead of TLS, a flood of connections and of datagrams")
+    @Test("a line with no end, a line that is not a packet, a packet before the identity, a device that sends nothing, garbage instead of TLS, a flood of connections, empty and oversized datagrams")
     func hostile() throws {
         let network = try PrivateNetwork()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-hostile-\(getpid())-\(UUID().uuidString.prefix(8))")
@@ -327,6 +327,22 @@ struct KDEConnectHostileTests {
         #expect(eventually(timeout: 5) { events.lines.contains("sent kdeconnect.clipboard before its identity") }, "\(events.lines)")
         #expect(try closedAfterSending([], to: port, in: namespace, within: 5), "a device that sends nothing is let go after the handshake's second")
         #expect(eventually(timeout: 5) { events.lines.contains("sent no identity in time") }, "\(events.lines)")
+        // One byte of an identity every 0.3 s: each read comes within the second, the whole never.
+        let trickled = try PrivateNetwork.inside(namespace) { () -> Double? in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            guard loopback(port, { connect(fd, $0, $1) }) == 0 else { throw TestFailure("cannot connect: \(String(cString: strerror(errno)))") }
+            let start = Date()
+            var byte = UInt8(ascii: "{")
+            var scratch: UInt8 = 0
+            for _ in 0..<30 {
+                if recv(fd, &scratch, 1, Int32(MSG_DONTWAIT)) == 0 { return Date().timeIntervalSince(start) }
+                _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL))
+                usleep(300_000)
+            }
+            return nil
+        }
+        #expect(trickled.map { $0 < 4 } == true, "a device that trickles its identity is let go at the handshake's deadline (1 s here): \(String(describing: trickled))")
         #expect(try closedAfterSending(identity + Array(repeating: 0x16, count: 3000), to: port, in: namespace))
         #expect(eventually(timeout: 5) { events.lines.contains("TLS with “Mallory” failed") }, "\(events.lines)")
 
@@ -344,10 +360,30 @@ struct KDEConnectHostileTests {
         try PrivateNetwork.inside(namespace) {
             let udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             defer { close(udp) }
-            for datagram in [Array("garbage".utf8), Array(repeating: UInt8(ascii: "x"), count: 60_000), Packet.pair(true, timestamp: nil).encoded(id: 1)] {
+            for datagram in [[], Array("garbage".utf8), Array(repeating: UInt8(ascii: "x"), count: 60_000), Packet.pair(true, timestamp: nil).encoded(id: 1)] {
                 _ = loopback(configuration.udpPort) { Int32(sendto(udp, datagram, datagram.count, 0, $0, $1)) }
             }
         }
+        // Discovery still works after them: a device that says it listens on 1764 is dialled there.
+        let dialled = try PrivateNetwork.inside(namespace) { () -> Bool in
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(listener) }
+            var on: Int32 = 1
+            setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+            guard loopback(1764, { bind(listener, $0, $1) }) == 0, listen(listener, 4) == 0 else {
+                throw TestFailure("cannot listen on 1764: \(String(cString: strerror(errno)))")
+            }
+            var device = DeviceIdentity(deviceId: "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f", deviceName: "Phone", deviceType: .phone, protocolVersion: 7,
+                                        incomingCapabilities: [], outgoingCapabilities: [])
+            device.tcpPort = 1764
+            let udp = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            defer { close(udp) }
+            let broadcast = Packet.identity(device).encoded(id: 1)
+            _ = loopback(configuration.udpPort) { Int32(sendto(udp, broadcast, broadcast.count, 0, $0, $1)) }
+            var ready = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            return poll(&ready, 1, 10_000) == 1
+        }
+        #expect(dialled, "the service dials a device it hears, after an empty, a garbage and an oversized datagram: \(events.lines)")
         #expect(eventually(timeout: 10) { (try? closedAfterSending(Array("not a packet\n".utf8), to: port, in: namespace)) == true },
                 "after the flood the port still takes (and judges) links")
         #expect(service.devices.isEmpty, "none of them is a device")
