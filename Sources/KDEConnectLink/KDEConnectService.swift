@@ -20,7 +20,8 @@ package final class KDEConnectService: @unchecked Sendable {
         package var directory: String
         package var udpPort: UInt16 = 1716
         package var tcpPorts: ClosedRange<UInt16> = 1716...1764
-        /// Where the identity is broadcast.
+        /// Where the identity is sent, from each local address: the limited broadcast, and
+        /// devices named by address (for a network that drops broadcasts).
         package var broadcastAddresses: [String] = ["255.255.255.255"]
         /// The longest packet taken from a paired device.
         package var maxPacketBytes = 4 << 20
@@ -129,19 +130,52 @@ package final class KDEConnectService: @unchecked Sendable {
         announce()
     }
 
-    /// Broadcasts this device's identity: every device that hears it dials this one.
+    /// Broadcasts this device's identity: every device that hears it dials this one. As
+    /// kdeconnect-kde does, it goes out from every IPv4 address of every interface that is up
+    /// (each send bound to that address, so that the limited broadcast leaves by its interface),
+    /// to each of the configured addresses.
     package func announce() {
-        let udp = sockets.withLock { $0.udp }
-        guard udp >= 0 else { return }
+        guard sockets.withLock({ $0.udp }) >= 0 else { return }
         let line = Packet.identity(identity).encoded(id: Self.now())
-        for address in configuration.broadcastAddresses {
-            var target = Self.address(address, port: configuration.udpPort)
-            _ = withUnsafePointer(to: &target) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(udp, line, line.count, Int32(MSG_NOSIGNAL), $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        let targets = configuration.broadcastAddresses.map { Self.address($0, port: configuration.udpPort) }
+        for source in Self.localAddresses() {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { continue }
+            defer { Glibc.close(fd) }
+            var on: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size))
+            var bound = source
+            let isBound = withUnsafePointer(to: &bound) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            guard isBound else { continue }
+            for var target in targets {
+                _ = withUnsafePointer(to: &target) { pointer in
+                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, line, line.count, Int32(MSG_NOSIGNAL), $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
                 }
             }
         }
+    }
+
+    /// The IPv4 addresses of the interfaces that are up and running, but loopback (port 0).
+    private static func localAddresses() -> [sockaddr_in] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return [] }
+        defer { freeifaddrs(list) }
+        var addresses: [sockaddr_in] = []
+        var entry = list
+        while let current = entry {
+            defer { entry = current.pointee.ifa_next }
+            let flags = Int32(current.pointee.ifa_flags)
+            guard flags & Int32(IFF_UP) != 0, flags & Int32(IFF_RUNNING) != 0, flags & Int32(IFF_LOOPBACK) == 0,
+                  let address = current.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+            var ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+            ipv4.sin_port = 0
+            addresses.append(ipv4)
+        }
+        return addresses
     }
 
     /// Closes the ports and every link.

@@ -164,8 +164,8 @@ final class LinkedDevices {
         self.network = network
         self.kde = kde
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-ours-\(getpid())-\(UUID().uuidString.prefix(8))")
-        var configuration = KDEConnectService.Configuration(name: "xpbd test", directory: directory.path)
-        configuration.broadcastAddresses = ["10.61.0.255"]
+        // The default destination (255.255.255.255, sent from each of the namespace's addresses).
+        let configuration = KDEConnectService.Configuration(name: "xpbd test", directory: directory.path)
         let (service, events) = try startService(in: network.names.1, configuration)
         self.service = service
         self.events = events
@@ -398,8 +398,7 @@ struct KDEConnectVersion8Tests {
         var made: [(KDEConnectService, ServiceEvents, URL)] = []
         for (index, namespace) in [network.names.0, network.names.1].enumerated() {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-8-\(index)-\(getpid())-\(UUID().uuidString.prefix(8))")
-            var configuration = KDEConnectService.Configuration(name: "xpbd \(index)", directory: directory.path)
-            configuration.broadcastAddresses = ["10.61.0.255"]
+            let configuration = KDEConnectService.Configuration(name: "xpbd \(index)", directory: directory.path)
             let (service, events) = try startService(in: namespace, configuration)
             made.append((service, events, directory))
         }
