@@ -40,7 +40,8 @@ package struct ClipboardRule: Equatable, Sendable {
 
     /// The device at the other end.
     package let device: String
-    /// The longest text sent, in bytes (the link's packet limit, less the packet around it).
+    /// The longest packet sent, in bytes, its text escaped as JSON and its newline counted (the
+    /// link's packet limit).
     package let maxBytes: Int
     /// The newest copy's time this machine knows, its own or one taken from the device.
     package private(set) var newest: Int64 = 0
@@ -97,7 +98,9 @@ package struct ClipboardRule: Equatable, Sendable {
     }
 
     private func sendable(_ copy: Copy) -> String? {
-        guard !copy.isSecret, copy.device != device, let text = copy.text, !text.isEmpty, text.utf8.count <= maxBytes else { return nil }
+        guard !copy.isSecret, copy.device != device, let text = copy.text, !text.isEmpty, text.utf8.count < maxBytes else { return nil }
+        // Escaping can make a packet several times its text (a control character is six bytes).
+        guard Packet.clipboardConnect(text, timestamp: copy.time).encoded(id: .max).count <= maxBytes else { return nil }
         return text
     }
 }

@@ -285,7 +285,7 @@ package final class KDEConnectService: @unchecked Sendable {
             pairing.name = identity.deviceName
             if pairing.isPaired != (state.pinned[id] != nil) { pairing = Pairing(name: identity.deviceName, paired: state.pinned[id] != nil) }
             state.pairings[id] = pairing
-            var rule = ClipboardRule(device: id, maxBytes: configuration.maxPacketBytes - 256)
+            var rule = ClipboardRule(device: id, maxBytes: configuration.maxPacketBytes)
             // A request to pair sent on the link this one replaces may have been lost with it:
             // it is sent again here (a device takes a repeated request as the same one).
             let packet = pairing.isPaired ? rule.connected(current: state.current)

@@ -177,13 +177,16 @@ struct PairingTests {
 struct ClipboardRuleTests {
     @Test("a copy goes as its text; a secret, a copy without text, one from the device itself or one too long does not")
     func sending() {
-        var rule = ClipboardRule(device: Recorded.id22, maxBytes: 10)
+        // Room for a packet of five bytes of text, as the longest packet carries it.
+        let room = Packet.clipboardConnect("hello", timestamp: 5).encoded(id: .max).count
+        var rule = ClipboardRule(device: Recorded.id22, maxBytes: room)
         #expect(rule.copied(.init(text: "hello", time: 1)) == .clipboard("hello"))
         #expect(rule.copied(.init(text: "hunter2", time: 2, isSecret: true)) == nil)
         #expect(rule.copied(.init(text: nil, time: 3)) == nil)
         #expect(rule.copied(.init(text: "from it", time: 4, device: Recorded.id22)) == nil)
-        #expect(rule.copied(.init(text: "from another", time: 5, device: "740bd4b9b4184ee497d6caf1da8151be")) == nil, "longer than 10 bytes")
+        #expect(rule.copied(.init(text: "from another", time: 5, device: "740bd4b9b4184ee497d6caf1da8151be")) == nil, "a packet longer than the room")
         #expect(rule.copied(.init(text: "other", time: 5, device: "740bd4b9b4184ee497d6caf1da8151be")) == .clipboard("other"))
+        #expect(rule.copied(.init(text: "\u{1}\u{2}", time: 5)) == nil, "two bytes of text, twelve escaped: past the room")
     }
 
     @Test("a link that comes up sends the newest copy with its time, unless it is a secret")
