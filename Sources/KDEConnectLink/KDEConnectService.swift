@@ -1,4 +1,5 @@
 import CLinux
+import Dispatch
 import FoundationEssentials
 import Glibc
 import KDEConnect
@@ -123,6 +124,7 @@ package final class KDEConnectService: @unchecked Sendable {
         do {
             try DetachedThread.start(name: "kdeconnect.udp") { [self] in hear(udp) }
             try DetachedThread.start(name: "kdeconnect.tcp") { [self] in acceptLinks(tcp) }
+            try DetachedThread.start(name: "kdeconnect.hello") { [self] in announceWhenAsked() }
         } catch {
             stop()
             throw TLSFailure("cannot start a thread: \(error)")
@@ -130,11 +132,36 @@ package final class KDEConnectService: @unchecked Sendable {
         announce()
     }
 
-    /// Broadcasts this device's identity: every device that hears it dials this one. As
-    /// kdeconnect-kde does, it goes out from every IPv4 address of every interface that is up
-    /// (each send bound to that address, so that the limited broadcast leaves by its interface),
-    /// to each of the configured addresses.
+    /// Broadcasts this device's identity: every device that hears it dials this one. Done by
+    /// the service's own announcing thread, whoever asks: its sockets are made in the network
+    /// namespace the service started in (a caller's thread may be in another, whose network is
+    /// not the service's to broadcast on).
     package func announce() {
+        announcing.withLock { $0.asked = true }
+        announced.signal()
+    }
+
+    /// Whether an announcement is asked for, and whether the service stopped.
+    private let announcing = Mutex<(asked: Bool, stopped: Bool)>((false, false))
+    private let announced = DispatchSemaphore(value: 0)
+
+    /// The announcing thread: waits to be asked, then sends.
+    private func announceWhenAsked() {
+        while true {
+            announced.wait()
+            let (asked, stopped) = announcing.withLock { state -> (Bool, Bool) in
+                defer { state.asked = false }
+                return (state.asked, state.stopped)
+            }
+            if stopped { return }
+            if asked { sendIdentity() }
+        }
+    }
+
+    /// As kdeconnect-kde does: from every IPv4 address of every interface that is up (each send
+    /// bound to that address, so that the limited broadcast leaves by its interface), to each of
+    /// the configured addresses.
+    private func sendIdentity() {
         guard sockets.withLock({ $0.udp }) >= 0 else { return }
         let line = Packet.identity(identity).encoded(id: Self.now())
         let targets = configuration.broadcastAddresses.map { Self.address($0, port: configuration.udpPort) }
@@ -188,6 +215,8 @@ package final class KDEConnectService: @unchecked Sendable {
             state.stopped = true
             return Array(state.links.values)
         }
+        announcing.withLock { $0.stopped = true }
+        announced.signal()
         for fd in [udp, tcp] where fd >= 0 {
             shutdown(fd, Int32(SHUT_RDWR))
             Glibc.close(fd)

@@ -53,14 +53,17 @@ package final class TLSChannel {
             throw fail(TLSFailure("the device showed no certificate"))
         }
         defer { X509_free(peer) }
-        peerCertificate = derBytes(of: peer)
+        // Every check before the last stored property is set: a throw after that would run
+        // deinit too, which frees what `fail` freed.
+        let shown = derBytes(of: peer)
+        if let pinned, pinned != shown {
+            throw fail(TLSFailure("the device showed another certificate than the one pinned when it was paired"))
+        }
         guard let name = commonName(of: peer) else {
             throw fail(TLSFailure("the device's certificate has no common name"))
         }
+        peerCertificate = shown
         peerCommonName = name
-        if let pinned, pinned != peerCertificate {
-            throw fail(TLSFailure("the device showed another certificate than the one pinned when it was paired"))
-        }
     }
 
     deinit {

@@ -392,7 +392,7 @@ struct KDEConnectHostileTests {
 
 @Suite("two of our KDE Connect devices: protocol 8 end to end")
 struct KDEConnectVersion8Tests {
-    @Test("they find each other, say who they are again inside TLS, pair (with 8's request time) and carry copies both ways; neither echoes the other's copy back")
+    @Test("they find each other, say who they are again inside TLS, pair (with 8's request time) and carry copies both ways; neither echoes the other's copy back; an impostor with the paired one's id is refused at TLS")
     func twoDevices() throws {
         let network = try PrivateNetwork()
         var made: [(KDEConnectService, ServiceEvents, URL)] = []
@@ -428,5 +428,23 @@ struct KDEConnectVersion8Tests {
         b.copied(.init(text: "from b", time: now + 5))
         #expect(eventually(timeout: 10) { aEvents.copies == ["from b"] }, "\(aEvents.lines)")
         #expect(bEvents.copies == ["from a"])
+
+        // An impostor: b's id, a certificate of its own, beside b (the discovery port shared, a
+        // TCP port of its own). It hears a's broadcast and dials a, which refuses it at TLS: b's
+        // certificate is pinned. b's link stays.
+        let impostorDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-impostor-\(getpid())-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: impostorDirectory) }
+        try FileManager.default.createDirectory(at: impostorDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let forged = try DeviceCertificate.make(deviceId: b.deviceId)
+        try forged.pem(key: false).write(to: impostorDirectory.appendingPathComponent(DeviceCertificate.certificateFile), atomically: true, encoding: .utf8)
+        try forged.pem(key: true).write(to: impostorDirectory.appendingPathComponent(DeviceCertificate.keyFile), atomically: true, encoding: .utf8)
+        let (impostor, _) = try startService(in: network.names.1, KDEConnectService.Configuration(name: "xpbd 1", directory: impostorDirectory.path))
+        defer { impostor.stop() }
+        #expect(impostor.deviceId == b.deviceId)
+        a.announce()
+        #expect(eventually(timeout: 10) { aEvents.lines.contains("showed another certificate than the one pinned") }, "\(aEvents.lines)")
+        #expect(a.devices.first?.reachable == true && a.devices.first?.paired == true)
+        a.copied(.init(text: "still to b", time: now + 10))
+        #expect(eventually(timeout: 10) { bEvents.copies.last == "still to b" }, "\(bEvents.lines)")
     }
 }
