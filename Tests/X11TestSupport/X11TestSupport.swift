@@ -586,21 +586,23 @@ public func xclipPath() throws -> String {
 
 /// A copy of xclip named `name` in `directory` (made once): an app that xpb tells by its
 /// executable's name, such as a password manager's.
-///
-/// Copied by a `cp` of its own, not in this process: while this process held the copy open for
-/// writing, a child another test was starting could inherit that descriptor, and the copy's own
-/// start then failed with "Text file busy" (an unloaded run, once).
 public func renamedXclip(_ name: String, in directory: URL) throws -> String {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let path = directory.appendingPathComponent(name).path
-    if !FileManager.default.fileExists(atPath: path) {
-        let partial = path + ".partial"
-        let pid = try Spawner.spawn("/bin/cp", [try xclipPath(), partial], environment: [:], files: [:])
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status == 0, rename(partial, path) == 0 else { throw TestFailure("cannot copy xclip to \(path) (cp status \(status))") }
-    }
+    if !FileManager.default.fileExists(atPath: path) { try copyExecutable(try xclipPath(), to: path) }
     return path
+}
+
+/// Copies a program to `path` (under another name) with a `cp` of its own, not in this process:
+/// while this process held the copy open for writing, a child another test was starting could
+/// inherit that descriptor, and the copy's own start then failed with "Text file busy" (the
+/// probable cause of a renamed xclip's copy failing once in an unloaded run).
+public func copyExecutable(_ program: String, to path: String) throws {
+    let partial = path + ".partial"
+    let pid = try Spawner.spawn("/bin/cp", [program, partial], environment: [:], files: [:])
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    guard status == 0, rename(partial, path) == 0 else { throw TestFailure("cannot copy \(program) to \(path) (cp status \(status))") }
 }
 
 /// Copies `text` to `selection` with `program` (xclip, or a renamed copy), which forks and serves

@@ -18,7 +18,7 @@ struct HostileRoundThreeTests {
         let bin = home.root.appendingPathComponent("bin")
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
         let keepass = bin.appendingPathComponent("keepassxc").path
-        try FileManager.default.copyItem(atPath: try attacker(), toPath: keepass)
+        try copyExecutable(try attacker(), to: keepass)
         for round in 1...3 {
             // Started by a shell, which reaps the parent at once (a zombie still shows its name).
             let said = home.root.appendingPathComponent("forked-\(round)").path
@@ -54,7 +54,7 @@ struct HostileRoundThreeTests {
         let bin = home.root.appendingPathComponent("bin")
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
         let evil = bin.appendingPathComponent("xh\u{1B}]0;pwned\u{07}").path
-        try FileManager.default.copyItem(atPath: try attacker(), toPath: evil)
+        try copyExecutable(try attacker(), to: evil)
         let seen = home.root.appendingPathComponent("app").path
         let daemon = try DaemonProcess(x, home: home, arguments: ["--log-level", "debug", "--on-copy", "printf %s \"$XPB_OWNER_APP\" > '\(seen)'"])
         let owner = try Peer(evil, ["owner-evil-lines"], display: x)
