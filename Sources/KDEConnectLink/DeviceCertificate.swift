@@ -90,12 +90,16 @@ package final class DeviceCertificate: @unchecked Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Written whole under a temporary name, mode 600, then renamed into place.
     private static func write(_ text: String, to path: String) throws(TLSFailure) {
+        try writeWhole(Array(text.utf8), to: path)
+    }
+
+    /// Written whole under a temporary name, mode 600, then renamed into place: the file is
+    /// either what it was or all of `bytes` (a key, a certificate, a pinned device's).
+    static func writeWhole(_ bytes: [UInt8], to path: String) throws(TLSFailure) {
         let temporary = path + ".new"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw TLSFailure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd) == 0
         close(fd)

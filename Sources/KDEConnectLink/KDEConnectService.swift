@@ -421,14 +421,10 @@ package final class KDEConnectService: @unchecked Sendable {
     private func pin(_ id: String, certificate der: [UInt8]) {
         let directory = configuration.directory + "/paired"
         _ = mkdir(directory, 0o700)
-        let path = directory + "/" + id + ".der"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        if fd >= 0 {
-            _ = der.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            _ = fsync(fd)
-            Glibc.close(fd)
-        } else {
-            onEvent(.told("could not pin the certificate of \(id) in \(path): \(Errno.current)"))
+        do {
+            try DeviceCertificate.writeWhole(der, to: directory + "/" + id + ".der")
+        } catch {
+            onEvent(.told("could not pin the certificate of \(id): \(error)"))
         }
         state.withLock { $0.pinned[id] = der }
     }
