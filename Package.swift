@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "PasteboardWayland", targets: ["PasteboardWayland"]),
         .executable(name: "xpb", targets: ["xpb"]),
         .executable(name: "xpbd", targets: ["xpbd"]),
+        .executable(name: "xpbd-kdeconnect", targets: ["xpbd-kdeconnect"]),
     ],
     dependencies: [
         // Logging for the daemon (xpbd) only: the library and xpb do not link it.
@@ -125,6 +126,12 @@ let package = Package(
         // The daemon as an executable of its own, for development builds and the tests; make
         // installs xpbd as a link to xpb instead (one binary).
         .executableTarget(name: "xpbd", dependencies: ["DaemonTool"]),
+        // The KDE Connect device `xpbd --kdeconnect` runs beside it, linked to it by xpb-sync
+        // on its standard input and output: a program of its own so that xpb carries no TLS.
+        .executableTarget(name: "xpbd-kdeconnect", dependencies: [
+            "KDEConnect", "KDEConnectLink", "PasteboardDaemon", "PasteboardKit", "PasteboardSelections", "PasteboardWire",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: daemonSize),
         // The fuzz target of the parsers of untrusted bytes (libFuzzer; see the README). Built as
         // a replayer of saved inputs unless FUZZING is defined.
         .executableTarget(name: "xpb-fuzz", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardDaemon", "PasteboardWayland", "KDEConnect"]),

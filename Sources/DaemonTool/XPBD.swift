@@ -33,6 +33,8 @@ package enum XPBD {
         static let noRestore = OptionSpec.flag(nil, "no-restore", "Do not serve the last history entry at start when nobody owns the clipboard.")
         static let syncDisplay = OptionSpec.value(nil, "sync-display", "display[,opts]", "Keep the clipboard in step with the xpbd of another display on this machine (repeatable).", completion: .displays)
         static let peer = OptionSpec.value(nil, "peer", "host[,opts]", "Keep the clipboard in step with the xpbd of HOST, reached over ssh (repeatable).")
+        static let kdeconnect = OptionSpec.flag(nil, "kdeconnect", "Be a KDE Connect device on the local network, so that paired phones and desktops share the clipboard (text only; secrets never leave): run xpbd-kdeconnect beside xpbd, and pair with 'xpb devices'. Its key and the paired devices' certificates live in $XDG_CONFIG_HOME/xpb/kdeconnect.")
+        static let kdeconnectName = OptionSpec.value(nil, "kdeconnect-name", "name", "The name KDE Connect devices show for this one (default: the host name).")
         static let syncPrimary = OptionSpec.flag(nil, "sync-primary", "Sync PRIMARY too (links with clipboard-only excepted).")
         static let ssh = OptionSpec.value(nil, "ssh", "command", "How to run ssh for --peer (default: ssh; run by sh, e.g. 'ssh -F ~/.ssh/work_config').")
         static let remoteXpb = OptionSpec.value(nil, "remote-xpb", "command", "How the peer's shell runs xpb (default: xpb; e.g. ~/.local/bin/xpb).")
@@ -101,6 +103,8 @@ package enum XPBD {
             Option.plainHistory,
             Option.syncDisplay,
             Option.peer,
+            Option.kdeconnect,
+            Option.kdeconnectName,
             Option.syncPrimary,
             Option.ssh,
             Option.remoteXpb,
@@ -216,6 +220,11 @@ package enum XPBD {
                 + arguments.all(Option.peer).map { try SyncLinkSpec.parse($0, ssh: true) }
         } catch let error as SyncSpecError {
             throw UsageError(error.description)
+        }
+        if arguments.flag(Option.kdeconnect) {
+            configuration.sync.links.append(try KDEConnectHelper.link(name: arguments.value(Option.kdeconnectName)))
+        } else if arguments.value(Option.kdeconnectName) != nil {
+            throw UsageError("--kdeconnect-name names the device --kdeconnect makes, which is not given")
         }
         configuration.sync.syncsPrimary = arguments.flag(Option.syncPrimary)
         if let command = arguments.value(Option.ssh) {

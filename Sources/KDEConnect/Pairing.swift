@@ -50,6 +50,11 @@ package struct Pairing: Equatable, Sendable {
     package var isPaired: Bool { state == .paired }
 
     /// Whether we asked and wait for the device's answer.
+    /// The device asked to pair and waits for the person's answer.
+    package var isAskedByPeer: Bool {
+        if case .requestedByPeer = state { true } else { false }
+    }
+
     package var isRequested: Bool {
         if case .requested = state { true } else { false }
     }

@@ -51,6 +51,10 @@ package final class KDEConnectService: @unchecked Sendable {
         package var name: String
         package var paired: Bool
         package var reachable: Bool
+        /// It asked to pair and waits for `accept` (or `unpair`, which refuses).
+        package var asks = false
+        /// This side asked it to pair and waits for its answer.
+        package var asked = false
     }
 
     private struct State {
@@ -229,7 +233,8 @@ package final class KDEConnectService: @unchecked Sendable {
     package var devices: [Device] {
         state.withLock { state in
             Set(state.names.keys).union(state.pinned.keys).sorted().map { id in
-                Device(id: id, name: state.names[id] ?? id, paired: state.pinned[id] != nil, reachable: state.links[id] != nil)
+                Device(id: id, name: state.names[id] ?? id, paired: state.pinned[id] != nil, reachable: state.links[id] != nil,
+                       asks: state.pairings[id]?.isAskedByPeer == true, asked: state.pairings[id]?.isRequested == true)
             }
         }
     }

@@ -162,6 +162,7 @@ package final class ClipboardDaemon: Sendable {
         logger.info("listening on \(socketPath)")
         startDBus()
         host.connect(self)
+        hub.onKeep { [weak self] name, app, targets in self?.keep(name, app: app, targets: targets) }
         hub.start()
         startIdleClock()
     }

@@ -122,4 +122,9 @@ package struct LocalSocketError: Error, Sendable, CustomStringConvertible {
     package let code: Int32
     package let path: String
     package var description: String { "\(path): \(String(cString: strerror(code)))" }
+
+    package init(code: Int32, path: String) {
+        self.code = code
+        self.path = path
+    }
 }

@@ -31,8 +31,11 @@ package struct SyncHello: Codable, Sendable, Equatable {
     package var receives: Bool
     /// The selections this side syncs on this link (`CLIPBOARD`, `PRIMARY`).
     package var selections: [String]
+    /// False for a node that keeps no history (`xpbd-kdeconnect`): the daemon it links to keeps
+    /// the copies made there (absent: it keeps its own, as every daemon does).
+    package var keepsHistory: Bool?
 
-    package init(node: String, name: String, sends: Bool, receives: Bool, selections: [String],
+    package init(node: String, name: String, sends: Bool, receives: Bool, selections: [String], keepsHistory: Bool? = nil,
                 protocol: String = SyncHello.protocolName, version: Int = SyncHello.version) {
         self.protocol = `protocol`
         self.version = version
@@ -41,6 +44,7 @@ package struct SyncHello: Codable, Sendable, Equatable {
         self.sends = sends
         self.receives = receives
         self.selections = selections
+        self.keepsHistory = keepsHistory
     }
 
     /// Nil when a link with `other` can speak a version both sides know, else why not.

@@ -15,7 +15,7 @@ enum XPB {
 
     static let commands: [any Command.Type] = [
         CopyCommand.self, PasteCommand.self, TypesCommand.self, WatchCommand.self,
-        ClearCommand.self, InfoCommand.self, DetectCommand.self, HistoryCommand.self, QueueCommand.self, DaemonCommand.self,
+        ClearCommand.self, InfoCommand.self, DetectCommand.self, HistoryCommand.self, QueueCommand.self, DaemonCommand.self, DevicesCommand.self,
         CompletionsCommand.self, ManualCommand.self,
     ]
 

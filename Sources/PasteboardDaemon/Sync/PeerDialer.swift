@@ -136,7 +136,12 @@ final class PeerDialer: Sendable {
                     while let newline = pending.firstIndex(of: 10) {
                         let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                         pending.removeSubrange(pending.startIndex...newline)
-                        logger.debug("sync with \(spec.name): ssh: \(line)")
+                        if case .helper = spec.endpoint {
+                            // A helper's lines are its log (a device asks to pair, a link refused).
+                            logger.info("\(spec.name): \(LogThrottle.printable(String(line.prefix(1000))))")
+                        } else {
+                            logger.debug("sync with \(spec.name): ssh: \(line)")
+                        }
                         stderrLines.withLock { lines in
                             lines.append(line)
                             if lines.count > 5 { lines.removeFirst() }
@@ -242,6 +247,8 @@ final class PeerDialer: Sendable {
             // daemon has nobody to answer them).
             let process = try TransportProcess(["/bin/sh", "-c", "exec \(configuration.sshCommand) -T -x -o BatchMode=yes \"$@\"", "xpbd-ssh", host, remote])
             return SyncTransport(process: process)
+        case let .helper(_, command):
+            return SyncTransport(process: try TransportProcess(command))
         }
     }
 }

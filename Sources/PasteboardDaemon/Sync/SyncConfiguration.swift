@@ -12,6 +12,9 @@ package struct SyncLinkSpec: Sendable, Equatable {
         case display(String)
         /// `ssh HOST`, and the remote display whose daemon to join (nil: the only one running there).
         case ssh(host: String, display: String?)
+        /// A helper process of this machine that speaks xpb-sync on its standard input and
+        /// output (`xpbd-kdeconnect`, started by `--kdeconnect`), and its name in logs and status.
+        case helper(name: String, command: [String])
     }
 
     package var endpoint: Endpoint
@@ -31,6 +34,7 @@ package struct SyncLinkSpec: Sendable, Equatable {
         switch endpoint {
         case let .display(display): return "display \(display)"
         case let .ssh(host, display): return "ssh \(host)" + (display.map { " (display \($0))" } ?? "")
+        case let .helper(name, _): return name
         }
     }
 

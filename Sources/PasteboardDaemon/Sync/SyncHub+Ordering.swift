@@ -148,7 +148,8 @@ extension SyncHub {
             case let .readOffer(selection, stamp, owner):
                 localQueue.async { [self] in readOffer(selection, stamp: stamp, owner: owner) }
             case let .own(announce):
-                queue.async { [self] in own(announce, via: source?.label ?? "a link") }
+                let app = source.flatMap { Self.app(of: announce, keptFor: $0) }
+                queue.async { [self] in own(announce, via: source?.label ?? "a link", keepingAs: app) }
             case let .clear(selection, stamp):
                 queue.async { [self] in clear(selection, stamp: stamp) }
             case let .expireAt(date, selection, stamp):
@@ -162,7 +163,10 @@ extension SyncHub {
     /// Compare-and-own: takes the selection for another node's copy only if, on the X thread at
     /// that moment, the ledger still holds that copy as the newest and the selection's owner is
     /// one it has seen (a newer copy whose event is not read yet is never replaced).
-    func own(_ announce: SyncAnnounce, via label: String) {
+    ///
+    /// `app`: the copy is made on a node that keeps no history, which sent it itself: once owned,
+    /// it is this daemon's to keep, as this app's (``onKeep(_:)``).
+    func own(_ announce: SyncAnnounce, via label: String, keepingAs app: String? = nil) {
         guard let name = Self.name(ofSelection: announce.selection) else { return }
         let stamp = announce.stamp
         let ours = surface.ourOwner
@@ -182,6 +186,7 @@ extension SyncHub {
                 })
                 if owned {
                     logger.info("sync: \(announce.selection) is now the copy from \(announce.origin) (\(announce.targets.count) targets, via \(label))")
+                    if let app { keeping.withLock { $0 }?(name, app, targets) }
                 } else {
                     logger.debug("sync: \(announce.selection): the copy from \(announce.origin) (\(stamp)) is no longer the newest here: not taken")
                 }
@@ -194,6 +199,22 @@ extension SyncHub {
                 return
             }
         }
+    }
+
+    /// Who made a copy that `link` announced, when this daemon is to keep it: the link's node
+    /// keeps no history and made the copy itself (not one it relays). Its origin is the node's
+    /// name and, in parentheses, the copy's own (`host KDE Connect (KDE Connect: Pixel 8)`).
+    static func app(of announce: SyncAnnounce, keptFor link: SyncLink) -> String? {
+        guard link.theirs.keepsHistory == false, announce.stamp.node == link.theirs.node else { return nil }
+        let prefix = link.theirs.name + " ("
+        let app = announce.origin.hasPrefix(prefix) && announce.origin.hasSuffix(")")
+            ? String(announce.origin.dropFirst(prefix.count).dropLast()) : link.theirs.name
+        return LogThrottle.printable(String(app.prefix(200)))
+    }
+
+    /// Sets what keeps the copies of nodes without a history (the daemon's record), once.
+    package func onKeep(_ hook: @escaping KeepHook) {
+        keeping.withLock { $0 = hook }
     }
 
     /// How often a remote copy is tried when the display times out.

@@ -71,6 +71,10 @@ package final class SyncHub: Sendable {
     /// announce, not what comes from elsewhere.
     let localQueue = DispatchQueue(label: "xpbd.sync.local")
     let dialers = Mutex<[PeerDialer]>([])
+    /// Keeps a copy owned for a node without a history (``onKeep(_:)``): its selection, its app,
+    /// its targets (fetched when read).
+    package typealias KeepHook = @Sendable (Pasteboard.Name, String, [RemoteTarget]) -> Void
+    let keeping = Mutex<KeepHook?>(nil)
     /// Signalled when a link registers or the hub stops: the resting heartbeat goes on.
     let heartbeatWake = DispatchSemaphore(value: 0)
 

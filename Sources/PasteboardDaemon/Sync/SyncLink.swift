@@ -20,6 +20,13 @@ final class SyncTransport: Sendable {
         process = nil
     }
 
+    /// A pipe pair (a helper's standard input and output, on its side of the link).
+    init(readFD: Int32, writeFD: Int32) {
+        self.readFD = readFD
+        self.writeFD = writeFD
+        process = nil
+    }
+
     init(process: TransportProcess) {
         readFD = process.stdoutFD
         writeFD = process.stdinFD
@@ -42,6 +49,7 @@ final class SyncTransport: Sendable {
             process.reap()
         } else {
             Glibc.close(readFD)
+            if writeFD != readFD { Glibc.close(writeFD) }
         }
     }
 }

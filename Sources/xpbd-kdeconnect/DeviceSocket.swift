@@ -1,0 +1,118 @@
+import FoundationEssentials
+import Glibc
+import KDEConnect
+import KDEConnectLink
+import Logging
+import PasteboardKit
+import PasteboardWire
+import Synchronization
+
+/// The socket `xpb devices` asks: one request a connection (list, pair, accept, unpair), in the
+/// user's runtime directory (mode 700), the socket itself mode 600. A client has 5 s to send its
+/// request whole; connections are served one at a time (a person's commands, not a stream).
+final class DeviceSocket: Sendable {
+    let path: String
+    private let listener: Int32
+    private let service: KDEConnectService
+    private let logger: Logger
+
+    init(path: String, service: KDEConnectService, logger: Logger) throws(LocalSocketError) {
+        self.path = path
+        self.service = service
+        self.logger = logger
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !directory.isEmpty { mkdir(directory, 0o700) }
+        // A live helper answers there already: this one must not take its socket away.
+        if let fd = try? LocalSocket.connect(path) {
+            close(fd)
+            throw LocalSocketError(code: EADDRINUSE, path: path)
+        }
+        unlink(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw LocalSocketError(code: errno, path: path) }
+        var address = try LocalSocket.makeAddress(path)
+        let previousMask = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previousMask)
+        guard bound == 0, listen(fd, 8) == 0 else {
+            let code = errno
+            close(fd)
+            throw LocalSocketError(code: code, path: path)
+        }
+        listener = fd
+    }
+
+    func start() throws(Errno) {
+        try DetachedThread.start(name: "kdeconnect.devices") { [self] in
+            while true {
+                let fd = accept(listener, nil, nil)
+                if fd < 0 {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    if errno == EMFILE || errno == ENFILE { usleep(100_000); continue }
+                    return
+                }
+                serve(fd)
+                close(fd)
+            }
+        }
+    }
+
+    func stop() {
+        unlink(path)
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
+
+    private func serve(_ fd: Int32) {
+        var channel = FrameChannel(fd: fd)
+        channel.setTimeout(5)
+        guard let frame = try? channel.receive(within: 5), frame.kind == .request,
+              let request = try? ControlCoding.decode(DeviceRequest.self, from: frame.payload) else {
+            try? channel.send(.error, ControlFailure("expected a device request"))
+            return
+        }
+        do throws(ControlFailure) {
+            let message = try perform(request)
+            let devices = service.devices.map {
+                DeviceEntry(id: $0.id, name: $0.name, paired: $0.paired, reachable: $0.reachable, asks: $0.asks, asked: $0.asked)
+            }
+            try? channel.send(.reply, DeviceAnswer(ownId: service.deviceId, ownName: service.identity.deviceName, devices: devices, message: message))
+        } catch {
+            try? channel.send(.error, error)
+        }
+    }
+
+    /// Carries out a verb; what it did, for the person.
+    private func perform(_ request: DeviceRequest) throws(ControlFailure) -> String? {
+        guard request.verb != .list else { return nil }
+        guard let id = request.id, !id.isEmpty else { throw ControlFailure("'\(request.verb.rawValue)' needs a device id (xpb devices lists them)") }
+        let known = service.devices.first { $0.id == id }
+        guard let device = known else { throw ControlFailure("no device \(String(id.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.prefix(64))) was seen (xpb devices lists them)") }
+        do {
+            switch request.verb {
+            case .list:
+                return nil
+            case .pair:
+                if device.paired { return "“\(device.name)” is paired already" }
+                try service.pair(id)
+                return "asked “\(device.name)” to pair: accept the request on the device within 30 s"
+            case .accept:
+                guard device.asks else {
+                    throw ControlFailure("“\(device.name)” has not asked to pair (or its request timed out): 'xpb devices pair \(id)' asks it")
+                }
+                try service.accept(id)
+                return "paired with “\(device.name)”"
+            case .unpair:
+                try service.unpair(id)
+                return "unpaired “\(device.name)”"
+            }
+        } catch let refusal as Pairing.Refusal {
+            throw ControlFailure(refusal.description)
+        } catch let failure as ControlFailure {
+            throw failure
+        } catch {
+            throw ControlFailure("\(error)")
+        }
+    }
+}

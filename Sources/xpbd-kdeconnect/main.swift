@@ -1,0 +1,117 @@
+import FoundationEssentials
+import Glibc
+import KDEConnect
+import KDEConnectLink
+import Logging
+import PasteboardDaemon
+import PasteboardKit
+import PasteboardSelections
+import PasteboardWire
+
+// xpbd-kdeconnect: this machine as a KDE Connect device, for the clipboard. `xpbd --kdeconnect`
+// runs it and speaks xpb-sync with it on its standard input and output: a copy made on a paired
+// device reaches xpbd as a sync peer's copy does, and xpbd's copies (never its secrets) reach the
+// paired devices. A separate program because TLS with X.509 draws about 4 MB of OpenSSL into a
+// static binary, which xpb (every copy and paste) must not carry. Its log goes to standard error,
+// which xpbd logs.
+
+let usage = """
+    usage: xpbd-kdeconnect [--name NAME] [--directory DIR] [--socket PATH]
+
+    Run by 'xpbd --kdeconnect', which speaks xpb-sync with it on standard input and output;
+    not a command to run by hand. Pair devices with 'xpb devices'.
+
+      --name NAME      the name devices show for this one (default: the host name)
+      --directory DIR  the device's key, certificate and paired devices' certificates
+                       (default: $XDG_CONFIG_HOME/xpb/kdeconnect)
+      --socket PATH    the socket 'xpb devices' asks (default: $XDG_RUNTIME_DIR/xpb/kdeconnect.socket)
+    """
+
+/// Lines on standard error: `info: …`, which xpbd logs as they come.
+struct LineLogHandler: LogHandler {
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let text = event.level >= .warning ? "\(event.level): \(event.message)\n" : "\(event.message)\n"
+        _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    }
+}
+
+func fail(_ message: String) -> Never {
+    _ = "xpbd-kdeconnect: \(message)\n".utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    exit(2)
+}
+
+let environment = ProcessInfo.processInfo.environment
+var name = LocalProcess.hostName
+var directory = (environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? ((environment["HOME"] ?? "/") + "/.config")) + "/xpb/kdeconnect"
+var socketPath = DeviceProtocol.socketPath(environment: environment, uid: getuid())
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--help", "-h":
+        print(usage)
+        exit(0)
+    case "--name", "--directory", "--socket":
+        guard let value = arguments.popFirst(), !value.isEmpty else { fail("\(argument) takes a value\n\n\(usage)") }
+        switch argument {
+        case "--name": name = value
+        case "--directory": directory = value
+        default: socketPath = value
+        }
+    default:
+        fail("unknown argument '\(argument)'\n\n\(usage)")
+    }
+}
+if isatty(0) == 1 || isatty(1) == 1 { fail("run by 'xpbd --kdeconnect', not by hand\n\n\(usage)") }
+
+LoggingSystem.bootstrap { _ in LineLogHandler() }
+let logger = Logger(label: "xpbd-kdeconnect")
+// Writes to a daemon that went away fail with EPIPE, not kill this process.
+signal(SIGPIPE, SIG_IGN)
+
+/// The longest text taken from xpbd for a device, and from a device (the link's packet cap).
+let maxTextBytes = 4 << 20 - 4096
+let node = SyncNode(name: "KDE Connect", maxTextBytes: maxTextBytes, logger: logger)
+let service: KDEConnectService
+do {
+    service = try KDEConnectService(configuration: KDEConnectService.Configuration(name: name, directory: directory)) { event in
+        switch event {
+        case let .copied(text, _, _, deviceName):
+            // A device's copy: the newest here now, announced to xpbd, which owns the clipboard
+            // for it and records it as this app's.
+            node.copy(text, origin: "KDE Connect: \(deviceName)")
+        case let .told(line):
+            logger.info("\(line)")
+        }
+    }
+} catch {
+    fail("cannot make or read this device's key in \(directory): \(error)")
+}
+node.onCopy { text, time in
+    service.copied(ClipboardRule.Copy(text: text, time: Int64(time.timeIntervalSince1970 * 1000)))
+}
+let devices: DeviceSocket
+do {
+    devices = try DeviceSocket(path: socketPath, service: service, logger: logger)
+} catch {
+    fail(error.code == EADDRINUSE ? "another xpbd-kdeconnect answers on \(socketPath)" : "cannot listen on \(error)")
+}
+do {
+    try service.start()
+    try devices.start()
+} catch {
+    devices.stop()
+    fail("cannot start: \(error)")
+}
+logger.info("KDE Connect device “\(service.identity.deviceName)” (\(service.deviceId)) on TCP port \(service.tcpPort); 'xpb devices' pairs")
+let reason = node.serve(readFD: 0, writeFD: 1)
+devices.stop()
+service.stop()
+logger.info("stopped: \(reason)")
+exit(0)

@@ -1,0 +1,103 @@
+import Foundation
+import Glibc
+import Testing
+import X11TestSupport
+
+/// `xpbd --kdeconnect` as a user runs it: the built xpbd (which runs the built xpbd-kdeconnect
+/// beside it) on a private Xvfb, in one namespace of a private network, the real kdeconnectd
+/// 22.12 on its own Xvfb in the other; pairing with the built `xpb devices`.
+@Suite("xpbd --kdeconnect against the real kdeconnectd 22.12, in a private network", .serialized)
+struct DaemonKDEConnectTests {
+    /// `xpb devices` with the daemon's home, its outcome.
+    static func devices(_ arguments: [String], home: DaemonHome, x: Xvfb) throws -> Outcome {
+        try run(try builtProduct("xpb"), ["devices"] + arguments, display: x, environment: home.environment, timeout: 20)
+    }
+
+    /// The device with `id` as `xpb devices --json` lists it.
+    static func device(_ id: String, home: DaemonHome, x: Xvfb) -> [String: Any]? {
+        guard let outcome = try? devices(["--json"], home: home, x: x), outcome.status == 0,
+              let object = try? JSONSerialization.jsonObject(with: Data(outcome.text.utf8)) as? [String: Any],
+              let list = object["devices"] as? [[String: Any]] else { return nil }
+        return list.first { $0["id"] as? String == id }
+    }
+
+    /// A display's CLIPBOARD text now (`xclip -o`), nil when nothing owns it.
+    func clipboard(of x: Xvfb) -> String? {
+        guard let outcome = try? run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 10), outcome.status == 0 else { return nil }
+        return outcome.text
+    }
+
+    @Test("xpb devices pairs with kdeconnectd; a copy on either display reaches the other through xpbd, with its app named; a secret stays; unpaired, nothing crosses")
+    func pairAndCopy() throws {
+        let network = try PrivateNetwork()
+        let kde = try KDEConnectDaemon(in: network.names.0)
+        var kdeId: String?
+        #expect(eventually(timeout: 20) {
+            kdeId = try? kde.ownId()
+            return kdeId != nil
+        }, "kdeconnectd answered no selfId: \(kde.peer.errorSoFar.suffix(2000))")
+        guard let kdeId else { return }
+
+        // Off by default: without --kdeconnect nothing listens for xpb devices.
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let off = try Self.devices([], home: home, x: x)
+        #expect(off.status == 1 && off.error.contains("KDE Connect is off"), "\(off.error)")
+
+        // kdeconnectd runs already: our broadcast at the start reaches it, and it dials.
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--kdeconnect", "--kdeconnect-name", "xpbd test"],
+                                       launcher: [try which("ip"), "netns", "exec", network.names.1])
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("sync with KDE Connect: connected")
+        #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: x)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+        #expect(Self.device(kdeId, home: home, x: x)?["paired"] as? Bool == false)
+        let key = home.configDirectory.appendingPathComponent("xpb/kdeconnect/privateKey.pem").path
+        #expect(((try? FileManager.default.attributesOfItem(atPath: key))?[.posixPermissions] as? Int) == 0o600)
+
+        // An unpaired device's copy does not cross.
+        _ = try xclipCopy("before pairing", display: kde.x)
+        let listed = try Self.devices([], home: home, x: x)
+        #expect(listed.status == 0 && listed.text.contains(kdeId) && listed.text.contains("not paired"), "\(listed.text)")
+
+        // We ask with xpb devices pair; kdeconnectd accepts on its bus.
+        let ownId = try #require(((try? JSONSerialization.jsonObject(with: Data(try Self.devices(["--json"], home: home, x: x).text.utf8))) as? [String: Any])?["ownId"] as? String)
+        let asked = try Self.devices(["pair", kdeId], home: home, x: x)
+        #expect(asked.status == 0 && asked.text.contains("asked"), "\(asked.text) \(asked.error)")
+        let devicePath = "/modules/kdeconnect/devices/\(ownId)"
+        #expect(eventually(timeout: 10) { (try? kde.call(devicePath, "org.kde.kdeconnect.device.hasPairingRequests").contains("boolean true")) == true })
+        _ = try kde.call(devicePath, "org.kde.kdeconnect.device.acceptPairing")
+        #expect(eventually(timeout: 10) { Self.device(kdeId, home: home, x: x)?["paired"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+        #expect(try kde.isTrusted(ownId))
+        #expect(FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect/paired/\(kdeId).der").path))
+        #expect(clipboard(of: x) != "before pairing")
+
+        // Its copy reaches our display, named as the device's.
+        _ = try xclipCopy("copied on the kde side", display: kde.x)
+        #expect(eventually(timeout: 10) { clipboard(of: x) == "copied on the kde side" }, "\(daemon.log.suffix(3000))")
+        try daemon.waitForLog("kept in the history")
+        let history = try run(try builtProduct("xpb"), ["history", "--json"], display: x, environment: home.environment, timeout: 20)
+        let entries = ((try? JSONSerialization.jsonObject(with: Data(history.text.utf8))) as? [[String: Any]]) ?? []
+        let kept = entries.first { ($0["preview"] as? String ?? "").contains("copied on the kde side") }
+        #expect((kept?["app"] as? String)?.hasPrefix("KDE Connect: ") == true, "\(history.text)")
+
+        // Ours reaches its display.
+        _ = try xclipCopy("copied on the xpbd side", display: x)
+        #expect(eventually(timeout: 10) { (try? kde.clipboard()) == "copied on the xpbd side" }, "\(daemon.log.suffix(3000))")
+
+        // A secret is not shared: xpbd decides it, and kdeconnectd keeps what it had.
+        let secret = try run(try builtProduct("xpb"), ["copy", "--sensitive"], display: x, input: Data("hunter2".utf8),
+                             environment: home.environment, timeout: 10)
+        #expect(secret.status == 0, "\(secret.error)")
+        try daemon.waitForLog("CLIPBOARD is marked secret: not shared")
+        _ = try Self.devices([], home: home, x: x)
+        #expect(try kde.clipboard() == "copied on the xpbd side")
+
+        // Unpaired with xpb devices: kdeconnectd is told, and nothing crosses any more.
+        let unpaired = try Self.devices(["unpair", kdeId], home: home, x: x)
+        #expect(unpaired.status == 0, "\(unpaired.error)")
+        #expect(eventually(timeout: 10) { (try? kde.isTrusted(ownId)) == false })
+        #expect(!FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect/paired/\(kdeId).der").path))
+        let wrong = try Self.devices(["accept", kdeId], home: home, x: x)
+        #expect(wrong.status == 1 && wrong.error.contains("has not asked"), "\(wrong.error)")
+    }
+}
