@@ -96,11 +96,16 @@ QUIET_GLIBC = sed -e "/in statically linked applications requires at runtime the
 
 # One binary: xpb is also xpbd when run under that name, so xpbd is a link to it (the daemon's
 # code adds 2 MiB to xpb; two binaries would carry Swift's runtime and FoundationEssentials twice).
+# xpbd-kdeconnect, which xpbd --kdeconnect runs, is a second: TLS with X.509 would add about 4 MB
+# of OpenSSL to xpb, which every copy and paste starts.
 build:
 	@echo "$(SWIFT) build $(STATIC_FLAGS) --product xpb"
 	@{ $(SWIFT) build $(STATIC_FLAGS) --product xpb 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
 		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status
 	ln -sf xpb $(BIN)/xpbd
+	@echo "$(SWIFT) build $(STATIC_FLAGS) --product xpbd-kdeconnect"
+	@{ $(SWIFT) build $(STATIC_FLAGS) --product xpbd-kdeconnect 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
+		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status
 	@echo "note: glibc's warnings about static linking were left out (see docs/building.md)"
 
 # The directories install creates (those missing, up to the first that exists) are listed in
@@ -118,6 +123,7 @@ install: build
 	# Stripped: the symbol tables are a tenth of each binary and nothing reads them at run time.
 	install -s -m 755 $(BIN)/xpb $(bindir)/xpb
 	ln -sf xpb $(bindir)/xpbd
+	install -s -m 755 $(BIN)/xpbd-kdeconnect $(bindir)/xpbd-kdeconnect
 	$(BIN)/xpb manual > $(mandir)/xpb.1
 	$(BIN)/xpbd --manual > $(mandir)/xpbd.1
 	$(BIN)/xpb completions bash > $(bashdir)/xpb
@@ -150,7 +156,7 @@ uninstall:
 	fi
 	rm -f $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/systemd/user/xpbd.service
 	if grep -qs "^Exec=$(PREFIX)/bin/xpbd" $(AUTOSTART)/xpbd.desktop; then rm -f $(AUTOSTART)/xpbd.desktop; fi
-	rm -f $(bindir)/xpb $(bindir)/xpbd $(mandir)/xpb.1 $(mandir)/xpbd.1
+	rm -f $(bindir)/xpb $(bindir)/xpbd $(bindir)/xpbd-kdeconnect $(mandir)/xpb.1 $(mandir)/xpbd.1
 	rm -f $(bashdir)/xpb $(bashdir)/xpbd $(zshdir)/_xpb $(zshdir)/_xpbd $(fishdir)/xpb.fish $(fishdir)/xpbd.fish
 	rm -f $(unitdir)/xpbd.service $(sharedir)/xpbd.desktop
 	for link in xclip xsel; do if [ "$$(readlink $(bindir)/$$link)" = xpb ]; then rm -f $(bindir)/$$link; fi; done

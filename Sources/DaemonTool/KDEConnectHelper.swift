@@ -3,14 +3,21 @@ import Glibc
 import CommandLineTable
 import PasteboardDaemon
 
-/// How `xpbd --kdeconnect` runs `xpbd-kdeconnect`: from the directory of xpbd's own executable
-/// (where make install and the package put both), or `$XPB_KDECONNECT_HELPER`, as a sync link of
-/// CLIPBOARD only (KDE Connect has one clipboard).
-enum KDEConnectHelper {
+/// Where `xpbd-kdeconnect` is: in the directory of this process's executable (where make install
+/// and the package put it beside xpb and xpbd), or `$XPB_KDECONNECT_HELPER`. `xpbd --kdeconnect`
+/// runs it as a sync link of CLIPBOARD only (KDE Connect has one clipboard); `xpb devices` runs
+/// it as `xpbd-kdeconnect devices`.
+package enum KDEConnectHelper {
     static let executableName = "xpbd-kdeconnect"
 
+    /// The helper's path.
+    package static func path() -> String {
+        if let named = getenv("XPB_KDECONNECT_HELPER").map({ String(cString: $0) }), !named.isEmpty { return named }
+        return besideThisExecutable()
+    }
+
     static func link(name: String?) throws(UsageError) -> SyncLinkSpec {
-        let path = ProcessInfo.processInfo.environment["XPB_KDECONNECT_HELPER"].flatMap { $0.isEmpty ? nil : $0 } ?? besideThisExecutable()
+        let path = path()
         guard access(path, X_OK) == 0 else {
             throw UsageError("--kdeconnect runs \(path), which is missing: it is installed beside xpbd (make install, or the xpb package)")
         }

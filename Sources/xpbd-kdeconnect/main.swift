@@ -17,9 +17,10 @@ import PasteboardWire
 
 let usage = """
     usage: xpbd-kdeconnect [--name NAME] [--directory DIR] [--socket PATH]
+           xpbd-kdeconnect devices [--json] [list | pair ID | accept ID | unpair ID]
 
     Run by 'xpbd --kdeconnect', which speaks xpb-sync with it on standard input and output;
-    not a command to run by hand. Pair devices with 'xpb devices'.
+    not a command to run by hand. Pair devices with 'xpb devices' (which runs the second form).
 
       --name NAME      the name devices show for this one (default: the host name)
       --directory DIR  the device's key, certificate and paired devices' certificates
@@ -46,6 +47,8 @@ func fail(_ message: String) -> Never {
     _ = "xpbd-kdeconnect: \(message)\n".utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
     exit(2)
 }
+
+if CommandLine.arguments.dropFirst().first == "devices" { DevicesClient.run(Array(CommandLine.arguments.dropFirst(2))) }
 
 let environment = ProcessInfo.processInfo.environment
 var name = LocalProcess.hostName

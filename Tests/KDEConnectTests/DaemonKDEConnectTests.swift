@@ -45,8 +45,9 @@ struct DaemonKDEConnectTests {
         #expect(off.status == 1 && off.error.contains("KDE Connect is off"), "\(off.error)")
 
         // kdeconnectd runs already: our broadcast at the start reaches it, and it dials.
-        let daemon = try DaemonProcess(x, home: home, arguments: ["--kdeconnect", "--kdeconnect-name", "xpbd test"],
-                                       launcher: [try which("ip"), "netns", "exec", network.names.1])
+        // Turned on in the configuration file, as a user leaves it on.
+        try home.writeConfig("--kdeconnect --kdeconnect-name 'xpbd test'\n")
+        let daemon = try DaemonProcess(x, home: home, launcher: [try which("ip"), "netns", "exec", network.names.1])
         defer { _ = try? daemon.stop() }
         try daemon.waitForLog("sync with KDE Connect: connected")
         #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: x)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
@@ -91,6 +92,18 @@ struct DaemonKDEConnectTests {
         try daemon.waitForLog("CLIPBOARD is marked secret: not shared")
         _ = try Self.devices([], home: home, x: x)
         #expect(try kde.clipboard() == "copied on the xpbd side")
+
+        // The helper dies: xpbd starts it again, it links to kdeconnectd again, still paired,
+        // and copies cross again.
+        let status = try run(try builtProduct("xpb"), ["daemon", "status", "--json"], display: x, environment: home.environment, timeout: 20)
+        let peers = (((try? JSONSerialization.jsonObject(with: Data(status.text.utf8))) as? [String: Any])?["status"] as? [String: Any])?["peers"] as? [[String: Any]]
+        let helper = try #require(peers?.first { $0["name"] as? String == "KDE Connect" }?["transportPID"] as? Int, "\(status.text)")
+        kill(pid_t(helper), SIGKILL)
+        try daemon.waitForLog("sync with KDE Connect: connected", count: 2, timeout: 20)
+        #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: x)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+        #expect(Self.device(kdeId, home: home, x: x)?["paired"] as? Bool == true)
+        _ = try xclipCopy("after the helper's restart", display: kde.x)
+        #expect(eventually(timeout: 10) { clipboard(of: x) == "after the helper's restart" }, "\(daemon.log.suffix(3000))")
 
         // Unpaired with xpb devices: kdeconnectd is told, and nothing crosses any more.
         let unpaired = try Self.devices(["unpair", kdeId], home: home, x: x)

@@ -45,7 +45,7 @@ struct InstallTests {
     }
 
     private static let expectedFiles = [
-        "bin/xpb", "bin/xpbd", "bin/xclip", "bin/xsel", "share/man/man1/xpb.1", "share/man/man1/xpbd.1",
+        "bin/xpb", "bin/xpbd", "bin/xpbd-kdeconnect", "bin/xclip", "bin/xsel", "share/man/man1/xpb.1", "share/man/man1/xpbd.1",
         "share/bash-completion/completions/xpb", "share/bash-completion/completions/xpbd",
         "share/zsh/site-functions/_xpb", "share/zsh/site-functions/_xpbd",
         "share/fish/vendor_completions.d/xpb.fish", "share/fish/vendor_completions.d/xpbd.fish",
@@ -83,7 +83,7 @@ struct InstallTests {
         let daemonUsage = try run("\(prefix)/bin/xpbd", ["--no-such-option"], display: try Xvfb())
         #expect(daemonUsage.status == 64 && daemonUsage.error.hasPrefix("xpbd: "), "\(daemonUsage.status) \(daemonUsage.error)")
         // Fully static: no program interpreter (dynamic loader) in the program headers.
-        for binary in ["xpb", "xpbd"] {
+        for binary in ["xpb", "xpbd", "xpbd-kdeconnect"] {
             let headers = try run("/usr/bin/readelf", ["-lW", "\(prefix)/bin/\(binary)"], display: try Xvfb())
             #expect(headers.status == 0)
             #expect(!headers.text.contains("INTERP"), "\(binary) is dynamically linked")
@@ -199,7 +199,7 @@ struct StaticRuntimeTests {
 @Suite("make deb")
 struct DebianPackageTests {
     private static let mainFiles = [
-        "./usr/bin/xpb", "./usr/bin/xpbd -> xpb", "./usr/share/man/man1/xpb.1.gz", "./usr/share/man/man1/xpbd.1.gz",
+        "./usr/bin/xpb", "./usr/bin/xpbd -> xpb", "./usr/bin/xpbd-kdeconnect", "./usr/share/man/man1/xpb.1.gz", "./usr/share/man/man1/xpbd.1.gz",
         "./usr/share/bash-completion/completions/xpb", "./usr/share/bash-completion/completions/xpbd",
         "./usr/share/zsh/vendor-completions/_xpb", "./usr/share/zsh/vendor-completions/_xpbd",
         "./usr/share/fish/vendor_completions.d/xpb.fish", "./usr/share/fish/vendor_completions.d/xpbd.fish",
@@ -265,6 +265,7 @@ struct DebianPackageTests {
         let installedVersion = try run("\(root)/usr/bin/xpb", ["--version"], display: x)
         #expect(installedVersion.status == 0 && installedVersion.text == "\(version)\n", "\(installedVersion.text) \(installedVersion.error)")
         #expect(try run("\(root)/usr/bin/xpbd", ["--version"], display: x).status == 0)
+        #expect(try run("\(root)/usr/bin/xpbd-kdeconnect", ["--help"], display: x).status == 0)
         let unitText = try String(contentsOfFile: "\(root)/usr/lib/systemd/user/xpbd.service", encoding: .utf8)
         #expect(unitText.contains("ExecStart=/usr/bin/xpbd\n"), "\(unitText)")
         for page in ["xpb", "xpbd", "xclip"] {

@@ -14,8 +14,8 @@ import Synchronization
 ///
 /// Every change is numbered (the change count), reported to the sync hub in the order it was made
 /// (under the store's lock, as the X thread reports ownership changes) and to the watchers.
-final class HeadlessClipboard: SyncSurface {
-    enum Contents: Sendable {
+package final class HeadlessClipboard: SyncSurface {
+    package enum Contents: Sendable {
         /// A copy made on this host (``HeldSelection``), or a history entry selected again
         /// (``KeptSelection``).
         case local(any HeldTargets)
@@ -25,7 +25,7 @@ final class HeadlessClipboard: SyncSurface {
 
     /// The process of this host that wrote a copy (over the control socket: the kernel's account
     /// of the client).
-    struct Writer: Sendable {
+    package struct Writer: Sendable {
         let pid: Int
         let app: String?
         let executable: String?
@@ -34,10 +34,10 @@ final class HeadlessClipboard: SyncSurface {
         var credit: (name: String, pid: Int?)? = nil
     }
 
-    struct Entry: Sendable {
+    package struct Entry: Sendable {
         /// A number per copy (``HeadlessClipboard/ourOwner`` for other nodes' copies).
-        let owner: UInt
-        let contents: Contents
+        package let owner: UInt
+        package let contents: Contents
         let origin: String
         var expires: Date? = nil
         var isLocalOnly = false
@@ -64,7 +64,7 @@ final class HeadlessClipboard: SyncSurface {
     }
 
     /// Told of each change of a synced selection, in order (the hub's ``SyncHub/ownerChanged(_:owner:event:)``).
-    typealias ChangeHook = @Sendable (Pasteboard.Name, UInt, SyncLedger.OwnerEvent) -> Void
+    package typealias ChangeHook = @Sendable (Pasteboard.Name, UInt, SyncLedger.OwnerEvent) -> Void
 
     private let state = Mutex(State())
     /// The `watch` clients, told of each change under the state's lock (``change(_:_:)``).
@@ -73,10 +73,12 @@ final class HeadlessClipboard: SyncSurface {
     private let expiries = DispatchQueue(label: "xpbd.headless.expiry")
     private let expiryHook = Mutex<(@Sendable () -> Void)?>(nil)
 
-    let ourOwner: UInt = 1
+    package let ourOwner: UInt = 1
+
+    package init() {}
 
     /// Sets the hook that hears of every change (once, before anything is written).
-    func onChange(_ hook: @escaping ChangeHook) {
+    package func onChange(_ hook: @escaping ChangeHook) {
         self.hook.withLock { $0 = hook }
     }
 
@@ -88,7 +90,7 @@ final class HeadlessClipboard: SyncSurface {
     // MARK: Clients
 
     /// The contents of a pasteboard and its change count (nil contents: empty).
-    func entry(_ selection: String) -> (Entry?, Int) {
+    package func entry(_ selection: String) -> (Entry?, Int) {
         state.withLock { ($0.entries[selection], $0.counts[selection, default: 0]) }
     }
 
@@ -100,7 +102,7 @@ final class HeadlessClipboard: SyncSurface {
     /// New contents from a client on this host (a copy, or a history entry selected again);
     /// returns the copy's owner number.
     @discardableResult
-    func write(_ selection: String, contents: any HeldTargets, size: Int, origin: String, expires: Date?, isLocalOnly: Bool, writer: Writer?) -> UInt {
+    package func write(_ selection: String, contents: any HeldTargets, size: Int, origin: String, expires: Date?, isLocalOnly: Bool, writer: Writer?) -> UInt {
         var owner: UInt = 0
         change(selection) { state in
             owner = state.nextOwner
@@ -205,12 +207,12 @@ final class HeadlessClipboard: SyncSurface {
 
     // MARK: SyncSurface
 
-    func currentOwner(of name: Pasteboard.Name) -> UInt? {
+    package func currentOwner(of name: Pasteboard.Name) -> UInt? {
         let selection = SelectionNames.selection(for: name)
         return state.withLock { $0.entries[selection]?.owner }
     }
 
-    func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
+    package func own(_ name: Pasteboard.Name, targets: [RemoteTarget], origin: String, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
         let selection = SelectionNames.selection(for: name)
         let owned = Mutex(false)
         change(selection) { state in
@@ -222,7 +224,7 @@ final class HeadlessClipboard: SyncSurface {
         return owned.withLock { $0 }
     }
 
-    func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
+    package func clear(_ name: Pasteboard.Name, if precondition: @escaping @Sendable (UInt) -> Bool) throws -> Bool {
         let selection = SelectionNames.selection(for: name)
         let cleared = Mutex(false)
         change(selection) { state in
@@ -234,9 +236,9 @@ final class HeadlessClipboard: SyncSurface {
         return cleared.withLock { $0 }
     }
 
-    func waitUntilFinished(_ name: Pasteboard.Name, owner: UInt, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
+    package func waitUntilFinished(_ name: Pasteboard.Name, owner: UInt, while isCurrent: @escaping @Sendable () -> Bool) -> Bool { true }
 
-    func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
+    package func verdict(_ name: Pasteboard.Name, owner: UInt, nodeName: String) -> SyncLedger.Verdict {
         let selection = SelectionNames.selection(for: name)
         guard let entry = state.withLock({ $0.entries[selection] }), entry.owner == owner else { return .replaced }
         guard case let .local(held) = entry.contents else { return .notShared("another node's copy") }
@@ -249,7 +251,7 @@ final class HeadlessClipboard: SyncSurface {
         return .shareable(targets: Array(targets), expires: entry.expires, origin: "\(nodeName) (\(entry.origin))")
     }
 
-    func serve(_ name: Pasteboard.Name, owner: UInt, target: String, limit: Int, turnDeadline: Date,
+    package func serve(_ name: Pasteboard.Name, owner: UInt, target: String, limit: Int, turnDeadline: Date,
                isCurrent: @escaping @Sendable () -> Bool, begin: (String, Int?) throws -> Void,
                chunk: (Data) throws -> Void) throws -> SyncServeOutcome {
         let selection = SelectionNames.selection(for: name)

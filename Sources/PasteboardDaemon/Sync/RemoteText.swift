@@ -11,12 +11,12 @@ extension RemoteTarget {
     static let textTargets = ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"]
 
     /// The best text target among `targets`.
-    static func text(of targets: [RemoteTarget]) -> RemoteTarget? {
+    package static func text(of targets: [RemoteTarget]) -> RemoteTarget? {
         textTargets.lazy.compactMap { name in targets.first { $0.target == name } }.first
     }
 
     /// The bytes of a remote target, whole, within `limit` and `timeout` seconds.
-    func readWhole(limit: Int, timeout: Double) -> Result<Data, SyncHub.Failure> {
+    package func readWhole(limit: Int, timeout: Double) -> Result<Data, SyncHub.Failure> {
         if let size, size > limit {
             return .failure(SyncHub.Failure("the text is \(ByteCount.format(size)), over the \(ByteCount.format(limit)) cap"))
         }

@@ -64,7 +64,7 @@ extension SyncHub {
     }
 
     package struct Failure: Error, CustomStringConvertible {
-        let message: String
+        package let message: String
         package init(_ message: String) { self.message = message }
         package var description: String { message }
     }

@@ -58,9 +58,9 @@ package final class SyncHub: Sendable {
     static let maxIncomingLinks = 32
 
     let configuration: SyncConfiguration
-    let node: String
-    let nodeName: String
-    let synced: [Pasteboard.Name]
+    package let node: String
+    package let nodeName: String
+    package let synced: [Pasteboard.Name]
     /// The selections shared: an X display's, or a headless daemon's in memory.
     package let surface: any SyncSurface
     let logger: Logger
@@ -78,7 +78,7 @@ package final class SyncHub: Sendable {
     /// Signalled when a link registers or the hub stops: the resting heartbeat goes on.
     let heartbeatWake = DispatchSemaphore(value: 0)
 
-    init(configuration: SyncConfiguration, surface: any SyncSurface, displayName: String, logger: Logger) {
+    package init(configuration: SyncConfiguration, surface: any SyncSurface, displayName: String, logger: Logger) {
         self.configuration = configuration
         self.surface = surface
         self.logger = logger
@@ -91,7 +91,7 @@ package final class SyncHub: Sendable {
     }
 
     /// Dials the configured links, starts the heartbeat, and announces what this display holds.
-    func start() {
+    package func start() {
         // Writes to an ssh that died must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         do {
@@ -126,7 +126,7 @@ package final class SyncHub: Sendable {
         for dialer in made { dialer.start() }
     }
 
-    func stop() {
+    package func stop() {
         let links = state.withLock { state -> [SyncLink] in
             state.isStopped = true
             return Array(state.links.values)
@@ -153,7 +153,7 @@ package final class SyncHub: Sendable {
     }
 
     /// Checks the other side's hello: nil when the link can go on, else why not.
-    func refusal(of theirs: SyncHello, ours: SyncHello) -> String? {
+    package func refusal(of theirs: SyncHello, ours: SyncHello) -> String? {
         if let mismatch = ours.mismatch(with: theirs) { return mismatch }
         if theirs.node == node { return "the link leads back to this daemon" }
         return nil
@@ -161,7 +161,7 @@ package final class SyncHub: Sendable {
 
     /// A link whose hellos were exchanged starts carrying changes.
     @discardableResult
-    func register(transport: SyncTransport, reader: FrameReader, label: String, ours: SyncHello, theirs: SyncHello,
+    package func register(transport: SyncTransport, reader: FrameReader, label: String, ours: SyncHello, theirs: SyncHello,
                   incoming: Bool = false) -> SyncLink {
         let selections = Set(ours.selections).intersection(theirs.selections).compactMap(Self.name(ofSelection:))
         let names = { (names: Set<Pasteboard.Name>) in Set(names.map(SelectionNames.selection(for:))) }

@@ -8,7 +8,7 @@ import Synchronization
 
 /// The byte stream under a sync link: a UNIX socket (both ways on one descriptor), or the pipes
 /// of an `ssh` process.
-final class SyncTransport: Sendable {
+package final class SyncTransport: Sendable {
     let readFD: Int32
     let writeFD: Int32
     /// The transport's process (ssh), reaped by ``close()``.
@@ -21,7 +21,7 @@ final class SyncTransport: Sendable {
     }
 
     /// A pipe pair (a helper's standard input and output, on its side of the link).
-    init(readFD: Int32, writeFD: Int32) {
+    package init(readFD: Int32, writeFD: Int32) {
         self.readFD = readFD
         self.writeFD = writeFD
         process = nil
@@ -55,15 +55,15 @@ final class SyncTransport: Sendable {
 }
 
 /// Frames read from a descriptor with `read(2)` (pipes and sockets alike).
-struct FrameReader {
+package struct FrameReader {
     let fd: Int32
     private var decoder = FrameDecoder()
     private var buffer = [UInt8](repeating: 0, count: 256 << 10)
 
-    init(fd: Int32) { self.fd = fd }
+    package init(fd: Int32) { self.fd = fd }
 
     /// The next frame; nil at the end of the stream. With `timeout`, waits at most that long.
-    mutating func next(timeout: Double? = nil) throws(WireError) -> Frame? {
+    package mutating func next(timeout: Double? = nil) throws(WireError) -> Frame? {
         let end = timeout.map { Date().addingTimeInterval($0) }
         while true {
             if let frame = try decoder.next() { return frame }
@@ -86,7 +86,7 @@ struct FrameReader {
 }
 
 /// Writes a frame whole with `write(2)` (pipes and sockets alike).
-func writeFrame(_ frame: Frame, to fd: Int32) throws(WireError) {
+package func writeFrame(_ frame: Frame, to fd: Int32) throws(WireError) {
     let code = frame.encoded.withUnsafeBytes { writeAll(fd, $0) }
     if let code { throw WireError("sending: \(String(cString: strerror(code)))") }
 }
@@ -94,7 +94,7 @@ func writeFrame(_ frame: Frame, to fd: Int32) throws(WireError) {
 /// One sync link: another daemon, after both said hello. A reader thread hands frames to the
 /// hub; a writer thread sends what the hub queued, so that no caller ever waits on the peer (a
 /// stopped peer fills its socket, not our threads). The hub's heartbeat closes a silent link.
-final class SyncLink: Sendable {
+package final class SyncLink: Sendable {
     struct Stats {
         var lastReceived = Date()
         var lastPing = Date.distantPast
@@ -152,7 +152,7 @@ final class SyncLink: Sendable {
     func sends(_ name: Pasteboard.Name) -> Bool { sends && selections.contains(name) }
     func receives(_ name: Pasteboard.Name) -> Bool { receives && selections.contains(name) }
 
-    var closeReason: String? { outbox.withLock { $0.closing } }
+    package var closeReason: String? { outbox.withLock { $0.closing } }
 
     /// Starts the threads. `handler` gets each frame (on the reader thread); `onClose` runs once
     /// both threads ended and the transport is closed.
@@ -205,7 +205,7 @@ final class SyncLink: Sendable {
     }
 
     /// Blocks until the link's threads ended.
-    func waitUntilFinished() {
+    package func waitUntilFinished() {
         finished.wait()
         finished.signal()
     }

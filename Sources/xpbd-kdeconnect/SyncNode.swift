@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
+import PasteboardDaemon
 import PasteboardKit
 import PasteboardSelections
 import PasteboardWire
@@ -14,54 +15,60 @@ import Synchronization
 /// announced to the daemon like any peer's, and the daemon's copies reach it by the ledger's
 /// rules (secrets, local-only and expired copies never do; the newest copy wins; a copy is
 /// never sent back to the link it came from).
-package final class SyncNode: Sendable {
-    /// A copy of the daemon's side: its text (nil when it has none), and when it reached this node.
-    package typealias CopyHook = @Sendable (_ text: String?, _ time: Date) -> Void
+struct SyncNode: Sendable {
+    /// A copy of the daemon's side: its text (nil when it has none, or when the daemon's side was
+    /// cleared), and when it reached this node.
+    typealias CopyHook = @Sendable (_ text: String?, _ time: Date) -> Void
+
+    /// Who hears of the daemon's copies.
+    private final class Listener: Sendable {
+        let hook = Mutex<CopyHook?>(nil)
+    }
 
     private let clipboard = HeadlessClipboard()
     private let hub: SyncHub
     private let logger: Logger
-    private let hook = Mutex<CopyHook?>(nil)
-    /// Reads the daemon's copies' text, one at a time, off the link's threads.
-    private let reads = DispatchQueue(label: "xpbd.node.read")
+    private let listener = Listener()
     /// The most bytes of text read of one copy.
-    package let maxTextBytes: Int
+    let maxTextBytes: Int
 
     /// - Parameter name: this node's name in the daemon's status and log (`KDE Connect`).
-    package init(name: String, maxTextBytes: Int, logger: Logger) {
+    init(name: String, maxTextBytes: Int, logger: Logger) {
         var configuration = SyncConfiguration()
-        // A device's clock and this helper's are the same machine's: the link needs no slack,
-        // and a dead daemon is noticed as soon as its end of the pipe closes.
+        // What is read of a copy is capped here; a transfer may move that much.
         configuration.maxTransferBytes = max(maxTextBytes, 1 << 20)
         self.maxTextBytes = maxTextBytes
         self.logger = logger
-        hub = SyncHub(configuration: configuration, surface: clipboard, displayName: name, logger: logger)
-        clipboard.onChange { [weak self] name, owner, event in
-            guard let self else { return }
-            self.hub.ownerChanged(name, owner: owner, event: event)
+        let hub = SyncHub(configuration: configuration, surface: clipboard, displayName: name, logger: logger)
+        self.hub = hub
+        // The daemon's copies' text is read one at a time, off the link's threads.
+        let reads = DispatchQueue(label: "xpbd.node.read")
+        clipboard.onChange { [weak hub, weak clipboard, listener] name, owner, event in
+            hub?.ownerChanged(name, owner: owner, event: event)
             // Another node's copy taken here: its text goes to whoever listens.
-            if name == .general, event == .ours { self.reads.async { self.readCurrent() } }
+            guard name == .general, event == .ours, let clipboard else { return }
+            reads.async { Self.readCurrent(of: clipboard, limit: maxTextBytes, to: listener, logger: logger) }
         }
     }
 
     /// Sets what hears of the daemon's copies (before ``serve(readFD:writeFD:)``).
-    package func onCopy(_ hook: @escaping CopyHook) {
-        self.hook.withLock { $0 = hook }
+    func onCopy(_ hook: @escaping CopyHook) {
+        listener.hook.withLock { $0 = hook }
     }
 
     /// A copy made elsewhere (a device's): held as this node's newest copy and announced.
     /// `origin` names it in the daemon's log and in `xpb info` there.
-    package func copy(_ text: String, origin: String) {
+    func copy(_ text: String, origin: String) {
         var item = PasteboardItem()
         item.setData(Data(text.utf8), for: .utf8PlainText)
         let held = HeldSelection(items: [item], options: PasteboardOptions())
-        clipboard.write("CLIPBOARD", contents: held, size: text.utf8.count, origin: LogThrottle.printable(origin), expires: nil,
+        clipboard.write("CLIPBOARD", contents: held, size: text.utf8.count, origin: printable(origin), expires: nil,
                         isLocalOnly: false, writer: nil)
     }
 
     /// Runs the link on the two descriptors (the daemon's hello read first, ours answered), until
     /// it ends; returns why it ended.
-    package func serve(readFD: Int32, writeFD: Int32) -> String {
+    func serve(readFD: Int32, writeFD: Int32) -> String {
         hub.start()
         defer { hub.stop() }
         var reader = FrameReader(fd: readFD)
@@ -88,26 +95,37 @@ package final class SyncNode: Sendable {
         }
         let link = hub.register(transport: SyncTransport(readFD: readFD, writeFD: writeFD), reader: reader, label: theirs.name,
                                 ours: ours, theirs: theirs)
-        logger.info("linked to \(LogThrottle.printable(theirs.name))")
+        logger.info("linked to \(printable(theirs.name))")
         link.waitUntilFinished()
         return link.closeReason ?? "closed"
     }
 
     /// Reads the text of the copy CLIPBOARD holds now, if it is another node's, and hands it on.
-    private func readCurrent() {
+    private static func readCurrent(of clipboard: HeadlessClipboard, limit: Int, to listener: Listener, logger: Logger) {
         let (entry, _) = clipboard.entry("CLIPBOARD")
-        guard let entry, case let .remote(targets) = entry.contents else { return }
         let now = Date()
-        guard let target = RemoteTarget.text(of: targets) else {
-            hook.withLock { $0 }?(nil, now)
+        // Cleared or withdrawn on the daemon's side (a secret copied there withdraws the copy
+        // before it): nothing is the newest to send, not even the copy before.
+        guard let entry else {
+            listener.hook.withLock { $0 }?(nil, now)
             return
         }
-        switch target.readWhole(limit: maxTextBytes, timeout: 10) {
+        guard case let .remote(targets) = entry.contents else { return }
+        guard let target = RemoteTarget.text(of: targets) else {
+            listener.hook.withLock { $0 }?(nil, now)
+            return
+        }
+        switch target.readWhole(limit: limit, timeout: 10) {
         case let .success(data):
             guard clipboard.entry("CLIPBOARD").0?.owner == entry.owner, clipboard.currentOwner(of: .general) == clipboard.ourOwner else { return }
-            hook.withLock { $0 }?(String(decoding: data, as: UTF8.self), now)
+            listener.hook.withLock { $0 }?(String(decoding: data, as: UTF8.self), now)
         case let .failure(failure):
             logger.warning("could not read the daemon's copy (\(target.target)): \(failure.message)")
         }
     }
+}
+
+/// A peer's words for a log line or an origin: one printable line, bounded.
+func printable(_ text: String) -> String {
+    String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? " " : $0 }).prefix(256))
 }
