@@ -79,9 +79,21 @@ class Side:
                         XDG_DATA_HOME=os.path.join(self.home, ".local/share"),
                         XDG_CACHE_HOME=os.path.join(self.home, ".cache"),
                         XDG_STATE_HOME=os.path.join(self.home, ".local/state"),
-                        XDG_RUNTIME_DIR=os.path.join(self.home, "run"), QT_QPA_PLATFORM="xcb")
-        bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"], env=self.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                        XDG_RUNTIME_DIR=os.path.join(self.home, "run"), QT_QPA_PLATFORM="xcb",
+                        QT_LOGGING_RULES="kdeconnect.*=true")
+        # A bus of its own, in the namespace, with no service directories: nothing is started by
+        # D-Bus activation (a kdeconnectd started so would run where the bus does, and the
+        # session bus's default configuration would start it in the machine's own network).
+        config = os.path.join(self.home, "bus.conf")
+        with open(config, "w") as file:
+            file.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:dir={self.home}</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>
+""")
+        bus = subprocess.Popen(["ip", "netns", "exec", namespace, "dbus-daemon", f"--config-file={config}", "--nofork", "--nopidfile",
+                                "--print-address=1"], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.processes.append(bus)
         self.env["DBUS_SESSION_BUS_ADDRESS"] = bus.stdout.readline().decode().strip()
 
@@ -107,6 +119,13 @@ class Side:
         try:
             return "boolean true" in self.call(f"/modules/kdeconnect/devices/{device}", "org.freedesktop.DBus.Properties.Get",
                                                "string:org.kde.kdeconnect.device", "string:isTrusted")
+        except RuntimeError:
+            return False
+
+    def kde_reachable(self, device):
+        try:
+            return "boolean true" in self.call(f"/modules/kdeconnect/devices/{device}", "org.freedesktop.DBus.Properties.Get",
+                                               "string:org.kde.kdeconnect.device", "string:isReachable")
         except RuntimeError:
             return False
 
@@ -195,8 +214,7 @@ def main():
         a_id = wait_for(a.kde_id, what="kdeconnectd a")
         b.start([KDECONNECTD])
         b_id = wait_for(b.kde_id, what="kdeconnectd b")
-        wait_for(lambda: "boolean true" in a.call(f"/modules/kdeconnect/devices/{b_id}", "org.freedesktop.DBus.Properties.Get",
-                                          "string:org.kde.kdeconnect.device", "string:isReachable"), what="the two kdeconnectd to link")
+        wait_for(lambda: a.kde_reachable(b_id), what="the two kdeconnectd to link")
         b.call(f"/modules/kdeconnect/devices/{a_id}", "org.kde.kdeconnect.device.requestPair")
         wait_for(lambda: a.kde_has_request(b_id), what="a's pairing request")
         a.call(f"/modules/kdeconnect/devices/{b_id}", "org.kde.kdeconnect.device.acceptPairing")
