@@ -9,12 +9,12 @@ import X11TestSupport
 @Suite("xpbd --kdeconnect against the real kdeconnectd 22.12, in a private network", .serialized)
 struct DaemonKDEConnectTests {
     /// `xpb devices` with the daemon's home, its outcome.
-    static func devices(_ arguments: [String], home: DaemonHome, x: Xvfb) throws -> Outcome {
+    static func devices(_ arguments: [String], home: DaemonHome, x: any TestSession) throws -> Outcome {
         try run(try builtProduct("xpb"), ["devices"] + arguments, display: x, environment: home.environment, timeout: 20)
     }
 
     /// The device with `id` as `xpb devices --json` lists it.
-    static func device(_ id: String, home: DaemonHome, x: Xvfb) -> [String: Any]? {
+    static func device(_ id: String, home: DaemonHome, x: any TestSession) -> [String: Any]? {
         guard let outcome = try? devices(["--json"], home: home, x: x), outcome.status == 0,
               let object = try? JSONSerialization.jsonObject(with: Data(outcome.text.utf8)) as? [String: Any],
               let list = object["devices"] as? [[String: Any]] else { return nil }
@@ -112,5 +112,57 @@ struct DaemonKDEConnectTests {
         #expect(!FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect/paired/\(kdeId).der").path))
         let wrong = try Self.devices(["accept", kdeId], home: home, x: x)
         #expect(wrong.status == 1 && wrong.error.contains("has not asked"), "\(wrong.error)")
+    }
+
+    @Test("on a Wayland session (headless sway): a phone's copy reaches the Wayland clipboard, the history once, and another display's xpbd synced with it; that display's copy reaches the phone")
+    func waylandAndPeers() throws {
+        let network = try PrivateNetwork()
+        let kde = try KDEConnectDaemon(in: network.names.0)
+        var found: String?
+        #expect(eventually(timeout: 20) {
+            found = try? kde.ownId()
+            return found != nil
+        }, "kdeconnectd answered no selfId: \(kde.peer.errorSoFar.suffix(2000))")
+        let kdeId = try #require(found)
+
+        // Another display's xpbd, the peer (no KDE Connect of its own), and the Wayland session's
+        // xpbd, linked to it, a KDE Connect device.
+        let home = try DaemonHome()
+        let y = try Xvfb()
+        let peer = try DaemonProcess(y, home: home, arguments: ["--no-config"])
+        defer { _ = try? peer.stop() }
+        let sway = try Compositor()
+        try home.writeConfig("--kdeconnect --kdeconnect-name 'xpbd wayland'\n")
+        let daemon = try DaemonProcess(sway, home: home, arguments: ["--sync-display", y.display],
+                                       launcher: [try which("ip"), "netns", "exec", network.names.1])
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("sync with KDE Connect: connected")
+        try daemon.waitForLog("sync with display \(y.display): connected")
+        #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: sway)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+
+        // Paired from the phone's side this time: it asks, the person accepts here.
+        let devicesJSON = try Self.devices(["--json"], home: home, x: sway).text
+        let ownId = try #require(((try? JSONSerialization.jsonObject(with: Data(devicesJSON.utf8))) as? [String: Any])?["ownId"] as? String)
+        _ = try kde.call("/modules/kdeconnect/devices/\(ownId)", "org.kde.kdeconnect.device.requestPair")
+        #expect(eventually(timeout: 10) { Self.device(kdeId, home: home, x: sway)?["asks"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+        #expect(Self.device(kdeId, home: home, x: sway)?["paired"] as? Bool == false)
+        let accepted = try Self.devices(["accept", kdeId], home: home, x: sway)
+        #expect(accepted.status == 0, "\(accepted.error)")
+        #expect(eventually(timeout: 10) { (try? kde.isTrusted(ownId)) == true }, "\(daemon.log.suffix(3000))")
+
+        // The phone's copy: the Wayland clipboard, the peer display, one history entry.
+        _ = try xclipCopy("from the phone to wayland", display: kde.x)
+        #expect(eventually(timeout: 10) { (try? run("wl-paste", ["-n"], display: sway, timeout: 10))?.text == "from the phone to wayland" },
+                "\(daemon.log.suffix(3000))")
+        #expect(eventually(timeout: 10) { clipboard(of: y) == "from the phone to wayland" }, "\(peer.log.suffix(3000))")
+        try daemon.waitForLog("kept in the history")
+        let history = try run(try builtProduct("xpb"), ["history", "--json"], display: sway, environment: home.environment, timeout: 20)
+        let entries = ((try? JSONSerialization.jsonObject(with: Data(history.text.utf8))) as? [[String: Any]]) ?? []
+        let kept = entries.filter { ($0["preview"] as? String ?? "").contains("from the phone to wayland") }
+        #expect(kept.count == 1 && (kept.first?["app"] as? String)?.hasPrefix("KDE Connect: ") == true, "\(history.text)")
+
+        // The peer display's copy reaches the phone through the Wayland session's xpbd.
+        _ = try xclipCopy("from the peer display", display: y)
+        #expect(eventually(timeout: 10) { (try? kde.clipboard()) == "from the peer display" }, "\(daemon.log.suffix(3000))")
     }
 }
