@@ -13,13 +13,11 @@ import Synchronization
 final class DeviceSocket: Sendable {
     let path: String
     private let listener: Int32
-    private let service: KDEConnectService
-    private let logger: Logger
+    private let desk: DeviceDesk
 
-    init(path: String, service: KDEConnectService, logger: Logger) throws(LocalSocketError) {
+    init(path: String, desk: DeviceDesk) throws(LocalSocketError) {
         self.path = path
-        self.service = service
-        self.logger = logger
+        self.desk = desk
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !directory.isEmpty { mkdir(directory, 0o700) }
         // A live helper answers there already: this one must not take its socket away.
@@ -73,46 +71,11 @@ final class DeviceSocket: Sendable {
             return
         }
         do throws(ControlFailure) {
-            let message = try perform(request)
-            let devices = service.devices.map {
-                DeviceEntry(id: $0.id, name: $0.name, paired: $0.paired, reachable: $0.reachable, asks: $0.asks, asked: $0.asked)
-            }
-            try? channel.send(.reply, DeviceAnswer(ownId: service.deviceId, ownName: service.identity.deviceName, devices: devices, message: message))
+            let message = try desk.perform(request)
+            try? channel.send(.reply, DeviceAnswer(ownId: desk.service.deviceId, ownName: desk.service.identity.deviceName,
+                                                   devices: desk.devices, message: message))
         } catch {
             try? channel.send(.error, error)
-        }
-    }
-
-    /// Carries out a verb; what it did, for the person.
-    private func perform(_ request: DeviceRequest) throws(ControlFailure) -> String? {
-        guard request.verb != .list else { return nil }
-        guard let id = request.id, !id.isEmpty else { throw ControlFailure("'\(request.verb.rawValue)' needs a device id (xpb devices lists them)") }
-        let known = service.devices.first { $0.id == id }
-        guard let device = known else { throw ControlFailure("no device \(String(id.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.prefix(64))) was seen (xpb devices lists them)") }
-        do {
-            switch request.verb {
-            case .list:
-                return nil
-            case .pair:
-                if device.paired { return "“\(device.name)” is paired already" }
-                try service.pair(id)
-                return "asked “\(device.name)” to pair: accept the request on the device within 30 s"
-            case .accept:
-                guard device.asks else {
-                    throw ControlFailure("“\(device.name)” has not asked to pair (or its request timed out): 'xpb devices pair \(id)' asks it")
-                }
-                try service.accept(id)
-                return "paired with “\(device.name)”"
-            case .unpair:
-                try service.unpair(id)
-                return "unpaired “\(device.name)”"
-            }
-        } catch let refusal as Pairing.Refusal {
-            throw ControlFailure(refusal.description)
-        } catch let failure as ControlFailure {
-            throw failure
-        } catch {
-            throw ControlFailure("\(error)")
         }
     }
 }

@@ -99,9 +99,10 @@ do {
 node.onCopy { text, time in
     service.copied(ClipboardRule.Copy(text: text, time: Int64(time.timeIntervalSince1970 * 1000)))
 }
+let desk = DeviceDesk(service: service)
 let devices: DeviceSocket
 do {
-    devices = try DeviceSocket(path: socketPath, service: service, logger: logger)
+    devices = try DeviceSocket(path: socketPath, desk: desk)
 } catch {
     fail(error.code == EADDRINUSE ? "another xpbd-kdeconnect answers on \(socketPath)" : "cannot listen on \(error)")
 }
@@ -112,8 +113,11 @@ do {
     devices.stop()
     fail("cannot start: \(error)")
 }
+// On the session bus for desktop tools, when there is one (its absence is said at debug level).
+let bus = DBusService.start([DevicesObject(desk: desk)], logger: logger)
 logger.info("KDE Connect device “\(service.identity.deviceName)” (\(service.deviceId)) on TCP port \(service.tcpPort); 'xpb devices' pairs")
 let reason = node.serve(readFD: 0, writeFD: 1)
+bus?.stop()
 devices.stop()
 service.stop()
 logger.info("stopped: \(reason)")

@@ -27,7 +27,7 @@ struct DaemonKDEConnectTests {
         return outcome.text
     }
 
-    @Test("xpb devices pairs with kdeconnectd; a copy on either display reaches the other through xpbd, with its app named; a secret stays; unpaired, nothing crosses")
+    @Test("xpb devices pairs with kdeconnectd; a copy on either display reaches the other through xpbd, with its app named; a secret stays; the helper restarted; D-Bus lists and unpairs")
     func pairAndCopy() throws {
         let network = try PrivateNetwork()
         let kde = try KDEConnectDaemon(in: network.names.0)
@@ -47,10 +47,17 @@ struct DaemonKDEConnectTests {
         // kdeconnectd runs already: our broadcast at the start reaches it, and it dials.
         // Turned on in the configuration file, as a user leaves it on.
         try home.writeConfig("--kdeconnect --kdeconnect-name 'xpbd test'\n")
-        let daemon = try DaemonProcess(x, home: home, launcher: [try which("ip"), "netns", "exec", network.names.1])
+        // A session bus, where the device's D-Bus interface answers too.
+        let bus = try SessionBus(on: x)
+        let daemon = try DaemonProcess(x, home: home, launcher: [try which("ip"), "netns", "exec", network.names.1], environment: bus.environment)
         defer { _ = try? daemon.stop() }
         try daemon.waitForLog("sync with KDE Connect: connected")
+        try daemon.waitForLog("org.xpb.KDEConnect1 /org/xpb/KDEConnect1 answers")
         #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: x)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+        let onBus = { (method: String, arguments: [String]) throws -> Outcome in
+            try run(try which("dbus-send"), ["--session", "--print-reply", "--dest=org.xpb.KDEConnect1", "/org/xpb/KDEConnect1",
+                                             "org.xpb.KDEConnect1.\(method)"] + arguments, display: x, environment: bus.environment)
+        }
         #expect(Self.device(kdeId, home: home, x: x)?["paired"] as? Bool == false)
         let key = home.configDirectory.appendingPathComponent("xpb/kdeconnect/privateKey.pem").path
         #expect(((try? FileManager.default.attributesOfItem(atPath: key))?[.posixPermissions] as? Int) == 0o600)
@@ -69,6 +76,10 @@ struct DaemonKDEConnectTests {
         _ = try kde.call(devicePath, "org.kde.kdeconnect.device.acceptPairing")
         #expect(eventually(timeout: 10) { Self.device(kdeId, home: home, x: x)?["paired"] as? Bool == true }, "\(daemon.log.suffix(3000))")
         #expect(try kde.isTrusted(ownId))
+        // D-Bus lists it paired and reachable: id, name, paired, reachable, asks, asked.
+        let listedOnBus = try onBus("Devices", [])
+        #expect(listedOnBus.status == 0 && listedOnBus.text.contains("\"\(kdeId)\"")
+                && listedOnBus.text.components(separatedBy: "boolean true").count - 1 == 2, "\(listedOnBus.text) \(listedOnBus.error)")
         #expect(FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect/paired/\(kdeId).der").path))
         #expect(clipboard(of: x) != "before pairing")
 
@@ -105,9 +116,9 @@ struct DaemonKDEConnectTests {
         _ = try xclipCopy("after the helper's restart", display: kde.x)
         #expect(eventually(timeout: 10) { clipboard(of: x) == "after the helper's restart" }, "\(daemon.log.suffix(3000))")
 
-        // Unpaired with xpb devices: kdeconnectd is told, and nothing crosses any more.
-        let unpaired = try Self.devices(["unpair", kdeId], home: home, x: x)
-        #expect(unpaired.status == 0, "\(unpaired.error)")
+        // Unpaired over D-Bus: kdeconnectd is told, and its certificate is forgotten.
+        let unpaired = try onBus("Unpair", ["string:\(kdeId)"])
+        #expect(unpaired.status == 0 && unpaired.text.contains("unpaired"), "\(unpaired.text) \(unpaired.error)")
         #expect(eventually(timeout: 10) { (try? kde.isTrusted(ownId)) == false })
         #expect(!FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect/paired/\(kdeId).der").path))
         let wrong = try Self.devices(["accept", kdeId], home: home, x: x)

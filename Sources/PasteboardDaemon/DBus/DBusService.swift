@@ -9,7 +9,7 @@ import PasteboardWire
 import Synchronization
 
 /// An object xpbd answers on the session bus (``KlipperObject``, ``PasteboardObject``).
-protocol DBusObject: AnyObject, Sendable {
+package protocol DBusObject: AnyObject, Sendable {
     /// The bus name it is offered under; taken only when free, never queued for.
     var busName: String { get }
     var path: String { get }
@@ -28,26 +28,26 @@ protocol DBusObject: AnyObject, Sendable {
 }
 
 /// Who sent a method call: its process, asked of the bus when a method needs it.
-struct DBusCaller {
+package struct DBusCaller {
     /// The caller's process id, nil when the bus does not say (at most 1 s).
-    let processID: () -> Int?
+    package let processID: () -> Int?
 }
 
 /// A D-Bus error: its name (`org.freedesktop.DBus.Error.InvalidArgs` …) and message.
-struct DBusFailure: Error {
-    var name: String
-    var message: String
+package struct DBusFailure: Error {
+    package var name: String
+    package var message: String
 
-    static func invalidArguments(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.InvalidArgs", message: message) }
-    static func failed(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.Failed", message: message) }
-    static func unknownMethod(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.UnknownMethod", message: message) }
+    package static func invalidArguments(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.InvalidArgs", message: message) }
+    package static func failed(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.Failed", message: message) }
+    package static func unknownMethod(_ message: String) -> DBusFailure { DBusFailure(name: "org.freedesktop.DBus.Error.UnknownMethod", message: message) }
 }
 
 /// xpbd's connection to the session bus, through libdbus-1 (the reference implementation): a
 /// private connection read by one thread (`xpbd.dbus`), which owns the names of the objects it
 /// serves and routes each method call to its object. Only the session bus of the user who runs
 /// xpbd reaches it (the bus's own policy: the session bus lets only its user connect).
-final class DBusService: @unchecked Sendable {
+package final class DBusService: @unchecked Sendable {
     private let connection: OpaquePointer
     private let objects: [any DBusObject]
     private let logger: Logger
@@ -66,7 +66,7 @@ final class DBusService: @unchecked Sendable {
     /// Connects to the session bus and takes each object's name where it is free; nil (logged,
     /// at debug when `retrying`) when there is no session bus or no object got its name. `lost`
     /// is told if the bus goes away later.
-    static func start(_ candidates: [any DBusObject], logger: Logger, retrying: Bool = false,
+    package static func start(_ candidates: [any DBusObject], logger: Logger, retrying: Bool = false,
                       lost: @escaping @Sendable () -> Void = {}) -> DBusService? {
         guard let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 else {
             logger.debug("D-Bus: no session bus (DBUS_SESSION_BUS_ADDRESS is not set): no D-Bus interface is offered")
@@ -136,7 +136,7 @@ final class DBusService: @unchecked Sendable {
     func serves(_ object: any DBusObject) -> Bool { objects.contains { $0 === object } }
 
     /// Stops the thread; it closes the connection (the names go with it).
-    func stop() {
+    package func stop() {
         isStopped.withLock { $0 = true }
         var byte: UInt8 = 1
         if wakeWrite >= 0 { _ = write(wakeWrite, &byte, 1) }

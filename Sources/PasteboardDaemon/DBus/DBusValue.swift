@@ -4,7 +4,7 @@ import Glibc
 
 /// A D-Bus value, as xpbd's interfaces read and write them: the basic types they use, byte
 /// arrays, arrays, dictionaries and structures.
-enum DBusValue {
+package enum DBusValue {
     case string(String)
     case int32(Int32)
     case int64(Int64)
