@@ -20,7 +20,8 @@ let usage = """
            xpbd-kdeconnect devices [--json] [list | pair ID | accept ID | unpair ID]
 
     Run by 'xpbd --kdeconnect', which speaks xpb-sync with it on standard input and output;
-    not a command to run by hand. Pair devices with 'xpb devices' (which runs the second form).
+    not a command to run by hand. Pair devices with 'xpb devices' (which runs the second form),
+    or on the session bus: org.xpb.KDEConnect1 /org/xpb/KDEConnect1 (docs/xpbd.md).
 
       --name NAME      the name devices show for this one (default: the host name)
       --directory DIR  the device's key, certificate and paired devices' certificates
