@@ -34,9 +34,13 @@ SCRATCH ?= .build-static
 # start faults in ~170 pages of the binary instead of ~250 (a 13-byte paste, both binaries read
 # back from disk: 2.2 → 1.8 ms, measured by hand; docs/building.md). Symbols the list names that the
 # code no longer has are skipped: the order is a layout, never a condition of the build.
+# --icf=safe: lld folds identical functions whose address nothing takes (the objects' address-
+# significance tables say which; sections of objects without one are never folded): 12 KB less
+# of xpb stripped (23,071,704 → 23,059,416 B), under its 22 MiB limit again once
+# xpbd --kdeconnect came.
 STATIC_FLAGS = -c release --scratch-path $(SCRATCH) \
 	-Xswiftc -static-executable \
-	-Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/Scripts/link-order.txt -Xlinker --no-warn-symbol-ordering \
+	-Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(CURDIR)/Scripts/link-order.txt -Xlinker --no-warn-symbol-ordering -Xlinker --icf=safe \
 	-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors \
 	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcc -fdata-sections \
 	-Xlinker -lxcb -Xlinker -lXau -Xlinker -lXdmcp \
@@ -126,6 +130,7 @@ install: build
 	install -s -m 755 $(BIN)/xpbd-kdeconnect $(bindir)/xpbd-kdeconnect
 	$(BIN)/xpb manual > $(mandir)/xpb.1
 	$(BIN)/xpbd --manual > $(mandir)/xpbd.1
+	install -m 644 Contrib/xpbd-kdeconnect.1 $(mandir)/xpbd-kdeconnect.1
 	$(BIN)/xpb completions bash > $(bashdir)/xpb
 	$(BIN)/xpbd --completions bash > $(bashdir)/xpbd
 	$(BIN)/xpb completions zsh > $(zshdir)/_xpb
@@ -156,7 +161,7 @@ uninstall:
 	fi
 	rm -f $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/systemd/user/xpbd.service
 	if grep -qs "^Exec=$(PREFIX)/bin/xpbd" $(AUTOSTART)/xpbd.desktop; then rm -f $(AUTOSTART)/xpbd.desktop; fi
-	rm -f $(bindir)/xpb $(bindir)/xpbd $(bindir)/xpbd-kdeconnect $(mandir)/xpb.1 $(mandir)/xpbd.1
+	rm -f $(bindir)/xpb $(bindir)/xpbd $(bindir)/xpbd-kdeconnect $(mandir)/xpb.1 $(mandir)/xpbd.1 $(mandir)/xpbd-kdeconnect.1
 	rm -f $(bashdir)/xpb $(bashdir)/xpbd $(zshdir)/_xpb $(zshdir)/_xpbd $(fishdir)/xpb.fish $(fishdir)/xpbd.fish
 	rm -f $(unitdir)/xpbd.service $(sharedir)/xpbd.desktop
 	for link in xclip xsel; do if [ "$$(readlink $(bindir)/$$link)" = xpb ]; then rm -f $(bindir)/$$link; fi; done

@@ -11,7 +11,7 @@ struct DevicesCommand: Command {
     static let spec = CommandSpec(
         name: name,
         abstract: "List and pair the KDE Connect devices (phones, desktops) that share the clipboard with xpbd --kdeconnect.",
-        discussion: "'xpb devices' lists the devices seen on the local network and those paired: id, name, and whether each is paired, reachable now, asks to pair or was asked. 'xpb devices pair ID' asks a device to pair (accept on the device within 30 s); 'xpb devices accept ID' accepts a device's request (a request is never accepted by itself); 'xpb devices unpair ID' unpairs a device or refuses its request. Paired devices get the clipboard's text (never a secret) and their copies become this machine's. With --json: this machine's ownId and ownName, and for each device id, name, paired, reachable, asks and asked. Run by xpbd-kdeconnect, installed beside xpb. Exit status 0 when done, 1 when xpbd --kdeconnect does not run or the device cannot be paired now, 2 on a usage error.",
+        discussion: "Lists the devices seen and paired (id, name, paired, reachable, asks to pair, asked), or pairs: pair asks the device (accept there within 30 s), accept takes its request (never by itself), unpair ends it. --json for scripts. Run by xpbd-kdeconnect (docs/xpbd.md).",
         options: [CommonOptions.json],
         positional: PositionalSpec(valueName: "action", help: "list (the default), pair ID, accept ID or unpair ID.", completion: .words(["list", "pair", "accept", "unpair"])))
 

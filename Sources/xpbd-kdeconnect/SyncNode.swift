@@ -66,36 +66,50 @@ struct SyncNode: Sendable {
                         isLocalOnly: false, writer: nil)
     }
 
-    /// Runs the link on the two descriptors (the daemon's hello read first, ours answered), until
-    /// it ends; returns why it ended.
-    func serve(readFD: Int32, writeFD: Int32) -> String {
-        hub.start()
-        defer { hub.stop() }
+    /// The daemon's end of the link, once both hellos are said.
+    struct Accepted {
+        fileprivate var reader: FrameReader
+        fileprivate let writeFD: Int32
+        fileprivate let ours: SyncHello
+        fileprivate let theirs: SyncHello
+    }
+
+    /// Reads the daemon's hello on `readFD` (within 30 s) and answers with ours on `writeFD`; why
+    /// not, when the other end is no xpbd (a person who ran this by hand): nothing else is done
+    /// then, on the network least of all.
+    func accept(readFD: Int32, writeFD: Int32) -> Result<Accepted, SyncHub.Failure> {
         var reader = FrameReader(fd: readFD)
         let theirs: SyncHello
         do {
-            guard let frame = try reader.next(timeout: 30) else { return "the daemon closed the link before its hello" }
+            guard let frame = try reader.next(timeout: 30) else { return .failure(SyncHub.Failure("the daemon closed the link before its hello")) }
             guard frame.kind == .hello, let hello = try? ControlCoding.decode(SyncHello.self, from: frame.payload) else {
-                return "the daemon's first message is not a sync hello"
+                return .failure(SyncHub.Failure("the first message on standard input is not xpbd's sync hello"))
             }
             theirs = hello
         } catch {
-            return "\(error)"
+            return .failure(SyncHub.Failure("no sync hello on standard input: \(error)"))
         }
         let ours = SyncHello(node: hub.node, name: hub.nodeName, sends: theirs.receives, receives: theirs.sends,
                              selections: hub.synced.map(SelectionNames.selection(for:)), keepsHistory: false)
         if let refusal = hub.refusal(of: theirs, ours: ours) {
             try? writeFrame(Frame(kind: .error, payload: (try? ControlCoding.encode(ControlFailure(refusal))) ?? Data()), to: writeFD)
-            return refusal
+            return .failure(SyncHub.Failure(refusal))
         }
         do {
             try writeFrame(Frame(kind: .hello, payload: try ControlCoding.encode(ours)), to: writeFD)
         } catch {
-            return "\(error)"
+            return .failure(SyncHub.Failure("\(error)"))
         }
-        let link = hub.register(transport: SyncTransport(readFD: readFD, writeFD: writeFD), reader: reader, label: theirs.name,
-                                ours: ours, theirs: theirs)
-        logger.info("linked to \(printable(theirs.name))")
+        return .success(Accepted(reader: reader, writeFD: writeFD, ours: ours, theirs: theirs))
+    }
+
+    /// Runs the accepted link until it ends; returns why it ended.
+    func run(_ accepted: Accepted) -> String {
+        hub.start()
+        defer { hub.stop() }
+        let link = hub.register(transport: SyncTransport(readFD: accepted.reader.fd, writeFD: accepted.writeFD), reader: accepted.reader,
+                                label: accepted.theirs.name, ours: accepted.ours, theirs: accepted.theirs)
+        logger.info("linked to \(printable(accepted.theirs.name))")
         link.waitUntilFinished()
         return link.closeReason ?? "closed"
     }

@@ -82,14 +82,26 @@ signal(SIGPIPE, SIG_IGN)
 /// The longest text taken from xpbd for a device, and from a device (the link's packet cap).
 let maxTextBytes = 4 << 20 - 4096
 let node = SyncNode(name: "KDE Connect", maxTextBytes: maxTextBytes, logger: logger)
+// A device's copies reach xpbd at most one each 50 ms (a person copies slower; a flood has the
+// newest of each interval taken, never a queue of them).
+let paced = PacedCopies(interval: 0.05, logger: logger) { copy in
+    // The newest here now, announced to xpbd, which owns the clipboard for it and records it
+    // as this app's.
+    node.copy(copy.text, origin: "KDE Connect: \(copy.device)")
+}
+// xpbd's hello first: run by hand, or by anything but xpbd, this stops here, before a key is
+// made or a packet sent.
+let accepted: SyncNode.Accepted
+switch node.accept(readFD: 0, writeFD: 1) {
+case let .success(link): accepted = link
+case let .failure(failure): fail("\(failure.message) (this is run by 'xpbd --kdeconnect')\n\n\(usage)")
+}
 let service: KDEConnectService
 do {
     service = try KDEConnectService(configuration: KDEConnectService.Configuration(name: name, directory: directory)) { event in
         switch event {
-        case let .copied(text, _, _, deviceName):
-            // A device's copy: the newest here now, announced to xpbd, which owns the clipboard
-            // for it and records it as this app's.
-            node.copy(text, origin: "KDE Connect: \(deviceName)")
+        case let .copied(text, time, _, deviceName):
+            paced.arrived(CopyPacing.Copy(text: text, time: time, device: deviceName))
         case let .told(line):
             logger.info("\(line)")
         }
@@ -117,7 +129,7 @@ do {
 // On the session bus for desktop tools, when there is one (its absence is said at debug level).
 let bus = DBusService.start([DevicesObject(desk: desk)], logger: logger)
 logger.info("KDE Connect device “\(service.identity.deviceName)” (\(service.deviceId)) on TCP port \(service.tcpPort); 'xpb devices' pairs")
-let reason = node.serve(readFD: 0, writeFD: 1)
+let reason = node.run(accepted)
 bus?.stop()
 devices.stop()
 service.stop()

@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+@testable import KDEConnect
+@testable import KDEConnectLink
 import Testing
 import X11TestSupport
 
@@ -175,5 +177,53 @@ struct DaemonKDEConnectTests {
         // The peer display's copy reaches the phone through the Wayland session's xpbd.
         _ = try xclipCopy("from the peer display", display: y)
         #expect(eventually(timeout: 10) { (try? kde.clipboard()) == "from the peer display" }, "\(daemon.log.suffix(3000))")
+    }
+
+    @Test("a paired device that floods copies: xpbd takes the newest of each 50 ms, not each, says so, answers all along, and ends with the last copy")
+    func flood() throws {
+        let network = try PrivateNetwork()
+        // The flooding device: our own KDE Connect implementation, in the other namespace.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-kdeconnect-flood-\(getpid())-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (device, events) = try startService(in: network.names.0, KDEConnectService.Configuration(name: "flooder", directory: directory.path))
+        defer { device.stop() }
+
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let daemon = try DaemonProcess(x, home: home, arguments: ["--kdeconnect"], launcher: [try which("ip"), "netns", "exec", network.names.1])
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("sync with KDE Connect: connected")
+        var ours: KDEConnectService.Device?
+        #expect(eventually(timeout: 20) {
+            ours = device.devices.first { $0.reachable }
+            return ours != nil
+        }, "\(events.lines)\n\(daemon.log.suffix(3000))")
+        let xpbdId = try #require(ours?.id)
+        try device.pair(xpbdId)
+        #expect(eventually(timeout: 10) { Self.device(device.deviceId, home: home, x: x)?["asks"] as? Bool == true }, "\(daemon.log.suffix(3000))")
+        #expect(try Self.devices(["accept", device.deviceId], home: home, x: x).status == 0)
+        #expect(eventually(timeout: 10) { device.devices.first { $0.id == xpbdId }?.paired == true }, "\(events.lines)")
+
+        // 2,000 copies as fast as the link takes them.
+        let start = Int64(Date().timeIntervalSince1970 * 1000)
+        for index in 0..<2000 { device.copied(.init(text: "flood \(index)", time: start + Int64(index))) }
+        #expect(eventually(timeout: 30) { clipboard(of: x) == "flood 1999" }, "\(daemon.log.suffix(3000))")
+        try daemon.waitForLog("sends copies faster than one each 50 ms")
+        let status = try run(try builtProduct("xpb"), ["daemon", "status"], display: x, environment: home.environment, timeout: 20)
+        #expect(status.status == 0, "\(status.error)")
+        let taken = daemon.log.components(separatedBy: "sync: CLIPBOARD is now the copy from").count - 1
+        #expect(taken >= 2 && taken < 1000, "\(taken) copies taken of 2,000")
+    }
+
+    @Test("xpbd-kdeconnect run by anything but xpbd (no sync hello on its standard input) stops with why, before a key is made or a packet sent")
+    func notByHand() throws {
+        // In a private network all the same: were it to go on, its broadcast must not leave.
+        let network = try PrivateNetwork()
+        let home = try DaemonHome()
+        let helper = try builtProduct("xpbd-kdeconnect")
+        let outcome = try run(try which("ip"), ["netns", "exec", network.names.0, helper], display: NoDisplay(),
+                              input: Data("{\"hello\": 1}\n".utf8), environment: home.environment, timeout: 20)
+        #expect(outcome.status == 2 && outcome.error.contains("run by 'xpbd --kdeconnect'"), "\(outcome.status) \(outcome.error)")
+        #expect(!FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect").path))
     }
 }

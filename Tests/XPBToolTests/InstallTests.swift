@@ -46,7 +46,7 @@ struct InstallTests {
 
     private static let expectedFiles = [
         "bin/xpb", "bin/xpbd", "bin/xpbd-kdeconnect", "bin/xclip", "bin/xsel", "share/man/man1/xpb.1", "share/man/man1/xpbd.1",
-        "share/bash-completion/completions/xpb", "share/bash-completion/completions/xpbd",
+        "share/man/man1/xpbd-kdeconnect.1", "share/bash-completion/completions/xpb", "share/bash-completion/completions/xpbd",
         "share/zsh/site-functions/_xpb", "share/zsh/site-functions/_xpbd",
         "share/fish/vendor_completions.d/xpb.fish", "share/fish/vendor_completions.d/xpbd.fish",
         "share/systemd/user/xpbd.service", "share/xpb/xpbd.desktop",
@@ -200,6 +200,7 @@ struct StaticRuntimeTests {
 struct DebianPackageTests {
     private static let mainFiles = [
         "./usr/bin/xpb", "./usr/bin/xpbd -> xpb", "./usr/bin/xpbd-kdeconnect", "./usr/share/man/man1/xpb.1.gz", "./usr/share/man/man1/xpbd.1.gz",
+        "./usr/share/man/man1/xpbd-kdeconnect.1.gz",
         "./usr/share/bash-completion/completions/xpb", "./usr/share/bash-completion/completions/xpbd",
         "./usr/share/zsh/vendor-completions/_xpb", "./usr/share/zsh/vendor-completions/_xpbd",
         "./usr/share/fish/vendor_completions.d/xpb.fish", "./usr/share/fish/vendor_completions.d/xpbd.fish",
@@ -268,7 +269,7 @@ struct DebianPackageTests {
         #expect(try run("\(root)/usr/bin/xpbd-kdeconnect", ["--help"], display: x).status == 0)
         let unitText = try String(contentsOfFile: "\(root)/usr/lib/systemd/user/xpbd.service", encoding: .utf8)
         #expect(unitText.contains("ExecStart=/usr/bin/xpbd\n"), "\(unitText)")
-        for page in ["xpb", "xpbd", "xclip"] {
+        for page in ["xpb", "xpbd", "xpbd-kdeconnect", "xclip"] {
             let rendered = try run("/usr/bin/man", ["-l", "\(root)/usr/share/man/man1/\(page).1.gz"], display: x,
                                    environment: ["MANPAGER": "cat", "PAGER": "cat", "MANWIDTH": "100"])
             #expect(rendered.status == 0 && rendered.text.contains("EXIT STATUS") && rendered.error.isEmpty, "man -l \(page).1.gz: \(rendered.error)")

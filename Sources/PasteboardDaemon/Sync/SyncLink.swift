@@ -56,7 +56,7 @@ package final class SyncTransport: Sendable {
 
 /// Frames read from a descriptor with `read(2)` (pipes and sockets alike).
 package struct FrameReader {
-    let fd: Int32
+    package let fd: Int32
     private var decoder = FrameDecoder()
     private var buffer = [UInt8](repeating: 0, count: 256 << 10)
 
