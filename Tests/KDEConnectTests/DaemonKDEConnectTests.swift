@@ -23,6 +23,23 @@ struct DaemonKDEConnectTests {
         return list.first { $0["id"] as? String == id }
     }
 
+    /// kdeconnectd's own device id, once its bus answers.
+    static func ownId(of kde: KDEConnectDaemon) throws -> String {
+        var found: String?
+        guard eventually(timeout: 20, {
+            found = try? kde.ownId()
+            return found != nil
+        }), let found else { throw TestFailure("kdeconnectd answered no selfId: \(kde.peer.errorSoFar.suffix(2000))") }
+        return found
+    }
+
+    /// The entries of `xpb history --json` whose preview holds `text`.
+    static func kept(_ text: String, home: DaemonHome, session: any TestSession) throws -> [[String: Any]] {
+        let history = try run(try builtProduct("xpb"), ["history", "--json"], display: session, environment: home.environment, timeout: 20)
+        let entries = ((try? JSONSerialization.jsonObject(with: Data(history.text.utf8))) as? [[String: Any]]) ?? []
+        return entries.filter { ($0["preview"] as? String ?? "").contains(text) }
+    }
+
     /// A display's CLIPBOARD text now (`xclip -o`), nil when nothing owns it.
     func clipboard(of x: Xvfb) -> String? {
         guard let outcome = try? run("xclip", ["-o", "-selection", "clipboard"], display: x, timeout: 10), outcome.status == 0 else { return nil }
@@ -33,12 +50,7 @@ struct DaemonKDEConnectTests {
     func pairAndCopy() throws {
         let network = try PrivateNetwork()
         let kde = try KDEConnectDaemon(in: network.names.0)
-        var kdeId: String?
-        #expect(eventually(timeout: 20) {
-            kdeId = try? kde.ownId()
-            return kdeId != nil
-        }, "kdeconnectd answered no selfId: \(kde.peer.errorSoFar.suffix(2000))")
-        guard let kdeId else { return }
+        let kdeId = try Self.ownId(of: kde)
 
         // Off by default: without --kdeconnect nothing listens for xpb devices.
         let x = try Xvfb()
@@ -89,10 +101,8 @@ struct DaemonKDEConnectTests {
         _ = try xclipCopy("copied on the kde side", display: kde.x)
         #expect(eventually(timeout: 10) { clipboard(of: x) == "copied on the kde side" }, "\(daemon.log.suffix(3000))")
         try daemon.waitForLog("kept in the history")
-        let history = try run(try builtProduct("xpb"), ["history", "--json"], display: x, environment: home.environment, timeout: 20)
-        let entries = ((try? JSONSerialization.jsonObject(with: Data(history.text.utf8))) as? [[String: Any]]) ?? []
-        let kept = entries.first { ($0["preview"] as? String ?? "").contains("copied on the kde side") }
-        #expect((kept?["app"] as? String)?.hasPrefix("KDE Connect: ") == true, "\(history.text)")
+        let kept = try Self.kept("copied on the kde side", home: home, session: x)
+        #expect(kept.count == 1 && (kept.first?["app"] as? String)?.hasPrefix("KDE Connect: ") == true, "\(kept)")
 
         // Ours reaches its display.
         _ = try xclipCopy("copied on the xpbd side", display: x)
@@ -127,30 +137,29 @@ struct DaemonKDEConnectTests {
         #expect(wrong.status == 1 && wrong.error.contains("has not asked"), "\(wrong.error)")
     }
 
-    @Test("on a Wayland session (headless sway): a phone's copy reaches the Wayland clipboard, the history once, and another display's xpbd synced with it; that display's copy reaches the phone")
+    @Test("on a Wayland session (headless sway): a phone's copy reaches the Wayland clipboard, the history once, and an ssh peer's display; that display's copy reaches the phone")
     func waylandAndPeers() throws {
         let network = try PrivateNetwork()
         let kde = try KDEConnectDaemon(in: network.names.0)
-        var found: String?
-        #expect(eventually(timeout: 20) {
-            found = try? kde.ownId()
-            return found != nil
-        }, "kdeconnectd answered no selfId: \(kde.peer.errorSoFar.suffix(2000))")
-        let kdeId = try #require(found)
+        let kdeId = try Self.ownId(of: kde)
 
-        // Another display's xpbd, the peer (no KDE Connect of its own), and the Wayland session's
-        // xpbd, linked to it, a KDE Connect device.
+        // Another display's xpbd, the ssh peer (no KDE Connect of its own), and the Wayland
+        // session's xpbd, linked to it, a KDE Connect device.
         let home = try DaemonHome()
         let y = try Xvfb()
         let peer = try DaemonProcess(y, home: home, arguments: ["--no-config"])
         defer { _ = try? peer.stop() }
         let sway = try Compositor()
         try home.writeConfig("--kdeconnect --kdeconnect-name 'xpbd wayland'\n")
-        let daemon = try DaemonProcess(sway, home: home, arguments: ["--sync-display", y.display],
-                                       launcher: [try which("ip"), "netns", "exec", network.names.1])
+        // Reached over a real ssh, to an sshd on the Wayland side's loopback (in its namespace).
+        let sshd = try LoopbackSSHD(display: y, namespace: network.names.1)
+        let daemon = try DaemonProcess(sway, home: home, arguments: [
+            "--peer", "\(LoopbackSSHD.host),display=\(y.display)", "--ssh", sshd.sshCommand,
+            "--remote-xpb", "XDG_RUNTIME_DIR=\(home.runtimeDirectory.path) \(try builtProduct("xpb"))",
+        ], launcher: [try which("ip"), "netns", "exec", network.names.1])
         defer { _ = try? daemon.stop() }
         try daemon.waitForLog("sync with KDE Connect: connected")
-        try daemon.waitForLog("sync with display \(y.display): connected")
+        try daemon.waitForLog("sync with ssh \(LoopbackSSHD.host) (display \(y.display)): connected", timeout: 20)
         #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: sway)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
 
         // Paired from the phone's side this time: it asks, the person accepts here.
@@ -163,18 +172,16 @@ struct DaemonKDEConnectTests {
         #expect(accepted.status == 0, "\(accepted.error)")
         #expect(eventually(timeout: 10) { (try? kde.isTrusted(ownId)) == true }, "\(daemon.log.suffix(3000))")
 
-        // The phone's copy: the Wayland clipboard, the peer display, one history entry.
+        // The phone's copy: the Wayland clipboard, the ssh peer's display, one history entry.
         _ = try xclipCopy("from the phone to wayland", display: kde.x)
         #expect(eventually(timeout: 10) { (try? run("wl-paste", ["-n"], display: sway, timeout: 10))?.text == "from the phone to wayland" },
                 "\(daemon.log.suffix(3000))")
         #expect(eventually(timeout: 10) { clipboard(of: y) == "from the phone to wayland" }, "\(peer.log.suffix(3000))")
         try daemon.waitForLog("kept in the history")
-        let history = try run(try builtProduct("xpb"), ["history", "--json"], display: sway, environment: home.environment, timeout: 20)
-        let entries = ((try? JSONSerialization.jsonObject(with: Data(history.text.utf8))) as? [[String: Any]]) ?? []
-        let kept = entries.filter { ($0["preview"] as? String ?? "").contains("from the phone to wayland") }
-        #expect(kept.count == 1 && (kept.first?["app"] as? String)?.hasPrefix("KDE Connect: ") == true, "\(history.text)")
+        let kept = try Self.kept("from the phone to wayland", home: home, session: sway)
+        #expect(kept.count == 1 && (kept.first?["app"] as? String)?.hasPrefix("KDE Connect: ") == true, "\(kept)")
 
-        // The peer display's copy reaches the phone through the Wayland session's xpbd.
+        // The ssh peer's copy reaches the phone through the Wayland session's xpbd.
         _ = try xclipCopy("from the peer display", display: y)
         #expect(eventually(timeout: 10) { (try? kde.clipboard()) == "from the peer display" }, "\(daemon.log.suffix(3000))")
     }

@@ -18,7 +18,8 @@ public final class LoopbackSSHD: Sendable {
     /// The command for `xpbd --ssh`.
     public var sshCommand: String { "ssh -F \(clientConfig)" }
 
-    public init(display: Xvfb) throws {
+    /// `namespace`: a network namespace (`ip netns`) to run it in, whose loopback its clients use.
+    public init(display: Xvfb, namespace: String? = nil) throws {
         let sshd = "/usr/sbin/sshd"
         guard FileManager.default.isExecutableFile(atPath: sshd) else {
             throw TestFailure("\(sshd) is missing: install openssh-server (.ci/run does)")
@@ -64,8 +65,9 @@ public final class LoopbackSSHD: Sendable {
                 """
             try config.write(toFile: "\(path)/sshd_config", atomically: true, encoding: .utf8)
             // The watchdog ends the server when the test process goes, or when told to stop.
+            let launch = namespace.map { "ip netns exec '\($0)' " } ?? ""
             let script = """
-                "$0" -D -e -f "$2" &
+                \(launch)"$0" -D -e -f "$2" &
                 x=$!
                 trap 'kill $x 2>/dev/null; exit 0' TERM INT
                 while kill -0 "$1" 2>/dev/null && kill -0 "$x" 2>/dev/null; do sleep 0.3; done
