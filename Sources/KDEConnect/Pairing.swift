@@ -49,12 +49,12 @@ package struct Pairing: Equatable, Sendable {
 
     package var isPaired: Bool { state == .paired }
 
-    /// Whether we asked and wait for the device's answer.
     /// The device asked to pair and waits for the person's answer.
     package var isAskedByPeer: Bool {
         if case .requestedByPeer = state { true } else { false }
     }
 
+    /// Whether we asked and wait for the device's answer.
     package var isRequested: Bool {
         if case .requested = state { true } else { false }
     }

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Glibc
 import KDEConnect
@@ -28,6 +29,21 @@ let usage = """
                        (default: $XDG_CONFIG_HOME/xpb/kdeconnect)
       --socket PATH    the socket 'xpb devices' asks (default: $XDG_RUNTIME_DIR/xpb/kdeconnect.socket)
     """
+
+/// What SIGTERM does: `stop`, then the exit. Off the main actor (the main thread waits on the
+/// link); the handler runs on a queue of its own.
+enum Termination {
+    static func handle(_ stop: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+        signal(SIGTERM, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGTERM, queue: .global())
+        source.setEventHandler {
+            stop()
+            exit(0)
+        }
+        source.resume()
+        return source
+    }
+}
 
 /// Lines on standard error: `info: …`, which xpbd logs as they come.
 struct LineLogHandler: LogHandler {
@@ -128,6 +144,13 @@ do {
 }
 // On the session bus for desktop tools, when there is one (its absence is said at debug level).
 let bus = DBusService.start([DevicesObject(desk: desk)], logger: logger)
+// xpbd stops it with SIGTERM (its link's process ends so): the socket goes with it, and the
+// devices are let go of.
+let terminated = Termination.handle { [bus, devices, service] in
+    bus?.stop()
+    devices.stop()
+    service.stop()
+}
 logger.info("KDE Connect device “\(service.identity.deviceName)” (\(service.deviceId)) on TCP port \(service.tcpPort); 'xpb devices' pairs")
 let reason = node.run(accepted)
 bus?.stop()

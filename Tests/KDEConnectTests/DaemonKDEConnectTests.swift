@@ -64,7 +64,10 @@ struct DaemonKDEConnectTests {
         // A session bus, where the device's D-Bus interface answers too.
         let bus = try SessionBus(on: x)
         let daemon = try DaemonProcess(x, home: home, launcher: [try which("ip"), "netns", "exec", network.names.1], environment: bus.environment)
-        defer { _ = try? daemon.stop() }
+        // Stopped at the end on purpose; here only if the test ends early (a second stop would
+        // wait for output that ended already).
+        var stopped = false
+        defer { if !stopped { _ = try? daemon.stop() } }
         try daemon.waitForLog("sync with KDE Connect: connected")
         try daemon.waitForLog("org.xpb.KDEConnect1 /org/xpb/KDEConnect1 answers")
         #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: x)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
@@ -135,6 +138,15 @@ struct DaemonKDEConnectTests {
         #expect(!FileManager.default.fileExists(atPath: home.configDirectory.appendingPathComponent("xpb/kdeconnect/paired/\(kdeId).der").path))
         let wrong = try Self.devices(["accept", kdeId], home: home, x: x)
         #expect(wrong.status == 1 && wrong.error.contains("has not asked"), "\(wrong.error)")
+
+        // xpbd stops: its helper with it, the socket of xpb devices gone.
+        let socket = home.runtimeDirectory.appendingPathComponent("xpb/kdeconnect.socket").path
+        #expect(FileManager.default.fileExists(atPath: socket))
+        stopped = true
+        #expect(try daemon.stop().status == 0)
+        #expect(!FileManager.default.fileExists(atPath: socket), "\(daemon.log.suffix(3000))")
+        let after = try Self.devices([], home: home, x: x)
+        #expect(after.status == 1 && after.error.contains("KDE Connect is off"), "\(after.error)")
     }
 
     @Test("on a Wayland session (headless sway): a phone's copy reaches the Wayland clipboard, the history once, and an ssh peer's display; that display's copy reaches the phone")

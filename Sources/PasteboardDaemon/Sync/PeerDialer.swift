@@ -51,6 +51,8 @@ final class PeerDialer: Sendable {
         }
         link?.close("the daemon is stopping")
         transport?.interrupt()
+        // Its process (ssh, a helper) ends before the daemon does.
+        transport?.process?.awaitExit(within: 1)
         wake.signal()
     }
 

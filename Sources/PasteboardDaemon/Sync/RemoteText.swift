@@ -5,7 +5,7 @@ import PasteboardSelections
 import PasteboardWire
 
 /// The text of another node's copy, read whole: what a node without a history sends
-/// (``SyncNode``) and what its daemon keeps of it (``ClipboardDaemon/adopt(_:app:targets:)``).
+/// (``SyncNode``) and what its daemon keeps of it (``ClipboardDaemon/keep(_:app:targets:)``).
 extension RemoteTarget {
     /// The text targets asked of a copy, best first.
     static let textTargets = ["UTF8_STRING", "text/plain;charset=utf-8", "text/plain", "STRING", "TEXT"]

@@ -325,6 +325,21 @@ final class TransportProcess: Sendable {
         if reaped.withLock({ $0 }) == nil { kill(pid, SIGTERM) }
     }
 
+    /// Waits up to `seconds` for the process to end (after ``terminate()``), then kills it: a
+    /// daemon that stops leaves no child behind (xpbd-kdeconnect would go on as a device). The
+    /// process is left for ``reap()``.
+    func awaitExit(within seconds: Double) {
+        guard reaped.withLock({ $0 }) == nil else { return }
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            var info = siginfo_t()
+            // WNOWAIT: seen, not reaped.
+            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info._sifields._sigchld.si_pid != 0 { return }
+            usleep(2_000)
+        }
+        kill(pid, SIGKILL)
+    }
+
     /// Waits for the process to end and closes the pipes; the exit status as waitpid gives it.
     @discardableResult
     func reap() -> Int32 {
