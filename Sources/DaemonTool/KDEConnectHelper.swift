@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import CommandLineTable
 import PasteboardDaemon
+import PasteboardKit
 
 /// Where `xpbd-kdeconnect` is: in the directory of this process's executable (where make install
 /// and the package put it beside xpb and xpbd), or `$XPB_KDECONNECT_HELPER`. `xpbd --kdeconnect`
@@ -36,9 +37,7 @@ package enum KDEConnectHelper {
     /// `xpbd-kdeconnect` in the directory of this process's executable, links resolved (xpbd is
     /// a link to xpb).
     private static func besideThisExecutable() -> String {
-        guard let resolved = realpath("/proc/self/exe", nil) else { return "/usr/local/bin/" + executableName }
-        defer { free(resolved) }
-        let path = String(cString: resolved)
+        guard let path = SystemCall.linkTarget("/proc/self/exe") else { return "/usr/local/bin/" + executableName }
         return String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) + "/" + executableName
     }
 }

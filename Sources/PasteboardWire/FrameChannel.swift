@@ -103,6 +103,25 @@ package enum LocalSocket {
         return fd
     }
 
+    /// A socket listening on `path` (which must not exist), mode 600: only its user reaches it,
+    /// whatever the directory allows. Throws with the system's reason in `code`.
+    package static func listen(_ path: String, backlog: Int32) throws(LocalSocketError) -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw LocalSocketError(code: errno, path: path) }
+        var address = try makeAddress(path)
+        let previousMask = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previousMask)
+        guard bound == 0, Glibc.listen(fd, backlog) == 0 else {
+            let code = errno
+            close(fd)
+            throw LocalSocketError(code: code, path: path)
+        }
+        return fd
+    }
+
     /// `sockaddr_un` for a path (at most 107 bytes).
     package static func makeAddress(_ path: String) throws(LocalSocketError) -> sockaddr_un {
         var address = sockaddr_un()

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import KDEConnect
 import KDEConnectLink
+import PasteboardDaemon
 import PasteboardWire
 
 /// What a person does with devices, whichever door it comes by (`xpb devices` on the socket,
@@ -17,7 +18,7 @@ struct DeviceDesk: Sendable {
         guard request.verb != .list else { return nil }
         guard let id = request.id, !id.isEmpty else { throw ControlFailure("'\(request.verb.rawValue)' needs a device id (xpb devices lists them)") }
         let known = service.devices.first { $0.id == id }
-        guard let device = known else { throw ControlFailure("no device \(printable(String(id.prefix(64)))) was seen (xpb devices lists them)") }
+        guard let device = known else { throw ControlFailure("no device \(LogThrottle.printable(id, limit: 64)) was seen (xpb devices lists them)") }
         do {
             switch request.verb {
             case .list:

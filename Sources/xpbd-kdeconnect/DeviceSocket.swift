@@ -26,20 +26,7 @@ final class DeviceSocket: Sendable {
             throw LocalSocketError(code: EADDRINUSE, path: path)
         }
         unlink(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw LocalSocketError(code: errno, path: path) }
-        var address = try LocalSocket.makeAddress(path)
-        let previousMask = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        umask(previousMask)
-        guard bound == 0, listen(fd, 8) == 0 else {
-            let code = errno
-            close(fd)
-            throw LocalSocketError(code: code, path: path)
-        }
-        listener = fd
+        listener = try LocalSocket.listen(path, backlog: 8)
     }
 
     func start() throws(Errno) {

@@ -62,7 +62,7 @@ struct SyncNode: Sendable {
         var item = PasteboardItem()
         item.setData(Data(text.utf8), for: .utf8PlainText)
         let held = HeldSelection(items: [item], options: PasteboardOptions())
-        clipboard.write("CLIPBOARD", contents: held, size: text.utf8.count, origin: printable(origin), expires: nil,
+        clipboard.write("CLIPBOARD", contents: held, size: text.utf8.count, origin: LogThrottle.printable(origin, limit: 256), expires: nil,
                         isLocalOnly: false, writer: nil)
     }
 
@@ -109,7 +109,7 @@ struct SyncNode: Sendable {
         defer { hub.stop() }
         let link = hub.register(transport: SyncTransport(readFD: accepted.reader.fd, writeFD: accepted.writeFD), reader: accepted.reader,
                                 label: accepted.theirs.name, ours: accepted.ours, theirs: accepted.theirs)
-        logger.info("linked to \(printable(accepted.theirs.name))")
+        logger.info("linked to \(LogThrottle.printable(accepted.theirs.name))")
         link.waitUntilFinished()
         return link.closeReason ?? "closed"
     }
@@ -139,7 +139,3 @@ struct SyncNode: Sendable {
     }
 }
 
-/// A peer's words for a log line or an origin: one printable line, bounded.
-func printable(_ text: String) -> String {
-    String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? " " : $0 }).prefix(256))
-}

@@ -67,15 +67,13 @@ final class ControlServer: Sendable {
         // A socket file here is one left by a daemon that died: we hold CLIPBOARD_MANAGER, so no
         // live daemon of this display can be behind it.
         unlink(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXFailure("socket", errno) }
-        var address = try LocalSocket.makeAddress(path)
-        let previousMask = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let fd: Int32
+        do {
+            fd = try LocalSocket.listen(path, backlog: 32)
+        } catch {
+            throw POSIXFailure("listening on \(path)", error.code)
         }
-        umask(previousMask)
-        guard bound == 0, listen(fd, 32) == 0, stat(path, &info) == 0 else {
+        guard stat(path, &info) == 0 else {
             let code = errno
             close(fd)
             throw POSIXFailure("listening on \(path)", code)

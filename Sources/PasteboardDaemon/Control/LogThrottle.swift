@@ -3,7 +3,7 @@ import FoundationEssentials
 /// How often one kind of warning that other processes can provoke (refused connections and
 /// links) reaches the log: a burst, then one per interval, telling how many were left out.
 /// A flood of refused hellos must not flood the journal. Pure: the caller passes the time.
-struct LogThrottle {
+package struct LogThrottle {
     /// Messages let through at once before the interval applies.
     let burst: Int
     /// Seconds between messages once the burst is spent.
@@ -33,7 +33,7 @@ struct LogThrottle {
 
     /// `text` as one printable line: another process chose it (a peer's name), and control
     /// characters must not reach a terminal that shows the log.
-    static func printable(_ text: String, limit: Int = 200) -> String {
+    package static func printable(_ text: String, limit: Int = 200) -> String {
         let cleaned = String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
             scalar.value < 0x20 || (0x7F ..< 0xA0).contains(scalar.value) ? "?" : scalar
         }))
