@@ -59,11 +59,12 @@ enum DevicesClient {
     }
 
     private static func output(_ line: String) {
-        _ = (line + "\n").utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+        writeLine(line, to: 1)
     }
 
+    /// As xpb says it: the person ran `xpb devices`.
     private static func fail(_ message: String, status: Int32 = 1) -> Never {
-        _ = "xpb: \(message)\n".utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+        writeLine("xpb: \(message)", to: 2)
         exit(status)
     }
 }

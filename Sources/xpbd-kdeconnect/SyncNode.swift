@@ -116,7 +116,7 @@ struct SyncNode: Sendable {
 
     /// Reads the text of the copy CLIPBOARD holds now, if it is another node's, and hands it on.
     private static func readCurrent(of clipboard: HeadlessClipboard, limit: Int, to listener: Listener, logger: Logger) {
-        let (entry, _) = clipboard.entry("CLIPBOARD")
+        let (entry, count) = clipboard.entry("CLIPBOARD")
         let now = Date()
         // Cleared or withdrawn on the daemon's side (a secret copied there withdraws the copy
         // before it): nothing is the newest to send, not even the copy before.
@@ -131,7 +131,9 @@ struct SyncNode: Sendable {
         }
         switch target.readWhole(limit: limit, timeout: 10) {
         case let .success(data):
-            guard clipboard.entry("CLIPBOARD").0?.owner == entry.owner, clipboard.currentOwner(of: .general) == clipboard.ourOwner else { return }
+            // Still that copy (every other node's copy has the same owner here: the change count
+            // tells them apart); a newer one is read in its turn.
+            guard clipboard.entry("CLIPBOARD").1 == count else { return }
             listener.hook.withLock { $0 }?(String(decoding: data, as: UTF8.self), now)
         case let .failure(failure):
             logger.warning("could not read the daemon's copy (\(target.target)): \(failure.message)")

@@ -55,13 +55,17 @@ struct LineLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        let text = event.level >= .warning ? "\(event.level): \(event.message)\n" : "\(event.message)\n"
-        _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+        writeLine(event.level >= .warning ? "\(event.level): \(event.message)" : "\(event.message)", to: 2)
     }
 }
 
+/// `line` and a newline, written whole to `fd` (standard output or error).
+func writeLine(_ line: String, to fd: Int32) {
+    _ = Array((line + "\n").utf8).withUnsafeBytes { writeAll(fd, $0) }
+}
+
 func fail(_ message: String) -> Never {
-    _ = "xpbd-kdeconnect: \(message)\n".utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    writeLine("xpbd-kdeconnect: \(message)", to: 2)
     exit(2)
 }
 

@@ -15,12 +15,15 @@ struct DaemonKDEConnectTests {
         try run(try builtProduct("xpb"), ["devices"] + arguments, display: x, environment: home.environment, timeout: 20)
     }
 
+    /// `xpb devices --json`'s answer, nil when it fails.
+    static func listing(home: DaemonHome, x: any TestSession) -> [String: Any]? {
+        guard let outcome = try? devices(["--json"], home: home, x: x), outcome.status == 0 else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(outcome.text.utf8))) as? [String: Any]
+    }
+
     /// The device with `id` as `xpb devices --json` lists it.
     static func device(_ id: String, home: DaemonHome, x: any TestSession) -> [String: Any]? {
-        guard let outcome = try? devices(["--json"], home: home, x: x), outcome.status == 0,
-              let object = try? JSONSerialization.jsonObject(with: Data(outcome.text.utf8)) as? [String: Any],
-              let list = object["devices"] as? [[String: Any]] else { return nil }
-        return list.first { $0["id"] as? String == id }
+        (listing(home: home, x: x)?["devices"] as? [[String: Any]])?.first { $0["id"] as? String == id }
     }
 
     /// kdeconnectd's own device id, once its bus answers.
@@ -85,7 +88,7 @@ struct DaemonKDEConnectTests {
         #expect(listed.status == 0 && listed.text.contains(kdeId) && listed.text.contains("not paired"), "\(listed.text)")
 
         // We ask with xpb devices pair; kdeconnectd accepts on its bus.
-        let ownId = try #require(((try? JSONSerialization.jsonObject(with: Data(try Self.devices(["--json"], home: home, x: x).text.utf8))) as? [String: Any])?["ownId"] as? String)
+        let ownId = try #require(Self.listing(home: home, x: x)?["ownId"] as? String)
         let asked = try Self.devices(["pair", kdeId], home: home, x: x)
         #expect(asked.status == 0 && asked.text.contains("asked"), "\(asked.text) \(asked.error)")
         let devicePath = "/modules/kdeconnect/devices/\(ownId)"
@@ -175,8 +178,7 @@ struct DaemonKDEConnectTests {
         #expect(eventually(timeout: 20) { Self.device(kdeId, home: home, x: sway)?["reachable"] as? Bool == true }, "\(daemon.log.suffix(3000))")
 
         // Paired from the phone's side this time: it asks, the person accepts here.
-        let devicesJSON = try Self.devices(["--json"], home: home, x: sway).text
-        let ownId = try #require(((try? JSONSerialization.jsonObject(with: Data(devicesJSON.utf8))) as? [String: Any])?["ownId"] as? String)
+        let ownId = try #require(Self.listing(home: home, x: sway)?["ownId"] as? String)
         _ = try kde.call("/modules/kdeconnect/devices/\(ownId)", "org.kde.kdeconnect.device.requestPair")
         #expect(eventually(timeout: 10) { Self.device(kdeId, home: home, x: sway)?["asks"] as? Bool == true }, "\(daemon.log.suffix(3000))")
         #expect(Self.device(kdeId, home: home, x: sway)?["paired"] as? Bool == false)

@@ -140,7 +140,7 @@ final class PeerDialer: Sendable {
                         pending.removeSubrange(pending.startIndex...newline)
                         if case .helper = spec.endpoint {
                             // A helper's lines are its log (a device asks to pair, a link refused).
-                            logger.info("\(spec.name): \(LogThrottle.printable(String(line.prefix(1000))))")
+                            logger.info("\(spec.name): \(LogThrottle.printable(line, limit: 1000))")
                         } else {
                             logger.debug("sync with \(spec.name): ssh: \(line)")
                         }
