@@ -108,12 +108,12 @@ package final class ClipboardDaemon: Sendable {
             case let .locked(why):
                 logger.warning("\(why): the history in \(databasePath) is left as it is, and copies are kept in memory until the keyring is unlocked; they are written to it then")
                 store = try inMemory()
-                store.thumbnails = ThumbnailCache.forUser(sealed: true)
+                store.reading.thumbnails = ThumbnailCache.forUser(sealed: true)
                 return (store, true)
             case let .unavailable(why):
                 logger.warning("\(why): the history in \(databasePath) is left as it is, and this run keeps its history in memory until xpbd stops")
                 store = try inMemory()
-                store.thumbnails = ThumbnailCache.forUser(sealed: true)
+                store.reading.thumbnails = ThumbnailCache.forUser(sealed: true)
                 return (store, false)
             }
         }
@@ -127,8 +127,8 @@ package final class ClipboardDaemon: Sendable {
             logger.warning("the history cannot be kept in \(configuration.stateDirectory.path) (\(error)): keeping it in memory until xpbd stops")
             store = try inMemory()
         }
-        let sealed = store.isInMemory ? configuration.sealsHistory : store.seal != nil
-        store.thumbnails = ThumbnailCache.forUser(sealed: sealed)
+        let sealed = store.database.isInMemory ? configuration.sealsHistory : store.database.seal != nil
+        store.reading.thumbnails = ThumbnailCache.forUser(sealed: sealed)
         return (store, false)
     }
 

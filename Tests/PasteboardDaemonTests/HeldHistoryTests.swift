@@ -64,10 +64,10 @@ struct HeldHistoryTests {
         #expect(try history.pastes(of: held).first?.app == "xclip")
 
         // Gone with the entry; a paste of an entry gone is not noted.
-        #expect(try history.disk.delete(entry: written))
-        #expect(try history.disk.pastes(of: written).isEmpty)
+        #expect(try history.disk.removal.delete(entry: written))
+        #expect(try history.disk.reading.pastes(of: written).isEmpty)
         try history.addPaste(PasteRecord(time: now, app: "late", pid: 11), to: written)
-        #expect(try history.disk.pastes(of: written).isEmpty)
+        #expect(try history.disk.reading.pastes(of: written).isEmpty)
     }
 
     @Test("a held copy is listed, searched, read and counted in its place, touches no file, and is dropped or written as told")

@@ -71,29 +71,29 @@ struct HistoryScaleTests {
         let store = try HistoryStore(directory: directory, maxEntries: 5, maxBytes: 1 << 30, logger: logger)
         func agree(_ step: String) throws {
             let rows = try counted(directory)
-            #expect(store.totals() == rows, "after \(step): kept \(store.totals()), counted \(rows)")
+            #expect(store.reading.totals() == rows, "after \(step): kept \(store.reading.totals()), counted \(rows)")
         }
         for number in 0..<8 {
             try store.add(snapshot("copy \(number) " + String(repeating: "x", count: number * 10)), display: ":1")
             try agree("copy \(number)")
         }
-        #expect(store.totals().count == 5, "the cap applies: \(store.totals())")
+        #expect(store.reading.totals().count == 5, "the cap applies: \(store.reading.totals())")
         #expect(try store.pin(index: 3, true))
         try agree("a pin")
         try store.add(snapshot("copy 7 " + String(repeating: "x", count: 70)), display: ":1")
         try agree("the same content copied again")
-        #expect(try store.delete(index: 0))
+        #expect(try store.removal.delete(index: 0))
         try agree("a deletion")
         try fill(directory, [Row(text: "another writer's", used: 5), Row(text: "and a pinned one", used: 6, pinned: true)])
         try agree("another writer's rows")
         #expect(try store.pin(index: 0, false))
         try agree("an unpin")
-        try store.clear()
+        try store.removal.clear()
         try agree("a clear")
         #expect(try counted(directory) == counted(directory, "pinned = 1"), "the pinned stay")
-        try store.clear(includingPinned: true)
+        try store.removal.clear(includingPinned: true)
         try agree("a clear of the pinned too")
-        #expect(store.totals() == (0, 0))
+        #expect(store.reading.totals() == (0, 0))
     }
 
     @Test("caps lowered by thousands are met in turns, the oldest first; the pinned and the newest stay")
@@ -122,15 +122,15 @@ struct HistoryScaleTests {
             let database = try SQLiteDatabase(path: directory.appendingPathComponent("history.sqlite").path)
             return Set(try database.query("SELECT id FROM entries").compactMap { $0[0].integer })
         }
-        store.maxEntries = 100
+        store.removal.maxEntries = 100
         var turns = 0
-        var before = store.totals().count
-        #expect(try store.prune(), "a copy's own prune takes a few")
-        #expect(before - store.totals().count == HistoryStore.copyTurn)
-        before = store.totals().count
-        while try store.prune(atMost: TurnPacing.most) {
+        var before = store.reading.totals().count
+        #expect(try store.removal.prune(), "a copy's own prune takes a few")
+        #expect(before - store.reading.totals().count == HistoryUpkeep.copyTurn)
+        before = store.reading.totals().count
+        while try store.removal.prune(atMost: TurnPacing.most) {
             turns += 1
-            let after = store.totals().count
+            let after = store.reading.totals().count
             #expect(before - after <= TurnPacing.most && after < before, "a turn deletes at most \(TurnPacing.most): \(before) → \(after)")
             before = after
         }
@@ -138,14 +138,14 @@ struct HistoryScaleTests {
         #expect(try keptIDs() == expected(maxEntries: 100, maxBytes: 1 << 30))
         #expect(try counted(directory, "pinned = 1").count == 3)
 
-        store.maxBytes = try counted(directory, "pinned = 0").bytes / 2
-        while try store.prune(atMost: TurnPacing.most) {}
-        #expect(try keptIDs() == expected(maxEntries: 100, maxBytes: store.maxBytes))
-        store.maxBytes = 0
+        store.removal.maxBytes = try counted(directory, "pinned = 0").bytes / 2
+        while try store.removal.prune(atMost: TurnPacing.most) {}
+        #expect(try keptIDs() == expected(maxEntries: 100, maxBytes: store.removal.maxBytes))
+        store.removal.maxBytes = 0
         var calls = 0
-        while try store.prune() { calls += 1 }
+        while try store.removal.prune() { calls += 1 }
         #expect(calls > 0 && calls < 100, "a few at a call: \(calls)")
-        #expect(try !store.prune())
+        #expect(try !store.removal.prune())
         #expect(try counted(directory, "pinned = 0").count == 1, "the newest is always kept")
     }
 
@@ -160,17 +160,17 @@ struct HistoryScaleTests {
         #expect(Date().timeIntervalSince(opened) < 5)
         #expect(try counted(directory, "types IS NULL").count == 2_300, "the open describes nothing")
         func check(_ moment: String) throws {
-            let page = try store.listing(offset: 0, limit: 3)
+            let page = try store.reading.listing(offset: 0, limit: 3)
             #expect(page.entries.map(\.preview) == ["entry 2299", "entry 2298", "entry 2297"], "\(moment)")
             #expect(page.entries.first?.types == ["text/plain"], "\(moment): described for the listing")
             #expect(page.total == 2_300, "\(moment)")
-            let found = try store.listing(search: "NEEDLE", offset: 0, limit: 100)
+            let found = try store.reading.listing(search: "NEEDLE", offset: 0, limit: 100)
             #expect(found.total == 23, "\(moment)")
             #expect(found.entries.map(\.index) == (0..<23).map { 2_299 - (2_207 - 100 * $0) }, "\(moment): \(found.entries.map(\.index))")
         }
         try check("before the upkeep")
         var turns = 0
-        while store.maintain() {
+        while store.upkeep.maintain() {
             turns += 1
             if turns == 3 { try check("in the middle of the upkeep") }
         }
@@ -178,7 +178,7 @@ struct HistoryScaleTests {
         #expect(try counted(directory, "types IS NULL OR content_key IS NULL").count == 0)
         #expect(try counted(directory, "indexed = 0").count == 0)
         try check("after the upkeep")
-        #expect(!store.maintain(), "nothing left")
+        #expect(!store.upkeep.maintain(), "nothing left")
     }
 
     @Test("a search's places are those of a full listing, by the few matches' rows and by the walk alike (seeded)")
@@ -189,7 +189,7 @@ struct HistoryScaleTests {
         let now = Date().timeIntervalSince1970
         let words = ["alpha", "beta", "gamma", "delta", "omega", "rare"]
         for seed in UInt64(1)...4 {
-            try store.clear(includingPinned: true)
+            try store.removal.clear(includingPinned: true)
             var rng = SeededGenerator(seed: seed)
             // Ties in `used` (500 values for 1,500 rows), some expired, some expiring later.
             let rows = (0..<1_500).map { n -> Row in
@@ -198,7 +198,7 @@ struct HistoryScaleTests {
                 return Row(text: text, used: Double(rng.next() % 500), expires: expiry == 0 ? now - 10 : expiry == 1 ? now + 3_600 : nil)
             }
             let ids = try fill(directory, rows)
-            while store.maintain() {}
+            while store.upkeep.maintain() {}
             let listed = zip(ids, rows).filter { $0.1.expires.map { $0 > now } ?? true }.sorted { ($0.1.used, $0.0) > ($1.1.used, $1.0) }
             let database = try SQLiteDatabase(path: directory.appendingPathComponent("history.sqlite").path)
             for word in words {
@@ -249,11 +249,11 @@ struct HistoryScaleTests {
             Row(text: "newer still, expired", used: 50, display: ":3", expires: now - 1),
             Row(text: "expired on :4", used: 60, display: ":4", expires: now - 1),
         ])
-        #expect(try store.latest(selection: .general, display: ":1")?.text() == "newer on :1")
-        #expect(try store.latest(selection: .general, display: ":2")?.text() == "on :2")
-        #expect(try store.latest(selection: .general, display: ":9")?.text() == "newest, on :3")
-        #expect(try store.latest(selection: .general, display: ":4")?.text() == "newest, on :3")
-        #expect(try store.latest(selection: .find, display: ":1") == nil)
+        #expect(try store.reading.latest(selection: .general, display: ":1")?.text() == "newer on :1")
+        #expect(try store.reading.latest(selection: .general, display: ":2")?.text() == "on :2")
+        #expect(try store.reading.latest(selection: .general, display: ":9")?.text() == "newest, on :3")
+        #expect(try store.reading.latest(selection: .general, display: ":4")?.text() == "newest, on :3")
+        #expect(try store.reading.latest(selection: .find, display: ":1") == nil)
     }
 
     @Test("the texts a menu shows: the newest first, as many as the budget holds, read a thousand at a time")
@@ -263,11 +263,11 @@ struct HistoryScaleTests {
         let store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
         // Ties in `used` across the pages' edges: the page after one goes on where it ended.
         try fill(directory, (0..<2_500).map { Row(text: String(format: "text %05d", $0), used: Double($0 / 3)) })
-        let all = try store.texts(limit: 4096, budget: .max)
+        let all = try store.reading.texts(limit: 4096, budget: .max)
         #expect(all.map(\.text) == (0..<2_500).reversed().map { String(format: "text %05d", $0) })
-        #expect(try store.texts(limit: 4096, budget: 100).count == 10, "10 bytes each")
-        #expect(try store.texts(limit: 4, budget: 100).map(\.text).first == "text")
-        #expect(try store.texts(limit: 4096, budget: 0).count == 1, "the newest always")
+        #expect(try store.reading.texts(limit: 4096, budget: 100).count == 10, "10 bytes each")
+        #expect(try store.reading.texts(limit: 4, budget: 100).map(\.text).first == "text")
+        #expect(try store.reading.texts(limit: 4096, budget: 0).count == 1, "the newest always")
     }
 
     @Test("a check of the whole file finds damage inside it that the open does not; a check of an old file changes nothing")
@@ -276,7 +276,7 @@ struct HistoryScaleTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         var store: HistoryStore? = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
         try fill(directory, (0..<3_000).map { Row(text: "entry \($0) " + String(repeating: "z", count: 300), used: Double($0)) })
-        store?.checkpoint()
+        store?.database.checkpoint()
         let path = directory.appendingPathComponent("history.sqlite").path
         #expect(HistorySchema.damage(at: path) == nil)
         store = nil
@@ -286,16 +286,16 @@ struct HistoryScaleTests {
         try handle.write(contentsOf: Data(repeating: 0xA5, count: 2_000))
         try handle.close()
         store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
-        let generation = try #require(store?.generation)
+        let generation = try #require(store?.database.generation)
         let damage = try #require(HistorySchema.damage(at: path), "the check reads every page")
-        store?.replaceDamaged(damage, generation: generation + 1)
+        store?.database.replaceDamaged(damage, generation: generation + 1)
         #expect(try !FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.contains(".corrupt-") },
                 "a check of a file the store no longer has changes nothing")
-        store?.replaceDamaged(damage, generation: generation)
+        store?.database.replaceDamaged(damage, generation: generation)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.contains(".corrupt-") })
-        #expect(store?.totals().count == 0)
+        #expect(store?.reading.totals().count == 0)
         try store?.add(snapshot("after the damage"), display: ":1")
-        #expect(try store?.summaries().map(\.preview) == ["after the damage"])
+        #expect(try store?.reading.summaries().map(\.preview) == ["after the damage"])
     }
 
     @Test("a turn of upkeep takes what the last turn's pace fits in 25 ms: at most twice the last, between 8 and 1,000")
@@ -336,10 +336,10 @@ struct HistoryScaleTests {
         }
         try fill(directory, [Row(text: "after the old version", used: 100)])
         var store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
-        #expect(store.totals() == (try counted(directory)), "counted once at the open: \(store.totals())")
+        #expect(store.reading.totals() == (try counted(directory)), "counted once at the open: \(store.reading.totals())")
         #expect(try counted(directory, "pinned = 1").count == 1)
-        #expect(try store.latest(selection: .general, display: ":2")?.text() == "older row 49")
-        #expect(try store.listing(offset: 0, limit: 1).entries.first?.preview == "written by xpbd")
+        #expect(try store.reading.latest(selection: .general, display: ":2")?.text() == "older row 49")
+        #expect(try store.reading.listing(offset: 0, limit: 1).entries.first?.preview == "written by xpbd")
         // A newer version's additions are left alone, and its rows are read.
         do {
             let database = try SQLiteDatabase(path: path)
@@ -347,9 +347,9 @@ struct HistoryScaleTests {
         }
         try fill(directory, [Row(text: "by a newer version", used: 200)])
         store = try HistoryStore(directory: directory, maxEntries: 10_000, maxBytes: 1 << 30, logger: logger)
-        while store.maintain() {}
-        #expect(try store.listing(search: "newer version", offset: 0, limit: 5).entries.map(\.preview) == ["by a newer version"])
-        #expect(store.totals() == (try counted(directory)))
+        while store.upkeep.maintain() {}
+        #expect(try store.reading.listing(search: "newer version", offset: 0, limit: 5).entries.map(\.preview) == ["by a newer version"])
+        #expect(store.reading.totals() == (try counted(directory)))
         let database = try SQLiteDatabase(path: path)
         #expect(try database.query("SELECT count(*) FROM future").first?[0].integer == 0)
         #expect(try database.query("PRAGMA user_version").first?[0].integer == 99)

@@ -53,11 +53,11 @@ struct SealedHistoryTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let key = seal(1)
         let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
-        #expect(store.seal == key)
+        #expect(store.database.seal == key)
         let payload = largePayload("zebracanary in a file")
         for index in 0 ..< 40 { try store.add(snapshot("entry \(index) zebracanary inline", payload: index == 0 ? payload : nil), display: ":1") }
-        #expect(try store.summaries(search: "zebracanary").count == 40)
-        #expect(try store.snapshot(at: 39)?.targets.last?.data == payload)
+        #expect(try store.reading.summaries(search: "zebracanary").count == 40)
+        #expect(try store.reading.snapshot(at: 39)?.targets.last?.data == payload)
         #expect(files(under: directory, holding: "zebracanary").isEmpty)
         #expect(files(under: directory, holding: "filler text").isEmpty)
         // Payload files are named by a keyed digest, not by the contents' SHA-256.
@@ -65,8 +65,8 @@ struct SealedHistoryTests {
         let names = blobs.map { ($0 as NSString).lastPathComponent }.filter { $0.count == 64 }
         #expect(names.count == 1 && names[0] != Digest(of: payload).hex, "\(names)")
         // A page is a page: the same offsets, each reserving its nonce and tag.
-        #expect(key.probe(store.databasePath) == .opens)
-        #expect(seal(2).probe(store.databasePath) == .wrongKey)
+        #expect(key.probe(store.database.path) == .opens)
+        #expect(seal(2).probe(store.database.path) == .wrongKey)
     }
 
     @Test("a second connection reads a sealed history beside the first (a search's places counted on two cores), as a plain one; none for one in memory")
@@ -109,10 +109,10 @@ struct SealedHistoryTests {
         }
         let key = seal(3)
         let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
-        #expect(store.seal == key)
-        #expect(try store.summaries().count == 30)
-        #expect(try store.summaries(search: "plaincanary").count == 30)
-        #expect(try store.snapshot(at: 26)?.targets.last?.data == payload)
+        #expect(store.database.seal == key)
+        #expect(try store.reading.summaries().count == 30)
+        #expect(try store.reading.summaries(search: "plaincanary").count == 30)
+        #expect(try store.reading.snapshot(at: 26)?.targets.last?.data == payload)
         #expect(files(under: directory, holding: "plaincanary").isEmpty)
         let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         #expect(!left.contains { $0.hasSuffix(".plain-old") || $0.contains(".sealing") }, "\(left)")
@@ -120,7 +120,7 @@ struct SealedHistoryTests {
         // Written to after, and opened again.
         try store.add(snapshot("after plaincanary"), display: ":1")
         let again = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
-        #expect(try again.summaries(search: "plaincanary").count == 31)
+        #expect(try again.reading.summaries(search: "plaincanary").count == 31)
     }
 
     @Test("a history sealed with another key is left as it is, byte for byte; the key that opens it among several is used")
@@ -131,7 +131,7 @@ struct SealedHistoryTests {
         do {
             let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [first], logger: logger)
             try store.add(snapshot("sealed with the first key"), display: ":1")
-            #expect(store.checkpoint())
+            #expect(store.database.checkpoint())
         }
         let path = directory.appendingPathComponent("history.sqlite").path
         let before = try #require(FileManager.default.contents(atPath: path))
@@ -141,8 +141,8 @@ struct SealedHistoryTests {
         #expect(FileManager.default.contents(atPath: path) == before)
         #expect(HistorySeal.isSealedDatabase(path))
         let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [seal(5), first], logger: logger)
-        #expect(store.seal == first)
-        #expect(try store.summaries().map(\.preview) == ["sealed with the first key"])
+        #expect(store.database.seal == first)
+        #expect(try store.reading.summaries().map(\.preview) == ["sealed with the first key"])
     }
 
     @Test("a sealed page changed on disk is damage: the check finds it, and the file is moved aside for a new one")
@@ -154,7 +154,7 @@ struct SealedHistoryTests {
         do {
             let store = try HistoryStore(directory: directory, maxEntries: 1000, maxBytes: 1 << 30, seals: [key], logger: logger)
             for index in 0 ..< 300 { try store.add(snapshot("entry \(index) " + String(repeating: "x", count: 400)), display: ":1") }
-            #expect(store.checkpoint())
+            #expect(store.database.checkpoint())
         }
         #expect(HistorySchema.damage(at: path, seal: key) == nil)
         // One byte of a middle page flipped: its tag no longer matches.
@@ -169,9 +169,9 @@ struct SealedHistoryTests {
         let damage = try #require(HistorySchema.damage(at: path, seal: key))
         #expect(damage.isCorrupt, "\(damage)")
         let store = try HistoryStore(directory: directory, maxEntries: 1000, maxBytes: 1 << 30, seals: [key], logger: logger)
-        store.replaceDamaged(damage, generation: store.generation)
+        store.database.replaceDamaged(damage, generation: store.database.generation)
         try store.add(snapshot("after the damage"), display: ":1")
-        #expect(try store.summaries().map(\.preview) == ["after the damage"])
+        #expect(try store.reading.summaries().map(\.preview) == ["after the damage"])
         let aside = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".corrupt-") }
         #expect(!aside.isEmpty)
     }
@@ -184,7 +184,7 @@ struct SealedHistoryTests {
         do {
             let plain = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, logger: logger)
             try plain.add(snapshot("the plain history"), display: ":1")
-            #expect(plain.checkpoint())
+            #expect(plain.database.checkpoint())
         }
         // Cut before the sealed copy took the name: the second name is the history itself.
         #expect(link(path, HistorySealing.plainPath(path)) == 0)
@@ -196,7 +196,7 @@ struct SealedHistoryTests {
         // Cut after: the plain file's second name is another file, overwritten and removed.
         let key = seal(7)
         let store = try HistoryStore(directory: directory, maxEntries: 100, maxBytes: 1 << 30, seals: [key], logger: logger)
-        #expect(try store.summaries().map(\.preview) == ["the plain history"])
+        #expect(try store.reading.summaries().map(\.preview) == ["the plain history"])
         let stale = HistorySealing.plainPath(path)
         _ = FileManager.default.createFile(atPath: stale, contents: Data("a plain page: the plain history".utf8))
         let holder = open(stale, O_RDONLY)
@@ -295,7 +295,7 @@ struct SealedHistoryTests {
         let holder = open(log, O_RDONLY)
         defer { close(holder) }
         let store = try HistoryStore(directory: crashed, maxEntries: 100, maxBytes: 1 << 30, seals: [seal(12)], logger: logger)
-        #expect(try store.summaries(search: "logcanary").count == 5, "the log's frames were read")
+        #expect(try store.reading.summaries(search: "logcanary").count == 5, "the log's frames were read")
         #expect(files(under: crashed, holding: "logcanary").isEmpty)
         var bytes = [UInt8](repeating: 1, count: size)
         #expect(pread(holder, &bytes, size, 0) == size && bytes.allSatisfy { $0 == 0 }, "the plain log was overwritten")
@@ -325,13 +325,13 @@ struct SealedHistoryTests {
         try memory.touch(again, at: 3_000)
 
         #expect(try memory.moveEntries(into: disk) == 3)
-        let listed = try disk.summaries()
+        let listed = try disk.reading.summaries()
         #expect(listed.map(\.preview) == ["on disk before", "copied again", "kept meanwhile 2", "kept meanwhile 1"])
         let moved2 = try #require(listed.first { $0.preview == "kept meanwhile 2" })
         #expect(moved2.pinned == true && moved2.time == Date(timeIntervalSince1970: 2_000))
         let moved1 = try #require(listed.first { $0.preview == "kept meanwhile 1" })
         #expect(moved1.pastes == [pasted] && moved1.pinned != true)
-        #expect(try disk.snapshot(at: 3)?.targets.last?.data == page)
+        #expect(try disk.reading.snapshot(at: 3)?.targets.last?.data == page)
         #expect(files(under: directory, holding: "movecanary").isEmpty, "the moved payload is sealed too")
     }
 

@@ -32,7 +32,7 @@ struct StoreTests {
         var second = snapshot("second", extra: big)
         second.targets.append(KeptTarget(target: "image/x-copy", type: "image/x-copy", data: big))
         try store.add(second, display: ":1")
-        let summaries = try store.summaries()
+        let summaries = try store.reading.summaries()
         #expect(summaries.map(\.preview) == ["second", "first"])
         #expect(summaries[0].targets == ["UTF8_STRING", "text/plain;charset=utf-8", "image/png", "image/x-copy"])
         #expect(summaries[0].keptBytes == 6 + big.count, "identical bytes counted once")
@@ -41,7 +41,7 @@ struct StoreTests {
         // does not know last.
         #expect(summaries[0].types == ["text/plain", "image/png", "image/x-copy"], "the text's entry")
         #expect(summaries[0].size == 6, "the size of the text")
-        let loaded = try #require(try store.snapshot(at: 0))
+        let loaded = try #require(try store.reading.snapshot(at: 0))
         #expect(loaded.targets.map(\.data) == [Data("second".utf8), Data("second".utf8), big, big])
         let blobs = FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? []
         #expect(blobs.filter { $0.count > 3 }.map { ($0 as NSString).lastPathComponent } == [Digest(of: big).hex], "one content-addressed file")
@@ -54,37 +54,37 @@ struct StoreTests {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try HistoryStore(directory: directory, maxEntries: 3, maxBytes: 1 << 30, logger: logger)
-        var versions = [try #require(store.listingVersion())]
+        var versions = [try #require(store.reading.listingVersion())]
         try store.add(snapshot("one"), display: ":1")
         var expiring = snapshot("two")
         let expiry = Date(timeIntervalSinceNow: 60)
         expiring.expires = expiry
         try store.add(expiring, display: ":1")
-        versions.append(try #require(store.listingVersion()))
-        _ = try store.summaries()
-        #expect(store.listingVersion() == versions.last, "listing writes nothing")
+        versions.append(try #require(store.reading.listingVersion()))
+        _ = try store.reading.summaries()
+        #expect(store.reading.listingVersion() == versions.last, "listing writes nothing")
         #expect(versions.last?.nextExpiry == expiry.timeIntervalSince1970)
         // Past the expiry the listing differs without any write: no version then.
-        #expect(store.listingVersion(now: expiry.timeIntervalSince1970 + 1)?.nextExpiry == nil)
-        #expect(store.listingVersion(now: expiry.timeIntervalSince1970 + 1) != versions.last)
+        #expect(store.reading.listingVersion(now: expiry.timeIntervalSince1970 + 1)?.nextExpiry == nil)
+        #expect(store.reading.listingVersion(now: expiry.timeIntervalSince1970 + 1) != versions.last)
         #expect(try store.pin(index: 0, true))
-        versions.append(try #require(store.listingVersion()))
+        versions.append(try #require(store.reading.listingVersion()))
         try store.add(snapshot("one"), display: ":1")   // the same contents: moved to the top
-        versions.append(try #require(store.listingVersion()))
-        #expect(try store.delete(index: 1))
-        versions.append(try #require(store.listingVersion()))
+        versions.append(try #require(store.reading.listingVersion()))
+        #expect(try store.removal.delete(index: 1))
+        versions.append(try #require(store.reading.listingVersion()))
         for number in 0..<3 { try store.add(snapshot("more \(number)"), display: ":1") }   // past the cap: evictions
-        versions.append(try #require(store.listingVersion()))
-        try store.clear(includingPinned: true)
-        versions.append(try #require(store.listingVersion()))
+        versions.append(try #require(store.reading.listingVersion()))
+        try store.removal.clear(includingPinned: true)
+        versions.append(try #require(store.reading.listingVersion()))
         #expect(Set(versions.map(\.changes)).count == versions.count, "each write moved the version: \(versions.map(\.changes))")
         // Another daemon (another display) writing to the same history moves it too.
         let other = try HistoryStore(directory: directory, maxEntries: 3, maxBytes: 1 << 30, logger: logger)
-        let before = try #require(store.listingVersion())
-        #expect(store.listingVersion() == before)
+        let before = try #require(store.reading.listingVersion())
+        #expect(store.reading.listingVersion() == before)
         try other.add(snapshot("from another display"), display: ":2")
-        #expect(store.listingVersion() != before, "a commit of another connection")
-        #expect(try store.summaries().map(\.preview) == ["from another display"])
+        #expect(store.reading.listingVersion() != before, "a commit of another connection")
+        #expect(try store.reading.summaries().map(\.preview) == ["from another display"])
     }
 
     @Test("the same contents twice is one entry moved to the top; caps prune the oldest and their files")
@@ -94,19 +94,19 @@ struct StoreTests {
         let store = try HistoryStore(directory: directory, maxEntries: 3, maxBytes: 250_000, logger: logger)
         try store.add(snapshot("same"), display: ":1")
         try store.add(snapshot("same"), display: ":1")
-        #expect(try store.summaries().count == 1)
+        #expect(try store.reading.summaries().count == 1)
         for number in 0..<4 {
             try store.add(snapshot("entry \(number)", extra: Data(repeating: UInt8(number), count: 100_000)), display: ":1")
         }
-        let previews = try store.summaries().map(\.preview)
+        let previews = try store.reading.summaries().map(\.preview)
         #expect(previews == ["entry 3", "entry 2"], "the byte cap leaves two of 100 kB")
         let files = (FileManager.default.enumerator(atPath: directory.appendingPathComponent("blobs").path)?.allObjects as? [String] ?? [])
             .filter { $0.count > 3 }
         #expect(files.count == 2, "pruned entries' files are deleted: \(files)")
-        #expect(try store.delete(index: 0))
-        #expect(try store.summaries().map(\.preview) == ["entry 2"])
-        try store.clear()
-        #expect(try store.summaries().isEmpty)
+        #expect(try store.removal.delete(index: 0))
+        #expect(try store.reading.summaries().map(\.preview) == ["entry 2"])
+        try store.removal.clear()
+        #expect(try store.reading.summaries().isEmpty)
     }
 
     @Test("copying what an older entry holds moves that entry to the top: one row, whatever the targets that served it")
@@ -117,7 +117,7 @@ struct StoreTests {
         try store.add(snapshot("Grüße"), display: ":1")
         try store.add(snapshot("other"), display: ":1")
         try store.add(snapshot("Grüße"), display: ":1")
-        #expect(try store.summaries().map(\.preview) == ["Grüße", "other"])
+        #expect(try store.reading.summaries().map(\.preview) == ["Grüße", "other"])
         try store.add(snapshot("other"), display: ":1")
         // The same text from another owner (xpb: Latin-1 STRING, its manifest and item target).
         let text = Data("Grüße".utf8)
@@ -128,13 +128,13 @@ struct StoreTests {
             KeptTarget(target: "XPB_ITEM_0_0", type: "UTF8_STRING", data: text),
         ], source: "xpb", pid: 7)
         try store.add(xpb, display: ":1")
-        let listed = try store.summaries()
+        let listed = try store.reading.summaries()
         #expect(listed.map(\.preview) == ["Grüße", "other"])
         #expect(listed.first?.source == "xpb", "the newer copy's targets and source replace the older row")
         #expect(listed.first?.size == text.count && listed.first?.types == ["text/plain"])
         // Other contents with the same text are another entry.
         try store.add(snapshot("Grüße", extra: Data([1, 2, 3])), display: ":1")
-        #expect(try store.summaries().count == 3)
+        #expect(try store.reading.summaries().count == 3)
     }
 
     @Test("a person's listing: 19 characters are 19 B; more lines counted and searchable; an image under a vendor's name alone is an image")
@@ -143,13 +143,13 @@ struct StoreTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
         try store.add(snapshot("nineteen characters"), display: ":1")
-        var listed = try store.summaries()
+        var listed = try store.reading.summaries()
         #expect(listed.first?.size == 19 && listed.first?.moreLines == 0 && listed.first?.rest == "")
         try store.add(snapshot("\n  first line\nsecond line\n\nfourth line\n"), display: ":1")
-        listed = try store.summaries()
+        listed = try store.reading.summaries()
         #expect(listed.first?.preview == "first line")
         #expect(listed.first?.moreLines == 3 && listed.first?.rest == "second line ⏎ fourth line")
-        #expect(try store.summaries(search: "FOURTH").map(\.preview) == ["first line"])
+        #expect(try store.reading.summaries(search: "FOURTH").map(\.preview) == ["first line"])
         // Chromium's token first, then a PNG under a vendor's name: the image, by its bytes.
         let png = try Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Peers/image.png"))
@@ -158,10 +158,10 @@ struct StoreTests {
             KeptTarget(target: "application/x-qt-image", type: "application/x-qt-image", data: png),
         ])
         try store.add(image, display: ":1")
-        listed = try store.summaries()
+        listed = try store.reading.summaries()
         #expect(listed.first?.types == ["image/png"] && listed.first?.size == png.count)
         #expect(listed.first?.preview.hasPrefix("[image/png ") == true, "\(listed.first?.preview ?? "")")
-        #expect(try store.summaries(search: "image").count == 1)
+        #expect(try store.reading.summaries(search: "image").count == 1)
     }
 
     @Test("an entry whose row cannot be written (a full disk) leaves no payload file behind; the next one is written")
@@ -178,7 +178,7 @@ struct StoreTests {
         #expect(files().isEmpty, "payload files no row names: \(files())")
         try side.execute("DROP TRIGGER refuse")
         try store.add(snapshot("kept", extra: big), display: ":1")
-        #expect(try store.summaries().map(\.preview) == ["kept"])
+        #expect(try store.reading.summaries().map(\.preview) == ["kept"])
         #expect(files().count == 1)
     }
 
@@ -189,7 +189,7 @@ struct StoreTests {
         do {
             let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
             try store.add(snapshot("before"), display: ":1")
-            store.checkpoint()
+            store.database.checkpoint()
         }
         let path = directory.appendingPathComponent("history.sqlite").path
         try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
@@ -201,9 +201,9 @@ struct StoreTests {
         let past = Date(timeIntervalSinceNow: -(PayloadFiles.garbageAge + 60))
         try FileManager.default.setAttributes([.modificationDate: past], ofItemAtPath: orphan.path)
         let store = try HistoryStore(directory: directory, maxEntries: 10, maxBytes: 1 << 30, logger: logger)
-        #expect(try store.summaries().isEmpty)
+        #expect(try store.reading.summaries().isEmpty)
         try store.add(snapshot("after"), display: ":1")
-        #expect(try store.summaries().map(\.preview) == ["after"])
+        #expect(try store.reading.summaries().map(\.preview) == ["after"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).contains { $0.hasPrefix("history.sqlite.corrupt-") })
         #expect(!FileManager.default.fileExists(atPath: orphan.path))
         #expect(FileManager.default.fileExists(atPath: fresh.path), "another daemon's write under way is left alone")
@@ -219,9 +219,9 @@ struct StoreTests {
         var expired = snapshot("expired")
         expired.expires = Date(timeIntervalSinceNow: -1)
         try store.add(expired, display: ":1")
-        #expect(try store.latest(selection: .general, display: ":1")?.text() == "on one")
-        #expect(try store.latest(selection: .general, display: ":9")?.text() == "on two")
-        #expect(try store.summaries().map(\.preview) == ["on two", "on one"])
+        #expect(try store.reading.latest(selection: .general, display: ":1")?.text() == "on one")
+        #expect(try store.reading.latest(selection: .general, display: ":9")?.text() == "on two")
+        #expect(try store.reading.summaries().map(\.preview) == ["on two", "on one"])
     }
 }
 

@@ -145,7 +145,7 @@ extension ClipboardDaemon {
     }
 
     func status() -> DaemonStatus {
-        let (totals, database, maxEntries, maxBytes, seal) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes, $0.disk.seal) }
+        let (totals, database, maxEntries, maxBytes, seal) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes, $0.disk.database.seal) }
         let peers = hub.peerStatuses()
         return DaemonStatus(
             pid: Int(getpid()), version: Self.version, display: host.nodeName, keeps: host.keeps, entryCount: totals.count,

@@ -8,17 +8,17 @@ extension ClipboardDaemon {
     /// - the whole file is checked on a connection of its own, off the history's lock; damage
     ///   found moves it aside, as a query that meets damage does;
     /// - what the history lacks (descriptions, the search index) is made, and entries beyond the
-    ///   caps deleted, in turns (``HistoryStore/maintain()``) on `storage`, where copies wait
+    ///   caps deleted, in turns (``HistoryUpkeep/maintain()``) on `storage`, where copies wait
     ///   for one turn at most.
     ///
     /// The two sides of a bridge share one history: the first to start checks it.
     func beginHistoryUpkeep() {
-        let (path, seal, generation, inMemory) = store.withLock { ($0.disk.databasePath, $0.disk.seal, $0.disk.generation, $0.disk.isInMemory) }
+        let (path, seal, generation, inMemory) = store.withLock { ($0.disk.database.path, $0.disk.database.seal, $0.disk.database.generation, $0.disk.database.isInMemory) }
         if !inMemory, store.beginCheck() {
             Background.run("xpbd.history.check", qos: .utility) { [self] in
                 guard let damage = HistorySchema.damage(at: path, seal: seal), !isStopping else { return }
                 storage.async { [self] in
-                    store.withLock { $0.disk.replaceDamaged(damage, generation: generation) }
+                    store.withLock { $0.disk.database.replaceDamaged(damage, generation: generation) }
                     encodeListingSoon()
                 }
             }
@@ -30,7 +30,7 @@ extension ClipboardDaemon {
     /// queued meanwhile is written between two turns.
     func upkeepTurn() {
         storage.async { [self] in
-            guard !isStopping, store.withLock({ $0.disk.maintain() }) else { return }
+            guard !isStopping, store.withLock({ $0.disk.upkeep.maintain() }) else { return }
             upkeepTurn()
         }
     }

@@ -79,14 +79,14 @@ package final class History {
         try held.numberEntries(after: Self.heldIDs)
     }
 
-    var databasePath: String { disk.databasePath }
+    var databasePath: String { disk.database.path }
     var maxEntries: Int {
-        get { disk.maxEntries }
-        set { disk.maxEntries = newValue }
+        get { disk.removal.maxEntries }
+        set { disk.removal.maxEntries = newValue }
     }
     var maxBytes: Int {
-        get { disk.maxBytes }
-        set { disk.maxBytes = newValue }
+        get { disk.removal.maxBytes }
+        set { disk.removal.maxBytes = newValue }
     }
 
     /// Takes `opened` as the history on disk in place of the one kept in memory (the keyring
@@ -94,7 +94,7 @@ package final class History {
     /// written into it first, as they were (``HistoryStore/moveEntries(into:)``). Returns how many.
     func adopt(_ opened: HistoryStore) throws -> Int {
         let moved = try disk.moveEntries(into: opened)
-        opened.thumbnails = opened.thumbnails ?? disk.thumbnails
+        opened.reading.thumbnails = opened.reading.thumbnails ?? disk.reading.thumbnails
         disk = opened
         return moved
     }
@@ -106,11 +106,11 @@ package final class History {
     /// (the disk has its bytes already). Returns the entry's id.
     @discardableResult
     func add(_ snapshot: Snapshot, display: String, holding: Bool = false) throws -> Int64 {
-        guard holding, try !disk.holdsContent(of: snapshot) else { return try disk.add(snapshot, display: display) }
+        guard holding, try !disk.reading.holdsContent(of: snapshot) else { return try disk.add(snapshot, display: display) }
         let id = try held.add(snapshot, display: display)
         // The caps count the held copies: the disk makes room for them as for any copy.
-        let (count, bytes) = held.totals()
-        try disk.prune(reserving: count, bytes: bytes)
+        let (count, bytes) = held.reading.totals()
+        try disk.removal.prune(reserving: count, bytes: bytes)
         return id
     }
 
@@ -143,17 +143,17 @@ package final class History {
     /// those written.
     func writeHeld(except holding: Set<HeldKey>, of display: String? = nil) throws -> [Written] {
         var written: [Written] = []
-        for entry in try held.order().reversed()
+        for entry in try held.reading.order().reversed()
         where !holding.contains(HeldKey(entry.selection, seconds: entry.created)) && (display == nil || entry.display == display) {
-            guard var snapshot = try held.snapshot(entry: entry.id) else { continue }
+            guard var snapshot = try held.reading.snapshot(entry: entry.id) else { continue }
             // Made when it was made; listed by when it was last used.
             snapshot.time = Date(timeIntervalSince1970: entry.created)
             snapshot.id = nil
             let id = try disk.add(snapshot, display: entry.display)
             if entry.used > entry.created { try disk.touch(id, at: entry.used) }
             // Who pasted it while it was held goes with it, the oldest first.
-            for paste in try held.pastes(of: entry.id).reversed() { try disk.addPaste(paste, to: id) }
-            _ = try held.delete(entry: entry.id)
+            for paste in try held.reading.pastes(of: entry.id).reversed() { try disk.addPaste(paste, to: id) }
+            _ = try held.removal.delete(entry: entry.id)
             renamed.append((entry.id, id))
             if renamed.count > 512 { renamed.removeFirst(renamed.count - 256) }
             written.append(Written(selection: entry.selection, held: entry.id, disk: id))
@@ -169,7 +169,7 @@ package final class History {
 
     /// The pastes of entry `id` (as ``addPaste(_:to:)`` names it), newest first.
     func pastes(of id: Int64) throws -> [PasteRecord] {
-        try isHeld(id) ? held.pastes(of: id) : disk.pastes(of: onDisk(id))
+        try isHeld(id) ? held.reading.pastes(of: id) : disk.reading.pastes(of: onDisk(id))
     }
 
     /// The id entry `id` has on disk (a held id written since: the disk's id for it).
@@ -186,8 +186,8 @@ package final class History {
     /// The held entries' places in the merged listing, in order (0 = newest).
     private func heldPlaces() throws -> [(place: Int, id: Int64)] {
         var places: [(place: Int, id: Int64)] = []
-        for (position, entry) in try held.order().enumerated() {
-            places.append((try disk.count(usedAfter: entry.used) + position, entry.id))
+        for (position, entry) in try held.reading.order().enumerated() {
+            places.append((try disk.reading.count(usedAfter: entry.used) + position, entry.id))
         }
         return places
     }
@@ -207,14 +207,14 @@ package final class History {
 
     // MARK: Reading
 
-    /// As ``HistoryStore/listing(search:offset:limit:)``, held entries in their places. In a
+    /// As ``HistoryReading/listing(search:offset:limit:)``, held entries in their places. In a
     /// search, held matches rank before the disk's (they are the newest copies).
     func listing(search: String? = nil, offset: Int = 0, limit: Int? = nil) throws -> HistoryListing {
         let places = try heldPlaces()
-        guard !places.isEmpty else { return try disk.listing(search: search, offset: offset, limit: limit) }
+        guard !places.isEmpty else { return try disk.reading.listing(search: search, offset: offset, limit: limit) }
         let offset = max(0, offset)
         let searching = !(search ?? "").isEmpty
-        let heldListing = try held.listing(search: search)
+        let heldListing = try held.reading.listing(search: search)
         let placeOf = Dictionary(places.map { ($0.id, $0.place) }, uniquingKeysWith: { first, _ in first })
         // The held entries in the window, and where the disk's part of it begins.
         let heldShown: [HistoryEntrySummary]
@@ -232,7 +232,7 @@ package final class History {
         }
         let diskLimit = limit.map { $0 - heldShown.count }
         // A page of at least one: its total is wanted even when held entries fill the window.
-        var diskListing = try disk.listing(search: search, offset: diskOffset, limit: diskLimit.map { max(1, $0) })
+        var diskListing = try disk.reading.listing(search: search, offset: diskOffset, limit: diskLimit.map { max(1, $0) })
         if diskLimit == 0 {
             diskListing.entries = []
             diskListing.pending = []
@@ -259,55 +259,55 @@ package final class History {
 
     /// The listings' version: the disk's and the held entries'.
     struct ListingVersion: Equatable {
-        let disk: HistoryStore.ListingVersion
-        let held: HistoryStore.ListingVersion
+        let disk: HistoryReading.ListingVersion
+        let held: HistoryReading.ListingVersion
     }
 
     func listingVersion() -> ListingVersion? {
-        guard let disk = disk.listingVersion(), let held = held.listingVersion() else { return nil }
+        guard let disk = disk.reading.listingVersion(), let held = held.reading.listingVersion() else { return nil }
         return ListingVersion(disk: disk, held: held)
     }
 
     /// Entry `index` (0 = newest) with its payloads.
     func snapshot(at index: Int) throws -> Snapshot? {
         let place = Self.split(index, try heldPlaces())
-        if let id = place.held { return try held.snapshot(entry: id) }
-        return try place.disk.flatMap { try disk.snapshot(at: $0) }
+        if let id = place.held { return try held.reading.snapshot(entry: id) }
+        return try place.disk.flatMap { try disk.reading.snapshot(at: $0) }
     }
 
     /// Entry `id` (as listings name it), nil when there is none or it expired.
     func snapshot(entry id: Int64) throws -> Snapshot? {
-        try isHeld(id) ? held.snapshot(entry: id) : disk.snapshot(entry: onDisk(id))
+        try isHeld(id) ? held.reading.snapshot(entry: id) : disk.reading.snapshot(entry: onDisk(id))
     }
 
     /// Where entry `id` is in the listing (0 = newest).
     func index(ofEntry id: Int64) throws -> Int? {
         let places = try heldPlaces()
         if isHeld(id) { return places.first { $0.id == id }?.place }
-        return try disk.index(ofEntry: onDisk(id)).map { Self.merged($0, places) }
+        return try disk.reading.index(ofEntry: onDisk(id)).map { Self.merged($0, places) }
     }
 
     /// The entries' texts, newest first, each cut at `limit` bytes, as many as fit in `budget`
-    /// bytes (``HistoryStore/texts(limit:budget:)``).
+    /// bytes (``HistoryReading/texts(limit:budget:)``).
     func texts(limit: Int, budget: Int) throws -> [String] {
-        let heldTexts = try held.texts(limit: limit, budget: budget)
-        let diskTexts = try disk.texts(limit: limit, budget: budget)
+        let heldTexts = try held.reading.texts(limit: limit, budget: budget)
+        let diskTexts = try disk.reading.texts(limit: limit, budget: budget)
         guard !heldTexts.isEmpty else { return diskTexts.map(\.text) }
         return (heldTexts + diskTexts).enumerated().sorted { ($0.element.used, -$0.offset) > ($1.element.used, -$1.offset) }.map(\.element.text)
     }
 
     /// The newest entry of a selection, preferring one taken on `display` (a held one is).
     package func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
-        if let copy = try held.latest(selection: selection, display: display),
-           try disk.count(usedAfter: copy.time.timeIntervalSince1970, selection: selection, display: display) == 0 {
+        if let copy = try held.reading.latest(selection: selection, display: display),
+           try disk.reading.count(usedAfter: copy.time.timeIntervalSince1970, selection: selection, display: display) == 0 {
             return copy
         }
-        return try disk.latest(selection: selection, display: display)
+        return try disk.reading.latest(selection: selection, display: display)
     }
 
     /// The number of entries and their bytes, held ones too.
     func totals() -> (count: Int, bytes: Int) {
-        let (onDisk, inMemory) = (disk.totals(), held.totals())
+        let (onDisk, inMemory) = (disk.reading.totals(), held.reading.totals())
         return (onDisk.count + inMemory.count, onDisk.bytes + inMemory.bytes)
     }
 
@@ -321,8 +321,8 @@ package final class History {
     /// Deletes entry `index`: a held one leaves memory, never having touched a file.
     func delete(index: Int) throws -> Bool {
         let place = Self.split(index, try heldPlaces())
-        if let id = place.held { return try held.delete(entry: id) }
-        return try place.disk.map { try disk.delete(index: $0) } ?? false
+        if let id = place.held { return try held.removal.delete(entry: id) }
+        return try place.disk.map { try disk.removal.delete(index: $0) } ?? false
     }
 
     /// Pins or unpins entry `index`. A held entry pinned is written at once (the user keeps it);
@@ -331,39 +331,39 @@ package final class History {
         let place = Self.split(index, try heldPlaces())
         guard let id = place.held else { return try place.disk.map { try disk.pin(index: $0, pinned) } ?? false }
         guard pinned else { return true }
-        let keys = try held.order().filter { $0.id != id }.map { HeldKey($0.selection, seconds: $0.created) }
+        let keys = try held.reading.order().filter { $0.id != id }.map { HeldKey($0.selection, seconds: $0.created) }
         guard let written = try writeHeld(except: Set(keys)).first,
-              let index = try disk.index(ofEntry: written.disk) else { return false }
+              let index = try disk.reading.index(ofEntry: written.disk) else { return false }
         return try disk.pin(index: index, true)
     }
 
     /// Forgets every entry but the pinned ones (held entries are never pinned), or every one.
     func clear(includingPinned: Bool = false) throws {
-        try held.clear(includingPinned: true)
-        try disk.clear(includingPinned: includingPinned)
+        try held.removal.clear(includingPinned: true)
+        try disk.removal.clear(includingPinned: includingPinned)
     }
 
-    /// As ``HistoryStore/forgetCopies(since:byApps:)``, held copies too.
+    /// As ``HistoryRemoval/forgetCopies(since:byApps:)``, held copies too.
     func forgetCopies(since date: Date, byApps apps: [String]) throws -> Int {
-        try held.forgetCopies(since: date, byApps: apps) + disk.forgetCopies(since: date, byApps: apps)
+        try held.removal.forgetCopies(since: date, byApps: apps) + disk.removal.forgetCopies(since: date, byApps: apps)
     }
 
-    /// As ``HistoryStore/forgetSecret(entry:selection:time:display:)``: a held copy is dropped
+    /// As ``HistoryRemoval/forgetSecret(entry:selection:time:display:)``: a held copy is dropped
     /// from memory, one written is forgotten on disk.
     func forgetSecret(entry: Int64?, selection: Pasteboard.Name, time: Date, display: String) throws -> Bool {
-        if try held.forgetSecret(entry: entry.flatMap { isHeld($0) ? $0 : nil }, selection: selection, time: time, display: display) { return true }
-        return try disk.forgetSecret(entry: entry.map(onDisk), selection: selection, time: time, display: display)
+        if try held.removal.forgetSecret(entry: entry.flatMap { isHeld($0) ? $0 : nil }, selection: selection, time: time, display: display) { return true }
+        return try disk.removal.forgetSecret(entry: entry.map(onDisk), selection: selection, time: time, display: display)
     }
 
-    /// A few entries pruned, as at a copy (``HistoryStore/prune(reserving:bytes:atMost:)``); whether more are to go.
+    /// A few entries pruned, as at a copy (``HistoryRemoval/prune(reserving:bytes:atMost:)``); whether more are to go.
     @discardableResult
     func prune() throws -> Bool {
-        try held.prune()
-        return try disk.prune()
+        try held.removal.prune()
+        return try disk.removal.prune()
     }
 
     @discardableResult
     func checkpoint() -> Bool {
-        disk.checkpoint()
+        disk.database.checkpoint()
     }
 }

@@ -10,7 +10,7 @@ import FoundationEssentials
 /// triggers: every row deleted is taken out of it first if it is in it (``delete(_:_:in:)``),
 /// clearing the history empties it in one step (a full disk has room for that, not for a
 /// tombstone a row), and rows another writer added (an earlier xpbd, a test filling the
-/// database) are indexed after the next open, in turns (``HistoryStore/maintain()``), and
+/// database) are indexed after the next open, in turns (``HistoryUpkeep/maintain()``), and
 /// searched by a look at each meanwhile (their `indexed` is 0; a partial index finds them).
 enum HistoryIndex {
     /// The version of ``EntryDescription``'s rules the stored descriptions follow: a history
@@ -36,7 +36,7 @@ enum HistoryIndex {
     /// a display, restored at start, is one look), the full-text index and the partial indexes of the
     /// rows a search looks at whole and of those the upkeep is to describe or index, to a
     /// history that lacks them (`columns`: the entries table's columns now). Descriptions of
-    /// earlier rules are cleared, to be made again (``HistoryStore/maintain()``, which indexes
+    /// earlier rules are cleared, to be made again (``HistoryUpkeep/maintain()``, which indexes
     /// the rows not indexed yet too).
     static func prepare(_ database: SQLiteDatabase, columns: Set<String>) throws(SQLiteError) {
         for (column, type) in [("types", "TEXT"), ("content_size", "INTEGER"), ("content_key", "TEXT"), ("indexed", "INTEGER NOT NULL DEFAULT 0")]

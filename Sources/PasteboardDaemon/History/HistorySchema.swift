@@ -118,7 +118,7 @@ enum HistorySchema {
     /// Checks the whole file at `path` on a connection of its own, reading alone (the history's
     /// own goes on writing meanwhile): a file whose header and schema opened can still be damaged
     /// inside. Every page is read, 1.7 s at a million entries, so this runs after the open, off
-    /// the history's lock (``HistoryStore/checkIntegrity()``). Returns the damage found, nil when
+    /// the history's lock (``ClipboardDaemon/beginCheck()``). Returns the damage found, nil when
     /// the file is whole or could not be read to tell.
     static func damage(at path: String, seal: HistorySeal? = nil) -> SQLiteError? {
         do {

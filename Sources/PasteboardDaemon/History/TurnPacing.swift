@@ -1,4 +1,4 @@
-/// How many entries the next turn of the history's upkeep takes (``HistoryStore/maintain()``):
+/// How many entries the next turn of the history's upkeep takes (``HistoryUpkeep/maintain()``):
 /// as many as the last turns' pace fits in ``target``. A copy, a listing or a D-Bus read waits
 /// for one turn at most, and entries cost from 20 µs (described) to 1 ms (pruned: the search
 /// index is told each token it held, and freed pages are zeroed), so a count fixed for one kind
