@@ -222,6 +222,11 @@ public final class Xvfb: TestSession {
     deinit { Glibc.kill(serverPID, SIGKILL) }
 }
 
+/// How many of a peer's output pipes were read to their end.
+private final class ClosedPipes: Sendable {
+    let count = Mutex(0)
+}
+
 /// The outcome of a finished program.
 public struct Outcome: Sendable {
     public let status: Int32
@@ -239,6 +244,9 @@ public final class Peer: Sendable {
     private let collected = Collector()
     private let collectedError = Collector()
     private let done = DispatchSemaphore(value: 0)
+    /// How many of the two output pipes have been read to their end (a second ``finish(timeout:)``
+    /// waits for none again).
+    private let pipesClosed = ClosedPipes()
 
     public init(_ program: String, _ arguments: [String], display: any TestSession, input: Data? = nil, environment: [String: String] = [:]) throws {
         let path = program.hasPrefix("/") ? program : try which(program)
@@ -267,7 +275,7 @@ public final class Peer: Sendable {
             }
         }
         for (fd, collector) in [(output.read, collected), (error.read, collectedError)] {
-            let done = self.done
+            let (done, pipesClosed) = (self.done, self.pipesClosed)
             Thread.detachNewThread {
                 var buffer = [UInt8](repeating: 0, count: 1 << 16)
                 while true {
@@ -277,6 +285,7 @@ public final class Peer: Sendable {
                     collector.append(Data(buffer[0..<count]))
                 }
                 close(fd)
+                pipesClosed.count.withLock { $0 += 1 }
                 done.signal()
             }
         }
@@ -307,8 +316,8 @@ public final class Peer: Sendable {
             Thread.sleep(forTimeInterval: 0.005)
         }
         // Output may stay open in a child the program left behind: wait a little, not forever.
-        _ = done.wait(timeout: .now() + 5)
-        _ = done.wait(timeout: .now() + 1)
+        if pipesClosed.count.withLock({ $0 }) < 2 { _ = done.wait(timeout: .now() + 5) }
+        if pipesClosed.count.withLock({ $0 }) < 2 { _ = done.wait(timeout: .now() + 1) }
         return Outcome(status: exit.withLock { $0 } ?? -1, output: collected.data,
                        error: String(decoding: collectedError.data, as: UTF8.self))
     }
