@@ -308,7 +308,8 @@ static void serve_synced(XSelectionRequestEvent *req, unsigned char *text, unsig
 
 /* An autocutsel-like syncer, one way: whenever PRIMARY gets a new owner, it reads PRIMARY's text
    and takes CLIPBOARD with it (whatever it got, nothing too: as a naive script does), serving it
-   until the next. Prints "synced N BYTES" for each copy it makes. */
+   until the next. Prints "ready" once it knows PRIMARY's owner (a change after that is synced;
+   one before it is taken for the start's), then "synced N BYTES" for each copy it makes. */
 static void syncer(void) {
     Atom primary = XA_PRIMARY;
     Atom property = XInternAtom(dpy, "XHOSTILE_SYNC", False);
@@ -316,6 +317,7 @@ static void syncer(void) {
     unsigned long length = 0;
     Window seen = XGetSelectionOwner(dpy, primary);
     long synced = 0;
+    printf("ready\n");
     for (;;) {
         while (XPending(dpy)) {
             XEvent ev;

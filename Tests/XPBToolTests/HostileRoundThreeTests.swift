@@ -246,6 +246,9 @@ struct HostileRoundThreeTests {
         let daemon = try DaemonProcess(x, home: home, arguments: ["--clipboard-to-primary"])
         let syncer = try Peer(try attacker(), ["syncer"], display: x)
         defer { syncer.stop() }
+        // It takes the owner it finds at its start for one it has synced: a copy carried to
+        // PRIMARY before then would never be synced (seen once on a loaded machine).
+        try syncer.waitForOutput("ready")
         func read(_ selection: String) throws -> String { try run("/usr/bin/xclip", ["-o", "-selection", selection], display: x).text }
         func synced() -> [Substring] { syncer.outputSoFar.split(separator: "\n").filter { $0.hasPrefix("synced ") } }
 
