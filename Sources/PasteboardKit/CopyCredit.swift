@@ -24,7 +24,8 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
         public var pid: Int
         /// The executable's file name (`/proc/N/exe`'s, else `comm`).
         public var executable: String
-        /// Its arguments (`/proc/N/cmdline`), `argv[0]` first.
+        /// Its arguments (`/proc/N/cmdline`), `argv[0]` first. ``current()`` reads them for
+        /// shells alone, the one kind of process whose arguments decide a credit; empty for others.
         public var arguments: [String]
 
         public init(pid: Int, executable: String, arguments: [String]) {
@@ -101,12 +102,15 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
     /// instructions).
     static func facts(of pid: Int) -> (process: ProcessFacts, parent: Int)? {
         guard let stat = SystemCall.smallFile("/proc/\(pid)/stat"), let process = ProcessStat(stat) else { return nil }
-        var executable = SystemCall.linkTarget("/proc/\(pid)/exe").map { Array($0.utf8) }.map(fileName) ?? process.command
+        var executable = SystemCall.linkBytes("/proc/\(pid)/exe").map(fileName) ?? process.command
         let deleted = Array(" (deleted)".utf8)
         if executable.count > deleted.count, executable.suffix(deleted.count).elementsEqual(deleted) { executable.removeLast(deleted.count) }
-        let arguments = (SystemCall.smallFile("/proc/\(pid)/cmdline", limit: 1 << 20) ?? [])
+        let name = String(decoding: executable, as: UTF8.self)
+        // Only a shell's arguments decide a credit (the script it runs): nobody else's are read
+        // (a long command line costs a copy's start more than the rest of the walk).
+        let arguments = !shells.contains(name) ? [] : (SystemCall.smallFile("/proc/\(pid)/cmdline", limit: 1 << 20) ?? [])
             .split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-        return (ProcessFacts(pid: pid, executable: String(decoding: executable, as: UTF8.self), arguments: arguments), process.parent)
+        return (ProcessFacts(pid: pid, executable: name, arguments: arguments), process.parent)
     }
 
     /// What follows a path's last `/`.
@@ -124,10 +128,24 @@ public struct CopyCredit: Sendable, Equatable, Hashable {
             guard let open = stat.firstIndex(of: UInt8(ascii: "(")), let close = stat.lastIndex(of: UInt8(ascii: ")")), open < close else {
                 return nil
             }
-            let fields = stat[(close + 1)...].split(maxSplits: 2) { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\n") }
-            guard fields.count > 1, !fields[1].isEmpty, fields[1].count < 19,
-                  fields[1].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
-            parent = fields[1].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            // After the command: " STATE PPID ": the state is one field, the parent the next,
+            // scanned by hand (a generic split costs more than the file's read).
+            var index = close + 1
+            func skipSpaces() { while index < stat.count, stat[index] == UInt8(ascii: " ") { index += 1 } }
+            skipSpaces()
+            while index < stat.count, stat[index] != UInt8(ascii: " "), stat[index] != UInt8(ascii: "\n") { index += 1 }
+            skipSpaces()
+            var parent = 0
+            var digits = 0
+            while index < stat.count, stat[index] != UInt8(ascii: " "), stat[index] != UInt8(ascii: "\n") {
+                let byte = stat[index]
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 18 else { return nil }
+                parent = parent * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+                index += 1
+            }
+            guard digits > 0 else { return nil }
+            self.parent = parent
             command = Array(stat[(open + 1)..<close])
         }
     }

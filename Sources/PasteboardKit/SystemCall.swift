@@ -45,10 +45,16 @@ package enum SystemCall {
     /// `socket:[inode]`), as UTF-8, at most `capacity` bytes of it; nil when `path` is no link or
     /// cannot be read.
     package static func linkTarget(_ path: String, capacity: Int = Int(PATH_MAX)) -> String? {
-        var buffer = [CChar](repeating: 0, count: capacity + 1)
-        let count = readlink(path, &buffer, capacity)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        linkBytes(path, capacity: capacity).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// ``linkTarget(_:capacity:)``'s bytes, read into a buffer on the stack.
+    package static func linkBytes(_ path: String, capacity: Int = Int(PATH_MAX)) -> [UInt8]? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer -> [UInt8]? in
+            let count = buffer.withMemoryRebound(to: CChar.self) { readlink(path, $0.baseAddress!, capacity) }
+            guard count > 0 else { return nil }
+            return Array(buffer[..<count])
+        }
     }
 
     /// The bytes of a small file such as `/proc/PID/stat` (at most `limit`), read with plain
@@ -59,17 +65,19 @@ package enum SystemCall {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: min(limit, 4096))
-        var count = 0
-        while count < limit {
-            if count == bytes.count { bytes += [UInt8](repeating: 0, count: min(bytes.count, limit - count)) }
-            let read = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
-            if read < 0, errno == EINTR { continue }
-            guard read >= 0 else { return nil }
-            if read == 0 { break }
-            count += read
+        // Read through a buffer on the stack: one array, sized by what was read (a /proc file
+        // says nothing of its size).
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { buffer -> [UInt8]? in
+            var bytes: [UInt8] = []
+            while bytes.count < limit {
+                let read = Glibc.read(fd, buffer.baseAddress!, min(buffer.count, limit - bytes.count))
+                if read < 0, errno == EINTR { continue }
+                guard read >= 0 else { return nil }
+                if read == 0 { break }
+                bytes.append(contentsOf: buffer[..<read])
+            }
+            return bytes
         }
-        return Array(bytes.prefix(count))
     }
 }
 

@@ -56,6 +56,35 @@ struct CopyCreditTests {
         #expect(credit.pid.map { $0 > 1 } == true)
     }
 
+    @Test("facts from /proc: a shell's arguments are read, a program's are not (only a shell's decide a credit)")
+    func facts() throws {
+        let mine = try #require(CopyCredit.facts(of: Int(getpid())))
+        #expect(mine.parent == Int(getppid()))
+        #expect(mine.process.arguments.isEmpty, "the test runner is no shell: its command line is not read")
+        // A shell running a command (`; :` keeps it from exec'ing sleep).
+        var pid: pid_t = 0
+        let argv = ["/bin/sh", "-c", "sleep 30; :"]
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        #expect(posix_spawn(&pid, "/bin/sh", nil, nil, &cArguments, environ) == 0)
+        defer {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+        // Until it has exec'd its shell (before, it is this runner's copy).
+        let deadline = Date().addingTimeInterval(20)
+        var shell = CopyCredit.facts(of: Int(pid))
+        while shell.map({ !CopyCredit.shells.contains($0.process.executable) }) ?? true, Date() < deadline {
+            usleep(1000)
+            shell = CopyCredit.facts(of: Int(pid))
+        }
+        let facts = try #require(shell)
+        #expect(CopyCredit.shells.contains(facts.process.executable))
+        #expect(facts.process.arguments == argv)
+        #expect(facts.parent == Int(getpid()))
+    }
+
     @Test("/proc/N/stat read as bytes: a command holding spaces and parentheses, the parent after it; junk is nothing")
     func stat() throws {
         func parsed(_ text: String) -> CopyCredit.ProcessStat? { CopyCredit.ProcessStat(Array(text.utf8)) }
