@@ -72,10 +72,11 @@ struct CopyCreditTests {
             var status: Int32 = 0
             waitpid(pid, &status, 0)
         }
-        // Until it has exec'd its shell (before, it is this runner's copy).
+        // Until its shell runs: before exec it is this runner's copy, and while exec sets it up
+        // its exe link names the shell already but its command line is still empty.
         let deadline = Date().addingTimeInterval(20)
         var shell = CopyCredit.facts(of: Int(pid))
-        while shell.map({ !CopyCredit.shells.contains($0.process.executable) }) ?? true, Date() < deadline {
+        while shell.map({ !CopyCredit.shells.contains($0.process.executable) || $0.process.arguments.isEmpty }) ?? true, Date() < deadline {
             usleep(1000)
             shell = CopyCredit.facts(of: Int(pid))
         }
