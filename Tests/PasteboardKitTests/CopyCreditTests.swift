@@ -66,7 +66,8 @@ struct CopyCreditTests {
         let argv = ["/bin/sh", "-c", "sleep 30; :"]
         var cArguments = argv.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
-        #expect(posix_spawn(&pid, "/bin/sh", nil, nil, &cArguments, environ) == 0)
+        // Required: a failed spawn leaves pid 0, and kill(0, …) would signal this whole group.
+        try #require(posix_spawn(&pid, "/bin/sh", nil, nil, &cArguments, environ) == 0 && pid > 0)
         defer {
             kill(pid, SIGKILL)
             var status: Int32 = 0
