@@ -52,8 +52,8 @@ public struct X11Configuration: Sendable {
     public var runsOnCallersThread = false
     /// Whether the process exits as soon as the backend is closed (`xpb paste`): closing then
     /// flushes what was sent and shuts the socket, without Xlib's closing round trip, and leaves
-    /// Xlib's memory to the exit. A backend of a process that goes on must leave it off: the
-    /// display's memory would stay allocated.
+    /// Xlib's memory and the backend's own objects to the exit (the backend is never freed). A
+    /// backend of a process that goes on must leave it off: their memory would stay allocated.
     public var exitsAfterClose = false
     /// Where the backend reports what it noticed without failing a read: an INCR transfer whose
     /// bytes disagree with the size its owner announced (the protocol has no checksum; the

@@ -207,7 +207,7 @@ final class X11Connection: Sendable {
         guard !waitsOnItself else {
             throw PasteboardError.backendFailure("a pasteboard was read from inside a provider on the X thread; read it from another thread")
         }
-        let rendezvous = Rendezvous<T>(pump: pump)
+        let rendezvous = Rendezvous(pump: pump)
         let accepted = submit { session in body(session) { rendezvous.fulfil($0) } }
         guard accepted else { throw stopReason ?? X11BackendError.connectionLost }
         return try rendezvous.wait(timeout: timeout, stopped: { [self] in self.stopReason })
@@ -341,8 +341,13 @@ final class X11Connection: Sendable {
 }
 
 /// A one-shot meeting point between a waiting thread and the X thread.
-final class Rendezvous<T: Sendable>: Sendable {
-    private let result = Mutex<Result<T, any Error>?>(nil)
+///
+/// Not generic: a generic class's metadata is made at run time for each type argument it is
+/// used with (about 17,000 instructions each: a one-shot paste met it twice, for `Bool` and
+/// `Data?`), where a plain class's is in the binary. The value is carried as `any Sendable` and
+/// given back as the type it was fulfilled with; a waiter names that type.
+final class Rendezvous: Sendable {
+    private let result = Mutex<Result<any Sendable, any Error>?>(nil)
     private let semaphore = DispatchSemaphore(value: 0)
     /// Inline: a turn of the loop to run instead of sleeping (``X11Connection/pump``).
     private let pump: (@Sendable () -> Void)?
@@ -351,7 +356,11 @@ final class Rendezvous<T: Sendable>: Sendable {
         self.pump = pump
     }
 
-    func fulfil(_ value: Result<T, any Error>) {
+    func fulfil<T: Sendable>(_ value: Result<T, any Error>) {
+        settle(value.map { $0 as any Sendable })
+    }
+
+    private func settle(_ value: Result<any Sendable, any Error>) {
         let first = result.withLock { current -> Bool in
             guard current == nil else { return false }
             current = value
@@ -360,8 +369,9 @@ final class Rendezvous<T: Sendable>: Sendable {
         if first { semaphore.signal() }
     }
 
-    /// Waits for the result, checking every so often whether the connection stopped.
-    func wait(timeout: Double, stopped: () -> X11BackendError?) throws -> T {
+    /// Waits for the result, checking every so often whether the connection stopped. `T` is the
+    /// type the X thread fulfils it with.
+    func wait<T: Sendable>(timeout: Double, stopped: () -> X11BackendError?) throws -> T {
         // Clamped: DispatchTime traps on a span past Int64 nanoseconds (about 292 years).
         let end = DispatchTime.now() + min(max(0, timeout), 1e9)
         while true {
@@ -373,14 +383,18 @@ final class Rendezvous<T: Sendable>: Sendable {
                 break
             }
             if let reason = stopped() {
-                fulfil(.failure(reason))
+                settle(.failure(reason))
                 break
             }
             if DispatchTime.now() >= end {
-                fulfil(.failure(PasteboardError.timedOut(operation: "the X11 request", seconds: timeout)))
+                settle(.failure(PasteboardError.timedOut(operation: "the X11 request", seconds: timeout)))
                 break
             }
         }
-        return try result.withLock { $0! }.get()
+        let value = try result.withLock { $0! }.get()
+        guard let typed = value as? T else {
+            throw PasteboardError.backendFailure("the X thread answered with \(type(of: value)), not \(T.self)")
+        }
+        return typed
     }
 }

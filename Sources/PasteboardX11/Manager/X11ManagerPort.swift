@@ -300,7 +300,7 @@ package struct X11ManagerPort: Sendable {
     package func stream(_ name: Pasteboard.Name, target: String, limit: Int, highWater: Int = 2 << 20,
                         begin: (String, Int?) throws -> Void, chunk: (Data) throws -> Void) throws -> Bool {
         let sink = StreamSink(highWater: highWater, pump: backend.connection.pump)
-        let converted = Rendezvous<Bool>(pump: backend.connection.pump)
+        let converted = Rendezvous(pump: backend.connection.pump)
         guard backend.connection.submit({ session in
             session.reader.convert(backend.selectionAtom(name, in: session), to: session.wire.atom(target), limit: limit, sink: sink) { result in
                 converted.fulfil(result.map { $0 != nil })
@@ -320,7 +320,7 @@ package struct X11ManagerPort: Sendable {
             try start()
             try chunk(data)
         }
-        let ok = try converted.wait(timeout: backend.configuration.transferDeadline + 5, stopped: { [connection = backend.connection] in connection.stopReason })
+        let ok: Bool = try converted.wait(timeout: backend.configuration.transferDeadline + 5, stopped: { [connection = backend.connection] in connection.stopReason })
         if ok { try start() }
         return ok
     }

@@ -169,7 +169,7 @@ extension X11PasteboardBackend {
     /// when the owner refuses (before any byte).
     private func stream(_ name: Pasteboard.Name, target: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
         let sink = StreamSink(pump: connection.pump)
-        let started = Rendezvous<Bool>(pump: connection.pump)
+        let started = Rendezvous(pump: connection.pump)
         let selection = Self.selectionName(for: name)
         guard connection.submit({ session in
             session.reader.convert(session.wire.atom(selection), to: session.wire.atom(target), limit: limit, sink: sink) { result in

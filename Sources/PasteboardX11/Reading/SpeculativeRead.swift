@@ -13,7 +13,7 @@ final class SpeculativeRead: Sendable {
     let limit: Int
     let sink: StreamSink
     /// Whether the owner converted the target (false: it refused, or it was never asked).
-    private let answered: Rendezvous<Bool>
+    private let answered: Rendezvous
 
     /// `pump`: the connection's inline turn (``X11Connection/pump``), if the reader runs the loop.
     init(target: String, limit: Int, pump: (@Sendable () -> Void)? = nil) {
