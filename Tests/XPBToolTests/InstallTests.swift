@@ -194,6 +194,30 @@ struct StaticRuntimeTests {
     }
 }
 
+extension StaticRuntimeTests {
+    @Test("the command line comes from the C library at start (CProcessArguments): arguments arrive as given, and the runtime's constructor that scans /proc/self/maps is not linked")
+    func commandLine() throws {
+        let xpb = try InstallTests.staticBinary()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpb-arguments-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let name = directory.appendingPathComponent("a file with  spaces, naïve ✓").path
+        try Data("what the odd name holds".utf8).write(to: URL(fileURLWithPath: name))
+        let x = try Xvfb()
+        let copied = try run(xpb, ["copy", "--", name], display: x)
+        #expect(copied.status == 0, "\(copied.error)")
+        #expect(try run(xpb, ["paste"], display: x).text == "what the odd name holds")
+        // A name that is not there comes back in the error as it was given.
+        let missing = directory.appendingPathComponent("not here ✗ -x").path
+        let failed = try run(xpb, ["copy", "--", missing], display: x)
+        #expect(failed.status != 0 && failed.error.contains(missing), "\(failed.status) \(failed.error)")
+        // The runtime's argument finder (CommandLine.cpp's argvGrabber) stayed in its archive.
+        let symbols = try run("/usr/bin/nm", [xpb], display: x, timeout: 120)
+        #expect(symbols.status == 0 && symbols.text.contains(" _swift_stdlib_getUnsafeArgvArgc"), "\(symbols.error)")
+        #expect(!symbols.text.contains("argvGrabber"))
+    }
+}
+
 /// `make deb`: the two Debian packages, checked by lintian, listed by `dpkg -c`, installed into a
 /// scratch root with `dpkg --root`, run from there, and removed again without a trace.
 @Suite("make deb")
