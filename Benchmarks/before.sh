@@ -1,4 +1,4 @@
-# Sourced by run.sh and wayland.sh: with XPB_BENCH_BEFORE=BINARY (an earlier build of xpb), the
+# Sourced by run.sh and wayland.sh. With XPB_BENCH_BEFORE=BINARY (an earlier build of xpb), the
 # hyperfine arguments that run it in the small copy rows' rounds, named "(before)": before_copy
 # and before_pair (empty without it). Usage: before_rows WORK SMALL
 before_rows() {
@@ -9,4 +9,24 @@ before_rows() {
     before="$work/xpb-before"
     before_copy=(-n "xpb copy (before)" "$before copy $small")
     before_pair=(-n "xpb copy, xpb paste (before)" "$before copy $small && $before paste > /dev/null")
+}
+
+# Usage: rotated ROUND -n NAME COMMAND [-n NAME COMMAND …]; sets `rotation` to the same hyperfine
+# arguments, each round starting one command further along. In a fixed order the command that
+# always runs first and the one that always runs last were measured apart even when they were the
+# same binary (0.99 × and 1.08 × xclip in one run): every command takes every place in turn.
+rotated() {
+    local round=$1 i count
+    shift
+    local -a names=() commands=()
+    while (($#)); do
+        names+=("$2")
+        commands+=("$3")
+        shift 3
+    done
+    count=${#names[@]}
+    rotation=()
+    for ((i = 0; i < count; i++)); do
+        rotation+=(-n "${names[(i + round) % count]}" "${commands[(i + round) % count]}")
+    done
 }

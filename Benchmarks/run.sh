@@ -74,11 +74,15 @@ hf() { # name (report.py merges name.*.json), round, then commands
         || hyperfine -N --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
 }
 
+. "$here/before.sh"
+# The rounds of the small rows take turns (rotated, before.sh), and run xpb under a second name
+# too: how far apart the same binary comes out is the run's resolution, written beside the rows.
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
 for round in 1 2 3 4 5; do
-    hf paste13 "$round" -n "xpb paste" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" -n "xsel -o" "xsel -o -b" \
-        -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true
+    rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" \
+        -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true
+    hf paste13 "$round" "${rotation[@]}"
 done
 
 # Minor page faults of one paste (GNU time), each binary as it is on disk now: xpb as just written,
@@ -92,7 +96,8 @@ if [ -w /proc/sys/vm/drop_caches ]; then
     echo "bench: 1b the same paste with the page cache dropped"
     sync && echo 1 > /proc/sys/vm/drop_caches
     for round in 1 2 3 4 5; do
-        hf paste13cold "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
+        rotated "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
+        hf paste13cold "$round" "${rotation[@]}"
     done
     echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
 fi
@@ -102,17 +107,27 @@ fi
 # hyperfine subtracts the shell's own start. Each copy leaves a background owner, which the next
 # copy replaces (and which then exits).
 echo "bench: 1c copy 13 bytes, and copy then paste"
-. "$here/before.sh"
 before_rows "$work" "$work/small"
+hfs() { # as hf, through sh (hyperfine subtracts the shell's start), as the copy rows are timed
+    local name=$1 round=$2; shift 2
+    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
+        || hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
+}
+# xsel -i returns before its background process owns the selection, and an xsel -o right after it
+# can wait forever on the owner being replaced (xsel's -t does not bound it): seen once in four
+# runs. A watchdog ends such an xsel -o after 10 s and counts it; the run goes on.
+(while sleep 2; do pkill --older 10 -f "^xsel -o" && echo "$(date +%s)" >> "$results/xsel_hangs.txt"; done) &
+watchdog=$!
 for round in 1 2 3 4 5; do
-    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copy13.$round.json" --style basic \
-        -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small" \
-        -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}" >/dev/null
-    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/copypaste13.$round.json" --style basic \
-        -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
+    rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
+        -n "xclip -i" "xclip -i -selection clipboard $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
+    hfs copy13 "$round" "${rotation[@]}"
+    rotated "$round" -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
         -n "xclip -i, xclip -o" "xclip -i -selection clipboard $work/small && xclip -o -selection clipboard > /dev/null" \
-        -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" "${before_pair[@]}" >/dev/null
+        -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" "${before_pair[@]}"
+    hfs copypaste13 "$round" "${rotation[@]}"
 done
+kill "$watchdog" 2>/dev/null || true
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 pkill -x xclip 2>/dev/null || true
 pkill -x xsel 2>/dev/null || true
