@@ -14,7 +14,7 @@ before_rows() {
 # Usage: rotated ROUND -n NAME COMMAND [-n NAME COMMAND …]; sets `rotation` to the same hyperfine
 # arguments, each round starting one command further along. In a fixed order the command that
 # always runs first and the one that always runs last were measured apart even when they were the
-# same binary (0.99 × and 1.08 × xclip in one run): every command takes every place in turn.
+# same binary (0.99 × and 1.08 × xclip in one run): now no command is always first or last.
 rotated() {
     local round=$1 i count
     shift

@@ -68,10 +68,11 @@ owner_pid() {
     "$xpb" info --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["ownerPID"])'
 }
 
-hf() { # name (report.py merges name.*.json), round, then commands
+hf() { # name (report.py merges name.*.json), round, then hyperfine's options and commands; a round
+    # that fails (an owner gone mid-run) is timed again with failures ignored
     local name=$1 round=$2; shift 2
-    hyperfine -N --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
-        || hyperfine -N --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
+    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
+        || hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
 }
 
 . "$here/before.sh"
@@ -82,7 +83,7 @@ xclip -i -selection clipboard "$work/small"
 for round in 1 2 3 4 5; do
     rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" \
         -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true
-    hf paste13 "$round" "${rotation[@]}"
+    hf paste13 "$round" -N "${rotation[@]}"
 done
 
 # Minor page faults of one paste (GNU time), each binary as it is on disk now: xpb as just written,
@@ -97,7 +98,7 @@ if [ -w /proc/sys/vm/drop_caches ]; then
     sync && echo 1 > /proc/sys/vm/drop_caches
     for round in 1 2 3 4 5; do
         rotated "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
-        hf paste13cold "$round" "${rotation[@]}"
+        hf paste13cold "$round" -N "${rotation[@]}"
     done
     echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
 fi
@@ -108,24 +109,19 @@ fi
 # copy replaces (and which then exits).
 echo "bench: 1c copy 13 bytes, and copy then paste"
 before_rows "$work" "$work/small"
-hfs() { # as hf, through sh (hyperfine subtracts the shell's start), as the copy rows are timed
-    local name=$1 round=$2; shift 2
-    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
-        || hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
-}
 # xsel -i returns before its background process owns the selection, and an xsel -o right after it
-# can wait forever on the owner being replaced (xsel's -t does not bound it): seen once in four
-# runs. A watchdog ends such an xsel -o after 10 s and counts it; the run goes on.
+# can wait forever on the owner being replaced (xsel's -t does not bound it): seen in two runs
+# of six. A watchdog ends such an xsel -o after 10 s and counts it; the run goes on.
 (while sleep 2; do pkill --older 10 -f "^xsel -o" && echo "$(date +%s)" >> "$results/xsel_hangs.txt"; done) &
 watchdog=$!
 for round in 1 2 3 4 5; do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "xclip -i" "xclip -i -selection clipboard $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
-    hfs copy13 "$round" "${rotation[@]}"
+    hf copy13 "$round" "${rotation[@]}"
     rotated "$round" -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
         -n "xclip -i, xclip -o" "xclip -i -selection clipboard $work/small && xclip -o -selection clipboard > /dev/null" \
         -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" "${before_pair[@]}"
-    hfs copypaste13 "$round" "${rotation[@]}"
+    hf copypaste13 "$round" "${rotation[@]}"
 done
 kill "$watchdog" 2>/dev/null || true
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
@@ -144,19 +140,19 @@ callgrind_annotate --inclusive=yes "$results/paste13.callgrind" > "$results/past
 echo "bench: 2 serve 13 bytes to xclip -o"
 for round in 1 2 3 4 5; do
     "$xpb" copy "$work/small"
-    hf serve13_xpb "$round" -n "owner xpb" "xclip -o -selection clipboard"
+    hf serve13_xpb "$round" -N -n "owner xpb" "xclip -o -selection clipboard"
     "$work/answer" 100 >> "$results/answer_xpb.txt"
     xclip -i -selection clipboard "$work/small"
-    hf serve13_xclip "$round" -n "owner xclip" "xclip -o -selection clipboard"
+    hf serve13_xclip "$round" -N -n "owner xclip" "xclip -o -selection clipboard"
     "$work/answer" 100 >> "$results/answer_xclip.txt"
 done
 
 echo "bench: 3 paste 1 MB, reader xclip"
 for round in 1 2 3 4 5; do
     "$xpb" copy -t application/octet-stream "$work/1mb"
-    hf paste1mb_xpb "$round" -n "owner xpb" "xclip -o -selection clipboard -t application/octet-stream"
+    hf paste1mb_xpb "$round" -N -n "owner xpb" "xclip -o -selection clipboard -t application/octet-stream"
     xclip -i -selection clipboard -t application/octet-stream "$work/1mb"
-    hf paste1mb_xclip "$round" -n "owner xclip" "xclip -o -selection clipboard -t application/octet-stream"
+    hf paste1mb_xclip "$round" -N -n "owner xclip" "xclip -o -selection clipboard -t application/octet-stream"
 done
 
 echo "bench: 4 copy + paste 100 MB through the X server (fast path off)"
@@ -276,11 +272,11 @@ attack_owner=$(owner_pid)
 for round in 1 2 3 4 5; do
     # xprop reads a root property: a round trip to the X server that never meets the owner, so
     # it shows what the flood does to the server itself.
-    hf attack_idle "$round" -n "xclip -o, owner idle" "xclip -o -selection clipboard" -n "xprop, idle" "xprop -root -notype _XPB_NONE"
+    hf attack_idle "$round" -N -n "xclip -o, owner idle" "xclip -o -selection clipboard" -n "xprop, idle" "xprop -root -notype _XPB_NONE"
     "$work/xhostile" flood 8 100 > "$work/flood.out" &
     flood=$!
     until grep -q flooding "$work/flood.out" 2>/dev/null; do sleep 0.01; done
-    hf attack_during "$round" -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard" \
+    hf attack_during "$round" -N -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard" \
         -n "xprop under the flood" "xprop -root -notype _XPB_NONE"
     # The flood may have ended by itself: a failed kill must not end the script (set -e).
     kill "$flood" 2>/dev/null || true
