@@ -75,31 +75,32 @@ package enum LocalProcess {
         return holders.count > 1 ? .candidates(holders) : .unknown
     }
 
-    /// How many times a process's threads have been given the processor (the timeslices of
-    /// each `/proc/PID/task/TID/schedstat`, up to 1,024 threads; nil for a process gone, or a
+    /// How many times each of a process's threads has been given the processor (the timeslices
+    /// of each `/proc/PID/task/TID/schedstat`, up to 1,024 threads; nil for a process gone, or a
     /// kernel without scheduler statistics).
-    package static func timeslices(of pid: Int) -> UInt64? {
+    package static func timeslices(of pid: Int) -> Timeslices? {
         guard pid > 0, let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
-        var total: UInt64 = 0
-        var counted = false
+        var ids: [Int] = []
+        var counts: [UInt64] = []
         for thread in threads.prefix(1024) {
-            guard let line = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8) else { continue }
+            guard let id = Int(thread),
+                  let line = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8) else { continue }
             let fields = line.split(separator: " ")
             guard fields.count >= 3, let slices = UInt64(fields[2].trimming(while: \.isNewline)) else { continue }
-            total &+= slices
-            counted = true
+            ids.append(id)
+            counts.append(slices)
         }
-        return counted ? total : nil
+        return ids.isEmpty ? nil : Timeslices(threads: ids, counts: counts)
     }
 
     /// Of `before` (processes with their timeslices then), those given the processor since (a
     /// process gone, or whose counts are unknown, did not): the owner of a selection must run to
     /// answer a request, the other holders of handed-down connections need not (dbus-launch's
     /// child sleeps).
-    package static func ran(_ before: [(pid: Int, timeslices: UInt64?)]) -> [Int] {
+    package static func ran(_ before: [(pid: Int, timeslices: Timeslices?)]) -> [Int] {
         before.filter { candidate in
             guard let then = candidate.timeslices, let now = timeslices(of: candidate.pid) else { return false }
-            return now > then
+            return now.ran(since: then)
         }.map(\.pid)
     }
 

@@ -100,9 +100,25 @@ struct AttributionUnitTests {
         usleep(20_000)
         #expect(LocalProcess.ran(before) == [me])
         // Both ran: both are told (the owner is one of them).
-        #expect(LocalProcess.ran(before.map { (pid: $0.pid, timeslices: $0.timeslices.map { $0 - 1 }) }) == [me, asleep])
+        let earlier = before.map { (pid: $0.pid, timeslices: $0.timeslices.map { Timeslices(threads: $0.threads, counts: $0.counts.map { $0 - 1 }) }) }
+        #expect(LocalProcess.ran(earlier) == [me, asleep])
         // None ran (a gone process's counts are unknown).
         #expect(LocalProcess.ran([(pid: asleep, timeslices: LocalProcess.timeslices(of: asleep))]).isEmpty)
+    }
+
+    @Test("a process ran when a thread seen twice ran again, or a thread came or went; never told by a sum that a thread's end lowers")
+    func timeslicesCompared() {
+        let earlier = Timeslices(threads: [10, 11, 12], counts: [5, 500, 7])
+        #expect(!earlier.ran(since: earlier), "nothing ran")
+        #expect(!Timeslices(threads: [12, 10, 11], counts: [7, 5, 500]).ran(since: earlier), "the threads listed in another order")
+        #expect(Timeslices(threads: [10, 11, 12], counts: [5, 500, 8]).ran(since: earlier))
+        // Thread 11 ended (it ran to its end) while 10 ran once more: the sum fell by 499, the
+        // process ran.
+        #expect(Timeslices(threads: [10, 12], counts: [6, 7]).ran(since: earlier))
+        #expect(Timeslices(threads: [10, 12], counts: [5, 7]).ran(since: earlier), "a thread ended")
+        #expect(Timeslices(threads: [10, 11, 12, 13], counts: [5, 500, 7, 1]).ran(since: earlier), "a thread was made")
+        // A count that went down (a thread id used again) is not taken for a run by itself.
+        #expect(!Timeslices(threads: [10, 11, 12], counts: [5, 499, 7]).ran(since: earlier))
     }
 
     @Test("a job's names: a script is named by its script, not its shell; every live process of the process group counts; a password manager's job is told from its caller")
