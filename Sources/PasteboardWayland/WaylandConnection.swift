@@ -30,6 +30,12 @@ package final class WaylandConnection: @unchecked Sendable {
     private var finishedCallbacks: Set<UInt32> = []
     /// Serializes writes: each message goes out whole, with its descriptor.
     private let writing = Condition()
+    /// Inside ``withWriting(_:)``: the requests written wait here and go out together, in one
+    /// `sendmsg`, when the block ends (guarded by `writing`). Each request sent alone woke the
+    /// compositor once, which took the processor from this client once: a paste's four binding
+    /// requests and its sync were nine context switches.
+    private var batch: [UInt8] = []
+    private var batching = false
     /// Where the compositor's bytes and descriptors are received (used by one thread at a time).
     private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 << 10, alignment: 16)
     private let receiveFDs = UnsafeMutableBufferPointer<Int32>.allocate(capacity: 28)
@@ -176,30 +182,61 @@ package final class WaylandConnection: @unchecked Sendable {
     /// lock: the compositor takes a client's new ids only in the order made (an id past the next
     /// free one ends the connection), so no other thread's new id may go out between the two.
     package func sendNew(_ interface: WaylandInterface, _ request: (UInt32) -> WaylandMessage) throws -> UInt32 {
-        writing.lock()
-        defer { writing.unlock() }
-        let id = withState { $0.make(interface) }
-        try write(request(id))
-        return id
+        try withWriting { try writeNewLocked(interface, request) }
     }
 
-    /// Runs `body` with the writing lock held: requests it writes (``writeLocked(_:)``) go out
-    /// together, none of another thread's between them.
-    package func withWriting<T>(_ body: () throws -> T) rethrows -> T {
+    /// Runs `body` with the writing lock held: the requests it writes (``writeLocked(_:)``,
+    /// ``writeNewLocked(_:_:)``) go out together when it ends, in one `sendmsg` (one with a
+    /// descriptor at once, with those before it), none of another thread's between them. What
+    /// was written before `body` threw goes out too.
+    package func withWriting<T>(_ body: () throws -> T) throws -> T {
         writing.lock()
         defer { writing.unlock() }
-        return try body()
+        batching = true
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            batching = false
+            try? flushBatch()
+            throw error
+        }
+        batching = false
+        try flushBatch()
+        return result
     }
 
     /// Writes a message inside ``withWriting(_:)``.
     package func writeLocked(_ message: WaylandMessage) throws { try write(message) }
 
-    /// Writes a message whole (with the writing lock held).
+    /// Inside ``withWriting(_:)``: makes a new object of ours and writes the request that creates it.
+    package func writeNewLocked(_ interface: WaylandInterface, _ request: (UInt32) -> WaylandMessage) throws -> UInt32 {
+        let id = withState { $0.make(interface) }
+        try write(request(id))
+        return id
+    }
+
+    /// Writes a message whole (with the writing lock held); inside ``withWriting(_:)``, to the
+    /// batch, which a message with a descriptor sends at once (the caller closes it after).
     private func write(_ message: WaylandMessage) throws {
         let (bytes, fds) = try WaylandWire.encode(message)
         if let reason = endReason { throw WaylandError(reason) }
+        guard batching else { return try sendWhole(bytes, descriptor: fds.first ?? -1) }
+        batch += bytes
+        if let descriptor = fds.first { try flushBatch(descriptor: descriptor) }
+    }
+
+    /// Sends the batch (with the writing lock held), `descriptor` with its first byte.
+    private func flushBatch(descriptor: Int32 = -1) throws {
+        guard !batch.isEmpty else { return }
+        defer { batch.removeAll(keepingCapacity: true) }
+        try sendWhole(batch, descriptor: descriptor)
+    }
+
+    /// Sends `bytes` whole, `descriptor` (or none: -1) with the first of them.
+    private func sendWhole(_ bytes: [UInt8], descriptor first: Int32) throws {
         var offset = 0
-        var descriptor = fds.first ?? -1
+        var descriptor = first
         while offset < bytes.count {
             let sent = bytes.withUnsafeBytes { raw in
                 clinux_send_with_fd(fd, raw.baseAddress! + offset, raw.count - offset, descriptor)
@@ -220,9 +257,20 @@ package final class WaylandConnection: @unchecked Sendable {
     }
 
     /// Sends a sync and waits for its callback: every request sent before it has been handled,
-    /// and every event it caused has been read.
-    package func roundtrip(timeout: Double) throws {
-        let callback = try sendNew(.callback) { WaylandRequest.sync(callback: $0) }
+    /// and every event it caused has been read. `requests` writes (as in ``withWriting(_:)``)
+    /// what goes out with the sync, in one `sendmsg`: one wake-up of the compositor for all.
+    package func roundtrip(timeout: Double, after requests: () throws -> Void = {}) throws {
+        let callback = try withWriting {
+            try requests()
+            return try writeNewLocked(.callback) { WaylandRequest.sync(callback: $0) }
+        }
+        try waitForCallback(callback, timeout: timeout)
+    }
+
+    /// Waits for the callback of a sync (``roundtrip(timeout:after:)``). Never inlined: the
+    /// round trip is specialized for each caller's requests, and this part need not be.
+    @inline(never)
+    private func waitForCallback(_ callback: UInt32, timeout: Double) throws {
         let deadline = Date().addingTimeInterval(timeout)
         if isInline {
             while !withStateLocked({ _ in finishedCallbacks.contains(callback) }) {

@@ -87,15 +87,15 @@ extension WaylandPasteboardBackend {
     /// Empties the selection if `precondition` allows it.
     package func clear(_ name: Pasteboard.Name, if precondition: @escaping (UInt?) -> Bool) throws -> Bool {
         let selection = try selection(name)
-        let cleared = try connection.withWriting { () throws -> Bool in
+        var cleared = false
+        try connection.roundtrip(timeout: configuration.readTimeout) {
             let device = connection.withState { state -> UInt32? in
                 precondition(state.owner(of: selection)) ? state.device : nil
             }
-            guard let device else { return false }
+            guard let device else { return }
             try connection.writeLocked(WaylandRequest.setSelection(device: device, source: nil, primary: selection == .primary))
-            return true
+            cleared = true
         }
-        if cleared { try connection.roundtrip(timeout: configuration.readTimeout) }
         return cleared
     }
 

@@ -140,18 +140,21 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     /// The registry's globals, then the seat, the manager and the device; a round trip after
-    /// each step.
+    /// each step, each step's requests sent with its sync.
     private func bind() throws {
         let timeout = configuration.readTimeout
-        let registry = try connection.sendNew(.registry) { WaylandRequest.getRegistry($0) }
-        try connection.roundtrip(timeout: timeout)
+        var registry: UInt32 = 0
+        try connection.roundtrip(timeout: timeout) {
+            registry = try connection.writeNewLocked(.registry) { WaylandRequest.getRegistry($0) }
+        }
         let (seatGlobal, control) = connection.withState { ($0.seatGlobal, $0.dataControlGlobal) }
         guard let (global, flavour) = control else { throw PasteboardError.unavailable(Self.noDataControl) }
         guard let seatGlobal else { throw PasteboardError.unavailable("the Wayland compositor has no seat: it has no clipboard") }
         let version = min(global.version, flavour.maxVersion)
         state.withLock { $0.hasPrimary = flavour.hasPrimarySelection(version: version) }
-        // The ids are made and sent under the writing lock, in order (see sendNew).
-        try connection.withWriting {
+        // The ids are made and sent under the writing lock, in order (see sendNew); the device's
+        // first events are the selections as they are now.
+        try connection.roundtrip(timeout: timeout) {
             let (seat, manager, device) = connection.withState { state -> (UInt32, UInt32, UInt32) in
                 let seat = state.make(.seat)
                 let manager = state.make(.manager(flavour))
@@ -165,8 +168,6 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             try connection.writeLocked(WaylandRequest.bind(registry: registry, name: global.name, interface: flavour.managerInterface, version: version, id: manager))
             try connection.writeLocked(WaylandRequest.getDevice(manager: manager, id: device, seat: seat))
         }
-        // The device's first events are the selections as they are now.
-        try connection.roundtrip(timeout: timeout)
         let types = try connection.withState { state -> [DataControlState.Selection: [PasteboardType]] in
             if let fatal = state.fatalError { throw PasteboardError.unavailable(fatal) }
             var types: [DataControlState.Selection: [PasteboardType]] = [:]
@@ -551,18 +552,20 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     /// Sets a source of `contents` as the selection if `precondition` (asked with the selection's
-    /// owner number just before) allows it; the compositor has it when this returns.
+    /// owner number just before) allows it; the compositor has it when this returns. The source,
+    /// its types and the selection go out with the round trip's sync, in one message.
     func own(_ contents: SourceContents, on name: Pasteboard.Name, if precondition: ((UInt?) -> Bool)?) throws -> Bool {
         let selection = try selection(name)
         do {
-            let owned = try connection.withWriting {
+            var owned = false
+            try connection.roundtrip(timeout: configuration.readTimeout) {
                 let made = connection.withState { state -> (source: UInt32, device: UInt32, manager: UInt32)? in
                     if let precondition, !precondition(state.owner(of: selection)) { return nil }
                     let source = state.make(.source(state.manager?.flavour ?? .wlr))
                     state.expectOwn(selection, source: source, types: contents.offered.map { Array($0.utf8) })
                     return (source, state.device ?? 0, state.manager?.id ?? 0)
                 }
-                guard let made else { return false }
+                guard let made else { return }
                 state.withLock { state in
                     state.held[made.source] = contents
                     state.ours[selection] = made.source
@@ -572,9 +575,8 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                     try connection.writeLocked(WaylandRequest.offer(source: made.source, type: Array(target.utf8)))
                 }
                 try connection.writeLocked(WaylandRequest.setSelection(device: made.device, source: made.source, primary: selection == .primary))
-                return true
+                owned = true
             }
-            if owned { try connection.roundtrip(timeout: configuration.readTimeout) }
             return owned
         } catch {
             throw PasteboardError.backendFailure("\(error)")
