@@ -64,7 +64,7 @@ let package = Package(
         // Image conversion between the formats the clipboard carries, with a pixel limit on
         // decodes; registers itself as the model's image converter (PasteboardKit's
         // ImageConversion), so that the model links no image library.
-        .target(name: "ImageCodecs", dependencies: ["CImageCodecs", "PasteboardKit"]),
+        .target(name: "ImageCodecs", dependencies: ["CImageCodecs", "PasteboardKit"], swiftSettings: daemonSize),
         // The platform-neutral pasteboard model: no X11 API and no X library here (the image
         // codecs, whose XPM writer links libX11, register themselves from their own module).
         // FoundationEssentials only, as every module the binaries link: Foundation proper brings
@@ -88,7 +88,7 @@ let package = Package(
         .target(name: "CommandLineTable", swiftSettings: daemonSize),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
         // dependency, so that xpb's blocking client stays fast to start.
-        .target(name: "PasteboardWire"),
+        .target(name: "PasteboardWire", swiftSettings: daemonSize),
         // The daemon's core, knowing no display: the daemon over a host port (ClipboardHost), the
         // history, the rules (secret, app, content, taken back), sync, the control socket, D-Bus,
         // and the host without a display (memory). It depends on neither PasteboardX11 nor
