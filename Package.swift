@@ -88,7 +88,7 @@ let package = Package(
         .target(name: "CommandLineTable", swiftSettings: daemonSize),
         // The daemon's control protocol: framing, message types, version, socket path. No I/O
         // dependency, so that xpb's blocking client stays fast to start.
-        .target(name: "PasteboardWire", swiftSettings: daemonSize),
+        .target(name: "PasteboardWire"),
         // The daemon's core, knowing no display: the daemon over a host port (ClipboardHost), the
         // history, the rules (secret, app, content, taken back), sync, the control socket, D-Bus,
         // and the host without a display (memory). It depends on neither PasteboardX11 nor
