@@ -59,20 +59,24 @@ results="$work/results"
 mkdir -p "$results"
 
 . "$here/before.sh"
+before_rows "$work" "$work/small"
 # The rounds of the small rows take turns (rotated, before.sh), and run xpb under a second name
 # too: how far apart the same binary comes out is the run's resolution, written beside the rows.
-echo "bench: 1 paste 13 bytes (owner wl-copy)"
-wl-copy -t text/plain < "$work/small"
-for round in 1 2 3; do
-    rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "wl-paste -n" "wl-paste -n"
-    hyperfine -N --warmup 5 --runs "$runs" --export-json "$results/paste13.$round.json" --style basic "${rotation[@]}" >/dev/null
+# Two owners: wl-copy forks and starts cat for every request (about a millisecond of each paste
+# is its), xpb's background owner writes from memory (what the readers themselves cost shows).
+echo "bench: 1 paste 13 bytes (owner wl-copy, then owner xpb copy)"
+for owner in wlcopy xpb; do
+    if [ "$owner" = wlcopy ]; then wl-copy -t text/plain < "$work/small"; else "$xpb" copy "$work/small"; fi
+    for round in 1 2 3; do
+        rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "wl-paste -n" "wl-paste -n" "${before_paste[@]}"
+        hyperfine -N --warmup 5 --runs "$runs" --export-json "$results/paste13$owner.$round.json" --style basic "${rotation[@]}" >/dev/null
+    done
 done
 
 # A small copy, and a copy followed at once by a paste (what a script does), each tool against
 # itself, through sh as scripts run them (hyperfine subtracts the shell's start). wl-copy names its
 # type: without -t it runs xdg-mime to guess one (about 50 ms).
 echo "bench: 1b copy 13 bytes, and copy then paste"
-before_rows "$work" "$work/small"
 for round in 1 2 3; do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" "${before_copy[@]}"
@@ -129,14 +133,20 @@ def rss(name):
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
 
 rows = []
-small = merged("paste13")
-x, w = median(small["xpb paste"]), median(small["wl-paste -n"])
-rows.append(("paste 13 bytes, whole process (owner wl-copy)", f"xpb {ms(x)}; wl-paste -n {ms(w)} ({len(small['xpb paste'])} runs each)",
-             f"{x / w:.2f} ×", "≤ 1.0 ×", "met" if x / w <= 1.0 else "**not met**"))
-if "xpb paste (again)" in small:
-    again = median(small["xpb paste (again)"])
-    rows.append(("the same xpb paste under a second name, in the same rounds (this run's resolution)", f"xpb again {ms(again)}",
-                 f"{again / median(small['xpb paste']):.2f} × the first", "", ""))
+# The target for a small Wayland paste: at most 0.6 × wl-paste's time.
+for prefix, owner in [("paste13wlcopy", "wl-copy: it starts cat for each request"), ("paste13xpb", "xpb copy")]:
+    small = merged(prefix)
+    x, w = median(small["xpb paste"]), median(small["wl-paste -n"])
+    rows.append((f"paste 13 bytes, whole process (owner {owner})", f"xpb {ms(x)}; wl-paste -n {ms(w)} ({len(small['xpb paste'])} runs each)",
+                 f"{x / w:.2f} ×", "≤ 0.6 ×", "met" if x / w <= 0.6 else "**not met**"))
+    if "xpb paste (again)" in small:
+        again = median(small["xpb paste (again)"])
+        rows.append(("the same xpb paste under a second name, in the same rounds (this run's resolution)", f"xpb again {ms(again)}",
+                     f"{again / w:.2f} ×; {again / x:.2f} × the first", "", ""))
+    if "xpb paste (before)" in small:
+        b = median(small["xpb paste (before)"])
+        rows.append(("the same paste, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
+                     f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
 for prefix, owner, check in [("paste100_wlcopy", "wl-copy", "check_wlcopy.txt"), ("paste100_xpb", "xpb copy", "check_xpb.txt")]:
     big = merged(prefix)
     x, w = median(big["xpb paste"]), median(big["wl-paste"])

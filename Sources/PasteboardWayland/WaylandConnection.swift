@@ -32,8 +32,8 @@ package final class WaylandConnection: @unchecked Sendable {
     private let writing = Condition()
     /// Inside ``withWriting(_:)``: the requests written wait here and go out together, in one
     /// `sendmsg`, when the block ends (guarded by `writing`). Each request sent alone woke the
-    /// compositor once, which took the processor from this client once: a paste's four binding
-    /// requests and its sync were nine context switches.
+    /// compositor, which could take the processor from this client each time: a 13-byte paste
+    /// was preempted 4.1 times on average with six `sendmsg`s, 1.5 with three (sway, 20 runs).
     private var batch: [UInt8] = []
     private var batching = false
     /// Where the compositor's bytes and descriptors are received (used by one thread at a time).
