@@ -64,7 +64,7 @@ let package = Package(
         // Image conversion between the formats the clipboard carries, with a pixel limit on
         // decodes; registers itself as the model's image converter (PasteboardKit's
         // ImageConversion), so that the model links no image library.
-        .target(name: "ImageCodecs", dependencies: ["CImageCodecs", "PasteboardKit"], swiftSettings: daemonSize),
+        .target(name: "ImageCodecs", dependencies: ["CImageCodecs", "PasteboardKit"]),
         // The platform-neutral pasteboard model: no X11 API and no X library here (the image
         // codecs, whose XPM writer links libX11, register themselves from their own module).
         // FoundationEssentials only, as every module the binaries link: Foundation proper brings
