@@ -216,29 +216,24 @@ package final class WaylandConnection: @unchecked Sendable {
         return id
     }
 
-    /// Writes a message whole (with the writing lock held); inside ``withWriting(_:)``, to the
-    /// batch, which a message with a descriptor sends at once (the caller closes it after).
+    /// Writes a message whole (with the writing lock held). Inside ``withWriting(_:)`` it waits in
+    /// the batch, unless it carries a descriptor: that sends the batch at once, with the
+    /// descriptor (the caller closes it after).
     private func write(_ message: WaylandMessage) throws {
         let (bytes, fds) = try WaylandWire.encode(message)
         if let reason = endReason { throw WaylandError(reason) }
-        guard batching else { return try sendWhole(bytes, descriptor: fds.first ?? -1) }
         batch += bytes
-        if let descriptor = fds.first { try flushBatch(descriptor: descriptor) }
+        if !batching || !fds.isEmpty { try flushBatch(descriptor: fds.first ?? -1) }
     }
 
-    /// Sends the batch (with the writing lock held), `descriptor` with its first byte.
-    private func flushBatch(descriptor: Int32 = -1) throws {
-        guard !batch.isEmpty else { return }
+    /// Sends the batch whole (with the writing lock held), `descriptor` (or none: -1) with its
+    /// first byte.
+    private func flushBatch(descriptor first: Int32 = -1) throws {
         defer { batch.removeAll(keepingCapacity: true) }
-        try sendWhole(batch, descriptor: descriptor)
-    }
-
-    /// Sends `bytes` whole, `descriptor` (or none: -1) with the first of them.
-    private func sendWhole(_ bytes: [UInt8], descriptor first: Int32) throws {
         var offset = 0
         var descriptor = first
-        while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { raw in
+        while offset < batch.count {
+            let sent = batch.withUnsafeBytes { raw in
                 clinux_send_with_fd(fd, raw.baseAddress! + offset, raw.count - offset, descriptor)
             }
             if sent < 0 {
