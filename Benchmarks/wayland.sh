@@ -28,29 +28,17 @@ strip -o "$work/xpb" "$root/.build-bench/release/xpb"
 xpb="$work/xpb"
 ln -s xpb "$work/xpbd"
 
-runtime="$work/runtime"
-mkdir -m 700 "$runtime"
-chown 65534:65534 "$runtime"
-printf 'xwayland disable\n' > "$work/sway.conf"
-chmod 644 "$work/sway.conf"
-setpriv --reuid=65534 --regid=65534 --clear-groups env -i XDG_RUNTIME_DIR="$runtime" HOME="$runtime" \
-    WLR_BACKENDS=headless WLR_LIBINPUT_NO_DEVICES=1 WLR_RENDERER=pixman sway -c "$work/sway.conf" > "$work/sway.log" 2>&1 &
-sway_pid=$!
+sway_pid=
 cleanup() {
     pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x wl-copy 2>/dev/null || true
-    kill "$sway_pid" 2>/dev/null || true
+    kill $sway_pid 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
-for _ in $(seq 200); do
-    socket=$(find "$runtime" -maxdepth 1 -name 'wayland-*' ! -name '*.lock' | head -1)
-    [ -n "$socket" ] && break
-    sleep 0.05
-done
-[ -n "$socket" ] || { cat "$work/sway.log" >&2; echo "bench: sway did not start" >&2; exit 1; }
-export WAYLAND_DISPLAY="$socket" XDG_RUNTIME_DIR="$runtime"
-unset DISPLAY XPB_BACKEND
+. "$root/Scripts/headless-sway.sh"
+start_headless_sway "$work" || { echo "bench: sway did not start" >&2; exit 1; }
+unset XPB_BACKEND
 echo "bench: sway at $socket, work in $work"
 
 printf 'hello, world\n' | head -c 13 > "$work/small"
