@@ -121,20 +121,25 @@ def rss(name):
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
 
 rows = []
+def beside(times, command, x, w, what):
+    # The rows beside a measured one: xpb under a second name (the run's resolution), and the
+    # earlier build (XPB_BENCH_BEFORE), where the rounds ran them.
+    if f"{command} (again)" in times:
+        again = median(times[f"{command} (again)"])
+        rows.append((f"the same xpb {what} under a second name, in the same rounds (this run's resolution)", f"xpb again {ms(again)}",
+                     f"{again / w:.2f} ×; {again / x:.2f} × the first", "", ""))
+    if f"{command} (before)" in times:
+        b = median(times[f"{command} (before)"])
+        rows.append((f"the same {what}, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
+                     f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
+
 # The target for a small Wayland paste: at most 0.6 × wl-paste's time.
 for prefix, owner in [("paste13wlcopy", "wl-copy: it starts cat for each request"), ("paste13xpb", "xpb copy")]:
     small = merged(prefix)
     x, w = median(small["xpb paste"]), median(small["wl-paste -n"])
     rows.append((f"paste 13 bytes, whole process (owner {owner})", f"xpb {ms(x)}; wl-paste -n {ms(w)} ({len(small['xpb paste'])} runs each)",
                  f"{x / w:.2f} ×", "≤ 0.6 ×", "met" if x / w <= 0.6 else "**not met**"))
-    if "xpb paste (again)" in small:
-        again = median(small["xpb paste (again)"])
-        rows.append(("the same xpb paste under a second name, in the same rounds (this run's resolution)", f"xpb again {ms(again)}",
-                     f"{again / w:.2f} ×; {again / x:.2f} × the first", "", ""))
-    if "xpb paste (before)" in small:
-        b = median(small["xpb paste (before)"])
-        rows.append(("the same paste, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
-                     f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
+    beside(small, "xpb paste", x, w, "paste")
 for prefix, owner, check in [("paste100_wlcopy", "wl-copy", "check_wlcopy.txt"), ("paste100_xpb", "xpb copy", "check_xpb.txt")]:
     big = merged(prefix)
     x, w = median(big["xpb paste"]), median(big["wl-paste"])
@@ -146,22 +151,12 @@ x, w = median(copy["xpb copy"]), median(copy["wl-copy -t text/plain"])
 rows.append(("copy 13 bytes, whole process (it returns once the compositor has its source)",
              f"xpb {ms(x)}; wl-copy -t text/plain {ms(w)} ({len(copy['xpb copy'])} runs each)",
              f"{x / w:.2f} ×", "≤ 1.0 ×", "met" if x / w <= 1.0 else "**not met**"))
-if "xpb copy (again)" in copy:
-    again = median(copy["xpb copy (again)"])
-    rows.append(("the same xpb copy under a second name, in the same rounds (this run's resolution)", f"xpb again {ms(again)}",
-                 f"{again / w:.2f} ×; {again / x:.2f} × the first", "", ""))
-if "xpb copy (before)" in copy:
-    b = median(copy["xpb copy (before)"])
-    rows.append(("the same copy, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
-                 f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
+beside(copy, "xpb copy", x, w, "copy")
 pair = merged("copypaste13")
 x, w = median(pair["xpb copy, xpb paste"]), median(pair["wl-copy, wl-paste"])
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {ms(x)}; wl-copy then wl-paste -n {ms(w)}",
              f"{x / w:.2f} ×", "≤ 1.0 ×", "met" if x / w <= 1.0 else "**not met**"))
-if "xpb copy, xpb paste (before)" in pair:
-    b = median(pair["xpb copy, xpb paste (before)"])
-    rows.append(("the same pair, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
-                 f"{b / w:.2f} ×; now {x / b:.2f} × before", "", ""))
+beside(pair, "xpb copy, xpb paste", x, w, "pair")
 timing = json.load(open(os.path.join(results, "startstop.json")))
 ready, stop = timing["ready_ms"], timing["stop_ms"]
 rows.append((f"xpbd ready: exec to listening, the compositor's clipboard read ({timing['runs']} runs)",
