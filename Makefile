@@ -38,7 +38,7 @@ SCRATCH ?= .build-static
 # significance tables say which; sections of objects without one are never folded): 12 KB less
 # of xpb stripped (23,071,704 → 23,059,416 B), under its 22 MiB limit again once
 # xpbd --kdeconnect came.
-# -internalize-at-link: every public and package function of our modules went into the objects
+# -internalize-at-link: the public and package functions of our modules went into the objects
 # marked as used (SHF_GNU_RETAIN), so --gc-sections kept them all, called or not (the fuzzer's
 # entry points, 19.5 KB, were in xpb). The static binaries are the whole link unit: nothing outside
 # calls in, and with this the linker drops what nothing calls. xpb stripped 23,071,704 →
