@@ -171,6 +171,11 @@ package final class WaylandConnection: @unchecked Sendable {
     package func destroy(_ object: UInt32) {
         writing.lock()
         defer { writing.unlock() }
+        destroyLocked(object)
+    }
+
+    /// Inside ``withWriting(_:)``: destroys one of our objects (``destroy(_:)``).
+    package func destroyLocked(_ object: UInt32) {
         guard let interface = withState({ state -> WaylandInterface? in
             defer { state.forget(object) }
             return state.interface(of: object)

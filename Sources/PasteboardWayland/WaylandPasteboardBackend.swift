@@ -597,16 +597,19 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         let selection = try selection(name)
         let device = connection.withState { $0.device ?? 0 }
         do {
-            if let source = state.withLock({ state -> UInt32? in
-                guard let source = state.ours.removeValue(forKey: selection) else { return nil }
-                state.held[source] = nil
-                return source
-            }) {
-                connection.destroy(source)
-            } else {
-                try connection.send(WaylandRequest.setSelection(device: device, source: nil, primary: selection == .primary))
+            // The source's destroy (or the empty selection) goes out with the round trip's sync,
+            // in one message.
+            try connection.roundtrip(timeout: configuration.readTimeout) {
+                if let source = state.withLock({ state -> UInt32? in
+                    guard let source = state.ours.removeValue(forKey: selection) else { return nil }
+                    state.held[source] = nil
+                    return source
+                }) {
+                    connection.destroyLocked(source)
+                } else {
+                    try connection.writeLocked(WaylandRequest.setSelection(device: device, source: nil, primary: selection == .primary))
+                }
             }
-            try connection.roundtrip(timeout: configuration.readTimeout)
         } catch {
             throw PasteboardError.backendFailure("\(error)")
         }
