@@ -5,7 +5,9 @@ before_rows() {
     local work=$1 small=$2 before
     before_paste=() before_copy=() before_pair=()
     [ -n "${XPB_BENCH_BEFORE:-}" ] || return 0
-    cp "$XPB_BENCH_BEFORE" "$work/xpb-before"
+    # Written as the measured build is (strip -o, as make install's install -s leaves a file): a
+    # copy made with cp took 12 fewer page faults a run, and came out faster under the same code.
+    strip -o "$work/xpb-before" "$XPB_BENCH_BEFORE"
     before="$work/xpb-before"
     before_paste=(-n "xpb paste (before)" "$before paste")
     before_copy=(-n "xpb copy (before)" "$before copy $small")

@@ -3,6 +3,8 @@
 # Usage: bash Benchmarks/run.sh   (needs hyperfine, GNU time, cc, Xvfb, xclip, xsel, valgrind; installs what is missing)
 # XPB_BENCH_BEFORE=BINARY: an earlier build of xpb (stripped, static) also runs the small copy
 # rows, in the same rounds: the before and after of a change, measured together.
+# XPB_BENCH_KEEP=DIRECTORY: the raw results (hyperfine's JSON of every round, the counts) are
+# copied there at the end, to look at more than the medians RESULTS.md gives.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -51,6 +53,9 @@ cleanup() {
     pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x xclip 2>/dev/null || true
     kill "$xvfb_pid" 2>/dev/null || true
+    if [ -n "${XPB_BENCH_KEEP:-}" ] && [ -d "$work/results" ]; then
+        mkdir -p "$XPB_BENCH_KEEP" && cp -r "$work/results/." "$XPB_BENCH_KEEP/"
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -69,10 +74,11 @@ owner_pid() {
 }
 
 hf() { # name (report.py merges name.*.json), round, then hyperfine's options and commands; a round
-    # that fails (an owner gone mid-run) is timed again with failures ignored
-    local name=$1 round=$2; shift 2
-    hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
-        || hyperfine --warmup 5 --runs "$runs_small" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
+    # that fails (an owner gone mid-run) is timed again with failures ignored. hf_runs and
+    # hf_warmup, when set, replace runs_small and the 5 warmup runs.
+    local name=$1 round=$2 n=${hf_runs:-$runs_small} warmup=${hf_warmup:-5}; shift 2
+    hyperfine --warmup "$warmup" --runs "$n" --export-json "$results/$name.$round.json" --style basic "$@" >/dev/null 2>&1 \
+        || hyperfine --warmup "$warmup" --runs "$n" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
 }
 
 . "$here/before.sh"
@@ -114,7 +120,13 @@ before_rows "$work" "$work/small"
 # of six. A watchdog ends such an xsel -o after 10 s and counts it; the run goes on.
 (while sleep 2; do pkill --older 10 -f "^xsel -o" && echo "$(date +%s)" >> "$results/xsel_hangs.txt"; done) &
 watchdog=$!
-for round in 1 2 3 4 5; do
+# A copy changes the display (it replaces the last owner, which then exits while the next copy
+# runs), and the machine's speed drifts: in five rounds of 40 copies in a row, the same build
+# under two names came out 0.86 to 1.14 × apart. The copies run in twenty shorter rounds
+# (a quarter of the runs each, the same total), so that drift falls on every command alike; the
+# first two runs of a round replace another tool's owner and are not timed.
+for round in $(seq 1 20); do
+    hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "xclip -i" "xclip -i -selection clipboard $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
     hf copy13 "$round" "${rotation[@]}"
@@ -123,6 +135,7 @@ for round in 1 2 3 4 5; do
         -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" "${before_pair[@]}"
     hf copypaste13 "$round" "${rotation[@]}"
 done
+unset hf_runs hf_warmup
 kill "$watchdog" 2>/dev/null || true
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 pkill -x xclip 2>/dev/null || true
