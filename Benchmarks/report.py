@@ -63,6 +63,26 @@ def faults(name):
     return f"; page faults of one paste: xpb {xpb_faults}, xsel {xsel_faults}"
 
 
+def beside(runs, measured, what, peer=None):
+    """The rows beside a measured one, from the same rounds, where they ran: xpb under a second
+    name (`measured (again)`: the run's resolution) and the earlier build (`measured (before)`,
+    XPB_BENCH_BEFORE). `what` names the act ("paste", "copy", "pair"); `peer`, (name, runs), the
+    other tool each is also compared with."""
+    first = runs[measured]
+    for suffix in ("again", "before"):
+        other = runs.get(f"{measured} ({suffix})")
+        if other is None:
+            continue
+        ratios = [f"{other['median'] / peer[1]['median']:.2f} × {peer[0]}"] if peer else []
+        if suffix == "again":
+            title = f"the same xpb {what} under a second name, in the same rounds (this run's resolution)"
+            ratios.append(f"{other['median'] / first['median']:.2f} × the first")
+        else:
+            title = f"the same {what}, the earlier build (XPB_BENCH_BEFORE), in the same rounds"
+            ratios.append(f"now {first['median'] / other['median']:.2f} × before")
+        rows.append((title, f"xpb {suffix} {stats(other)}", "; ".join(ratios), "", ""))
+
+
 paste = hyperfine("paste13")
 xpb, xclip, xsel, floor = paste["xpb paste"], paste["xclip -o"], paste["xsel -o"], paste["swift floor"]
 r = xpb["median"] / xclip["median"]
@@ -71,10 +91,7 @@ rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; 
              f"without Foundation (floor-bare.swift) {stats(paste['swift floor, no Foundation'])}" + faults("faults_written.txt"),
              f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel", "≤ 1.0 × xsel, then ≤ 0.8 ×",
              verdict(xpb["median"] / xsel["median"], 1.0) + ("" if xpb["median"] / xsel["median"] <= 0.8 else " (0.8: **not met**)")))
-if "xpb paste (again)" in paste:
-    again = paste["xpb paste (again)"]
-    rows.append(("the same xpb paste under a second name, in the same rounds (this run's resolution)", f"xpb again {stats(again)}",
-                 f"{again['median'] / xpb['median']:.2f} × the first", "", ""))
+beside(paste, "xpb paste", "paste")
 if os.path.exists(os.path.join(results, "paste13cold.1.json")):
     cold = hyperfine("paste13cold")
     ratio = cold["xpb paste"]["median"] / cold["xsel -o"]["median"]
@@ -88,14 +105,7 @@ r = a["median"] / b["median"]
 rows.append(("copy 13 bytes, whole process (it returns once its background owner holds CLIPBOARD)",
              f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
              f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
-if "xpb copy (again)" in copy:
-    again = copy["xpb copy (again)"]
-    rows.append(("the same xpb copy under a second name, in the same rounds (this run's resolution)", f"xpb again {stats(again)}",
-                 f"{again['median'] / b['median']:.2f} × xclip; {again['median'] / a['median']:.2f} × the first", "", ""))
-if "xpb copy (before)" in copy:
-    old = copy["xpb copy (before)"]
-    rows.append(("the same copy, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {stats(old)}",
-                 f"{old['median'] / b['median']:.2f} × xclip; now {a['median'] / old['median']:.2f} × before", "", ""))
+beside(copy, "xpb copy", "copy", ("xclip", b))
 pair = hyperfine("copypaste13")
 a, b, c = pair["xpb copy, xpb paste"], pair["xclip -i, xclip -o"], pair["xsel -i, xsel -o"]
 r = a["median"] / b["median"]
@@ -110,10 +120,7 @@ if hangs:
     hang_note = (f"**xsel hung.** In the copy-then-paste rounds, `xsel -o` waited forever {hangs} time(s) on the `xsel -i` "
                  "just before it (xsel -i returns before its background process owns the selection, and xsel -o has no working "
                  "timeout); the benchmark's watchdog ended it after 10 s, and the round was timed again with failures ignored.")
-if "xpb copy, xpb paste (before)" in pair:
-    old = pair["xpb copy, xpb paste (before)"]
-    rows.append(("the same pair, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {stats(old)}",
-                 f"{old['median'] / b['median']:.2f} × xclip's pair; now {a['median'] / old['median']:.2f} × before", "", ""))
+beside(pair, "xpb copy, xpb paste", "pair", ("xclip's pair", b))
 
 size = int(open(os.path.join(results, "size.txt")).read())
 rows.append(("`xpb` as `make install` installs it (stripped; xpbd is a link to it)", f"{size / 1048576:.2f} MiB ({size} bytes)",

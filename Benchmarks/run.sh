@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # xpb against xclip and xsel on one private Xvfb, in one run; writes Benchmarks/RESULTS.md.
 # Usage: bash Benchmarks/run.sh   (needs hyperfine, GNU time, cc, Xvfb, xclip, xsel, valgrind; installs what is missing)
-# XPB_BENCH_BEFORE=BINARY: an earlier build of xpb (stripped, static) also runs the small copy
+# XPB_BENCH_BEFORE=BINARY: an earlier build of xpb (stripped, static) also runs the small paste, copy and pair
 # rows, in the same rounds: the before and after of a change, measured together.
 # XPB_BENCH_KEEP=DIRECTORY: the raw results (hyperfine's JSON of every round, the counts) are
 # copied there at the end, to look at more than the medians RESULTS.md gives.
@@ -82,13 +82,15 @@ hf() { # name (report.py merges name.*.json), round, then hyperfine's options an
 }
 
 . "$here/before.sh"
+before_rows "$work" "$work/small"
 # The rounds of the small rows take turns (rotated, before.sh), and run xpb under a second name
 # too: how far apart the same binary comes out is the run's resolution, written beside the rows.
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
 for round in 1 2 3 4 5; do
     rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" \
-        -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true
+        -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true \
+        "${before_paste[@]}"
     hf paste13 "$round" -N "${rotation[@]}"
 done
 
@@ -114,7 +116,6 @@ fi
 # hyperfine subtracts the shell's own start. Each copy leaves a background owner, which the next
 # copy replaces (and which then exits).
 echo "bench: 1c copy 13 bytes, and copy then paste"
-before_rows "$work" "$work/small"
 # xsel -i returns before its background process owns the selection, and an xsel -o right after it
 # can wait forever on the owner being replaced (xsel's -t does not bound it): seen in two runs
 # of six. A watchdog ends such an xsel -o after 10 s and counts it; the run goes on.

@@ -65,13 +65,17 @@ done
 # itself, through sh as scripts run them (hyperfine subtracts the shell's start). wl-copy names its
 # type: without -t it runs xdg-mime to guess one (about 50 ms).
 echo "bench: 1b copy 13 bytes, and copy then paste"
-for round in 1 2 3; do
+# As in run.sh: a copy replaces the last owner, and the machine drifts; in three rounds of 40 in a
+# row the same build under two names came out 0.84 × apart. Twelve shorter rounds, the same total,
+# two untimed runs first.
+copy_runs=$(((runs + 3) / 4))
+for round in $(seq 1 12); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" "${before_copy[@]}"
-    hyperfine --warmup 5 --runs "$runs" --export-json "$results/copy13.$round.json" --style basic "${rotation[@]}" >/dev/null
+    hyperfine --warmup 2 --runs "$copy_runs" --export-json "$results/copy13.$round.json" --style basic "${rotation[@]}" >/dev/null
     rotated "$round" -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
         -n "wl-copy, wl-paste" "wl-copy -t text/plain < $work/small && wl-paste -n > /dev/null" "${before_pair[@]}"
-    hyperfine --warmup 5 --runs "$runs" --export-json "$results/copypaste13.$round.json" --style basic "${rotation[@]}" >/dev/null
+    hyperfine --warmup 2 --runs "$copy_runs" --export-json "$results/copypaste13.$round.json" --style basic "${rotation[@]}" >/dev/null
 done
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 
