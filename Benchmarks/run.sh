@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # xpb against xclip and xsel on one private Xvfb, in one run; writes Benchmarks/RESULTS.md.
 # Usage: bash Benchmarks/run.sh   (needs hyperfine, GNU time, cc, Xvfb, xclip, xsel, valgrind; installs what is missing)
-# XPB_BENCH_BEFORE=BINARY: an earlier build of xpb (stripped, static) also runs the small paste, copy and pair
-# rows, in the same rounds: the before and after of a change, measured together.
+# XPB_BENCH_BEFORE=BINARY: an earlier build of xpb (stripped, static) also runs the small paste,
+# copy and pair rows, in the same rounds: the before and after of a change, measured together.
 # XPB_BENCH_KEEP=DIRECTORY: the raw results (hyperfine's JSON of every round, the counts) are
 # copied there at the end, to look at more than the medians RESULTS.md gives.
 set -euo pipefail
@@ -126,8 +126,8 @@ watchdog=$!
 # under two names came out 0.86 to 1.14 × apart. The copies run in twenty shorter rounds
 # (a quarter of the runs each, the same total), so that drift falls on every command alike; the
 # first two runs of a round replace another tool's owner and are not timed.
+hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
 for round in $(seq 1 20); do
-    hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "xclip -i" "xclip -i -selection clipboard $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
     hf copy13 "$round" "${rotation[@]}"
