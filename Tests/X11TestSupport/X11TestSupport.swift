@@ -220,7 +220,7 @@ public final class Xvfb: TestSession {
     /// in a parallel run the other tests' servers do not take it between a kill and a restart.
     public static func privateNumber(base: Int) -> Int {
         var number = base + Int(getpid() % 300)
-        while FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") { number += 1 }
+        while isHeld(number) { number += 1 }
         return number
     }
 
