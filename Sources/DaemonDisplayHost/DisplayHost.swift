@@ -119,9 +119,13 @@ package final class DisplayHost: KeepingHost {
         x11.fastPath = false
         // Every read is of one ownership: a new copy ends it (the keeper moves on to the new one).
         x11.abandonsReadsOnOwnerChange = true
+        // An owner busy with another reader's INCR transfer (xclip drops what comes meanwhile) is
+        // asked again until it answers, changes, or the target deadline passes.
+        x11.asksSilentOwnersAgain = true
         // What `xpb info` and a second manager's refusal name.
         x11.windowName = "xpbd"
         x11.warning = { [logger] message in logger.warning("\(message)") }
+        x11.debug = { [logger] message in logger.debug("\(message)") }
         backend = try X11PasteboardBackend(display: configuration.display, configuration: x11)
         nodeName = backend.displayName
         ourWindow = backend.window

@@ -116,3 +116,32 @@ struct RequestorWindowTests {
         #expect(windows.isFull)
     }
 }
+
+@Suite("a silent owner asked again")
+struct SilentOwnerAskTests {
+    /// xpbd's numbers: a 2 s read timeout, a 30 s deadline. Each request waits twice the one
+    /// before; the last one's wait ends within the deadline.
+    @Test("requests wait 2, 4, 8 and 16 s, four in all within a 30 s deadline, on time or late")
+    func schedule() {
+        let second: UInt64 = 1_000_000_000
+        for lateness in [UInt64(0), second / 10] {
+            var asks = SilentOwnerAsks(firstAsked: 7 * second, wait: 2)
+            var now = asks.firstAsked
+            var waits = [asks.wait]
+            #expect(asks.remaining(now: now, deadline: 30) == 30)
+            while true {
+                now += UInt64(asks.wait * 1e9) + lateness
+                guard let next = asks.next(now: now, deadline: 30) else { break }
+                #expect(next.firstAsked == asks.firstAsked && next.count == asks.count + 1)
+                asks = next
+                waits.append(asks.wait)
+            }
+            #expect(waits == (lateness == 0 ? [2, 4, 8, 16] : [2, 4, 8]), "\(lateness) ns late")
+            #expect(asks.elapsed(now: now) >= 14 && asks.remaining(now: now, deadline: 30) <= 16)
+        }
+        // Past the deadline, what is left is a millisecond: the deadline timer fires at once.
+        let asks = SilentOwnerAsks(firstAsked: 0, wait: 2)
+        #expect(asks.remaining(now: 40 * second, deadline: 30) == 0.001)
+        #expect(asks.next(now: 29 * second, deadline: 30) == nil)
+    }
+}

@@ -915,6 +915,35 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    /// xclip sends one INCR transfer at a time and drops the requests that come meanwhile: a
+    /// paste of a large copy that is slow (a loaded machine, a stopped reader) once left the
+    /// keeper with nothing after its 2 s read timeout, and the copy was lost when xclip exited.
+    @Test("xclip busy sending 3 MB to a stopped reader drops xpbd's requests: xpbd asks again, keeps the copy whole once the reader goes on, and serves it after xclip exits")
+    func busyOwnerAskedAgain() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let expected = utf8Text(3_000_000)
+        let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet", try scratchFile("busy-owner", expected)], display: x)
+        defer { owner.stop() }
+        #expect(eventually(timeout: 10) { (try? ownerPID(x)) == owner.pid }, "xclip does not own CLIPBOARD")
+        // Takes the first chunk and stops: xclip waits for it to ask for the next.
+        let reader = try Peer(try attacker(), ["read-hold"], display: x)
+        defer { reader.stop() }
+        try reader.waitForOutput("holding")
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("CLIPBOARD: its owner did not answer TARGETS in 2 s")
+        #expect(!daemon.log.contains("kept CLIPBOARD"))
+        reader.signal(SIGCONT)
+        try reader.waitForOutput("read 3000000")
+        try daemon.waitForLog("kept CLIPBOARD from", timeout: 30)
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        let pasted = try xclipOut(x)
+        #expect(pasted.status == 0 && pasted.output == expected, "\(pasted.output.count) of \(expected.count) bytes; \(pasted.error)")
+        try daemon.stop()
+    }
+
     @Test("a copy made and gone while xpbd could not look, its window id a gone owner's (X reuses them): the older copy is not brought back")
     func reusedWindowIDUnseen() throws {
         let x = try Xvfb()

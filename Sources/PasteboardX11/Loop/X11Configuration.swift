@@ -39,6 +39,15 @@ public struct X11Configuration: Sendable {
     /// trickles its data must not keep it from the next copy. Off for pastes (what was asked
     /// for is delivered).
     public var abandonsReadsOnOwnerChange = false
+    /// Whether a request the selection's owner has not answered within ``readTimeout`` is sent
+    /// again, from a new requestor window (the first rests, in case the owner answers late),
+    /// after 1, 2, 4 … times the read timeout, while the selection keeps that owner and within
+    /// ``transferDeadline``: xclip drops the requests that come while it sends an INCR transfer
+    /// to another reader, so a manager that asks as someone pastes a large copy would otherwise
+    /// get nothing, and lose the copy once xclip is gone. Needs ``abandonsReadsOnOwnerChange``
+    /// (a change of owner ends the read). Off for pastes: a stopped owner fails them at the read
+    /// timeout.
+    public var asksSilentOwnersAgain = false
     /// Whether the backend follows owner changes (XFixes): change counts, change streams, and
     /// offers kept while their owner stays. Off for a process that reads once and exits (`xpb
     /// paste`): it spares two round trips at start, and every read asks the owner. Off too for
@@ -59,6 +68,9 @@ public struct X11Configuration: Sendable {
     /// bytes disagree with the size its owner announced (the protocol has no checksum; the
     /// announcement is all a reader can compare). Called on the X thread; nil: not reported.
     public var warning: (@Sendable (String) -> Void)? = nil
+    /// Where the backend tells what it did that a debug log shows: a request sent again to a
+    /// silent owner (``asksSilentOwnersAgain``). Called on the X thread; nil: not told.
+    public var debug: (@Sendable (String) -> Void)? = nil
     /// The X thread's clock for its deadlines, in nanoseconds of a monotonic clock: tests inject
     /// their own.
     var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }

@@ -37,6 +37,32 @@ struct PendingConversion {
     let completion: (Result<PropertyValue?, any Error>) -> Void
 }
 
+/// The requests of one conversion sent to an owner that did not answer
+/// (``X11Configuration/asksSilentOwnersAgain``): when the first went, how many went, and how
+/// long the last one waits, twice the one before (a stopped owner that wakes answers a few, not
+/// one per read timeout).
+struct SilentOwnerAsks: Equatable {
+    /// The X thread's clock when the first request went, in nanoseconds.
+    let firstAsked: UInt64
+    /// How long the latest request waits, in seconds.
+    let wait: Double
+    /// How many requests went.
+    var count = 1
+
+    /// The next request, sent at `now`, if its wait ends within `deadline` seconds of the first.
+    func next(now: UInt64, deadline: Double) -> SilentOwnerAsks? {
+        let wait = self.wait * 2
+        guard elapsed(now: now) + wait <= deadline else { return nil }
+        return SilentOwnerAsks(firstAsked: firstAsked, wait: wait, count: count + 1)
+    }
+
+    /// Seconds since the first request.
+    func elapsed(now: UInt64) -> Double { Double(now &- firstAsked) / 1e9 }
+
+    /// What is left at `now` of `deadline` seconds from the first request (at least a millisecond).
+    func remaining(now: UInt64, deadline: Double) -> Double { max(0.001, deadline - elapsed(now: now)) }
+}
+
 /// An INCR transfer we are receiving.
 struct IncomingState {
     let id: Int
@@ -253,6 +279,11 @@ final class SelectionReader {
         for conversion in released { conversion.start() }
     }
 
+    /// Seconds as a log says them: "2 s", "0.5 s".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+
     /// Asks the owner of `selection` to convert it to `target` and reads the result, following
     /// INCR. Completes with nil when the owner refuses (or there is none), with an error when a
     /// deadline passes (no progress for the read timeout, or the whole transfer longer than the
@@ -269,7 +300,7 @@ final class SelectionReader {
     ///   - window: the requestor window, made by the caller (MULTIPLE); ended by the caller too.
     func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
                  legacyNoProperty: Bool = false, limit: Int? = nil, truncate: Bool = false, sink: StreamSink? = nil,
-                 into property: X11Atom? = nil, on window: X11Window? = nil,
+                 into property: X11Atom? = nil, on window: X11Window? = nil, asking: SilentOwnerAsks? = nil,
                  completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
         // An owner that serves one transfer at a time (xclip 0.13) drops the requests that come
         // while it sends: while a reply this process gave up on is drained (continueIncoming),
@@ -277,17 +308,19 @@ final class SelectionReader {
         if isDraining(selection) {
             heldConversions.append((selection, { [weak self] in
                 self?.convert(selection, to: target, parameters: parameters, parameterType: parameterType, legacyNoProperty: legacyNoProperty,
-                              limit: limit, truncate: truncate, sink: sink, into: property, on: window, completion: completion)
+                              limit: limit, truncate: truncate, sink: sink, into: property, on: window, asking: asking, completion: completion)
             }, { error in
                 sink?.finish(.failure(error))
                 completion(.failure(error))
             }))
             return
         }
+        // The caller's, for a request sent again.
+        let caller = completion
         // However the conversion ends, a stream's consumer learns it.
         let completion: (Result<PropertyValue?, any Error>) -> Void = { result in
             sink?.finish(result.map { _ in () })
-            completion(result)
+            caller(result)
         }
         guard let requestor = window ?? makeRequestorWindow() else {
             return completion(.failure(PasteboardError.backendFailure(
@@ -314,15 +347,27 @@ final class SelectionReader {
             completion(result)
             self?.releaseHeldConversions(of: selection)
         })
-        let seconds = session.configuration.readTimeout
-        conversion.timer = session.after(seconds) { [weak self] in
+        let configuration = session.configuration
+        let asks = asking ?? SilentOwnerAsks(firstAsked: configuration.clock(), wait: configuration.readTimeout)
+        conversion.timer = session.after(asks.wait) { [weak self] in
             guard let self, let index = self.conversions.firstIndex(where: { $0.id == id }) else { return }
             let expired = self.conversions.remove(at: index)
             self.session.cancelTimer(expired.deadline)
+            // Still waiting, so the selection kept its owner (a change would have ended this read).
+            if ownsWindow, configuration.asksSilentOwnersAgain, configuration.abandonsReadsOnOwnerChange,
+               let next = asks.next(now: configuration.clock(), deadline: configuration.transferDeadline) {
+                configuration.debug?("\(self.wire.name(of: selection) ?? "?"): its owner did not answer \(self.wire.name(of: target) ?? "?") in "
+                                     + "\(Self.seconds(asks.wait)) (busy with another reader's transfer, or stopped): asked again")
+                self.endRequestorWindow(requestor, clean: false)
+                self.convert(selection, to: target, parameters: parameters, parameterType: parameterType, legacyNoProperty: legacyNoProperty,
+                             limit: limit, truncate: truncate, sink: sink, into: property, asking: next, completion: caller)
+                return
+            }
             let what = "reading \(self.wire.name(of: target) ?? "?") from \(self.wire.name(of: selection) ?? "?")"
-            expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: seconds)))
+                + (asks.count > 1 ? " (asked \(asks.count) times; its owner answered none)" : "")
+            expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: asks.elapsed(now: configuration.clock()))))
         }
-        let total = session.configuration.transferDeadline
+        let total = asks.remaining(now: configuration.clock(), deadline: configuration.transferDeadline)
         conversion.deadline = session.after(total) { [weak self] in
             guard let self else { return }
             let what = "reading \(self.wire.name(of: target) ?? "?") from \(self.wire.name(of: selection) ?? "?") (the whole transfer)"
