@@ -45,10 +45,8 @@ let package = Package(
         .target(name: "CProcessArguments"),
         // The history sealed at rest: an SQLite VFS sealing every page of the database, its log
         // and journals, and sealed payload files; AES-256-GCM from nettle (Debian: nettle-dev),
-        // 37 KB in the static binary.
+        // 37 KB in the static binary; and SHA-256, the names of the content-addressed files.
         .target(name: "CHistorySeal", dependencies: ["CSQLite"], linkerSettings: [.linkedLibrary("nettle")]),
-        // SHA-256 from libcrypto (Debian's libssl-dev), for the daemon's content-addressed files.
-        .systemLibrary(name: "CCrypto", path: "Modules/CCrypto", providers: [.apt(["libssl-dev"])]),
         // The event queue, owned by XCB and read one decoded event at a time (Xlib internals and
         // Xlib-xcb, apart from CX11). Debian: libx11-xcb-dev.
         .target(name: "CXEvents", dependencies: ["CX11"], linkerSettings: [.linkedLibrary("X11-xcb"), .linkedLibrary("xcb")]),
@@ -94,7 +92,7 @@ let package = Package(
         // and the host without a display (memory). It depends on neither PasteboardX11 nor
         // PasteboardWayland: the compiler keeps the hosts out (docs/ARCHITECTURE.md).
         .target(name: "PasteboardDaemon", dependencies: [
-            "PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CSQLite", "CCrypto", "CLinux",
+            "PasteboardKit", "PasteboardSelections", "ImageCodecs", "PasteboardWire", "CSQLite", "CLinux",
             "CDBus", "CDBusGlue", "CHistorySeal",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: daemonSize),
@@ -143,7 +141,7 @@ let package = Package(
         .testTarget(name: "PasteboardKitTests", dependencies: ["PasteboardKit", "ImageCodecs"]),
         .testTarget(name: "ImageCodecsTests", dependencies: ["ImageCodecs", "PasteboardKit", "X11TestSupport"]),
         // Test helpers: a private Xvfb per test, real peers (xclip, xsel) as child processes.
-        .target(name: "X11TestSupport", dependencies: ["CCrypto"], path: "Tests/X11TestSupport"),
+        .target(name: "X11TestSupport", dependencies: ["CHistorySeal"], path: "Tests/X11TestSupport"),
         .testTarget(name: "PasteboardX11Tests", dependencies: ["PasteboardX11", "PasteboardSelections", "PasteboardWire", "PasteboardKit", "CX11", "X11TestSupport"]),
         // Runs the built xpb binary against a private Xvfb.
         .testTarget(name: "XPBToolTests", dependencies: ["PasteboardKit", "PasteboardWire", "X11TestSupport"]),

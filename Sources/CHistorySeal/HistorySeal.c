@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <nettle/gcm.h>
 #include <nettle/memops.h>
+#include <nettle/sha2.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -46,6 +47,13 @@ static int random_bytes(uint8_t *out, size_t count) {
 }
 
 int xpbseal_random(uint8_t *out, size_t count) { return random_bytes(out, count); }
+
+void xpbseal_sha256(const void *bytes, size_t count, uint8_t digest[32]) {
+    struct sha256_ctx context;
+    sha256_init(&context);
+    if (count > 0) sha256_update(&context, count, bytes);
+    sha256_digest(&context, SHA256_DIGEST_SIZE, digest);
+}
 
 // A page: DATA bytes sealed into `out`, then the nonce and the tag. `context` holds the key.
 static int seal_page(struct gcm_aes256_ctx *context, const uint8_t *page, uint8_t *out) {

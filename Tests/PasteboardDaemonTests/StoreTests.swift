@@ -22,6 +22,18 @@ private let logger = Logger(label: "test")
 
 @Suite("History store (a real SQLite file)")
 struct StoreTests {
+    /// Files written by any version are found again by their names: the digest is SHA-256,
+    /// checked against FIPS 180-2's vectors (and one that crosses many blocks).
+    @Test("payload names are SHA-256 digests: the standard's test vectors")
+    func payloadNames() {
+        #expect(Digest(of: Data()).hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(Digest(of: Data("abc".utf8)).hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(Digest(of: Data("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)).hex
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(Digest(of: Data(repeating: UInt8(ascii: "a"), count: 1_000_000)).hex
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
     @Test("entries come back newest first with every target; identical payloads are one file")
     func roundTrip() throws {
         let directory = try temporaryDirectory()

@@ -1,5 +1,5 @@
 import Dispatch
-import CCrypto
+import CHistorySeal
 import Foundation
 import Synchronization
 
@@ -429,7 +429,7 @@ public func payload(_ size: Int, seed: UInt8 = 7) -> Data {
 /// The SHA-256 digest of `data` in hexadecimal: what a transfer test compares and reports.
 public func sha256Hex(_ data: Data) -> String {
     var digest = [UInt8](repeating: 0, count: 32)
-    data.withUnsafeBytes { bytes in _ = ccrypto_sha256(bytes.baseAddress, bytes.count, &digest) }
+    data.withUnsafeBytes { bytes in xpbseal_sha256(bytes.baseAddress, bytes.count, &digest) }
     return digest.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
 }
 

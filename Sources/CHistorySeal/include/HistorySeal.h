@@ -68,4 +68,11 @@ int xpbseal_random(uint8_t *out, size_t count);
 /// Whether `bytes` start as a sealed payload file does.
 int xpbseal_is_sealed(const void *bytes, uint64_t size);
 
+/// The SHA-256 of `count` bytes at `bytes` into `digest`: the name of a kept payload (its file,
+/// identical bytes stored once). nettle's, with the CPU's SHA instructions where present (as
+/// fast as libcrypto's: 64 MiB in 43 ms here, against 38). From nettle, not libcrypto, so that
+/// the static xpb links no libcrypto, whose constructor asks the CPU for its features at every
+/// start of every command (CPUID traps to the hypervisor in a VM: 5.6 µs each here).
+void xpbseal_sha256(const void *bytes, size_t count, uint8_t digest[32]);
+
 #endif

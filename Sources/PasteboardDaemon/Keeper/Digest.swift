@@ -1,4 +1,4 @@
-import CCrypto
+import CHistorySeal
 import FoundationEssentials
 
 /// A SHA-256 digest in lowercase hexadecimal: the name of a kept payload.
@@ -6,9 +6,9 @@ package struct Digest: Hashable, Sendable, CustomStringConvertible {
     package let hex: String
 
     package init(of data: Data) {
-        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        var digest = [UInt8](repeating: 0, count: 32)
         data.withUnsafeBytes { bytes in
-            _ = ccrypto_sha256(bytes.baseAddress, bytes.count, &digest)
+            xpbseal_sha256(bytes.baseAddress, bytes.count, &digest)
         }
         hex = Self.hex(digest)
     }
