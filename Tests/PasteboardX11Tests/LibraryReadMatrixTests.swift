@@ -137,6 +137,7 @@ struct SilentOwnerAskTests {
                 waits.append(asks.wait)
             }
             #expect(waits == (lateness == 0 ? [2, 4, 8, 16] : [2, 4, 8]), "\(lateness) ns late")
+            #expect(asks.waited == waits.reduce(0, +))
             #expect(asks.elapsed(now: now) >= 14 && asks.remaining(now: now, deadline: 30) <= 16)
         }
         // Past the deadline, what is left is a millisecond: the deadline timer fires at once.

@@ -48,12 +48,18 @@ struct SilentOwnerAsks: Equatable {
     let wait: Double
     /// How many requests went.
     var count = 1
+    /// The waits of the requests before the latest, in seconds.
+    var waitedBefore = 0.0
+
+    /// The waits of every request so far, in seconds: what a timeout says (the clock's count
+    /// would be a little more, and read "1.001 s").
+    var waited: Double { waitedBefore + wait }
 
     /// The next request, sent at `now`, if its wait ends within `deadline` seconds of the first.
     func next(now: UInt64, deadline: Double) -> SilentOwnerAsks? {
         let wait = self.wait * 2
         guard elapsed(now: now) + wait <= deadline else { return nil }
-        return SilentOwnerAsks(firstAsked: firstAsked, wait: wait, count: count + 1)
+        return SilentOwnerAsks(firstAsked: firstAsked, wait: wait, count: count + 1, waitedBefore: waited)
     }
 
     /// Seconds since the first request.
@@ -365,7 +371,7 @@ final class SelectionReader {
             }
             let what = "reading \(self.wire.name(of: target) ?? "?") from \(self.wire.name(of: selection) ?? "?")"
                 + (asks.count > 1 ? " (asked \(asks.count) times; its owner answered none)" : "")
-            expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: asks.elapsed(now: configuration.clock()))))
+            expired.completion(.failure(PasteboardError.timedOut(operation: what, seconds: asks.waited)))
         }
         let total = asks.remaining(now: configuration.clock(), deadline: configuration.transferDeadline)
         conversion.deadline = session.after(total) { [weak self] in
