@@ -162,6 +162,11 @@ public final class ChangeCenter: Sendable {
         self.observer = observer
     }
 
+    /// Whether delivering a change runs code of the program's (the observer): a backend then
+    /// publishes from a queue of its own, never from a thread that must not wait. Without one,
+    /// a delivery only hands the change to the streams and queues, and may be made anywhere.
+    package var hasObserver: Bool { observer != nil }
+
     /// The changes of one pasteboard (or of all, for nil) from now on, each delivered in order.
     public func stream(for name: Pasteboard.Name?) -> AsyncStream<PasteboardChange> {
         let (stream, continuation) = AsyncStream<PasteboardChange>.makeStream(bufferingPolicy: .bufferingNewest(Self.buffered))

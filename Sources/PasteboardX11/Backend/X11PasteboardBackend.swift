@@ -547,7 +547,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
                 return state.lastTypes[name] ?? []
             }
             let change = PasteboardChange(name: name, changeCount: count, typesBefore: before, typesAfter: types)
-            self.publisher.async { self.changeCenter.publish(change, in: slot) }
+            self.deliver(change, in: slot)
         }
         guard !owner.isNone else {
             // Gone (not cleared on purpose) while another client is the clipboard manager: held
@@ -604,7 +604,20 @@ extension X11PasteboardBackend: X11SessionDelegate {
             // who took the selection, and what it holds, this connection does not read.
             return announced ? nil : bump(&state, name, typesAfter: [])
         }
-        if let (change, slot) = unannounced { publisher.async { [changeCenter] in changeCenter.publish(change, in: slot) } }
+        if let (change, slot) = unannounced { deliver(change, in: slot) }
+    }
+
+    /// Hands a counted change to its watchers: from the publisher's queue when the program's
+    /// observer runs on delivery, else at once, on this thread (the streams' and queues' hand-off
+    /// does not wait). A background owner learns of its loss without the publisher's thread,
+    /// which libdispatch would start for that one delivery (a thread, its stack and a malloc
+    /// arena made and torn down as the next copy starts).
+    private func deliver(_ change: PasteboardChange, in slot: ChangeCenter.Slot) {
+        if changeCenter.hasObserver {
+            publisher.async { [changeCenter] in changeCenter.publish(change, in: slot) }
+        } else {
+            changeCenter.publish(change, in: slot)
+        }
     }
 
     func clipboardManagerLost() {
