@@ -288,7 +288,7 @@ with open(out, "w") as f:
     f.write(f"- xsel: {version(['xsel', '--version'])}\n")
     f.write(f"- {version(['swift', '--version'])}\n")
     f.write(f"- hyperfine: {version(['hyperfine', '--version'])}\n\n")
-    f.write("Times are medians (min – max) of hyperfine runs of whole processes; the small pastes and copies are timed in five rounds, each round starting one command further along (no command always first or last).\n\n")
+    f.write("Times are medians (min – max) of hyperfine runs of whole processes; the small pastes and copies are timed in twenty short rounds, each round starting one command further along (no command always first or last).\n\n")
     f.write("| scenario | measured | ratio xpb/peer | target | |\n|---|---|---|---|---|\n")
     for row in rows:
         f.write("| " + " | ".join(row) + " |\n")

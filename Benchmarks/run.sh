@@ -85,14 +85,19 @@ hf() { # name (report.py merges name.*.json), round, then hyperfine's options an
 before_rows "$work" "$work/small"
 # The rounds of the small rows take turns (rotated, before.sh), and run xpb under a second name
 # too: how far apart the same binary comes out is the run's resolution, written beside the rows.
+# The machine's speed drifts over a run: every small row runs in twenty short rounds (a quarter
+# of runs_small each), so that the drift falls on every command alike. In five rounds of 40 the
+# same paste under two names came out 0.84 to 1.12 × apart from run to run.
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
-for round in 1 2 3 4 5; do
+hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
+for round in $(seq 1 20); do
     rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" \
         -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true \
         "${before_paste[@]}"
     hf paste13 "$round" -N "${rotation[@]}"
 done
+unset hf_runs hf_warmup
 
 # Minor page faults of one paste (GNU time), each binary as it is on disk now: xpb as just written,
 # as make install and dpkg leave it.
@@ -104,10 +109,12 @@ echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_written.tx
 if [ -w /proc/sys/vm/drop_caches ]; then
     echo "bench: 1b the same paste with the page cache dropped"
     sync && echo 1 > /proc/sys/vm/drop_caches
-    for round in 1 2 3 4 5; do
+    hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
+    for round in $(seq 1 20); do
         rotated "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
         hf paste13cold "$round" -N "${rotation[@]}"
     done
+    unset hf_runs hf_warmup
     echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
 fi
 
@@ -123,9 +130,8 @@ echo "bench: 1c copy 13 bytes, and copy then paste"
 watchdog=$!
 # A copy changes the display (it replaces the last owner, which then exits while the next copy
 # runs), and the machine's speed drifts: in five rounds of 40 copies in a row, the same build
-# under two names came out 0.86 to 1.14 × apart. The copies run in twenty shorter rounds
-# (a quarter of the runs each, the same total), so that drift falls on every command alike; the
-# first two runs of a round replace another tool's owner and are not timed.
+# under two names came out 0.86 to 1.14 × apart. The copies run in twenty shorter rounds too;
+# the first two runs of a round replace another tool's owner and are not timed.
 hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
 for round in $(seq 1 20); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \

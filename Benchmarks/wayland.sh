@@ -52,12 +52,14 @@ before_rows "$work" "$work/small"
 # too: how far apart the same binary comes out is the run's resolution, written beside the rows.
 # Two owners: wl-copy forks and starts cat for every request (about a millisecond of each paste
 # is its), xpb's background owner writes from memory (what the readers themselves cost shows).
+# Each in twelve short rounds (a quarter of the runs), as the copies below: the machine drifts.
 echo "bench: 1 paste 13 bytes (owner wl-copy, then owner xpb copy)"
+short_runs=$(((runs + 3) / 4))
 for owner in wlcopy xpb; do
     if [ "$owner" = wlcopy ]; then wl-copy -t text/plain < "$work/small"; else "$xpb" copy "$work/small"; fi
-    for round in 1 2 3; do
+    for round in $(seq 1 12); do
         rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "wl-paste -n" "wl-paste -n" "${before_paste[@]}"
-        hyperfine -N --warmup 5 --runs "$runs" --export-json "$results/paste13$owner.$round.json" --style basic "${rotation[@]}" >/dev/null
+        hyperfine -N --warmup 2 --runs "$short_runs" --export-json "$results/paste13$owner.$round.json" --style basic "${rotation[@]}" >/dev/null
     done
 done
 
@@ -68,14 +70,13 @@ echo "bench: 1b copy 13 bytes, and copy then paste"
 # As in run.sh: a copy replaces the last owner, and the machine drifts; in three rounds of 40 in a
 # row the same build under two names came out 0.84 × apart. Twelve shorter rounds, the same total,
 # two untimed runs first.
-copy_runs=$(((runs + 3) / 4))
 for round in $(seq 1 12); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" "${before_copy[@]}"
-    hyperfine --warmup 2 --runs "$copy_runs" --export-json "$results/copy13.$round.json" --style basic "${rotation[@]}" >/dev/null
+    hyperfine --warmup 2 --runs "$short_runs" --export-json "$results/copy13.$round.json" --style basic "${rotation[@]}" >/dev/null
     rotated "$round" -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
         -n "wl-copy, wl-paste" "wl-copy -t text/plain < $work/small && wl-paste -n > /dev/null" "${before_pair[@]}"
-    hyperfine --warmup 2 --runs "$copy_runs" --export-json "$results/copypaste13.$round.json" --style basic "${rotation[@]}" >/dev/null
+    hyperfine --warmup 2 --runs "$short_runs" --export-json "$results/copypaste13.$round.json" --style basic "${rotation[@]}" >/dev/null
 done
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 
