@@ -28,6 +28,12 @@
  *                                  reader (the same client) asked for TARGET before its TARGETS
  *                                  was answered, "sequential" when it waited; serves "hello" as
  *                                  UTF8_STRING
+ *   owner-late-incr SECONDS FILE   serves FILE as UTF8_STRING by INCR in 64 KiB chunks, one transfer
+ *                                  at a time with requests during it dropped, waiting up to 120 s
+ *                                  for each chunk to be taken (xclip 0.13's way); its first
+ *                                  UTF8_STRING request is answered SECONDS late (printing "late
+ *                                  answer"); prints "sent N" for each transfer taken whole, "stuck
+ *                                  at N" for one nobody took
  *   owner-incr-seeded SEED FILE [TARGET]
  *                                  serves FILE as TARGET (UTF8_STRING) always by INCR, request k
  *                                  played by seed SEED+k (printed "seed N", then "sent N"):
@@ -377,6 +383,19 @@ static unsigned long long mix(void) {
     return z ^ (z >> 31);
 }
 
+/* FILE's bytes, whole; the size in `size`. */
+static unsigned char *read_whole(const char *path, long *size) {
+    FILE *file = fopen(path, "rb");
+    if (!file) { fprintf(stderr, "xhostile: cannot open %s\n", path); exit(2); }
+    fseek(file, 0, SEEK_END);
+    *size = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    unsigned char *data = malloc(*size > 0 ? (size_t)*size : 1);
+    if (*size > 0 && fread(data, 1, (size_t)*size, file) != (size_t)*size) { fprintf(stderr, "xhostile: cannot read %s\n", path); exit(2); }
+    fclose(file);
+    return data;
+}
+
 /* Waits for any PropertyDelete on `requestor`, as xclip 0.13 does (it never checks which
    property): a reader that deletes anything else on the window of a transfer, or deletes
    twice, gets the next chunk written over one it has not read. 0 when it went away. */
@@ -401,14 +420,8 @@ static int wait_any_delete(Window requestor, double timeout) {
    10 ms), the announced size exact or a lower bound, and every PropertyDelete on the
    requestor's window taken as the ask for the next chunk. */
 static void owner_incr_seeded(unsigned long long seed, const char *path, const char *target_name) {
-    FILE *file = fopen(path, "rb");
-    if (!file) { fprintf(stderr, "xhostile: cannot open %s\n", path); exit(2); }
-    fseek(file, 0, SEEK_END);
-    long size = ftell(file);
-    fseek(file, 0, SEEK_SET);
-    unsigned char *data = malloc(size > 0 ? (size_t)size : 1);
-    if (size > 0 && fread(data, 1, (size_t)size, file) != (size_t)size) { fprintf(stderr, "xhostile: cannot read %s\n", path); exit(2); }
-    fclose(file);
+    long size;
+    unsigned char *data = read_whole(path, &size);
     Atom target = XInternAtom(dpy, target_name, False);
     long max_request = XExtendedMaxRequestSize(dpy) > 0 ? XExtendedMaxRequestSize(dpy) : XMaxRequestSize(dpy);
     long max_chunk = max_request * 4 - 1024;
@@ -450,6 +463,46 @@ static void owner_incr_seeded(unsigned long long seed, const char *path, const c
             XFlush(dpy);
             offset += chunk;
             if (chunk == 0) { printf("sent %ld\n", offset); break; }
+        }
+    }
+}
+
+/* An owner that answers its first request for the text late, and then serves by INCR as xclip
+   0.13 does: one transfer at a time, requests that come meanwhile dropped, and no end to the
+   wait for a chunk to be taken but 120 s. A reader that gave the late-answered request up must
+   still take (or drain) that transfer, or the owner serves nobody else. */
+static void owner_late_incr(double seconds, const char *path) {
+    long size;
+    unsigned char *data = read_whole(path, &size);
+    XSetErrorHandler(ignore_errors);
+    own();
+    int first = 1;
+    for (;;) {
+        XSelectionRequestEvent req = next_request();
+        if (req.property == None) { notify(&req, None); continue; }
+        if (req.target == targets_atom) {
+            Atom list[] = {targets_atom, utf8};
+            answer_targets(&req, list, 2);
+            continue;
+        }
+        if (req.target != utf8) { notify(&req, None); continue; }
+        if (first) {
+            first = 0;
+            usleep((useconds_t)(seconds * 1e6));
+            printf("late answer\n");
+            fflush(stdout);
+        }
+        XSelectInput(dpy, req.requestor, PropertyChangeMask | StructureNotifyMask);
+        XChangeProperty(dpy, req.requestor, req.property, incr, 32, PropModeReplace, (unsigned char *)&size, 1);
+        notify(&req, req.property);
+        long offset = 0;
+        for (;;) {
+            if (!wait_any_delete(req.requestor, 120)) { printf("stuck at %ld\n", offset); fflush(stdout); break; }
+            long chunk = size - offset < 65536 ? size - offset : 65536;
+            XChangeProperty(dpy, req.requestor, req.property, utf8, 8, PropModeReplace, data + offset, (int)chunk);
+            XFlush(dpy);
+            offset += chunk;
+            if (chunk == 0) { printf("sent %ld\n", offset); fflush(stdout); break; }
         }
     }
 }
@@ -773,6 +826,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);
     if (!strcmp(mode, "owner-incr-claim")) owner_loop('c', a, NULL);
     if (!strcmp(mode, "owner-pipeline")) owner_pipeline((double)a);
+    if (!strcmp(mode, "owner-late-incr") && argc > 3) owner_late_incr(atof(argv[2]), argv[3]);
     if (!strcmp(mode, "owner-incr-seeded") && argc > 3)
         owner_incr_seeded(strtoull(argv[2], NULL, 10), argv[3], argc > 4 ? argv[4] : "UTF8_STRING");
     fprintf(stderr, "xhostile: unknown mode %s\n", mode);

@@ -77,6 +77,9 @@ struct RequestorWindowTests {
         #expect(windows.end(incr, clean: true, now: 1_000) == [])
         #expect(windows.end(failed, clean: false, now: 2_000) == [])
         #expect(windows.resting == [incr, failed])
+        // Only the window given up unanswered takes a late answer off (an INCR window's owner
+        // may still confirm its transfer there, as xsel does).
+        #expect(windows.awaitsLateReply(failed) && !windows.awaitsLateReply(incr) && !windows.awaitsLateReply(single))
         // A closing reader waits for the owner of the INCR transfer, until its confirmation comes;
         // it asks that owner (the selection is known) rather than wait out the clock.
         #expect(windows.unconfirmedSelection == X11Atom(rawValue: 9))
@@ -102,6 +105,7 @@ struct RequestorWindowTests {
             destroyed += windows.end(window, clean: false, now: 3_000)
         }
         #expect(destroyed == [incr, failed, again])
+        #expect(!windows.awaitsLateReply(failed), "a window destroyed takes nothing")
         #expect(windows.resting.count == RequestorWindows.maxResting)
         #expect(windows.removeAll().count == RequestorWindows.maxResting)
     }

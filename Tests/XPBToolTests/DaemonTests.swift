@@ -944,6 +944,33 @@ struct DaemonTests {
         try daemon.stop()
     }
 
+    /// The other side of asking again: an owner that answers the first request late, by INCR,
+    /// and waits for its chunks without end (xclip's way, dropping every other request meanwhile)
+    /// serves nobody else until that transfer is taken. xpbd drains it on the window it rested.
+    @Test("an xclip-like owner answers xpbd's first request 3 s late, by INCR: xpbd drains that transfer, keeps the copy from a request sent again, and the owner still serves a paste")
+    func lateIncrAnswerDrained() throws {
+        let x = try Xvfb()
+        let home = try DaemonHome()
+        let expected = utf8Text(1_000_000)
+        let owner = try Peer(try attacker(), ["owner-late-incr", "3", try scratchFile("late-incr", expected)], display: x)
+        defer { owner.stop() }
+        try owner.waitForOutput("ready")
+        let daemon = try DaemonProcess(x, home: home)
+        defer { _ = try? daemon.stop() }
+        try daemon.waitForLog("CLIPBOARD: its owner did not answer UTF8_STRING in 2 s")
+        try owner.waitForOutput("late answer")
+        try daemon.waitForLog("kept CLIPBOARD from", timeout: 30)
+        // The late transfer went to its end (drained), then the one xpbd kept.
+        #expect(eventually(timeout: 10) { owner.outputSoFar.components(separatedBy: "sent 1000000").count - 1 >= 2 }, "\(owner.outputSoFar)")
+        #expect(!owner.outputSoFar.contains("stuck"), "\(owner.outputSoFar)")
+        let pasted = try xclipOut(x)
+        #expect(pasted.status == 0 && pasted.output == expected, "\(pasted.output.count) of \(expected.count) bytes; \(pasted.error)")
+        owner.stop()
+        try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        #expect(try xclipOut(x).output == expected)
+        try daemon.stop()
+    }
+
     @Test("a copy made and gone while xpbd could not look, its window id a gone owner's (X reuses them): the older copy is not brought back")
     func reusedWindowIDUnseen() throws {
         let x = try Xvfb()

@@ -115,6 +115,8 @@ struct RequestorWindows {
 
     private(set) var inUse: Set<X11Window> = []
     private(set) var resting: [X11Window] = []
+    /// The resting windows whose request was given up before any answer.
+    private var givenUp: Set<X11Window> = []
     /// The windows in use that carried an INCR transfer, with the selection read.
     private var incremental: [X11Window: X11Atom] = [:]
     /// The last INCR transfer that ended: its selection and when (the X thread's clock), until
@@ -140,14 +142,22 @@ struct RequestorWindows {
         let watched = incremental.removeValue(forKey: window)
         if clean && watched == nil { return [window] }
         if let watched { unconfirmed = (watched, now) }
+        if !clean && watched == nil { givenUp.insert(window) }
         resting.append(window)
-        return resting.count > Self.maxResting ? [resting.removeFirst()] : []
+        guard resting.count > Self.maxResting else { return [] }
+        let gone = resting.removeFirst()
+        givenUp.remove(gone)
+        return [gone]
     }
 
     /// An event came to a resting window: its owner is done with it.
     mutating func noteSettled(_ window: X11Window) {
         if resting.contains(window) { unconfirmed = nil }
     }
+
+    /// Whether `window` rests after its request was given up unanswered (a timeout): an answer
+    /// that comes to it now is late, and taken off it (``SelectionReader``'s late transfers).
+    func awaitsLateReply(_ window: X11Window) -> Bool { givenUp.contains(window) }
 
     /// A probe was sent to the owner of ``unconfirmedSelection``: its answer, not the clock,
     /// ends the wait.
@@ -163,7 +173,7 @@ struct RequestorWindows {
 
     /// Every window, for the session's end.
     mutating func removeAll() -> [X11Window] {
-        defer { inUse.removeAll(); resting.removeAll(); incremental.removeAll(); unconfirmed = nil }
+        defer { inUse.removeAll(); resting.removeAll(); incremental.removeAll(); givenUp.removeAll(); unconfirmed = nil }
         return Array(inUse) + resting
     }
 }
@@ -179,6 +189,11 @@ final class SelectionReader {
     private var incoming: [ReplySlot: IncomingState] = [:]
     /// Each conversion's own requestor window (``ReplySlot``).
     private var requestorWindows = RequestorWindows()
+    /// Replies that came by INCR to a resting window, after their reader gave up (a request
+    /// sent again, ``X11Configuration/asksSilentOwnersAgain``, or a timeout): each chunk is
+    /// deleted unread until the empty one, since an owner that serves one transfer at a time
+    /// (xclip 0.13) waits for them without end and serves nobody else meanwhile.
+    private var lateTransfers: Set<ReplySlot> = []
     /// Conversions waiting for a drained reply of their selection to end.
     private var heldConversions: [(selection: X11Atom, start: () -> Void, fail: (any Error) -> Void)] = []
 
@@ -191,7 +206,9 @@ final class SelectionReader {
     var incomingCount: Int { incoming.count }
 
     /// Whether `window` is one of our requestor windows in use.
-    func usesWindow(_ window: X11Window) -> Bool { requestorWindows.contains(window) }
+    func usesWindow(_ window: X11Window) -> Bool {
+        requestorWindows.contains(window) || lateTransfers.contains { $0.window == window }
+    }
 
     /// Fails every read (the session is finishing); returns the windows to destroy.
     func finish(_ failure: any Error) -> [X11Window] {
@@ -202,6 +219,7 @@ final class SelectionReader {
         conversions.removeAll()
         for (_, state) in incoming { state.completion(.failure(failure)) }
         incoming.removeAll()
+        lateTransfers.removeAll()
         return requestorWindows.removeAll()
     }
 
@@ -225,7 +243,10 @@ final class SelectionReader {
     /// (its reply was read whole, or it refused).
     func endRequestorWindow(_ window: X11Window, clean: Bool) {
         guard !session.isDead else { return }
-        for gone in requestorWindows.end(window, clean: clean, now: session.configuration.clock()) { XDestroyWindow(wire.display, gone.rawValue) }
+        for gone in requestorWindows.end(window, clean: clean, now: session.configuration.clock()) {
+            lateTransfers = lateTransfers.filter { $0.window != gone }
+            XDestroyWindow(wire.display, gone.rawValue)
+        }
     }
 
     /// Runs `body` once the owners of the transfers just read are done with our windows (closing
@@ -283,6 +304,21 @@ final class SelectionReader {
         let released = heldConversions.filter { $0.selection == selection }
         heldConversions.removeAll { $0.selection == selection }
         for conversion in released { conversion.start() }
+    }
+
+    /// A late reply's property, or the next chunk of a late INCR transfer: its type and first
+    /// bytes looked at, then deleted unread (which asks an INCR owner for the next chunk). The
+    /// transfer ends with its empty chunk, or when the property is gone.
+    private func takeLateReply(_ slot: ReplySlot) {
+        let value = try? wire.readProperty(slot.window, slot.property, delete: false, limit: 16, truncate: true)
+        wire.deleteProperty(slot.window, slot.property)
+        wire.flush()
+        if lateTransfers.contains(slot) {
+            if value?.data.isEmpty ?? true { lateTransfers.remove(slot) }
+        } else if value?.type == wire.known[.incr] {
+            lateTransfers.insert(slot)
+            session.configuration.debug?("a late answer by INCR on a request given up: its chunks are dropped as they come")
+        }
     }
 
     /// Seconds as a log says them: "2 s", "0.5 s".
@@ -377,7 +413,8 @@ final class SelectionReader {
         conversion.deadline = session.after(total) { [weak self] in
             guard let self else { return }
             let what = "reading \(self.wire.name(of: target) ?? "?") from \(self.wire.name(of: selection) ?? "?") (the whole transfer)"
-            let failure = PasteboardError.timedOut(operation: what, seconds: total)
+            // The deadline counts from the first request, whatever is left of it for this one.
+            let failure = PasteboardError.timedOut(operation: what, seconds: configuration.transferDeadline)
             if let index = self.conversions.firstIndex(where: { $0.id == id }) {
                 let expired = self.conversions.remove(at: index)
                 self.session.cancelTimer(expired.timer)
@@ -395,7 +432,10 @@ final class SelectionReader {
         guard let index = conversions.firstIndex(where: { $0.slot.window == requestor && $0.selection == selection && $0.target == target })
         else {
             // xsel confirms a finished INCR transfer with a second SelectionNotify.
-            return requestorWindows.noteSettled(requestor)
+            requestorWindows.noteSettled(requestor)
+            // A late answer to a request given up: taken off the window (drained, if INCR).
+            if !property.isNone, requestorWindows.awaitsLateReply(requestor) { takeLateReply(ReplySlot(window: requestor, property: property)) }
+            return
         }
         let conversion = conversions.remove(at: index)
         session.cancelTimer(conversion.timer)
@@ -469,6 +509,7 @@ final class SelectionReader {
     /// A property of one of our requestor windows has a new value: the next chunk of an INCR
     /// transfer, or (while the transfer is paused) one the owner wrote before we asked.
     func continueIncoming(_ slot: ReplySlot) {
+        if lateTransfers.contains(slot) { return takeLateReply(slot) }
         // Asked of the dictionary, not of a copy of the state: a copy would share the buffer.
         guard let paused = incoming[slot]?.paused else { return }
         if paused {
