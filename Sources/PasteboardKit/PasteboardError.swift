@@ -57,8 +57,9 @@ public enum PasteboardError: Error, Sendable, Equatable, CustomStringConvertible
         "\"" + text.unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }.joined() + "\""
     }
 
-    static func format(_ seconds: Double) -> String {
-        // Whole seconds as an integer, else to the millisecond: "5", "2.5", "0.25".
+    /// Seconds as the errors say them: whole seconds as an integer, else to the millisecond
+    /// ("5", "2.5", "0.25").
+    package static func format(_ seconds: Double) -> String {
         seconds == seconds.rounded() ? String(Int(seconds)) : String((seconds * 1000).rounded() / 1000)
     }
 }

@@ -321,11 +321,6 @@ final class SelectionReader {
         }
     }
 
-    /// Seconds as a log says them: "2 s", "0.5 s".
-    static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
-    }
-
     /// Asks the owner of `selection` to convert it to `target` and reads the result, following
     /// INCR. Completes with nil when the owner refuses (or there is none), with an error when a
     /// deadline passes (no progress for the read timeout, or the whole transfer longer than the
@@ -399,7 +394,7 @@ final class SelectionReader {
             if ownsWindow, configuration.asksSilentOwnersAgain, configuration.abandonsReadsOnOwnerChange,
                let next = asks.next(now: configuration.clock(), deadline: configuration.transferDeadline) {
                 configuration.debug?("\(self.wire.name(of: selection) ?? "?"): its owner did not answer \(self.wire.name(of: target) ?? "?") in "
-                                     + "\(Self.seconds(asks.wait)) (busy with another reader's transfer, or stopped): asked again")
+                                     + "\(PasteboardError.format(asks.wait)) s (busy with another reader's transfer, or stopped): asked again")
                 self.endRequestorWindow(requestor, clean: false)
                 self.convert(selection, to: target, parameters: parameters, parameterType: parameterType, legacyNoProperty: legacyNoProperty,
                              limit: limit, truncate: truncate, sink: sink, into: property, asking: next, completion: caller)
