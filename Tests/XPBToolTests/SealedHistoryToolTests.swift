@@ -222,6 +222,10 @@ struct SealedHistoryToolTests {
             try daemon.stop()
         }
         try keyring.lock(x)
+        // Nothing on the clipboard as the locked xpbd starts: it would keep "before the lock"
+        // again at its start, 150 ms in, once the next copy comes later than that (under load it
+        // did), as the first entry in memory, and the next wait for one entry would not wait.
+        #expect(try xpb(["clear"], x, home).status == 0)
         do {
             let daemon = try DaemonProcess(x, home: home, arguments: ["--no-dbus-klipper"], environment: keyring.environment)
             defer { _ = try? daemon.stop() }
