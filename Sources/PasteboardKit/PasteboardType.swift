@@ -26,6 +26,13 @@ public struct PasteboardType: Hashable, Sendable, Comparable, CustomStringConver
     /// Why `identifier` cannot name a type, or nil when it can.
     static func problem(with identifier: String) -> String? {
         if identifier.isEmpty { return "a type name cannot be empty" }
+        // Printable ASCII (every built-in type, every MIME type and UTI met) is decided on its
+        // bytes: its only white space is the space, it has no control characters. The general
+        // case below walks Characters and Unicode properties, whose tables a reader's start
+        // would otherwise page in for each type of a manifest.
+        if identifier.utf8.count <= 1024, identifier.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
+            return identifier.utf8.contains(where: { $0 != 0x20 }) ? nil : "a type name cannot be only white space"
+        }
         if identifier.allSatisfy(\.isWhitespace) { return "a type name cannot be only white space" }
         if identifier.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
             return "a type name cannot contain control characters"

@@ -64,6 +64,12 @@ package struct OfferReader: Sendable {
         OfferReading.itemTypes(targets: targets, manifest: manifest, registry: registry)
     }
 
+    /// The target a read of `type` in the first item asks for first when the offer has no
+    /// manifest entry for it (the best advertised alias): what a reader may ask for early.
+    package static func firstTarget(for type: PasteboardType, offered: [String], registry: TypeRegistry = .standard) -> String? {
+        OfferReading.candidateAliases(for: type, offered: offered, registry: registry).first?.name
+    }
+
     /// Streams one representation. `convert` streams a target's bytes to its closure and returns
     /// the reply's type, nil when the target is refused (before any byte).
     /// - Returns: false when no target serves the type.

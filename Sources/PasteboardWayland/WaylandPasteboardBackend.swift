@@ -416,9 +416,20 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     /// through the compositor, read to its end. False when the offer does not list the type.
     func receive(_ offer: (id: UInt32, types: [String]), type: String, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
         guard offer.types.contains(type) else { return false }
+        return try drain(try request(offer, type: type), limit: limit, bytes: bytes)
+    }
+
+    /// A receive sent whose pipe is not read yet: its read end, which the reader closes.
+    struct PendingReceive {
+        let type: String
+        let fd: Int32
+    }
+
+    /// Sends a receive of one type of an offer: the write end of a new pipe goes to the source
+    /// through the compositor; the read end is returned, for ``drain(_:limit:bytes:)``.
+    private func request(_ offer: (id: UInt32, types: [String]), type: String) throws -> PendingReceive {
         var ends: [Int32] = [0, 0]
         guard clinux_pipe_cloexec(&ends) == 0 else { throw PasteboardError.backendFailure("cannot create a pipe: \(Errno.current)") }
-        defer { Glibc.close(ends[0]) }
         // A megabyte at a time (the default pipe holds 64 KiB): a large copy moves with a
         // sixteenth of the wake-ups. Where the limit is lower, the default stays.
         _ = clinux_set_pipe_size(ends[1], 1 << 20)
@@ -426,11 +437,22 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         do {
             sent = try connection.send(WaylandRequest.receive(offer: offer.id, type: Array(type.utf8), fd: ends[1]), ifLive: offer.id)
         } catch {
+            Glibc.close(ends[0])
             Glibc.close(ends[1])
             throw PasteboardError.backendFailure("\(error)")
         }
         Glibc.close(ends[1])
-        guard sent else { throw PasteboardError.backendFailure("the selection changed while \(type) was read: try again") }
+        guard sent else {
+            Glibc.close(ends[0])
+            throw PasteboardError.backendFailure("the selection changed while \(type) was read: try again")
+        }
+        return PendingReceive(type: type, fd: ends[0])
+    }
+
+    /// Reads a receive's pipe to its end (and closes it), its bytes to `bytes`.
+    private func drain(_ pending: PendingReceive, limit: Int, bytes: (Data) throws -> Void) throws -> Bool {
+        defer { Glibc.close(pending.fd) }
+        let type = pending.type
         // Not zeroed (a zeroed megabyte was half of a small paste's instructions): only what a
         // read fills is ever looked at.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -438,13 +460,13 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         var total = 0
         let wait = Int32(min(configuration.readTimeout * 1000, Double(Int32.max)))
         while true {
-            var pollFD = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
+            var pollFD = pollfd(fd: pending.fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&pollFD, 1, wait)
             if ready < 0, errno == EINTR { continue }
             guard ready > 0 else {
                 throw PasteboardError.timedOut(operation: "reading \(type) (the source sent nothing more after \(total) bytes)", seconds: configuration.readTimeout)
             }
-            let count = Glibc.read(ends[0], buffer.baseAddress, buffer.count)
+            let count = Glibc.read(pending.fd, buffer.baseAddress, buffer.count)
             if count < 0, errno == EINTR || errno == EAGAIN { continue }
             guard count >= 0 else { throw PasteboardError.backendFailure("reading \(type) failed: \(Errno.current)") }
             if count == 0 { return true }
@@ -454,14 +476,22 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         }
     }
 
-    private func reader(_ name: Pasteboard.Name) throws -> (OfferReader, (id: UInt32, types: [String]))? {
+    /// The reader of an offer: its targets and its manifest, when it lists one. With `early`, a
+    /// target likely read next is asked for right after the manifest, both in flight at once
+    /// (the source answers the second while the manifest is read): a paste of an xpb copy waits
+    /// for one answer, not two in turn. Its pending receive is returned; the caller reads it or
+    /// closes it.
+    private func reader(_ name: Pasteboard.Name, early: (([String]) -> String?)? = nil)
+        throws -> (reader: OfferReader, offer: (id: UInt32, types: [String]), early: PendingReceive?)? {
         guard let offer = try offer(name) else { return nil }
         var manifest: Data?
-        if offer.types.contains(OfferReader.manifestTarget) {
+        var pending: PendingReceive?
+        if offer.types.contains(OfferReader.manifestTarget), let asked = try? request(offer, type: OfferReader.manifestTarget) {
+            if let target = early?(offer.types), offer.types.contains(target) { pending = try? request(offer, type: target) }
             var bytes = Data()
-            if (try? receive(offer, type: OfferReader.manifestTarget, limit: 1 << 20, bytes: { bytes.append($0) })) == true { manifest = bytes }
+            if (try? drain(asked, limit: 1 << 20, bytes: { bytes.append($0) })) == true { manifest = bytes }
         }
-        return (OfferReader(targets: offer.types, manifest: manifest, registry: registry), offer)
+        return (OfferReader(targets: offer.types, manifest: manifest, registry: registry), offer, pending)
     }
 
     public var isConnected: Bool { connection.endReason == nil }
@@ -471,7 +501,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     public func itemTypesIfOwned(of name: Pasteboard.Name) throws -> [[PasteboardType]]? {
-        try reader(name)?.0.itemTypes
+        try reader(name)?.reader.itemTypes
     }
 
     /// Data-control does not say which client made a selection: the owner is named only when it
@@ -487,14 +517,24 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     public func stream(of name: Pasteboard.Name, item: Int, limit: Int?, likely: PasteboardType?,
                        choosing choose: ([[PasteboardType]]?) throws -> PasteboardType,
                        file: (FileContents) throws -> Void, bytes: (Data) throws -> Void) throws -> Bool {
-        let found = try reader(name)
-        let types = found?.0.itemTypes
+        let registry = self.registry
+        let found = try reader(name, early: { offered in
+            likely.flatMap { item == 0 ? OfferReader.firstTarget(for: $0, offered: offered, registry: registry) : nil }
+        })
+        var early = found?.early
+        defer { if let early { Glibc.close(early.fd) } }
+        let types = found?.reader.itemTypes
         let type = try choose(types)
-        guard let (reader, offer) = found, let types else { return false }
+        guard let found, let types else { return false }
         guard types.indices.contains(item) else { throw PasteboardError.itemIndexOutOfRange(item, count: types.count) }
         let limit = limit ?? configuration.maxReadSize
-        return try reader.read(item: item, type: type, convert: { target, sink in
-            try self.receive(offer, type: target, limit: limit, bytes: sink) ? target : nil
+        let offer = found.offer
+        return try found.reader.read(item: item, type: type, convert: { target, sink in
+            if let pending = early, pending.type == target {
+                early = nil
+                return try self.drain(pending, limit: limit, bytes: sink) ? target : nil
+            }
+            return try self.receive(offer, type: target, limit: limit, bytes: sink) ? target : nil
         }, bytes: bytes)
     }
 

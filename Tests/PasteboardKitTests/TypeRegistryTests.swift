@@ -50,6 +50,23 @@ struct TypeRegistryTests {
         }
     }
 
+    @Test("a type name's rules hold alike for printable ASCII (decided on its bytes) and for any other name", arguments: [
+        ("public.utf8-plain-text", nil), ("text/plain;charset=utf-8", nil), ("a b", nil), (" ~", nil), ("café.type", nil),
+        ("\u{3000}x", nil), (String(repeating: "a", count: 1024), nil),
+        ("", "empty"), (" ", "only white space"), ("   ", "only white space"), ("\u{3000}", "only white space"),
+        (" \t", "only white space"), ("a\tb", "control characters"), ("a\u{7F}", "control characters"),
+        ("é\u{85}", "control characters"), (String(repeating: "a", count: 1025), "1024 bytes"),
+        (String(repeating: "é", count: 513), "1024 bytes"),
+    ] as [(String, String?)])
+    func typeNameRules(name: String, problem: String?) {
+        do {
+            let type = try PasteboardType(name)
+            #expect(problem == nil, "\(name.debugDescription) was taken as \(type)")
+        } catch {
+            #expect(problem.map { "\(error)".contains($0) } == true, "\(name.debugDescription): \(error)")
+        }
+    }
+
     @Test("conformance follows the tree")
     func conformance() throws {
         #expect(registry.conforms(.utf8PlainText, to: .plainText))

@@ -85,7 +85,9 @@ struct StateMachineTests {
         "xpb-manifest\t1\titems=1\n1\tpublic.html\tT\n", "xpb-manifest\t1\titems=1\n-1\tpublic.html\tT\n",
         "xpb-manifest\t1\titems=2000000\n", "xpb-manifest\t1\titems=x\n", "xpb-manifest\t1\titems=1\n0\tpublic.html\n",
         "xpb-manifest\t1\titems=1\n0\t\tT\n", "xpb-manifest\t1\titems=1\n0\tpublic.html\t\n",
-        "xpb-manifest\t1\titems=1\n0\tpublic.html\tT\textra\n",
+        "xpb-manifest\t1\titems=1\n0\tpublic.html\tT\textra\n", "xpb-manifest\t1\titems=1\n0\tpublic.html\tT\u{7F}\n",
+        "xpb-manifest\t1\titems=1\r\n0\tpublic.html\tT\n", "xpb-manifest\t1\titems=1\n0\tpublic.html\tT\r\n",
+        "xpb-manifest\t1\titems=1\n0\ta\u{85}b\tT\n", "xpb-manifest\t1\titems=\n", "xpb-manifest\t1\t=1\n",
     ])
     func malformedManifest(text: String) {
         #expect(Manifest(decoding: Data(text.utf8)) == nil)
@@ -134,6 +136,19 @@ struct StateMachineTests {
         #expect(asText.type == "UTF8_STRING" && asText.data == text.data)
         #expect(try kept.bytes(for: "application/x-not-kept") == nil)
         #expect(try kept.bytes(for: "TARGETS") == nil)
+    }
+
+    @Test("a manifest's fields: empty lines and fields skipped, unknown fields ignored, a '=' in a value kept, '-' and odd expiries none")
+    func manifestFields() throws {
+        let text = "\n\nxpb-manifest\t\t1\titems=2\tlocal-only=1\tfuture=a=b\texpires=-\tfast-path2=xpb-1-x=y\n\n1\ttext/x-é\tXPB_ITEM_1_0\n0\tpublic.png\tPNG\n"
+        let manifest = try #require(Manifest(decoding: Data(text.utf8)))
+        #expect(manifest.itemTypes == [[.png], [try PasteboardType("text/x-é")]])
+        #expect(manifest.options.isLocalOnly && manifest.options.expirationDate == nil)
+        #expect(manifest.fastPath == "xpb-1-x=y")
+        for expires in ["inf", "nan", "x", ""] {
+            let odd = try #require(Manifest(decoding: Data("xpb-manifest\t1\titems=0\texpires=\(expires)\n".utf8)))
+            #expect(odd.options.expirationDate == nil && odd.entries.isEmpty)
+        }
     }
 
     @Test("a manifest that is not UTF-8 is refused")
