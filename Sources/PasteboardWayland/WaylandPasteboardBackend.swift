@@ -244,18 +244,43 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         changeCenter.publish(PasteboardChange(name: Self.name(of: selection), changeCount: changeCount, typesBefore: before, typesAfter: types))
     }
 
-    /// Writes a type's bytes to a reader's descriptor on a worker, then closes it.
+    /// Writes a type's bytes to a reader's descriptor, then closes it: small bytes of ours at
+    /// once (``servedAtOnce(_:target:to:)``), anything else on a worker. A reader that closed its
+    /// end costs a write an EPIPE, never the process (``BrokenPipe/guarding(_:)``).
     private func serve(source: UInt32, type: [UInt8], fd: Int32) {
-        let (held, handler) = state.withLock { state -> (SourceContents?, (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?) in
-            state.activeSends += 1
-            return (state.held[source], state.servedHandler)
+        let target = String(decoding: type, as: UTF8.self)
+        let (held, handler, selection, needsNoReader) = state.withLock { state in
+            (state.held[source], state.servedHandler, state.ours.first { $0.value == source }?.key,
+             state.pastedHook == nil && state.secretRefusal.isEmpty)
         }
-        let selection = state.withLock { state in state.ours.first { $0.value == source }?.key }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         let timeout = configuration.sendTimeout
+        let counted: @Sendable (Bool) -> Void = { [registry] delivered in
+            // After the close, as below.
+            if delivered, let handler, let selection, target != Manifest.target {
+                handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
+            }
+        }
+        switch needsNoReader ? Self.servedAtOnce(held, target: target, to: fd) : .notHere {
+        case .notHere:
+            break
+        case let .done(delivered):
+            Glibc.close(fd)
+            if handler != nil { Background.run("xpb.wayland.served") { counted(delivered) } }
+            return
+        case let .rest(rest):
+            state.withLock { $0.activeSends += 1 }
+            Background.run("xpb.wayland.send") { [self] in
+                defer { state.withLock { $0.activeSends -= 1 } }
+                let delivered = BrokenPipe.guarding { Self.writeAll(rest, to: fd, timeout: timeout) }
+                Glibc.close(fd)
+                counted(delivered)
+            }
+            return
+        }
+        state.withLock { $0.activeSends += 1 }
         Background.run("xpb.wayland.send") { [self] in
             defer { state.withLock { $0.activeSends -= 1 } }
-            let target = String(decoding: type, as: UTF8.self)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             // A secret the rule refuses to this reader: its pipe closes empty.
             if target != Manifest.target, refusesSecret(held, through: fd) {
                 Glibc.close(fd)
@@ -273,14 +298,12 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             }
             // Who reads kept contents, found before the bytes go: a one-shot reader exits after.
             let reader = turn == nil && target != Manifest.target ? pasteReader(of: held, on: selection, through: fd) : nil
-            let delivered = Self.write(contents, target: target, to: fd, timeout: timeout)
+            let delivered = BrokenPipe.guarding { Self.write(contents, target: target, to: fd, timeout: timeout) }
             // The reader has every byte and its end before the paste is counted: a --paste-once
             // owner that gave the selection up first made wl-paste see the selection emptied
             // while it still waited for the end, and say "No selection".
             Glibc.close(fd)
-            if delivered, let handler, let selection, target != Manifest.target {
-                handler(Self.name(of: selection), registry.type(forTarget: target)?.type ?? (try? PasteboardType(target)) ?? .data)
-            }
+            counted(delivered)
             turn.map { $0.queue.received($0.receipt, delivered: delivered) }
             if delivered, let reader, let selection { reader.hook(Self.name(of: selection), reader.reading) }
         }
@@ -314,6 +337,35 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         let reader = pid.map { PasteReports.Reader(selection: key, processID: $0) } ?? PasteReports.Reader(selection: key, client: 0)
         guard state.withLock({ $0.pasteReports.isNewPaste(reader, now: now) }) else { return nil }
         return (hook, PasteReading(time: Date(), processID: pid, appName: pid.flatMap { LocalProcess.executable(of: $0).name }, ownerID: nil))
+    }
+
+    /// The most bytes written at once on the connection's thread: a pipe takes them whole
+    /// (POSIX's atomic write to a pipe), so the write never waits and never stops part-way.
+    static let atOnce = 4096
+
+    /// What ``servedAtOnce(_:target:to:)`` did.
+    enum AtOnce {
+        /// Not such bytes, or the descriptor took none yet: a worker serves the receive.
+        case notHere
+        /// Written whole (true), or the reader went (false).
+        case done(Bool)
+        /// A descriptor that is not a pipe took part of them: a worker writes the rest.
+        case rest(Data)
+    }
+
+    /// Writes bytes of ours held in memory (no conversion, no file, no lazy provider) of at most
+    /// ``atOnce`` bytes, where no reader needs naming: on the connection's thread, with no worker
+    /// to start. A paste of an xpb copy waited for a thread's start on the owner's first receive
+    /// (two, for the manifest and the type asked with it).
+    static func servedAtOnce(_ held: SourceContents?, target asked: String, to fd: Int32) -> AtOnce {
+        guard case let .items(items)? = held else { return .notHere }
+        let target = servedTarget(asked, offering: items.targets)
+        guard let size = items.size(of: target), size <= atOnce, items.file(for: target) == nil,
+              let data = (try? items.bytes(for: target))?.data, data.count <= atOnce else { return .notHere }
+        let written = BrokenPipe.guarding { data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
+        if written == data.count { return .done(true) }
+        if written < 0 { return errno == EAGAIN || errno == EINTR ? .notHere : .done(false) }
+        return .rest(data.dropFirst(written))
     }
 
     /// Writes a source's bytes of `target` to a reader's descriptor; false when there are none,

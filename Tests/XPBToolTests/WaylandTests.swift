@@ -145,6 +145,42 @@ struct WaylandTests {
         #expect(eventually(timeout: 10) { (try? wlPaste(sway).status) != 0 })
     }
 
+    /// A reader killed mid-paste, or a client that asks and closes its pipe at once, made the
+    /// owner's write raise SIGPIPE, which ended the xpb owner: the copy was lost.
+    @Test("an xpb copy outlives readers that close their pipe before it writes: small bytes written at once, 3 MB from memory, a file")
+    func readersClosingEarly() throws {
+        let sway = try Compositor()
+        let peer = packageRoot.appendingPathComponent("Tests/Peers/wayland_receiver.py").path
+        let socket = sway.runtimeDirectory + "/" + sway.socketName
+        func receiveAfterEarlyCloses(_ type: String) throws -> Outcome {
+            try run("/usr/bin/python3", [peer, socket, type, "8"], display: sway, timeout: 60)
+        }
+        let small = Data("hello, world\n".utf8)
+        #expect(try xpb(["copy"], sway, input: small).status == 0)
+        let smallRead = try receiveAfterEarlyCloses("text/plain;charset=utf-8")
+        #expect(smallRead.status == 0 && smallRead.output == small, "\(smallRead.error)")
+        #expect(try xpb(["paste"], sway).output == small)
+
+        let large = payload(3_000_000)
+        #expect(try xpb(["copy", "-t", "application/octet-stream"], sway, input: large).status == 0)
+        let largeRead = try receiveAfterEarlyCloses("application/octet-stream")
+        #expect(largeRead.status == 0 && largeRead.output == large, "\(largeRead.error)")
+        #expect(try xpb(["paste", "-t", "application/octet-stream"], sway).output == large)
+
+        let path = try scratchFile("early.bin", large)
+        defer { unlink(path) }
+        #expect(try xpb(["copy", "-t", "application/octet-stream", path], sway).status == 0)
+        let fileRead = try receiveAfterEarlyCloses("application/octet-stream")
+        #expect(fileRead.status == 0 && fileRead.output == large, "\(fileRead.error)")
+        #expect(try xpb(["paste", "-t", "application/octet-stream"], sway).output == large)
+
+        // A paste the reader did not take is not one: --paste-once serves the one that reads.
+        #expect(try xpb(["copy", "--paste-once"], sway, input: small).status == 0)
+        let once = try receiveAfterEarlyCloses("text/plain;charset=utf-8")
+        #expect(once.status == 0 && once.output == small, "\(once.error)")
+        #expect(eventually(timeout: 10) { (try? wlPaste(sway).status) != 0 })
+    }
+
     @Test("the backend: WAYLAND_DISPLAY wins over DISPLAY; --backend and XPB_BACKEND choose; a bad name is a usage error")
     func choice() throws {
         let sway = try Compositor()
