@@ -173,12 +173,6 @@ struct WaylandTests {
         let fileRead = try receiveAfterEarlyCloses("application/octet-stream")
         #expect(fileRead.status == 0 && fileRead.output == large, "\(fileRead.error)")
         #expect(try xpb(["paste", "-t", "application/octet-stream"], sway).output == large)
-
-        // A paste the reader did not take is not one: --paste-once serves the one that reads.
-        #expect(try xpb(["copy", "--paste-once"], sway, input: small).status == 0)
-        let once = try receiveAfterEarlyCloses("text/plain;charset=utf-8")
-        #expect(once.status == 0 && once.output == small, "\(once.error)")
-        #expect(eventually(timeout: 10) { (try? wlPaste(sway).status) != 0 })
     }
 
     @Test("the backend: WAYLAND_DISPLAY wins over DISPLAY; --backend and XPB_BACKEND choose; a bad name is a usage error")
