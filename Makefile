@@ -80,7 +80,7 @@ deps:
 test:
 	@Scripts/deps build test
 	@$(MAKE) --no-print-directory build
-	$(SWIFT) test
+	@Scripts/run-tests $(SWIFT)
 
 # The generated parts of docs/xpb.md and docs/xpbd.md, from the option tables (a test checks them).
 docs: build
