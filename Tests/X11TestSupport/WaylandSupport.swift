@@ -112,7 +112,9 @@ public final class Compositor: TestSession {
                 throw TestFailure("the compositor did not start: \(log.suffix(2000))")
             }
             let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-            socket = entries.first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
+            // Named once it listens: the file is there from its bind, a moment before its listen,
+            // and a client that connects in between is refused ("Connection refused" under load).
+            socket = entries.first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") && Self.listens(directory + "/" + $0) }
             if kind == .mutter, display == nil {
                 // "Using public X11 display :1, (using :2 for managed services)"; its cookie in
                 // .mutter-Xwaylandauth.*.
@@ -132,6 +134,24 @@ public final class Compositor: TestSession {
         socketName = socket!
         xDisplay = display
         xAuthority = authority
+    }
+
+    /// Whether a Unix socket at `path` takes a connection (which is closed at once: the compositor
+    /// sees a client come and go).
+    private static func listens(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
     }
 
     /// Whether an X client gets an answer from the display (Xwayland listens before it is ready).
