@@ -15,9 +15,12 @@ start_headless_sway() {
         > "$work/sway.log" 2>&1 < /dev/null &
     sway_pid=$!
     socket=
+    # Ready once its socket takes a connection: the file is there from its bind, a moment before
+    # its listen.
     for _ in $(seq 1 200); do
         socket=$(find "$runtime" -maxdepth 1 -name 'wayland-*' ! -name '*.lock' | head -1)
-        [ -n "$socket" ] && break
+        [ -n "$socket" ] && python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$socket" 2>/dev/null && break
+        socket=
         sleep 0.05
     done
     [ -n "$socket" ] || { cat "$work/sway.log" >&2; return 1; }
