@@ -29,6 +29,32 @@ struct SyncLedgerTests {
         #expect(sent == [.send(.announce(SyncAnnounce(selection: "CLIPBOARD", stamp: stamp, origin: "a", targets: [SyncTarget(target: "UTF8_STRING")])), to: [1, 2])])
     }
 
+    @Test("a bridge's Wayland side: an ownership replaced by another before it was judged is passed over, so the compositor's echo after it leaves the bridge's own copy shared; judged as a copy, its 'replaced' verdict withdrew that copy everywhere")
+    func supersededTakeKeepsTheCopy() {
+        let copy = SyncLedger.Verdict.shareable(targets: [SyncTarget(target: "UTF8_STRING")], expires: nil, origin: "w")
+        func shared() -> SyncLedger {
+            var ledger = SyncLedger(node: "w")
+            _ = ledger.linkUp(1, sends: Self.all, receives: Self.all, now: Date())
+            _ = ledger.ownerChanged("CLIPBOARD", owner: 50, event: .copied, now: 1000)
+            _ = ledger.offerRead("CLIPBOARD", stamp: SyncStamp(clock: 1000, node: "w"), verdict: copy)
+            return ledger
+        }
+        // The compositor takes CLIPBOARD twice (owners 60, then 61) for that copy; 61 is current
+        // when 60 is judged.
+        #expect(BridgeMemory.isSuperseded(60, current: 61))
+        #expect(!BridgeMemory.isSuperseded(61, current: 61))
+        #expect(!BridgeMemory.isSuperseded(60, current: nil), "an emptied selection's last copy is judged as before")
+        var passedOver = shared()
+        #expect(passedOver.ownerChanged("CLIPBOARD", owner: 60, event: .gone, now: 1001) == [])
+        #expect(passedOver.ownerChanged("CLIPBOARD", owner: 61, event: .gone, now: 1002) == [], "the echo")
+        #expect(passedOver.slots["CLIPBOARD"]?.shared?.announce != nil, "still shared: X keeps serving it")
+        // What a take judged as a copy did.
+        var judged = shared()
+        _ = judged.ownerChanged("CLIPBOARD", owner: 60, event: .copied, now: 1001)
+        let withdrawn = judged.offerRead("CLIPBOARD", stamp: SyncStamp(clock: 1001, node: "w"), verdict: .replaced)
+        #expect(withdrawn == [.send(.withdraw(selection: "CLIPBOARD", stamp: SyncStamp(clock: 1000, node: "w")), to: [1])])
+    }
+
     @Test("compare-and-own: an owner the ledger has not seen yet (a newer copy whose event is unread) is never replaced")
     func compareAndOwn() {
         var ledger = SyncLedger(node: "a")
