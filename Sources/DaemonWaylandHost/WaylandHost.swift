@@ -133,25 +133,27 @@ package final class WaylandHost: KeepingHost {
             let hub = hub
             self.events.async {
                 var event = event
-                if event == .copied, let owner, BridgeMemory.isSuperseded(owner, current: self.backend.currentOwner(of: name)) {
-                    // Its text is gone with it, so it would pass for a person's copy, and its
-                    // "replaced" verdict would withdraw the bridge's own copy everywhere. Under
-                    // load the compositor took CLIPBOARD twice for the newest Wayland copy: the
-                    // first take, replaced by the second before it was judged, withdrew that copy
-                    // from X, and the second, an echo, was not carried: X had nothing.
-                    event = .gone
-                    self.logger.debug("\(SelectionNames.selection(for: name)): an ownership replaced before the bridge judged it: passed over")
-                } else if event == .copied, let owner {
-                    let kind = memory.kind(name, text: self.text(of: name, owner: owner))
-                    if kind != .copy {
-                        self.state.withLock { _ = $0.echoes.insert(owner) }
-                        event = .gone
-                    }
+                if event == .copied, let owner {
                     let selection = SelectionNames.selection(for: name)
-                    if kind == .echo {
-                        self.logger.info("\(selection) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
-                    } else if kind == .secretEcho {
-                        self.logger.info("\(selection) is the compositor's own bridge carrying an X copy marked secret, without its mark: secret here too, not kept, not carried")
+                    if BridgeMemory.isSuperseded(owner, current: self.backend.currentOwner(of: name)) {
+                        // Its text is gone with it, so it would pass for a person's copy, and its
+                        // "replaced" verdict would withdraw the bridge's own copy everywhere. Under
+                        // load the compositor took CLIPBOARD twice for the newest Wayland copy: the
+                        // first take, replaced by the second before it was judged, withdrew that
+                        // copy from X, and the second, an echo, was not carried: X had nothing.
+                        event = .gone
+                        self.logger.debug("\(selection): an ownership replaced before the bridge judged it: passed over")
+                    } else {
+                        let kind = memory.kind(name, text: self.text(of: name, owner: owner))
+                        if kind != .copy {
+                            self.state.withLock { _ = $0.echoes.insert(owner) }
+                            event = .gone
+                        }
+                        if kind == .echo {
+                            self.logger.info("\(selection) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
+                        } else if kind == .secretEcho {
+                            self.logger.info("\(selection) is the compositor's own bridge carrying an X copy marked secret, without its mark: secret here too, not kept, not carried")
+                        }
                     }
                 }
                 hub?.ownerChanged(name, owner: owner ?? 0, event: event)
