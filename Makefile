@@ -108,7 +108,12 @@ QUIET_GLIBC = sed -e "/in statically linked applications requires at runtime the
 # code adds 2 MiB to xpb; two binaries would carry Swift's runtime and FoundationEssentials twice).
 # xpbd-kdeconnect, which xpbd --kdeconnect runs, is a second: TLS with X.509 would add about 4 MB
 # of OpenSSL to xpb, which every copy and paste starts.
+#
+# It first checks that the build's packages are there (a third of a second): a `swift build` run
+# without them keeps what pkg-config said in its plan, and goes on failing on a missing header
+# after the packages are installed, until its scratch directory is removed.
 build:
+	@Scripts/deps --check build
 	@echo "$(SWIFT) build $(STATIC_FLAGS) --product xpb"
 	@{ $(SWIFT) build $(STATIC_FLAGS) --product xpb 2>&1; echo $$? > $(SCRATCH).status; } | $(QUIET_GLIBC); \
 		status=$$(cat $(SCRATCH).status); rm -f $(SCRATCH).status; [ "$$status" = 0 ] || exit $$status
