@@ -85,20 +85,7 @@ package final class DisplayHost: KeepingHost {
     /// In a bridge: where a selection the compositor took is taken back.
     let takeBacks = DispatchQueue(label: "xpbd.bridge.takeback")
     /// In a bridge: what the Wayland selection of a name holds now (set by ``ClipboardBridge``).
-    package let waylandSelection = Mutex<(@Sendable (Pasteboard.Name) -> WaylandSelection)?>(nil)
-
-    /// What the Wayland selection holds, as the bridge's X side asks.
-    package enum WaylandSelection {
-        /// Nothing, or the bridge's own source (a copy it carries, or one its keeper serves).
-        case bridges
-        /// A Wayland client's copy that the Wayland side has not read yet.
-        case unread
-        /// A Wayland client's copy the Wayland side has read: announced, or kept home.
-        case read
-        /// The bridge's own source serving a paste queue: X apps' reads through the compositor
-        /// take their turns there; no copy of an item here would.
-        case queue
-    }
+    package let waylandSelection = Mutex<(@Sendable (Pasteboard.Name) -> BridgeRules.WaylandSelection)?>(nil)
     /// The keeper's captures that ended, for a bridge's announces (``CaptureSettling``).
     let settling = CaptureSettling()
 
@@ -477,14 +464,12 @@ package final class DisplayHost: KeepingHost {
     }
 
     /// How long after the compositor took a selection the bridge looks at what it took it for
-    /// (the compositor's Wayland event reaches the Wayland side by then), and how long it waits
-    /// for the Wayland side's announce of a client's copy.
+    /// (the compositor's Wayland event reaches the Wayland side by then).
     static let takeBackDelay = 0.2
-    static let announceWait = 5.0
 
     /// The compositor's window manager took `name` on X, with `window`, for the newest Wayland
     /// copy. It serves it only while an X window has the focus, and its take ended the X owner's:
-    /// the bridge takes the selection back.
+    /// the bridge takes the selection back (``BridgeRules/takeBack(_:elapsed:hubTakesBack:)``).
     /// - For a Wayland client's copy: as its announce comes (compare-and-own, at once, as any
     ///   announce is); a copy never announced (secret, local-only) is left to the compositor.
     /// - For the bridge's own carry of an X copy: the X copy the keeper holds, whose owner's
@@ -496,36 +481,32 @@ package final class DisplayHost: KeepingHost {
         takeBacks.asyncAfter(deadline: .now() + Self.takeBackDelay) { [self] in takeBack(name, from: window, since: started) }
     }
 
-    /// One look at what the compositor took `name` for (``compositorTook(_:window:)``): taken
-    /// back, left, or looked at again in a moment.
+    /// One look at what the compositor took `name` for (``compositorTook(_:window:)``), and what
+    /// the rule says of it carried out: taken back, left, or looked at again in a moment.
     private func takeBack(_ name: Pasteboard.Name, from window: X11Window, since started: Date) {
         let selection = SelectionNames.selection(for: name)
         guard state.withLock({ !$0.isStopped && $0.owners[name] == window }) else { return }
-        switch waylandSelection.withLock({ $0 })?(name) ?? .bridges {
-        case .unread:
-            // Its announce is on its way: the copy the compositor took it for is newer than any
-            // the ledger holds.
-            if Date().timeIntervalSince(started) < Self.announceWait {
-                takeBacks.asyncAfter(deadline: .now() + 0.05) { [self] in takeBack(name, from: window, since: started) }
-            }
+        let wayland = waylandSelection.withLock({ $0 })?(name) ?? .bridges
+        switch BridgeRules.takeBack(wayland, elapsed: Date().timeIntervalSince(started), hubTakesBack: { daemon?.hub.takeBack(name) == true }) {
+        case .taken:
             return
-        case .read:
-            // Announced (its announce owns the selection as it comes, or here), or kept home
-            // (secret, local-only): then the compositor's is the copy to show.
-            if daemon?.hub.takeBack(name) == true { return }
-            if Date().timeIntervalSince(started) < Self.announceWait {
-                takeBacks.asyncAfter(deadline: .now() + 0.1) { [self] in takeBack(name, from: window, since: started) }
-            } else {
-                logger.info("\(selection): the compositor's XWayland window manager holds a Wayland copy that is not shared (secret or local-only): left to it")
-            }
-            return
-        case .queue:
+        case let .lookAgain(after):
+            takeBacks.asyncAfter(deadline: .now() + after) { [self] in takeBack(name, from: window, since: started) }
+        case .gaveUp:
+            logger.debug("\(selection): no announce came of the Wayland copy the compositor's XWayland window manager took it for: left to it")
+        case .leftNotShared:
+            logger.info("\(selection): the compositor's XWayland window manager holds a Wayland copy that is not shared (secret or local-only): left to it")
+        case .leftQueue:
             logger.info("\(selection): the compositor's XWayland window manager holds the paste queue's item: left to it (X apps that paste take their turns through it)")
-            return
-        case .bridges:
-            if daemon?.hub.takeBack(name) == true { return }
+        case .serveKept:
+            serveKeptAgain(name, replacing: window)
         }
-        // The bridge's own carry of this display's copy: the keeper's bytes of it.
+    }
+
+    /// The bridge's own carry of this display's copy, taken by the compositor: the keeper's bytes
+    /// of it served again.
+    private func serveKeptAgain(_ name: Pasteboard.Name, replacing window: X11Window) {
+        let selection = SelectionNames.selection(for: name)
         let kept = state.withLock { $0.current[name] }
         guard let kept, !kept.targets.isEmpty, !kept.isExpired() else {
             logger.info("the compositor's XWayland window manager took \(selection), and nothing is kept to take it back with: it answers only while an X window has the focus")

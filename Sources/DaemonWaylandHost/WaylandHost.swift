@@ -135,25 +135,22 @@ package final class WaylandHost: KeepingHost {
                 var event = event
                 if event == .copied, let owner {
                     let selection = SelectionNames.selection(for: name)
-                    if BridgeMemory.isSuperseded(owner, current: self.backend.currentOwner(of: name)) {
-                        // Its text is gone with it, so it would pass for a person's copy, and its
-                        // "replaced" verdict would withdraw the bridge's own copy everywhere. Under
-                        // load the compositor took CLIPBOARD twice for the newest Wayland copy: the
-                        // first take, replaced by the second before it was judged, withdrew that
-                        // copy from X, and the second, an echo, was not carried: X had nothing.
-                        event = .gone
+                    let take = BridgeRules.judge(owner, current: self.backend.currentOwner(of: name)) {
+                        memory.kind(name, text: self.text(of: name, owner: owner))
+                    }
+                    // Only a copy is carried: the rest reach sync as gone, and an echo's ownership
+                    // is not kept either.
+                    if take != .copy { event = .gone }
+                    if take.isEcho { self.state.withLock { _ = $0.echoes.insert(owner) } }
+                    switch take {
+                    case .copy:
+                        break
+                    case .passedOver:
                         self.logger.debug("\(selection): an ownership replaced before the bridge judged it: passed over")
-                    } else {
-                        let kind = memory.kind(name, text: self.text(of: name, owner: owner))
-                        if kind != .copy {
-                            self.state.withLock { _ = $0.echoes.insert(owner) }
-                            event = .gone
-                        }
-                        if kind == .echo {
-                            self.logger.info("\(selection) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
-                        } else if kind == .secretEcho {
-                            self.logger.info("\(selection) is the compositor's own bridge carrying an X copy marked secret, without its mark: secret here too, not kept, not carried")
-                        }
+                    case .echo:
+                        self.logger.info("\(selection) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
+                    case .secretEcho:
+                        self.logger.info("\(selection) is the compositor's own bridge carrying an X copy marked secret, without its mark: secret here too, not kept, not carried")
                     }
                 }
                 hub?.ownerChanged(name, owner: owner ?? 0, event: event)

@@ -153,14 +153,6 @@ package final class BridgeMemory: Sendable {
         return text() == carried
     }
 
-    /// Whether a new Wayland ownership was replaced by another one before the bridge judged it
-    /// (not by an emptied selection): it is passed over, as the newer one's event follows and is
-    /// judged itself.
-    package static func isSuperseded(_ owner: UInt, current: UInt?) -> Bool {
-        guard let current else { return false }
-        return current != owner
-    }
-
     /// Whether a new Wayland copy is the compositor's echo (secret or not).
     func isEcho(_ name: Pasteboard.Name, text: @autoclosure () -> Data?) -> Bool {
         kind(name, text: text()) != .copy
