@@ -140,16 +140,16 @@ package final class WaylandHost: KeepingHost {
                     }
                     // Only a copy is carried: the rest reach sync as gone, and an echo's ownership
                     // is not kept either.
-                    if take != .copy { event = .gone }
+                    if take != .judged(.copy) { event = .gone }
                     if take.isEcho { self.state.withLock { _ = $0.echoes.insert(owner) } }
                     switch take {
-                    case .copy:
+                    case .judged(.copy):
                         break
                     case .passedOver:
                         self.logger.debug("\(selection): an ownership replaced before the bridge judged it: passed over")
-                    case .echo:
+                    case .judged(.echo):
                         self.logger.info("\(selection) is the compositor's own bridge carrying a copy the bridge knows: not carried back")
-                    case .secretEcho:
+                    case .judged(.secretEcho):
                         self.logger.info("\(selection) is the compositor's own bridge carrying an X copy marked secret, without its mark: secret here too, not kept, not carried")
                     }
                 }

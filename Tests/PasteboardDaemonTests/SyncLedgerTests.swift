@@ -42,8 +42,8 @@ struct SyncLedgerTests {
         // The compositor takes CLIPBOARD twice (owners 60, then 61) for that copy; 61 is current
         // when 60 is judged.
         #expect(BridgeRules.judge(60, current: 61) { Issue.record("a replaced take is not read"); return .copy } == .passedOver)
-        #expect(BridgeRules.judge(61, current: 61) { .echo } == .echo)
-        #expect(BridgeRules.judge(60, current: nil) { .copy } == .copy, "an emptied selection's last copy is judged as before")
+        #expect(BridgeRules.judge(61, current: 61) { .echo } == .judged(.echo))
+        #expect(BridgeRules.judge(60, current: nil) { .copy } == .judged(.copy), "an emptied selection's last copy is judged as before")
         var passedOver = shared()
         #expect(passedOver.ownerChanged("CLIPBOARD", owner: 60, event: .gone, now: 1001) == [])
         #expect(passedOver.ownerChanged("CLIPBOARD", owner: 61, event: .gone, now: 1002) == [], "the echo")

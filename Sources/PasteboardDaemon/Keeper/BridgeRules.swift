@@ -10,13 +10,11 @@
 package enum BridgeRules {
     /// What a new Wayland ownership that is not the bridge's own is.
     package enum WaylandTake: Equatable, Sendable {
-        /// A copy a Wayland client made: kept, recorded and carried to X.
-        case copy
-        /// The compositor carrying a copy the bridge knows (an X copy, or the bridge's own carry
-        /// back): not kept, not carried.
-        case echo
-        /// The compositor carrying an X copy marked secret, without its mark: secret here too.
-        case secretEcho
+        /// Judged by what the bridge remembers (``BridgeMemory/kind(_:text:)``): a copy a Wayland
+        /// client made (kept, recorded, carried to X), or the compositor carrying a copy the
+        /// bridge knows (an X copy, the bridge's own carry back, or a secret X copy without its
+        /// mark): not kept, not carried.
+        case judged(BridgeMemory.Kind)
         /// Replaced by another ownership before the bridge judged it: passed over, as the newer
         /// one's own event follows and is judged itself. Its text went with it, so it would pass
         /// for a person's copy, and its "replaced" verdict would withdraw the bridge's own copy
@@ -25,7 +23,10 @@ package enum BridgeRules {
         case passedOver
 
         /// The compositor's carry of a copy (secret or not): its ownership is not kept.
-        package var isEcho: Bool { self == .echo || self == .secretEcho }
+        package var isEcho: Bool {
+            if case let .judged(kind) = self { return kind != .copy }
+            return false
+        }
     }
 
     /// What the new Wayland ownership `owner` is, the selection's owner being `current` now:
@@ -33,11 +34,7 @@ package enum BridgeRules {
     /// side) is asked only of an ownership still current, or of an emptied selection's last one.
     package static func judge(_ owner: UInt, current: UInt?, kind: () -> BridgeMemory.Kind) -> WaylandTake {
         if let current, current != owner { return .passedOver }
-        switch kind() {
-        case .copy: return .copy
-        case .echo: return .echo
-        case .secretEcho: return .secretEcho
-        }
+        return .judged(kind())
     }
 
     /// What the Wayland selection holds, as the bridge's X side asks after the compositor took
