@@ -84,7 +84,7 @@ package final class DisplayHost: KeepingHost {
     let compositorClient = Mutex<UInt?>(nil)
     /// In a bridge: where a selection the compositor took is taken back.
     let takeBacks = DispatchQueue(label: "xpbd.bridge.takeback")
-    /// In a bridge: what the Wayland selection of a name holds now (set by ``ClipboardBridge``).
+    /// In a bridge: what the Wayland selection of a name holds now (set by ``BridgeHost``).
     package let waylandSelection = Mutex<(@Sendable (Pasteboard.Name) -> BridgeRules.WaylandSelection)?>(nil)
     /// The keeper's captures that ended, for a bridge's announces (``CaptureSettling``).
     let settling = CaptureSettling()

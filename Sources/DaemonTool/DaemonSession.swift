@@ -6,7 +6,7 @@ import PasteboardKit
 
 /// The one place xpbd's host is made, from the configuration's ``SessionPlan`` (decided as `xpb`
 /// and the library decide it): memory with `--headless`; on a Wayland session with XWayland,
-/// both, bridged (``ClipboardBridge``), or XWayland's display alone where the compositor offers no
+/// both, one daemon over the two (``BridgeHost``), or XWayland's display alone where the compositor offers no
 /// data-control (GNOME's Mutter, Weston carry XWayland's selections to their Wayland clients
 /// themselves); else the plan's one host.
 enum DaemonSession {
@@ -16,7 +16,8 @@ enum DaemonSession {
             return try daemon(configuration: configuration, logger: logger)
         }
         do {
-            return try ClipboardBridge(configuration: configuration, logger: logger)
+            let bridge = try BridgeHost(configuration: configuration, logger: logger)
+            return try ClipboardDaemon(host: bridge, configuration: bridge.configuration, logger: logger)
         } catch where SessionPlan.isUnserved(error) {
             logger.debug("the Wayland compositor offers no data-control: keeping XWayland's display, whose selections the compositor carries to its Wayland clients itself")
             var xOnly = configuration

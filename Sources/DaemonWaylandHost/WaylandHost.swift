@@ -47,6 +47,9 @@ package final class WaylandHost: KeepingHost {
     package let bridgeMemory = Mutex<BridgeMemory?>(nil)
     /// The paste queue (`xpb queue`).
     let pasteQueue: PasteQueueService
+    /// The hub its ownership changes go to when it is not its daemon's: a bridge's Wayland port
+    /// has one of its own, linked to the X port's (set before ``start(_:)``).
+    package let portHub = Mutex<SyncHub?>(nil)
 
     package init(configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
@@ -105,8 +108,13 @@ package final class WaylandHost: KeepingHost {
         }
     }
 
+    /// The hub its changes go to: its own as a bridge's port, else its daemon's.
+    private func hub(of daemon: ClipboardDaemon?) -> SyncHub? {
+        portHub.withLock { $0 } ?? daemon?.hub
+    }
+
     package func connect(_ daemon: ClipboardDaemon) {
-        let hub = daemon.hub
+        let hub = hub(of: daemon)
         backend.onSelectionChange { [weak self, weak hub] name, owner in
             guard let self else { return }
             let previous = self.state.withLock { state -> UInt? in
@@ -172,7 +180,7 @@ package final class WaylandHost: KeepingHost {
     package func serveSelected(_ snapshot: Snapshot) throws {
         if snapshot.selection == .general { pasteQueue.end(because: "a history entry was selected") }
         try serve(snapshot, ifEmpty: false)
-        daemon?.hub.selectedFromHistory(snapshot.selection)
+        hub(of: daemon)?.selectedFromHistory(snapshot.selection)
     }
 
     package func answer(_ request: ControlRequest, on channel: inout FrameChannel) -> Result<ControlAnswer, ControlFailure> {
@@ -299,7 +307,7 @@ package final class WaylandHost: KeepingHost {
                 return
             }
             snapshot.source = "unknown app (Wayland)"
-            guard daemon?.admits(snapshot, from: "a Wayland client", owner: owner) == true else {
+            guard daemon?.admits(snapshot, from: "a Wayland client", owner: owner, hub: hub(of: daemon)) == true else {
                 state.withLock { _ = $0.current.drop(name) }
                 return
             }

@@ -21,8 +21,7 @@ package final class ClipboardDaemon: Sendable {
     package let host: any ClipboardHost
     /// The history: on disk, and in memory the copies their app may still take back.
     package let store: HistoryLock
-    /// History writes, in order, off the hosts' and the clients' threads (the history's own
-    /// queue: shared with the other side of a bridge).
+    /// History writes, in order, off the hosts' and the clients' threads (the history's own queue).
     var storage: DispatchQueue { store.writes }
     /// Room for copies queued on `storage` and not written yet: past 32 copies or 64 MiB a copy
     /// waits for the disk (a flood of copies is slowed to the disk's pace, not held in memory).
@@ -39,8 +38,10 @@ package final class ClipboardDaemon: Sendable {
     /// Sync with other displays and machines (links dialed by us or by them).
     package let hub: SyncHub
     package let socketPath: String
+    /// More paths the control socket answers on (``ClipboardHost/otherSocketPaths``).
+    let otherSocketPaths: [String]
     let startedAt = Date()
-    private let control = Mutex<ControlServer?>(nil)
+    private let control = Mutex<[ControlServer]>([])
     /// The session bus's connection, while xpbd answers there (``KlipperObject``, ``PasteboardObject``).
     let dbus = Mutex<DBusService?>(nil)
     /// What it answers: Klipper's interface (unless `--no-dbus-klipper`) and xpbd's own.
@@ -62,19 +63,16 @@ package final class ClipboardDaemon: Sendable {
     private let idleWake = DispatchSemaphore(value: 0)
 
     /// A daemon over `host` (DaemonTool's ``DaemonSession`` makes the host the configuration asks
-    /// for), and the history: `history` is another daemon's, shared (the two sides of a bridge list
-    /// one history), else the state directory's. Nothing is served yet: see ``start()``.
-    package init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger, history: HistoryLock? = nil) throws {
+    /// for: one port, or a bridge of two), with the state directory's history. Nothing is served
+    /// yet: see ``start()``.
+    package init(host: any ClipboardHost, configuration: DaemonConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.host = host
-        if let history {
-            store = history
-        } else {
-            let opened = try Self.openHistory(configuration, logger: logger)
-            store = try HistoryLock(History(disk: opened.store, logger: logger), awaitsKeyring: opened.awaitsKeyring)
-        }
+        let opened = try Self.openHistory(configuration, logger: logger)
+        store = try HistoryLock(History(disk: opened.store, logger: logger), awaitsKeyring: opened.awaitsKeyring)
         socketPath = configuration.socketPath ?? host.defaultSocketPath
+        otherSocketPaths = configuration.socketPath == nil ? host.otherSocketPaths : []
         actions = CopyActions(configuration.onCopy, logger: logger)
         contentRules = Mutex(configuration.contentRules)
         secretRefusal = Mutex(SecretRefusal(apps: configuration.appRules.refusedSecretReaders))
@@ -145,21 +143,18 @@ package final class ClipboardDaemon: Sendable {
         // waits for the first turn (caps a little over are met by it).
         beginHistoryUpkeep()
         if store.beginKeyringWait() { awaitKeyring() }
-        let server = try ControlServer(path: socketPath, logger: logger, handler: { [weak self] request, channel in
-            guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
-            self.touch()
-            defer { self.touch() }
-            return self.answer(request, on: &channel)
-        }, syncHandler: { [weak self] fd, hello in
-            guard let self else {
-                close(fd)
-                return
-            }
-            self.touch()
-            self.hub.accept(fd: fd, hello: hello)
-        })
-        control.withLock { $0 = server }
+        let server = try controlServer(on: socketPath)
+        control.withLock { $0 = [server] }
         logger.info("listening on \(socketPath)")
+        for path in otherSocketPaths {
+            do {
+                let other = try controlServer(on: path)
+                control.withLock { $0.append(other) }
+                logger.info("listening on \(path) too")
+            } catch {
+                logger.warning("cannot listen on \(path) too (\(error)): clients find xpbd on \(socketPath)")
+            }
+        }
         startDBus()
         host.connect(self)
         hub.onKeep { [weak self] name, app, targets in self?.keep(name, app: app, targets: targets) }
@@ -183,10 +178,10 @@ package final class ClipboardDaemon: Sendable {
             service = nil
         }
         logger.debug("stopping: the control socket")
-        control.withLock { server in
-            server?.stop()
-            server = nil
-        }
+        for server in control.withLock({ servers in
+            defer { servers = [] }
+            return servers
+        }) { server.stop() }
         logger.debug("stopping: the history writes under way")
         storage.sync {}
         // The copies their app could still have taken back are kept after all.
@@ -197,6 +192,23 @@ package final class ClipboardDaemon: Sendable {
         host.close()
         logger.info("stopped; history written")
         return stopped.withLock { $0.failure }
+    }
+
+    /// The control socket on `path`: requests answered, sync links handed to the hub.
+    private func controlServer(on path: String) throws -> ControlServer {
+        try ControlServer(path: path, logger: logger, handler: { [weak self] request, channel in
+            guard let self else { return .failure(ControlFailure("the daemon is stopping")) }
+            self.touch()
+            defer { self.touch() }
+            return self.answer(request, on: &channel)
+        }, syncHandler: { [weak self] fd, hello in
+            guard let self else {
+                close(fd)
+                return
+            }
+            self.touch()
+            self.hub.accept(fd: fd, hello: hello)
+        })
     }
 
     /// Asks the daemon to stop (SIGTERM, SIGINT).
@@ -262,7 +274,7 @@ package final class ClipboardDaemon: Sendable {
                 while true {
                     _ = wake.wait(timeout: .now() + period)
                     guard let self, !stopped.withLock({ $0.done }) else { return }
-                    let busy = hub.peerStatuses().contains { $0.state == "connected" } || (control.withLock { $0?.clientCount } ?? 0) > 0
+                    let busy = hub.peerStatuses().contains { $0.state == "connected" } || control.withLock { $0.contains { $0.clientCount > 0 } }
                     if busy {
                         touch()
                     } else if Date().timeIntervalSince(lastBusy.withLock { $0 }) >= idle {
@@ -285,11 +297,12 @@ package final class ClipboardDaemon: Sendable {
     // MARK: The record pipeline
 
     /// Whether the content rules let a copy be kept. A refused copy is logged (`from` names its
-    /// maker) and, unless the rule lets it sync, its announce to other nodes is withdrawn.
-    package func admits(_ snapshot: Snapshot, from maker: String, owner: UInt) -> Bool {
+    /// maker) and, unless the rule lets it sync, its announce to other nodes is withdrawn (by
+    /// `hub`, the port's own in a bridge; nil: the daemon's).
+    package func admits(_ snapshot: Snapshot, from maker: String, owner: UInt, hub: SyncHub? = nil) -> Bool {
         guard let refusal = contentRules.withLock({ $0 }).refusal(snapshot) else { return true }
         logger.info("\(SelectionNames.selection(for: snapshot.selection)) from \(maker) not kept: \(refusal.reason)")
-        if !refusal.synced { hub.withdrawOwn(snapshot.selection, owner: owner) }
+        if !refusal.synced { (hub ?? self.hub).withdrawOwn(snapshot.selection, owner: owner) }
         return false
     }
 
@@ -305,12 +318,16 @@ package final class ClipboardDaemon: Sendable {
     /// (``SecretMarking``, by any of its types) goes no further, to no action, file or signal.
     /// Hosts look before they fetch (a secret's bytes are never even read); this is the rule's
     /// one place for what is kept.
-    package func record(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
+    ///
+    /// `port`: the host that kept it, where the daemon's host is a bridge of two (its display
+    /// names the entry, and only a port that sees take-backs holds it); nil: the daemon's host.
+    package func record(_ snapshot: Snapshot, from port: (any ClipboardHost)? = nil, written: (@Sendable (Int64) -> Void)? = nil) {
         guard let window = entrance(snapshot) else { return }
         let room = roomToWrite(snapshot.size)
+        let port = port ?? host
         storage.async { [self] in
             defer { if room { backlog.leave(snapshot.size) } }
-            write(snapshot, window: window, written: written)
+            write(snapshot, from: port, window: window, written: written)
         }
     }
 
@@ -331,7 +348,7 @@ package final class ClipboardDaemon: Sendable {
     package func recordOnStorage(_ snapshot: Snapshot, written: (@Sendable (Int64) -> Void)? = nil) {
         dispatchPrecondition(condition: .onQueue(storage))
         guard let window = entrance(snapshot) else { return }
-        write(snapshot, window: window, written: written)
+        write(snapshot, from: host, window: window, written: written)
     }
 
     /// The record's entrance: nil for a secret (said, and nothing else done); else the copy's
@@ -349,7 +366,7 @@ package final class ClipboardDaemon: Sendable {
     }
 
     /// Writes a copy that passed the entrance, on the storage queue.
-    private func write(_ snapshot: Snapshot, window: TimeInterval, written: (@Sendable (Int64) -> Void)?) {
+    private func write(_ snapshot: Snapshot, from port: any ClipboardHost, window: TimeInterval, written: (@Sendable (Int64) -> Void)?) {
         let selection = SelectionNames.selection(for: snapshot.selection)
         guard !snapshot.isExpired() else {
             logger.info("\(selection) from \(snapshot.app ?? snapshot.source ?? "?") expired before it was written: not kept")
@@ -359,9 +376,9 @@ package final class ClipboardDaemon: Sendable {
             // The copy it replaced can no longer be taken back: written first, so that the
             // caps count this one after it.
             writeReleased(because: "a newer copy replaced it")
-            let holding = host.seesTakeBacks && window > 0
+            let holding = port.seesTakeBacks && window > 0
                 && takenBack.withLock { $0.holding.contains(History.HeldKey(snapshot.selection, time: snapshot.time)) }
-            let id = try store.withLock { try $0.add(snapshot, display: host.nodeName, holding: holding) }
+            let id = try store.withLock { try $0.add(snapshot, display: port.nodeName, holding: holding) }
             takenBack.withLock { $0.written(snapshot.selection, time: snapshot.time, entry: id) }
             if holding {
                 storage.asyncAfter(deadline: .now() + window + 0.05) { [self] in

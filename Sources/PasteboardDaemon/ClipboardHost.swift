@@ -9,13 +9,18 @@ import PasteboardWire
 /// lifecycle.
 ///
 /// A host calls back into its daemon (``ClipboardDaemon/record(_:written:)``,
-/// ``ClipboardDaemon/admits(_:from:owner:)``, ``ClipboardDaemon/finish(failure:reason:)``) from
+/// ``ClipboardDaemon/admits(_:from:owner:hub:)``, ``ClipboardDaemon/finish(failure:reason:)``) from
 /// the moment ``start(_:)`` hands it over until ``close()``.
 package protocol ClipboardHost: AnyObject, Sendable {
     /// The node's name in logs, status and sync: the display's, or `headless`.
     var nodeName: String { get }
     /// The control socket when the configuration names none.
     var defaultSocketPath: String { get }
+    /// More paths the control socket answers on when the configuration names none (a bridge's
+    /// X display's, beside its Wayland session's).
+    var otherSocketPaths: [String] { get }
+    /// The displays (or sessions) whose copies the daemon records: its own, or a bridge's two.
+    var displays: [String] { get }
     /// What the sync hub drives.
     var surface: any SyncSurface { get }
     /// The selections the status lists as kept.
@@ -65,6 +70,10 @@ package protocol ClipboardHost: AnyObject, Sendable {
 
 extension ClipboardHost {
     package var seesTakeBacks: Bool { false }
+
+    package var otherSocketPaths: [String] { [] }
+
+    package var displays: [String] { [nodeName] }
 
     /// Hosts whose owners are not named apart (Wayland's, the memory's).
     package func ownerPasted(_ record: PasteRecord, of name: Pasteboard.Name, by owner: String) {}

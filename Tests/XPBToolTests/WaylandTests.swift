@@ -504,11 +504,16 @@ struct WaylandSyncTests {
 
 @Suite("Wayland: xpbd bridges XWayland and the Wayland session")
 struct WaylandBridgeTests {
-    /// The daemon's change counts from its status.
-    private static func counts(_ session: any TestSession, _ home: DaemonHome, environment: [String: String]) throws -> [String: Int] {
+    /// The daemon's status.
+    private static func status(_ session: any TestSession, _ home: DaemonHome, environment: [String: String]) throws -> [String: Any] {
         let outcome = try xpb(["daemon", "status", "--json"], session, input: nil, environment: home.environment.merging(environment) { $1 })
         let object = try JSONSerialization.jsonObject(with: outcome.output) as? [String: Any]
-        return ((object?["status"] as? [String: Any])?["changeCounts"] as? [String: Int]) ?? [:]
+        return (object?["status"] as? [String: Any]) ?? [:]
+    }
+
+    /// The daemon's change counts from its status.
+    private static func counts(_ session: any TestSession, _ home: DaemonHome, environment: [String: String]) throws -> [String: Int] {
+        try status(session, home, environment: environment)["changeCounts"] as? [String: Int] ?? [:]
     }
 
     /// Copies on either side reach the other, CLIPBOARD and PRIMARY; one copy is one history entry
@@ -554,6 +559,15 @@ struct WaylandBridgeTests {
         #expect(daemon.log.components(separatedBy: "is now the copy from").count - 1 == 3, "\(daemon.log)")
         let history = try xpb(["history"], sway, home).text.split(separator: "\n")
         #expect(history.count == 2, "one entry per copy: \(history)")
+        // One daemon: a client that sees only the X display (told so) reaches the same one, with
+        // the same history, as a client of the Wayland session.
+        let onWayland = try Self.status(sway, home, environment: both)
+        let onXOnly = try Self.status(sway, home, environment: ["DISPLAY": xDisplay, "XPB_BACKEND": "x11"])
+        #expect(onXOnly["socket"] as? String == onWayland["socket"] as? String && onWayland["socket"] != nil, "\(onWayland) / \(onXOnly)")
+        #expect((onWayland["display"] as? String)?.contains(xDisplay) == true && (onWayland["display"] as? String)?.contains(sway.socketName) == true,
+                "\(onWayland)")
+        #expect(try xpb(["history"], sway, environment: home.environment.merging(["XPB_BACKEND": "x11", "DISPLAY": xDisplay]) { $1 }).text.split(separator: "\n") == history)
+        #expect(daemon.log.contains("listening on") && daemon.log.contains("too"), "\(daemon.log)")
 
         // A copy marked secret on X stays there: not carried, not kept.
         let secret = try Peer(try xpbPath(), ["copy", "--foreground", "--sensitive"], display: sway, input: Data("hunter2".utf8),

@@ -58,7 +58,7 @@ extension ClipboardDaemon {
 
     /// The history's verbs, for every front door (the control socket, both D-Bus interfaces).
     var history: HistoryService {
-        HistoryService(store: store, display: host.nodeName, serve: { [host] in try host.serveSelected($0) },
+        HistoryService(store: store, displays: host.displays, serve: { [host] in try host.serveSelected($0) },
                        changed: { [weak self] in self?.historyChanged() })
     }
 
@@ -148,7 +148,7 @@ extension ClipboardDaemon {
         let (totals, database, maxEntries, maxBytes, seal) = store.withLock { ($0.totals(), $0.databasePath, $0.maxEntries, $0.maxBytes, $0.disk.database.seal) }
         let peers = hub.peerStatuses()
         return DaemonStatus(
-            pid: Int(getpid()), version: Self.version, display: host.nodeName, keeps: host.keeps, entryCount: totals.count,
+            pid: Int(getpid()), version: Self.version, display: host.displays.joined(separator: " and "), keeps: host.keeps, entryCount: totals.count,
             bytes: totals.bytes, maxEntries: maxEntries, maxBytes: maxBytes, stateDirectory: configuration.stateDirectory.path,
             database: database, socket: socketPath, startedAt: startedAt, changeCounts: host.changeCounts(),
             peers: peers, syncValues: peers.isEmpty ? nil : hub.valueStatuses(), sealedWith: seal?.source.description)

@@ -31,8 +31,9 @@ struct HistoryService: Sendable {
     }
 
     let store: HistoryLock
-    /// The display (or session) this daemon keeps, whose newest copies ``latest(_:orNewest:)`` finds.
-    let display: String
+    /// The displays (or sessions) this daemon keeps, whose newest copies ``latest(_:orNewest:)``
+    /// finds: one, or a bridge's two.
+    let displays: [String]
     /// Serves an entry selected again (the host's: on the display, the compositor, or in memory).
     let serve: @Sendable (Snapshot) throws -> Void
     /// Told after every change a verb made (the listing encoded ahead, Klipper's signal).
@@ -50,11 +51,19 @@ struct HistoryService: Sendable {
         }
     }
 
-    /// The newest copy of a pasteboard made on ``display``; with `orNewest`, else the newest entry at all.
+    /// The newest copy of a pasteboard made on one of ``displays``; with `orNewest`, else the
+    /// newest entry at all.
     func latest(_ selection: Pasteboard.Name, orNewest: Bool = false) throws -> Snapshot? {
         try store.withLock { history in
-            try history.latest(selection: selection, display: display) ?? (orNewest ? history.snapshot(at: 0) : nil)
+            let made = try displays.compactMap { try history.latest(selection: selection, display: $0) }
+            if let newest = made.max(by: { $0.time < $1.time }) { return newest }
+            return orNewest ? try history.snapshot(at: 0) : nil
         }
+    }
+
+    /// The newest copy of a pasteboard made on `display` (a port restoring its own at start).
+    package func latest(_ selection: Pasteboard.Name, madeOn display: String) throws -> Snapshot? {
+        try store.withLock { try $0.latest(selection: selection, display: display) }
     }
 
     /// A page of the listing, and how many entries match in all (`partial`: those up to the

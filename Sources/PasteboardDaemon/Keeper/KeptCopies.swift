@@ -66,7 +66,7 @@ extension KeepingHost {
     /// Hands a kept copy to the daemon's record pipeline, and drops it at its expiration date.
     package func record(_ snapshot: Snapshot) {
         scheduleExpiry(snapshot)
-        daemon?.record(snapshot) { [weak self] id in
+        daemon?.record(snapshot, from: self) { [weak self] id in
             self?.withKept { $0.written(id, snapshot.selection, madeAt: snapshot.time) }
         }
     }
@@ -98,7 +98,7 @@ extension KeepingHost {
         let selection = SelectionNames.selection(for: name)
         guard isEmpty() else { return }
         do {
-            guard let snapshot = try daemon?.history.latest(name), !snapshot.targets.isEmpty, try serve(snapshot) else { return }
+            guard let snapshot = try daemon?.history.latest(name, madeOn: nodeName), !snapshot.targets.isEmpty, try serve(snapshot) else { return }
             logger.info("restored \(selection) from the history: \(snapshot.preview.isEmpty ? "\(snapshot.targets.count) types" : "“\(snapshot.preview)”")")
         } catch {
             logger.warning("could not restore \(selection) from the history: \(error)")

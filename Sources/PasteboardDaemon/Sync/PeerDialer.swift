@@ -251,6 +251,8 @@ final class PeerDialer: Sendable {
             return SyncTransport(process: process)
         case let .helper(_, command):
             return SyncTransport(process: try TransportProcess(command))
+        case let .inProcess(name):
+            return try SyncHub.dialInProcess(name)
         }
     }
 }

@@ -15,6 +15,9 @@ package struct SyncLinkSpec: Sendable, Equatable {
         /// A helper process of this machine that speaks xpb-sync on its standard input and
         /// output (`xpbd-kdeconnect`, started by `--kdeconnect`), and its name in logs and status.
         case helper(name: String, command: [String])
+        /// Another hub of this process, by its display's name (``SyncHub/serveInProcess()``): the
+        /// Wayland port of a bridge. The link is a socket pair, and speaks xpb-sync as any other.
+        case inProcess(String)
     }
 
     package var endpoint: Endpoint
@@ -32,7 +35,7 @@ package struct SyncLinkSpec: Sendable, Equatable {
     /// For logs and status: `display :2`, `ssh me@box`.
     package var name: String {
         switch endpoint {
-        case let .display(display): return "display \(display)"
+        case let .display(display), let .inProcess(display): return "display \(display)"
         case let .ssh(host, display): return "ssh \(host)" + (display.map { " (display \($0))" } ?? "")
         case let .helper(name, _): return name
         }
