@@ -62,7 +62,7 @@ struct HistoryService: Sendable {
     }
 
     /// The newest copy of a pasteboard made on `display` (a port restoring its own at start).
-    package func latest(_ selection: Pasteboard.Name, madeOn display: String) throws -> Snapshot? {
+    func latest(_ selection: Pasteboard.Name, madeOn display: String) throws -> Snapshot? {
         try store.withLock { try $0.latest(selection: selection, display: display) }
     }
 
