@@ -11,12 +11,20 @@ import Testing
 /// the daemon's core runs in-process over it, and the test plays the host, telling the daemon of
 /// copies and reading what the daemon asked it to serve.
 final class EmbeddedHost: ClipboardHost {
-    let nodeName = "embedded"
+    let nodeName: String
+    /// Its own, or those of the ports it stands for (a bridge's two).
+    let displays: [String]
     let defaultSocketPath = "/nonexistent/embedded.socket"
     let surface: any SyncSurface = HeadlessClipboard()
     let keeps = ["CLIPBOARD"]
     let stopsWhenIdle = false
-    let seesTakeBacks = true
+    let seesTakeBacks: Bool
+
+    init(nodeName: String = "embedded", displays: [String]? = nil, seesTakeBacks: Bool = true) {
+        self.nodeName = nodeName
+        self.displays = displays ?? [nodeName]
+        self.seesTakeBacks = seesTakeBacks
+    }
     /// What the daemon asked the host to serve, and to clear, in order.
     let served = Mutex<[Snapshot]>([])
     let cleared = Mutex<[Pasteboard.Name]>([])
@@ -37,14 +45,13 @@ final class EmbeddedHost: ClipboardHost {
 @Suite("The daemon's core in-process, over an embedded host port: the keeper's pipeline, the rules, the history verbs")
 struct InProcessDaemonTests {
     /// A daemon over an embedded host, its history in a directory of its own.
-    private static func daemon(_ adjust: (inout DaemonConfiguration) -> Void = { _ in }) throws -> (ClipboardDaemon, EmbeddedHost, URL) {
+    private static func daemon(host: EmbeddedHost = EmbeddedHost(), _ adjust: (inout DaemonConfiguration) -> Void = { _ in }) throws -> (ClipboardDaemon, EmbeddedHost, URL) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xpbd-embedded-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = DaemonConfiguration(stateDirectory: directory)
         configuration.offersKlipper = false
         configuration.forgetClearedWithin = 120
         adjust(&configuration)
-        let host = EmbeddedHost()
         var logger = Logger(label: "embedded")
         logger.logLevel = .critical
         return (try ClipboardDaemon(host: host, configuration: configuration, logger: logger), host, directory)
@@ -117,6 +124,40 @@ struct InProcessDaemonTests {
         // A front door's refusal names the entry as that door does.
         #expect(throws: HistoryService.Refusal.self) { try daemon.history.select(.index(7)) }
         #expect(throws: HistoryService.Refusal.self) { try daemon.history.delete(.id(999)) }
+    }
+
+    @Test("one daemon over two ports, as a bridge keeps them: each port's copy is an entry of its own display, only the port that sees take-backs holds its copy, and the newest of either is the latest")
+    func twoPorts() throws {
+        // The X port stands for the bridge (its display names the daemon's node); the Wayland
+        // port hands its copies in as a port of its own.
+        let (daemon, x, directory) = try Self.daemon(host: EmbeddedHost(nodeName: ":9", displays: [":9", "wayland-9"]))
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let wayland = EmbeddedHost(nodeName: "wayland-9", seesTakeBacks: false)
+        // The newest entry on disk taken on `display` (nil: none of that display's).
+        let onDisk = { (display: String) in
+            try daemon.store.withLock { store -> String? in
+                guard try store.disk.reading.newest(selection: .general, on: [display]) != nil else { return nil }
+                return try store.disk.reading.latest(selection: .general, display: display)?.preview
+            }
+        }
+
+        daemon.record(Self.copy("from Wayland", by: "unknown app (Wayland)", at: Date().addingTimeInterval(-10)), from: wayland)
+        daemon.storage.sync {}
+        #expect(try onDisk("wayland-9") == "from Wayland", "a Wayland copy is written at once, as its display's")
+        #expect(try onDisk(":9") == nil)
+
+        daemon.copyRead(.general, app: "mousepad", isEmpty: false)
+        daemon.record(Self.copy("from X", by: "mousepad", at: Date().addingTimeInterval(-5)), from: x)
+        daemon.storage.sync {}
+        #expect(try onDisk(":9") == nil, "an X copy its app may take back is held")
+        #expect(try daemon.history.latest(.general, madeOn: ":9")?.preview == "from X")
+        #expect(try daemon.history.latest(.general, madeOn: "wayland-9")?.preview == "from Wayland")
+        #expect(try daemon.history.latest(.general)?.preview == "from X", "the newest of either display")
+        #expect(try Self.listed(daemon) == ["from X", "from Wayland"])
+        // The Wayland copy selected again: the newest used, whichever display made it.
+        _ = try daemon.history.select(.index(1))
+        #expect(try daemon.history.latest(.general)?.preview == "from Wayland")
+        #expect(try daemon.history.latest(.general, madeOn: ":9")?.preview == "from X")
     }
 
     @Test("the content rules refuse a copy before it is recorded")

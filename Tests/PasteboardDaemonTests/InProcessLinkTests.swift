@@ -94,6 +94,32 @@ struct InProcessLinkTests {
         #expect(Self.eventually { dialing.text() == "and back" })
     }
 
+    @Test("the link lost (the served hub stopped), the dialer redials the hub that serves the name next, and the carry goes on")
+    func redials() throws {
+        let name = "in-process-\(UUID().uuidString.prefix(8))"
+        let first = Node(name, links: [])
+        let dialing = Node("dialing", links: [SyncLinkSpec(endpoint: .inProcess(name))])
+        first.hub.serveInProcess(as: name)
+        first.hub.start()
+        dialing.hub.start()
+        defer { dialing.hub.stop() }
+        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state == "connected" })
+        first.hub.stopServingInProcess(name)
+        first.hub.stop()
+        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state != "connected" }, "\(dialing.hub.peerStatuses())")
+        let second = Node(name, links: [])
+        second.hub.serveInProcess(as: name)
+        second.hub.start()
+        defer {
+            second.hub.stopServingInProcess(name)
+            second.hub.stop()
+        }
+        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state == "connected" }, "\(dialing.hub.peerStatuses())")
+        dialing.copy("after the redial")
+        #expect(Self.eventually { second.clipboard.currentOwner(of: .general) == second.clipboard.ourOwner })
+        #expect(second.text() == "after the redial")
+    }
+
     @Test("a link to a name no hub of this process serves is refused with that reason, and retried")
     func nobodyServes() throws {
         let dialing = Node("alone", links: [SyncLinkSpec(endpoint: .inProcess("nobody-\(UUID().uuidString.prefix(8))"))])

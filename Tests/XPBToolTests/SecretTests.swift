@@ -113,7 +113,8 @@ struct SecretTests {
         defer { owner.stop() }
         try waitForEntries(1, x, home, daemon: daemon)
         #expect(try !grepFinds(note, in: home, x), "within the window: \(filesHolding(Data(note.utf8), in: home))")
-        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == note)
+        let read = try run("xclip", ["-o", "-selection", "clipboard"], display: x)
+        #expect(read.text == note, "xclip -o: status \(read.status), \(read.output.count) B, error \(read.error); the owner \(owner.isRunning ? "runs" : "exited"): \(owner.errorSoFar)\nxpbd's log:\n\(daemon.log)")
         try daemon.waitForLog("its app did not take it back within 2 s")
         #expect(try grepFinds(note, in: home, x))
         #expect(try history(x, home).filter { ($0["preview"] as? String) == note }.count == 1, "one entry, held then written")

@@ -298,11 +298,25 @@ package final class History {
 
     /// The newest entry of a selection, preferring one taken on `display` (a held one is).
     package func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
-        if let copy = try held.reading.latest(selection: selection, display: display),
-           try disk.reading.count(usedAfter: copy.time.timeIntervalSince1970, selection: selection, display: display) == 0 {
+        try latest(selection: selection, displays: [display])
+    }
+
+    /// The newest entry of a selection taken on one of `displays`, held or on disk; else the
+    /// newest of any display.
+    package func latest(selection: Pasteboard.Name, displays: [String]) throws -> Snapshot? {
+        let heldOwn = try held.reading.newest(selection: selection, on: displays)
+        let diskOwn = try disk.reading.newest(selection: selection, on: displays)
+        if let heldOwn, diskOwn.map({ heldOwn.used >= $0.used }) ?? true {
+            return try held.reading.latest(selection: selection, displays: displays)
+        }
+        if diskOwn != nil { return try disk.reading.latest(selection: selection, displays: displays) }
+        // None of these displays': the newest of any, a held one first where nothing on disk was
+        // used after it.
+        if let copy = try held.reading.latest(selection: selection, displays: displays),
+           try disk.reading.count(usedAfter: copy.time.timeIntervalSince1970, selection: selection) == 0 {
             return copy
         }
-        return try disk.reading.latest(selection: selection, display: display)
+        return try disk.reading.latest(selection: selection, displays: displays)
     }
 
     /// The number of entries and their bytes, held ones too.

@@ -297,31 +297,51 @@ final class HistoryReading {
     }
 
     /// The newest entry of a selection, preferring one taken on `display`; expired ones never.
-    /// By the index of each selection's entries by display, newest last: the display's newest
-    /// is one look, and the newest of any display one look for each display (a loose scan of the
-    /// index, never a sort of a million rows).
     func latest(selection: Pasteboard.Name, display: String) throws -> Snapshot? {
+        try latest(selection: selection, displays: [display])
+    }
+
+    /// The newest entry of a selection taken on one of `displays` (a bridge keeps two), else the
+    /// newest of any display; expired ones never. By the index of each selection's entries by
+    /// display, newest last: a display's newest is one look, and the newest of any display one
+    /// look for each display (a loose scan of the index, never a sort of a million rows).
+    func latest(selection: Pasteboard.Name, displays: [String]) throws -> Snapshot? {
         try database.recovering {
-            let now = Date().timeIntervalSince1970
-            func newest(on display: String) throws -> (id: Int64, used: Double)? {
-                try sql.query("""
-                    SELECT id, used FROM entries INDEXED BY entries_latest WHERE selection = ? AND display = ? AND (expires IS NULL OR expires > ?)
-                    ORDER BY used DESC, id DESC LIMIT 1
-                    """, [.text(selection.rawValue), .text(display), .real(now)]).first.flatMap { row in
-                    row[0].integer.map { ($0, row[1].real ?? 0) }
-                }
-            }
-            if let mine = try newest(on: display) { return try snapshot(id: mine.id) }
-            var best: (id: Int64, used: Double)?
-            var after: String?
-            while let next = try sql.query("""
-                SELECT display FROM entries INDEXED BY entries_latest WHERE selection = ?\(after == nil ? "" : " AND display > ?") ORDER BY display LIMIT 1
-                """, [.text(selection.rawValue)] + (after.map { [.text($0)] } ?? [])).first?[0].text {
-                after = next
-                if let candidate = try newest(on: next), best.map({ (candidate.used, candidate.id) > ($0.used, $0.id) }) ?? true { best = candidate }
-            }
-            return try best.flatMap { try snapshot(id: $0.id) }
+            if let mine = try newestEntry(selection, on: displays) { return try snapshot(id: mine.id) }
+            return try newestEntry(selection, on: allDisplays(selection)).flatMap { try snapshot(id: $0.id) }
         }
+    }
+
+    /// The newest entry of a selection taken on one of `displays` only (not expired): its id and
+    /// when it was last used.
+    func newest(selection: Pasteboard.Name, on displays: [String]) throws -> (id: Int64, used: Double)? {
+        try database.recovering { try newestEntry(selection, on: displays) }
+    }
+
+    private func newestEntry(_ selection: Pasteboard.Name, on displays: [String]) throws -> (id: Int64, used: Double)? {
+        let now = Date().timeIntervalSince1970
+        var best: (id: Int64, used: Double)?
+        for display in displays {
+            let found = try sql.query("""
+                SELECT id, used FROM entries INDEXED BY entries_latest WHERE selection = ? AND display = ? AND (expires IS NULL OR expires > ?)
+                ORDER BY used DESC, id DESC LIMIT 1
+                """, [.text(selection.rawValue), .text(display), .real(now)]).first.flatMap { row in
+                row[0].integer.map { (id: $0, used: row[1].real ?? 0) }
+            }
+            if let found, best.map({ (found.used, found.id) > ($0.used, $0.id) }) ?? true { best = found }
+        }
+        return best
+    }
+
+    /// Every display a selection has entries of, one look in the index each.
+    private func allDisplays(_ selection: Pasteboard.Name) throws -> [String] {
+        var displays: [String] = []
+        while let next = try sql.query("""
+            SELECT display FROM entries INDEXED BY entries_latest WHERE selection = ?\(displays.isEmpty ? "" : " AND display > ?") ORDER BY display LIMIT 1
+            """, [.text(selection.rawValue)] + (displays.last.map { [.text($0)] } ?? [])).first?[0].text {
+            displays.append(next)
+        }
+        return displays
     }
 
     private func snapshot(id: Int64) throws -> Snapshot? {

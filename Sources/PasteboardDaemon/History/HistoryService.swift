@@ -55,9 +55,7 @@ struct HistoryService: Sendable {
     /// newest entry at all.
     func latest(_ selection: Pasteboard.Name, orNewest: Bool = false) throws -> Snapshot? {
         try store.withLock { history in
-            let made = try displays.compactMap { try history.latest(selection: selection, display: $0) }
-            if let newest = made.max(by: { $0.time < $1.time }) { return newest }
-            return orNewest ? try history.snapshot(at: 0) : nil
+            try history.latest(selection: selection, displays: displays) ?? (orNewest ? history.snapshot(at: 0) : nil)
         }
     }
 
