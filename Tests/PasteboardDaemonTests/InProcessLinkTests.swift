@@ -14,8 +14,33 @@ struct InProcessLinkTests {
     final class Node: Sendable {
         let clipboard = HeadlessClipboard()
         let hub: SyncHub
+        let name: String
+
+        /// A node whose hub answers in-process links asked for by `name`, started.
+        static func serving(_ name: String) -> Node {
+            let node = Node(name, links: [])
+            node.hub.serveInProcess(as: name)
+            node.hub.start()
+            return node
+        }
+
+        /// A node whose hub dials the one serving `name`, started.
+        static func dialing(_ name: String) -> Node {
+            let node = Node("dialing", links: [SyncLinkSpec(endpoint: .inProcess(name))])
+            node.hub.start()
+            return node
+        }
+
+        /// The state of its one dialed link.
+        var linkState: String? { hub.peerStatuses().first?.state }
+
+        func stop() {
+            hub.stopServingInProcess(name)
+            hub.stop()
+        }
 
         init(_ name: String, links: [SyncLinkSpec]) {
+            self.name = name
             var configuration = SyncConfiguration()
             configuration.links = links
             configuration.syncsPrimary = true
@@ -71,17 +96,13 @@ struct InProcessLinkTests {
     @Test("a copy on either node reaches the other, CLIPBOARD and PRIMARY, its bytes fetched over the pair; the dialing side's status names the link")
     func carries() throws {
         let name = "in-process-\(UUID().uuidString.prefix(8))"
-        let served = Node(name, links: [])
-        let dialing = Node("dialing", links: [SyncLinkSpec(endpoint: .inProcess(name))])
-        served.hub.serveInProcess(as: name)
+        let served = Node.serving(name)
+        let dialing = Node.dialing(name)
         defer {
-            served.hub.stopServingInProcess(name)
-            dialing.hub.stop()
-            served.hub.stop()
+            dialing.stop()
+            served.stop()
         }
-        served.hub.start()
-        dialing.hub.start()
-        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state == "connected" }, "\(dialing.hub.peerStatuses())")
+        #expect(Self.eventually { dialing.linkState == "connected" }, "\(dialing.hub.peerStatuses())")
         #expect(dialing.hub.peerStatuses().first?.name == "display \(name)")
 
         dialing.copy("made on the dialing node")
@@ -97,24 +118,15 @@ struct InProcessLinkTests {
     @Test("the link lost (the served hub stopped), the dialer redials the hub that serves the name next, and the carry goes on")
     func redials() throws {
         let name = "in-process-\(UUID().uuidString.prefix(8))"
-        let first = Node(name, links: [])
-        let dialing = Node("dialing", links: [SyncLinkSpec(endpoint: .inProcess(name))])
-        first.hub.serveInProcess(as: name)
-        first.hub.start()
-        dialing.hub.start()
-        defer { dialing.hub.stop() }
-        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state == "connected" })
-        first.hub.stopServingInProcess(name)
-        first.hub.stop()
-        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state != "connected" }, "\(dialing.hub.peerStatuses())")
-        let second = Node(name, links: [])
-        second.hub.serveInProcess(as: name)
-        second.hub.start()
-        defer {
-            second.hub.stopServingInProcess(name)
-            second.hub.stop()
-        }
-        #expect(Self.eventually { dialing.hub.peerStatuses().first?.state == "connected" }, "\(dialing.hub.peerStatuses())")
+        let first = Node.serving(name)
+        let dialing = Node.dialing(name)
+        defer { dialing.stop() }
+        #expect(Self.eventually { dialing.linkState == "connected" })
+        first.stop()
+        #expect(Self.eventually { dialing.linkState != "connected" }, "\(dialing.hub.peerStatuses())")
+        let second = Node.serving(name)
+        defer { second.stop() }
+        #expect(Self.eventually { dialing.linkState == "connected" }, "\(dialing.hub.peerStatuses())")
         dialing.copy("after the redial")
         #expect(Self.eventually { second.clipboard.currentOwner(of: .general) == second.clipboard.ourOwner })
         #expect(second.text() == "after the redial")
@@ -122,11 +134,10 @@ struct InProcessLinkTests {
 
     @Test("a link to a name no hub of this process serves is refused with that reason, and retried")
     func nobodyServes() throws {
-        let dialing = Node("alone", links: [SyncLinkSpec(endpoint: .inProcess("nobody-\(UUID().uuidString.prefix(8))"))])
-        defer { dialing.hub.stop() }
-        dialing.hub.start()
+        let dialing = Node.dialing("nobody-\(UUID().uuidString.prefix(8))")
+        defer { dialing.stop() }
         #expect(Self.eventually { dialing.hub.peerStatuses().first?.lastError?.contains("no port of this xpbd serves display nobody-") == true },
                 "\(dialing.hub.peerStatuses())")
-        #expect(dialing.hub.peerStatuses().first?.state == "retrying")
+        #expect(dialing.linkState == "retrying")
     }
 }
