@@ -19,8 +19,11 @@ private func copy(_ text: Data, _ x: Xvfb, _ arguments: [String] = []) throws ->
 }
 
 private func ownerPID(_ x: Xvfb) throws -> Int32 {
-    let info = try JSONSerialization.jsonObject(with: try xpb(["info", "--json"], x).output) as? [String: Any]
-    return Int32(try #require(info?["ownerPID"] as? Int))
+    let outcome = try xpb(["info", "--json"], x)
+    let info = try JSONSerialization.jsonObject(with: outcome.output) as? [String: Any]
+    // What xpb info said, and the xpb processes there are, if it names none (seen once, under
+    // four times the issues' load).
+    return Int32(try #require(info?["ownerPID"] as? Int, "xpb info: \(outcome.text) \(outcome.error); xpb processes: \((try? run("/usr/bin/pgrep", ["-a", "xpb"], display: x).text) ?? "?")"))
 }
 
 /// `xclip -o` of the clipboard: what it printed, and how long it took.
