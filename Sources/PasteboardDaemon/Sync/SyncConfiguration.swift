@@ -15,7 +15,7 @@ package struct SyncLinkSpec: Sendable, Equatable {
         /// A helper process of this machine that speaks xpb-sync on its standard input and
         /// output (`xpbd-kdeconnect`, started by `--kdeconnect`), and its name in logs and status.
         case helper(name: String, command: [String])
-        /// Another hub of this process, by its display's name (``SyncHub/serveInProcess()``): the
+        /// Another hub of this process, by its display's name (``SyncHub/serveInProcess(as:)``): the
         /// Wayland port of a bridge. The link is a socket pair, and speaks xpb-sync as any other.
         case inProcess(String)
     }
