@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import PasteboardKit
+import Synchronization
 import Testing
 @testable import PasteboardX11
 
@@ -53,5 +54,31 @@ struct RendezvousTests {
         #expect(throws: X11BackendError.self) { let _: Bool = try stopped.wait(timeout: 30, stopped: { .connectionLost }) }
         let late = Rendezvous()
         #expect(throws: PasteboardError.self) { let _: Bool = try late.wait(timeout: 0.05, stopped: { nil }) }
+    }
+    @Test("inline (the loop runs on the waiting thread), the wait runs turns until one fulfils it, and none once it is fulfilled")
+    func inline() throws {
+        let turns = Mutex(0)
+        let meeting = Mutex<Rendezvous?>(nil)
+        let inline = Rendezvous(pump: {
+            let turn = turns.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if turn == 3 { meeting.withLock { $0 }?.fulfil(Result<String, any Error>.success("third")) }
+        })
+        meeting.withLock { $0 = inline }
+        let answer: String = try inline.wait(timeout: 5, stopped: { nil })
+        #expect(answer == "third")
+        #expect(turns.withLock { $0 } == 3)
+
+        let settled = Rendezvous(pump: { turns.withLock { $0 += 1 } })
+        settled.fulfil(Result<Int, any Error>.success(4))
+        let value: Int = try settled.wait(timeout: 5, stopped: { nil })
+        #expect(value == 4)
+        #expect(turns.withLock { $0 } == 3)
+
+        // A loop whose turns never fulfil it ends with the stop's reason.
+        let stopping = Rendezvous(pump: {})
+        #expect(throws: X11BackendError.self) { let _: Bool = try stopping.wait(timeout: 30, stopped: { .connectionLost }) }
     }
 }
