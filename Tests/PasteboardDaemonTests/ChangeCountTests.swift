@@ -43,6 +43,15 @@ struct ChangeCountTests {
         Pasteboard.general(of: early).string = "from the library"
         #expect(early.changeCount(of: .general) == before + 1)
         #expect(late.changeCount(of: .general) == before + 1)
+        // Either process, again and again: the manager's count is followed from before each write
+        // and waited for after it, whether it came before the wait began or after.
+        for round in 1...12 {
+            let (writer, other) = round.isMultiple(of: 2) ? (early, late) : (late, early)
+            let start = other.changeCount(of: .general)
+            Pasteboard.general(of: writer).string = "write \(round)"
+            #expect(writer.changeCount(of: .general) == start + 1)
+            #expect(other.changeCount(of: .general) == start + 1)
+        }
         try daemon.stop()
     }
 }

@@ -427,14 +427,16 @@ public final class X11PasteboardBackend: PasteboardBackend {
             return
         }
         let registry = self.registry
-        // The manager's count before our change, read in the same job as the change: asked once
-        // the change's timestamp is asked for, it shares that round trip (the change itself
-        // waits for the timestamp's event, which this job's end lets the loop take).
+        // The manager's count is followed from before our change, in the same job as the change:
+        // asked once the change's timestamp is asked for, it shares that round trip (the change
+        // itself waits for the timestamp's event, which this job's end lets the loop take).
         let countIndex = SelectionNames.sharedCountIndex(of: name)
-        let written: (change: PasteboardChange, slot: ChangeCenter.Slot, generation: Int, counts: [Int]?)
+        let written: (change: PasteboardChange, slot: ChangeCenter.Slot, generation: Int, countWatch: Int?)
         written = try connection.sync(timeout: timeout) { [self] session, done in
-            let counts = XThreadConfined(XThreadCell<[Int]?>(nil))
+            let watch = XThreadConfined(XThreadCell<Int?>(nil))
             session.owner.own(self.selectionAtom(name, in: session), items: items, options: options, registry: registry) { result in
+                // A change that failed is not counted: nothing waits for its watch.
+                if case .failure = result, let id = watch.value.value { session.manager.endSharedCountWatch(id) }
                 // Recorded and counted on the X thread, as the selection is won: a SelectionClear
                 // that follows at once finds this ownership to end (recorded later, by the
                 // caller, it would outlive the clear, and the owner would never learn it lost).
@@ -445,13 +447,12 @@ public final class X11PasteboardBackend: PasteboardBackend {
                         let (change, slot) = self.bump(&state, name, typesAfter: items.flatMap(\.types))
                         return (change, slot, state.generation)
                     }
-                    return (change, slot, generation, counts.value.value)
+                    return (change, slot, generation, watch.value.value)
                 })
             }
-            if countIndex != nil { counts.value.value = session.manager.sharedChangeCounts() }
+            if let countIndex { watch.value.value = session.manager.watchSharedCount(index: countIndex) }
         }
-        let sharedBefore = countIndex.flatMap { index in written.counts.flatMap { $0.indices.contains(index) ? $0[index] : nil } }
-        if let sharedBefore { waitForSharedCount(of: name, toPass: sharedBefore) }
+        if let id = written.countWatch { waitForSharedCount(id) }
         let (change, slot, generation) = (written.change, written.slot, written.generation)
         changeCenter.publish(change, in: slot)
         if let date = options.expirationDate { scheduleExpiry(name, at: date, generation: generation) }
@@ -486,11 +487,11 @@ public final class X11PasteboardBackend: PasteboardBackend {
 
     /// Waits (at most 250 ms) until the clipboard manager has counted our change, so that this
     /// process's `changeCount` after a write is the one every other process sees: woken by the
-    /// PropertyNotify of the manager's new count, not by looking again and again.
-    private func waitForSharedCount(of name: Pasteboard.Name, toPass before: Int) {
-        guard let index = SelectionNames.sharedCountIndex(of: name) else { return }
+    /// PropertyNotify of the manager's new count (followed since before the change: `watch`), not
+    /// by looking again and again.
+    private func waitForSharedCount(_ watch: Int) {
         _ = try? connection.sync(timeout: 1) { (session, done: @escaping @Sendable (Result<Bool, any Error>) -> Void) in
-            session.manager.waitForSharedCount(index: index, toPass: before, within: 0.25) { done(.success($0)) }
+            session.manager.awaitSharedCount(watch, within: 0.25) { done(.success($0)) }
         }
     }
 

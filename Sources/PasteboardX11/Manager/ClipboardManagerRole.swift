@@ -34,7 +34,7 @@ final class ClipboardManagerRole {
     private var pendingSave: (request: ConversionRequest, abandoned: Bool)?
     /// What to do when a window (watched for StructureNotify) is destroyed.
     private var windowGoneWaiters: [X11Window: [() -> Void]] = [:]
-    /// Writes waiting for the clipboard manager to count them (``waitForSharedCount(index:toPass:within:done:)``).
+    /// Writes of ours the clipboard manager is to count (``watchSharedCount(index:)``).
     private var sharedCountWaiters: [SharedCountWaiter] = []
 
     init(session: X11Session) {
@@ -158,43 +158,81 @@ final class ClipboardManagerRole {
     /// The change counts a running clipboard manager publishes (CLIPBOARD, PRIMARY), nil without one.
     func sharedChangeCounts() -> [Int]? {
         let manager = wire.selectionOwner(wire.known[.clipboardManager])
-        guard !manager.isNone, let value = (try? wire.readProperty(manager, wire.known[.changeCounts], delete: false, limit: 64)) ?? nil,
+        guard !manager.isNone else { return nil }
+        return sharedCounts(on: manager)
+    }
+
+    /// The change counts published on `manager`'s window (one round trip), nil if it has none.
+    private func sharedCounts(on manager: X11Window) -> [Int]? {
+        guard let value = (try? wire.readProperty(manager, wire.known[.changeCounts], delete: false, limit: 64)) ?? nil,
               value.type == .cardinal, value.format == 32 else { return nil }
         return value.longs.map { Int($0) }
     }
 
-    /// Calls `done(true)` once the clipboard manager's published change count at `index` passes
-    /// `before` (it counted a change this process made), `done(false)` when there is no manager,
-    /// its window goes, or `seconds` pass first. Each new value of its property comes as a
-    /// PropertyNotify from its window, whose property changes are asked for during the wait.
-    func waitForSharedCount(index: Int, toPass before: Int, within seconds: Double, done: @escaping (Bool) -> Void) {
+    /// Before a change of ours: begins following the clipboard manager's published count at
+    /// `index`, from its value now. Returns the watch's id, nil when no other client is the
+    /// manager or it publishes no such count. The manager's property changes are asked for before
+    /// its count is read, and both requests go before our change: none of its new values can come
+    /// unseen. ``awaitSharedCount(_:within:done:)`` then waits for the count to pass.
+    func watchSharedCount(index: Int) -> Int? {
         let manager = wire.selectionOwner(wire.known[.clipboardManager])
-        guard !manager.isNone, manager != wire.window, wire.selectInput(manager, Int(PropertyChangeMask)) else { return done(false) }
+        guard !manager.isNone, manager != wire.window, wire.selectInput(manager, Int(PropertyChangeMask)) else { return nil }
         let id = (sharedCountWaiters.map(\.id).max() ?? 0) + 1
-        let timer = session.after(seconds) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
-        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: before, timer: timer, done: done))
-        // A value written before the events were asked for is read now.
-        sharedCountsChanged(on: manager)
+        guard let counts = sharedCounts(on: manager), counts.indices.contains(index) else {
+            deselectUnwatched(manager)
+            return nil
+        }
+        // Ended by its wait; else (the change never completed) by this deadline.
+        let timer = session.after(Self.unawaitedWatchLifetime) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
+        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: counts[index], timer: timer))
+        return id
     }
 
-    /// A new value of the change counts on `manager`'s window: the waits it satisfies end.
+    /// Calls `done(true)` once the count watch `id` follows has passed the value it began with
+    /// (the manager counted our change; at once if it has already), `done(false)` when `seconds`
+    /// pass first or there is no such watch.
+    func awaitSharedCount(_ id: Int, within seconds: Double, done: @escaping (Bool) -> Void) {
+        guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }) else { return done(false) }
+        sharedCountWaiters[index].done = done
+        if sharedCountWaiters[index].passed { return finishSharedCountWait(id, passed: true) }
+        if let timer = sharedCountWaiters[index].timer { session.cancelTimer(timer) }
+        sharedCountWaiters[index].timer = session.after(seconds) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
+    }
+
+    /// How long a count watch lasts that nothing awaits (its change never completed), in seconds.
+    static let unawaitedWatchLifetime = 30.0
+
+    /// Ends the count watch `id` with nothing waiting for it (the change it was for failed).
+    func endSharedCountWatch(_ id: Int) {
+        finishSharedCountWait(id, passed: false)
+    }
+
+    /// A new value of the change counts on `manager`'s window (read from it: one round trip):
+    /// the watches it passes are done, or marked so for their wait.
     func sharedCountsChanged(on manager: X11Window) {
-        let waiting = sharedCountWaiters.filter { $0.manager == manager }
-        guard !waiting.isEmpty else { return }
-        let counts = sharedChangeCounts()
-        for waiter in waiting {
-            guard let counts, counts.indices.contains(waiter.index) else { continue }
-            if counts[waiter.index] != waiter.before { finishSharedCountWait(waiter.id, passed: true) }
+        guard sharedCountWaiters.contains(where: { $0.manager == manager && !$0.passed }),
+              let counts = sharedCounts(on: manager) else { return }
+        for waiter in sharedCountWaiters where waiter.manager == manager && !waiter.passed {
+            guard counts.indices.contains(waiter.index), counts[waiter.index] != waiter.before else { continue }
+            if waiter.done != nil {
+                finishSharedCountWait(waiter.id, passed: true)
+            } else if let index = sharedCountWaiters.firstIndex(where: { $0.id == waiter.id }) {
+                sharedCountWaiters[index].passed = true
+            }
         }
+    }
+
+    /// The manager's window is another client's: its events stop when no watch needs them.
+    private func deselectUnwatched(_ manager: X11Window) {
+        if !sharedCountWaiters.contains(where: { $0.manager == manager }) { wire.selectInput(manager, 0) }
     }
 
     private func finishSharedCountWait(_ id: Int, passed: Bool) {
         guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }) else { return }
         let waiter = sharedCountWaiters.remove(at: index)
-        session.cancelTimer(waiter.timer)
-        // The manager's window is another client's: its events stop when no wait needs them.
-        if !sharedCountWaiters.contains(where: { $0.manager == waiter.manager }) { wire.selectInput(waiter.manager, 0) }
-        waiter.done(passed)
+        if let timer = waiter.timer { session.cancelTimer(timer) }
+        deselectUnwatched(waiter.manager)
+        waiter.done?(passed)
     }
 }
 
@@ -216,12 +254,19 @@ package enum ClipboardManagerError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// A write waiting for the clipboard manager to count it.
+/// A write of ours that the clipboard manager is to count: followed from before the write, waited
+/// for after it.
 struct SharedCountWaiter {
     let id: Int
     let manager: X11Window
     let index: Int
+    /// The count before the write.
     let before: Int
-    let timer: TimerHandle
-    let done: (Bool) -> Void
+    /// The count has passed `before` (before anything waited for it).
+    var passed = false
+    /// Its deadline: the wait's, once the write is made and waited for (else a long one, for a
+    /// write that never completed).
+    var timer: TimerHandle?
+    /// The wait's answer.
+    var done: ((Bool) -> Void)?
 }
