@@ -106,6 +106,14 @@ rows.append(("copy 13 bytes, whole process (it returns once its background owner
              f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
              f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
 beside(copy, "xpb copy", "copy", ("xclip", b))
+if os.path.exists(os.path.join(results, "copy13daemon.1.json")):
+    held = hyperfine("copy13daemon")
+    a, b, c = held["xpb copy"], held["xclip -i"], held["xsel -i"]
+    r = a["median"] / b["median"]
+    rows.append(("the same copy while xpbd keeps the clipboard (an xpb copy returns once xpbd has counted it)",
+                 f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
+                 f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
+    beside(held, "xpb copy", "copy while xpbd runs", ("xclip", b))
 pair = hyperfine("copypaste13")
 a, b, c = pair["xpb copy, xpb paste"], pair["xclip -i, xclip -o"], pair["xsel -i, xsel -o"]
 r = a["median"] / b["median"]

@@ -49,7 +49,9 @@ read -r number <&9
 export DISPLAY=":$number"
 # From a Wayland session too: xpb and the library go to this X display, not the compositor.
 unset WAYLAND_DISPLAY XPB_BACKEND
+xpbd_pid=
 cleanup() {
+    [ -z "$xpbd_pid" ] || kill "$xpbd_pid" 2>/dev/null || true
     pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x xclip 2>/dev/null || true
     kill "$xvfb_pid" 2>/dev/null || true
@@ -144,6 +146,32 @@ for round in $(seq 1 20); do
 done
 unset hf_runs hf_warmup
 kill "$watchdog" 2>/dev/null || true
+[ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
+pkill -x xclip 2>/dev/null || true
+pkill -x xsel 2>/dev/null || true
+
+# The same small copy on a desktop as it runs: xpbd keeps the clipboard (of a private state and
+# runtime directory). Every copy changes the display's change count, which xpbd publishes; an
+# xpb copy returns once xpbd has counted it (so that any process asking next sees the new count),
+# xclip and xsel wait for nothing.
+echo "bench: 1d copy 13 bytes while xpbd keeps the clipboard"
+mkdir -m 700 "$work/xpbd-runtime" "$work/xpbd-state"
+ln -s "$xpb" "$work/xpbd"
+export XDG_RUNTIME_DIR="$work/xpbd-runtime" XDG_STATE_HOME="$work/xpbd-state"
+"$work/xpbd" --no-restore > "$results/xpbd.log" 2>&1 < /dev/null &
+xpbd_pid=$!
+for _ in $(seq 1 200); do "$xpb" daemon status > /dev/null 2>&1 && break; sleep 0.05; done
+"$xpb" daemon status > /dev/null || { cat "$results/xpbd.log" >&2; echo "bench: xpbd did not start" >&2; exit 1; }
+hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
+for round in $(seq 1 10); do
+    rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small" \
+        -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
+    hf copy13daemon "$round" "${rotation[@]}"
+done
+unset hf_runs hf_warmup
+kill "$xpbd_pid" && wait "$xpbd_pid" || true
+xpbd_pid=
+unset XDG_RUNTIME_DIR XDG_STATE_HOME
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
 pkill -x xclip 2>/dev/null || true
 pkill -x xsel 2>/dev/null || true
