@@ -214,6 +214,7 @@ package final class DisplayHost: KeepingHost {
         // is forgotten, and sync stamps the change before the X thread does anything else.
         let hub = daemon.hub
         backend.managerPort.onOwnerChangeRead { [weak self, weak hub] change in
+            self?.count(change)
             self?.ownershipRead(change)
             self?.offers.ownerChanged(change.name)
             if self?.isCompositor(change.owner) == true {
@@ -322,14 +323,22 @@ package final class DisplayHost: KeepingHost {
         }
     }
 
+    /// On the X thread, as an ownership change's event is read: the display's count of the
+    /// selection goes up, and is published with this turn of the X loop. A library process's
+    /// write waits for it to pass (an `xpb copy` returns then): counted here, it waits for no
+    /// other thread of ours (counted after the change's delivery, it waited for two: the
+    /// delivery's and the events' queue, and a job back to the X thread).
+    private func count(_ change: SelectionOwnerChange) {
+        let counts = state.withLock { state -> [Int]? in
+            guard let index = SelectionNames.sharedCountIndex(of: change.name) else { return nil }
+            state.counts[index] += 1
+            return state.counts
+        }
+        if let counts { backend.managerPort.publishChangeCounts(counts) }
+    }
+
     private func ownerChanged(_ change: SelectionOwnerChange) {
         events.async { [self] in
-            let counts = state.withLock { state -> [Int]? in
-                guard let index = SelectionNames.sharedCountIndex(of: change.name) else { return nil }
-                state.counts[index] += 1
-                return state.counts
-            }
-            if let counts { backend.managerPort.publishChangeCounts(counts) }
             bridge(change)
             guard configuration.capturedSelections.contains(change.name) else { return }
             let selection = SelectionNames.selection(for: change.name)
