@@ -36,6 +36,8 @@ final class ClipboardManagerRole {
     private var windowGoneWaiters: [X11Window: [() -> Void]] = [:]
     /// Writes of ours the clipboard manager is to count (``watchSharedCount(index:)``).
     private var sharedCountWaiters: [SharedCountWaiter] = []
+    /// The last count watch's id (never given twice: a late wait never finds another's watch).
+    private var lastCountWatch = 0
 
     init(session: X11Session) {
         self.session = session
@@ -177,7 +179,8 @@ final class ClipboardManagerRole {
     func watchSharedCount(index: Int) -> Int? {
         let manager = wire.selectionOwner(wire.known[.clipboardManager])
         guard !manager.isNone, manager != wire.window, wire.selectInput(manager, Int(PropertyChangeMask)) else { return nil }
-        let id = (sharedCountWaiters.map(\.id).max() ?? 0) + 1
+        lastCountWatch += 1
+        let id = lastCountWatch
         guard let counts = sharedCounts(on: manager), counts.indices.contains(index) else {
             deselectUnwatched(manager)
             return nil
