@@ -99,21 +99,20 @@ if os.path.exists(os.path.join(results, "paste13cold.1.json")):
                  f"xpb {stats(cold['xpb paste'])}; xsel {stats(cold['xsel -o'])}" + faults("faults_read.txt"),
                  f"{ratio:.2f} × xsel", "≤ 1.0 × xsel", verdict(ratio, 1.0)))
 
-copy = hyperfine("copy13")
-a, b, c = copy["xpb copy"], copy["xclip -i"], copy["xsel -i"]
-r = a["median"] / b["median"]
-rows.append(("copy 13 bytes, whole process (it returns once its background owner holds CLIPBOARD)",
-             f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
-             f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
-beside(copy, "xpb copy", "copy", ("xclip", b))
-if os.path.exists(os.path.join(results, "copy13daemon.1.json")):
-    held = hyperfine("copy13daemon")
-    a, b, c = held["xpb copy"], held["xclip -i"], held["xsel -i"]
+def copy_rows(name, title, what):
+    """A small copy's row (xpb against xclip and xsel, in the rounds of `name`) and the rows beside it."""
+    runs = hyperfine(name)
+    a, b, c = runs["xpb copy"], runs["xclip -i"], runs["xsel -i"]
     r = a["median"] / b["median"]
-    rows.append(("the same copy while xpbd keeps the clipboard (an xpb copy returns once xpbd has counted it)",
-                 f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
+    rows.append((title, f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
                  f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
-    beside(held, "xpb copy", "copy while xpbd runs", ("xclip", b))
+    beside(runs, "xpb copy", what, ("xclip", b))
+
+
+copy_rows("copy13", "copy 13 bytes, whole process (it returns once its background owner holds CLIPBOARD)", "copy")
+if os.path.exists(os.path.join(results, "copy13daemon.1.json")):
+    copy_rows("copy13daemon", "the same copy while xpbd keeps the clipboard (an xpb copy returns once xpbd has counted it)",
+              "copy while xpbd runs")
 pair = hyperfine("copypaste13")
 a, b, c = pair["xpb copy, xpb paste"], pair["xclip -i, xclip -o"], pair["xsel -i, xsel -o"]
 r = a["median"] / b["median"]
