@@ -324,7 +324,7 @@ package final class DisplayHost: KeepingHost {
     }
 
     /// On the X thread, as an ownership change's event is read: the display's count of the
-    /// selection goes up, and is published with this turn of the X loop. A library process's
+    /// selection goes up, and is published in the X loop's next turn. A library process's
     /// write waits for it to pass (an `xpb copy` returns then): counted here, it waits for no
     /// other thread of ours (counted after the change's delivery, it waited for two: the
     /// delivery's and the events' queue, and a job back to the X thread).
