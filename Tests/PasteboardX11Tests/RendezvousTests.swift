@@ -55,6 +55,7 @@ struct RendezvousTests {
         let late = Rendezvous()
         #expect(throws: PasteboardError.self) { let _: Bool = try late.wait(timeout: 0.05, stopped: { nil }) }
     }
+
     @Test("inline (the loop runs on the waiting thread), the wait runs turns until one fulfils it, and none once it is fulfilled")
     func inline() throws {
         let turns = Mutex(0)
