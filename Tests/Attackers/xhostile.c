@@ -21,6 +21,9 @@
  *   owner-evil-names               window name and a target name carry terminal escapes
  *   owner-manifest SOCKET          a manifest whose fast path names the abstract socket SOCKET
  *   owner-manifest-refusing        a manifest naming XPB_ITEM_0_0, which it then refuses
+ *   owner-manifest-guess [TYPE]    a manifest whose first item target is of TYPE (default
+ *                                  text; else text is its second), no fast path; answers an
+ *                                  xpb reader's guess with "guessed", other reads with "hello"
  *   owner-bigprop MEGABYTES        answers UTF8_STRING with one property of MEGABYTES MiB
  *   owner-incr-claim BYTES         announces an INCR of BYTES, then sends "hi" and ends
  *   owner-pipeline SECONDS         holds each TARGETS answer until the same reader's next request
@@ -159,6 +162,16 @@ static void serve_text(XSelectionRequestEvent *req, const char *text) {
     notify(req, req->property);
 }
 
+/* Whether a request's property is an xpb reader's guess property, XPB_SEL_<client>_G. */
+static int is_guess_property(Atom property) {
+    char *name = XGetAtomName(dpy, property);
+    if (!name) return 0;
+    size_t length = strlen(name);
+    int guess = !strncmp(name, "XPB_SEL_", 8) && length > 10 && !strcmp(name + length - 2, "_G");
+    XFree(name);
+    return guess;
+}
+
 static void owner_loop(int mode, long argument, const char *text) {
     own();
     Atom manifest = XInternAtom(dpy, "XPB_MANIFEST", False);
@@ -189,7 +202,7 @@ static void owner_loop(int mode, long argument, const char *text) {
             } else if (mode == 'e') {
                 Atom list[] = {targets_atom, utf8, evil};
                 answer_targets(&req, list, 3);
-            } else if (mode == 'm' || mode == 'M') {
+            } else if (mode == 'm' || mode == 'M' || mode == 'g') {
                 Atom list[] = {targets_atom, utf8, manifest};
                 answer_targets(&req, list, 3);
             } else {
@@ -200,8 +213,26 @@ static void owner_loop(int mode, long argument, const char *text) {
         }
         if ((mode == 'm' || mode == 'M') && req.target == manifest) {
             char line[512];
-            snprintf(line, sizeof line, "xpb-manifest\t1\titems=1\tlocal-only=0\texpires=-\tfast-path=%s\n0\tpublic.utf8-plain-text\tXPB_ITEM_0_0\n", text);
+            snprintf(line, sizeof line, "xpb-manifest\t1\titems=1\tlocal-only=0\texpires=-\tfast-path2=%s\n0\tpublic.utf8-plain-text\tXPB_ITEM_0_0\n", text);
             serve_text(&req, line);
+            continue;
+        }
+        if (mode == 'g' && req.target == manifest) {
+            /* The first item's first representation is of type `text`; its text comes second
+               when that is another type. No fast path. */
+            char line[512];
+            int text_first = !strcmp(text, "public.utf8-plain-text");
+            snprintf(line, sizeof line, "xpb-manifest\t1\titems=1\tlocal-only=0\texpires=-\n0\t%s\tXPB_ITEM_0_0\n%s", text,
+                     text_first ? "" : "0\tpublic.utf8-plain-text\tXPB_ITEM_0_1\n");
+            serve_text(&req, line);
+            continue;
+        }
+        /* An xpb reader's guess (into any client's XPB_SEL_<n>_G): "m" refuses it (its reader
+           then goes on to the fast path), "g" answers it with words of its own, to tell whether
+           the reader took it. */
+        if ((mode == 'm' || mode == 'g') && req.target == utf8 && is_guess_property(req.property)) {
+            if (mode == 'm') notify(&req, None);
+            else serve_text(&req, "guessed");
             continue;
         }
         if (req.target != utf8 && !(mode == 'm' && req.target == XInternAtom(dpy, "XPB_ITEM_0_0", False))) {
@@ -823,6 +854,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "owner-manifest")) owner_loop('m', 0, argc > 2 ? argv[2] : "nothing");
     if (!strcmp(mode, "owner-manifest-refusing")) owner_loop('M', 0, "");
+    if (!strcmp(mode, "owner-manifest-guess")) owner_loop('g', 0, argc > 2 ? argv[2] : "public.utf8-plain-text");
     if (!strcmp(mode, "owner-bigprop")) owner_loop('b', a, NULL);
     if (!strcmp(mode, "owner-incr-claim")) owner_loop('c', a, NULL);
     if (!strcmp(mode, "owner-pipeline")) owner_pipeline((double)a);

@@ -385,6 +385,22 @@ struct HostileOwnerTests {
         let standIn = try run(try ClipboardTools.standIns().xsel, ["-b", "-o"], display: x)
         #expect(standIn.status == 0 && standIn.text == "hello", "\(standIn.status) \(standIn.error)")
     }
+
+    @Test("17. a manifest's owner that answers the guess: taken only for its first item target's type")
+    func manifestGuess() throws {
+        let x = try Xvfb()
+        // Text first: the guess (UTF8_STRING, asked with TARGETS) is what the first item target
+        // holds, as an xpb owner answers it; the paste takes it and asks nothing more.
+        var owner = try hostileOwner(["owner-manifest-guess"], x)
+        #expect(try xpb(["paste"], x).text == "guessed")
+        #expect(try xpb(["paste", "-t", "text"], x).text == "guessed")
+        owner.stop()
+        // HTML first, the text second: the text is read from a target of its own, not the guess.
+        owner = try hostileOwner(["owner-manifest-guess", "public.html"], x)
+        defer { owner.stop() }
+        let text = try xpb(["paste", "-t", "text"], x)
+        #expect(text.status == 0 && text.text == "hello", "\(text.status) \(text.error)")
+    }
 }
 }
 

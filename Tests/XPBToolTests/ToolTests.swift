@@ -445,8 +445,9 @@ struct ReadTests {
         try owner.waitForOutput("pipelined text/html", timeout: 10)
         #expect(!owner.outputSoFar.contains("sequential"), "\(owner.outputSoFar)")
         owner.stop()
-        // An xpb owner refuses the guess (its readers take the manifest): a large text is read
-        // whole, again and again, --paste-once counts only the real paste, and xclip reads it too.
+        // An xpb owner refuses a guess past 64 KiB (its readers take the manifest and the fast
+        // path): a large text is read whole, again and again, --paste-once counts only the real
+        // paste, and xclip reads it too.
         let big = payload(3 << 20, seed: 9).base64EncodedData()
         #expect(try xpb(["copy"], x, input: big).status == 0)
         for environment in [[:], ["XPB_FAST_PATH": "0"]] {
@@ -454,6 +455,42 @@ struct ReadTests {
         }
         #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).output == big)
         #expect(try xpb(["copy", "--paste-once"], x, input: Data("once".utf8)).status == 0)
+        #expect(try xpb(["paste"], x).text == "once")
+        #expect(eventually { (try? xpb(["paste"], x).status) == 2 })
+    }
+
+    @Test("an xpb owner answers a reader's guess with its first item's first representation alone, up to 64 KiB, and not while it counts pastes")
+    func guessAnswered() throws {
+        let x = try Xvfb()
+        let reader = try attacker()
+        // xhostile's plain read of `target` into `property`; by default a guess property, of the
+        // kind xpb's readers ask their guess into (any client's XPB_SEL_<n>_G).
+        func read(_ target: String, into property: String = "XPB_SEL_9_G") throws -> String {
+            try run(reader, ["read", target, property], display: x).text
+        }
+        #expect(try xpb(["copy"], x, input: Data("hello".utf8)).status == 0)
+        #expect(try read("UTF8_STRING") == "asked\nread 5\n")
+        #expect(try read("text/html") == "asked\nrefused\n")
+        let limit = 64 << 10
+        for (size, answered) in [(limit, true), (limit + 1, false)] {
+            #expect(try xpb(["copy", "-t", "text"], x, input: Data(repeating: UInt8(ascii: "a"), count: size)).status == 0)
+            #expect(try read("UTF8_STRING") == (answered ? "asked\nread \(size)\n" : "asked\nrefused\n"), "\(size) bytes")
+            // The same read into a property of another name is no guess: answered.
+            #expect(try read("UTF8_STRING", into: "XHOSTILE_READ") == "asked\nread \(size)\n")
+            #expect(try xpb(["paste"], x).output.count == size)
+        }
+        // The first representation alone: here HTML, the text second.
+        let html = try scratchFile("guess.html", Data("<b>hi</b>".utf8))
+        let text = try scratchFile("guess.txt", Data("hi text".utf8))
+        #expect(try xpb(["copy", "-t", "html=\(html)", "-t", "text=\(text)"], x).status == 0)
+        #expect(try read("text/html") == "asked\nread 9\n")
+        #expect(try read("UTF8_STRING") == "asked\nrefused\n")
+        #expect(try xpb(["paste"], x).text == "hi text")
+        #expect(try xpb(["paste", "-t", "html"], x).text == "<b>hi</b>")
+        // While pastes are counted (--paste-once), an answered guess the reader then dropped would
+        // use the paste up: refused, and the paste after it is the one.
+        #expect(try xpb(["copy", "--paste-once"], x, input: Data("once".utf8)).status == 0)
+        #expect(try read("UTF8_STRING") == "asked\nrefused\n")
         #expect(try xpb(["paste"], x).text == "once")
         #expect(eventually { (try? xpb(["paste"], x).status) == 2 })
     }

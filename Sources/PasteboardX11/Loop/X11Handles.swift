@@ -88,8 +88,8 @@ enum WellKnown: String, CaseIterable, Sendable {
     case targetSizes = "TARGET_SIZES"
     /// The property earlier versions' readers asked their likely target into, together with
     /// `TARGETS`, before they had chosen (``SpeculativeRead``); a reader now asks into
-    /// ``X11Wire/guessProperty``, its own. An xpb owner refuses either at once: its reader reads
-    /// through the manifest and never takes the guess.
+    /// ``X11Wire/guessProperty``, its own. An xpb owner answers either only with what its
+    /// reader takes (``SelectionServer/answersGuess(_:in:selection:)``), else refuses it at once.
     case guess = "XPB_GUESS"
 
     /// What every owner answers besides data, in the order it advertises them.

@@ -369,10 +369,11 @@ final class SelectionServer {
         if let refused = refusedClient, wire.isSameClient(request.requestor, refused) {
             return notify(request, succeeded: false)
         }
-        // An xpb reader's guess, asked with TARGETS before it saw our manifest: it reads through
-        // the manifest and never takes the guess. Refused before any work, it costs nothing (no
-        // fetch from a sync peer) and is no paste (--paste-once, the paste queue).
-        if request.target != wire.known[.targets], wire.isGuessProperty(request.property) {
+        // An xpb reader's guess, asked with TARGETS before it saw our manifest: answered where
+        // the reader takes it (``answersGuess(_:in:selection:)``), else refused before any work.
+        // Those answered are served as any request, so their property's name is not looked up.
+        if request.target != wire.known[.targets], !answersGuess(request.target, in: owned, selection: request.selection),
+           wire.isGuessProperty(request.property) {
             return notify(request, succeeded: false)
         }
         // A secret is refused, before any work, to the readers the rule refuses.
@@ -422,6 +423,27 @@ final class SelectionServer {
             if queuedData { session.owner.queueConversionAnswered(by: request.requestor, succeeded: false, sending: false) }
         })
     }
+
+    /// Whether an xpb reader's guess for `target` (``SpeculativeRead``) is answered: only where
+    /// its bytes are, as they are, the first item's first representation, what the manifest's
+    /// first item target (`XPB_ITEM_0_0`) serves. A reader that chooses that type takes the guess
+    /// and reads nothing more (``X11PasteboardBackend/stream(of:item:limit:likely:choosing:file:bytes:)``);
+    /// one that chooses another reads that through the manifest, in the same paste.
+    ///
+    /// Refused, before any work: bytes not at hand (a provider, a file, a sync peer's), more than
+    /// ``maxGuessAnswer`` (a larger read is quicker over the fast path, and one the reader drops
+    /// is sent for nothing), and any guess while conversions are counted (`--paste-once`, the
+    /// paste queue: a guess the reader then drops would use up a paste).
+    private func answersGuess(_ target: X11Atom, in state: OwnedSelection, selection: X11Atom) -> Bool {
+        guard !reportsServed, queued[selection] == nil,
+              case let .representation(item, type, codec, _)? = state.served[target], item == 0, codec == .identity,
+              let first = state.items.first, type == first.types.first,
+              case let .data(data)? = first.representation(for: type) else { return false }
+        return data.count <= min(Self.maxGuessAnswer, wire.chunkSize)
+    }
+
+    /// The most bytes a guess is answered with.
+    static let maxGuessAnswer = 64 << 10
 
     /// The (target, property) pairs of a `MULTIPLE` request; nil for a list that is malformed,
     /// absent, or longer than ``maxMultiplePairs`` (read no further than that).

@@ -116,13 +116,10 @@ extension X11PasteboardBackend {
             }
             return true
         }
-        // The guess asked with the offer is taken when it is what the read below would ask for:
-        // a plain owner's (an xpb owner's manifest names its own targets) best target for the
-        // type, whose bytes are the model's bytes. A refused guess decides nothing: xpb owners
-        // refuse every guess (also one whose manifest this reader did not get), so the target
-        // is asked again below.
-        if let speculation, offer.manifest == nil, let alias = OfferReading.candidateAliases(for: type, offered: offer.targets, registry: registry).first,
-           alias.name == speculation.target, alias.codec == .identity, alias.replyType == alias.name,
+        // The guess asked with the offer is taken when its bytes are what the read below would
+        // read. A refused guess decides nothing (an xpb owner refuses most), so the target is
+        // asked again below.
+        if let speculation, Self.takesGuess(speculation, of: type, from: offer, registry: registry),
            try speculation.take(timeout: configuration.transferDeadline + 5, stopped: { [connection] in connection.stopReason }, bytes: bytes) {
             return true
         }
@@ -147,6 +144,20 @@ extension X11PasteboardBackend {
             return true
         }
         return try stream(name, target: alias.name, limit: limit, bytes: bytes)
+    }
+
+    /// Whether a guess answered by the owner of `offer` holds the first item's `type`: from a
+    /// plain owner, when it is the type's best advertised target, whose bytes are the model's
+    /// bytes; from an xpb owner (its manifest names its own targets), when `type` is what the
+    /// manifest's first item target serves, the one representation an xpb owner answers a guess
+    /// with (``SelectionServer/answersGuess(_:in:selection:)``).
+    static func takesGuess(_ speculation: SpeculativeRead, of type: PasteboardType, from offer: ForeignOffer, registry: TypeRegistry) -> Bool {
+        if let manifest = offer.manifest {
+            let first = Manifest.itemTarget(item: 0, index: 0)
+            return manifest.entries.first(where: { $0.target == first }).map { $0.item == 0 && $0.type == type } ?? false
+        }
+        guard let alias = OfferReading.candidateAliases(for: type, offered: offer.targets, registry: registry).first else { return false }
+        return alias.name == speculation.target && alias.codec == .identity && alias.replyType == alias.name
     }
 
     /// The target a read of `type` from a plain owner streams when the owner offers it: the
