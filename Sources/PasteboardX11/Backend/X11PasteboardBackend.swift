@@ -575,7 +575,7 @@ extension X11PasteboardBackend: X11SessionDelegate {
         }
         let registry = self.registry
         // Read as a paste reads it (the manifest too), and kept for the reads that follow.
-        session.reader.readOffer(of: selection, owner: owner) { result in
+        session.reader.readOffer(of: selection, owner: { owner }) { result in
             guard case let .success(offer) = result else { return publish([]) }
             self.state.withLock { state in
                 if state.ownershipEpochs[name] == epoch { state.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }

@@ -39,6 +39,9 @@ extension X11PasteboardBackend {
     func foreignOffer(_ name: Pasteboard.Name, speculation: SpeculativeRead? = nil, fresh: Bool = false) throws -> ForeignOffer? {
         try connection.sync(timeout: timeout) { [self] (session, done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) in
             let selection = self.selectionAtom(name, in: session)
+            if session.wire.fixesEventBase < 0 {
+                return self.readOfferBeforeOwner(selection, in: session, speculation: speculation, done: done)
+            }
             let owner = session.currentOwnerAfterQueuedChanges(selection)
             guard !owner.isNone else {
                 speculation?.skip()
@@ -54,12 +57,39 @@ extension X11PasteboardBackend {
                 speculation?.skip()
                 return done(.success(cached.offer))
             }
-            session.reader.readOffer(of: selection, owner: owner, speculation: speculation) { result in
+            session.reader.readOffer(of: selection, owner: { owner }, speculation: speculation) { result in
                 if case let .success(offer) = result {
                     self.state.withLock { $0.offers[name] = CachedOffer(epoch: epoch, owner: owner, offer: offer) }
                 }
                 done(result.map { $0 })
             }
         }
+    }
+
+    /// A reader without XFixes (a one-shot command: no offer is cached, no ownership event comes)
+    /// asks for `TARGETS` and its guess before it looks the owner up, all three in one flush: the
+    /// owner is answering while the server answers the look-up, one round trip sooner. Where
+    /// nobody owns the selection, the server refuses both conversions itself; nil.
+    private func readOfferBeforeOwner(_ selection: X11Atom, in session: X11Session, speculation: SpeculativeRead?,
+                                      done: @escaping @Sendable (Result<ForeignOffer?, any Error>) -> Void) {
+        guard !session.isDead else {
+            speculation?.skip()
+            return done(.failure(X11BackendError.connectionLost))
+        }
+        // The owner once looked up, and an offer that ended before (a conversion that could not be asked).
+        let state = XThreadConfined(XThreadCell<(owner: X11Window?, early: Result<ForeignOffer, any Error>?)>((nil, nil)))
+        session.reader.readOffer(of: selection, owner: { state.value.value.owner ?? .none }, speculation: speculation, flushes: false) { result in
+            guard let owner = state.value.value.owner else {
+                state.value.value.early = result
+                return
+            }
+            // Nobody owned it: answered already.
+            guard !owner.isNone else { return }
+            done(result.map { $0 })
+        }
+        let owner = session.wire.selectionOwner(selection)
+        state.value.value.owner = owner
+        if owner.isNone { return done(.success(nil)) }
+        if let early = state.value.value.early { done(early.map { $0 }) }
     }
 }

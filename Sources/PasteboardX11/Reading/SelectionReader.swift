@@ -337,7 +337,7 @@ final class SelectionReader {
     ///   - window: the requestor window, made by the caller (MULTIPLE); ended by the caller too.
     func convert(_ selection: X11Atom, to target: X11Atom, parameters: [X11Atom]? = nil, parameterType: X11Atom = .none,
                  legacyNoProperty: Bool = false, limit: Int? = nil, truncate: Bool = false, sink: StreamSink? = nil,
-                 into property: X11Atom? = nil, on window: X11Window? = nil, asking: SilentOwnerAsks? = nil,
+                 into property: X11Atom? = nil, on window: X11Window? = nil, asking: SilentOwnerAsks? = nil, flushes: Bool = true,
                  completion: @escaping (Result<PropertyValue?, any Error>) -> Void) {
         // An owner that serves one transfer at a time (xclip 0.13) drops the requests that come
         // while it sends: while a reply this process gave up on is drained (continueIncoming),
@@ -369,7 +369,8 @@ final class SelectionReader {
             wire.writeAtoms(requestor, slot.property, type: parameterType, parameters, onError: { _ in })
         }
         wire.requestConversion(selection, to: target, property: legacyNoProperty ? .none : slot.property, requestor: requestor, at: .currentTime)
-        wire.flush()
+        // Without: the caller sends more with it, and flushes.
+        if flushes { wire.flush() }
         // A window the caller made is the caller's to end.
         let ownsWindow = window == nil
         var conversion = PendingConversion(id: id, selection: selection, target: target, slot: slot, timer: nil,
@@ -611,9 +612,9 @@ final class SelectionReader {
     static let maxTargets = 1024
 
     /// Reads the `TARGETS` of `selection` as atom names (nil when the owner refuses).
-    func targets(of selection: X11Atom, completion: @escaping (Result<[String]?, any Error>) -> Void) {
+    func targets(of selection: X11Atom, flushes: Bool = true, completion: @escaping (Result<[String]?, any Error>) -> Void) {
         // At most maxTargets atoms are read: a list of millions would cost memory and a look-up each.
-        convert(selection, to: wire.known[.targets], limit: Self.maxTargets * 4, truncate: true) { [weak self] result in
+        convert(selection, to: wire.known[.targets], limit: Self.maxTargets * 4, truncate: true, flushes: flushes) { [weak self] result in
             guard let self else { return }
             completion(result.flatMap { value in
                 guard let value else { return .success(nil) }
@@ -739,12 +740,15 @@ final class SelectionReader {
     /// (an xpb owner). The one way an offer is read, for reads and for describing a change alike,
     /// so both list the same types in the same order.
     ///
-    /// `speculation` is asked for right after `TARGETS`, before its answer: the owner answers both
-    /// in turn, with no round trip between.
-    func readOffer(of selection: X11Atom, owner: X11Window, speculation: SpeculativeRead? = nil,
+    /// `speculation` is asked for right after `TARGETS`, in the same flush: the owner answers both
+    /// in turn, with no round trip between. With `flushes` false, neither is sent yet: the caller
+    /// sends more with them (``X11PasteboardBackend/foreignOffer(_:speculation:fresh:)`` looks the
+    /// owner up), and `owner` is asked when the offer is complete.
+    func readOffer(of selection: X11Atom, owner: @escaping () -> X11Window, speculation: SpeculativeRead? = nil, flushes: Bool = true,
                    completion: @escaping @Sendable (Result<ForeignOffer, any Error>) -> Void) {
-        defer { speculation?.issue(selection, in: session) }
-        targets(of: selection) { result in
+        defer { speculation?.issue(selection, in: session, flushes: flushes) }
+        targets(of: selection, flushes: flushes && speculation == nil) { result in
+            let owner = owner()
             switch result {
             case let .failure(error): completion(.failure(error))
             case .success(nil): completion(.success(ForeignOffer(owner: owner, targets: [], manifest: nil)))

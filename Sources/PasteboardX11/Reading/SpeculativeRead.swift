@@ -26,8 +26,9 @@ final class SpeculativeRead: Sendable {
     /// X thread: asks the owner of `selection` for the target, into our guess property
     /// (``X11Wire/guessProperty``, which tells an xpb owner it is a guess) of a requestor window
     /// of its own, like every conversion.
-    func issue(_ selection: X11Atom, in session: X11Session) {
-        session.reader.convert(selection, to: session.wire.atom(target), limit: limit, sink: sink, into: session.wire.guessProperty) { [answered] result in
+    func issue(_ selection: X11Atom, in session: X11Session, flushes: Bool = true) {
+        session.reader.convert(selection, to: session.wire.atom(target), limit: limit, sink: sink, into: session.wire.guessProperty,
+                               flushes: flushes) { [answered] result in
             answered.fulfil(result.map { $0 != nil })
         }
     }
