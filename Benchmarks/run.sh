@@ -188,35 +188,37 @@ callgrind_annotate --inclusive=yes "$results/paste13.callgrind" > "$results/past
 # Both owners at once, each on a display of its own (a second private Xvfb), so that the same
 # rounds time both: the readers rotated as in the small rows, the owners swapped between the two
 # displays every round. One owner after the other on one display (five rounds each way) put the
-# machine's drift into the ratio: 1.17 and 1.34 in two runs where an interleaved A/B by hand gave
-# 1.02.
-echo "bench: 2 serve 13 bytes to xclip -o"
+# machine's drift into the ratio: serve 1.17 and 1.34 in two runs where an interleaved A/B by
+# hand gave 1.02.
 exec 8< <(Xvfb -displayfd 1 -screen 0 320x240x24 -nolisten tcp -noreset 2>/dev/null & echo "pid $!")
 read -r _ xvfb2_pid <&8
 read -r number2 <&8
 displays=("$DISPLAY" ":$number2")
-hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
-for round in $(seq 1 20); do
-    on_xpb=${displays[round % 2]} on_xclip=${displays[(round + 1) % 2]}
-    DISPLAY=$on_xpb "$xpb" copy "$work/small"
-    DISPLAY=$on_xclip xclip -i -selection clipboard "$work/small"
-    rotated "$round" -n "owner xpb" "xclip -o -selection clipboard -display $on_xpb" \
-        -n "owner xclip" "xclip -o -selection clipboard -display $on_xclip"
-    hf serve13 "$round" -N "${rotation[@]}"
-    DISPLAY=$on_xpb "$work/answer" 25 >> "$results/answer_xpb.txt"
-    DISPLAY=$on_xclip "$work/answer" 25 >> "$results/answer_xclip.txt"
-done
-unset hf_runs hf_warmup
+owners_at_once() { # name, file, then the target the copies and the reader use (none: text)
+    local name=$1 file=$2 round on_xpb on_xclip
+    local -a target=()
+    [ -z "${3:-}" ] || target=(-t "$3")
+    hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
+    for round in $(seq 1 20); do
+        on_xpb=${displays[round % 2]} on_xclip=${displays[(round + 1) % 2]}
+        DISPLAY=$on_xpb "$xpb" copy "${target[@]}" "$file"
+        DISPLAY=$on_xclip xclip -i -selection clipboard "${target[@]}" "$file"
+        rotated "$round" -n "owner xpb" "xclip -o -selection clipboard ${target[*]} -display $on_xpb" \
+            -n "owner xclip" "xclip -o -selection clipboard ${target[*]} -display $on_xclip"
+        hf "$name" "$round" -N "${rotation[@]}"
+        [ "$name" != serve13 ] || {
+            DISPLAY=$on_xpb "$work/answer" 25 >> "$results/answer_xpb.txt"
+            DISPLAY=$on_xclip "$work/answer" 25 >> "$results/answer_xclip.txt"
+        }
+    done
+    unset hf_runs hf_warmup
+}
+echo "bench: 2 serve 13 bytes to xclip -o"
+owners_at_once serve13 "$work/small"
+echo "bench: 3 paste 1 MB, reader xclip"
+owners_at_once paste1mb "$work/1mb" application/octet-stream
 DISPLAY=${displays[1]} "$xpb" clear
 kill "$xvfb2_pid" 2>/dev/null || true
-
-echo "bench: 3 paste 1 MB, reader xclip"
-for round in 1 2 3 4 5; do
-    "$xpb" copy -t application/octet-stream "$work/1mb"
-    hf paste1mb_xpb "$round" -N -n "owner xpb" "xclip -o -selection clipboard -t application/octet-stream"
-    xclip -i -selection clipboard -t application/octet-stream "$work/1mb"
-    hf paste1mb_xclip "$round" -N -n "owner xclip" "xclip -o -selection clipboard -t application/octet-stream"
-done
 
 echo "bench: 4 copy + paste 100 MB through the X server (fast path off)"
 runs_big=$(( runs < 10 ? runs : 10 ))
