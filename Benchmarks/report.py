@@ -149,8 +149,8 @@ rows.append(("serve 13 bytes to `xclip -o`",
              f"xclip p50 {ca50:.3f} ms, p90 {ca90:.3f} ms",
              f"{r:.2f} (answer {xa50 / ca50:.2f})", "≤ 1.0 ×", verdict(r, 1.0)))
 
-paste = hyperfine("paste1mb")
-a, b = paste["owner xpb"], paste["owner xclip"]
+megabyte = hyperfine("paste1mb")
+a, b = megabyte["owner xpb"], megabyte["owner xclip"]
 r = a["median"] / b["median"]
 rows.append(("paste 1 MB, reader xclip", f"both owners at once, as the row above: owner xpb {stats(a)}; owner xclip {stats(b)}", f"{r:.2f}", "≤ 1.0 ×", verdict(r, 1.0)))
 
