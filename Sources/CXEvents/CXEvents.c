@@ -154,3 +154,22 @@ int cxevents_intern_atoms(void *opaque, const char *const *names, int count, int
     if (cookies != stack) free(cookies);
     return complete;
 }
+
+uint32_t cxevents_selection_owner_request(void *opaque, uint32_t selection) {
+    return xcb_get_selection_owner(XGetXCBConnection((Display *)opaque), selection).sequence;
+}
+
+uint32_t cxevents_selection_owner_reply(void *opaque, uint32_t sequence, int *ok) {
+    xcb_get_selection_owner_cookie_t cookie = { sequence };
+    xcb_generic_error_t *error = NULL;
+    xcb_get_selection_owner_reply_t *reply = xcb_get_selection_owner_reply(XGetXCBConnection((Display *)opaque), cookie, &error);
+    uint32_t owner = reply ? reply->owner : 0;
+    *ok = reply != NULL;
+    free(reply);
+    free(error);
+    return owner;
+}
+
+void cxevents_discard_reply(void *opaque, uint32_t sequence) {
+    xcb_discard_reply(XGetXCBConnection((Display *)opaque), sequence);
+}

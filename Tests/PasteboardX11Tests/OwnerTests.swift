@@ -238,3 +238,71 @@ struct InlineOwnerTests {
         #expect(backend.isConnected)
     }
 }
+
+extension X11PasteboardBackend {
+    /// Whether this backend has asked the server for a timestamp of its own: a zero-length append
+    /// to its window's `XPB_TIMESTAMP` (``X11Session/serverTime(_:)``) makes the property.
+    func hasAskedForTimestamp() throws -> Bool {
+        try connection.sync(timeout: 30) { session, done in
+            done(Result { try session.wire.readProperty(session.wire.window, session.wire.known[.timestampProperty], delete: false) != nil })
+        }
+    }
+}
+
+@Suite("Owner: the first selection taken takes the connection's start time")
+struct StartTimeTests {
+    @Test("a selection taken right after connecting asks no timestamp of its own; the next one does")
+    func firstOwnershipTakesStartTime() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.startTimeFreshness = 60_000_000_000 }
+        defer { backend.close(handOff: false) }
+        let board = Pasteboard.general(of: backend)
+        board.string = "first"
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "first")
+        #expect(try backend.owner(of: .general)?.window == backend.connection.sync(timeout: 30) { session, done in done(.success(session.wire.window)) })
+        #expect(try !backend.hasAskedForTimestamp())
+        board.string = "second"
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "second")
+        #expect(try backend.hasAskedForTimestamp())
+    }
+
+    @Test("a start time older than another client's copy loses to it: the selection is taken again at a fresh timestamp")
+    func staleStartTimeTakesFreshOne() throws {
+        let x = try Xvfb()
+        let backend = try x.backend { $0.startTimeFreshness = 60_000_000_000 }
+        defer { backend.close(handOff: false) }
+        // xclip owns the clipboard after our connection began: its change is newer than our
+        // start time, and the server refuses an ownership at that time.
+        let other = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("xclip's".utf8))
+        defer { other.stop() }
+        #expect(eventually { (try? run("xclip", ["-o", "-selection", "clipboard"], display: x).text) == "xclip's" })
+        try Pasteboard.general(of: backend).setItems([[.utf8PlainText: "ours"]])
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "ours")
+        #expect(try backend.hasAskedForTimestamp())
+        // xclip lost the selection to us, and exits.
+        #expect(eventually { !other.isRunning })
+    }
+
+    @Test("while xpbd runs, a write right after connecting waits for xpbd's count from the manager's window as the connection opened")
+    func managerAtStart() throws {
+        let x = try Xvfb()
+        let daemon = try DaemonProcess(x, home: try DaemonHome(), arguments: ["--no-restore"])
+        defer { _ = try? daemon.stop() }
+        let watcher = try x.backend()
+        var writers = [watcher]
+        // Each writer stays: the next takes the clipboard from it (no owner goes away, so xpbd
+        // takes nothing over between the rounds).
+        defer { writers.forEach { $0.close(handOff: false) } }
+        for round in 1...5 {
+            let writer = try x.backend { $0.startTimeFreshness = 60_000_000_000 }
+            writers.append(writer)
+            let start = watcher.changeCount(of: .general)
+            try Pasteboard.general(of: writer).setItems([[.utf8PlainText: "write \(round)"]])
+            // Counted by xpbd before the write returned: the same count for both processes.
+            #expect(writer.changeCount(of: .general) == start + 1)
+            #expect(watcher.changeCount(of: .general) == start + 1)
+            #expect(try !writer.hasAskedForTimestamp())
+        }
+        #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "write 5")
+    }
+}

@@ -63,6 +63,15 @@ int cxevents_poll_error(void *display, unsigned long serial, cxevents_event *out
 /// answered, 0 when any failed (its atom is 0).
 int cxevents_intern_atoms(void *display, const char *const *names, int count, int only_if_exists, uint32_t *atoms);
 
+/// Sends GetSelectionOwner for `selection` without waiting (with the next flush) and returns its
+/// sequence number, for cxevents_selection_owner_reply or cxevents_discard_reply.
+uint32_t cxevents_selection_owner_request(void *display, uint32_t selection);
+/// The owner's window (0 for none) the server answered to the request `sequence`; sets *ok to 0
+/// when no answer came (the connection failed).
+uint32_t cxevents_selection_owner_reply(void *display, uint32_t sequence, int *ok);
+/// Drops the answer to the request `sequence` unread.
+void cxevents_discard_reply(void *display, uint32_t sequence);
+
 /// Hands free heap memory back to the system, after a flood's peak has been handled.
 void cxevents_trim(void);
 

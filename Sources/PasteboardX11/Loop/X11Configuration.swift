@@ -74,6 +74,10 @@ public struct X11Configuration: Sendable {
     /// The X thread's clock for its deadlines, in nanoseconds of a monotonic clock: tests inject
     /// their own.
     var clock: @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
+    /// How long after the connection opened (nanoseconds of ``clock``) the server time it began
+    /// with may still take a selection (``X11Session/ownershipTime(_:)``): 50 ms, a one-shot
+    /// copy's time to its first ownership many times over. Tests widen it.
+    var startTimeFreshness: UInt64 = 50_000_000
 
     /// The defaults: 5 s read timeout, 300 s transfer deadline, 30 s serve timeout, 20 s provider
     /// timeout, 1 GiB read limit.

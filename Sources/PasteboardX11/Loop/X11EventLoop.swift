@@ -201,7 +201,11 @@ extension X11Session {
     /// chunk of one of our sends.
     private func handlePropertyNotify(window: X11Window, property: X11Atom, time: X11Timestamp, isNewValue: Bool) {
         if window == wire.window {
-            if property == wire.known[.timestampProperty], isNewValue { timestampCame(time) }
+            if property == wire.known[.timestampProperty], isNewValue {
+                timestampCame(time)
+            } else if property == wire.known[.netWMPID], isNewValue {
+                startTimeCame(time)
+            }
         } else if reader.usesWindow(window) {
             // Our own deletes come back too: only a new value matters to a reader.
             if isNewValue { reader.continueIncoming(ReplySlot(window: window, property: property)) }

@@ -93,6 +93,10 @@ final class X11Session {
     /// server answers appends in order).
     private var timestampWaiters: [(number: Int, completion: ((Result<X11Timestamp, any Error>) -> Void)?)] = []
     private var nextTimestampWaiter = 0
+    /// The server time of our window's `_NET_WM_PID`, written as the wire opened
+    /// (``X11Wire/init(display:configuration:)``): the first selection taken soon after takes it
+    /// instead of a timestamp of its own (``ownershipTime(_:)``).
+    private var startTime = StartTime.coming(nil)
 
     /// The owner of our selections.
     private(set) lazy var owner = SelectionServer(session: self)
@@ -101,9 +105,24 @@ final class X11Session {
     /// The clipboard manager's side (the daemon's).
     private(set) lazy var manager = ClipboardManagerRole(session: self)
 
+    /// When the connection opened, on ``X11Configuration/clock``.
+    private let openedAt: UInt64
+
     init(display: OpaquePointer, configuration: X11Configuration) {
         wire = X11Wire(display: display, configuration: configuration)
         self.configuration = configuration
+        openedAt = configuration.clock()
+    }
+
+    /// Whether what the connection learnt as it opened (the server's time, the clipboard
+    /// manager's window) may still stand for now (``X11Configuration/startTimeFreshness``).
+    private var isStartFresh: Bool { configuration.clock() &- openedAt <= configuration.startTimeFreshness }
+
+    /// The clipboard manager's window as the connection opened, while that is fresh and not
+    /// taken yet (then nil, and the look-up's answer is dropped): the first change of ours
+    /// follows the manager's count without asking for its window again.
+    func managerAtStart() -> X11Window? {
+        wire.takeManagerAtStart(stale: !isStartFresh)
     }
 
     var isDead: Bool { lifecycle == .dead }
@@ -177,6 +196,54 @@ final class X11Session {
         }
     }
 
+    /// Where the start time is: its PropertyNotify not read yet (perhaps with the ownership that
+    /// waits for it), read, or used.
+    private enum StartTime {
+        case coming(((Result<X11Timestamp, any Error>) -> Void)?)
+        case seen(X11Timestamp)
+        case spent
+    }
+
+    /// A server timestamp to take a selection at, and whether it is the start time: the start
+    /// time while it is fresh (``isStartFresh``) and not used yet, else
+    /// a fresh one (``serverTime(_:)``). `xpb copy` takes its selection a millisecond or two after
+    /// it connects: the start time spares it the round trip of a timestamp of its own. A time
+    /// that old may lose to an owner that came in between (the server refuses a change older
+    /// than the last): the caller then asks again with a fresh one (``SelectionServer``'s
+    /// `own`), as it would have from the start.
+    func ownershipTime(_ completion: @escaping (Result<X11Timestamp, any Error>, _ isStartTime: Bool) -> Void) {
+        switch startTime {
+        case .coming(nil):
+            startTime = .coming { completion($0, true) }
+            // Its PropertyNotify always comes (the window's events were selected before the
+            // write); should the write have failed, the timestamp is taken as any other.
+            after(configuration.readTimeout) { [weak self] in
+                guard let self, case .coming(.some) = self.startTime else { return }
+                self.startTime = .spent
+                self.serverTime { completion($0, false) }
+            }
+        case let .seen(time) where isStartFresh:
+            startTime = .spent
+            // After the job that asked: as a timestamp asked of the server comes, so that what
+            // the job does next (the manager's count followed) goes before the change.
+            after(0) { completion(.success(time), true) }
+        default:
+            startTime = .spent
+            serverTime { completion($0, false) }
+        }
+    }
+
+    /// Our window's `_NET_WM_PID` got its value: the first time, the start time.
+    func startTimeCame(_ time: X11Timestamp) {
+        guard case let .coming(waiter) = startTime else { return }
+        if let waiter {
+            startTime = .spent
+            waiter(.success(time))
+        } else {
+            startTime = .seen(time)
+        }
+    }
+
     /// A server timestamp came (our window's timestamp property grew): the oldest waiter's (one
     /// that timed out takes it and passes it on to nobody).
     func timestampCame(_ time: X11Timestamp) {
@@ -190,6 +257,8 @@ final class X11Session {
         let windows = reader.finish(failure)
         for waiter in timestampWaiters { waiter.completion?(.failure(failure)) }
         timestampWaiters.removeAll()
+        if case let .coming(waiter?) = startTime { waiter(.failure(failure)) }
+        startTime = .spent
         owner.finish()
         timers = TimerQueue()
         wire.close(destroying: windows, connectionAlive: !isDead, beforeExit: configuration.exitsAfterClose)

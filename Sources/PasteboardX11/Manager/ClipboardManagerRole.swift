@@ -177,7 +177,7 @@ final class ClipboardManagerRole {
     /// its count is read, and both requests go before our change: none of its new values can come
     /// unseen. ``awaitSharedCount(_:within:done:)`` then waits for the count to pass.
     func watchSharedCount(index: Int) -> Int? {
-        let manager = wire.selectionOwner(wire.known[.clipboardManager])
+        let manager = session.managerAtStart() ?? wire.selectionOwner(wire.known[.clipboardManager])
         guard !manager.isNone, manager != wire.window, wire.selectInput(manager, Int(PropertyChangeMask)) else { return nil }
         lastCountWatch += 1
         let id = lastCountWatch

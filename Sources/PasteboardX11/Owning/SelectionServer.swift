@@ -125,29 +125,38 @@ final class SelectionServer {
     func own(_ selection: X11Atom, at time: X11Timestamp?, if precondition: ((X11Window) -> Bool)? = nil,
              making: @escaping (X11Session, X11Timestamp) -> OwnedSelection,
              completion: @escaping (Result<X11Timestamp, any Error>) -> Void) {
-        let acquire: (X11Timestamp) -> Void = { [weak self] time in
-            guard let self else { return }
+        let attempt: (X11Timestamp) -> Result<X11Timestamp, any Error>? = { [weak self] time in
+            guard let self else { return nil }
             // Built before: the server is grabbed only for the look and the change.
             let state = making(self.session, time)
-            let result: Result<X11Timestamp, any Error>
             if let precondition {
                 // One step: with the server grabbed, no client can own the selection between the
                 // look at its owner and our change (a copy made in the same millisecond as our
                 // timestamp would otherwise lose to older contents).
-                result = self.wire.withServerGrabbed {
+                return self.wire.withServerGrabbed {
                     guard precondition(self.session.currentOwnerAfterQueuedChanges(selection)) else { return .failure(OwnDeclined()) }
                     return self.becomeOwner(selection, state, at: time)
                 }
-            } else {
-                result = self.becomeOwner(selection, state, at: time)
             }
-            completion(result)
+            return self.becomeOwner(selection, state, at: time)
         }
+        let acquire: (X11Timestamp) -> Void = { time in attempt(time).map(completion) }
         if let time, !time.isCurrentTime { return acquire(time) }
-        session.serverTime { result in
+        session.ownershipTime { [weak self] result, isStartTime in
             switch result {
             case let .failure(error): completion(.failure(error))
-            case let .success(time): acquire(time)
+            case let .success(time):
+                guard isStartTime else { return acquire(time) }
+                // The connection's start time lost to an owner that came after it: again at a
+                // fresh timestamp, as every ownership but the first soon after connecting is.
+                guard let result = attempt(time) else { return }
+                guard case .failure(X11BackendError.ownershipRefused) = result, let self else { return completion(result) }
+                self.session.serverTime { fresh in
+                    switch fresh {
+                    case let .failure(error): completion(.failure(error))
+                    case let .success(time): acquire(time)
+                    }
+                }
             }
         }
     }
