@@ -173,22 +173,3 @@ uint32_t cxevents_selection_owner_reply(void *opaque, uint32_t sequence, int *ok
 void cxevents_discard_reply(void *opaque, uint32_t sequence) {
     xcb_discard_reply(XGetXCBConnection((Display *)opaque), sequence);
 }
-
-uint32_t cxevents_get_property_request(void *opaque, uint32_t window, uint32_t property, uint32_t units) {
-    return xcb_get_property(XGetXCBConnection((Display *)opaque), 0, window, property, XCB_GET_PROPERTY_TYPE_ANY, 0, units).sequence;
-}
-
-void *cxevents_get_property_reply(void *opaque, uint32_t sequence, uint32_t *type, int32_t *format, unsigned long *count,
-                                  unsigned long *after, unsigned char **values) {
-    xcb_get_property_cookie_t cookie = { sequence };
-    xcb_generic_error_t *error = NULL;
-    xcb_get_property_reply_t *reply = xcb_get_property_reply(XGetXCBConnection((Display *)opaque), cookie, &error);
-    free(error);
-    if (!reply) return NULL;
-    *type = reply->type;
-    *format = reply->format;
-    *count = reply->value_len;
-    *after = reply->bytes_after;
-    *values = xcb_get_property_value(reply);
-    return reply;
-}

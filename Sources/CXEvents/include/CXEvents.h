@@ -72,15 +72,6 @@ uint32_t cxevents_selection_owner_reply(void *display, uint32_t sequence, int *o
 /// Drops the answer to the request `sequence` unread.
 void cxevents_discard_reply(void *display, uint32_t sequence);
 
-/// Sends GetProperty for the first `units` 32-bit units of `property` on `window` (any type,
-/// nothing deleted) without waiting, and returns its sequence number.
-uint32_t cxevents_get_property_request(void *display, uint32_t window, uint32_t property, uint32_t units);
-/// The answer to the GetProperty `sequence`: the reply to free() with its type, format, count of
-/// values, bytes left after them and the values; NULL when the server refused (an error) or no
-/// answer came.
-void *cxevents_get_property_reply(void *display, uint32_t sequence, uint32_t *type, int32_t *format, unsigned long *count,
-                                  unsigned long *after, unsigned char **values);
-
 /// Hands free heap memory back to the system, after a flood's peak has been handled.
 void cxevents_trim(void);
 

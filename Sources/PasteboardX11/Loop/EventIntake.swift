@@ -23,9 +23,6 @@ struct EventIntake {
         peak = max(peak, events.count - head)
     }
 
-    /// The events held, oldest first.
-    var pending: ArraySlice<WireEvent> { events[head...] }
-
     mutating func popFirst() -> WireEvent? {
         guard head < events.count else { return nil }
         let event = events[head]

@@ -114,8 +114,6 @@ extension X11Session {
             floodTrimDue = false
             cxevents_trim()
         }
-        // A reply asked for ahead whose SelectionNotify this turn did not reach.
-        wire.dropPrefetched()
         wire.collectErrors()
         owner.serveQueuedRequests()
         wire.collectErrors()

@@ -53,9 +53,6 @@ final class X11Wire {
     /// that its first change of a selection follows the manager's count without a round trip of
     /// its own.
     private var managerLookUp: UInt32?
-    /// Property reads sent ahead of their turn (``prefetchProperty(_:_:limit:for:)``), by reply
-    /// slot: the read each is for, and the units asked.
-    private var prefetched: [ReplySlot: (reader: Int, units: Int, sequence: UInt32)] = [:]
 
     /// The largest chunk we write by default: 1 MiB. Measured (Benchmarks/ceiling.c, 100 MB
     /// through one property on Xvfb) it moves data fastest: 132 ms, against 166 ms at 256 KiB and
@@ -539,70 +536,27 @@ final class X11Wire {
     /// (Xlib cannot take a reply of hundreds of megabytes in one piece).
     static let propertyPiece = 4 << 20
 
-    /// Asks for the first piece of `property` on `window` now, without waiting and without
-    /// deleting it, for the read numbered `reader` (``readProperty(_:_:delete:limit:truncate:prefetchedFor:_:)``):
-    /// it comes in the round trip of whatever is read before it.
-    func prefetchProperty(_ window: X11Window, _ property: X11Atom, limit: Int, for reader: Int) {
-        let slot = ReplySlot(window: window, property: property)
-        guard prefetched[slot] == nil, !isDead else { return }
-        let units = Self.firstPieceUnits(limit: limit)
-        let sequence = cxevents_get_property_request(UnsafeMutableRawPointer(display), UInt32(truncatingIfNeeded: window.rawValue),
-                                                     UInt32(truncatingIfNeeded: property.rawValue), UInt32(units))
-        prefetched[slot] = (reader, units, sequence)
-    }
-
-    /// Drops every read sent ahead and not taken (their answers unread).
-    func dropPrefetched() {
-        guard !prefetched.isEmpty else { return }
-        if !isDead { for entry in prefetched.values { cxevents_discard_reply(UnsafeMutableRawPointer(display), entry.sequence) } }
-        prefetched.removeAll()
-    }
-
-    /// The read of `slot` sent ahead for `reader` with `units`, taken; one sent for another read
-    /// (or with other units) is dropped, and nil.
-    private func takePrefetched(_ slot: ReplySlot, reader: Int?, units: Int) -> UInt32? {
-        guard let entry = prefetched.removeValue(forKey: slot) else { return nil }
-        guard entry.reader == reader, entry.units == units else {
-            if !isDead { cxevents_discard_reply(UnsafeMutableRawPointer(display), entry.sequence) }
-            return nil
-        }
-        return entry.sequence
-    }
-
-    /// How many 32-bit units the first read of a property asks for.
-    private static func firstPieceUnits(limit: Int) -> Int { min(Self.propertyPiece, max(limit, 4)) / 4 }
-
     /// Reads a property, handing its bytes (format 32 packed as 32-bit units) to `body`; nil when
     /// the property does not exist. A property that fits in one piece is passed without a copy.
     ///
     /// - Parameters:
     ///   - limit: the most bytes accepted (format 32 counted as 4 per value).
     ///   - truncate: past `limit`, pass only the first `limit` bytes instead of failing.
-    ///   - reader: the read this is (a conversion's id): its first piece may have been asked for
-    ///     ahead (``prefetchProperty(_:_:limit:for:)``).
     /// - Throws: ``PasteboardError/backendFailure(_:)`` when the property is larger than `limit`
     ///   (without `truncate`), or the server fails a read part way.
     func readProperty<T>(_ window: X11Window, _ property: X11Atom, delete: Bool, limit: Int = .max, truncate: Bool = false,
-                         prefetchedFor reader: Int? = nil, _ body: (X11Atom, Int32, GatheredBytes) throws -> T) throws -> T? {
-        let pieceUnits = Self.firstPieceUnits(limit: limit)
+                         _ body: (X11Atom, Int32, GatheredBytes) throws -> T) throws -> T? {
+        let pieceUnits = min(Self.propertyPiece, max(limit, 4)) / 4
         var piece = PropertyPiece()
         // Asked to delete, the server deletes the property with this read when it is read whole
-        // (and only then): no DeleteProperty request of its own. A piece asked for ahead deleted
-        // nothing: a request of its own does, once the piece says the read is whole.
-        let deleteDue: Bool
-        if let sequence = takePrefetched(ReplySlot(window: window, property: property), reader: reader, units: pieceUnits) {
-            guard piece.take(self, sequence: sequence) else { return nil }
-            deleteDue = delete
-        } else {
-            guard piece.fetch(self, window, property, offsetUnits: 0, units: pieceUnits, delete: delete) else { return nil }
-            deleteDue = false
-        }
+        // (and only then): no DeleteProperty request of its own.
+        guard piece.fetch(self, window, property, offsetUnits: 0, units: pieceUnits, delete: delete) else { return nil }
         defer { piece.release() }
         guard piece.type != 0 else { return nil }
         let atom = X11Atom(rawValue: piece.type)
         let total = piece.byteCount + Int(piece.after)
         if piece.after == 0 || (truncate && piece.byteCount >= limit) {
-            if delete, piece.after != 0 || deleteDue { deleteProperty(window, property) }
+            if delete, piece.after != 0 { deleteProperty(window, property) }
             return try piece.withPacked { bytes in
                 try body(atom, piece.format, GatheredBytes(UnsafeRawBufferPointer(rebasing: bytes.prefix(truncate ? limit : bytes.count))))
             }
@@ -626,9 +580,8 @@ final class X11Wire {
     }
 
     /// Reads a whole property into a value (a property read in pieces is not copied again).
-    func readProperty(_ window: X11Window, _ property: X11Atom, delete: Bool, limit: Int = .max, truncate: Bool = false,
-                      prefetchedFor reader: Int? = nil) throws -> PropertyValue? {
-        try readProperty(window, property, delete: delete, limit: limit, truncate: truncate, prefetchedFor: reader) { type, format, bytes in
+    func readProperty(_ window: X11Window, _ property: X11Atom, delete: Bool, limit: Int = .max, truncate: Bool = false) throws -> PropertyValue? {
+        try readProperty(window, property, delete: delete, limit: limit, truncate: truncate) { type, format, bytes in
             PropertyValue(type: type, format: format, data: bytes.data)
         }
     }
@@ -680,9 +633,6 @@ struct PropertyPiece {
     var count: UInt = 0
     var after: UInt = 0
     var pointer: UnsafeMutablePointer<UInt8>? = nil
-    /// The XCB reply the piece came in, when it was asked for ahead (its format-32 values are
-    /// 32-bit units already; freed with free()).
-    private var reply: UnsafeMutableRawPointer? = nil
 
     /// The piece's size in the property's own terms (format 32: 4 bytes a value).
     var byteCount: Int { Int(count) * (format == 32 ? 4 : format == 16 ? 2 : 1) }
@@ -700,33 +650,15 @@ struct PropertyPiece {
         return !failed
     }
 
-    /// Takes the answer to a read asked for ahead (``X11Wire/prefetchProperty(_:_:limit:for:)``);
-    /// false when the server refused it.
-    mutating func take(_ wire: X11Wire, sequence: UInt32) -> Bool {
-        var atom: UInt32 = 0
-        var values: UnsafeMutablePointer<UInt8>? = nil
-        guard let reply = cxevents_get_property_reply(UnsafeMutableRawPointer(wire.display), sequence, &atom, &format, &count, &after, &values)
-        else { return false }
-        self.reply = reply
-        type = Atom(atom)
-        pointer = values
-        return true
-    }
-
     mutating func release() {
-        if let reply {
-            free(reply)
-        } else if let pointer {
-            XFree(pointer)
-        }
-        reply = nil
+        if let pointer { XFree(pointer) }
         pointer = nil
     }
 
     /// The bytes, format-32 values packed from C longs to 32-bit units.
     func withPacked<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         guard let pointer else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
-        if format == 32, reply == nil {
+        if format == 32 {
             // Xlib hands format-32 data over as C longs (8 bytes here): pack to 32-bit units.
             let longs = UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt.self)
             var packed = [UInt32](repeating: 0, count: Int(count))

@@ -441,12 +441,10 @@ final class SelectionReader {
             conversion.completion(result)
         }
         guard !property.isNone else { return finish(.success(nil)) }
-        prefetchQueuedReplies()
         let value: PropertyValue?
         do {
             // An INCR marker or the whole reply; a reply over the limit fails without being read.
-            value = try wire.readProperty(slot.window, slot.property, delete: true, limit: conversion.limit, truncate: conversion.truncate,
-                                          prefetchedFor: conversion.id)
+            value = try wire.readProperty(slot.window, slot.property, delete: true, limit: conversion.limit, truncate: conversion.truncate)
         } catch let error as PropertyTooLarge {
             return finish(.failure(PasteboardError.backendFailure(
                 "the selection owner's reply is \(error.size) bytes, more than the \(error.limit)-byte limit; raise the limit if this much is expected")))
@@ -483,28 +481,6 @@ final class SelectionReader {
         }
         finish(.success(value))
     }
-
-    /// The replies of our other conversions whose SelectionNotify has come already (XCB read
-    /// it with this one's): their first pieces are asked for now, to come in the round trip of
-    /// this one's read. A paste's `TARGETS` and its guess, answered together, were read one
-    /// round trip after the other. Nothing is deleted ahead: a piece not taken in this turn is
-    /// dropped unread (``X11Wire/dropPrefetched()``), and the read it was for asks again.
-    private func prefetchQueuedReplies() {
-        guard !conversions.isEmpty else { return }
-        // What XCB has read already (no read of the connection); the next few events only.
-        while wire.intake.count < Self.prefetchLookAhead, let event = wire.takeFromXCB(reading: false) { wire.intake.append(event) }
-        for event in wire.intake.pending.prefix(Self.prefetchLookAhead) where Int32(event.kind) == SelectionNotify && event.property != 0 {
-            let requestor = X11Window(rawValue: UInt(event.window))
-            let selection = X11Atom(rawValue: UInt(event.selection))
-            let target = X11Atom(rawValue: UInt(event.target))
-            guard let conversion = conversions.first(where: { $0.slot.window == requestor && $0.selection == selection && $0.target == target })
-            else { continue }
-            wire.prefetchProperty(conversion.slot.window, conversion.slot.property, limit: conversion.limit, for: conversion.id)
-        }
-    }
-
-    /// How many of the next events are looked through for replies to read ahead.
-    static let prefetchLookAhead = 64
 
     private func armIncomingTimer(_ slot: ReplySlot) {
         guard let state = incoming[slot] else { return }
