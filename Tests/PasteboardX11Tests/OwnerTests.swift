@@ -283,6 +283,28 @@ struct StartTimeTests {
         #expect(eventually { !other.isRunning })
     }
 
+    @Test("two selections taken at once right after connecting: both are taken")
+    func twoAtOnce() throws {
+        let x = try Xvfb()
+        for round in 0..<10 {
+            // No round trip before the writes: both may be asked before the start time comes.
+            let backend = try X11PasteboardBackend(display: x.display, changeCenter: ChangeCenter(), configuration: {
+                var configuration = X11Configuration()
+                configuration.startTimeFreshness = 60_000_000_000
+                return configuration
+            }())
+            defer { backend.close(handOff: false) }
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                let board = index == 0 ? Pasteboard.general(of: backend) : Pasteboard.find(of: backend)
+                do { try board.setItems([[.utf8PlainText: "\(round) \(index)"]]) } catch { failures.withLock { $0.append("\(error)") } }
+            }
+            #expect(failures.withLock { $0 }.isEmpty)
+            #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "\(round) 0")
+            #expect(try run("xclip", ["-o", "-selection", "primary"], display: x).text == "\(round) 1")
+        }
+    }
+
     @Test("while xpbd runs, a write right after connecting waits for xpbd's count from the manager's window as the connection opened")
     func managerAtStart() throws {
         let x = try Xvfb()
@@ -304,5 +326,71 @@ struct StartTimeTests {
             #expect(try !writer.hasAskedForTimestamp())
         }
         #expect(try run("xclip", ["-o", "-selection", "clipboard"], display: x).text == "write 5")
+    }
+}
+
+/// The rule alone: which ownership takes the connection's start time, in every order of events.
+@Suite("StartTimeRule: the first ownership takes the start time, every other asks the server")
+struct StartTimeRuleTests {
+    private func time(_ value: UInt) -> X11Timestamp { X11Timestamp(rawValue: value) }
+
+    @Test("asked before it came: the first waits for it, a second meanwhile asks the server")
+    func waits() {
+        var rule = StartTimeRule()
+        let answer1 = rule.ask(fresh: true)
+        #expect(answer1 == .wait)
+        let answer2 = rule.ask(fresh: true)
+        #expect(answer2 == .askServer)
+        let answer3 = rule.came(time(5))
+        #expect(answer3)
+        #expect(rule.state == .spent)
+        let answer4 = rule.ask(fresh: true)
+        #expect(answer4 == .askServer)
+    }
+
+    @Test("come before it is asked: the first takes it, the next asks the server")
+    func seen() {
+        var rule = StartTimeRule()
+        let answer5 = rule.came(time(7))
+        #expect(!answer5)
+        // The value written again (a forked child names itself): not a start time.
+        let answer6 = rule.came(time(9))
+        #expect(!answer6)
+        let answer7 = rule.ask(fresh: true)
+        #expect(answer7 == .use(time(7)))
+        let answer8 = rule.ask(fresh: true)
+        #expect(answer8 == .askServer)
+    }
+
+    @Test("too old: asked once stale, it is never taken, come or not")
+    func stale() {
+        var seen = StartTimeRule()
+        _ = seen.came(time(7))
+        let answer9 = seen.ask(fresh: false)
+        #expect(answer9 == .askServer)
+        let answer10 = seen.ask(fresh: true)
+        #expect(answer10 == .askServer)
+        var coming = StartTimeRule()
+        let answer11 = coming.ask(fresh: false)
+        #expect(answer11 == .askServer)
+        let answer12 = coming.came(time(3))
+        #expect(!answer12)
+        let answer13 = coming.ask(fresh: true)
+        #expect(answer13 == .askServer)
+    }
+
+    @Test("a wait given up (the time never came, the connection ended) spends it")
+    func givenUp() {
+        var rule = StartTimeRule()
+        let answer14 = rule.giveUp()
+        #expect(!answer14)
+        let answer15 = rule.ask(fresh: true)
+        #expect(answer15 == .wait)
+        let answer16 = rule.giveUp()
+        #expect(answer16)
+        let answer17 = rule.came(time(1))
+        #expect(!answer17)
+        let answer18 = rule.ask(fresh: true)
+        #expect(answer18 == .askServer)
     }
 }

@@ -95,8 +95,9 @@ final class X11Session {
     private var nextTimestampWaiter = 0
     /// The server time of our window's `_NET_WM_PID`, written as the wire opened
     /// (``X11Wire/init(display:configuration:)``): the first selection taken soon after takes it
-    /// instead of a timestamp of its own (``ownershipTime(_:)``).
-    private var startTime = StartTime.coming(nil)
+    /// instead of a timestamp of its own (``ownershipTime(_:)``), and the ownership waiting for it.
+    private var startTime = StartTimeRule()
+    private var startTimeWaiter: ((Result<X11Timestamp, any Error>) -> Void)?
 
     /// The owner of our selections.
     private(set) lazy var owner = SelectionServer(session: self)
@@ -196,52 +197,38 @@ final class X11Session {
         }
     }
 
-    /// Where the start time is: its PropertyNotify not read yet (perhaps with the ownership that
-    /// waits for it), read, or used.
-    private enum StartTime {
-        case coming(((Result<X11Timestamp, any Error>) -> Void)?)
-        case seen(X11Timestamp)
-        case spent
-    }
-
     /// A server timestamp to take a selection at, and whether it is the start time: the start
-    /// time while it is fresh (``isStartFresh``) and not used yet, else
-    /// a fresh one (``serverTime(_:)``). `xpb copy` takes its selection a millisecond or two after
-    /// it connects: the start time spares it the round trip of a timestamp of its own. A time
-    /// that old may lose to an owner that came in between (the server refuses a change older
-    /// than the last): the caller then asks again with a fresh one (``SelectionServer``'s
-    /// `own`), as it would have from the start.
+    /// time while it is fresh (``isStartFresh``) and not used yet, else a fresh one
+    /// (``serverTime(_:)``); the rule is ``StartTimeRule``'s. `xpb copy` takes its selection a
+    /// millisecond or two after it connects: the start time spares it the round trip of a
+    /// timestamp of its own. A time that old may lose to an owner that came in between (the
+    /// server refuses a change older than the last): the caller then asks again with a fresh one
+    /// (``SelectionServer``'s `own`), as it would have from the start.
     func ownershipTime(_ completion: @escaping (Result<X11Timestamp, any Error>, _ isStartTime: Bool) -> Void) {
-        switch startTime {
-        case .coming(nil):
-            startTime = .coming { completion($0, true) }
+        switch startTime.ask(fresh: isStartFresh) {
+        case .wait:
+            startTimeWaiter = { completion($0, true) }
             // Its PropertyNotify always comes (the window's events were selected before the
             // write); should the write have failed, the timestamp is taken as any other.
             after(configuration.readTimeout) { [weak self] in
-                guard let self, case .coming(.some) = self.startTime else { return }
-                self.startTime = .spent
+                guard let self, self.startTime.giveUp() else { return }
+                self.startTimeWaiter = nil
                 self.serverTime { completion($0, false) }
             }
-        case let .seen(time) where isStartFresh:
-            startTime = .spent
+        case let .use(time):
             // After the job that asked: as a timestamp asked of the server comes, so that what
             // the job does next (the manager's count followed) goes before the change.
             after(0) { completion(.success(time), true) }
-        default:
-            startTime = .spent
+        case .askServer:
             serverTime { completion($0, false) }
         }
     }
 
     /// Our window's `_NET_WM_PID` got its value: the first time, the start time.
     func startTimeCame(_ time: X11Timestamp) {
-        guard case let .coming(waiter) = startTime else { return }
-        if let waiter {
-            startTime = .spent
-            waiter(.success(time))
-        } else {
-            startTime = .seen(time)
-        }
+        guard startTime.came(time), let waiter = startTimeWaiter else { return }
+        startTimeWaiter = nil
+        waiter(.success(time))
     }
 
     /// A server timestamp came (our window's timestamp property grew): the oldest waiter's (one
@@ -257,8 +244,8 @@ final class X11Session {
         let windows = reader.finish(failure)
         for waiter in timestampWaiters { waiter.completion?(.failure(failure)) }
         timestampWaiters.removeAll()
-        if case let .coming(waiter?) = startTime { waiter(.failure(failure)) }
-        startTime = .spent
+        if startTime.giveUp(), let waiter = startTimeWaiter { waiter(.failure(failure)) }
+        startTimeWaiter = nil
         owner.finish()
         timers = TimerQueue()
         wire.close(destroying: windows, connectionAlive: !isDead, beforeExit: configuration.exitsAfterClose)
@@ -282,6 +269,61 @@ struct OwnershipWatch {
     mutating func consume(_ selection: X11Atom, at time: X11Timestamp) -> Bool {
         guard let index = ours[selection]?.firstIndex(of: time) else { return false }
         ours[selection]?.remove(at: index)
+        return true
+    }
+}
+
+/// Whether a selection is taken at the connection's start time (the server time of the
+/// `_NET_WM_PID` written as it opened), or at a timestamp asked of the server: the first
+/// ownership asked while the start time is fresh takes it, waiting for it if it has not come;
+/// every other asks the server. Events in, answers out (``X11Session/ownershipTime(_:)`` acts).
+struct StartTimeRule: Equatable {
+    enum State: Equatable {
+        /// Not come yet; `waiting`: an ownership waits for it.
+        case coming(waiting: Bool)
+        case seen(X11Timestamp)
+        /// Used, or too old to use.
+        case spent
+    }
+
+    enum Answer: Equatable {
+        case wait
+        case use(X11Timestamp)
+        case askServer
+    }
+
+    private(set) var state = State.coming(waiting: false)
+
+    /// An ownership asks for its time; `fresh`: whether the connection opened recently enough.
+    mutating func ask(fresh: Bool) -> Answer {
+        switch state {
+        case .coming(waiting: false) where fresh:
+            state = .coming(waiting: true)
+            return .wait
+        case .coming(waiting: true):
+            // Promised to the ownership that waits for it.
+            return .askServer
+        case let .seen(time) where fresh:
+            state = .spent
+            return .use(time)
+        default:
+            state = .spent
+            return .askServer
+        }
+    }
+
+    /// The start time came: true when an ownership waits for it (it takes it now).
+    mutating func came(_ time: X11Timestamp) -> Bool {
+        guard case let .coming(waiting) = state else { return false }
+        state = waiting ? .spent : .seen(time)
+        return waiting
+    }
+
+    /// The waiting ownership stops waiting (the time did not come, or the connection ended):
+    /// true when one was waiting.
+    mutating func giveUp() -> Bool {
+        guard state == .coming(waiting: true) else { return false }
+        state = .spent
         return true
     }
 }
