@@ -49,7 +49,7 @@ final class X11Wire {
     /// on first use).
     private var scratch: UnsafeMutableRawBufferPointer?
     /// The look-up of the clipboard manager's window sent with the first flush, its answer not
-    /// taken yet (``takeManagerAtStart()``): a connection that may own asks it as it opens, so
+    /// taken yet (``takeManagerAtStart(stale:)``): a connection that may own asks it as it opens, so
     /// that its first change of a selection follows the manager's count without a round trip of
     /// its own.
     private var managerLookUp: UInt32?
