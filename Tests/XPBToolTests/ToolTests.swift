@@ -646,7 +646,11 @@ struct ReadTests {
         let first = try #require(try watchedAfter(lines).last)
         #expect(first["ownerApp"] as? String == "xclip", "\(first)")
         let firstPID = try #require(first["ownerPID"] as? Int)
-        #expect(try String(contentsOfFile: "/proc/\(firstPID)/comm", encoding: .utf8) == "xclip\n")
+        #expect(firstPID != holder)
+        // Named while the change came: xclip's child that owns the clipboard, or (under load)
+        // its parent, which made the connection and exits right after forking the child, and
+        // was still running when watch looked. A pid still there is xclip's.
+        if let name = try? String(contentsOfFile: "/proc/\(firstPID)/comm", encoding: .utf8) { #expect(name == "xclip\n") }
 
         // Running through every request: it and xclip both run to each, so nobody is named by
         // either, never the holder.
