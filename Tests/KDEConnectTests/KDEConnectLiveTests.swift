@@ -191,6 +191,11 @@ final class LinkedDevices {
             return service.devices.first(where: { $0.id == found })?.reachable == true
         }
         guard linked else { throw TestFailure("no link to kdeconnectd: \(events.lines)\n\(kdeLog)") }
+        // kdeconnectd's end: its bus names our device once its side of the link is up, which
+        // under load came after ours (a loaded run: requestPair found no such object).
+        guard eventually(timeout: 20, { (try? kde.call(devicePath, "org.kde.kdeconnect.device.hasPairingRequests")) != nil }) else {
+            throw TestFailure("kdeconnectd's bus never named our device: \(events.lines)\n\(kdeLog)")
+        }
     }
 
     deinit {
