@@ -277,7 +277,7 @@ struct OwnershipWatch {
 /// `_NET_WM_PID` written as it opened), or at a timestamp asked of the server: the first
 /// ownership asked while the start time is fresh takes it, waiting for it if it has not come;
 /// every other asks the server. Events in, answers out (``X11Session/ownershipTime(_:)`` acts).
-struct StartTimeRule: Equatable {
+struct StartTimeRule {
     enum State: Equatable {
         /// Not come yet; `waiting`: an ownership waits for it.
         case coming(waiting: Bool)

@@ -110,7 +110,7 @@ final class X11Wire {
     /// The clipboard manager's window as the connection opened (its look-up sent with the first
     /// flush), once: nil when it was not asked, was taken already, or got no answer. With
     /// `stale`, the answer is dropped unread, and nil.
-    func takeManagerAtStart(stale: Bool = false) -> X11Window? {
+    func takeManagerAtStart(stale: Bool) -> X11Window? {
         guard let sequence = managerLookUp else { return nil }
         managerLookUp = nil
         if stale || isDead {
