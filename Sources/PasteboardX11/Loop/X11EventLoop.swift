@@ -203,7 +203,7 @@ extension X11Session {
         if window == wire.window {
             if property == wire.known[.timestampProperty], isNewValue {
                 timestampCame(time)
-            } else if property == wire.known[.netWMPID], isNewValue {
+            } else if property == wire.known[.wmName], isNewValue {
                 startTimeCame(time)
             }
         } else if reader.usesWindow(window) {

@@ -93,7 +93,7 @@ final class X11Session {
     /// server answers appends in order).
     private var timestampWaiters: [(number: Int, completion: ((Result<X11Timestamp, any Error>) -> Void)?)] = []
     private var nextTimestampWaiter = 0
-    /// The server time of our window's `_NET_WM_PID`, written as the wire opened
+    /// The server time of our window's `WM_NAME`, written as the wire opened
     /// (``X11Wire/init(display:configuration:)``): the first selection taken soon after takes it
     /// instead of a timestamp of its own (``ownershipTime(_:)``), and the ownership waiting for it.
     private var startTime = StartTimeRule()
@@ -224,7 +224,7 @@ final class X11Session {
         }
     }
 
-    /// Our window's `_NET_WM_PID` got its value: the first time, the start time.
+    /// Our window's `WM_NAME` got its value: the first time, the start time.
     func startTimeCame(_ time: X11Timestamp) {
         guard startTime.came(time), let waiter = startTimeWaiter else { return }
         startTimeWaiter = nil
@@ -274,7 +274,7 @@ struct OwnershipWatch {
 }
 
 /// Whether a selection is taken at the connection's start time (the server time of the
-/// `_NET_WM_PID` written as it opened), or at a timestamp asked of the server: the first
+/// `WM_NAME` written as it opened), or at a timestamp asked of the server: the first
 /// ownership asked while the start time is fresh takes it, waiting for it if it has not come;
 /// every other asks the server. Events in, answers out (``X11Session/ownershipTime(_:)`` acts).
 struct StartTimeRule {

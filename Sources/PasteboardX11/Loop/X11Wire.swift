@@ -67,6 +67,11 @@ final class X11Wire {
         // A slot's resource ids share the bits above the 18 lowest (2,048 clients at most).
         conversionPropertyPrefix = "XPB_SEL_\(String(UInt(window.rawValue) >> 18, radix: 16))_"
         XSelectInput(display, window.rawValue, PropertyChangeMask)
+        // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
+        // `WM_NAME` is a predefined atom, so the name goes out with the atoms' round trip below,
+        // and its `PropertyNotify` (the connection's start time, ``X11Session/ownershipTime(_:)``)
+        // comes back with their answer.
+        XStoreName(display, window.rawValue, configuration.windowName)
         let bigRequest = XExtendedMaxRequestSize(display)
         let maxRequestBytes = (bigRequest > 0 ? bigRequest : XMaxRequestSize(display)) * 4
         chunkSize = configuration.chunkSize ?? max(4096, min(maxRequestBytes - 1024, Self.defaultChunkCap))
@@ -92,8 +97,6 @@ final class X11Wire {
         if !configuration.exitsAfterClose {
             managerLookUp = cxevents_selection_owner_request(UnsafeMutableRawPointer(display), UInt32(truncatingIfNeeded: known[.clipboardManager].rawValue))
         }
-        // Name our window so that `xpb info` and tools like xprop can tell who owns a selection.
-        XStoreName(display, window.rawValue, configuration.windowName)
         writeLongs(window, known[.netWMPID], type: .cardinal, [UInt(getpid())], onError: { _ in })
         flush()
     }
