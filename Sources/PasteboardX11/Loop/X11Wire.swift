@@ -48,7 +48,7 @@ final class X11Wire {
     /// Where file chunks are read before they are written to a property (chunkSize bytes, made
     /// on first use).
     private var scratch: UnsafeMutableRawBufferPointer?
-    /// The look-up of the clipboard manager's window sent with the first flush, its answer not
+    /// The look-up of the clipboard manager's window sent right after the atoms' answer, its answer not
     /// taken yet (``takeManagerAtStart(stale:)``): a connection that may own asks it as it opens, so
     /// that its first change of a selection follows the manager's count without a round trip of
     /// its own.
@@ -110,8 +110,8 @@ final class X11Wire {
         assert(thread.map { pthread_equal($0, pthread_self()) != 0 } ?? true, "\(function) called off the X thread")
     }
 
-    /// The clipboard manager's window as the connection opened (its look-up sent with the first
-    /// flush), once: nil when it was not asked, was taken already, or got no answer. With
+    /// The clipboard manager's window as the connection opened (its look-up sent right after the
+    /// atoms' answer), once: nil when it was not asked, was taken already, or got no answer. With
     /// `stale`, the answer is dropped unread, and nil.
     func takeManagerAtStart(stale: Bool) -> X11Window? {
         guard let sequence = managerLookUp else { return nil }
