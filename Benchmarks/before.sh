@@ -1,9 +1,9 @@
 # Sourced by run.sh and wayland.sh. With XPB_BENCH_BEFORE=BINARY (an earlier build of xpb), the
 # hyperfine arguments that run it in the small rows' rounds, named "(before)": before_paste,
-# before_copy and before_pair (empty without it). Usage: before_rows WORK SMALL
+# before_copy, before_copy_stdin and before_pair (empty without it). Usage: before_rows WORK SMALL
 before_rows() {
     local work=$1 small=$2 before
-    before_paste=() before_copy=() before_pair=()
+    before_paste=() before_copy=() before_copy_stdin=() before_pair=()
     [ -n "${XPB_BENCH_BEFORE:-}" ] || return 0
     # Written as the measured build is (strip -o, as make install's install -s leaves a file): a
     # copy made with cp took 12 fewer page faults a run, and came out faster under the same code.
@@ -11,6 +11,7 @@ before_rows() {
     before="$work/xpb-before"
     before_paste=(-n "xpb paste (before)" "$before paste")
     before_copy=(-n "xpb copy (before)" "$before copy $small")
+    before_copy_stdin=(-n "xpb copy (before)" "$before copy < $small")
     before_pair=(-n "xpb copy, xpb paste (before)" "$before copy $small && $before paste > /dev/null")
 }
 

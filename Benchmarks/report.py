@@ -110,6 +110,9 @@ def copy_rows(name, title, what):
 
 
 copy_rows("copy13", "copy 13 bytes, whole process (it returns once its background owner holds CLIPBOARD)", "copy")
+if os.path.exists(os.path.join(results, "copy13stdin.1.json")):
+    copy_rows("copy13stdin", "the same copy from standard input (as an editor's yank or tmux's copy-command pipes it)",
+              "copy from standard input")
 if os.path.exists(os.path.join(results, "copy13daemon.1.json")):
     copy_rows("copy13daemon", "the same copy while xpbd keeps the clipboard (an xpb copy returns once xpbd has counted it)",
               "copy while xpbd runs")

@@ -139,6 +139,10 @@ for round in $(seq 1 20); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "xclip -i" "xclip -i -selection clipboard $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
     hf copy13 "$round" "${rotation[@]}"
+    # The same from standard input, as an editor's yank and tmux's copy-command hand it over.
+    rotated "$round" -n "xpb copy" "$xpb copy < $work/small" -n "xpb copy (again)" "$xpb copy < $work/small" \
+        -n "xclip -i" "xclip -i -selection clipboard < $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy_stdin[@]}"
+    hf copy13stdin "$round" "${rotation[@]}"
     rotated "$round" -n "xpb copy, xpb paste" "$xpb copy $work/small && $xpb paste > /dev/null" \
         -n "xclip -i, xclip -o" "xclip -i -selection clipboard $work/small && xclip -o -selection clipboard > /dev/null" \
         -n "xsel -i, xsel -o" "xsel -i -b < $work/small && xsel -o -b > /dev/null" "${before_pair[@]}"
