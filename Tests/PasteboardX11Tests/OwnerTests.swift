@@ -353,7 +353,7 @@ struct StartTimeRuleTests {
         var rule = StartTimeRule()
         let answer5 = rule.came(time(7))
         #expect(!answer5)
-        // The value written again (a forked child names itself): not a start time.
+        // The name written again: not a start time.
         let answer6 = rule.came(time(9))
         #expect(!answer6)
         let answer7 = rule.ask(fresh: true)

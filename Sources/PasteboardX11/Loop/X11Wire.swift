@@ -48,10 +48,10 @@ final class X11Wire {
     /// Where file chunks are read before they are written to a property (chunkSize bytes, made
     /// on first use).
     private var scratch: UnsafeMutableRawBufferPointer?
-    /// The look-up of the clipboard manager's window sent right after the atoms' answer, its answer not
-    /// taken yet (``takeManagerAtStart(stale:)``): a connection that may own asks it as it opens, so
-    /// that its first change of a selection follows the manager's count without a round trip of
-    /// its own.
+    /// The look-up of the clipboard manager's window sent right after the atoms' answer, its
+    /// answer not taken yet (``takeManagerAtStart(stale:)``): a connection that may own asks it as
+    /// it opens, so that its first change of a selection follows the manager's count without a
+    /// round trip of its own.
     private var managerLookUp: UInt32?
 
     /// The largest chunk we write by default: 1 MiB. Measured (Benchmarks/ceiling.c, 100 MB
