@@ -318,9 +318,15 @@ echo "watcher $(switches_between "$work/watcher0" "$work/watcher1")" >> "$result
 
 echo "bench: 11 an unrelated conversion while a 2 s provider runs (library owner)"
 for round in 1 2 3 4 5; do
+    # The last round's file says "ready" too, and the shell below may read it before the new
+    # client's redirection empties it (an xclip then asked a killed owner: once in four runs).
+    rm -f "$work/client.out"
     "$client" slow-provider 2 > "$work/client.out" &
     provider_owner=$!
-    until grep -q ready "$work/client.out" 2>/dev/null; do sleep 0.01; done
+    until grep -q ready "$work/client.out" 2>/dev/null; do
+        kill -0 "$provider_owner" 2>/dev/null || grep -q ready "$work/client.out" || { echo "bench: the slow provider ended before it was ready" >&2; exit 1; }
+        sleep 0.01
+    done
     # A requestor asks for the slow type; its provider now runs for 2 s on the owner's worker.
     xclip -o -selection clipboard -t text/html > "$work/html.out" &
     slow_reader=$!
@@ -342,9 +348,13 @@ for round in 1 2 3 4 5; do
     # xprop reads a root property: a round trip to the X server that never meets the owner, so
     # it shows what the flood does to the server itself.
     hf attack_idle "$round" -N -n "xclip -o, owner idle" "xclip -o -selection clipboard" -n "xprop, idle" "xprop -root -notype _XPB_NONE"
+    rm -f "$work/flood.out" # the last round's says "flooding" (as client.out above)
     "$work/xhostile" flood 8 100 > "$work/flood.out" &
     flood=$!
-    until grep -q flooding "$work/flood.out" 2>/dev/null; do sleep 0.01; done
+    until grep -q flooding "$work/flood.out" 2>/dev/null; do
+        kill -0 "$flood" 2>/dev/null || grep -q flooding "$work/flood.out" || { echo "bench: the flood ended before it began" >&2; exit 1; }
+        sleep 0.01
+    done
     hf attack_during "$round" -N -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard" \
         -n "xprop under the flood" "xprop -root -notype _XPB_NONE"
     # The flood may have ended by itself: a failed kill must not end the script (set -e).
