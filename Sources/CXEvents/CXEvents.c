@@ -170,6 +170,25 @@ uint32_t cxevents_selection_owner_reply(void *opaque, uint32_t sequence, int *ok
     return owner;
 }
 
+uint32_t cxevents_property_request(void *opaque, uint32_t window, uint32_t property, uint32_t max_values) {
+    return xcb_get_property(XGetXCBConnection((Display *)opaque), 0, window, property, XCB_GET_PROPERTY_TYPE_ANY, 0, max_values).sequence;
+}
+
+int cxevents_cardinals_reply(void *opaque, uint32_t sequence, uint32_t *values, int max_values) {
+    xcb_get_property_cookie_t cookie = { sequence };
+    xcb_generic_error_t *error = NULL;
+    xcb_get_property_reply_t *reply = xcb_get_property_reply(XGetXCBConnection((Display *)opaque), cookie, &error);
+    int count = -1;
+    if (reply && reply->type == XCB_ATOM_CARDINAL && reply->format == 32) {
+        int length = xcb_get_property_value_length(reply) / 4;
+        count = length < max_values ? length : max_values;
+        if (count > 0) memcpy(values, xcb_get_property_value(reply), sizeof(uint32_t) * (size_t)count);
+    }
+    free(reply);
+    free(error);
+    return count;
+}
+
 void cxevents_discard_reply(void *opaque, uint32_t sequence) {
     xcb_discard_reply(XGetXCBConnection((Display *)opaque), sequence);
 }

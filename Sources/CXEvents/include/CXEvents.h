@@ -69,6 +69,14 @@ uint32_t cxevents_selection_owner_request(void *display, uint32_t selection);
 /// The owner's window (0 for none) the server answered to the request `sequence`; sets *ok to 0
 /// when no answer came (the connection failed).
 uint32_t cxevents_selection_owner_reply(void *display, uint32_t sequence, int *ok);
+/// Sends GetProperty for `property` of `window` (at most `max_values` 32-bit units, never
+/// deleted) without waiting, and returns its sequence number, for cxevents_cardinals_reply or
+/// cxevents_discard_reply: a read placed before requests sent after it, its answer taken later.
+uint32_t cxevents_property_request(void *display, uint32_t window, uint32_t property, uint32_t max_values);
+/// The values of a format-32 CARDINAL property asked for by cxevents_property_request (at most
+/// `max_values`, copied to `values`): their number, or -1 when the property is absent, of another
+/// type or format, or no answer came (the window is gone, or the connection failed).
+int cxevents_cardinals_reply(void *display, uint32_t sequence, uint32_t *values, int max_values);
 /// Drops the answer to the request `sequence` unread.
 void cxevents_discard_reply(void *display, uint32_t sequence);
 

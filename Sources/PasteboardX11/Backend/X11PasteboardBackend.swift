@@ -428,8 +428,9 @@ public final class X11PasteboardBackend: PasteboardBackend {
         }
         let registry = self.registry
         // The manager's count is followed from before our change, in the same job as the change:
-        // asked once the change's timestamp is asked for, it shares that round trip (the change
-        // itself waits for the timestamp's event, which this job's end lets the loop take).
+        // its read is sent here and answered before the change's own check (the change itself
+        // goes out after this job, when its timestamp or the start time is taken), so it costs no
+        // round trip of its own.
         let countIndex = SelectionNames.sharedCountIndex(of: name)
         let written: (change: PasteboardChange, slot: ChangeCenter.Slot, generation: Int, countWatch: Int?)
         written = try connection.sync(timeout: timeout) { [self] session, done in

@@ -589,6 +589,28 @@ final class X11Wire {
         }
     }
 
+    /// Asks for a format-32 CARDINAL property of at most `maxValues` values without waiting for
+    /// its answer (``takeCardinals(_:maxValues:)``): the read takes its place among the requests
+    /// before the ones sent after it, at no round trip of its own. Returns the request's number.
+    func requestCardinals(_ window: X11Window, _ property: X11Atom, maxValues: Int) -> PendingRead {
+        PendingRead(sequence: cxevents_property_request(UnsafeMutableRawPointer(display), UInt32(truncatingIfNeeded: window.rawValue),
+                                                        UInt32(truncatingIfNeeded: property.rawValue), UInt32(maxValues)))
+    }
+
+    /// The answer to ``requestCardinals(_:_:maxValues:)`` (waiting for it if it has not come): nil
+    /// when the property is absent or not CARDINAL values, the window is gone or the connection is.
+    func takeCardinals(_ read: PendingRead, maxValues: Int) -> [Int]? {
+        guard !isDead else { return nil }
+        var values = [UInt32](repeating: 0, count: maxValues)
+        let count = Int(cxevents_cardinals_reply(UnsafeMutableRawPointer(display), read.sequence, &values, Int32(maxValues)))
+        return count < 0 ? nil : values.prefix(count).map { Int($0) }
+    }
+
+    /// Drops the answer to a read not taken.
+    func discard(_ read: PendingRead) {
+        if !isDead { cxevents_discard_reply(UnsafeMutableRawPointer(display), read.sequence) }
+    }
+
     func deleteProperty(_ window: X11Window, _ property: X11Atom) {
         // Unrouted: an error (the window vanished) has nothing to change.
         XDeleteProperty(display, window.rawValue, property.rawValue)
@@ -673,6 +695,12 @@ struct PropertyPiece {
 }
 
 /// A property larger than the reader accepts.
+/// A property read sent and not yet answered (``X11Wire/requestCardinals(_:_:maxValues:)``): its
+/// answer is taken once (``X11Wire/takeCardinals(_:maxValues:)``) or dropped (``X11Wire/discard(_:)``).
+struct PendingRead {
+    let sequence: UInt32
+}
+
 struct PropertyTooLarge: Error {
     let size: Int
     let limit: Int

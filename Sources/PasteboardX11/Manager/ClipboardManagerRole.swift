@@ -166,35 +166,49 @@ final class ClipboardManagerRole {
 
     /// The change counts published on `manager`'s window (one round trip), nil if it has none.
     private func sharedCounts(on manager: X11Window) -> [Int]? {
-        guard let value = (try? wire.readProperty(manager, wire.known[.changeCounts], delete: false, limit: 64)) ?? nil,
-              value.type == .cardinal, value.format == 32 else { return nil }
-        return value.longs.map { Int($0) }
+        wire.takeCardinals(wire.requestCardinals(manager, wire.known[.changeCounts], maxValues: Self.maxCounts), maxValues: Self.maxCounts)
     }
+
+    /// The most change counts read from a manager's window.
+    private static let maxCounts = 16
 
     /// Before a change of ours: begins following the clipboard manager's published count at
     /// `index`, from its value now. Returns the watch's id, nil when no other client is the
-    /// manager or it publishes no such count. The manager's property changes are asked for before
-    /// its count is read, and both requests go before our change: none of its new values can come
-    /// unseen. ``awaitSharedCount(_:within:done:)`` then waits for the count to pass.
+    /// manager. The manager's property changes are asked for before its count is read, and both
+    /// requests go before our change: none of its new values can come unseen. The count's answer
+    /// is not waited for here: it comes before the change's own (the server answers in order) and
+    /// is taken when first needed; a manager that publishes no such count ends the watch then.
+    /// ``awaitSharedCount(_:within:done:)`` waits for the count to pass.
     func watchSharedCount(index: Int) -> Int? {
         let manager = session.managerAtStart() ?? wire.selectionOwner(wire.known[.clipboardManager])
         guard !manager.isNone, manager != wire.window, wire.selectInput(manager, Int(PropertyChangeMask)) else { return nil }
         lastCountWatch += 1
         let id = lastCountWatch
-        guard let counts = sharedCounts(on: manager), counts.indices.contains(index) else {
-            deselectUnwatched(manager)
-            return nil
-        }
+        let read = wire.requestCardinals(manager, wire.known[.changeCounts], maxValues: Self.maxCounts)
         // Ended by its wait; else (the change never completed) by this deadline.
         let timer = session.after(Self.unawaitedWatchLifetime) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
-        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: counts[index], timer: timer))
+        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: .asked(read), timer: timer))
         return id
+    }
+
+    /// Takes the count a watch began with, if its answer is still to be taken: a manager that
+    /// publishes no such count ends the watch (its write waits for nothing).
+    private func takeCountBefore(_ id: Int) {
+        guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }),
+              case let .asked(read) = sharedCountWaiters[index].before else { return }
+        let waiter = sharedCountWaiters[index]
+        guard let counts = wire.takeCardinals(read, maxValues: Self.maxCounts), counts.indices.contains(waiter.index) else {
+            sharedCountWaiters[index].before = .none
+            return finishSharedCountWait(id, passed: false)
+        }
+        sharedCountWaiters[index].before = .value(counts[waiter.index])
     }
 
     /// Calls `done(true)` once the count watch `id` follows has passed the value it began with
     /// (the manager counted our change; at once if it has already), `done(false)` when `seconds`
     /// pass first or there is no such watch.
     func awaitSharedCount(_ id: Int, within seconds: Double, done: @escaping (Bool) -> Void) {
+        takeCountBefore(id)
         guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }) else { return done(false) }
         sharedCountWaiters[index].done = done
         if sharedCountWaiters[index].passed { return finishSharedCountWait(id, passed: true) }
@@ -213,10 +227,12 @@ final class ClipboardManagerRole {
     /// A new value of the change counts on `manager`'s window (read from it: one round trip):
     /// the watches it passes are done, or marked so for their wait.
     func sharedCountsChanged(on manager: X11Window) {
+        // The counts the watches began with first: their reads went out before this one.
+        for waiter in sharedCountWaiters where waiter.manager == manager { takeCountBefore(waiter.id) }
         guard sharedCountWaiters.contains(where: { $0.manager == manager && !$0.passed }),
               let counts = sharedCounts(on: manager) else { return }
         for waiter in sharedCountWaiters where waiter.manager == manager && !waiter.passed {
-            guard counts.indices.contains(waiter.index), counts[waiter.index] != waiter.before else { continue }
+            guard case let .value(before) = waiter.before, counts.indices.contains(waiter.index), counts[waiter.index] != before else { continue }
             if waiter.done != nil {
                 finishSharedCountWait(waiter.id, passed: true)
             } else if let index = sharedCountWaiters.firstIndex(where: { $0.id == waiter.id }) {
@@ -233,6 +249,7 @@ final class ClipboardManagerRole {
     private func finishSharedCountWait(_ id: Int, passed: Bool) {
         guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }) else { return }
         let waiter = sharedCountWaiters.remove(at: index)
+        if case let .asked(read) = waiter.before { wire.discard(read) }
         if let timer = waiter.timer { session.cancelTimer(timer) }
         deselectUnwatched(waiter.manager)
         waiter.done?(passed)
@@ -259,12 +276,21 @@ package enum ClipboardManagerError: Error, Sendable, CustomStringConvertible {
 
 /// A write of ours that the clipboard manager is to count: followed from before the write, waited
 /// for after it.
+/// The count a watch began with.
+enum CountBefore {
+    /// Asked for before the write; the answer is still to be taken.
+    case asked(PendingRead)
+    case value(Int)
+    /// The manager published no such count (the watch is ending).
+    case none
+}
+
 struct SharedCountWaiter {
     let id: Int
     let manager: X11Window
     let index: Int
-    /// The count before the write.
-    let before: Int
+    /// The count before the write: asked for (its answer not taken yet), or read.
+    var before: CountBefore
     /// The count has passed `before` (before anything waited for it).
     var passed = false
     /// Its deadline: the wait's, once the write is made and waited for (else a long one, for a
