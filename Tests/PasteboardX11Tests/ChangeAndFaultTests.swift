@@ -101,6 +101,82 @@ struct ChangeCountTests {
     }
 }
 
+@Suite("A write follows the clipboard manager's count: read ahead of the write, taken when needed")
+struct SharedCountWatchTests {
+    /// A stand-in clipboard manager (another library connection owning `CLIPBOARD_MANAGER`) and
+    /// a writer connected after it took the selection, so that the writer's look-up finds it.
+    private func managerAndWriter(_ x: Xvfb) throws -> (manager: X11PasteboardBackend, writer: X11PasteboardBackend) {
+        let manager = try x.backend()
+        try manager.ownRaw("CLIPBOARD_MANAGER")
+        return (manager, try x.backend())
+    }
+
+    /// Begins a watch of the manager's CLIPBOARD count on `writer`'s X thread, and returns once
+    /// the server has answered its read (a round trip after it): a count published next comes
+    /// after it, as our write's own change would.
+    private func watch(_ writer: X11PasteboardBackend) throws -> Int {
+        let id: Int? = try writer.connection.sync(timeout: 10) { session, done in
+            let id = session.manager.watchSharedCount(index: 0)
+            XSync(session.wire.display, 0)
+            done(.success(id))
+        }
+        return try #require(id, "a manager runs: the watch begins")
+    }
+
+    /// Waits (on `writer`'s X thread) for the watch to pass, at most `seconds`.
+    private func waitForCount(_ writer: X11PasteboardBackend, _ id: Int, within seconds: Double) throws -> Bool {
+        try writer.connection.sync(timeout: seconds + 10) { session, done in
+            session.manager.awaitSharedCount(id, within: seconds) { done(.success($0)) }
+        }
+    }
+
+    private func publish(_ counts: [Int], on manager: X11PasteboardBackend) throws {
+        try manager.connection.sync(timeout: 10) { session, done in
+            session.manager.publishChangeCounts(counts)
+            XSync(session.wire.display, 0)
+            done(.success(()))
+        }
+    }
+
+    @Test("a manager that publishes no counts (not xpbd) ends the watch once its answer is taken: the wait returns false at once")
+    func noCountsNoWait() throws {
+        let x = try Xvfb()
+        let (manager, writer) = try managerAndWriter(x)
+        defer { writer.close(handOff: false); manager.close(handOff: false) }
+        let id = try watch(writer)
+        // At once: the 60 s bound would outlast the sync's own 10 s and fail it.
+        #expect(try writer.connection.sync(timeout: 10) { session, done in
+            session.manager.awaitSharedCount(id, within: 60) { done(.success($0)) }
+        } == false)
+        #expect(try writer.connection.sync(timeout: 10) { session, done in done(.success(session.manager.isWaitingForCounts)) } == false)
+    }
+
+    @Test("the count read before the write is the value compared: another selection's count changing does not pass it, its own does")
+    func passesOnItsOwnCount() throws {
+        let x = try Xvfb()
+        let (manager, writer) = try managerAndWriter(x)
+        defer { writer.close(handOff: false); manager.close(handOff: false) }
+        try publish([5, 0], on: manager)
+        // PRIMARY's count alone changes: the CLIPBOARD watch does not pass.
+        let first = try watch(writer)
+        try publish([5, 1], on: manager)
+        #expect(try waitForCount(writer, first, within: 0.3) == false)
+        // CLIPBOARD's count changes after the watch began (its notify comes before the wait): it passes.
+        let second = try watch(writer)
+        try publish([6, 1], on: manager)
+        #expect(try waitForCount(writer, second, within: 20) == true)
+        // A watch ended unawaited (its write failed) drops its read's answer: the next one still reads its own.
+        let dropped = try watch(writer)
+        try writer.connection.sync(timeout: 10) { session, done in
+            session.manager.endSharedCountWatch(dropped)
+            done(.success(()))
+        }
+        let fourth = try watch(writer)
+        try publish([7, 1], on: manager)
+        #expect(try waitForCount(writer, fourth, within: 20) == true)
+    }
+}
+
 @Suite("Faults: each ends in a clear error or a clean recovery, never a hang")
 struct FaultTests {
     @Test("a requestor killed mid-INCR: the transfer is dropped and the owner keeps serving")

@@ -694,13 +694,13 @@ struct PropertyPiece {
     }
 }
 
-/// A property larger than the reader accepts.
 /// A property read sent and not yet answered (``X11Wire/requestCardinals(_:_:maxValues:)``): its
 /// answer is taken once (``X11Wire/takeCardinals(_:maxValues:)``) or dropped (``X11Wire/discard(_:)``).
 struct PendingRead {
     let sequence: UInt32
 }
 
+/// A property larger than the reader accepts.
 struct PropertyTooLarge: Error {
     let size: Int
     let limit: Int

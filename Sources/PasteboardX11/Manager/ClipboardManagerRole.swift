@@ -274,8 +274,6 @@ package enum ClipboardManagerError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// A write of ours that the clipboard manager is to count: followed from before the write, waited
-/// for after it.
 /// The count a watch began with.
 enum CountBefore {
     /// Asked for before the write; the answer is still to be taken.
@@ -285,6 +283,8 @@ enum CountBefore {
     case none
 }
 
+/// A write of ours that the clipboard manager is to count: followed from before the write, waited
+/// for after it.
 struct SharedCountWaiter {
     let id: Int
     let manager: X11Window
