@@ -834,11 +834,14 @@ struct DaemonTests {
         let daemon = try DaemonProcess(x, home: home)
         let watcher = try Peer(try xpbPath(), ["watch"], display: x, environment: home.environment)
         defer { watcher.stop() }
-        // Subscribed once a copy of ours shows.
+        // Subscribed once a copy of ours shows. The probes are of a type of their own: the line
+        // of xclip's copy below (text/plain) must not be mistaken for a late probe's (a probe's
+        // line that came after the loop ended once stood for it under load, and the count of the
+        // lines that follow began too early).
         var probe = 0
         #expect(eventually(timeout: 20) {
             probe += 1
-            _ = try? xpb(["copy"], x, home, input: Data("probe \(probe)".utf8))
+            _ = try? xpb(["copy", "-t", "application/x-xpb-probe"], x, home, input: Data("probe \(probe)".utf8))
             return watcher.outputSoFar.contains("CLIPBOARD")
         })
         let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("kept text".utf8))
