@@ -201,13 +201,7 @@ extension CopyCommand {
         guard let backend = try selection.session.connect({ host -> (any InlineOwningBackend)? in
             switch host {
             case let .x11(display):
-                // The owner exits once it closes, and its exit overlaps the copy that replaced it:
-                // so it sends no closing round trip and frees nothing (0.34-0.45 ms of processor
-                // from the SelectionClear to its end, 0.43-0.62 ms with XCloseDisplay's round
-                // trip; perf stat). A close before the fork ends this process too, but for the
-                // fall-back to a spawned owner below, which leaves the little it holds to its exit.
-                return try selection.connectToDisplay(display, copiedBy: owner.copiedBy, followsOwnerChanges: false, ownsBeforeThread: true,
-                                                      exitsAfterClose: true)
+                return try selection.connectToDisplay(display, copiedBy: owner.copiedBy, followsOwnerChanges: false, ownsBeforeThread: true)
             case .wayland:
                 return try Session.compositor(ownsBeforeThread: true)
             case .daemon:

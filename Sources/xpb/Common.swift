@@ -252,17 +252,14 @@ struct SelectionOptions: Sendable {
 
     /// Connects to a display. `followsOwnerChanges`: other clients' owner changes are followed
     /// (XFixes, two round trips), for change streams and cached offers. `ownsBeforeThread`: the X loop
-    /// runs on this thread until `startThread()` (`xpb copy` owns, then forks). `exitsAfterClose`:
-    /// the process ends once the backend is closed (a one-shot read does too), so closing sends no
-    /// round trip and frees nothing.
+    /// runs on this thread until `startThread()` (`xpb copy` owns, then forks).
     func connectToDisplay(_ display: String?, readTimeout: Double? = nil, maxTime: Double? = nil, maxSize: Int? = nil,
                           copiedBy: CopyCredit? = nil, readsOnce: Bool = false, followsOwnerChanges: Bool = true,
-                          ownsBeforeThread: Bool = false, exitsAfterClose: Bool = false) throws -> X11PasteboardBackend {
+                          ownsBeforeThread: Bool = false) throws -> X11PasteboardBackend {
         var configuration = X11Configuration()
         configuration.copiedBy = copiedBy
         configuration.watchesOwnerChanges = !readsOnce && followsOwnerChanges
-        configuration.mayOwn = !readsOnce
-        configuration.exitsAfterClose = readsOnce || exitsAfterClose
+        configuration.exitsAfterClose = readsOnce
         // Owning first: the loop runs inline until X11PasteboardBackend.startThread().
         configuration.runsOnCallersThread = readsOnce || ownsBeforeThread
         if let readTimeout {

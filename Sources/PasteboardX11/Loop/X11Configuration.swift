@@ -59,12 +59,7 @@ public struct X11Configuration: Sendable {
     /// on one thread and exits (`xpb paste`). Every call must come from that thread, and nothing
     /// is served between calls: leave it off for a process that owns a selection or watches.
     public var runsOnCallersThread = false
-    /// Whether this connection may take a selection. Off for a process that only reads (`xpb
-    /// paste`): the look-up of the clipboard manager's window that a connection sends as it
-    /// opens (a change of ours waits for the manager's count) is then left out.
-    public var mayOwn = true
-    /// Whether the process exits as soon as the backend is closed (`xpb paste`, `xpb copy`'s
-    /// background owner once another client has taken its selection): closing then
+    /// Whether the process exits as soon as the backend is closed (`xpb paste`): closing then
     /// flushes what was sent and shuts the socket, without Xlib's closing round trip, and leaves
     /// Xlib's memory and the backend's own objects to the exit (the backend is never freed). A
     /// backend of a process that goes on must leave it off: their memory would stay allocated.

@@ -94,7 +94,7 @@ final class X11Wire {
         namesByAtom.reserveCapacity(64)
         known = WellKnownAtoms(Array(interned.prefix(WellKnown.allCases.count)))
         for (name, atom) in zip(names, interned) where !atom.isNone { remember(atom, name) }
-        if configuration.mayOwn {
+        if !configuration.exitsAfterClose {
             managerLookUp = cxevents_selection_owner_request(UnsafeMutableRawPointer(display), UInt32(truncatingIfNeeded: known[.clipboardManager].rawValue))
         }
         writeLongs(window, known[.netWMPID], type: .cardinal, [UInt(getpid())], onError: { _ in })
