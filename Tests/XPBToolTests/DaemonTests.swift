@@ -850,6 +850,9 @@ struct DaemonTests {
         let before = watcher.outputSoFar.split(separator: "\n").count
         owner.stop()
         try daemon.waitForLog("the owner of CLIPBOARD went away; serving")
+        // The take-over's line first: the watcher reads a change's types once it has seen the
+        // change, and a copy made before that (under load) has its types read for both lines.
+        #expect(eventually { watcher.outputSoFar.split(separator: "\n").count > before })
         // A last change of another type: once it shows, every earlier one has.
         #expect(try xpb(["copy", "-t", "html"], x, home, input: Data("<b>after</b>".utf8)).status == 0)
         #expect(eventually { watcher.outputSoFar.contains("text/html") })
