@@ -590,19 +590,20 @@ final class X11Wire {
     }
 
     /// Asks for a format-32 CARDINAL property of at most `maxValues` values without waiting for
-    /// its answer (``takeCardinals(_:maxValues:)``): the read takes its place among the requests
-    /// before the ones sent after it, at no round trip of its own. Returns the request's number.
+    /// its answer (``takeCardinals(_:)``): the read takes its place among the requests before the
+    /// ones sent after it, at no round trip of its own.
     func requestCardinals(_ window: X11Window, _ property: X11Atom, maxValues: Int) -> PendingRead {
         PendingRead(sequence: cxevents_property_request(UnsafeMutableRawPointer(display), UInt32(truncatingIfNeeded: window.rawValue),
-                                                        UInt32(truncatingIfNeeded: property.rawValue), UInt32(maxValues)))
+                                                        UInt32(truncatingIfNeeded: property.rawValue), UInt32(maxValues)),
+                    maxValues: maxValues)
     }
 
     /// The answer to ``requestCardinals(_:_:maxValues:)`` (waiting for it if it has not come): nil
     /// when the property is absent or not CARDINAL values, the window is gone or the connection is.
-    func takeCardinals(_ read: PendingRead, maxValues: Int) -> [Int]? {
+    func takeCardinals(_ read: PendingRead) -> [Int]? {
         guard !isDead else { return nil }
-        var values = [UInt32](repeating: 0, count: maxValues)
-        let count = Int(cxevents_cardinals_reply(UnsafeMutableRawPointer(display), read.sequence, &values, Int32(maxValues)))
+        var values = [UInt32](repeating: 0, count: read.maxValues)
+        let count = Int(cxevents_cardinals_reply(UnsafeMutableRawPointer(display), read.sequence, &values, Int32(read.maxValues)))
         return count < 0 ? nil : values.prefix(count).map { Int($0) }
     }
 
@@ -695,9 +696,11 @@ struct PropertyPiece {
 }
 
 /// A property read sent and not yet answered (``X11Wire/requestCardinals(_:_:maxValues:)``): its
-/// answer is taken once (``X11Wire/takeCardinals(_:maxValues:)``) or dropped (``X11Wire/discard(_:)``).
+/// answer is taken once (``X11Wire/takeCardinals(_:)``) or dropped (``X11Wire/discard(_:)``).
 struct PendingRead {
     let sequence: UInt32
+    /// The most values asked for (and taken).
+    let maxValues: Int
 }
 
 /// A property larger than the reader accepts.

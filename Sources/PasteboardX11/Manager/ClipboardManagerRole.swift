@@ -166,7 +166,7 @@ final class ClipboardManagerRole {
 
     /// The change counts published on `manager`'s window (one round trip), nil if it has none.
     private func sharedCounts(on manager: X11Window) -> [Int]? {
-        wire.takeCardinals(wire.requestCardinals(manager, wire.known[.changeCounts], maxValues: Self.maxCounts), maxValues: Self.maxCounts)
+        wire.takeCardinals(wire.requestCardinals(manager, wire.known[.changeCounts], maxValues: Self.maxCounts))
     }
 
     /// The most change counts read from a manager's window.
@@ -197,7 +197,7 @@ final class ClipboardManagerRole {
         guard let index = sharedCountWaiters.firstIndex(where: { $0.id == id }),
               case let .asked(read) = sharedCountWaiters[index].before else { return }
         let waiter = sharedCountWaiters[index]
-        guard let counts = wire.takeCardinals(read, maxValues: Self.maxCounts), counts.indices.contains(waiter.index) else {
+        guard let counts = wire.takeCardinals(read), counts.indices.contains(waiter.index) else {
             sharedCountWaiters[index].before = .none
             return finishSharedCountWait(id, passed: false)
         }
