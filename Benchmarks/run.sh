@@ -83,6 +83,16 @@ hf() { # name (report.py merges name.*.json), round, then hyperfine's options an
         || hyperfine --warmup "$warmup" --runs "$n" --export-json "$results/$name.$round.json" --style basic -i "$@" >/dev/null
 }
 
+# Waits until FILE, written by process PID, says WORD; a process that ends first ends the run with
+# "bench: WHAT" (one more look at the file: it may have written the word, then ended). Remove the
+# file before starting the process: an earlier one's words must not count.
+wait_for_word() { # FILE WORD PID WHAT
+    until grep -q "$2" "$1" 2>/dev/null; do
+        kill -0 "$3" 2>/dev/null || grep -q "$2" "$1" || { echo "bench: $4" >&2; exit 1; }
+        sleep 0.01
+    done
+}
+
 . "$here/before.sh"
 before_rows "$work" "$work/small"
 # The rounds of the small rows take turns (rotated, before.sh), and run xpb under a second name
@@ -323,10 +333,7 @@ for round in 1 2 3 4 5; do
     rm -f "$work/client.out"
     "$client" slow-provider 2 > "$work/client.out" &
     provider_owner=$!
-    until grep -q ready "$work/client.out" 2>/dev/null; do
-        kill -0 "$provider_owner" 2>/dev/null || grep -q ready "$work/client.out" || { echo "bench: the slow provider ended before it was ready" >&2; exit 1; }
-        sleep 0.01
-    done
+    wait_for_word "$work/client.out" ready "$provider_owner" "the slow provider ended before it was ready"
     # A requestor asks for the slow type; its provider now runs for 2 s on the owner's worker.
     xclip -o -selection clipboard -t text/html > "$work/html.out" &
     slow_reader=$!
@@ -351,10 +358,7 @@ for round in 1 2 3 4 5; do
     rm -f "$work/flood.out" # the last round's says "flooding" (as client.out above)
     "$work/xhostile" flood 8 100 > "$work/flood.out" &
     flood=$!
-    until grep -q flooding "$work/flood.out" 2>/dev/null; do
-        kill -0 "$flood" 2>/dev/null || grep -q flooding "$work/flood.out" || { echo "bench: the flood ended before it began" >&2; exit 1; }
-        sleep 0.01
-    done
+    wait_for_word "$work/flood.out" flooding "$flood" "the flood ended before it began"
     hf attack_during "$round" -N -n "xclip -o under a MULTIPLE and STRING flood" "xclip -o -selection clipboard" \
         -n "xprop under the flood" "xprop -root -notype _XPB_NONE"
     # The flood may have ended by itself: a failed kill must not end the script (set -e).
