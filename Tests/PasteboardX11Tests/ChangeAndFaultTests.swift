@@ -175,6 +175,45 @@ struct SharedCountWatchTests {
         try publish([7, 1], on: manager)
         #expect(try waitForCount(writer, fourth, within: 20) == true)
     }
+
+    /// Writes `count` into the manager's property of the count at `index` alone, the pair left as it is.
+    private func writeOwnCount(_ count: Int, index: Int, on manager: X11PasteboardBackend) throws {
+        try manager.connection.sync(timeout: 10) { session, done in
+            let property = session.wire.known[index == 0 ? .clipboardChangeCount : .primaryChangeCount]
+            session.wire.writeLongs(session.wire.window, property, type: .cardinal, [UInt(count)], onError: { _ in })
+            XSync(session.wire.display, 0)
+            done(.success(()))
+        }
+    }
+
+    @Test("a count's own property passes its watch by its notify alone, with no read; another count's does not, nor a change the server made before the watch's read")
+    func passesOnItsOwnProperty() throws {
+        let x = try Xvfb()
+        let (manager, writer) = try managerAndWriter(x)
+        defer { writer.close(handOff: false); manager.close(handOff: false) }
+        try publish([5, 0], on: manager)
+        // PRIMARY's own property changes: the CLIPBOARD watch does not pass.
+        let first = try watch(writer)
+        try writeOwnCount(1, index: 1, on: manager)
+        #expect(try waitForCount(writer, first, within: 0.3) == false)
+        // CLIPBOARD's own property changes, the pair still says 5 (as read before): its notify
+        // alone passes the watch (a read of the pair would not).
+        let second = try watch(writer)
+        try writeOwnCount(6, index: 0, on: manager)
+        #expect(try waitForCount(writer, second, within: 20) == true)
+        // A change made after the writer asked for the manager's events but before the watch's
+        // read: its notify is handled with the watch begun, and must not pass it.
+        let third: Int? = try writer.connection.sync(timeout: 20) { session, done in
+            let window = session.wire.selectionOwner(session.wire.known[.clipboardManager])
+            _ = session.wire.selectInput(window, Int(PropertyChangeMask))
+            XSync(session.wire.display, 0)
+            do { try writeOwnCount(7, index: 0, on: manager) } catch { return done(.failure(error)) }
+            let id = session.manager.watchSharedCount(index: 0)
+            XSync(session.wire.display, 0)
+            done(.success(id))
+        }
+        #expect(try waitForCount(writer, try #require(third), within: 0.3) == false)
+    }
 }
 
 @Suite("Faults: each ends in a clear error or a clean recovery, never a hang")

@@ -183,7 +183,8 @@ extension X11Session {
                                        time: X11Timestamp(rawValue: UInt(event.time)))
         case PropertyNotify:
             handlePropertyNotify(window: X11Window(rawValue: UInt(event.window)), property: X11Atom(rawValue: UInt(event.property)),
-                                 time: X11Timestamp(rawValue: UInt(event.time)), isNewValue: Int32(event.detail) == PropertyNewValue)
+                                 time: X11Timestamp(rawValue: UInt(event.time)), isNewValue: Int32(event.detail) == PropertyNewValue,
+                                 sequence: event.sequence)
         case DestroyNotify:
             requestorGone(X11Window(rawValue: UInt(event.window)))
         default:
@@ -199,7 +200,7 @@ extension X11Session {
     /// A property changed: on our window, a server timestamp; on a window of one of our reads,
     /// the reader's next chunk; on the clipboard manager's, its counts; else a requestor took a
     /// chunk of one of our sends.
-    private func handlePropertyNotify(window: X11Window, property: X11Atom, time: X11Timestamp, isNewValue: Bool) {
+    private func handlePropertyNotify(window: X11Window, property: X11Atom, time: X11Timestamp, isNewValue: Bool, sequence: UInt32) {
         if window == wire.window {
             if property == wire.known[.timestampProperty], isNewValue {
                 timestampCame(time)
@@ -211,6 +212,8 @@ extension X11Session {
             if isNewValue { reader.continueIncoming(ReplySlot(window: window, property: property)) }
         } else if property == wire.known[.changeCounts], manager.isWaitingForCounts {
             manager.sharedCountsChanged(on: window)
+        } else if manager.isWaitingForCounts, isNewValue, let index = manager.countIndex(ofProperty: property) {
+            manager.sharedCountChanged(on: window, index: index, sequence: sequence)
         } else if !isNewValue {
             owner.sends.continueSend(TransferKey(requestor: window, property: property))
         }

@@ -84,6 +84,11 @@ enum WellKnown: String, CaseIterable, Sendable {
     /// The clipboard manager window's property with the display's change counts
     /// (CLIPBOARD, PRIMARY), which every library process reads.
     case changeCounts = "XPB_CHANGE_COUNTS"
+    /// The same window's property with CLIPBOARD's count alone, written (before the pair) only
+    /// when it changes: its notify alone tells a watcher that count passed.
+    case clipboardChangeCount = "XPB_CHANGE_COUNT_CLIPBOARD"
+    /// PRIMARY's count alone, as ``clipboardChangeCount``.
+    case primaryChangeCount = "XPB_CHANGE_COUNT_PRIMARY"
     /// A list of (target, size) pairs some owners offer before any data moves.
     case targetSizes = "TARGET_SIZES"
     /// The property earlier versions' readers asked their likely target into, together with

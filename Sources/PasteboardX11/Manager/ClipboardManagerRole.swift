@@ -38,6 +38,8 @@ final class ClipboardManagerRole {
     private var sharedCountWaiters: [SharedCountWaiter] = []
     /// The last count watch's id (never given twice: a late wait never finds another's watch).
     private var lastCountWatch = 0
+    /// The counts we last published (as the clipboard manager), nil before the first.
+    private var publishedCounts: [Int]?
 
     init(session: X11Session) {
         self.session = session
@@ -151,10 +153,25 @@ final class ClipboardManagerRole {
         wire.flush()
     }
 
-    /// Publishes the display's change counts on our window, where every library process reads them.
+    /// Publishes the display's change counts on our window, where every library process reads
+    /// them: first each count that changed under its selection's own property (whose notify
+    /// alone passes a watch, ``sharedCountChanged(on:index:sequence:)``), then the pair.
     func publishChangeCounts(_ counts: [Int]) {
+        for (index, count) in counts.enumerated() where publishedCounts.map({ !$0.indices.contains(index) || $0[index] != count }) ?? true {
+            guard let property = Self.countProperties.indices.contains(index) ? wire.known[Self.countProperties[index]] : nil else { continue }
+            wire.writeLongs(wire.window, property, type: .cardinal, [UInt(truncatingIfNeeded: count)], onError: { _ in })
+        }
+        publishedCounts = counts
         wire.writeLongs(wire.window, wire.known[.changeCounts], type: .cardinal, counts.map { UInt(truncatingIfNeeded: $0) }, onError: { _ in })
         wire.flush()
+    }
+
+    /// The properties of each count alone, in the pair's order (CLIPBOARD, PRIMARY).
+    private static let countProperties: [WellKnown] = [.clipboardChangeCount, .primaryChangeCount]
+
+    /// The count index whose own property `property` is; nil for any other.
+    func countIndex(ofProperty property: X11Atom) -> Int? {
+        Self.countProperties.firstIndex { wire.known[$0] == property }
     }
 
     /// The change counts a running clipboard manager publishes (CLIPBOARD, PRIMARY), nil without one.
@@ -187,7 +204,7 @@ final class ClipboardManagerRole {
         let read = wire.requestCardinals(manager, wire.known[.changeCounts], maxValues: Self.maxCounts)
         // Ended by its wait; else (the change never completed) by this deadline.
         let timer = session.after(Self.unawaitedWatchLifetime) { [weak self] in self?.finishSharedCountWait(id, passed: false) }
-        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, before: .asked(read), timer: timer))
+        sharedCountWaiters.append(SharedCountWaiter(id: id, manager: manager, index: index, readSequence: read.sequence, before: .asked(read), timer: timer))
         return id
     }
 
@@ -233,11 +250,29 @@ final class ClipboardManagerRole {
               let counts = sharedCounts(on: manager) else { return }
         for waiter in sharedCountWaiters where waiter.manager == manager && !waiter.passed {
             guard case let .value(before) = waiter.before, counts.indices.contains(waiter.index), counts[waiter.index] != before else { continue }
-            if waiter.done != nil {
-                finishSharedCountWait(waiter.id, passed: true)
-            } else if let index = sharedCountWaiters.firstIndex(where: { $0.id == waiter.id }) {
-                sharedCountWaiters[index].passed = true
-            }
+            pass(waiter)
+        }
+    }
+
+    /// The count at `index` alone changed on `manager`'s window (its own property, which the
+    /// manager writes only when the count changes), in an event the server sent after its
+    /// request `sequence`: the watches of that count whose read it had answered by then are
+    /// passed, with no read of their own (the pair's notify that follows finds none left).
+    func sharedCountChanged(on manager: X11Window, index: Int, sequence: UInt32) {
+        for waiter in sharedCountWaiters where waiter.manager == manager { takeCountBefore(waiter.id) }
+        for waiter in sharedCountWaiters where waiter.manager == manager && waiter.index == index && !waiter.passed {
+            // After the read: the event's sequence is the last request the server had handled (mod 2^32).
+            guard case .value = waiter.before, Int32(bitPattern: sequence &- waiter.readSequence) >= 0 else { continue }
+            pass(waiter)
+        }
+    }
+
+    /// The count `waiter` follows has passed: its wait is done, or (not waited for yet) will be at once.
+    private func pass(_ waiter: SharedCountWaiter) {
+        if waiter.done != nil {
+            finishSharedCountWait(waiter.id, passed: true)
+        } else if let index = sharedCountWaiters.firstIndex(where: { $0.id == waiter.id }) {
+            sharedCountWaiters[index].passed = true
         }
     }
 
@@ -289,6 +324,9 @@ struct SharedCountWaiter {
     let id: Int
     let manager: X11Window
     let index: Int
+    /// The sequence number of the read of `before`: a change of the count's own property in an
+    /// event after it is a change since.
+    let readSequence: UInt32
     /// The count before the write: asked for (its answer not taken yet), or read.
     var before: CountBefore
     /// The count has passed `before` (before anything waited for it).
