@@ -237,42 +237,61 @@ rows.append(("`xclip -o` of 13 bytes while a hostile requestor floods MULTIPLE (
              f"{attacked['median'] / quiet['median']:.2f} × idle", "≤ 2 × idle", verdict(attacked["median"] / quiet["median"], 2.0)))
 
 
-def instructions_note():
-    """What callgrind counted for one paste: the total, the dynamic loader, the runtime's conformance scans."""
+# Where the 13-byte paste goes: each tool's start (its --version, which opens no display), then
+# the paste's own work over it, in time (the same rounds) and in instructions (callgrind).
+cfloor = paste["C floor"]["median"]
+
+
+def starts_note():
+    """Each tool's start alone and its paste's work over it, in the paste row's rounds."""
+    if "xpb --version" not in paste:
+        return ""
+    starts = {tool: paste[name]["median"] for tool, name in
+              (("xpb", "xpb --version"), ("xsel", "xsel --version"), ("xclip", "xclip -version"))}
+    works = {"xpb": xpb["median"] - starts["xpb"], "xsel": xsel["median"] - starts["xsel"], "xclip": xclip["median"] - starts["xclip"]}
+    quicker = "quicker" if starts["xpb"] < starts["xsel"] else "slower"
+    return (f" Each tool's start alone, in the same rounds (`--version`, which opens no display): xpb {ms(starts['xpb'])}, "
+            f"xsel {ms(starts['xsel'])} (its dynamic loader and libraries), xclip {ms(starts['xclip'])}; so xpb's "
+            f"static start is the {quicker} of xpb's and xsel's. The paste's own work over that start: xpb "
+            f"{ms(works['xpb'])}, xsel {ms(works['xsel'])}, xclip {ms(works['xclip'])}.")
+
+
+def work_instructions_note():
+    """callgrind's counts of each tool's paste and start (run.sh: instructions.txt)."""
+    try:
+        counts = dict(line.split() for line in open(os.path.join(results, "instructions.txt")) if len(line.split()) == 2)
+        xp, xv, sp, sv = (int(counts[k]) / 1e6 for k in ("xpb-paste", "xpb-version", "xsel-paste", "xsel-version"))
+    except (OSError, KeyError, ValueError):
+        return ""
+    return (f" In instructions (callgrind): xpb's paste runs {xp - xv:.2f} M over its start's {xv:.2f} M, xsel's "
+            f"{sp - sv:.2f} M over its start's {sv:.2f} M (most of them its dynamic loader's).")
+
+
+def metadata_note():
+    """The inclusive count of the runtime's making prespecialized generic metadata canonical."""
     try:
         text = open(os.path.join(results, "paste13.annotate")).read()
     except OSError:
         return ""
-
-    def count(pattern):
-        m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+" + pattern, text, re.M)
-        return int(m.group(1).replace(",", "")) / 1e6 if m else None
-
-    total = count(r"PROGRAM TOTALS")
-    loader = count(r"\S*rtld\.c:_dl_start")
-    conformance = count(r"\?\?\?:swift_conformsToProtocolMaybeInstantiateSuperclasses\(")
-    if total is None:
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+\?\?\?:swift_getCanonicalPrespecializedGenericMetadata ", text, re.M)
+    total = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text, re.M)
+    if not m or not total:
         return ""
-    parts = [f"{loader:.1f} M in the dynamic loader"] if loader else []
-    if conformance:
-        parts.append(f"{conformance:.1f} M in the Swift runtime's conformance look-ups for generic types")
-    return f" callgrind counts {total:.1f} M instructions for one `xpb paste`" + (f" ({', '.join(parts)})" if parts else "") + "."
+    made, whole = int(m.group(1).replace(",", "")), int(total.group(1).replace(",", ""))
+    return (f" Of the {whole / 1e6:.2f} M instructions of xpb's paste, {made / 1e6:.2f} M ({100 * made / whole:.0f} %) are the Swift runtime making generic types' "
+            f"metadata on first use (`swift_getCanonicalPrespecializedGenericMetadata`: each array, dictionary or "
+            f"set storage class of a new element type, each optional).")
 
 
-# Where the 13-byte paste goes: a process start, then the X work.
-cfloor = paste["C floor"]["median"]
 notes = [
     f"**paste 13 bytes.** xpb is the README's build as `make install` installs it (a fully static executable, "
     f"stripped, no dynamic loader). A Swift "
     f"program linked the same way that does nothing takes {ms(floor['median'])} to run; a C program (`/bin/true`) "
-    f"{ms(cfloor)}. xclip's X work (connect, convert, read) is then about {ms(xclip['median'] - cfloor)}, xsel's "
-    f"{ms(xsel['median'] - cfloor)}, xpb's {ms(xpb['median'] - floor['median'])} (no XFixes, no X thread and no closing "
-    f"round trip for a one-shot read; the atoms in one round trip; TARGETS "
-    f"asked with the likely target in one round trip to the owner: xpb picks the type from what the owner offers, and "
-    f"xsel asks for UTF8_STRING blind). What is left over xsel is Swift's start (the floor) and its runtime: "
-    f"generic metadata made on first use is a third of the instructions." + instructions_note() + " "
-    f"Most of a short paste is page faults, not instructions: at about 5 µs each in this VM, the first touch of each "
-    f"page of the binary costs more than the X work. The static link lays out the functions and globals that a paste "
+    f"{ms(cfloor)}." + starts_note() + " xpb asks for no XFixes, starts no X thread and makes no closing "
+    f"round trip for a one-shot read; it interns its atoms in one round trip and asks for TARGETS with the likely "
+    f"target in one round trip to the owner (it picks the type from what the owner offers; xsel asks for "
+    f"UTF8_STRING blind, and interns its atoms one round trip each)." + work_instructions_note() + metadata_note() + " "
+    f"The static link lays out the functions and globals that a paste "
     f"and a copy touch next to each other (`Scripts/link-order.txt`, written by `Scripts/gen-link-order` from "
     f"callgrind and lackey runs), which took a paste from about 250 faults to 170. How many a run takes also "
     f"depends on the page cache: a binary just written (as the benchmark's stripped copy, or one `make install` "

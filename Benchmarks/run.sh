@@ -106,6 +106,7 @@ hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
 for round in $(seq 1 20); do
     rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" \
         -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true \
+        -n "xpb --version" "$xpb --version" -n "xsel --version" "xsel --version" -n "xclip -version" "xclip -version" \
         "${before_paste[@]}"
     hf paste13 "$round" -N "${rotation[@]}"
 done
@@ -198,6 +199,15 @@ xclip -i -selection clipboard "$work/small"
 objcopy --strip-debug "$built" "$work/xpb-symbols"
 valgrind --tool=callgrind --callgrind-out-file="$results/paste13.callgrind" "$work/xpb-symbols" paste >/dev/null 2>&1
 callgrind_annotate --inclusive=yes "$results/paste13.callgrind" > "$results/paste13.annotate" 2>/dev/null || true
+# The same count for each tool's start alone (--version: no X work) and for xsel's paste, so that
+# the note can say where the difference lies: "NAME INSTRUCTIONS" lines.
+instructions() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | sed -n 's/.*Collected : //p' | tail -1; }
+{
+    echo "xpb-paste $(instructions "$work/xpb-symbols" paste)"
+    echo "xpb-version $(instructions "$work/xpb-symbols" --version)"
+    echo "xsel-paste $(instructions xsel -o -b)"
+    echo "xsel-version $(instructions xsel --version)"
+} > "$results/instructions.txt"
 
 # Both owners at once, each on a display of its own (a second private Xvfb), so that the same
 # rounds time both: the readers rotated as in the small rows, the owners swapped between the two
