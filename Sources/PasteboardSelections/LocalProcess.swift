@@ -52,19 +52,17 @@ package enum LocalProcess {
         case unknown
     }
 
-    package static func successor(of pid: Int, display number: Int, clientPIDs: [Int]) -> Successor {
+    /// `census` keeps what the processes held from one look-up to the next: only the processes
+    /// whose holdings may have changed have their descriptors listed again (``HolderCensus``).
+    package static func successor(of pid: Int, display number: Int, clientPIDs: [Int], census: inout HolderCensus) -> Successor {
         guard pid > 0, !isRunning(pid) else { return .unknown }
         var peers = [UInt32](repeating: 0, count: 4096)
         let count = clinux_unix_peers_named("/tmp/.X11-unix/X\(number)", &peers, Int32(peers.count))
         guard count > 0 else { return .unknown }
         let clientEnds = Set(peers.prefix(Int(count)))
-        var held: [Int: Set<UInt32>] = [:]
-        forEachDescriptor { process, target in
-            if target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()), clientEnds.contains(inode) {
-                held[process, default: []].insert(inode)
-            }
-            return .next
-        }
+        let held = census.holdings(processes: processes(), clientEnds: clientEnds, clientPIDs: clientPIDs) { process in
+            clientEndsHeld(by: process, among: clientEnds)
+        }.held
         let holders = handedDown(held: held, clientPIDs: clientPIDs)
         if holders.count == 1 { return .process(holders[0]) }
         let executables = Set(holders.map { executable(of: $0).path ?? "" })
@@ -320,6 +318,55 @@ package enum LocalProcess {
     /// What a look at a descriptor says next.
     private enum Scan {
         case next, nextProcess, stop
+    }
+
+    /// The client ends among `clientEnds` that `process` holds (its descriptors, at most 4,096);
+    /// nil when its descriptors cannot be listed (gone, or another user's).
+    private static func clientEndsHeld(by process: Int, among clientEnds: Set<UInt32>) -> Set<UInt32>? {
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { return nil }
+        var held = Set<UInt32>()
+        for descriptor in descriptors.prefix(4096) {
+            guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63),
+                  target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()), clientEnds.contains(inode) else { continue }
+            held.insert(inode)
+        }
+        return held
+    }
+
+    /// Every process `/proc` lists (at most 65,536), with its start time; one that ended while
+    /// it was read is left out.
+    private static func processes() -> [HolderCensus.Process] {
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+        // Read as bytes into one buffer: hundreds of processes per look-up (as Strings, this took
+        // most of a look-up's processor).
+        var line = [UInt8](repeating: 0, count: 1024)
+        return pids.prefix(65536).compactMap { pid in
+            let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            let count = line.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard count > 0 else { return nil }
+            return startTime(inStatLine: line.prefix(count)).map { HolderCensus.Process(pid: pid, start: $0) }
+        }
+    }
+
+    /// The start time (clock ticks from boot) in a `/proc/N/stat` line: field 22, counted after
+    /// the command's last `)` (the command may hold spaces and parentheses), where the state is
+    /// field 3.
+    static func startTime(inStatLine line: ArraySlice<UInt8>) -> UInt64? {
+        guard let close = line.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var field = 2, value: UInt64 = 0, digits = 0
+        for byte in line[(close + 1)...] {
+            if byte == UInt8(ascii: " ") {
+                if field == 22 { break }
+                field += 1
+            } else if field == 22 {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte), digits < 20 else { return nil }
+                value = value &* 10 &+ UInt64(byte - UInt8(ascii: "0"))
+                digits += 1
+            }
+        }
+        return field == 22 && digits > 0 ? value : nil
     }
 
     /// Calls `body` with each process `/proc` lists (at most 65,536) and the link target of each

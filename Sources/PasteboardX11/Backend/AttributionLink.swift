@@ -1,6 +1,7 @@
 internal import CX11
 internal import CXEvents
 import PasteboardKit
+import PasteboardSelections
 import Synchronization
 
 /// A second connection to the display, for telling who owns a selection (``OwnerAttribution``)
@@ -17,6 +18,8 @@ final class AttributionLink: Sendable {
     private let configuration: X11Configuration
     /// The connection, confined to the lock: one look at a time.
     private let wire = Mutex<X11Wire?>(nil)
+    /// What the processes held at the last look (``HolderCensus``); taken under `wire`'s lock.
+    private let census = Mutex(HolderCensus())
 
     init(displayName: String, configuration: X11Configuration) {
         self.displayName = displayName
@@ -27,7 +30,7 @@ final class AttributionLink: Sendable {
     ///
     /// - Throws: ``X11BackendError/cannotOpenDisplay(_:)`` when the display cannot be reached.
     func ownerInfo(ofSelection selection: String) throws -> SelectionOwnerInfo? {
-        try withWire { OwnerAttribution(wire: $0).ownerInfo($0.atom(selection)) }
+        try withWire { wire in census.withLock { OwnerAttribution(wire: wire).ownerInfo(wire.atom(selection), census: &$0) } }
     }
 
     /// The window manager's check window and its client's pid (``OwnerAttribution/windowManager()``).

@@ -99,7 +99,8 @@ struct OwnerAttribution {
     /// Who owns a selection (``SelectionOwnerInfo``); nil when nobody does. A few round trips:
     /// the owner window's properties, the X-Resource client id, and where the window has no
     /// `WM_CLASS`, a look through the top-level windows for one of the same client.
-    func ownerInfo(_ selection: X11Atom) -> SelectionOwnerInfo? {
+    /// `census` keeps what the processes held between look-ups (``HolderCensus``).
+    func ownerInfo(_ selection: X11Atom, census: inout HolderCensus) -> SelectionOwnerInfo? {
         let owner = wire.selectionOwner(selection)
         guard !owner.isNone else { return nil }
         var name: String?
@@ -121,7 +122,7 @@ struct OwnerAttribution {
                 // the kernel can tell; else unknown, never a guess.
                 pid = nil
                 if let number = LocalProcess.localDisplayNumber(String(cString: XDisplayString(wire.display))) {
-                    switch LocalProcess.successor(of: Int(fromServer), display: number, clientPIDs: allClientPIDs()) {
+                    switch LocalProcess.successor(of: Int(fromServer), display: number, clientPIDs: allClientPIDs(), census: &census) {
                     case .process(let successor): pid = successor
                     case .executable(let name, let path): handedDown = (name, path)
                     case .candidates(let pids): candidates = pids
