@@ -157,9 +157,9 @@ final class ClipboardManagerRole {
     /// them: first each count that changed under its selection's own property (whose notify
     /// alone passes a watch, ``sharedCountChanged(on:index:sequence:)``), then the pair.
     func publishChangeCounts(_ counts: [Int]) {
-        for (index, count) in counts.enumerated() where publishedCounts.map({ !$0.indices.contains(index) || $0[index] != count }) ?? true {
-            guard let property = Self.countProperties.indices.contains(index) ? wire.known[Self.countProperties[index]] : nil else { continue }
-            wire.writeLongs(wire.window, property, type: .cardinal, [UInt(truncatingIfNeeded: count)], onError: { _ in })
+        for (index, count) in counts.enumerated() where index < Self.countProperties.count {
+            if let published = publishedCounts, published.indices.contains(index), published[index] == count { continue }
+            wire.writeLongs(wire.window, wire.known[Self.countProperties[index]], type: .cardinal, [UInt(truncatingIfNeeded: count)], onError: { _ in })
         }
         publishedCounts = counts
         wire.writeLongs(wire.window, wire.known[.changeCounts], type: .cardinal, counts.map { UInt(truncatingIfNeeded: $0) }, onError: { _ in })
