@@ -249,10 +249,10 @@ def starts_note():
     starts = {tool: paste[name]["median"] for tool, name in
               (("xpb", "xpb --version"), ("xsel", "xsel --version"), ("xclip", "xclip -version"))}
     works = {"xpb": xpb["median"] - starts["xpb"], "xsel": xsel["median"] - starts["xsel"], "xclip": xclip["median"] - starts["xclip"]}
-    quicker = "quicker" if starts["xpb"] < starts["xsel"] else "slower"
+    than = "quicker than" if starts["xpb"] < starts["xsel"] else "no quicker than"
     return (f" Each tool's start alone, in the same rounds (`--version`, which opens no display): xpb {ms(starts['xpb'])}, "
-            f"xsel {ms(starts['xsel'])} (its dynamic loader and libraries), xclip {ms(starts['xclip'])}; so xpb's "
-            f"static start is the {quicker} of xpb's and xsel's. The paste's own work over that start: xpb "
+            f"xsel {ms(starts['xsel'])} (its dynamic loader and libraries), xclip {ms(starts['xclip'])}: xpb's "
+            f"static start is {than} xsel's. The paste's own work over each start: xpb "
             f"{ms(works['xpb'])}, xsel {ms(works['xsel'])}, xclip {ms(works['xclip'])}.")
 
 
