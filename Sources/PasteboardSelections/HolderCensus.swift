@@ -19,11 +19,6 @@ package struct HolderCensus: Sendable {
         package let pid: Int
         /// Clock ticks from boot to the process's start: a pid given again is another process.
         package let start: UInt64
-
-        package init(pid: Int, start: UInt64) {
-            self.pid = pid
-            self.start = start
-        }
     }
 
     /// Each process at the last look-up: its start time and the client ends it held.

@@ -130,12 +130,17 @@ struct SharedCountWatchTests {
         }
     }
 
-    private func publish(_ counts: [Int], on manager: X11PasteboardBackend) throws {
+    /// Runs `body` on `manager`'s X thread, and returns once the server has handled what it sent.
+    private func onManager(_ manager: X11PasteboardBackend, _ body: @escaping @Sendable (X11Session) -> Void) throws {
         try manager.connection.sync(timeout: 10) { session, done in
-            session.manager.publishChangeCounts(counts)
+            body(session)
             XSync(session.wire.display, 0)
             done(.success(()))
         }
+    }
+
+    private func publish(_ counts: [Int], on manager: X11PasteboardBackend) throws {
+        try onManager(manager) { $0.manager.publishChangeCounts(counts) }
     }
 
     @Test("a manager that publishes no counts (not xpbd) ends the watch once its answer is taken: the wait returns false at once")
@@ -178,11 +183,9 @@ struct SharedCountWatchTests {
 
     /// Writes `count` into the manager's property of the count at `index` alone, the pair left as it is.
     private func writeOwnCount(_ count: Int, index: Int, on manager: X11PasteboardBackend) throws {
-        try manager.connection.sync(timeout: 10) { session, done in
+        try onManager(manager) { session in
             let property = session.wire.known[index == 0 ? .clipboardChangeCount : .primaryChangeCount]
             session.wire.writeLongs(session.wire.window, property, type: .cardinal, [UInt(count)], onError: { _ in })
-            XSync(session.wire.display, 0)
-            done(.success(()))
         }
     }
 
