@@ -4,6 +4,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 
@@ -195,13 +196,16 @@ if rx and rc:
 conc = {}
 for line in open(os.path.join(results, "concurrent.txt")):
     parts = line.split()
-    conc[parts[0]] = parts[1:]
-single = float(conc["single"][0])
-xt, xok = float(conc["xpb"][0]), int(conc["xpb"][1])
-ct, cok = float(conc["xclip"][0]), int(conc["xclip"][1])
+    conc.setdefault(parts[0], []).append(parts[1:])
+# Rounds of one paste and of the eight (xpb's owner): medians; every round's eight must be whole.
+single = statistics.median(float(p[0]) for p in conc["single"])
+xt, xok = statistics.median(float(p[0]) for p in conc["xpb"]), min(int(p[1]) for p in conc["xpb"])
+ct, cok = float(conc["xclip"][0][0]), int(conc["xclip"][0][1])
 r = xt / (8 * single)
+rounds = len(conc["xpb"])
 rows.append(("8 concurrent 100 MB pastes from one owner",
-             f"xpb owner: {xok}/8 byte-exact in {xt:.2f} s (one paste {single:.2f} s); xclip owner: {cok}/8 byte-exact in {ct:.2f} s (60 s limit each)",
+             f"xpb owner: {xok}/8 byte-exact in every one of {rounds} rounds, the eight in {xt:.2f} s (one paste {single:.2f} s; medians); "
+             f"xclip owner: {cok}/8 byte-exact in {ct:.2f} s (60 s limit each)",
              f"{r:.2f} × 8 pastes", "all byte-exact, ≤ 1.2 × 8 × one", "met" if xok == 8 and r <= 1.2 else "**not met**"))
 
 lat = sorted(float(line) for line in open(os.path.join(results, "latency.txt")) if line.strip())
