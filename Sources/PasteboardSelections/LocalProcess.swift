@@ -226,14 +226,12 @@ package enum LocalProcess {
     /// against CLOCK_BOOTTIME now) before now. Not `/proc/stat`'s boot time, which is whole
     /// seconds and drifts from the wall clock. Nil for a process gone.
     package static func startTime(of pid: Int) -> Date? {
-        guard pid > 0, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
-        // After the command: the state is field 3 of the whole line, the start time field 22.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        var line = [UInt8](repeating: 0, count: 1024)
         var boot = timespec()
-        guard fields.count > 19, let ticks = Double(fields[19]), clock_gettime(CLOCK_BOOTTIME, &boot) == 0 else { return nil }
+        guard pid > 0, let ticks = statLine(of: pid, into: &line).flatMap(startTime(inStatLine:)),
+              clock_gettime(CLOCK_BOOTTIME, &boot) == 0 else { return nil }
         let hertz = max(Double(sysconf(Int32(_SC_CLK_TCK))), 1)
-        let age = Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9 - ticks / hertz
+        let age = Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9 - Double(ticks) / hertz
         return Date().addingTimeInterval(-max(age, 0))
     }
 
@@ -246,8 +244,7 @@ package enum LocalProcess {
     package static func job(of pid: Int) -> [Int] {
         guard let group = status(of: pid)?.processGroup, group > 1, group != pid else { return isRunning(pid) ? [pid] : [] }
         if isRunning(group) { return [pid, group] }
-        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
-        return [pid] + processes.prefix(4096).filter { $0 != pid && status(of: $0)?.processGroup == group && isRunning($0) }
+        return [pid] + processIDs().prefix(4096).filter { $0 != pid && status(of: $0)?.processGroup == group && isRunning($0) }
     }
 
     /// The process that reads the pipe we write to through `fd`: the other process that holds
@@ -323,31 +320,37 @@ package enum LocalProcess {
     /// The client ends among `clientEnds` that `process` holds (its descriptors, at most 4,096);
     /// nil when its descriptors cannot be listed (gone, or another user's).
     private static func clientEndsHeld(by process: Int, among clientEnds: Set<UInt32>) -> Set<UInt32>? {
-        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { return nil }
         var held = Set<UInt32>()
-        for descriptor in descriptors.prefix(4096) {
-            guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63),
-                  target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()), clientEnds.contains(inode) else { continue }
-            held.insert(inode)
+        let listed = forEachDescriptor(of: process) { target in
+            if target.hasPrefix("socket:["), let inode = UInt32(target.dropFirst(8).dropLast()), clientEnds.contains(inode) { held.insert(inode) }
+            return true
         }
-        return held
+        return listed ? held : nil
     }
 
     /// Every process `/proc` lists (at most 65,536), with its start time; one that ended while
     /// it was read is left out.
     private static func processes() -> [HolderCensus.Process] {
-        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
         // Read as bytes into one buffer: hundreds of processes per look-up (as Strings, this took
         // most of a look-up's processor).
         var line = [UInt8](repeating: 0, count: 1024)
-        return pids.prefix(65536).compactMap { pid in
-            let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { return nil }
-            let count = line.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            close(fd)
-            guard count > 0 else { return nil }
-            return startTime(inStatLine: line.prefix(count)).map { HolderCensus.Process(pid: pid, start: $0) }
+        return processIDs().prefix(65536).compactMap { pid in
+            statLine(of: pid, into: &line).flatMap(startTime(inStatLine:)).map { HolderCensus.Process(pid: pid, start: $0) }
         }
+    }
+
+    /// The pids `/proc` lists (processes, not threads).
+    package static func processIDs() -> [Int] {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
+    }
+
+    /// `pid`'s `/proc/N/stat` line, read into `buffer` (as much as it holds); nil for a process gone.
+    private static func statLine(of pid: Int, into buffer: inout [UInt8]) -> ArraySlice<UInt8>? {
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        return count > 0 ? buffer.prefix(count) : nil
     }
 
     /// The start time (clock ticks from boot) in a `/proc/N/stat` line: field 22, counted after
@@ -372,18 +375,31 @@ package enum LocalProcess {
     /// Calls `body` with each process `/proc` lists (at most 65,536) and the link target of each
     /// of its descriptors (at most 4,096 a process) that this process may see.
     private static func forEachDescriptor(_ body: (_ process: Int, _ target: String) -> Scan) {
-        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
-        for process in processes.prefix(65536) {
-            guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { continue }
-            descriptors: for descriptor in descriptors.prefix(4096) {
-                guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63) else { continue }
+        for process in processIDs().prefix(65536) {
+            var stop = false
+            _ = forEachDescriptor(of: process) { target in
                 switch body(process, target) {
-                case .next: continue
-                case .nextProcess: break descriptors
-                case .stop: return
+                case .next: return true
+                case .nextProcess: return false
+                case .stop:
+                    stop = true
+                    return false
                 }
             }
+            if stop { return }
         }
+    }
+
+    /// Calls `body` with the link target of each of `process`'s descriptors (at most 4,096) that
+    /// this process may see, until it returns false. False when they cannot be listed (gone, or
+    /// another user's).
+    private static func forEachDescriptor(of process: Int, _ body: (_ target: String) -> Bool) -> Bool {
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/fd") else { return false }
+        for descriptor in descriptors.prefix(4096) {
+            guard let target = SystemCall.linkTarget("/proc/\(process)/fd/\(descriptor)", capacity: 63) else { continue }
+            if !body(target) { break }
+        }
+        return true
     }
 
     /// Waits, at most `timeout` seconds, for process `pid` to end; whether it did (false also

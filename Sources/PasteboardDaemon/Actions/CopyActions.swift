@@ -146,8 +146,7 @@ final class CopyActions: Sendable {
 
     /// Whether a process of group `group` other than a zombie runs.
     static func groupRuns(_ group: pid_t) -> Bool {
-        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap(Int.init) ?? []
-        return processes.contains { LocalProcess.status(of: $0).map { $0.isRunning && $0.processGroup == Int(group) } ?? false }
+        LocalProcess.processIDs().contains { LocalProcess.status(of: $0).map { $0.isRunning && $0.processGroup == Int(group) } ?? false }
     }
 
     /// The first item as `xpb paste` writes it: the text, else the best image, else the first
