@@ -260,28 +260,38 @@ def starts_note():
             f"{ms(works['xpb'])}, xsel {ms(works['xsel'])}, xclip {ms(works['xclip'])}.")
 
 
+def annotated(pattern):
+    """The inclusive instruction count callgrind_annotate gives a line of one `xpb paste`
+    (run.sh: paste13.annotate), or None."""
+    try:
+        text = open(os.path.join(results, "paste13.annotate")).read()
+    except OSError:
+        return None
+    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+" + pattern, text, re.M)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
 def work_instructions_note():
-    """callgrind's counts of each tool's paste and start (run.sh: instructions.txt)."""
+    """callgrind's counts of each tool's paste and start (xpb's paste: paste13.annotate; the
+    rest: run.sh's instructions.txt)."""
     try:
         counts = dict(line.split() for line in open(os.path.join(results, "instructions.txt")) if len(line.split()) == 2)
-        xp, xv, sp, sv = (int(counts[k]) / 1e6 for k in ("xpb-paste", "xpb-version", "xsel-paste", "xsel-version"))
+        xv, sp, sv = (int(counts[k]) / 1e6 for k in ("xpb-version", "xsel-paste", "xsel-version"))
     except (OSError, KeyError, ValueError):
         return ""
+    total = annotated(r"PROGRAM TOTALS")
+    if total is None:
+        return ""
+    xp = total / 1e6
     return (f" In instructions (callgrind): xpb's paste runs {xp - xv:.2f} M over its start's {xv:.2f} M, xsel's "
             f"{sp - sv:.2f} M over its start's {sv:.2f} M (most of them its dynamic loader's).")
 
 
 def metadata_note():
     """The inclusive count of the runtime's making prespecialized generic metadata canonical."""
-    try:
-        text = open(os.path.join(results, "paste13.annotate")).read()
-    except OSError:
+    made, whole = annotated(r"\?\?\?:swift_getCanonicalPrespecializedGenericMetadata "), annotated(r"PROGRAM TOTALS")
+    if made is None or whole is None:
         return ""
-    m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+\?\?\?:swift_getCanonicalPrespecializedGenericMetadata ", text, re.M)
-    total = re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", text, re.M)
-    if not m or not total:
-        return ""
-    made, whole = int(m.group(1).replace(",", "")), int(total.group(1).replace(",", ""))
     return (f" Of the {whole / 1e6:.2f} M instructions of xpb's paste, {made / 1e6:.2f} M ({100 * made / whole:.0f} %) are the Swift runtime making generic types' "
             f"metadata on first use (`swift_getCanonicalPrespecializedGenericMetadata`: each array, dictionary or "
             f"set storage class of a new element type, each optional).")
