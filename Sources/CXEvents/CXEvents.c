@@ -134,13 +134,16 @@ unsigned long cxevents_resource_mask(void *opaque) {
     return ((Display *)opaque)->resource_mask;
 }
 
-int cxevents_intern_atoms(void *opaque, const char *const *names, int count, int only_if_exists, uint32_t *atoms) {
+int cxevents_intern_atoms(void *opaque, const char *names, int count, int only_if_exists, uint32_t *atoms) {
     xcb_connection_t *connection = XGetXCBConnection((Display *)opaque);
     xcb_intern_atom_cookie_t stack[64];
     xcb_intern_atom_cookie_t *cookies = count <= 64 ? stack : malloc(sizeof(*cookies) * (size_t)count);
     if (!cookies) return 0;
+    const char *name = names;
     for (int index = 0; index < count; index++) {
-        cookies[index] = xcb_intern_atom(connection, only_if_exists ? 1 : 0, (uint16_t)strlen(names[index]), names[index]);
+        size_t length = strlen(name);
+        cookies[index] = xcb_intern_atom(connection, only_if_exists ? 1 : 0, (uint16_t)length, name);
+        name += length + 1;
     }
     int complete = 1;
     for (int index = 0; index < count; index++) {

@@ -130,12 +130,13 @@ package struct ParsedArguments {
     package private(set) var helpRequested = false
     /// The arguments as given (after the command name).
     package let raw: [String]
-    /// The long names the command declares: a lookup of any other name is a programming error.
-    private let declared: Set<String>
+    /// The options the command declares: a lookup of any other name is a programming error
+    /// (checked in debug builds only: a release parse builds no set of their names).
+    private let declared: [OptionSpec]
 
     /// Parses `arguments` (after the command name) against `spec`.
     package init(_ arguments: [String], spec: CommandSpec) throws(UsageError) {
-        declared = Set(spec.options.map(\.long))
+        declared = spec.options
         raw = arguments
         var index = 0
         var optionsEnded = false
@@ -203,7 +204,7 @@ package struct ParsedArguments {
     /// Stops a debug build that looks up an option its command never declared (a typo would
     /// otherwise read as "not given" for ever).
     private func checkDeclared(_ long: String) {
-        assert(declared.contains(long), "option '--\(long)' is looked up but not declared by the command")
+        assert(declared.contains { $0.long == long }, "option '--\(long)' is looked up but not declared by the command")
     }
 
     func flag(_ long: String) -> Bool {

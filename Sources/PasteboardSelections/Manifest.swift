@@ -92,7 +92,8 @@ package struct Manifest: Equatable {
     /// Unicode scalars cost a tenth of a small paste's instructions.
     package init?(decoding data: Data) {
         let bytes = [UInt8](data)
-        guard String(validating: bytes, as: UTF8.self) != nil else { return nil }
+        // ASCII (every manifest xpb writes) is UTF-8 without the generic validation's cost.
+        guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else { return nil }
         func text(_ field: ArraySlice<UInt8>) -> String { String(decoding: field, as: UTF8.self) }
         let lines = bytes.split(separator: 0x0A)
         guard let headerLine = lines.first else { return nil }

@@ -46,8 +46,10 @@ package struct DataControlState: Sendable {
     package static let maxOffers = 64
     /// The most globals kept (a compositor announces a few dozen).
     package static let maxGlobals = 512
+    /// The interfaces of the globals kept: the seat and the data-control managers.
+    static let boundInterfaces: [[UInt8]] = (["wl_seat"] + DataControlFlavour.allCases.map(\.managerInterface)).map { Array($0.utf8) }
 
-    package private(set) var objects: [UInt32: WaylandInterface] = [WaylandRequest.displayID: .display]
+    package private(set) var objects: [UInt32: WaylandInterface] = [:]
     /// Objects we destroyed that the compositor may still send events to (it had not read our
     /// destroy yet): their events are decoded by their interface, and their descriptors closed.
     /// A client object leaves at the compositor's delete_id; an offer when its id is made anew.
@@ -62,8 +64,8 @@ package struct DataControlState: Sendable {
     package private(set) var offers: [UInt32: [[UInt8]]] = [:]
     /// The offer of each selection now, nil when it is empty.
     package private(set) var current: [Selection: UInt32] = [:]
-    /// How many times each selection changed since the device was made.
-    package private(set) var changeCounts: [Selection: Int] = [.clipboard: 0, .primary: 0]
+    /// How many times each selection changed since the device was made (absent: none).
+    package private(set) var changeCounts: [Selection: Int] = [:]
     /// The error the compositor sent, which ends the connection.
     package private(set) var fatalError: String?
     package private(set) var device: UInt32?
@@ -82,7 +84,11 @@ package struct DataControlState: Sendable {
     /// Our source each selection has now, as the events tell.
     package private(set) var ownSources: [Selection: UInt32] = [:]
 
-    package init() {}
+    // The display is set here, not by a literal: a literal of pairs made an array of them first
+    // (its type's metadata, a fiftieth of a paste's instructions).
+    package init() {
+        objects[WaylandRequest.displayID] = .display
+    }
 
     /// The interface of a live object, for the decoder's signatures.
     package func interface(of object: UInt32) -> WaylandInterface? { objects[object] }
@@ -167,8 +173,11 @@ package struct DataControlState: Sendable {
             }
             return []
         case (.registry, 0):
-            guard globals.count < Self.maxGlobals, let name = arguments[0].word, let version = arguments[2].word else { return [] }
-            globals.append(Global(name: name, interface: arguments[1].text ?? "", version: version))
+            // Only the globals this client binds are kept (a compositor announces a few dozen;
+            // naming each was a tenth of a paste's decoding).
+            guard globals.count < Self.maxGlobals, let name = arguments[0].word, let version = arguments[2].word,
+                  case let .string(interface?) = arguments[1], Self.boundInterfaces.contains(interface) else { return [] }
+            globals.append(Global(name: name, interface: String(decoding: interface, as: UTF8.self), version: version))
             return []
         case (.registry, 1):
             globals.removeAll { $0.name == arguments[0].word }
@@ -225,12 +234,14 @@ package struct DataControlState: Sendable {
             deviceFinished = true
             return [.deviceFinished]
         case (.offer, 0):
-            guard var types = offers[message.object], case let .string(bytes?) = arguments[0] else { return [] }
+            guard let types = offers[message.object], case let .string(bytes?) = arguments[0] else { return [] }
             // A name that is not UTF-8 could only be asked back under another (repaired) name,
-            // which its source does not know: left out.
+            // which its source does not know: left out. (ASCII, every MIME type, is checked
+            // without the generic validation, a third of the event's cost.)
             if types.count < Self.maxTypesPerOffer, bytes.count <= 1024, !types.contains(bytes),
-               String(validating: bytes, as: UTF8.self) != nil { types.append(bytes) }
-            offers[message.object] = types
+               bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil {
+                offers[message.object]?.append(bytes)
+            }
             return []
         case (.source, 0):
             guard case let .string(type?) = arguments[0], case let .fd(fd) = arguments[1] else { return [] }

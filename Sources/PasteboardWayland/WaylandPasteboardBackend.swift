@@ -67,8 +67,9 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
         /// What our sources hold, by source id; and the source each selection has from us.
         var held: [UInt32: SourceContents] = [:]
         var ours: [DataControlState.Selection: UInt32] = [:]
-        /// The types at each selection's last change (for the next change's added and removed).
-        var types: [DataControlState.Selection: [PasteboardType]] = [:]
+        /// What each selection's offer listed at its last change (for the next change's types
+        /// before it).
+        var offered: [DataControlState.Selection: [[UInt8]]] = [:]
         var servedHandler: (@Sendable (Pasteboard.Name, PasteboardType) -> Void)?
         /// Each paste of what we own, with its reader where this host can follow the pipe
         /// (``WaylandPasteboardBackend/onPasted(_:)``).
@@ -168,15 +169,15 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
             try connection.writeLocked(WaylandRequest.bind(registry: registry, name: global.name, interface: flavour.managerInterface, version: version, id: manager))
             try connection.writeLocked(WaylandRequest.getDevice(manager: manager, id: device, seat: seat))
         }
-        let types = try connection.withState { state -> [DataControlState.Selection: [PasteboardType]] in
+        let offered = try connection.withState { state -> [DataControlState.Selection: [[UInt8]]] in
             if let fatal = state.fatalError { throw PasteboardError.unavailable(fatal) }
-            var types: [DataControlState.Selection: [PasteboardType]] = [:]
+            var offered: [DataControlState.Selection: [[UInt8]]] = [:]
             for selection in DataControlState.Selection.allCases {
-                types[selection] = Self.firstItemTypes(state.current[selection].flatMap { state.types(of: $0) }, registry: self.registry)
+                offered[selection] = state.current[selection].flatMap { state.types(of: $0) }
             }
-            return types
+            return offered
         }
-        state.withLock { $0.types = types }
+        state.withLock { $0.offered = offered }
     }
 
     private static func firstItemTypes(_ offered: [[UInt8]]?, registry: TypeRegistry) -> [PasteboardType] {
@@ -235,13 +236,17 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
     }
 
     /// Publishes a selection's change as its event told it: its count and its offer's types then.
+    /// The types are worked out only while someone listens (a one-shot paste has nobody: working
+    /// them out at its two first selection events was a tenth of its instructions).
     private func publish(_ selection: DataControlState.Selection, changeCount: Int, offered: [[UInt8]]?) {
-        let types = Self.firstItemTypes(offered, registry: registry)
-        let before = state.withLock { state -> [PasteboardType] in
-            defer { state.types[selection] = types }
-            return state.types[selection] ?? []
+        let before = state.withLock { state -> [[UInt8]]? in
+            defer { state.offered[selection] = offered }
+            return state.offered[selection]
         }
-        changeCenter.publish(PasteboardChange(name: Self.name(of: selection), changeCount: changeCount, typesBefore: before, typesAfter: types))
+        guard changeCenter.hasListeners else { return }
+        changeCenter.publish(PasteboardChange(name: Self.name(of: selection), changeCount: changeCount,
+                                              typesBefore: Self.firstItemTypes(before, registry: registry),
+                                              typesAfter: Self.firstItemTypes(offered, registry: registry)))
     }
 
     /// Writes a type's bytes to a reader's descriptor, then closes it: small bytes of ours at

@@ -246,6 +246,12 @@ struct StateMachineTests {
         #expect(WellKnown.ownerTargets.first == .targets)
         #expect(Manifest.target == "XPB_MANIFEST")
     }
+
+    @Test("the names every connection interns with the well-known ones are the registry's text targets, the first item target and the credit properties")
+    func prefetchedNames() {
+        #expect(X11Wire.prefetchedNames == X11Wire.derivedPrefetchedNames())
+        #expect(Set(X11Wire.prefetchedNames).isDisjoint(with: WellKnown.allCases.map(\.rawValue)))
+    }
 }
 
 @Suite("Protocol target names")

@@ -58,10 +58,11 @@ int cxevents_next(void *display, int read, int fixes_event_base, uint32_t skip_r
 int cxevents_poll_error(void *display, unsigned long serial, cxevents_event *out);
 
 /// Interns `count` names in one round trip through XCB: every request goes out before the first
-/// reply is read (Xlib's XInternAtoms does the same at several times the cost per name). With
+/// reply is read (Xlib's XInternAtoms does the same at several times the cost per name). `names`
+/// holds them back to back, each ended by its NUL (one buffer: no C string made per name). With
 /// `only_if_exists`, an unknown name gets 0 and no atom is made. Returns 1 when every request was
 /// answered, 0 when any failed (its atom is 0).
-int cxevents_intern_atoms(void *display, const char *const *names, int count, int only_if_exists, uint32_t *atoms);
+int cxevents_intern_atoms(void *display, const char *names, int count, int only_if_exists, uint32_t *atoms);
 
 /// Sends GetSelectionOwner for `selection` without waiting (with the next flush) and returns its
 /// sequence number, for cxevents_selection_owner_reply or cxevents_discard_reply.

@@ -12,25 +12,33 @@ package enum WaylandInterface: Sendable, Equatable, Hashable {
     package func event(_ opcode: UInt16) -> [WaylandArgumentKind]? {
         let events: [[WaylandArgumentKind]]
         switch self {
-        // error(object_id, code, message), delete_id(id)
-        case .display: events = [[.object, .uint, .string], [.uint]]
-        // global(name, interface, version), global_remove(name)
-        case .registry: events = [[.uint, .string, .uint], [.uint]]
-        // done(callback_data)
-        case .callback: events = [[.uint]]
-        // capabilities(capabilities), name(name)
-        case .seat: events = [[.uint], [.string]]
-        // The manager has no events.
-        case .manager: events = []
-        // data_offer(id), selection(id?), finished, primary_selection(id?)
-        case .device: events = [[.newID], [.optionalObject], [], [.optionalObject]]
-        // send(mime_type, fd), cancelled
-        case .source: events = [[.string, .fd], []]
-        // offer(mime_type)
-        case .offer: events = [[.string]]
+        case .display: events = Self.displayEvents
+        case .registry: events = Self.registryEvents
+        case .callback: events = Self.callbackEvents
+        case .seat: events = Self.seatEvents
+        case .manager: events = [] // it has no events
+        case .device: events = Self.deviceEvents
+        case .source: events = Self.sourceEvents
+        case .offer: events = Self.offerEvents
         }
         return events.indices.contains(Int(opcode)) ? events[Int(opcode)] : nil
     }
+
+    // The tables, made once (built at each event, they were a twentieth of a paste's work).
+    // error(object_id, code, message), delete_id(id)
+    private static let displayEvents: [[WaylandArgumentKind]] = [[.object, .uint, .string], [.uint]]
+    // global(name, interface, version), global_remove(name)
+    private static let registryEvents: [[WaylandArgumentKind]] = [[.uint, .string, .uint], [.uint]]
+    // done(callback_data)
+    private static let callbackEvents: [[WaylandArgumentKind]] = [[.uint]]
+    // capabilities(capabilities), name(name)
+    private static let seatEvents: [[WaylandArgumentKind]] = [[.uint], [.string]]
+    // data_offer(id), selection(id?), finished, primary_selection(id?)
+    private static let deviceEvents: [[WaylandArgumentKind]] = [[.newID], [.optionalObject], [], [.optionalObject]]
+    // send(mime_type, fd), cancelled
+    private static let sourceEvents: [[WaylandArgumentKind]] = [[.string, .fd], []]
+    // offer(mime_type)
+    private static let offerEvents: [[WaylandArgumentKind]] = [[.string]]
 }
 
 /// The two names of the data-control protocol: wlroots' unstable one (sway, Hyprland, KWin,

@@ -173,24 +173,41 @@ final class X11Wire {
     /// trip: the targets text is served under, the first item target of the manifest, and who
     /// made the copy of each selection (``creditProperty(_:)``). An owner of one text item then
     /// interns nothing when it takes a selection.
-    static let prefetchedNames: [String] = {
+    ///
+    /// Written out (every connection's start read it, and working it out from the type registry
+    /// was 4 % of a paste's instructions); ``derivedPrefetchedNames()`` says what it must be, and
+    /// a test holds the two equal.
+    static let prefetchedNames = ["text/plain;charset=utf-8", "text/plain", "STRING", "TEXT", "XPB_ITEM_0_0",
+                                  "_XPB_COPIED_BY_CLIPBOARD", "_XPB_COPIED_BY_PRIMARY"]
+
+    /// What ``prefetchedNames`` lists, from the tables it is made of: the registry's targets for
+    /// text, the manifest's first item target and the two credit properties, less the well-known
+    /// names, each once.
+    static func derivedPrefetchedNames() -> [String] {
         var names = TypeRegistry.standard.servedTargets(for: .utf8PlainText).map(\.name)
         names += [Manifest.itemTarget(item: 0, index: 0)] + [WellKnown.clipboard, .primary].map { creditPropertyPrefix + $0.rawValue }
         let known = Set(WellKnown.allCases.map(\.rawValue))
         var seen = Set<String>()
         return names.filter { !known.contains($0) && seen.insert($0).inserted }
-    }()
+    }
 
     /// Interns several names in one round trip, through XCB (every request before the first
     /// reply; Xlib's `XInternAtoms` took 3,300 instructions a name, callgrind); a failed batch
     /// falls back to one call per name.
     static func internAtoms(_ display: OpaquePointer, _ names: [String]) -> [X11Atom] {
         guard !names.isEmpty else { return [] }
-        let cStrings = names.map { UnsafePointer(strdup($0)) }
-        defer { cStrings.forEach { free(UnsafeMutablePointer(mutating: $0)) } }
+        // The names back to back, each ended by its NUL: one buffer, not a C string per name
+        // (those were a third of the connection's atoms' instructions). A name is cut at a NUL
+        // of its own, as its C string was: the next name must start where the C side looks.
+        var packed: [UInt8] = []
+        packed.reserveCapacity(names.reduce(names.count) { $0 + $1.utf8.count })
+        for var name in names {
+            name.withUTF8 { bytes in packed.append(contentsOf: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)]) }
+            packed.append(0)
+        }
         var result = [UInt32](repeating: 0, count: names.count)
-        let complete = cStrings.withUnsafeBufferPointer { buffer in
-            cxevents_intern_atoms(UnsafeMutableRawPointer(display), buffer.baseAddress, Int32(names.count), 0, &result)
+        let complete = packed.withUnsafeBytes { buffer in
+            cxevents_intern_atoms(UnsafeMutableRawPointer(display), buffer.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(names.count), 0, &result)
         }
         if complete == 0 {
             for (index, name) in names.enumerated() where result[index] == 0 { result[index] = UInt32(truncatingIfNeeded: XInternAtom(display, name, 0)) }
