@@ -8,11 +8,17 @@ package enum OfferReading {
     /// (UTF-8 before Latin-1), then any other advertised target the registry maps to the type.
     /// Only advertised targets: xclip answers any target it is asked for with its data during
     /// INCR, so an unadvertised UTF8_STRING would bring Latin-1 bytes.
+    ///
+    /// A type has a few targets: each is looked for in the offer by a scan, and only the offered
+    /// names that are none of them are looked up in the registry (a name among them maps to
+    /// itself or to an earlier row's type). Hashing the offer into a set and looking every name
+    /// up was most of a small paste's choice.
     package static func candidateAliases(for type: PasteboardType, offered: [String], registry: TypeRegistry) -> [TargetAlias] {
-        let offeredSet = Set(offered)
-        let candidates = registry.targets(for: type).filter { offeredSet.contains($0.name) }
-        let others = offered.compactMap { registry.type(forTarget: $0) }
-            .filter { $0.type == type && !candidates.contains($0.alias) }.map(\.alias)
+        let candidates = registry.targets(for: type).filter { offered.contains($0.name) }
+        var others: [TargetAlias] = []
+        for name in offered where !candidates.contains(where: { $0.name == name }) {
+            if let found = registry.type(forTarget: name), found.type == type, !candidates.contains(found.alias) { others.append(found.alias) }
+        }
         return candidates + others
     }
 
