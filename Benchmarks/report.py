@@ -8,6 +8,8 @@ import statistics
 import subprocess
 import sys
 
+from interval import interval_words, verdict as interval_verdict
+
 results, out = sys.argv[1], sys.argv[2]
 
 
@@ -26,7 +28,7 @@ def hyperfine(name):
         values.sort()
         middle = len(values) // 2
         median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-        merged[command] = {"median": median, "min": values[0], "max": values[-1], "runs": len(values)}
+        merged[command] = {"median": median, "min": values[0], "max": values[-1], "runs": len(values), "times": values}
     return merged
 
 
@@ -77,10 +79,10 @@ def beside(runs, measured, what, peer=None):
         ratios = [f"{other['median'] / peer[1]['median']:.2f} × {peer[0]}"] if peer else []
         if suffix == "again":
             title = f"the same xpb {what} under a second name, in the same rounds (this run's resolution)"
-            ratios.append(f"{other['median'] / first['median']:.2f} × the first")
+            ratios.append(f"{other['median'] / first['median']:.2f} × the first ({interval_words(other['times'], first['times'])})")
         else:
             title = f"the same {what}, the earlier build (XPB_BENCH_BEFORE), in the same rounds"
-            ratios.append(f"now {first['median'] / other['median']:.2f} × before")
+            ratios.append(f"now {first['median'] / other['median']:.2f} × before ({interval_words(first['times'], other['times'])})")
         rows.append((title, f"xpb {suffix} {stats(other)}", "; ".join(ratios), "", ""))
 
 
@@ -90,15 +92,18 @@ r = xpb["median"] / xclip["median"]
 rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; xclip {stats(xclip)}; xsel {stats(xsel)}; "
              f"start-up floor of any Swift program linked like xpb (Benchmarks/floor.swift, prints nothing) {stats(floor)}, "
              f"without Foundation (floor-bare.swift) {stats(paste['swift floor, no Foundation'])}" + faults("faults_written.txt"),
-             f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel", "≤ 1.0 × xsel, then ≤ 0.8 ×",
-             verdict(xpb["median"] / xsel["median"], 1.0) + ("" if xpb["median"] / xsel["median"] <= 0.8 else " (0.8: **not met**)")))
+             f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel ({interval_words(xpb['times'], xsel['times'])}; "
+             f"{xpb['runs']} runs each)", "≤ 1.0 × xsel, then ≤ 0.8 ×",
+             interval_verdict(xpb["median"] / xsel["median"], 1.0, xpb["times"], xsel["times"])
+             + ("" if xpb["median"] / xsel["median"] <= 0.8 else " (0.8: **not met**)")))
 beside(paste, "xpb paste", "paste")
 if os.path.exists(os.path.join(results, "paste13cold.1.json")):
     cold = hyperfine("paste13cold")
     ratio = cold["xpb paste"]["median"] / cold["xsel -o"]["median"]
     rows.append(("paste 13 bytes, every binary read back from disk (page cache dropped, as after a reboot)",
                  f"xpb {stats(cold['xpb paste'])}; xsel {stats(cold['xsel -o'])}" + faults("faults_read.txt"),
-                 f"{ratio:.2f} × xsel", "≤ 1.0 × xsel", verdict(ratio, 1.0)))
+                 f"{ratio:.2f} × xsel ({interval_words(cold['xpb paste']['times'], cold['xsel -o']['times'])})", "≤ 1.0 × xsel",
+                 interval_verdict(ratio, 1.0, cold["xpb paste"]["times"], cold["xsel -o"]["times"])))
 
 def copy_rows(name, title, what):
     """A small copy's row (xpb against xclip and xsel, in the rounds of `name`) and the rows beside it."""
@@ -106,7 +111,8 @@ def copy_rows(name, title, what):
     a, b, c = runs["xpb copy"], runs["xclip -i"], runs["xsel -i"]
     r = a["median"] / b["median"]
     rows.append((title, f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
-                 f"{r:.2f} × xclip, {a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0)))
+                 f"{r:.2f} × xclip ({interval_words(a['times'], b['times'])}; {a['runs']} runs each), "
+                 f"{a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", interval_verdict(r, 1.0, a["times"], b["times"])))
     beside(runs, "xpb copy", what, ("xclip", b))
 
 
@@ -121,7 +127,8 @@ pair = hyperfine("copypaste13")
 a, b, c = pair["xpb copy, xpb paste"], pair["xclip -i, xclip -o"], pair["xsel -i, xsel -o"]
 r = a["median"] / b["median"]
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
-             f"{r:.2f} × xclip's pair, {a['median'] / c['median']:.2f} × xsel's", "≤ 1.0 × xclip's pair", verdict(r, 1.0)))
+             f"{r:.2f} × xclip's pair ({interval_words(a['times'], b['times'])}), {a['median'] / c['median']:.2f} × xsel's",
+             "≤ 1.0 × xclip's pair", interval_verdict(r, 1.0, a["times"], b["times"])))
 try:
     hangs = len(open(os.path.join(results, "xsel_hangs.txt")).read().split())
 except OSError:

@@ -9,9 +9,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-bench.XXXXXX)
-runs=${XPB_BENCH_RUNS:-20}
+# The small rows' runs per command, over their twenty rounds (a quarter in each). A small paste's
+# or copy's time spreads widely (a coefficient of variation of 0.5 here): with 100 runs each, the
+# ratio of two medians had a 95 % interval about ±6 % wide (report.py's bootstrap), so the same
+# binary under two names came out 0.91 to 1.04 × apart; 300 runs narrow it to about ±3.5 %, for
+# about a minute more.
+runs=${XPB_BENCH_RUNS:-60}
 # Small pastes take a few milliseconds and the machine's speed drifts over a run: they are timed
-# in five rounds that take turns (owner xpb, owner xclip, again …), runs_small runs per round.
+# in rounds that take turns (owner xpb, owner xclip, again …).
 runs_small=$runs
 
 need=()
