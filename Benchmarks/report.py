@@ -18,17 +18,18 @@ def hyperfine(name):
     paths = [os.path.join(results, name + ".json")]
     if not os.path.exists(paths[0]):
         paths = sorted(os.path.join(results, f) for f in os.listdir(results) if re.fullmatch(re.escape(name) + r"\.\d+\.json", f))
-    times = {}
+    rounds = {}
     for path in paths:
         with open(path) as f:
             for r in json.load(f)["results"]:
-                times.setdefault(r["command"], []).extend(r["times"])
+                rounds.setdefault(r["command"], []).append(r["times"])
     merged = {}
-    for command, values in times.items():
-        values.sort()
+    for command, per_round in rounds.items():
+        values = sorted(t for times in per_round for t in times)
         middle = len(values) // 2
         median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-        merged[command] = {"median": median, "min": values[0], "max": values[-1], "runs": len(values), "times": values}
+        # "times": the runs round by round (interval.py draws whole rounds again).
+        merged[command] = {"median": median, "min": values[0], "max": values[-1], "runs": len(values), "times": per_round}
     return merged
 
 

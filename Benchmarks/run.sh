@@ -9,14 +9,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-bench.XXXXXX)
-# The small rows' runs per command, over their twenty rounds (a quarter in each). A small paste's
-# or copy's time spreads widely (a coefficient of variation of 0.5 here): with 100 runs each, the
-# ratio of two medians had a 95 % interval about ±6 % wide (report.py's bootstrap), so the same
-# binary under two names came out 0.91 to 1.04 × apart; 300 runs narrow it to about ±3.5 %, for
-# about a minute more.
 runs=${XPB_BENCH_RUNS:-60}
-# Small pastes take a few milliseconds and the machine's speed drifts over a run: they are timed
-# in rounds that take turns (owner xpb, owner xclip, again …).
+# The small rows run in small_rounds short rounds of five runs of each command, the rounds taking
+# turns (each starts one command further along). A small paste's or copy's time spreads widely (a
+# coefficient of variation of 0.5 here) and the machine's speed drifts between rounds (one command's
+# median moved 1.9 to 3.7 ms from round to round of one run): the drift falls on every command
+# alike only over many short rounds, and report.py's intervals draw whole rounds again. Twenty
+# rounds of 5 left a ratio's interval about ±8 % wide; 60 rounds (300 runs each) narrow it.
+small_rounds=$runs
 runs_small=$runs
 
 need=()
@@ -104,13 +104,13 @@ wait_for_word() { # FILE WORD PID WHAT
 before_rows "$work" "$work/small"
 # The rounds of the small rows take turns (rotated, before.sh), and run xpb under a second name
 # too: how far apart the same binary comes out is the run's resolution, written beside the rows.
-# The machine's speed drifts over a run: every small row runs in twenty short rounds (a quarter
-# of runs_small each), so that the drift falls on every command alike. In five rounds of 40 the
-# same paste under two names came out 0.84 to 1.12 × apart from run to run.
+# The machine's speed drifts over a run: every small row runs in small_rounds short rounds of
+# five, so that the drift falls on every command alike. In five rounds of 40 the same paste under
+# two names came out 0.84 to 1.12 × apart from run to run.
 echo "bench: 1 paste 13 bytes (owner xclip)"
 xclip -i -selection clipboard "$work/small"
-hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
-for round in $(seq 1 20); do
+hf_runs=5 hf_warmup=2
+for round in $(seq 1 "$small_rounds"); do
     rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "xclip -o" "xclip -o -selection clipboard" \
         -n "xsel -o" "xsel -o -b" -n "swift floor" "$work/floor" -n "swift floor, no Foundation" "$work/floor-bare" -n "C floor" /bin/true \
         -n "xpb --version" "$xpb --version" -n "xsel --version" "xsel --version" -n "xclip -version" "xclip -version" \
@@ -129,8 +129,8 @@ echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_written.tx
 if [ -w /proc/sys/vm/drop_caches ]; then
     echo "bench: 1b the same paste with the page cache dropped"
     sync && echo 1 > /proc/sys/vm/drop_caches
-    hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
-    for round in $(seq 1 20); do
+    hf_runs=5 hf_warmup=2
+    for round in $(seq 1 "$small_rounds"); do
         rotated "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
         hf paste13cold "$round" -N "${rotation[@]}"
     done
@@ -150,10 +150,10 @@ echo "bench: 1c copy 13 bytes, and copy then paste"
 watchdog=$!
 # A copy changes the display (it replaces the last owner, which then exits while the next copy
 # runs), and the machine's speed drifts: in five rounds of 40 copies in a row, the same build
-# under two names came out 0.86 to 1.14 × apart. The copies run in twenty shorter rounds too;
+# under two names came out 0.86 to 1.14 × apart. The copies run in short rounds too;
 # the first two runs of a round replace another tool's owner and are not timed.
-hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
-for round in $(seq 1 20); do
+hf_runs=5 hf_warmup=2
+for round in $(seq 1 "$small_rounds"); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "xclip -i" "xclip -i -selection clipboard $work/small" -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
     hf copy13 "$round" "${rotation[@]}"
@@ -184,8 +184,8 @@ export XDG_RUNTIME_DIR="$work/xpbd-runtime" XDG_STATE_HOME="$work/xpbd-state"
 xpbd_pid=$!
 for _ in $(seq 1 200); do "$xpb" daemon status > /dev/null 2>&1 && break; sleep 0.05; done
 "$xpb" daemon status > /dev/null || { cat "$results/xpbd.log" >&2; echo "bench: xpbd did not start" >&2; exit 1; }
-hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
-for round in $(seq 1 10); do
+hf_runs=5 hf_warmup=2
+for round in $(seq 1 $((small_rounds / 2))); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small" \
         -n "xsel -i" "xsel -i -b < $work/small" "${before_copy[@]}"
     hf copy13daemon "$round" "${rotation[@]}"
@@ -228,8 +228,8 @@ owners_at_once() { # name, file, then the target the copies and the reader use (
     local name=$1 file=$2 round on_xpb on_xclip
     local -a target=()
     [ -z "${3:-}" ] || target=(-t "$3")
-    hf_runs=$(((runs_small + 3) / 4)) hf_warmup=2
-    for round in $(seq 1 20); do
+    hf_runs=5 hf_warmup=2
+    for round in $(seq 1 "$small_rounds"); do
         on_xpb=${displays[round % 2]} on_xclip=${displays[(round + 1) % 2]}
         DISPLAY=$on_xpb "$xpb" copy "${target[@]}" "$file"
         DISPLAY=$on_xclip xclip -i -selection clipboard "${target[@]}" "$file"

@@ -10,9 +10,9 @@ root=$(dirname "$here")
 work=$(mktemp -d /tmp/xpb-bench-wl.XXXXXX)
 # sway (as nobody) reads its configuration here and keeps its runtime directory below.
 chmod 755 "$work"
-# The small rows' runs per command, over their twelve rounds: 300, for a ratio's 95 % interval
-# about ±3.5 % wide (120 gave about ±6 %; run.sh says more).
-runs=${XPB_BENCH_RUNS:-100}
+# The small rows run in this many short rounds of five runs of each command (300 runs each; run.sh
+# says why short rounds, and many).
+runs=${XPB_BENCH_RUNS:-60}
 
 need=()
 for tool in hyperfine:hyperfine /usr/bin/time:time sway:sway wl-paste:wl-clipboard setpriv:util-linux; do
@@ -54,12 +54,12 @@ before_rows "$work" "$work/small"
 # too: how far apart the same binary comes out is the run's resolution, written beside the rows.
 # Two owners: wl-copy forks and starts cat for every request (about a millisecond of each paste
 # is its), xpb's background owner writes from memory (what the readers themselves cost shows).
-# Each in twelve short rounds (a quarter of the runs), as the copies below: the machine drifts.
+# Each in short rounds of five, as the copies below: the machine drifts.
 echo "bench: 1 paste 13 bytes (owner wl-copy, then owner xpb copy)"
-short_runs=$(((runs + 3) / 4))
+short_runs=5
 for owner in wlcopy xpb; do
     if [ "$owner" = wlcopy ]; then wl-copy -t text/plain < "$work/small"; else "$xpb" copy "$work/small"; fi
-    for round in $(seq 1 12); do
+    for round in $(seq 1 "$runs"); do
         rotated "$round" -n "xpb paste" "$xpb paste" -n "xpb paste (again)" "$xpb paste" -n "wl-paste -n" "wl-paste -n" "${before_paste[@]}"
         hyperfine -N --warmup 2 --runs "$short_runs" --export-json "$results/paste13$owner.$round.json" --style basic "${rotation[@]}" >/dev/null
     done
@@ -70,9 +70,9 @@ done
 # type: without -t it runs xdg-mime to guess one (about 50 ms).
 echo "bench: 1b copy 13 bytes, and copy then paste"
 # As in run.sh: a copy replaces the last owner, and the machine drifts; in three rounds of 40 in a
-# row the same build under two names came out 0.84 × apart. Twelve shorter rounds, the same total,
-# two untimed runs first.
-for round in $(seq 1 12); do
+# row the same build under two names came out 0.84 × apart. Many short rounds, two untimed runs
+# first in each.
+for round in $(seq 1 "$runs"); do
     rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xpb copy (again)" "$xpb copy $work/small" \
         -n "wl-copy -t text/plain" "wl-copy -t text/plain < $work/small" "${before_copy[@]}"
     hyperfine --warmup 2 --runs "$short_runs" --export-json "$results/copy13.$round.json" --style basic "${rotation[@]}" >/dev/null
@@ -110,13 +110,17 @@ results, out, wlv, swayv = sys.argv[1:5]
 sys.path.insert(0, os.path.dirname(os.path.abspath(out)))
 from interval import interval_words, verdict
 
-def merged(prefix):
+def rounds(prefix):
+    """Each command's runs, round by round (interval.py draws whole rounds again)."""
     times = {}
     for name in sorted(os.listdir(results)):
         if re.fullmatch(re.escape(prefix) + r"(\.\d+)?\.json", name):
             for r in json.load(open(os.path.join(results, name)))["results"]:
-                times.setdefault(r["command"], []).extend(r["times"])
-    return {c: sorted(v) for c, v in times.items()}
+                times.setdefault(r["command"], []).append(r["times"])
+    return times
+
+def merged(prefix):
+    return {c: sorted(t for times in v for t in times) for c, v in rounds(prefix).items()}
 
 def median(v):
     m = len(v) // 2
@@ -130,45 +134,45 @@ def rss(name):
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
 
 rows = []
-def beside(times, command, x, w, what):
+def beside(times, blocks, command, x, w, what):
     # The rows beside a measured one: xpb under a second name (the run's resolution), and the
     # earlier build (XPB_BENCH_BEFORE), where the rounds ran them.
     if f"{command} (again)" in times:
         again = median(times[f"{command} (again)"])
         rows.append((f"the same xpb {what} under a second name, in the same rounds (this run's resolution)", f"xpb again {ms(again)}",
-                     f"{again / w:.2f} ×; {again / x:.2f} × the first ({interval_words(times[f'{command} (again)'], times[command])})", "", ""))
+                     f"{again / w:.2f} ×; {again / x:.2f} × the first ({interval_words(blocks[f'{command} (again)'], blocks[command])})", "", ""))
     if f"{command} (before)" in times:
         b = median(times[f"{command} (before)"])
         rows.append((f"the same {what}, the earlier build (XPB_BENCH_BEFORE), in the same rounds", f"xpb before {ms(b)}",
-                     f"{b / w:.2f} ×; now {x / b:.2f} × before ({interval_words(times[command], times[f'{command} (before)'])})", "", ""))
+                     f"{b / w:.2f} ×; now {x / b:.2f} × before ({interval_words(blocks[command], blocks[f'{command} (before)'])})", "", ""))
 
 # The issue's target for a small Wayland paste: at most 0.6 × wl-paste's time.
 for prefix, owner in [("paste13wlcopy", "wl-copy: it starts cat for each request"), ("paste13xpb", "xpb copy")]:
-    small = merged(prefix)
+    small, small_rounds = merged(prefix), rounds(prefix)
     x, w = median(small["xpb paste"]), median(small["wl-paste -n"])
     rows.append((f"paste 13 bytes, whole process (owner {owner})", f"xpb {ms(x)}; wl-paste -n {ms(w)} ({len(small['xpb paste'])} runs each)",
-                 f"{x / w:.2f} × ({interval_words(small['xpb paste'], small['wl-paste -n'])})", "≤ 0.6 ×",
-                 verdict(x / w, 0.6, small["xpb paste"], small["wl-paste -n"])))
-    beside(small, "xpb paste", x, w, "paste")
+                 f"{x / w:.2f} × ({interval_words(small_rounds['xpb paste'], small_rounds['wl-paste -n'])})", "≤ 0.6 ×",
+                 verdict(x / w, 0.6, small_rounds["xpb paste"], small_rounds["wl-paste -n"])))
+    beside(small, small_rounds, "xpb paste", x, w, "paste")
 for prefix, owner, check in [("paste100_wlcopy", "wl-copy", "check_wlcopy.txt"), ("paste100_xpb", "xpb copy", "check_xpb.txt")]:
     big = merged(prefix)
     x, w = median(big["xpb paste"]), median(big["wl-paste"])
     exact = open(os.path.join(results, check)).read().strip()
     rows.append((f"paste 100 MB to /dev/null (owner {owner})", f"xpb {ms(x)}; wl-paste {ms(w)}; {exact}",
                  f"{x / w:.2f} ×", "≤ 0.5 ×", "met" if x / w <= 0.5 else "**not met**"))
-copy = merged("copy13")
+copy, copy_rounds = merged("copy13"), rounds("copy13")
 x, w = median(copy["xpb copy"]), median(copy["wl-copy -t text/plain"])
 rows.append(("copy 13 bytes, whole process (it returns once the compositor has its source)",
              f"xpb {ms(x)}; wl-copy -t text/plain {ms(w)} ({len(copy['xpb copy'])} runs each)",
-             f"{x / w:.2f} × ({interval_words(copy['xpb copy'], copy['wl-copy -t text/plain'])})", "≤ 1.0 ×",
-             verdict(x / w, 1.0, copy["xpb copy"], copy["wl-copy -t text/plain"])))
-beside(copy, "xpb copy", x, w, "copy")
-pair = merged("copypaste13")
+             f"{x / w:.2f} × ({interval_words(copy_rounds['xpb copy'], copy_rounds['wl-copy -t text/plain'])})", "≤ 1.0 ×",
+             verdict(x / w, 1.0, copy_rounds["xpb copy"], copy_rounds["wl-copy -t text/plain"])))
+beside(copy, copy_rounds, "xpb copy", x, w, "copy")
+pair, pair_rounds = merged("copypaste13"), rounds("copypaste13")
 x, w = median(pair["xpb copy, xpb paste"]), median(pair["wl-copy, wl-paste"])
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {ms(x)}; wl-copy then wl-paste -n {ms(w)}",
-             f"{x / w:.2f} × ({interval_words(pair['xpb copy, xpb paste'], pair['wl-copy, wl-paste'])})", "≤ 1.0 ×",
-             verdict(x / w, 1.0, pair["xpb copy, xpb paste"], pair["wl-copy, wl-paste"])))
-beside(pair, "xpb copy, xpb paste", x, w, "pair")
+             f"{x / w:.2f} × ({interval_words(pair_rounds['xpb copy, xpb paste'], pair_rounds['wl-copy, wl-paste'])})", "≤ 1.0 ×",
+             verdict(x / w, 1.0, pair_rounds["xpb copy, xpb paste"], pair_rounds["wl-copy, wl-paste"])))
+beside(pair, pair_rounds, "xpb copy, xpb paste", x, w, "pair")
 timing = json.load(open(os.path.join(results, "startstop.json")))
 ready, stop = timing["ready_ms"], timing["stop_ms"]
 rows.append((f"xpbd ready: exec to listening, the compositor's clipboard read ({timing['runs']} runs)",
