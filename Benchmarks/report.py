@@ -121,6 +121,13 @@ copy_rows("copy13", "copy 13 bytes, whole process (it returns once its backgroun
 if os.path.exists(os.path.join(results, "copy13stdin.1.json")):
     copy_rows("copy13stdin", "the same copy from standard input (as an editor's yank or tmux's copy-command pipes it)",
               "copy from standard input")
+if os.path.exists(os.path.join(results, "copy13cold.1.json")):
+    cold_copy = hyperfine("copy13cold")
+    a, b = cold_copy["xpb copy"], cold_copy["xclip -i"]
+    r = a["median"] / b["median"]
+    rows.append(("the same copy, every binary read back from disk (page cache dropped, as after a reboot)",
+                 f"xpb {stats(a)}; xclip {stats(b)}", f"{r:.2f} × xclip ({interval_words(a['times'], b['times'])}; {a['runs']} runs each)",
+                 "≤ 1.0 × xclip", interval_verdict(r, 1.0, a["times"], b["times"])))
 if os.path.exists(os.path.join(results, "copy13daemon.1.json")):
     copy_rows("copy13daemon", "the same copy while xpbd keeps the clipboard (an xpb copy returns once xpbd has counted it)",
               "copy while xpbd runs")

@@ -124,22 +124,6 @@ unset hf_runs hf_warmup
 # as make install and dpkg leave it.
 faults() { /usr/bin/time -f %R "$@" 2>&1 >/dev/null | tail -1; }
 echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_written.txt"
-# Again with every file read back from disk, as after a reboot: the kernel maps a file it has just
-# written in longer runs than one it reads back, so the same binary takes more faults (Linux 6.18
-# here). Only root can drop the page cache; otherwise the row is left out. Every row after this one
-# runs the binaries as read back, as an installed xpb runs after a reboot: an xpb copy took 8 % more
-# time so (2.54 -> 2.75 ms by hand, 211 -> 235 faults), xclip's small binary none.
-if [ -w /proc/sys/vm/drop_caches ]; then
-    echo "bench: 1b the same paste with the page cache dropped"
-    sync && echo 1 > /proc/sys/vm/drop_caches
-    hf_runs=5 hf_warmup=2
-    for round in $(seq 1 "$small_rounds"); do
-        rotated "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
-        hf paste13cold "$round" -N "${rotation[@]}"
-    done
-    unset hf_runs hf_warmup
-    echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
-fi
 
 # A small copy, and a copy followed at once by a paste (what an editor's yank and a script do),
 # each tool against itself. Through sh, as scripts run them (xsel reads only its standard input);
@@ -198,6 +182,30 @@ kill "$xpbd_pid" && wait "$xpbd_pid" || true
 xpbd_pid=
 unset XDG_RUNTIME_DIR XDG_STATE_HOME
 [ -z "${XPB_BENCH_BEFORE:-}" ] || pkill -f "$work/xpb-before copy" 2>/dev/null || true
+
+# Again with every file read back from disk, as after a reboot: the kernel maps a file it has just
+# written in longer runs than one it reads back, so the same binary takes more faults (Linux 6.18
+# here). Only root can drop the page cache; otherwise these rows are left out. The rows above ran
+# the binaries as written (as make install and dpkg leave them), these as an installed xpb runs
+# after a reboot, and every row after them too: the copy first ran so by accident, 8 % slower
+# than as written (by hand: 2.54 -> 2.75 ms, 211 -> 235 faults; xclip's small binary not).
+if [ -w /proc/sys/vm/drop_caches ]; then
+    echo "bench: 1e the small paste and copy with the page cache dropped"
+    sync && echo 1 > /proc/sys/vm/drop_caches
+    hf_runs=5 hf_warmup=2
+    for round in $(seq 1 "$small_rounds"); do
+        rotated "$round" -n "xpb paste" "$xpb paste" -n "xsel -o" "xsel -o -b"
+        hf paste13cold "$round" -N "${rotation[@]}"
+    done
+    echo "$(faults "$xpb" paste) $(faults xsel -o -b)" > "$results/faults_read.txt"
+    sync && echo 1 > /proc/sys/vm/drop_caches
+    for round in $(seq 1 "$small_rounds"); do
+        rotated "$round" -n "xpb copy" "$xpb copy $work/small" -n "xclip -i" "xclip -i -selection clipboard $work/small"
+        hf copy13cold "$round" "${rotation[@]}"
+    done
+    unset hf_runs hf_warmup
+    pkill -x xclip 2>/dev/null || true
+fi
 pkill -x xclip 2>/dev/null || true
 pkill -x xsel 2>/dev/null || true
 # The paste below reads an xclip owner again, as in 1 (the rounds above left none).
