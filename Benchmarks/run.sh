@@ -186,9 +186,10 @@ unset XDG_RUNTIME_DIR XDG_STATE_HOME
 # Again with every file read back from disk, as after a reboot: the kernel maps a file it has just
 # written in longer runs than one it reads back, so the same binary takes more faults (Linux 6.18
 # here). Only root can drop the page cache; otherwise these rows are left out. The rows above ran
-# the binaries as written (as make install and dpkg leave them), these as an installed xpb runs
-# after a reboot, and every row after them too: the copy first ran so by accident, 8 % slower
-# than as written (by hand: 2.54 -> 2.75 ms, 211 -> 235 faults; xclip's small binary not).
+# the binaries as written (as make install and dpkg leave them); these, and every row after them,
+# as an installed xpb runs after a reboot. The copy rows once came after this block by accident,
+# and an xpb copy is 8 % slower so (by hand: 2.54 -> 2.75 ms, 211 -> 235 faults; xclip's small
+# binary is not): now the copy has a row in each state, as the paste.
 if [ -w /proc/sys/vm/drop_caches ]; then
     echo "bench: 1e the small paste and copy with the page cache dropped"
     sync && echo 1 > /proc/sys/vm/drop_caches
