@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 
-from interval import interval_words, verdict as interval_verdict
+from interval import interval_words, verdict
 
 results, out = sys.argv[1], sys.argv[2]
 
@@ -48,11 +48,6 @@ def version(command):
         return (run.stdout.strip() or run.stderr.strip()).splitlines()[0]
     except Exception:
         return "?"
-
-
-def verdict(ratio, target, lower_is_better=True):
-    met = ratio <= target if lower_is_better else ratio >= target
-    return "met" if met else "**not met**"
 
 
 rows = []
@@ -95,7 +90,7 @@ rows.append(("paste 13 bytes, whole process (owner xclip)", f"xpb {stats(xpb)}; 
              f"without Foundation (floor-bare.swift) {stats(paste['swift floor, no Foundation'])}" + faults("faults_written.txt"),
              f"{r:.2f} × xclip, {xpb['median'] / xsel['median']:.2f} × xsel ({interval_words(xpb['times'], xsel['times'])}; "
              f"{xpb['runs']} runs each)", "≤ 1.0 × xsel, then ≤ 0.8 ×",
-             interval_verdict(xpb["median"] / xsel["median"], 1.0, xpb["times"], xsel["times"])
+             verdict(xpb["median"] / xsel["median"], 1.0, xpb["times"], xsel["times"])
              + ("" if xpb["median"] / xsel["median"] <= 0.8 else " (0.8: **not met**)")))
 beside(paste, "xpb paste", "paste")
 if os.path.exists(os.path.join(results, "paste13cold.1.json")):
@@ -104,7 +99,7 @@ if os.path.exists(os.path.join(results, "paste13cold.1.json")):
     rows.append(("paste 13 bytes, every binary read back from disk (page cache dropped, as after a reboot)",
                  f"xpb {stats(cold['xpb paste'])}; xsel {stats(cold['xsel -o'])}" + faults("faults_read.txt"),
                  f"{ratio:.2f} × xsel ({interval_words(cold['xpb paste']['times'], cold['xsel -o']['times'])})", "≤ 1.0 × xsel",
-                 interval_verdict(ratio, 1.0, cold["xpb paste"]["times"], cold["xsel -o"]["times"])))
+                 verdict(ratio, 1.0, cold["xpb paste"]["times"], cold["xsel -o"]["times"])))
 
 def copy_rows(name, title, what):
     """A small copy's row (xpb against xclip and xsel, in the rounds of `name`) and the rows beside it."""
@@ -113,7 +108,7 @@ def copy_rows(name, title, what):
     r = a["median"] / b["median"]
     rows.append((title, f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
                  f"{r:.2f} × xclip ({interval_words(a['times'], b['times'])}; {a['runs']} runs each), "
-                 f"{a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", interval_verdict(r, 1.0, a["times"], b["times"])))
+                 f"{a['median'] / c['median']:.2f} × xsel", "≤ 1.0 × xclip", verdict(r, 1.0, a["times"], b["times"])))
     beside(runs, "xpb copy", what, ("xclip", b))
 
 
@@ -127,7 +122,7 @@ if os.path.exists(os.path.join(results, "copy13cold.1.json")):
     r = a["median"] / b["median"]
     rows.append(("the same copy, every binary read back from disk (page cache dropped, as after a reboot)",
                  f"xpb {stats(a)}; xclip {stats(b)}", f"{r:.2f} × xclip ({interval_words(a['times'], b['times'])}; {a['runs']} runs each)",
-                 "≤ 1.0 × xclip", interval_verdict(r, 1.0, a["times"], b["times"])))
+                 "≤ 1.0 × xclip", verdict(r, 1.0, a["times"], b["times"])))
 if os.path.exists(os.path.join(results, "copy13daemon.1.json")):
     copy_rows("copy13daemon", "the same copy while xpbd keeps the clipboard (an xpb copy returns once xpbd has counted it)",
               "copy while xpbd runs")
@@ -136,7 +131,7 @@ a, b, c = pair["xpb copy, xpb paste"], pair["xclip -i, xclip -o"], pair["xsel -i
 r = a["median"] / b["median"]
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {stats(a)}; xclip {stats(b)}; xsel {stats(c)}",
              f"{r:.2f} × xclip's pair ({interval_words(a['times'], b['times'])}), {a['median'] / c['median']:.2f} × xsel's",
-             "≤ 1.0 × xclip's pair", interval_verdict(r, 1.0, a["times"], b["times"])))
+             "≤ 1.0 × xclip's pair", verdict(r, 1.0, a["times"], b["times"])))
 try:
     hangs = len(open(os.path.join(results, "xsel_hangs.txt")).read().split())
 except OSError:
