@@ -4,6 +4,8 @@
 # wl-clipboard; installs what is missing). sway refuses root: it runs as nobody, with a runtime
 # directory of its own; the clients (root) reach its socket by path. XPB_BENCH_BEFORE=BINARY: an
 # earlier build of xpb also runs the small copy rows, in the same rounds (a change's before and after).
+# XPB_BENCH_KEEP=DIRECTORY: the raw results (hyperfine's JSON of every round, the counts) are copied
+# there at the end, as run.sh does.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -35,6 +37,9 @@ cleanup() {
     pkill -f "$xpb copy" 2>/dev/null || true
     pkill -x wl-copy 2>/dev/null || true
     kill $sway_pid 2>/dev/null || true
+    if [ -n "${XPB_BENCH_KEEP:-}" ] && [ -d "$work/results" ]; then
+        mkdir -p "$XPB_BENCH_KEEP" && cp -r "$work/results/." "$XPB_BENCH_KEEP/"
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
