@@ -46,8 +46,10 @@ package struct DataControlState: Sendable {
     package static let maxOffers = 64
     /// The most globals kept (a compositor announces a few dozen).
     package static let maxGlobals = 512
+    /// The seat's interface name, as the registry announces it and as it is bound.
+    package static let seatInterface = "wl_seat"
     /// The interfaces of the globals kept: the seat and the data-control managers.
-    static let boundInterfaces: [[UInt8]] = (["wl_seat"] + DataControlFlavour.allCases.map(\.managerInterface)).map { Array($0.utf8) }
+    static let boundInterfaces: [[UInt8]] = ([seatInterface] + DataControlFlavour.allCases.map(\.managerInterface)).map { Array($0.utf8) }
 
     package private(set) var objects: [UInt32: WaylandInterface] = [:]
     /// Objects we destroyed that the compositor may still send events to (it had not read our
@@ -135,7 +137,7 @@ package struct DataControlState: Sendable {
     }
 
     /// The first seat the compositor announced.
-    package var seatGlobal: Global? { globals.first { $0.interface == "wl_seat" } }
+    package var seatGlobal: Global? { globals.first { $0.interface == Self.seatInterface } }
 
     /// The ownership of a selection now (``ourOwner`` for ours), nil when it is empty.
     package func owner(of selection: Selection) -> UInt? { owners[selection] }

@@ -165,7 +165,7 @@ public final class WaylandPasteboardBackend: OwningPasteboardBackend, @unchecked
                 state.made(device: device)
                 return (seat, manager, device)
             }
-            try connection.writeLocked(WaylandRequest.bind(registry: registry, name: seatGlobal.name, interface: "wl_seat", version: 1, id: seat))
+            try connection.writeLocked(WaylandRequest.bind(registry: registry, name: seatGlobal.name, interface: DataControlState.seatInterface, version: 1, id: seat))
             try connection.writeLocked(WaylandRequest.bind(registry: registry, name: global.name, interface: flavour.managerInterface, version: version, id: manager))
             try connection.writeLocked(WaylandRequest.getDevice(manager: manager, id: device, seat: seat))
         }
