@@ -225,9 +225,9 @@ struct PrimaryKeeperTests {
             let expected = utf8Text(3_000_000 + round)
             let file = try scratchFile("primary-\(round)", expected)
             try run("/bin/sh", ["-c", "xclip -selection primary -i \"$0\" >/dev/null 2>&1", file], display: x)
-            // xclip's forked child takes the selection after the command returned (its parent exits
-            // with the request unsent): until then xpbd still serves the last round's copy, and a
-            // paste started at once read that under load (3,000,002 bytes in round 3).
+            // xclip takes the selection in its forked child, after the command returned: until
+            // then xpbd still serves the last round's copy, and a paste started at once read that
+            // under load (3,000,002 bytes in round 3).
             let owned = eventually(timeout: 10) {
                 guard let pid = try? ownerPID(x, primary: true) else { return false }
                 return (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.hasPrefix("xclip") == true
