@@ -111,6 +111,10 @@ struct StandInTests {
         try compare { tools, x in
             var seen: [String] = []
             _ = try shell("printf 'hunter2' | $XCLIP -selection clipboard -l 2 >/dev/null 2>&1", tools, x)
+            // The real xclip takes the clipboard in its forked child, after the command returned: a
+            // paste at once found no owner under load. Wait until one owns it; `xpb info` asks it
+            // for nothing that xclip counts against -l (its TARGETS are not a paste).
+            seen.append("owned: \(eventually(timeout: 10) { (try? ownerPID(x)) != nil })")
             for _ in 0..<2 {
                 seen.append(try run("/usr/bin/xclip", ["-o", "-selection", "clipboard"], display: x).text)
             }
