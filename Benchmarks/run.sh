@@ -205,7 +205,6 @@ if [ -w /proc/sys/vm/drop_caches ]; then
         hf copy13cold "$round" "${rotation[@]}"
     done
     unset hf_runs hf_warmup
-    pkill -x xclip 2>/dev/null || true
 fi
 pkill -x xclip 2>/dev/null || true
 pkill -x xsel 2>/dev/null || true

@@ -124,8 +124,9 @@ def rounds(prefix):
                 times.setdefault(r["command"], []).append(r["times"])
     return times
 
-def merged(prefix):
-    return {c: sorted(t for times in v for t in times) for c, v in rounds(prefix).items()}
+def merged(blocks):
+    """Each command's runs of `rounds`, sorted, in one list."""
+    return {c: sorted(t for times in v for t in times) for c, v in blocks.items()}
 
 def median(v):
     m = len(v) // 2
@@ -153,26 +154,29 @@ def beside(times, blocks, command, x, w, what):
 
 # The issue's target for a small Wayland paste: at most 0.6 × wl-paste's time.
 for prefix, owner in [("paste13wlcopy", "wl-copy: it starts cat for each request"), ("paste13xpb", "xpb copy")]:
-    small, small_rounds = merged(prefix), rounds(prefix)
+    small_rounds = rounds(prefix)
+    small = merged(small_rounds)
     x, w = median(small["xpb paste"]), median(small["wl-paste -n"])
     rows.append((f"paste 13 bytes, whole process (owner {owner})", f"xpb {ms(x)}; wl-paste -n {ms(w)} ({len(small['xpb paste'])} runs each)",
                  f"{x / w:.2f} × ({interval_words(small_rounds['xpb paste'], small_rounds['wl-paste -n'])})", "≤ 0.6 ×",
                  verdict(x / w, 0.6, small_rounds["xpb paste"], small_rounds["wl-paste -n"])))
     beside(small, small_rounds, "xpb paste", x, w, "paste")
 for prefix, owner, check in [("paste100_wlcopy", "wl-copy", "check_wlcopy.txt"), ("paste100_xpb", "xpb copy", "check_xpb.txt")]:
-    big = merged(prefix)
+    big = merged(rounds(prefix))
     x, w = median(big["xpb paste"]), median(big["wl-paste"])
     exact = open(os.path.join(results, check)).read().strip()
     rows.append((f"paste 100 MB to /dev/null (owner {owner})", f"xpb {ms(x)}; wl-paste {ms(w)}; {exact}",
                  f"{x / w:.2f} ×", "≤ 0.5 ×", verdict(x / w, 0.5)))
-copy, copy_rounds = merged("copy13"), rounds("copy13")
+copy_rounds = rounds("copy13")
+copy = merged(copy_rounds)
 x, w = median(copy["xpb copy"]), median(copy["wl-copy -t text/plain"])
 rows.append(("copy 13 bytes, whole process (it returns once the compositor has its source)",
              f"xpb {ms(x)}; wl-copy -t text/plain {ms(w)} ({len(copy['xpb copy'])} runs each)",
              f"{x / w:.2f} × ({interval_words(copy_rounds['xpb copy'], copy_rounds['wl-copy -t text/plain'])})", "≤ 1.0 ×",
              verdict(x / w, 1.0, copy_rounds["xpb copy"], copy_rounds["wl-copy -t text/plain"])))
 beside(copy, copy_rounds, "xpb copy", x, w, "copy")
-pair, pair_rounds = merged("copypaste13"), rounds("copypaste13")
+pair_rounds = rounds("copypaste13")
+pair = merged(pair_rounds)
 x, w = median(pair["xpb copy, xpb paste"]), median(pair["wl-copy, wl-paste"])
 rows.append(("copy 13 bytes then paste them at once (a script's pair)", f"xpb {ms(x)}; wl-copy then wl-paste -n {ms(w)}",
              f"{x / w:.2f} × ({interval_words(pair_rounds['xpb copy, xpb paste'], pair_rounds['wl-copy, wl-paste'])})", "≤ 1.0 ×",
