@@ -319,6 +319,13 @@ public final class Peer: Sendable {
         }
     }
 
+    /// How the program ended, as ``Outcome/status`` says it (128 + the signal that ended it); nil
+    /// while it runs.
+    public var exitStatus: Int32? {
+        _ = isRunning
+        return exit.withLock { $0 }
+    }
+
     /// Waits for the program to end (killing it after `timeout` seconds).
     public func finish(timeout: Double = 30) throws -> Outcome {
         let deadline = Date().addingTimeInterval(timeout)

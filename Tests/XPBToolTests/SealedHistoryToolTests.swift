@@ -73,7 +73,7 @@ struct SealedHistoryToolTests {
         func call(_ x: Xvfb, _ destination: String, _ path: String, _ method: String, _ arguments: [String]) throws -> String {
             let outcome = try run("gdbus", ["call", "--session", "--dest", destination, "--object-path", path, "--method", method] + arguments,
                                   display: x, environment: environment)
-            guard outcome.status == 0 else { throw TestFailure("gdbus \(method): \(outcome.error)") }
+            guard outcome.status == 0 else { throw TestFailure("gdbus \(method): \(outcome.error); \(account)") }
             return outcome.text
         }
 
@@ -91,7 +91,16 @@ struct SealedHistoryToolTests {
         /// Unlocks the login keyring with its password, as a login does (no prompt).
         func unlock(_ x: Xvfb) throws {
             let outcome = try toolkitPeer("keyring_unlock.py", ["a test password"], display: x, environment: environment).finish(timeout: 20)
-            guard outcome.status == 0 else { throw TestFailure("keyring_unlock.py: \(outcome.error)") }
+            guard outcome.status == 0 else { throw TestFailure("keyring_unlock.py: \(outcome.error); \(account)") }
+        }
+
+        /// Whether gnome-keyring-daemon still runs, else how it ended, and what it wrote on standard
+        /// error (GLib's warnings and criticals go there besides syslog): for a failure's message,
+        /// since a keyring that left the bus mid-test was seen once and not explained.
+        var account: String {
+            let state = daemon.exitStatus.map { "gnome-keyring-daemon ended with status \($0)" } ?? "gnome-keyring-daemon runs"
+            let said = daemon.errorSoFar.trimmingCharacters(in: .whitespacesAndNewlines)
+            return said.isEmpty ? state : "\(state); its standard error: \(said.suffix(2000))"
         }
 
         deinit { daemon.stop() }
@@ -189,7 +198,7 @@ struct SealedHistoryToolTests {
         try keyring.lock(x)
         do {
             let daemon = try DaemonProcess(x, home: home, arguments: ["--no-dbus-klipper"], environment: keyring.environment)
-            #expect(daemon.log.contains("the keyring holding the history's key is locked"), "\(daemon.log)")
+            #expect(daemon.log.contains("the keyring holding the history's key is locked"), "\(daemon.log) \(keyring.account)")
             let owner = try Peer("xclip", ["-i", "-selection", "clipboard", "-quiet"], display: x, input: Data("while locked".utf8))
             try waitForEntries(1, x, home, daemon: daemon)
             owner.stop()
@@ -229,7 +238,7 @@ struct SealedHistoryToolTests {
         do {
             let daemon = try DaemonProcess(x, home: home, arguments: ["--no-dbus-klipper"], environment: keyring.environment)
             defer { _ = try? daemon.stop() }
-            #expect(daemon.log.contains("the keyring holding the history's key is locked"), "\(daemon.log)")
+            #expect(daemon.log.contains("the keyring holding the history's key is locked"), "\(daemon.log) \(keyring.account)")
             // Two copies: the first is in the history kept in memory once the second replaces
             // it; the second is still held where its app could take it back.
             #expect(try xpb(["copy"], x, home, input: Data("while locked 1".utf8)).status == 0)
