@@ -520,7 +520,10 @@ struct ReadTests {
         defer { kill(pid_t(pid), SIGKILL); kill(pid_t(pid), SIGCONT) }
         let start = Date()
         let out = try xpb(["paste", "--timeout", "1"], x)
-        #expect(out.status == 4)
+        // Said on a failure: what was pasted, and who owned the selection by then (it failed once
+        // in a whole-suite run with status 0, as if the process stopped was not the owner).
+        let account = { "pasted \(out.text.debugDescription); stopped \(pid) (/proc: \((try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? "gone")); \(info ?? [:]); now \((try? xpb(["info", "--timeout", "1"], x).text) ?? "")" }
+        #expect(out.status == 4, "\(account())")
         #expect(out.error.contains("timed out after 1 s"))
         #expect(Date().timeIntervalSince(start) < 1.9)
     }
