@@ -83,6 +83,18 @@ struct SealedHistoryToolTests {
                      ["{'application': 'xpb', 'xpb': 'history key'}"])
         }
 
+        /// The prompts the keyring holds for its clients (gnome-keyring exports each under
+        /// /org/freedesktop/secrets/prompt until it completes or its client's connection closes).
+        func prompts(_ x: Xvfb) throws -> [String] {
+            let outcome = try run("gdbus", ["introspect", "--session", "--dest", "org.freedesktop.secrets",
+                                            "--object-path", "/org/freedesktop/secrets/prompt"], display: x, environment: environment)
+            guard outcome.status == 0 else { throw TestFailure("gdbus introspect: \(outcome.error); \(account)") }
+            return outcome.text.split(separator: "\n").compactMap { line in
+                let words = line.split(separator: " ")
+                return line.first == " " && words.first == "node" && words.count >= 2 ? String(words[1]) : nil
+            }
+        }
+
         func lock(_ x: Xvfb) throws {
             _ = try call(x, "org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
                          ["['/org/freedesktop/secrets/collection/login']"])
@@ -246,6 +258,9 @@ struct SealedHistoryToolTests {
             #expect(try xpb(["copy"], x, home, input: Data("while locked 2".utf8)).status == 0)
             try waitForEntries(2, x, home, daemon: daemon)
             #expect(try previews() == ["while locked 2", "while locked 1"], "the history on disk is not open yet")
+            // The wait asks nothing of the keyring that leaves it a prompt to keep (an Unlock a
+            // look would: one more each minute for as long as the keyring stays locked).
+            #expect(try keyring.prompts(x).isEmpty, "\(daemon.log)")
             try keyring.unlock(x)
             try daemon.waitForLog("the keyring is unlocked: the history in", timeout: 20)
             #expect(daemon.log.contains("copies kept in memory meanwhile, now written to it: 1"), "\(daemon.log)")

@@ -83,7 +83,9 @@ package enum HistoryKeyring {
         while !stopping() {
             // Signals before this look are spent: a change after it stays queued for the wait.
             keyring.dropSignals()
-            switch keyring.lookUp() {
+            // No Unlock while waiting: each would leave gnome-keyring a prompt, kept with this
+            // connection until it closes (one a minute, all day). SearchItems says when it is open.
+            switch keyring.lookUp(askingToUnlock: false) {
             case .locked:
                 break
             case .found, .missing:
@@ -243,8 +245,9 @@ final class SecretService {
         case failed(String)
     }
 
-    /// The history key's item, opened.
-    func lookUp() -> LookUp {
+    /// The history key's item, opened. `askingToUnlock`: a locked item is asked for with
+    /// `Unlock` (a service may open it without a prompt); else it is reported locked at once.
+    func lookUp(askingToUnlock: Bool = true) -> LookUp {
         let session: String
         switch openSession() {
         case let .success(path): session = path
@@ -258,6 +261,7 @@ final class SecretService {
         }
         var items = unlocked.compactMap(Self.path)
         if items.isEmpty, !locked.isEmpty {
+            guard askingToUnlock else { return .locked("the keyring holding the history's key is locked") }
             let asked = DBusValue.array("o", locked.compactMap(Self.path).map { .objectPath($0) })
             if case let .success(answer) = service("Unlock", [asked]), answer.count == 2, case let .array(_, opened) = answer[0] {
                 items = opened.compactMap(Self.path)
