@@ -261,9 +261,9 @@ final class SecretService {
         }
         var items = unlocked.compactMap(Self.path)
         if items.isEmpty, !locked.isEmpty {
-            guard askingToUnlock else { return .locked("the keyring holding the history's key is locked") }
             let asked = DBusValue.array("o", locked.compactMap(Self.path).map { .objectPath($0) })
-            if case let .success(answer) = service("Unlock", [asked]), answer.count == 2, case let .array(_, opened) = answer[0] {
+            if askingToUnlock, case let .success(answer) = service("Unlock", [asked]), answer.count == 2,
+               case let .array(_, opened) = answer[0] {
                 items = opened.compactMap(Self.path)
             }
             if items.isEmpty { return .locked("the keyring holding the history's key is locked") }
